@@ -1,0 +1,35 @@
+"""Schedulers: reference policies and re-implementations of published GPU-sharing schedulers.
+
+``POLICIES[name]()`` builds a policy; every entry follows :class:`baselines.base.Policy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from baselines.base import HeuristicPolicy, Policy
+from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "fifo_exclusive": FifoExclusive,
+    "first_fit": FirstFit,
+    "time_sharing": TimeSharing,
+    "random": RandomPolicy,
+}
+
+
+class UnknownPolicyError(ValueError):
+    """The policy name is not registered; the message lists the names."""
+
+
+def make_policy(name: str) -> Policy:
+    """Build a registered policy by name."""
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise UnknownPolicyError(
+            f"unknown policy {name!r} (known: {', '.join(sorted(POLICIES))})"
+        ) from None
+
+
+__all__ = ["POLICIES", "HeuristicPolicy", "Policy", "UnknownPolicyError", "make_policy"]

@@ -1,0 +1,133 @@
+"""The metric schema (DESIGN.md; the names are a public contract) and its computation.
+
+Time-averaged cluster metrics are integrated exactly between events: the simulator keeps each
+GPU's contribution and the fleet-wide sums up to date as GPUs change (O(GPUs touched) per event)
+and :class:`Accumulator` integrates the sums over time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpu_sharing_env.sim.state import JobState, Status
+
+OFFLINE_METRICS = (
+    "jct_mean_s",
+    "jct_p50_s",
+    "jct_p95_s",
+    "queue_delay_mean_s",
+    "queue_delay_p90_s",
+    "makespan_s",
+    "norm_throughput_mean",
+    "stp",
+    "oversold_gpu",
+    "jobs_submitted",
+    "jobs_completed",
+    "jobs_failed",
+)
+ONLINE_METRICS = ("latency_mean_ms", "latency_p99_ms", "slo_attainment", "online_slowdown")
+CLUSTER_METRICS = ("gpu_util", "sm_activity", "gpu_mem_util", "frag_gpu")
+FAULT_METRICS = ("errors_total", "errors_propagated", "gpu_hours_lost")
+OPS_METRICS = ("mig_reconfigs", "migrations", "decisions")
+#: Every schema metric, in a stable order (CSV columns, TensorBoard tags ``sim/<name>``).
+METRIC_NAMES: tuple[str, ...] = (
+    OFFLINE_METRICS + ONLINE_METRICS + CLUSTER_METRICS + FAULT_METRICS + OPS_METRICS
+)
+#: The leaderboard's primary objective (lower is better), subject to the SLO target.
+PRIMARY_METRIC = "jct_mean_s"
+
+
+@dataclass
+class Accumulator:
+    """Running sums the simulator updates as the episode unfolds."""
+
+    # time integrals (unit·seconds)
+    util_s: float = 0.0
+    sm_s: float = 0.0
+    mem_s: float = 0.0
+    busy_gpu_s: float = 0.0
+    stp_s: float = 0.0
+    oversold_s: float = 0.0
+    online_gpu_s: float = 0.0
+    in_system_s: float = 0.0  # offline jobs in the system (queued or running) x time
+    elapsed_s: float = 0.0
+    # frag samples (GPU units), taken at ticks
+    frag_sum: float = 0.0
+    frag_samples: int = 0
+    # online request accounting
+    requests: float = 0.0
+    requests_ok: float = 0.0
+    latency_weighted_ms: float = 0.0
+    p99_weighted_ms: float = 0.0
+    slowdown_weighted: float = 0.0
+    # faults and operations
+    errors_total: int = 0
+    errors_propagated: int = 0
+    errors_by_cause: dict[str, int] = field(default_factory=dict)
+    gpu_hours_lost: float = 0.0
+    evictions: int = 0
+    mig_reconfigs: int = 0
+    migrations: int = 0
+    decisions: int = 0
+
+
+def _q(values: np.ndarray, q: float) -> float:
+    return float(np.quantile(values, q)) if values.size else math.nan
+
+
+def compute_metrics(
+    jobs: Iterable[JobState], acc: Accumulator, n_gpus: int, now_s: float
+) -> dict[str, float]:
+    """The episode's metrics under the schema's names (NaN where undefined)."""
+    jobs = list(jobs)
+    offline = [j for j in jobs if not j.spec.online and j.status is not Status.FUTURE]
+    done = [j for j in offline if j.status is Status.DONE]
+    jct = np.array([j.finish_t - j.spec.submit_s for j in done])
+    started = [j for j in offline if not math.isnan(j.first_start_t)]
+    qd = np.array([j.first_start_t - j.spec.submit_s for j in started])
+    ran = [j for j in offline if j.run_time_s > 0]
+    norm = np.array([j.norm_integral / j.run_time_s for j in ran])
+    submitted = [j for j in jobs if j.status is not Status.FUTURE]
+    first_submit = min((j.spec.submit_s for j in offline), default=0.0)
+    elapsed = max(acc.elapsed_s, 1e-9)
+    m: dict[str, float] = {
+        "jct_mean_s": float(jct.mean()) if jct.size else math.nan,
+        "jct_p50_s": _q(jct, 0.5),
+        "jct_p95_s": _q(jct, 0.95),
+        "queue_delay_mean_s": float(qd.mean()) if qd.size else math.nan,
+        "queue_delay_p90_s": _q(qd, 0.9),
+        "makespan_s": (max(j.finish_t for j in done) - first_submit) if done else math.nan,
+        "norm_throughput_mean": float(norm.mean()) if norm.size else math.nan,
+        "stp": acc.stp_s / acc.busy_gpu_s if acc.busy_gpu_s > 0 else math.nan,
+        "oversold_gpu": acc.oversold_s / acc.online_gpu_s if acc.online_gpu_s > 0 else math.nan,
+        "jobs_submitted": float(len(submitted)),
+        "jobs_completed": float(sum(j.status is Status.DONE for j in submitted)),
+        "jobs_failed": float(sum(j.status is Status.FAILED for j in submitted)),
+        "latency_mean_ms": acc.latency_weighted_ms / acc.requests if acc.requests else math.nan,
+        "latency_p99_ms": acc.p99_weighted_ms / acc.requests if acc.requests else math.nan,
+        "slo_attainment": acc.requests_ok / acc.requests if acc.requests else math.nan,
+        "online_slowdown": acc.slowdown_weighted / acc.requests if acc.requests else math.nan,
+        "gpu_util": acc.util_s / (elapsed * n_gpus),
+        "sm_activity": acc.sm_s / (elapsed * n_gpus),
+        "gpu_mem_util": acc.mem_s / (elapsed * n_gpus),
+        "frag_gpu": acc.frag_sum / acc.frag_samples if acc.frag_samples else 0.0,
+        "errors_total": float(acc.errors_total),
+        "errors_propagated": float(acc.errors_propagated),
+        "gpu_hours_lost": acc.gpu_hours_lost,
+        "mig_reconfigs": float(acc.mig_reconfigs),
+        "migrations": float(acc.migrations),
+        "decisions": float(acc.decisions),
+    }
+    assert tuple(m) == METRIC_NAMES
+    # Extras beyond the schema (not part of the contract, but useful): prefixed "x_".
+    m["x_sim_time_s"] = now_s
+    m["x_evictions"] = float(acc.evictions)
+    m["x_jobs_running"] = float(sum(j.status is Status.RUNNING for j in submitted))
+    m["x_jobs_queued"] = float(sum(j.status is Status.QUEUED for j in submitted))
+    for cause, n in sorted(acc.errors_by_cause.items()):
+        m[f"x_errors_{cause}"] = float(n)
+    return m

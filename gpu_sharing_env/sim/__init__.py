@@ -1,0 +1,1 @@
+"""The event-driven simulator: engine, events, online services, faults, snapshots."""

@@ -1,0 +1,104 @@
+"""From a scenario (config data) to a ready :class:`~gpu_sharing_env.sim.engine.Simulator`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from gpu_sharing_env.config import ConfigError, ScenarioConfig, from_dict
+from gpu_sharing_env.hardware import get_gpu_type
+from gpu_sharing_env.interference import SpeedModel
+from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.sim.engine import Simulator, WorkloadFn
+from gpu_sharing_env.workload.estimates import attach_estimates
+from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai_machines
+from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
+from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, generate_jobs
+
+
+def _rel(cfg: ScenarioConfig, path: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_absolute() and cfg.source_path:
+        cand = Path(cfg.source_path).parent / p
+        if cand.exists() or not p.exists():
+            p = cand
+    return p
+
+
+def build_nodes(cfg: ScenarioConfig) -> list[NodeSpec]:
+    """The scenario's fleet."""
+    src = cfg.source_path or cfg.name
+    fleet = cfg.cluster.fleet
+    if fleet is not None:
+        path = _rel(cfg, fleet.path)
+        loader = load_openb_nodes if fleet.format == "openb" else load_pai_machines
+        nodes = list(loader(path))
+        return nodes[: fleet.max_nodes] if fleet.max_nodes else nodes
+    if not cfg.cluster.nodes:
+        raise ConfigError(f"{src}: cluster: give node groups under 'nodes' or a 'fleet' file")
+    out: list[NodeSpec] = []
+    for gi, grp in enumerate(cfg.cluster.nodes):
+        try:
+            gtype = get_gpu_type(grp.gpu_type).name
+        except ValueError as e:
+            raise ConfigError(f"{src}: cluster.nodes[{gi}].gpu_type: {e}") from None
+        for i in range(grp.count):
+            out.append(
+                NodeSpec(
+                    name=f"{gtype}-g{gi}-n{i}",
+                    gpu_type=gtype,
+                    num_gpus=grp.gpus_per_node,
+                    vcpus=grp.vcpus,
+                    host_mem_gb=grp.host_mem_gb,
+                    interconnect=Interconnect(grp.interconnect),
+                )
+            )
+    return out
+
+
+def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
+    """A function of the episode's generator returning its jobs (offline + online)."""
+    src = cfg.source_path or cfg.name
+    horizon_s = cfg.horizon_h * 3600.0
+    off = cfg.workload.offline
+    on = cfg.workload.online
+    syn_cfg = from_dict(
+        SyntheticWorkloadConfig, dict(off.params), src=src, where="workload.offline.params"
+    )
+    svc_cfg = from_dict(
+        ServiceWorkloadConfig, dict(on.params), src=src, where="workload.online.params"
+    )
+    trace_jobs: list[JobSpec] | None = None
+    if off.source == "trace":
+        if off.trace_format not in LOADERS:
+            raise ConfigError(
+                f"{src}: workload.offline.trace_format: one of {', '.join(sorted(LOADERS))}"
+                f" (got {off.trace_format!r})"
+            )
+        trace_jobs = list(LOADERS[off.trace_format](_rel(cfg, off.trace_path)))
+        if off.max_jobs:
+            trace_jobs = trace_jobs[: off.max_jobs]
+
+    def workload(rng: np.random.Generator) -> list[JobSpec]:
+        if trace_jobs is None:
+            jobs = generate_jobs(syn_cfg, rng, horizon_s)
+            if off.max_jobs:
+                jobs = jobs[: off.max_jobs]
+        else:
+            jobs = list(trace_jobs)
+        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma)
+        first_id = max((j.job_id for j in jobs), default=-1) + 1
+        if on.num_services:
+            svc_cfg_n = replace(svc_cfg, num_services=on.num_services)
+            jobs += generate_services(svc_cfg_n, rng, horizon_s, first_id)
+        return jobs
+
+    return workload
+
+
+def make_simulator(cfg: ScenarioConfig, speed: SpeedModel | None = None) -> Simulator:
+    """Build the simulator a scenario describes (call ``reset(seed)`` to start an episode)."""
+    return Simulator(cfg, build_nodes(cfg), build_workload(cfg), speed=speed)

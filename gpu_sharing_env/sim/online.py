@@ -1,0 +1,87 @@
+"""Online services: latency as a function of load, speed and interference; SysMonitor.
+
+**Latency model.** A service processes batches of ``b`` requests; one batch takes
+``L = L_solo / f`` where ``L_solo`` is the solo, exclusive batch latency on the GPU type (speed
+model) and ``f`` the service's current sharing fraction (SM share, interference, turn-taking).
+With request rate ``λ`` the utilisation is ``ρ = λ·L/b``. Waiting time follows Kingman's
+heavy-traffic approximation for a G/G/1 queue with deterministic-like service: a request waits
+with probability ``ρ`` and then exponentially with mean ``m = L / (2(1-ρ))``. Hence
+
+* mean latency ``L + ρ·m``,
+* p99 latency ``L + m·ln(100ρ)`` (when ``ρ > 0.01``, else ``L``),
+* the fraction of requests within the SLO ``S``: ``1 - ρ·exp(-(S-L)/m)`` for ``S > L``, else 0.
+
+An unstable queue (``ρ >= 1``) misses the SLO for every request. This is the "queueing model is
+fine" of DESIGN.md: it reproduces the knee of latency-vs-load curves that MuxFlow and GPULet
+plan around, at the cost of per-request detail.
+
+**SysMonitor** (MuxFlow, Sec. 4.1: a per-GPU state machine with metric thresholds; offline work
+only goes to healthy GPUs). States by the online service's p99 latency relative to its SLO:
+HEALTHY below ``busy_at``; BUSY (no new offline work) from ``busy_at``; OVERLOADED (offline work
+throttled) from ``throttle_at``; UNHEALTHY (offline work evicted) from ``evict_at``; back to
+HEALTHY only below ``recover_at`` (hysteresis). MuxFlow's five states also watch SM clock and
+memory; this model keeps the latency signal, the one that protects the SLO.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+#: Latency reported for an unstable queue, as a multiple of the SLO.
+UNSTABLE_LATENCY_X_SLO = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    mean_ms: float
+    p99_ms: float
+    attainment: float  # fraction of requests within SLO
+    rho: float
+
+
+def latency(batch_ms: float, rps: float, batch_size: int, slo_ms: float) -> LatencyStats:
+    """Latency statistics of a service (see module docstring)."""
+    rho = rps * batch_ms / 1000.0 / batch_size
+    if rho >= 1.0:
+        cap = UNSTABLE_LATENCY_X_SLO * slo_ms
+        return LatencyStats(cap, cap, 0.0, rho)
+    m = batch_ms / (2.0 * (1.0 - rho))
+    mean = batch_ms + rho * m
+    p99 = batch_ms + (m * math.log(100.0 * rho) if rho > 0.01 else 0.0)
+    att = 1.0 - rho * math.exp(-(slo_ms - batch_ms) / m) if slo_ms > batch_ms else 0.0
+    return LatencyStats(mean, p99, max(0.0, att), rho)
+
+
+class Health(enum.IntEnum):
+    HEALTHY = 0
+    BUSY = 1
+    OVERLOADED = 2
+    UNHEALTHY = 3
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorThresholds:
+    """p99/SLO ratios of the SysMonitor state machine (MuxFlow chose its thresholds
+    empirically; these are assumptions of the same spirit)."""
+
+    busy_at: float = 0.8
+    throttle_at: float = 0.9
+    evict_at: float = 1.0
+    recover_at: float = 0.7
+    throttle_factor: float = 0.5  # offline kernel launches delayed: half the GPU time
+
+
+def next_health(current: Health, p99_over_slo: float, th: MonitorThresholds) -> Health:
+    """One transition of the SysMonitor state machine."""
+    r = p99_over_slo
+    if r >= th.evict_at:
+        return Health.UNHEALTHY
+    if r >= th.throttle_at:
+        return Health.OVERLOADED
+    if r >= th.busy_at:
+        return max(current, Health.BUSY) if current != Health.HEALTHY else Health.BUSY
+    if current != Health.HEALTHY and r >= th.recover_at:
+        return Health.BUSY
+    return Health.HEALTHY

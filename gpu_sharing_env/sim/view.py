@@ -1,0 +1,146 @@
+"""Read-only snapshots for policies: what a real scheduler could see.
+
+A :class:`ClusterView` exposes the queue (submitted fields and *estimates*, never the true
+duration or true memory peak), the GPUs' sharing state, residents and their observable progress,
+and online services' observed load and latency. Arrays are read-only views (no copies on the hot
+path). Policies that need hidden truth must call :meth:`ClusterView.oracle_spec` and declare
+themselves oracles (they are marked on the leaderboard).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_sharing_env.cluster import MigInstance, PlacementOption
+from gpu_sharing_env.hardware import GpuType
+from gpu_sharing_env.sim.codec import ActionCodec
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as a scheduler sees it (no ground truth)."""
+
+    job_id: int
+    kind: JobKind
+    model: str
+    submit_s: float
+    num_gpus: int
+    gpu_frac: float
+    mem_gb: float
+    cpu_cores: float
+    est_work_s: float
+    gpu_types: tuple[str, ...]
+    priority: int
+    group: str
+    service: ServiceSpec | None
+    status: Status
+    gpus: tuple[int, ...]
+    option: int
+    work_done: float
+    attempts: int
+    wait_s: float
+    rps: float
+    p99_ms: float
+
+    @property
+    def online(self) -> bool:
+        return self.kind is JobKind.ONLINE
+
+    @property
+    def est_remaining_s(self) -> float:
+        """Estimated remaining reference-GPU seconds (estimate minus observed progress)."""
+        return max(0.0, self.est_work_s - self.work_done)
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class ClusterView:
+    """A read-only snapshot of the simulator for policies (valid until the next step)."""
+
+    def __init__(self, sim: Simulator, codec: ActionCodec | None = None) -> None:
+        self._sim = sim
+        self.codec = codec
+        c = sim.cluster
+        self.now_s = sim.now
+        self.n_gpus = c.n_gpus
+        self.options: tuple[PlacementOption, ...] = sim.options
+        self.gpu_types: tuple[GpuType, ...] = tuple(c.types[int(t)] for t in c.type_idx)
+        self.type_name = tuple(t.name for t in self.gpu_types)
+        self.node_of = _ro(c.node_of)
+        self.mode = _ro(c.mode)
+        self.n_res = _ro(c.n_res)
+        self.mem_cap_gb = _ro(c.mem_cap)
+        self.mem_used_gb = _ro(c.mem_decl)  # declared (what a scheduler's accounting sees)
+        self.sm_used_pct = _ro(c.sm_used)
+        self.online_count = _ro(c.online_count)
+        self.healthy = _ro(c.healthy)
+        self.ready = _ro(c.ready)
+        self.util = _ro(sim._g_util)  # observed GPU utilisation (nvidia-smi style)
+        self.max_residents = c.sharing.max_residents
+        self.slo_target = sim.cfg.slo_target
+
+    def job(self, job_id: int) -> JobView:
+        st = self._sim.jobs[job_id]
+        s = st.spec
+        return JobView(
+            job_id=s.job_id,
+            kind=s.kind,
+            model=s.model,
+            submit_s=s.submit_s,
+            num_gpus=s.num_gpus,
+            gpu_frac=s.gpu_frac,
+            mem_gb=s.mem_gb,
+            cpu_cores=s.cpu_cores,
+            est_work_s=s.est_work_s,
+            gpu_types=s.gpu_types,
+            priority=s.priority,
+            group=s.group,
+            service=s.service,
+            status=st.status,
+            gpus=tuple(st.gpus),
+            option=st.option,
+            work_done=st.work_done,
+            attempts=st.attempts,
+            wait_s=self.now_s - st.enqueue_t if st.status is Status.QUEUED else 0.0,
+            rps=st.rps,
+            p99_ms=st.p99_ms,
+        )
+
+    @property
+    def window(self) -> list[JobView]:
+        """The queued jobs a decision may place, in queue order."""
+        return [self.job(s.job_id) for s in self._sim.window_jobs()]
+
+    @property
+    def queue(self) -> list[JobView]:
+        return [self.job(s.job_id) for s in self._sim.queued_jobs()]
+
+    def residents(self, gpu: int) -> list[JobView]:
+        return [self.job(j) for j in self._sim.cluster.residents[gpu]]
+
+    def mig_instances(self, gpu: int) -> tuple[MigInstance, ...]:
+        return tuple(
+            MigInstance(i.profile, i.start, i.mask, i.compute, i.job_id)
+            for i in self._sim.cluster.mig_instances[gpu]
+        )
+
+    def mask(self, job_id: int) -> np.ndarray:
+        """Legal (gpu, option) placements of a queued job (read-only)."""
+        return _ro(self._sim.mask(job_id))
+
+    def solo_speed(self, model: str, gpu: int) -> float:
+        """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
+        return self._sim.speed.solo_speed(model, self.type_name[gpu])
+
+    def oracle_spec(self, job_id: int) -> JobSpec:
+        """The true job spec (duration, true memory). Only for policies marked ``oracle``."""
+        return self._sim.jobs[job_id].spec

@@ -1,0 +1,150 @@
+"""The one job schema every generator and trace loader produces.
+
+A :class:`JobSpec` is immutable and describes what was *submitted*. Everything a scheduler may
+see about a job is here except the fields marked "truth": those are used by the simulator only
+and are hidden from policies by the snapshot (see ``gpu_sharing_env.sim.snapshot``).
+
+Units are in the names: ``_s`` seconds, ``_gb`` gigabytes, ``_ms`` milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+#: Model classes the speed model knows; the zoo (``gpu_sharing_env.zoo``) has one profile each.
+#: Loaders map unknown trace models onto these; generators draw from them.
+MODEL_CLASSES: tuple[str, ...] = (
+    "resnet50",
+    "resnet18",
+    "vgg16",
+    "densenet201",
+    "inceptionv3",
+    "mobilenet",
+    "bert",
+    "transformer",
+    "gpt2",
+    "gnn",
+    "deepfm",
+    "ncf",
+    "ppo",
+    "yolov3",
+    "deepspeech2",
+    "cyclegan",
+    "lstm",
+)
+
+
+class JobKind(enum.Enum):
+    """Offline training (throughput, JCT) or an online inference service (latency SLO)."""
+
+    OFFLINE = "offline"
+    ONLINE = "online"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """The online part of an inference service.
+
+    The request rate follows a smooth diurnal curve (MuxFlow, Sec. 2: "smooth over minutes,
+    periodic over days"):
+    ``rate(t) = base_rps + (peak_rps - base_rps) * (1 + sin(2*pi*(t - phase_s)/period_s)) / 2``
+    times a slowly varying multiplicative noise drawn by the simulator from the episode seed.
+    """
+
+    slo_ms: float
+    batch_size: int
+    base_rps: float
+    peak_rps: float
+    period_s: float = 86_400.0
+    phase_s: float = 0.0
+    noise_frac: float = 0.05
+
+    def __post_init__(self) -> None:
+        _require(self.slo_ms > 0, "service.slo_ms", "must be > 0")
+        _require(self.batch_size >= 1, "service.batch_size", "must be >= 1")
+        _require(0 <= self.base_rps <= self.peak_rps, "service.base_rps", "0 <= base_rps <= peak_rps")
+        _require(self.period_s > 0, "service.period_s", "must be > 0")
+        _require(0 <= self.noise_frac < 1, "service.noise_frac", "must be in [0, 1)")
+
+    def rate_rps(self, t_s: float) -> float:
+        """Noise-free request rate at simulated time ``t_s``."""
+        wave = (1.0 + math.sin(2.0 * math.pi * (t_s - self.phase_s) / self.period_s)) / 2.0
+        return self.base_rps + (self.peak_rps - self.base_rps) * wave
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One submitted job or service.
+
+    Attributes:
+        job_id: Unique within a workload; also the deterministic tie-breaker.
+        kind: Offline training job or online service.
+        model: A key of ``MODEL_CLASSES``.
+        submit_s: Arrival time.
+        num_gpus: Gang size; all instances start together. 1 for fractional requests.
+        gpu_frac: Requested fraction of one GPU (PAI/openb ``gpu_milli``/1000); 1.0 for whole GPUs.
+        mem_gb: Declared GPU memory per instance (what the scheduler sees and packs by).
+        cpu_cores: vCPUs per GPU instance (PAI: CPU contention slows jobs).
+        work_s: Truth. Offline: solo exclusive run time on the reference GPU (V100-16GB) at full
+            speed; online: the service lifetime.
+        est_work_s: The estimate schedulers see (PAI's recurring-job predictor; configurable error).
+        true_mem_gb: Truth. Peak memory actually used; above ``mem_gb`` means a risk of OOM.
+        gpu_types: Allowed GPU type names (empty = any), e.g. openb's ``gpu_spec``.
+        checkpoint_interval_s: Offline jobs lose progress since their last checkpoint on failure.
+        group: Recurring-job group (PAI: most jobs recur); "" when unknown.
+        user: Submitting user or virtual cluster; "" when unknown.
+        priority: Larger is more important (resource-guarantee vs opportunistic in AntMan).
+        service: Online part; set iff ``kind`` is ONLINE.
+    """
+
+    job_id: int
+    kind: JobKind
+    model: str
+    submit_s: float
+    num_gpus: int
+    gpu_frac: float
+    mem_gb: float
+    cpu_cores: float
+    work_s: float
+    est_work_s: float
+    true_mem_gb: float = -1.0
+    gpu_types: tuple[str, ...] = ()
+    checkpoint_interval_s: float = 1800.0
+    group: str = ""
+    user: str = ""
+    priority: int = 0
+    service: ServiceSpec | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        _require(self.model in MODEL_CLASSES, "model", f"one of {', '.join(MODEL_CLASSES)}")
+        _require(math.isfinite(self.submit_s) and self.submit_s >= 0, "submit_s", "finite, >= 0")
+        _require(self.num_gpus >= 1, "num_gpus", "must be >= 1")
+        _require(0 < self.gpu_frac <= 1, "gpu_frac", "must be in (0, 1]")
+        _require(self.gpu_frac == 1 or self.num_gpus == 1, "gpu_frac", "fractional only for 1 GPU")
+        _require(math.isfinite(self.mem_gb) and self.mem_gb > 0, "mem_gb", "finite, > 0")
+        _require(math.isfinite(self.cpu_cores) and self.cpu_cores >= 0, "cpu_cores", ">= 0")
+        _require(math.isfinite(self.work_s) and self.work_s > 0, "work_s", "finite, > 0")
+        _require(math.isfinite(self.est_work_s) and self.est_work_s > 0, "est_work_s", "> 0")
+        _require(self.checkpoint_interval_s > 0, "checkpoint_interval_s", "must be > 0")
+        _require(
+            (self.kind is JobKind.ONLINE) == (self.service is not None),
+            "service",
+            "set exactly for online jobs",
+        )
+        if self.true_mem_gb < 0:
+            object.__setattr__(self, "true_mem_gb", self.mem_gb)
+
+    @property
+    def online(self) -> bool:
+        return self.kind is JobKind.ONLINE
+
+
+class JobSpecError(ValueError):
+    """A job field breaks a rule; the message names the field and the rule."""
+
+
+def _require(ok: bool, field_name: str, rule: str) -> None:
+    if not ok:
+        raise JobSpecError(f"{field_name}: {rule}")

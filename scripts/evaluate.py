@@ -1,0 +1,72 @@
+"""Evaluate policies on a scenario over seeds and print/save the schema's metrics.
+
+    python scripts/evaluate.py --policy first_fit --scenario default --seeds 3 --json out.json
+    python scripts/evaluate.py --policy all --scenario default --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from baselines import POLICIES, UnknownPolicyError, make_policy
+from baselines.runner import evaluate, json_safe
+from gpu_sharing_env.config import ConfigError, load_scenario
+from gpu_sharing_env.sim.build import make_simulator
+
+SHOWN = [
+    "jct_mean_s",
+    "queue_delay_mean_s",
+    "slo_attainment",
+    "latency_p99_ms",
+    "gpu_util",
+    "norm_throughput_mean",
+    "jobs_completed",
+    "errors_total",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--policy", default="all", help=f"'all' or comma list of {', '.join(POLICIES)}")
+    ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
+    ap.add_argument("--seeds", type=int, default=3, help="evaluate seeds 0..N-1")
+    ap.add_argument("--json", type=Path, default=None, help="write one record per seed here")
+    args = ap.parse_args(argv)
+    try:
+        names = list(POLICIES) if args.policy == "all" else args.policy.split(",")
+        policies = [make_policy(n.strip()) for n in names]
+        scenario = load_scenario(args.scenario)
+        sim = make_simulator(scenario)
+    except (ConfigError, UnknownPolicyError, ValueError, OSError) as e:
+        print(f"evaluate.py: error: {e}", file=sys.stderr)
+        return 2
+    if args.seeds < 1:
+        print("evaluate.py: error: --seeds: must be >= 1", file=sys.stderr)
+        return 2
+    records = []
+    for pol in policies:
+        records += evaluate(pol, scenario, list(range(args.seeds)), sim=sim)
+    df = pd.DataFrame(records)
+    table = df.groupby("policy", sort=False)[SHOWN].mean()
+    target = scenario.slo_target
+    table["meets_slo"] = table["slo_attainment"].fillna(1.0) >= target
+    table = table.sort_values(["meets_slo", "jct_mean_s"], ascending=[False, True])
+    with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
+        print(f"scenario {scenario.name}: mean over seeds 0..{args.seeds - 1} (SLO target {target})")
+        print(table.to_string())
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps([json_safe(r) for r in records], indent=1))
+        tmp.replace(args.json)
+        print(f"wrote {len(records)} records to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

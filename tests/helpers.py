@@ -1,0 +1,106 @@
+"""Test helpers: tiny clusters, fixed workloads and a linear speed model for hand-computed
+timelines (so timeline tests check the engine, not the calibrated coefficients)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_sharing_env.config import ScenarioConfig, from_dict
+from gpu_sharing_env.interference import Resident
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
+
+
+class LinearSpeed:
+    """Exclusive = 1; TS and MPS-at-100% split evenly; MPS = SM share; MIG = slices/7."""
+
+    SOLO = {"V100-16GB": 1.0, "A100-40GB": 2.0, "T4": 0.5, "P100": 0.6}
+
+    def solo_speed(self, model: str, gpu_type: str) -> float:
+        return self.SOLO[gpu_type]
+
+    def rates(self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]) -> list[float]:
+        n = len(residents)
+        if mode is SharingMode.MIG:
+            return [r.mig_compute_slices / 7.0 for r in residents]
+        if mode is SharingMode.MPS:
+            return [r.sm_frac for r in residents]
+        return [1.0 / n] * n
+
+    def batch_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
+        return 10.0
+
+
+def scenario(**over: Any) -> ScenarioConfig:
+    data: dict[str, Any] = {
+        "name": "test",
+        "cluster": {"nodes": [{"gpu_type": "V100-16GB", "count": 1, "gpus_per_node": 1}]},
+        "horizon_h": 10.0,
+        "tick_s": 300.0,
+        "sharing": {"mps_start_s": 0.0, "mig_reconfig_s": 5.0, "mig_mode_switch_s": 60.0},
+    }
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(data.get(k), dict):
+            data[k] = {**data[k], **v}
+        else:
+            data[k] = v
+    return from_dict(ScenarioConfig, data, src="<test>")
+
+
+def job(
+    jid: int,
+    work_s: float,
+    submit_s: float = 0.0,
+    mem_gb: float = 4.0,
+    num_gpus: int = 1,
+    cpu: float = 1.0,
+    **kw: Any,
+) -> JobSpec:
+    return JobSpec(
+        job_id=jid,
+        kind=JobKind.OFFLINE,
+        model=kw.pop("model", "resnet50"),
+        submit_s=submit_s,
+        num_gpus=num_gpus,
+        gpu_frac=1.0,
+        mem_gb=mem_gb,
+        cpu_cores=cpu,
+        work_s=work_s,
+        est_work_s=work_s,
+        **kw,
+    )
+
+
+def service(jid: int, lifetime_s: float, rps: float = 50.0, slo_ms: float = 100.0) -> JobSpec:
+    return JobSpec(
+        job_id=jid,
+        kind=JobKind.ONLINE,
+        model="bert",
+        submit_s=0.0,
+        num_gpus=1,
+        gpu_frac=1.0,
+        mem_gb=4.0,
+        cpu_cores=1.0,
+        work_s=lifetime_s,
+        est_work_s=lifetime_s,
+        service=ServiceSpec(slo_ms=slo_ms, batch_size=8, base_rps=rps, peak_rps=rps, noise_frac=0.0),
+    )
+
+
+def nodes(gpu_type: str = "V100-16GB", n_nodes: int = 1, gpus: int = 1, vcpus: float = 64.0,
+          interconnect: str = "nvlink") -> list[NodeSpec]:
+    return [
+        NodeSpec(f"n{i}", gpu_type, gpus, vcpus, 256.0, Interconnect(interconnect))
+        for i in range(n_nodes)
+    ]
+
+
+def make_sim(jobs: list[JobSpec], node_list: list[NodeSpec] | None = None, **over: Any) -> Simulator:
+    return Simulator(scenario(**over), node_list or nodes(), lambda rng: list(jobs), speed=LinearSpeed())
+
+
+def option(sim: Simulator, label: str) -> int:
+    return [o.label for o in sim.options].index(label)

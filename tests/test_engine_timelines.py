@@ -1,0 +1,145 @@
+"""Hand-computed timelines for tiny cases in each sharing mode."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpu_sharing_env.sim.engine import Decision, IllegalDecision
+from gpu_sharing_env.sim.state import Status
+from tests.helpers import job, make_sim, nodes, option
+
+
+def finish_times(sim):
+    return {j: round(st.finish_t, 6) for j, st in sim.jobs.items() if st.status is Status.DONE}
+
+
+def test_exclusive_fifo_timeline():
+    sim = make_sim([job(0, 100.0), job(1, 50.0, submit_s=10.0)])
+    sim.reset(0)
+    assert sim.now == 0.0 and sim.needs_decision()
+    sim.apply(Decision(0, 0, option(sim, "excl")))
+    sim.advance()  # job 1 arrives at t=10 but the GPU is taken: nothing to decide until t=100
+    assert sim.now == 100.0
+    sim.apply(Decision(1, 0, option(sim, "excl")))
+    sim.advance()
+    assert sim.done
+    assert finish_times(sim) == {0: 100.0, 1: 150.0}
+    m = sim.metrics()
+    assert m["jct_mean_s"] == pytest.approx((100 + 140) / 2)
+    assert m["queue_delay_mean_s"] == pytest.approx((0 + 90) / 2)
+    assert m["makespan_s"] == pytest.approx(150.0)
+    assert m["gpu_util"] > 0 and m["stp"] == pytest.approx(1.0)
+    assert m["decisions"] == 2
+
+
+def test_time_sharing_splits_and_speeds_up_when_alone():
+    sim = make_sim([job(0, 100.0), job(1, 50.0)])
+    sim.reset(0)
+    ts = option(sim, "ts")
+    sim.apply(Decision(0, 0, ts))
+    sim.apply(Decision(1, 0, ts))
+    sim.advance()
+    # both at rate 1/2 until job 1 is done at t=100 (50/0.5); job 0 has 50 left at rate 1
+    assert finish_times(sim) == {0: 150.0, 1: 100.0}
+    m = sim.metrics()
+    # job 0: 100 s at 0.5 and 50 s at 1.0 → mean normalised throughput (0.5*100+1*50)/150
+    assert m["norm_throughput_mean"] == pytest.approx(((50 + 50) / 150 + 0.5) / 2)
+
+
+def test_mps_sm_limit_persists_after_corunner_leaves():
+    sim = make_sim([job(0, 100.0), job(1, 75.0)])
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "mps25")))
+    sim.apply(Decision(1, 0, option(sim, "mps75")))
+    sim.advance()
+    # job 1 at 0.75 → done at 100; job 0 did 25 by then, 75 left at 0.25 (its SM cap) → 400
+    assert finish_times(sim) == {0: 400.0, 1: 100.0}
+
+
+def test_mps_share_over_100_is_illegal():
+    sim = make_sim([job(0, 100.0), job(1, 75.0)])
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "mps50")))
+    with pytest.raises(IllegalDecision, match="SM share would be 125% > 100%"):
+        sim.apply(Decision(1, 0, option(sim, "mps75")))
+    assert not sim.mask(1)[0, option(sim, "mps75")]
+    assert sim.mask(1)[0, option(sim, "mps50")]
+
+
+def test_mig_setup_costs_then_profile_speed():
+    sim = make_sim([job(0, 30.0, mem_gb=8.0), job(1, 20.0, mem_gb=8.0)], nodes("A100-40GB"))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "mig3g")))
+    # switching the GPU into MIG mode (60 s) plus creating the instance (5 s): GPU not ready
+    assert not sim.needs_decision()
+    sim.advance()
+    assert sim.now == 65.0
+    sim.apply(Decision(1, 0, option(sim, "mig3g")))  # a second 3g instance at start 4: +5 s
+    sim.advance()
+    # A100 solo speed 2 (test model) x 3/7: job 0 from 65 → 65 + 30/(6/7) = 100;
+    # job 1 from 70 → 70 + 20/(6/7) = 93.333...
+    ft = finish_times(sim)
+    assert ft[0] == pytest.approx(100.0) and ft[1] == pytest.approx(70 + 20 * 7 / 6)
+    assert sim.metrics()["mig_reconfigs"] == 2
+
+
+def test_mig_empty_instance_reused_without_reconfiguration():
+    sim = make_sim([job(0, 12.0), job(1, 12.0, submit_s=1000.0)], nodes("A100-40GB"))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "mig3g")))
+    sim.advance()  # ready at 65, done at 65 + 12/(6/7) = 79, next decision at the arrival
+    assert sim.now == 1000.0
+    sim.apply(Decision(1, 0, option(sim, "mig3g")))
+    sim.advance()
+    assert finish_times(sim)[1] == pytest.approx(1000 + 12 / (6 / 7))
+    assert sim.metrics()["mig_reconfigs"] == 1
+
+
+def test_gang_rate_and_pcie_penalty():
+    sim = make_sim([job(0, 100.0, num_gpus=2)], nodes(gpus=2, interconnect="pcie"))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "excl")))
+    assert sim.jobs[0].gpus == [0, 1]
+    sim.advance()
+    assert finish_times(sim)[0] == pytest.approx(100 / 0.95)
+
+
+def test_gang_across_nodes_is_slower():
+    sim = make_sim([job(0, 85.0, num_gpus=2)], nodes(n_nodes=2, gpus=1))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "excl")))
+    assert sim.jobs[0].gpus == [0, 1]
+    sim.advance()
+    assert finish_times(sim)[0] == pytest.approx(100.0)  # 85 / 0.85
+
+
+def test_cpu_contention_slows_the_node():
+    sim = make_sim([job(0, 100.0, cpu=8.0), job(1, 100.0, cpu=8.0)], nodes(gpus=2, vcpus=8.0))
+    sim.reset(0)
+    excl = option(sim, "excl")
+    sim.apply(Decision(0, 0, excl))
+    sim.apply(Decision(1, 1, excl))
+    sim.advance()
+    assert finish_times(sim) == {0: 200.0, 1: 200.0}  # 16 vCPUs wanted, 8 there: half speed
+
+
+def test_unschedulable_job_fails_on_arrival():
+    sim = make_sim([job(0, 10.0, mem_gb=100.0), job(1, 10.0)])
+    sim.reset(0)
+    assert sim.jobs[0].status is Status.FAILED
+    sim.apply(Decision(1, 0, option(sim, "excl")))
+    sim.advance()
+    m = sim.metrics()
+    assert m["jobs_failed"] == 1 and m["jobs_completed"] == 1 and m["x_errors_unschedulable"] == 1
+
+
+def test_waiting_policy_reaches_horizon():
+    sim = make_sim([job(0, 10.0)], horizon_h=1.0)
+    sim.reset(0)
+    while not sim.done:
+        sim.advance()
+    assert sim.now == 3600.0
+    m = sim.metrics()
+    assert math.isnan(m["jct_mean_s"]) and m["x_jobs_queued"] == 1
