@@ -19,7 +19,13 @@ from functools import cached_property
 import numpy as np
 
 from gpu_sharing_env.config import SharingConfig
-from gpu_sharing_env.hardware import GpuType, get_gpu_type
+from gpu_sharing_env.hardware import (
+    GpuType,
+    get_gpu_type,
+    mig_creatable_table,
+    mig_free_starts,
+    mig_layout_legal,
+)
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.nodes import NodeSpec
 from gpu_sharing_env.workload.job import JobSpec
@@ -83,36 +89,28 @@ class MigInstance:
 class _MigTables:
     """Per GPU type: which profile can be created given the busy slices (O(1) lookups).
 
-    ``creatable[t, occ_mask, used_compute, p]`` is True iff profile ``p`` of type ``t`` has a legal
-    start whose memory slices do not overlap ``occ_mask`` and ``used_compute + compute <= 7``
-    (NVIDIA MIG user guide: placements from ``nvidia-smi mig -lgipp``; 7 compute slices).
+    ``creatable[t, occ_mask, used_compute, p]`` comes from ``hardware.mig_creatable_table`` (the
+    MIG geometry's one source of truth: NVIDIA's legal starts, 8 memory and 7 compute slices).
     Empty instances do not count as occupied: they can be destroyed first.
     """
 
     def __init__(self, types: Sequence[GpuType]) -> None:
         n_p = max([len(t.mig_profiles) for t in types] + [1])
-        self.n_profiles = n_p
         self.creatable = np.zeros((len(types), 256, 8, n_p), dtype=bool)
         self.first_start = np.full((len(types), 256, n_p), -1, dtype=np.int16)
         self.compute = np.zeros((len(types), n_p), dtype=np.int16)
         self.mem_gb = np.zeros((len(types), n_p), dtype=np.float64)
         for t, gt in enumerate(types):
+            if not gt.mig_profiles:
+                continue
+            n = len(gt.mig_profiles)
+            self.creatable[t, :, :, :n] = mig_creatable_table(gt)
             for p, prof in enumerate(gt.mig_profiles):
                 self.compute[t, p] = prof.compute_slices
                 self.mem_gb[t, p] = prof.mem_gb
                 for occ in range(256):
-                    starts = [s for s in prof.starts if not (occ & _slice_mask(prof, s))]
-                    if not starts:
-                        continue
-                    self.first_start[t, occ, p] = starts[0]
-                    for used in range(8):
-                        if used + prof.compute_slices <= 7:
-                            self.creatable[t, occ, used, p] = True
-
-
-def _slice_mask(prof: object, start: int) -> int:
-    mem_slices: int = getattr(prof, "mem_slices")  # noqa: B009 - duck-typed MigProfile
-    return ((1 << mem_slices) - 1) << start
+                    starts = mig_free_starts(gt, occ, 0, prof.name)
+                    self.first_start[t, occ, p] = starts[0] if starts else -1
 
 
 class Cluster:
@@ -335,7 +333,7 @@ class Cluster:
             start = int(self.mig.first_start[t, occ, p_idx])
             if start < 0 or not self.mig.creatable[t, occ, self.mig_used[gpu], p_idx]:
                 continue
-            mask = _slice_mask(prof, start)
+            mask = prof.slice_mask(start)
             # Destroy the empty instances the new one overlaps (legal: they are empty).
             self.mig_instances[gpu] = [
                 i for i in self.mig_instances[gpu] if i.job_id is not None or not (i.mask & mask)
@@ -389,5 +387,7 @@ class Cluster:
                     mask |= inst.mask
                     used += inst.compute
                 assert used <= 7, f"gpu {g}: MIG compute slices {used} > 7"
+                layout = [(i.profile, i.start) for i in insts]
+                assert mig_layout_legal(self.gpu_type(g), layout), f"gpu {g}: illegal {layout}"
             if self.n_res[g] > 1:
                 assert self.mode[g] != SharingMode.EXCLUSIVE, f"gpu {g}: shared while exclusive"

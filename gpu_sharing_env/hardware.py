@@ -192,64 +192,38 @@ _H100_MIG_SMS = (16, 26, 32, 60, 64, 132)
 # "Volta MPS": "supports limited execution resource provisioning for Quality of Service").
 _MPS_VOLTA, _MPS_PRE_VOLTA = 48, 16
 
+
+def _gpu(name: str, arch: str, sms: int, *figures: float, mig_sms: tuple[int, ...] = ()) -> GpuType:
+    """Catalogue row; MPS capabilities follow from the architecture (pre-Volta = Pascal here)."""
+    mem, bw, fp32, fp16t, tdp = figures  # GB, GB/s, TFLOPS, dense FP16 tensor TFLOPS, W
+    volta_plus = arch != "pascal"
+    profiles = _mig_profiles(mem, mig_sms) if mig_sms else ()
+    mps_clients = _MPS_VOLTA if volta_plus else _MPS_PRE_VOLTA
+    return GpuType(name, arch, sms, mem, bw, fp32, fp16t, tdp, volta_plus, mps_clients, profiles)
+
+
 _CATALOGUE: tuple[GpuType, ...] = (
     # NVIDIA T4 datasheet: 16 GB GDDR6, 320 GB/s, 8.1 FP32, 65 FP16 mixed-precision, 70 W;
     # 40 SMs (2,560 CUDA cores / 64 per Turing SM; Turing architecture whitepaper).
-    GpuType("T4", "turing", 40, 16.0, 320.0, 8.1, 65.0, 70.0, True, _MPS_VOLTA),
+    _gpu("T4", "turing", 40, 16.0, 320.0, 8.1, 65.0, 70.0),
     # NVIDIA Tesla P100 PCIe 16GB datasheet: 732 GB/s, 9.3 FP32, 18.7 FP16 (no tensor cores),
     # 250 W; 56 SMs (Pascal GP100 whitepaper). Pre-Volta MPS: no SM limiting, 16 clients.
-    GpuType("P100", "pascal", 56, 16.0, 732.0, 9.3, 18.7, 250.0, False, _MPS_PRE_VOLTA),
+    _gpu("P100", "pascal", 56, 16.0, 732.0, 9.3, 18.7, 250.0),
     # NVIDIA V100 Tensor Core GPU datasheet (SXM2): 900 GB/s, 15.7 FP32, 125 tensor, 300 W;
     # 80 SMs (Volta GV100 whitepaper). 16 GB and 32 GB versions differ only in capacity.
-    GpuType("V100-16GB", "volta", 80, 16.0, 900.0, 15.7, 125.0, 300.0, True, _MPS_VOLTA),
-    GpuType("V100-32GB", "volta", 80, 32.0, 900.0, 15.7, 125.0, 300.0, True, _MPS_VOLTA),
+    _gpu("V100-16GB", "volta", 80, 16.0, 900.0, 15.7, 125.0, 300.0),
+    _gpu("V100-32GB", "volta", 80, 32.0, 900.0, 15.7, 125.0, 300.0),
     # NVIDIA A10 Tensor Core GPU datasheet: 24 GB GDDR6, 600 GB/s, 31.2 FP32, 125 FP16 tensor
     # (250 with sparsity), 150 W; 72 SMs (9,216 CUDA cores / 128 per GA102 SM). No MIG (MIG guide,
     # "Supported GPUs").
-    GpuType("A10", "ampere", 72, 24.0, 600.0, 31.2, 125.0, 150.0, True, _MPS_VOLTA),
+    _gpu("A10", "ampere", 72, 24.0, 600.0, 31.2, 125.0, 150.0),
     # NVIDIA A100 Tensor Core GPU datasheet (SXM4): 40 GB 1,555 GB/s / 80 GB 2,039 GB/s, 19.5 FP32,
     # 312 FP16 tensor (624 with sparsity), 400 W; 108 SMs (NVIDIA A100 architecture whitepaper).
-    GpuType(
-        "A100-40GB",
-        "ampere",
-        108,
-        40.0,
-        1555.0,
-        19.5,
-        312.0,
-        400.0,
-        True,
-        _MPS_VOLTA,
-        _mig_profiles(40.0, _A100_MIG_SMS),
-    ),  # fmt: skip
-    GpuType(
-        "A100-80GB",
-        "ampere",
-        108,
-        80.0,
-        2039.0,
-        19.5,
-        312.0,
-        400.0,
-        True,
-        _MPS_VOLTA,
-        _mig_profiles(80.0, _A100_MIG_SMS),
-    ),  # fmt: skip
+    _gpu("A100-40GB", "ampere", 108, 40.0, 1555.0, 19.5, 312.0, 400.0, mig_sms=_A100_MIG_SMS),
+    _gpu("A100-80GB", "ampere", 108, 80.0, 2039.0, 19.5, 312.0, 400.0, mig_sms=_A100_MIG_SMS),
     # NVIDIA H100 Tensor Core GPU datasheet (SXM5): 80 GB, 3.35 TB/s, 67 FP32, 989 FP16 tensor
     # (1,979 with sparsity), 700 W; 132 SMs (NVIDIA H100 Tensor Core GPU architecture whitepaper).
-    GpuType(
-        "H100-80GB",
-        "hopper",
-        132,
-        80.0,
-        3350.0,
-        67.0,
-        989.0,
-        700.0,
-        True,
-        _MPS_VOLTA,
-        _mig_profiles(80.0, _H100_MIG_SMS),
-    ),  # fmt: skip
+    _gpu("H100-80GB", "hopper", 132, 80.0, 3350.0, 67.0, 989.0, 700.0, mig_sms=_H100_MIG_SMS),
 )
 
 GPU_TYPES: dict[str, GpuType] = {g.name: g for g in _CATALOGUE}
@@ -298,7 +272,14 @@ def get_gpu_type(name: str) -> GpuType:
 
 
 def mig_occupancy(gpu: GpuType, layout: Iterable[tuple[str, int]]) -> tuple[int, int]:
-    """``(occupied memory-slice mask, used compute slices)`` of a layout (legality not checked)."""
+    """``(occupied memory-slice mask, used compute slices)`` of a layout.
+
+    Overlaps and the compute budget are not checked (see :func:`mig_layout_legal`).
+
+    Raises:
+        UnknownMigProfileError: Unknown profile.
+        ValueError: A start that is not a legal placement of its profile.
+    """
     mask = used = 0
     for name, start in layout:
         prof = gpu.mig_profile(name)
@@ -384,8 +365,11 @@ def _tables(gpu: GpuType) -> tuple[_CreatableRows, np.ndarray]:
         arr = np.zeros((_FULL_MASK + 1, MIG_COMPUTE_SLICES + 1, len(gpu.mig_profiles)), dtype=bool)
         for occ in range(_FULL_MASK + 1):
             for used in range(MIG_COMPUTE_SLICES + 1):
-                row = [(p.name, s) for p in gpu.mig_profiles
-                       for s in mig_free_starts(gpu, occ, used, p.name)]  # fmt: skip
+                row = [
+                    (p.name, s)
+                    for p in gpu.mig_profiles
+                    for s in mig_free_starts(gpu, occ, used, p.name)
+                ]
                 rows.append(tuple(row))
                 for i, p in enumerate(gpu.mig_profiles):
                     arr[occ, used, i] = any(name == p.name for name, _ in row)
@@ -401,7 +385,8 @@ def mig_creatable(
     """Every ``(profile, start)`` that can be created now: an O(1) precomputed lookup.
 
     Same answer as :func:`mig_free_starts` over all profiles (profiles in ``gpu.mig_profiles``
-    order, starts increasing). Tables are built once per GPU type (256 masks x 8 compute levels).
+    order, starts increasing). Tables are built on first use per GPU type (256 masks x 8 compute
+    levels) and cached by name.
     Empty for GPUs without MIG.
 
     Raises:

@@ -13,11 +13,17 @@ the analytic model for pairs the table lacks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import csv
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from gpu_sharing_env.modes import SharingMode
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.zoo import ModelProfile
 
 #: The GPU all ``work_s`` figures are expressed on.
 REFERENCE_GPU = "V100-16GB"
@@ -68,3 +74,340 @@ class SpeedModel(Protocol):
     def batch_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
         """Solo, exclusive latency of one inference batch on ``gpu_type``."""
         ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Implementations. Everything below is additive; the protocol above is the engine's contract.
+# ------------------------------------------------------------------------------------------------
+
+#: Smallest rate any resident gets: rates must stay in (0, 1] (a starved low-priority
+#: time-sharing context still makes a little progress between the others' kernels).
+MIN_RATE = 0.01
+
+# Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
+# on log(predicted/measured) over the datasets named, then rounded and pasted here; the script
+# reports the error of these shipped values (docs/calibration.md).
+#: MPS SM-overlap contention: when two clients' SM limits overlap, each of j's busy fractions
+#: costs i this much extra time per unit of i's GPU time. Fitted by scripts/calibrate.py on
+#: gavel_pairs + lucid_pairs (co-located training at 100 % SM each).
+KAPPA_COMPUTE = 0.60
+#: MPS memory-bandwidth / L2 contention, scaled by b_i * b_j (bw_intensity). Fitted by
+#: scripts/calibrate.py on igniter_pairs (disjoint SM splits, so only this term acts).
+KAPPA_BW = 1.00
+#: Weight of the memory-slice fraction in a MIG instance's effective size, (c/7)^(1-w)*(m/8)^w.
+#: Fitted by scripts/calibrate.py on miso_mig (MISO A100 MIG iteration times).
+MIG_MEM_WEIGHT = 0.48
+#: Residual cross-instance interference under MIG, per other occupied instance (of at most 6).
+#: Stated assumption: MIG partitions SMs, L2 and memory controllers, so only shared power and
+#: thermal headroom couple instances; we take 1 % per neighbour (no dataset here measures it).
+MIG_CROSSTALK = 0.01
+#: Time-sharing context-switch overhead (fraction of throughput lost whenever >= 2 contexts
+#: share a GPU). Stated assumption: 3 %, the order of the per-switch cost of CUDA time-slicing
+#: (tens of microseconds of save/restore per ~2 ms time slice); Lucid's pairs are not used for it
+#: because they were measured with co-located processes whose mechanism is not documented.
+CONTEXT_SWITCH_OVERHEAD = 0.03
+
+
+class UnknownModelError(KeyError):
+    """A model name the speed model has no profile for; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message.
+        return str(self.args[0]) if self.args else ""
+
+
+def sm_share_curve(k: float, s: float) -> float:
+    """Saturating speed of a job given a fraction ``s`` of the SMs: ``(1-e^{-ks})/(1-e^{-k})``.
+
+    ``k`` -> 0 is linear (perfectly parallel, bandwidth-free); large ``k`` saturates early
+    (the job cannot fill a whole GPU). Equals 1 at ``s = 1``.
+    """
+    if k < 1e-6:
+        return s
+    return (1.0 - math.exp(-k * s)) / (1.0 - math.exp(-k))
+
+
+def mig_effective_fraction(compute_slices: int, mem_slices: int, mem_weight: float) -> float:
+    """Effective size of a MIG instance: geometric mix of its SM and memory fractions."""
+    return (compute_slices / 7.0) ** (1.0 - mem_weight) * (mem_slices / 8.0) ** mem_weight
+
+
+class AnalyticSpeedModel:
+    """Closed-form speed model (the default).
+
+    Per resident ``i`` with duty ``d_i`` (fraction of its solo wall time on the GPU):
+
+    - EXCLUSIVE: ``1``.
+    - MPS: ``1 / ((1 - d_i) + d_i / g_i(s_i) * (1 + sum_j d_j (kc * ov_ij + kb * b_i * b_j)))``
+      where ``g_i`` is the model's SM-share curve (:func:`sm_share_curve`), ``ov_ij`` the
+      fraction of the smaller SM limit that overlaps the other's (0 for disjoint splits, 1 when
+      both use 100 %), ``b`` the models' bandwidth intensity. Only the GPU part of a step slows.
+      On GPUs without MPS SM limiting (P100) every ``s`` is taken as 1.
+    - TIME_SHARING: contexts take turns. Priority groups are served in descending priority;
+      a group whose duties sum to at most the time left runs at full speed, otherwise each of
+      its members gets ``left / sum(duty)``; lower groups share what remains. Every rate is
+      multiplied by ``1 - context_switch_overhead`` when two or more contexts share.
+    - MIG: ``h_m(c, m) * (1 - crosstalk * (n - 1))`` with ``h_m`` the model's saturating curve of
+      the instance's effective size (:func:`mig_effective_fraction`).
+
+    Args:
+        profiles: Model profiles; defaults to ``gpu_sharing_env.zoo.ZOO``.
+        kappa_compute: MPS SM-overlap contention coefficient.
+        kappa_bw: MPS bandwidth/L2 contention coefficient.
+        mig_mem_weight: Weight of memory slices in a MIG instance's effective size.
+        mig_crosstalk: Residual slowdown per other MIG instance resident on the GPU.
+        context_switch_overhead: Time-sharing throughput loss when contexts share.
+    """
+
+    def __init__(
+        self,
+        profiles: Mapping[str, ModelProfile] | None = None,
+        *,
+        kappa_compute: float = KAPPA_COMPUTE,
+        kappa_bw: float = KAPPA_BW,
+        mig_mem_weight: float = MIG_MEM_WEIGHT,
+        mig_crosstalk: float = MIG_CROSSTALK,
+        context_switch_overhead: float = CONTEXT_SWITCH_OVERHEAD,
+    ) -> None:
+        if profiles is None:
+            from gpu_sharing_env.zoo import ZOO
+
+            profiles = ZOO
+        for name, value, lo, hi in (
+            ("kappa_compute", kappa_compute, 0.0, math.inf),
+            ("kappa_bw", kappa_bw, 0.0, math.inf),
+            ("mig_mem_weight", mig_mem_weight, 0.0, 1.0),
+            ("mig_crosstalk", mig_crosstalk, 0.0, 0.1),
+            ("context_switch_overhead", context_switch_overhead, 0.0, 0.5),
+        ):
+            if not lo <= value <= hi:
+                raise ValueError(f"{name}={value}: must be in [{lo}, {hi}]")
+        self.profiles: Mapping[str, ModelProfile] = profiles
+        self.kappa_compute = kappa_compute
+        self.kappa_bw = kappa_bw
+        self.mig_mem_weight = mig_mem_weight
+        self.mig_crosstalk = mig_crosstalk
+        self.context_switch_overhead = context_switch_overhead
+        # (duty, bw, sm_k, mig_k, 1/(1-e^-sm_k), 1/(1-e^-mig_k)) per model: the hot path reads
+        # tuples, not dataclass attributes.
+        self._p: dict[str, tuple[float, float, float, float]] = {
+            name: (p.bw_intensity, p.sm_k, p.mig_k, p.duty) for name, p in profiles.items()
+        }
+        self._sm_limit: dict[str, bool] = {}
+        self._cache: dict[tuple[object, ...], list[float]] = {}
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def solo_speed(self, model: str, gpu_type: str) -> float:
+        """Exclusive-GPU throughput on ``gpu_type`` relative to V100-16GB (see ``zoo``)."""
+        prof = self.profile(model)
+        try:
+            return prof.solo_speed[gpu_type]
+        except KeyError:
+            known = ", ".join(prof.solo_speed)
+            raise KeyError(f"no solo speed for GPU type {gpu_type!r}; known: {known}") from None
+
+    def batch_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
+        """Solo latency ``(a + c * batch) / solo_speed`` of one inference batch."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}: must be >= 1")
+        prof = self.profile(model)
+        return (prof.batch_a_ms + prof.batch_c_ms * batch_size) / self.solo_speed(model, gpu_type)
+
+    def rates(
+        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
+    ) -> list[float]:
+        """Each resident's progress rate as a fraction of its solo speed; see the class doc."""
+        n = len(residents)
+        if n == 0:
+            return []
+        if mode is SharingMode.EXCLUSIVE:
+            if n != 1:
+                raise ValueError(f"EXCLUSIVE mode holds one job, got {n}")
+            return [1.0]
+        key = (gpu_type, mode, *residents)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return list(hit)
+        if mode is SharingMode.MPS:
+            out = self._mps(gpu_type, residents)
+        elif mode is SharingMode.TIME_SHARING:
+            out = self._time_sharing(residents)
+        elif mode is SharingMode.MIG:
+            out = self._mig(residents)
+        else:  # pragma: no cover - exhaustive over SharingMode
+            raise ValueError(f"unknown sharing mode {mode!r}")
+        if len(self._cache) >= 65_536:
+            self._cache.clear()
+        self._cache[key] = out
+        return list(out)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def profile(self, model: str) -> ModelProfile:
+        """The profile of ``model``; raises :class:`UnknownModelError` listing known names."""
+        try:
+            return self.profiles[model]
+        except KeyError:
+            known = ", ".join(sorted(self.profiles))
+            raise UnknownModelError(f"unknown model {model!r}; known: {known}") from None
+
+    def _params(self, model: str) -> tuple[float, float, float, float]:
+        p = self._p.get(model)
+        if p is None:
+            self.profile(model)  # raises UnknownModelError
+            raise AssertionError("unreachable")
+        return p
+
+    def _honours_sm_limit(self, gpu_type: str) -> bool:
+        ok = self._sm_limit.get(gpu_type)
+        if ok is None:
+            from gpu_sharing_env.hardware import get_gpu_type
+
+            ok = self._sm_limit[gpu_type] = get_gpu_type(gpu_type).mps_sm_limit
+        return ok
+
+    def _mps(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
+        limit = self._honours_sm_limit(gpu_type)
+        kc, kb = self.kappa_compute, self.kappa_bw
+        shares = [min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0 for r in residents]
+        bws = [self._params(r.model)[0] for r in residents]
+        duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
+        out = []
+        for i, r in enumerate(residents):
+            s_i, b_i, d_i = shares[i], bws[i], duties[i]
+            contention = 1.0
+            for j in range(len(residents)):
+                if j == i:
+                    continue
+                s_j = shares[j]
+                ov = (s_i + s_j - 1.0) / (s_i if s_i < s_j else s_j)
+                ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
+                contention += duties[j] * (kc * ov + kb * b_i * bws[j])
+            g = sm_share_curve(self._params(r.model)[1], s_i)
+            rate = 1.0 / ((1.0 - d_i) + d_i * contention / g)
+            out.append(rate if rate > MIN_RATE else MIN_RATE)
+        return out
+
+    def _time_sharing(self, residents: Sequence[Resident]) -> list[float]:
+        n = len(residents)
+        overhead = 1.0 - self.context_switch_overhead if n > 1 else 1.0
+        out = [0.0] * n
+        left = 1.0
+        for prio in sorted({r.priority for r in residents}, reverse=True):
+            group = [i for i, r in enumerate(residents) if r.priority == prio]
+            demand = sum(min(1.0, max(residents[i].duty, 0.0)) for i in group)
+            share = 1.0 if demand <= left else left / demand
+            for i in group:
+                out[i] = max(MIN_RATE, share * overhead)
+            left = max(0.0, left - demand)
+        return out
+
+    def _mig(self, residents: Sequence[Resident]) -> list[float]:
+        w = self.mig_mem_weight
+        crosstalk = 1.0 - self.mig_crosstalk * (len(residents) - 1)
+        out = []
+        for r in residents:
+            if not (1 <= r.mig_compute_slices <= 7 and 1 <= r.mig_mem_slices <= 8):
+                raise ValueError(
+                    f"MIG resident {r.model!r} needs 1..7 compute and 1..8 memory slices, got "
+                    f"{r.mig_compute_slices}/{r.mig_mem_slices}"
+                )
+            e = mig_effective_fraction(r.mig_compute_slices, r.mig_mem_slices, w)
+            h = sm_share_curve(self._params(r.model)[2], min(1.0, e))
+            out.append(max(MIN_RATE, h * crosstalk))
+        return out
+
+
+class TableSpeedModel:
+    """Measured pairwise slowdowns looked up from a table, falling back to another model.
+
+    ``table[(model, corunner, mode)]`` is the *slowdown* of ``model`` when sharing a GPU with
+    one ``corunner`` in ``mode`` (a :class:`SharingMode` name, case-insensitive): shared step
+    time over solo step time, so the rate is ``1 / slowdown`` (capped at 1). With several
+    co-runners the per-pair rates multiply (independent contention). A resident with any
+    co-runner missing from the table, and every EXCLUSIVE or MIG placement, uses ``fallback``.
+    The table is measured at the default SM share; ``sm_frac`` is not applied on top.
+    """
+
+    def __init__(
+        self, fallback: SpeedModel, table: Mapping[tuple[str, str, str], float]
+    ) -> None:
+        self.fallback = fallback
+        self.table: dict[tuple[str, str, str], float] = {}
+        for (model, corunner, mode), slowdown in table.items():
+            mode_name = _mode_name(mode)
+            if not (math.isfinite(slowdown) and slowdown > 0):
+                raise ValueError(f"slowdown for {(model, corunner, mode)}: must be finite, > 0")
+            self.table[(model, corunner, mode_name)] = float(slowdown)
+
+    @classmethod
+    def from_csv(cls, path: str | Path, fallback: SpeedModel | None = None) -> TableSpeedModel:
+        """Read a CSV with header ``model,corunner,mode,slowdown``.
+
+        Raises:
+            ValueError: Missing columns or a bad row; the message names the file, the line and
+                the field.
+        """
+        path = Path(path)
+        table: dict[tuple[str, str, str], float] = {}
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            need = ("model", "corunner", "mode", "slowdown")
+            missing = [c for c in need if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
+            for line, row in enumerate(reader, start=2):
+                for col in ("model", "corunner"):
+                    if not (row[col] or "").strip():
+                        raise ValueError(f"{path}:{line}: field {col!r} is empty")
+                try:
+                    mode = _mode_name(row["mode"] or "")
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{line}: field 'mode': {exc}") from None
+                try:
+                    slowdown = float(row["slowdown"] or "")
+                except ValueError:
+                    raise ValueError(
+                        f"{path}:{line}: field 'slowdown': {row['slowdown']!r} is not a number"
+                    ) from None
+                if not (math.isfinite(slowdown) and slowdown > 0):
+                    raise ValueError(f"{path}:{line}: field 'slowdown': must be finite, > 0")
+                table[(row["model"].strip(), row["corunner"].strip(), mode)] = slowdown
+        return cls(fallback if fallback is not None else AnalyticSpeedModel(), table)
+
+    def solo_speed(self, model: str, gpu_type: str) -> float:
+        """Delegated to the fallback model."""
+        return self.fallback.solo_speed(model, gpu_type)
+
+    def batch_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
+        """Delegated to the fallback model."""
+        return self.fallback.batch_latency_ms(model, gpu_type, batch_size)
+
+    def rates(
+        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
+    ) -> list[float]:
+        """Table rates where every co-runner pair is measured, the fallback's elsewhere."""
+        out = self.fallback.rates(gpu_type, mode, residents)
+        if mode in (SharingMode.EXCLUSIVE, SharingMode.MIG) or len(residents) < 2:
+            return out
+        for i, r in enumerate(residents):
+            rate = 1.0
+            for j, other in enumerate(residents):
+                if j == i:
+                    continue
+                slowdown = self.table.get((r.model, other.model, mode.name))
+                if slowdown is None:
+                    break
+                rate /= slowdown
+            else:
+                out[i] = min(1.0, max(MIN_RATE, rate))
+        return out
+
+
+def _mode_name(mode: str | SharingMode) -> str:
+    if isinstance(mode, SharingMode):
+        return mode.name
+    name = mode.strip().upper()
+    if name not in SharingMode.__members__:
+        raise ValueError(f"{mode!r} is not one of {', '.join(SharingMode.__members__)}")
+    return name

@@ -122,6 +122,7 @@ def compute_metrics(
         "migrations": float(acc.migrations),
         "decisions": float(acc.decisions),
     }
+    m = {k: float(v) for k, v in m.items()}
     assert tuple(m) == METRIC_NAMES
     # Extras beyond the schema (not part of the contract, but useful): prefixed "x_".
     m["x_sim_time_s"] = now_s

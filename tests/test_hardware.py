@@ -48,8 +48,10 @@ def test_mps_capabilities() -> None:
 
 
 def test_a100_profile_table() -> None:
-    got = {p.name: (p.profile_id, p.compute_slices, p.mem_slices, p.sms, p.starts)
-           for p in A100.mig_profiles}  # fmt: skip
+    got = {
+        p.name: (p.profile_id, p.compute_slices, p.mem_slices, p.sms, p.starts)
+        for p in A100.mig_profiles
+    }
     assert got == {
         "1g.5gb": (19, 1, 1, 14, (0, 1, 2, 3, 4, 5, 6)),
         "1g.10gb": (15, 1, 2, 14, (0, 2, 4, 6)),
@@ -60,8 +62,13 @@ def test_a100_profile_table() -> None:
     }
     assert A100.mig_profile("7g.40gb").sms == 7 * 14 < A100.sms
     assert [p.name for p in GPU_TYPES["A100-80GB"].mig_profiles] == [
-        "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
-    ]  # fmt: skip
+        "1g.10gb",
+        "1g.20gb",
+        "2g.20gb",
+        "3g.40gb",
+        "4g.40gb",
+        "7g.80gb",
+    ]
     h100 = GPU_TYPES["H100-80GB"]
     assert [p.name for p in h100.mig_profiles] == [
         p.name for p in GPU_TYPES["A100-80GB"].mig_profiles
@@ -78,9 +85,11 @@ def test_max_instances_implied_by_geometry() -> None:
         for p in g.mig_profiles:
             masks = [p.slice_mask(s) for s in p.starts]
             most = max(
-                k for k in range(len(masks) + 1) for combo in itertools.combinations(masks, k)
+                k
+                for k in range(len(masks) + 1)
+                for combo in itertools.combinations(masks, k)
                 if sum(combo) == _or(combo) and k * p.compute_slices <= MIG_COMPUTE_SLICES
-            )  # fmt: skip
+            )
             assert most == p.max_instances, (g.name, p.name)
 
 
@@ -173,8 +182,11 @@ def test_fast_lookup_agrees_with_slow_rule(gpu: GpuType) -> None:
     assert table.shape == (256, 8, len(gpu.mig_profiles)) and not table.flags.writeable
     for occ in range(256):
         for used in range(MIG_COMPUTE_SLICES + 1):
-            slow = tuple((p.name, s) for p in gpu.mig_profiles
-                         for s in mig_free_starts(gpu, occ, used, p.name))  # fmt: skip
+            slow = tuple(
+                (p.name, s)
+                for p in gpu.mig_profiles
+                for s in mig_free_starts(gpu, occ, used, p.name)
+            )
             assert mig_creatable(gpu, occ, used) == slow
             for i, p in enumerate(gpu.mig_profiles):
                 assert table[occ, used, i] == any(n == p.name for n, _ in slow)
@@ -205,10 +217,15 @@ def test_random_create_destroy_stays_legal(gpu: GpuType, data: st.DataObject) ->
 
 def test_aliases_resolve() -> None:
     expected = {
-        "V100M16": "V100-16GB", "V100M32": "V100-32GB", "V100": "V100-16GB",
-        "A100-SXM4-80GB": "A100-80GB", "A800-SXM4-80GB": "A100-80GB", "H800": "H100-80GB",
-        "A100": "A100-40GB", "H100": "H100-80GB",
-    }  # fmt: skip
+        "V100M16": "V100-16GB",
+        "V100M32": "V100-32GB",
+        "V100": "V100-16GB",
+        "A100-SXM4-80GB": "A100-80GB",
+        "A800-SXM4-80GB": "A100-80GB",
+        "H800": "H100-80GB",
+        "A100": "A100-40GB",
+        "H100": "H100-80GB",
+    }
     for alias, canonical in expected.items():
         assert get_gpu_type(alias).name == canonical
     for alias, canonical in GPU_ALIASES.items():

@@ -88,6 +88,7 @@ class Simulator:
         self.window = cfg.env.queue_window
         self.done = True
         self.now = 0.0
+        self.n_events = 0
 
     # ================================================================== public API
     def set_mechanisms(self, **flags: bool) -> None:
@@ -130,6 +131,7 @@ class Simulator:
         self._in_system = 0
         self._mask_cache: dict[int, tuple[int, np.ndarray]] = {}
         self.done = False
+        self.n_events = 0
         self._schedule_next_arrival()
         self.events.push(self.cfg.tick_s, EventKind.TICK, 0)
         self.advance()
@@ -169,6 +171,9 @@ class Simulator:
             return f"job {d.job_id} is not queued"
         if d.job_id not in {s.job_id for s in self.window_jobs()}:
             return f"job {d.job_id} is queued but outside the window of {self.window}"
+        if 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options):
+            if self.mask(d.job_id)[d.gpu, d.option]:
+                return None
         return self.cluster.check(st.spec, d.gpu, d.option)
 
     def apply(self, d: Decision) -> None:
@@ -191,6 +196,7 @@ class Simulator:
             changed = False
             while len(self.events) and self.events.peek_time() == t:
                 changed |= self._handle(*self.events.pop())
+                self.n_events += 1
             if self._offline_total and not self._offline_left:
                 self.done = True
                 return
