@@ -29,9 +29,14 @@ class Policy(Protocol):
             switched on in the simulator before each episode.
     """
 
-    name: str
-    oracle: bool
-    mechanisms: Mapping[str, bool]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def oracle(self) -> bool: ...
+
+    @property
+    def mechanisms(self) -> Mapping[str, bool]: ...
 
     def reset(self, seed: int) -> None:
         """Called at the start of every episode."""

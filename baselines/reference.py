@@ -52,7 +52,10 @@ class FirstFit(HeuristicPolicy):
             want = job.gpu_frac * 100.0
             # SM options ordered: smallest share that covers the request, then larger, then
             # smaller ones (a job asking for a full GPU still packs at a partial share).
-            ranked = sorted(mps, key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)))
+            ranked = sorted(
+                mps,
+                key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
+            )
             for o in ranked + fallback:
                 gpus = np.flatnonzero(mask[:, o])
                 if gpus.size:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import Policy
+from baselines.base import HeuristicPolicy, Policy
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.sim.build import make_simulator
@@ -39,9 +39,11 @@ def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
             sim.advance()
             continue
         view = ClusterView(sim, codec)
-        mask = codec.mask(sim)
-        action = policy.act(view, None, mask)
-        d = codec.to_decision(sim, int(action))
+        if isinstance(policy, HeuristicPolicy):
+            # Heuristics think in decisions (which may also migrate running jobs).
+            d = policy.decide(view)
+        else:
+            d = codec.to_decision(sim, int(policy.act(view, None, codec.mask(sim))))
         if d is None:
             sim.advance()
             continue

@@ -71,7 +71,9 @@ def build_options(sharing: SharingConfig) -> tuple[PlacementOption, ...]:
     if "mps" in sharing.modes:
         opts.extend(PlacementOption(SharingMode.MPS, sm_pct=p) for p in sharing.mps_sm_pcts)
     if "mig" in sharing.modes:
-        opts.extend(PlacementOption(SharingMode.MIG, mig_slices=c) for c in sharing.mig_compute_slices)
+        opts.extend(
+            PlacementOption(SharingMode.MIG, mig_slices=c) for c in sharing.mig_compute_slices
+        )
     return tuple(opts)
 
 

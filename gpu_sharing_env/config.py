@@ -159,6 +159,9 @@ class SharingConfig:
     reconfiguration)."""
     mig_mode_switch_s: float = field(default=60.0, metadata=non_negative())
     """Enabling/disabling MIG mode, which needs a GPU reset (assumption: about a minute)."""
+    migration_s: float = field(default=30.0, metadata=non_negative())
+    """Checkpoint-restore pause of a migrated job (Gandiva, OSDI'18, reports migrations of
+    seconds to about a minute; assumption: 30 s)."""
     online_priority: bool = True
     """Time-sharing gives online services priority (AntMan / PB-time-sharing)."""
 
@@ -170,8 +173,9 @@ class FaultConfig:
     rate_per_gpu_h: Mapping[str, float] = field(
         default_factory=lambda: {"user_signal": 0.0, "app_error": 0.0, "xid": 0.0},
         metadata=rule(
-            lambda m: set(m) <= {"user_signal", "app_error", "xid"}
-            and all(v >= 0 for v in m.values()),
+            lambda m: (
+                set(m) <= {"user_signal", "app_error", "xid"} and all(v >= 0 for v in m.values())
+            ),
             "keys among user_signal, app_error, xid; values >= 0",
         ),
     )
@@ -197,6 +201,9 @@ class MechanismConfig:
     dynamic_sm: bool = False
     """MuxFlow's dynamic SM allocation: an offline MPS client beside an online service gets
     the SM share the online service leaves at its current load."""
+    mixed_error_handling: bool = False
+    """MuxFlow's mixed error handling (same effect as ``faults.mixed_handling``; a scheduler
+    that deploys it switches it on here)."""
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,9 @@ class NodeSpec:
 
     def __post_init__(self) -> None:
         if self.gpu_type not in GPU_TYPE_NAMES:
-            raise ValueError(f"gpu_type: {self.gpu_type!r} is not one of {', '.join(GPU_TYPE_NAMES)}")
+            raise ValueError(
+                f"gpu_type: {self.gpu_type!r} is not one of {', '.join(GPU_TYPE_NAMES)}"
+            )
         if self.num_gpus < 1:
             raise ValueError("num_gpus: must be >= 1")
         if self.vcpus <= 0 or self.host_mem_gb <= 0:

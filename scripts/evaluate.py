@@ -1,7 +1,7 @@
 """Evaluate policies on a scenario over seeds and print/save the schema's metrics.
 
-    python scripts/evaluate.py --policy first_fit --scenario default --seeds 3 --json out.json
-    python scripts/evaluate.py --policy all --scenario default --seeds 3
+python scripts/evaluate.py --policy first_fit --scenario default --seeds 3 --json out.json
+python scripts/evaluate.py --policy all --scenario default --seeds 3
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     table["meets_slo"] = table["slo_attainment"].fillna(1.0) >= target
     table = table.sort_values(["meets_slo", "jct_mean_s"], ascending=[False, True])
     with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
-        print(f"scenario {scenario.name}: mean over seeds 0..{args.seeds - 1} (SLO target {target})")
+        print(
+            f"scenario {scenario.name}: mean over seeds 0..{args.seeds - 1} (SLO target {target})"
+        )
         print(table.to_string())
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ timelines (so timeline tests check the engine, not the calibrated coefficients).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from gpu_sharing_env.config import ScenarioConfig, from_dict
 from gpu_sharing_env.interference import Resident
@@ -17,7 +17,7 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 class LinearSpeed:
     """Exclusive = 1; TS and MPS-at-100% split evenly; MPS = SM share; MIG = slices/7."""
 
-    SOLO = {"V100-16GB": 1.0, "A100-40GB": 2.0, "T4": 0.5, "P100": 0.6}
+    SOLO: ClassVar[dict[str, float]] = {"V100-16GB": 1.0, "A100-40GB": 2.0, "T4": 0.5, "P100": 0.6}
 
     def solo_speed(self, model: str, gpu_type: str) -> float:
         return self.SOLO[gpu_type]
@@ -86,20 +86,31 @@ def service(jid: int, lifetime_s: float, rps: float = 50.0, slo_ms: float = 100.
         cpu_cores=1.0,
         work_s=lifetime_s,
         est_work_s=lifetime_s,
-        service=ServiceSpec(slo_ms=slo_ms, batch_size=8, base_rps=rps, peak_rps=rps, noise_frac=0.0),
+        service=ServiceSpec(
+            slo_ms=slo_ms, batch_size=8, base_rps=rps, peak_rps=rps, noise_frac=0.0
+        ),
     )
 
 
-def nodes(gpu_type: str = "V100-16GB", n_nodes: int = 1, gpus: int = 1, vcpus: float = 64.0,
-          interconnect: str = "nvlink") -> list[NodeSpec]:
+def nodes(
+    gpu_type: str = "V100-16GB",
+    n_nodes: int = 1,
+    gpus: int = 1,
+    vcpus: float = 64.0,
+    interconnect: str = "nvlink",
+) -> list[NodeSpec]:
     return [
         NodeSpec(f"n{i}", gpu_type, gpus, vcpus, 256.0, Interconnect(interconnect))
         for i in range(n_nodes)
     ]
 
 
-def make_sim(jobs: list[JobSpec], node_list: list[NodeSpec] | None = None, **over: Any) -> Simulator:
-    return Simulator(scenario(**over), node_list or nodes(), lambda rng: list(jobs), speed=LinearSpeed())
+def make_sim(
+    jobs: list[JobSpec], node_list: list[NodeSpec] | None = None, **over: Any
+) -> Simulator:
+    return Simulator(
+        scenario(**over), node_list or nodes(), lambda rng: list(jobs), speed=LinearSpeed()
+    )
 
 
 def option(sim: Simulator, label: str) -> int:

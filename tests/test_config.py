@@ -35,7 +35,10 @@ def test_shipped_scenarios_load():
         (BASE + "sharing: {modes: [exclusive, magic]}\n", r"sharing\.modes\[1\]: must be one of"),
         (BASE + "faults: {rate_per_gpu_h: {cosmic: 1.0}}\n", r"faults\.rate_per_gpu_h: keys among"),
         (BASE + "faults: {mixed_handling: maybe}\n", r"faults\.mixed_handling: must be true or"),
-        ("cluster:\n  nodes:\n    - {count: 1}\n", r"cluster\.nodes\[0\]\.gpu_type: required key is missing"),
+        (
+            "cluster:\n  nodes:\n    - {count: 1}\n",
+            r"cluster\.nodes\[0\]\.gpu_type: required key is missing",
+        ),
         (BASE + "horizon_h: [1\n", r"s\.yaml: line \d+: invalid YAML"),
         ("- a\n- b\n", r"s\.yaml: <top>: must be a mapping"),
     ],

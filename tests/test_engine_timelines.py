@@ -143,3 +143,19 @@ def test_waiting_policy_reaches_horizon():
     assert sim.now == 3600.0
     m = sim.metrics()
     assert math.isnan(m["jct_mean_s"]) and m["x_jobs_queued"] == 1
+
+
+def test_migration_keeps_progress_and_pauses():
+    sim = make_sim([job(0, 100.0), job(1, 100.0)], nodes(gpus=2), sharing={"migration_s": 30.0})
+    sim.reset(0)
+    ts = option(sim, "ts")
+    sim.apply(Decision(0, 0, ts))
+    sim.apply(Decision(1, 0, ts))
+    sim._integrate(40.0)  # both at 1/2: 20 done each
+    sim.apply(Decision(1, 1, option(sim, "excl")))  # migrate job 1 to the free GPU
+    assert sim.jobs[1].gpus == [1] and sim.jobs[1].work_done == pytest.approx(20.0)
+    sim.advance()
+    ft = finish_times(sim)
+    # job 1 resumes at 70 with 80 left at rate 1 → 150; job 0 alone from 40: 80 left → 120
+    assert ft == {0: 120.0, 1: 150.0}
+    assert sim.metrics()["migrations"] == 1

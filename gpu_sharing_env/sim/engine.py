@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from gpu_sharing_env.zoo import ZOO
 
 from gpu_sharing_env.cluster import Cluster, PlacementOption
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
@@ -31,7 +32,6 @@ from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency, next_health
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
-from gpu_sharing_env.zoo import ZOO
 
 #: Gang jobs spanning nodes synchronise over the network (assumption: 15% slower than one
 #: NVLink node; Sia's placement profiles show multi-node step times 10-30% above single-node).
@@ -99,7 +99,9 @@ class Simulator:
         """Start an episode; the same seed gives the same episode, bit for bit."""
         ss = np.random.SeedSequence(seed)
         w_ss, f_ss, n_ss = ss.spawn(3)
-        specs = sorted(self.workload(np.random.default_rng(w_ss)), key=lambda s: (s.submit_s, s.job_id))
+        specs = sorted(
+            self.workload(np.random.default_rng(w_ss)), key=lambda s: (s.submit_s, s.job_id)
+        )
         ids = [s.job_id for s in specs]
         if len(set(ids)) != len(ids):
             raise ValueError("workload: job_id values must be unique")
@@ -132,6 +134,8 @@ class Simulator:
         self._mask_cache: dict[int, tuple[int, np.ndarray]] = {}
         self.done = False
         self.n_events = 0
+        #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
+        self.timeseries: list[tuple[float, float, float, float, float, float]] = []
         self._schedule_next_arrival()
         self.events.push(self.cfg.tick_s, EventKind.TICK, 0)
         self.advance()
@@ -167,22 +171,64 @@ class Simulator:
         if self.done:
             return "the episode is over"
         st = self.jobs.get(d.job_id)
+        if st is not None and st.status is Status.RUNNING:
+            return self._check_migration(st, d.gpu, d.option)
         if st is None or st.status is not Status.QUEUED:
-            return f"job {d.job_id} is not queued"
+            return f"job {d.job_id} is neither queued nor running"
         if d.job_id not in {s.job_id for s in self.window_jobs()}:
             return f"job {d.job_id} is queued but outside the window of {self.window}"
-        if 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options):
-            if self.mask(d.job_id)[d.gpu, d.option]:
-                return None
+        in_range = 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options)
+        if in_range and self.mask(d.job_id)[d.gpu, d.option]:
+            return None
         return self.cluster.check(st.spec, d.gpu, d.option)
 
     def apply(self, d: Decision) -> None:
-        """Carry out a placement decision (raises :class:`IllegalDecision` if illegal)."""
+        """Carry out a decision (raises :class:`IllegalDecision` if illegal).
+
+        A decision about a queued job places it; about a running job, migrates it (Gandiva's
+        introspective migration): the job checkpoints, moves and resumes after
+        ``sharing.migration_s`` without losing progress.
+        """
         why = self.check(d)
         if why is not None:
             raise IllegalDecision(why)
-        self._start(self.jobs[d.job_id], d.gpu, d.option)
+        st = self.jobs[d.job_id]
+        if st.status is Status.RUNNING:
+            self._migrate(st, d.gpu, d.option)
+        else:
+            self._start(st, d.gpu, d.option)
         self.acc.decisions += 1
+
+    def _check_migration(self, st: JobState, gpu: int, option: int) -> str | None:
+        if not (0 <= gpu < self.n_gpus and 0 <= option < len(self.options)):
+            return self.cluster.check(st.spec, gpu, option)
+        c = self.cluster
+        old = self.options[st.option]
+        for g in st.gpus:  # legality as if the job had left its GPUs
+            c.remove(st.spec, g, old)
+        why = c.check(st.spec, gpu, option)
+        mig = []
+        for g in st.gpus:
+            _, inst = c.add(st.spec, g, old)
+            mig.append(inst)
+        st.mig = mig
+        return why
+
+    def _migrate(self, st: JobState, gpu: int, option: int) -> None:
+        self._accrue(st)
+        work, attempts, first = st.work_done, st.attempts, st.first_start_t
+        freed = self._remove(st)
+        self._queue_insert(st)
+        self._start(st, gpu, option)
+        st.work_done, st.attempts, st.first_start_t = work, attempts, first
+        st.run_work_start = work
+        st.setup_until = max(st.setup_until, self.now + self.cfg.sharing.migration_s)
+        self.acc.migrations += 1
+        self._refresh(sorted(set(freed) | set(st.gpus)))
+
+    def _queue_insert(self, st: JobState) -> None:
+        """Put a running job back in the queue without counting it as re-queued work."""
+        bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
 
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
@@ -234,10 +280,10 @@ class Simulator:
             if st.spec.online and st.status is Status.RUNNING:
                 self._schedule_fault(st)
             return True
-        if kind is EventKind.OOM and stamp == st.run_id:
-            if any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in st.gpus):
-                self._fail(st, FaultCause.OOM)
-                return True
+        over = any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in st.gpus)
+        if kind is EventKind.OOM and stamp == st.run_id and over:
+            self._fail(st, FaultCause.OOM)
+            return True
         return False
 
     def _schedule_next_arrival(self) -> None:
@@ -378,7 +424,8 @@ class Simulator:
             freed, lost_wall = self._preempt(st)
             acc.gpu_hours_lost += lost_wall * len(freed) / 3600.0
             self._refresh(freed)
-        if not victim and propagates(cause, mode, self.cfg.faults.mixed_handling):
+        mixed = self.cfg.faults.mixed_handling or self.mechanisms.mixed_error_handling
+        if not victim and propagates(cause, mode, mixed):
             for jid in others:
                 other = self.jobs[jid]
                 if other.status is Status.RUNNING:
@@ -453,6 +500,7 @@ class Simulator:
         c = self.cluster
         mode = SharingMode(int(c.mode[g])) if res else SharingMode.EXCLUSIVE
         shares = self._sm_shares(g, res)
+        prio_online = self.cfg.sharing.online_priority
         residents = []
         for r, share in zip(res, shares, strict=True):
             inst = r.mig[r.gpus.index(g)] if mode is SharingMode.MIG else None
@@ -466,7 +514,7 @@ class Simulator:
                     mig_mem_slices=bin(inst.mask).count("1") if inst else 0,
                     duty=max(duty, 1e-3),
                     online=r.spec.online,
-                    priority=r.spec.priority + (100 if r.spec.online else 0),
+                    priority=r.spec.priority + (100 if r.spec.online and prio_online else 0),
                 )
             )
         fr = self.speed.rates(c.type_names[int(c.type_idx[g])], mode, residents) if res else []
@@ -475,7 +523,9 @@ class Simulator:
             f *= 1.0 if r.spec.online else r.throttle
             r.frac[g] = f
             util += rs.duty * f
-            sm += rs.duty * f * (rs.mig_compute_slices / 7.0 if rs.mig_compute_slices else rs.sm_frac)
+            sm += (
+                rs.duty * f * (rs.mig_compute_slices / 7.0 if rs.mig_compute_slices else rs.sm_frac)
+            )
             stp += f
             if not r.spec.online:
                 over += f
@@ -498,7 +548,9 @@ class Simulator:
         c = self.cluster
         spec = st.spec
         gpus = st.gpus
-        solo = min(self.speed.solo_speed(spec.model, c.type_names[int(c.type_idx[g])]) for g in gpus)
+        solo = min(
+            self.speed.solo_speed(spec.model, c.type_names[int(c.type_idx[g])]) for g in gpus
+        )
         net = 1.0
         if len(gpus) > 1:
             nodes = {int(c.node_of[g]) for g in gpus}
@@ -549,6 +601,12 @@ class Simulator:
                 continue
             changed |= self._account(st, req, tick)
         self._sample_frag()
+        g = float(self.n_gpus)
+        s = self._sums
+        p99 = [st.p99_ms / st.spec.service.slo_ms for st in online if st.spec.service and st.gpus]
+        self.timeseries.append(
+            (self.now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, max(p99) if p99 else 0.0)
+        )
         if self.now + tick <= self.horizon_s:
             self.events.push(self.now + tick, EventKind.TICK, 0)
         return changed

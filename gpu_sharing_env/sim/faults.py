@@ -29,7 +29,11 @@ class FaultCause(enum.Enum):
 
 
 #: Causes drawn at random (OOM is not: it follows from over-commit).
-RANDOM_CAUSES: tuple[FaultCause, ...] = (FaultCause.USER_SIGNAL, FaultCause.APP_ERROR, FaultCause.XID)
+RANDOM_CAUSES: tuple[FaultCause, ...] = (
+    FaultCause.USER_SIGNAL,
+    FaultCause.APP_ERROR,
+    FaultCause.XID,
+)
 
 
 def propagates(cause: FaultCause, mode: SharingMode, mixed_handling: bool) -> bool:

@@ -9,12 +9,16 @@ themselves oracles (they are marked on the leaderboard).
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpu_sharing_env.cluster import MigInstance, PlacementOption
 from gpu_sharing_env.hardware import GpuType
+from gpu_sharing_env.interference import Resident
+from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import Status
@@ -140,6 +144,23 @@ class ClusterView:
     def solo_speed(self, model: str, gpu: int) -> float:
         """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
         return self._sim.speed.solo_speed(model, self.type_name[gpu])
+
+    def profile(
+        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident], noise: float = 0.03
+    ) -> list[float]:
+        """An offline profiling run: co-locate ``residents`` and measure their normalised speeds.
+
+        This is what the papers' predictors are trained on (MuxFlow, GPUPool, GPULet profile
+        pairs before scheduling). Measurements carry multiplicative noise (default 3%),
+        deterministic per input, so predictors see data, not the model's formulas.
+        """
+        rates = self._sim.speed.rates(gpu_type, mode, residents)
+        rng = np.random.default_rng(zlib.crc32(repr((gpu_type, int(mode), residents)).encode()))
+        return [min(1.0, max(1e-3, r * (1.0 + noise * rng.standard_normal()))) for r in rates]
+
+    def profile_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
+        """Profiled solo latency of one inference batch (GPULet's offline profiles)."""
+        return self._sim.speed.batch_latency_ms(model, gpu_type, batch_size)
 
     def oracle_spec(self, job_id: int) -> JobSpec:
         """The true job spec (duration, true memory). Only for policies marked ``oracle``."""

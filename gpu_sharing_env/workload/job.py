@@ -64,7 +64,9 @@ class ServiceSpec:
     def __post_init__(self) -> None:
         _require(self.slo_ms > 0, "service.slo_ms", "must be > 0")
         _require(self.batch_size >= 1, "service.batch_size", "must be >= 1")
-        _require(0 <= self.base_rps <= self.peak_rps, "service.base_rps", "0 <= base_rps <= peak_rps")
+        _require(
+            0 <= self.base_rps <= self.peak_rps, "service.base_rps", "0 <= base_rps <= peak_rps"
+        )
         _require(self.period_s > 0, "service.period_s", "must be > 0")
         _require(0 <= self.noise_frac < 1, "service.noise_frac", "must be in [0, 1)")
 

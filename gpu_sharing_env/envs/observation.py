@@ -1,0 +1,243 @@
+"""Observation encoding: the simulator's state as a flat ``Dict`` of 1-D float32 boxes.
+
+Three keys, each a row-major flattening of a (rows, features) table (see ``docs/env.md``):
+
+* ``"gpus"``: ``max_gpus × len(GPU_FEATURES)``; rows beyond the cluster's size are all zero
+  (their ``present`` feature is 0), so one policy serves clusters of several sizes.
+* ``"jobs"``: ``queue_window × len(JOB_FEATURES)``; the window of the queue, in queue order
+  (slot ``k`` is the job action slot ``k`` places); empty slots are all zero.
+* ``"global"``: ``len(GLOBAL_FEATURES)``.
+
+Every feature lies in [0, 1] except the time-of-day sine and cosine ([-1, 1]). Heavy-tailed
+quantities (durations, waits, queue lengths) are log-scaled. The encoder is vectorised: the
+GPU table costs a fixed number of numpy operations whatever the cluster size; only the queue
+window (at most 64 jobs) is walked in Python, with each job's static features cached.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium import spaces
+
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.nodes import GPU_TYPE_NAMES
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.workload.job import MODEL_CLASSES, JobSpec
+
+#: Memory normaliser (GB): the largest GPU in the catalogue (A100/H100-80GB).
+MEM_SCALE_GB = 80.0
+#: Per-instance vCPU normaliser.
+CPU_SCALE = 32.0
+#: log10 normaliser of estimated work: 10^7 s (~4 months) maps to 1; PAI durations span
+#: seconds to weeks.
+LOG_WORK_SCALE = 7.0
+#: log10 normaliser of queue waits: 10^6 s (~11.6 days) maps to 1.
+LOG_WAIT_SCALE = 6.0
+#: log2 normaliser of gang sizes: 2^7 = 128 GPUs maps to 1.
+LOG_GANG_SCALE = 7.0
+#: log10 normaliser of job counts: 10^5 jobs maps to 1.
+LOG_COUNT_SCALE = 5.0
+#: Priorities are clipped to 0..PRIORITY_SCALE.
+PRIORITY_SCALE = 10.0
+#: log10 normaliser of an online service's SLO: 10^4 ms maps to 1.
+LOG_SLO_SCALE = 4.0
+DAY_S = 86_400.0
+
+# Sharing-mode one-hot columns: unset (never configured), then SharingMode order.
+_MODE_COLS = ("mode_unset", *(f"mode_{m.name.lower()}" for m in SharingMode))
+
+GPU_FEATURES: tuple[str, ...] = (
+    "present",
+    *(f"type_{n}" for n in GPU_TYPE_NAMES),
+    "mem_cap",
+    "mig_capable",
+    "mps_sm_limit",
+    *_MODE_COLS,
+    "residents",
+    "free_mem",
+    "free_sm",
+    "free_mig",
+    "healthy",
+    "ready",
+    "hosts_online",
+    "util",
+    "node_cpu_load",
+)
+JOB_FEATURES: tuple[str, ...] = (
+    "present",
+    "online",
+    "gang",
+    "gpu_frac",
+    "mem",
+    "cpu",
+    "est_work",
+    "wait",
+    "attempts",
+    "type_constrained",
+    "placeable",
+    "priority",
+    "slo",
+    *(f"model_{m}" for m in MODEL_CLASSES),
+)
+GLOBAL_FEATURES: tuple[str, ...] = (
+    "time_of_day_sin",
+    "time_of_day_cos",
+    "time_frac",
+    "queue_len",
+    "in_system",
+    "window_fill",
+    "gpus_present",
+    "gpus_empty",
+    "util_mean",
+    "slo_attainment",
+    "slo_target",
+)
+
+_G = {n: i for i, n in enumerate(GPU_FEATURES)}
+_J = {n: i for i, n in enumerate(JOB_FEATURES)}
+_MODEL_COL = {m: _J[f"model_{m}"] for m in MODEL_CLASSES}
+_MODE0 = _G["mode_unset"]
+_DYN0 = _MODE0  # first dynamic GPU column: everything before it is static
+
+
+def observation_space(max_gpus: int, window: int) -> spaces.Dict:
+    """The observation space for a padded GPU count and queue window."""
+
+    def box(n: int, low: float = 0.0) -> spaces.Box:
+        return spaces.Box(low=low, high=1.0, shape=(n,), dtype=np.float32)
+
+    return spaces.Dict(
+        {
+            "gpus": box(max_gpus * len(GPU_FEATURES)),
+            "jobs": box(window * len(JOB_FEATURES)),
+            "global": box(len(GLOBAL_FEATURES), low=-1.0),
+        }
+    )
+
+
+def _log_norm(x: float, scale: float) -> float:
+    return min(1.0, math.log10(1.0 + max(0.0, x)) / scale)
+
+
+class ObservationEncoder:
+    """Encodes one simulator's state; holds the static GPU table and per-job caches.
+
+    Args:
+        sim: The simulator (its cluster layout is fixed for the encoder's lifetime).
+        max_gpus: Padded GPU count (>= the cluster's size).
+    """
+
+    def __init__(self, sim: Simulator, max_gpus: int) -> None:
+        # The encoder keeps no reference to ``sim`` (the env pickles the simulator itself).
+        c = sim.cluster
+        g = c.n_gpus
+        if max_gpus < g:
+            raise ValueError(f"max_gpus: must be >= the cluster's {g} GPUs (got {max_gpus})")
+        self.max_gpus = max_gpus
+        self.window = sim.window
+        self.space = observation_space(max_gpus, self.window)
+        static = np.zeros((g, _DYN0), dtype=np.float32)
+        static[:, _G["present"]] = 1.0
+        tcol = np.array([_G[f"type_{n}"] for n in c.type_names], dtype=np.int64)
+        static[np.arange(g), tcol[c.type_idx]] = 1.0
+        static[:, _G["mem_cap"]] = np.minimum(1.0, c.mem_cap / MEM_SCALE_GB)
+        static[:, _G["mig_capable"]] = c.mig_capable
+        static[:, _G["mps_sm_limit"]] = c.mps_limit
+        self._static = static
+        self._mem_cap = c.mem_cap
+        self._inv_res = 1.0 / max(1, c.sharing.max_residents)
+        self._cpu_per_node = np.maximum(c.node_vcpus, 1e-9)
+        self._job_static: dict[int, np.ndarray] = {}
+
+    def reset(self) -> None:
+        """Forget per-episode caches (job ids are only unique within an episode)."""
+        self._job_static.clear()
+
+    # ------------------------------------------------------------------ parts
+    def gpus(self, sim: Simulator) -> np.ndarray:
+        c = sim.cluster
+        g = c.n_gpus
+        out = np.zeros((self.max_gpus, len(GPU_FEATURES)), dtype=np.float32)
+        t = out[:g]
+        t[:, :_DYN0] = self._static
+        # mode one-hot: MODE_NONE (-1) lands in the "unset" column
+        t[np.arange(g), _MODE0 + 1 + c.mode] = 1.0
+        t[:, _G["residents"]] = c.n_res * self._inv_res
+        t[:, _G["free_mem"]] = (self._mem_cap - c.mem_decl) / self._mem_cap
+        t[:, _G["free_sm"]] = (100 - c.sm_used) * 0.01
+        t[:, _G["free_mig"]] = (7 - c.mig_used) * (1.0 / 7.0) * c.mig_capable
+        t[:, _G["healthy"]] = c.healthy
+        t[:, _G["ready"]] = c.ready
+        t[:, _G["hosts_online"]] = c.online_count > 0
+        t[:, _G["util"]] = sim._g_util
+        t[:, _G["node_cpu_load"]] = (c.node_cpu_used / self._cpu_per_node)[c.node_of] * 0.5
+        np.clip(t, 0.0, 1.0, out=t)
+        return out.ravel()
+
+    def _static_job(self, spec: JobSpec) -> np.ndarray:
+        row = np.zeros(len(JOB_FEATURES), dtype=np.float32)
+        row[_J["present"]] = 1.0
+        row[_J["online"]] = spec.online
+        row[_J["gang"]] = min(1.0, math.log2(spec.num_gpus) / LOG_GANG_SCALE)
+        row[_J["gpu_frac"]] = spec.gpu_frac
+        row[_J["mem"]] = min(1.0, spec.mem_gb / MEM_SCALE_GB)
+        row[_J["cpu"]] = min(1.0, spec.cpu_cores / CPU_SCALE)
+        row[_J["est_work"]] = _log_norm(spec.est_work_s, LOG_WORK_SCALE)
+        row[_J["type_constrained"]] = bool(spec.gpu_types)
+        row[_J["priority"]] = min(1.0, max(0.0, spec.priority / PRIORITY_SCALE))
+        if spec.service is not None:
+            row[_J["slo"]] = _log_norm(spec.service.slo_ms, LOG_SLO_SCALE)
+        row[_MODEL_COL[spec.model]] = 1.0
+        return row
+
+    def jobs(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
+        out = np.zeros((self.window, len(JOB_FEATURES)), dtype=np.float32)
+        max_att = float(sim.cfg.faults.max_attempts)
+        now = sim.now
+        for k, spec in enumerate(window):
+            jid = spec.job_id
+            row = self._job_static.get(jid)
+            if row is None:
+                row = self._job_static[jid] = self._static_job(spec)
+            r = out[k]
+            r[:] = row
+            st = sim.jobs[jid]
+            r[_J["wait"]] = _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE)
+            r[_J["attempts"]] = min(1.0, st.attempts / max_att)
+            r[_J["placeable"]] = bool(sim.mask(jid).any())
+        return out.ravel()
+
+    def global_(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
+        c = sim.cluster
+        acc = sim.acc
+        now = sim.now
+        phase = 2.0 * math.pi * (now % DAY_S) / DAY_S
+        att = acc.requests_ok / acc.requests if acc.requests > 0 else 1.0
+        g = c.n_gpus
+        return np.array(
+            [
+                math.sin(phase),
+                math.cos(phase),
+                min(1.0, now / sim.horizon_s),
+                _log_norm(len(sim.queue), LOG_COUNT_SCALE),
+                _log_norm(sim._in_system, LOG_COUNT_SCALE),
+                len(window) / self.window,
+                g / self.max_gpus,
+                float(np.count_nonzero(c.n_res == 0)) / g,
+                float(sim._sums[0]) / g,
+                min(1.0, max(0.0, att)),
+                sim.cfg.slo_target,
+            ],
+            dtype=np.float32,
+        ).clip(-1.0, 1.0)
+
+    def encode(self, sim: Simulator) -> dict[str, np.ndarray]:
+        """The current observation of ``sim`` (fresh arrays every call)."""
+        window = sim.window_jobs()
+        return {
+            "gpus": self.gpus(sim),
+            "jobs": self.jobs(sim, window),
+            "global": self.global_(sim, window),
+        }
