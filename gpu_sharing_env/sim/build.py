@@ -6,17 +6,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from gpu_sharing_env.workload.estimates import attach_estimates
-from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai_machines
-from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
-from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, generate_jobs
 
 from gpu_sharing_env.config import ConfigError, ScenarioConfig, from_dict
 from gpu_sharing_env.hardware import get_gpu_type
 from gpu_sharing_env.interference import SpeedModel
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Simulator, WorkloadFn
+from gpu_sharing_env.workload.estimates import attach_estimates
 from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai_machines
+from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
+from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, generate_jobs
 
 
 def _rel(cfg: ScenarioConfig, path: str) -> Path:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from gpu_sharing_env.zoo import ZOO
 
 from gpu_sharing_env.cluster import Cluster, PlacementOption
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
@@ -32,6 +31,7 @@ from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency, next_health
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.zoo import ZOO
 
 #: Gang jobs spanning nodes synchronise over the network (assumption: 15% slower than one
 #: NVLink node; Sia's placement profiles show multi-node step times 10-30% above single-node).
