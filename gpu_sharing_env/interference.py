@@ -187,8 +187,8 @@ class AnalyticSpeedModel:
         self.mig_mem_weight = mig_mem_weight
         self.mig_crosstalk = mig_crosstalk
         self.context_switch_overhead = context_switch_overhead
-        # (duty, bw, sm_k, mig_k, 1/(1-e^-sm_k), 1/(1-e^-mig_k)) per model: the hot path reads
-        # tuples, not dataclass attributes.
+        # (bw_intensity, sm_k, mig_k, duty) per model: the hot path reads tuples, not dataclass
+        # attributes.
         self._p: dict[str, tuple[float, float, float, float]] = {
             name: (p.bw_intensity, p.sm_k, p.mig_k, p.duty) for name, p in profiles.items()
         }
