@@ -142,6 +142,9 @@ class Cluster:
         self.type_idx = np.asarray(gpu_type_idx, dtype=np.int64)
         self.node_of = np.asarray(node_of, dtype=np.int64)
         self.type_names = tuple(type_names)
+        #: Per GPU: its GpuType and type name (static; shared by every snapshot).
+        self.gpu_type_of: tuple[GpuType, ...] = tuple(self.types[t] for t in gpu_type_idx)
+        self.type_name_of: tuple[str, ...] = tuple(t.name for t in self.gpu_type_of)
         self.mem_cap = np.array([self.types[t].mem_gb for t in gpu_type_idx], dtype=np.float64)
         self.mps_limit = np.array([self.types[t].mps_sm_limit for t in gpu_type_idx], dtype=bool)
         self.mig_capable = np.array([bool(self.types[t].mig_profiles) for t in gpu_type_idx])

@@ -60,9 +60,7 @@ class SpeedModel(Protocol):
         """Exclusive-GPU throughput on ``gpu_type`` relative to the reference GPU (V100 = 1)."""
         ...
 
-    def rates(
-        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
-    ) -> list[float]:
+    def rates(self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]) -> list[float]:
         """Each resident's progress rate as a fraction of its solo exclusive speed on this GPU.
 
         Covers the SM-share curve under MPS, the MIG profile curve, co-runner interference
@@ -88,12 +86,12 @@ MIN_RATE = 0.01
 # on log(predicted/measured) over the datasets named, then rounded and pasted here; the script
 # reports the error of these shipped values (docs/calibration.md).
 #: MPS SM-overlap contention: when two clients' SM limits overlap, each of j's busy fractions
-#: costs i this much extra time per unit of i's GPU time. Fitted by scripts/calibrate.py on
-#: gavel_pairs + lucid_pairs (co-located training at 100 % SM each).
-KAPPA_COMPUTE = 0.60
+#: costs i this much extra time per unit of i's GPU time. Fitted by scripts/calibrate.py jointly
+#: on igniter_pairs + gavel_pairs + lucid_pairs (each dataset weighted equally).
+KAPPA_COMPUTE = 0.19
 #: MPS memory-bandwidth / L2 contention, scaled by b_i * b_j (bw_intensity). Fitted by
-#: scripts/calibrate.py on igniter_pairs (disjoint SM splits, so only this term acts).
-KAPPA_BW = 1.00
+#: scripts/calibrate.py in the same joint fit; iGniter's disjoint SM splits isolate this term.
+KAPPA_BW = 2.62
 #: Weight of the memory-slice fraction in a MIG instance's effective size, (c/7)^(1-w)*(m/8)^w.
 #: Fitted by scripts/calibrate.py on miso_mig (MISO A100 MIG iteration times).
 MIG_MEM_WEIGHT = 0.48
@@ -213,9 +211,7 @@ class AnalyticSpeedModel:
         prof = self.profile(model)
         return (prof.batch_a_ms + prof.batch_c_ms * batch_size) / self.solo_speed(model, gpu_type)
 
-    def rates(
-        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
-    ) -> list[float]:
+    def rates(self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]) -> list[float]:
         """Each resident's progress rate as a fraction of its solo speed; see the class doc."""
         n = len(residents)
         if n == 0:
@@ -329,9 +325,7 @@ class TableSpeedModel:
     The table is measured at the default SM share; ``sm_frac`` is not applied on top.
     """
 
-    def __init__(
-        self, fallback: SpeedModel, table: Mapping[tuple[str, str, str], float]
-    ) -> None:
+    def __init__(self, fallback: SpeedModel, table: Mapping[tuple[str, str, str], float]) -> None:
         self.fallback = fallback
         self.table: dict[tuple[str, str, str], float] = {}
         for (model, corunner, mode), slowdown in table.items():
@@ -383,9 +377,7 @@ class TableSpeedModel:
         """Delegated to the fallback model."""
         return self.fallback.batch_latency_ms(model, gpu_type, batch_size)
 
-    def rates(
-        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
-    ) -> list[float]:
+    def rates(self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]) -> list[float]:
         """Table rates where every co-runner pair is measured, the fallback's elsewhere."""
         out = self.fallback.rates(gpu_type, mode, residents)
         if mode in (SharingMode.EXCLUSIVE, SharingMode.MIG) or len(residents) < 2:

@@ -7,7 +7,7 @@ Where the figures come from (datasets in ``../shared/data``, see its PROVENANCE.
   3090) for the nearest Lucid model; else the Gavel co-location fit; else a stated assumption.
 - ``bw_intensity``: the per-family value fitted on Gavel V100 pairs (``gavel_pairs``) where Gavel
   has the family; else Lucid's measured memory-controller utilisation (``gmem_util``/100); else the
-  population median of the fitted values (0.37).
+  population median of the fitted values (0.40).
 - ``sm_k`` (MPS SM-share curve): fitted on iGniter's V100 MPS solo profile (``igniter_solo``) for
   the nearest iGniter network; else the median of the four fits (0.79).
 - ``mig_k`` (MIG curve): fitted on MISO's A100 MIG iteration times (``miso_mig``); else the
@@ -74,7 +74,7 @@ class ModelProfile:
 
 
 #: Population medians used where a model has no measurement (see the module docstring).
-MEDIAN_BW = 0.37  # median of the 7 Gavel family bw_intensity fits (gavel_pairs)
+MEDIAN_BW = 0.40  # median of the 7 Gavel family bw_intensity fits (gavel_pairs)
 MEDIAN_SM_K = 0.79  # median of the 4 iGniter sm_k fits (igniter_solo)
 MEDIAN_MIG_K = 1.70  # median of the 8 MISO mig_k fits (miso_mig)
 MEDIAN_BATCH_A_MS = 0.87  # median of the 4 iGniter batch_a fits (igniter_solo)
@@ -163,7 +163,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         "resnet18",
         duty=0.96,  # L: ResNet18 CIFAR-10 bs128 gpu_util 96.25
         mem_gb=3.0,  # L: gmem 3072 MiB
-        bw=0.10,  # G: ResNet-18
+        bw=0.11,  # G: ResNet-18
         cpu=4,
         sm_k=0.94,  # I: resnet50 (nearest measured network)
         mig_k=3.52,  # M: resnet
@@ -221,7 +221,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         "transformer",
         duty=0.75,  # L: Transformer Multi30k bs64 gpu_util 75.2
         mem_gb=11.5,  # L: gmem 11801 MiB
-        bw=0.33,  # G: Transformer
+        bw=0.35,  # G: Transformer
         cpu=2,
         mig_k=0.53,  # M: transformer
         measured={"P100": 0.74},  # GP: Transformer
@@ -247,7 +247,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
     ),
     _profile(
         "deepfm",
-        duty=0.75,  # G: Recommendation
+        duty=0.74,  # G: Recommendation
         mem_gb=2.0,  # assumed: embedding tables of a CTR model
         bw=1.0,  # G: Recommendation
         cpu=4,
@@ -267,7 +267,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         "ppo",
         duty=0.13,  # L: PPO LunarLander bs64 gpu_util 11.9 .. bs128 15.0
         mem_gb=2.0,  # L: gmem 2051 MiB
-        bw=0.41,  # G: A3C
+        bw=0.40,  # G: A3C
         cpu=8,  # assumed: environment simulation is CPU-heavy
         measured={"P100": 0.79},  # GP: A3C
         c_ms=0.01 * _C_PER_GFLOP,  # assumed
@@ -310,7 +310,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         "lstm",
         duty=0.97,  # L: LSTM Wikitext2 bs64 gpu_util 97.0
         mem_gb=3.8,  # L: gmem 3884 MiB
-        bw=0.28,  # G: LM
+        bw=0.27,  # G: LM
         cpu=2,
         measured={"P100": 0.83},  # GP: LM
         c_ms=0.5 * _C_PER_GFLOP,  # assumed

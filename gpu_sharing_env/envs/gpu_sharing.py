@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal, SupportsFloat, SupportsInt
+from typing import Any, ClassVar, Literal, SupportsFloat, SupportsInt
 
 import gymnasium as gym
 import numpy as np
@@ -17,8 +17,10 @@ from gpu_sharing_env.envs.rewards import REWARDS, Reward
 from gpu_sharing_env.sim.build import build_workload, make_simulator
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.zoo import ZOO
 
 INVALID_ACTION_MODES = ("noop", "raise")
+_ZOO_REF = "gpu_sharing_env.zoo:ZOO"
 #: Episode seeds drawn by ``reset()`` without a seed lie in [0, 2**31).
 _SEED_BOUND = 2**31 - 1
 
@@ -123,7 +125,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     * v0: Initial version.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -284,17 +286,32 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         return info
 
     # ------------------------------------------------------------------ pickling
+    # Two parts of the simulator do not pickle: its workload function (a closure over the
+    # scenario) and the model zoo (profiles hold ``MappingProxyType``s). Both are rebuilt on
+    # load: the workload from the (picklable) scenario config, the zoo by reference to the
+    # module-level ``ZOO``. Everything else (state, queues, generators) pickles as is, so a
+    # pickled env resumes mid-episode exactly.
     def __getstate__(self) -> dict[str, Any]:
-        # The simulator's workload function is a closure over the scenario: drop it and
-        # rebuild it from the (picklable) scenario config on load.
         state = self.__dict__.copy()
         sim_state = self.sim.__dict__.copy()
         sim_state.pop("workload", None)
+        speed = sim_state["speed"]
+        if getattr(speed, "profiles", None) is ZOO:
+            speed_state = speed.__dict__.copy()
+            speed_state["profiles"] = _ZOO_REF
+            sim_state["speed"] = (_ZOO_REF, type(speed), speed_state)
         state["sim"] = (type(self.sim), sim_state)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         sim_cls, sim_state = state["sim"]
+        speed = sim_state["speed"]
+        if isinstance(speed, tuple) and speed and speed[0] == _ZOO_REF:
+            _, speed_cls, speed_state = speed
+            obj = speed_cls.__new__(speed_cls)
+            obj.__dict__.update(speed_state)
+            obj.profiles = ZOO
+            sim_state["speed"] = obj
         sim = sim_cls.__new__(sim_cls)
         sim.__dict__.update(sim_state)
         sim.workload = build_workload(sim.cfg)

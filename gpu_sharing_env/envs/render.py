@@ -135,8 +135,7 @@ def render_ansi(sim: Simulator) -> str:
     lines = [
         f"t={_hms(sim.now)} ({100 * sim.now / sim.horizon_s:.1f}% of {sim.horizon_s / 3600:g}h)"
         f"  queued {len(sim.queue)}  offline in system {sim._in_system}"
-        f"  SLO attainment {att} (target {sim.cfg.slo_target:g})"
-        + ("  [done]" if sim.done else "")
+        f"  SLO attainment {att} (target {sim.cfg.slo_target:g})" + ("  [done]" if sim.done else "")
     ]
     opts = sim.options
     for ni, node in enumerate(c.nodes):

@@ -77,8 +77,8 @@ class ClusterView:
         self.now_s = sim.now
         self.n_gpus = c.n_gpus
         self.options: tuple[PlacementOption, ...] = sim.options
-        self.gpu_types: tuple[GpuType, ...] = tuple(c.types[int(t)] for t in c.type_idx)
-        self.type_name = tuple(t.name for t in self.gpu_types)
+        self.gpu_types: tuple[GpuType, ...] = c.gpu_type_of
+        self.type_name: tuple[str, ...] = c.type_name_of
         self.node_of = _ro(c.node_of)
         self.mode = _ro(c.mode)
         self.n_res = _ro(c.n_res)

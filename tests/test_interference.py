@@ -1,0 +1,158 @@
+"""Behaviour of the analytic and table speed models, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu_sharing_env.interference import (
+    AnalyticSpeedModel,
+    Resident,
+    TableSpeedModel,
+    UnknownModelError,
+    sm_share_curve,
+)
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.workload.job import MODEL_CLASSES
+from gpu_sharing_env.zoo import ZOO, get_profile
+
+V100 = "V100-16GB"
+MPS, TS, MIG = SharingMode.MPS, SharingMode.TIME_SHARING, SharingMode.MIG
+
+
+@pytest.fixture(scope="module")
+def model() -> AnalyticSpeedModel:
+    return AnalyticSpeedModel()
+
+
+def test_zoo_covers_model_classes_and_unknown_name_lists_known() -> None:
+    assert set(ZOO) == set(MODEL_CLASSES)
+    with pytest.raises(UnknownModelError, match="known: bert"):
+        get_profile("alexnet")
+    with pytest.raises(KeyError):
+        AnalyticSpeedModel().rates(V100, MPS, [Resident("nope")])
+
+
+def test_exclusive_is_one(model: AnalyticSpeedModel) -> None:
+    assert model.rates(V100, SharingMode.EXCLUSIVE, [Resident("bert")]) == [1.0]
+
+
+def test_mps_half_shares_slower_than_alone_and_monotone(model: AnalyticSpeedModel) -> None:
+    alone = model.rates(V100, MPS, [Resident("resnet50")])[0]
+    assert alone == 1.0
+    pair = model.rates(V100, MPS, [Resident("resnet50", 0.5), Resident("bert", 0.5)])
+    assert all(0 < r < alone for r in pair)
+    # Disjoint 50/50 split, duty 1: rate = g(0.5) / (1 + kb * b_r * b_b), g from sm_k = 0.94.
+    g = sm_share_curve(0.94, 0.5)
+    assert pair[0] == pytest.approx(g / (1 + model.kappa_bw * 1.0 * 0.62), rel=1e-9)
+    shares = [0.2, 0.4, 0.6, 0.8]
+    rates = [model.rates(V100, MPS, [Resident("resnet50", s), Resident("bert", 1 - s)])[0]
+             for s in shares]  # fmt: skip
+    assert rates == sorted(rates)
+
+
+def test_p100_ignores_sm_limits(model: AnalyticSpeedModel) -> None:
+    a = model.rates("P100", MPS, [Resident("vgg16", 0.2), Resident("lstm", 0.3)])
+    b = model.rates("P100", MPS, [Resident("vgg16", 1.0), Resident("lstm", 1.0)])
+    assert a == b
+    assert model.rates("P100", MPS, [Resident("vgg16", 0.2)]) == [1.0]
+    assert model.rates(V100, MPS, [Resident("vgg16", 0.2)])[0] < 1.0
+
+
+def test_time_sharing_low_duty_is_nearly_free(model: AnalyticSpeedModel) -> None:
+    cs = model.context_switch_overhead
+    rates = model.rates(V100, TS, [Resident("ncf", duty=0.3), Resident("ppo", duty=0.5)])
+    assert rates == pytest.approx([1 - cs, 1 - cs])
+    busy = model.rates(V100, TS, [Resident("bert", duty=1.0), Resident("gpt2", duty=1.0)])
+    assert busy == pytest.approx([(1 - cs) / 2, (1 - cs) / 2])
+
+
+def test_time_sharing_priority_serves_online_first(model: AnalyticSpeedModel) -> None:
+    cs = model.context_switch_overhead
+    online = Resident("bert", duty=0.6, online=True, priority=1)
+    offline = [Resident("resnet50", duty=1.0), Resident("vgg16", duty=0.6)]
+    rates = model.rates(V100, TS, [online, *offline])
+    assert rates[0] == pytest.approx(1 - cs)
+    # 0.4 of the GPU left for a demand of 1.6: each offline job gets 0.4 / 1.6 = 0.25.
+    assert rates[1:] == pytest.approx([0.25 * (1 - cs)] * 2)
+
+
+def test_mig_profile_curve(model: AnalyticSpeedModel) -> None:
+    def rate(c: int, m: int) -> float:
+        return model.rates("A100-40GB", MIG, [Resident("transformer", mig_compute_slices=c,
+                                                       mig_mem_slices=m)])[0]  # fmt: skip
+
+    assert rate(7, 8) == 1.0
+    r1, r2, r3, r4 = rate(1, 1), rate(2, 2), rate(3, 4), rate(4, 4)
+    assert 0 < r1 < r2 < r3 <= r4 < 1
+    # Sub-linear relative to slices for a saturating model (mobilenet): 1g does more than 1/7.
+    mob = model.rates("A100-40GB", MIG, [Resident("mobilenet", 1.0, 1, 1)])[0]
+    assert mob > 1 / 7
+    two = model.rates("A100-40GB", MIG, [Resident("mobilenet", 1.0, 1, 1)] * 2)[0]
+    assert two == pytest.approx(mob * (1 - model.mig_crosstalk))
+    with pytest.raises(ValueError, match="slices"):
+        model.rates("A100-40GB", MIG, [Resident("bert")])
+
+
+def test_solo_speed_and_batch_latency(model: AnalyticSpeedModel) -> None:
+    assert model.solo_speed("resnet50", V100) == 1.0
+    assert model.solo_speed("resnet50", "A100-40GB") == 1.37  # Sia, measured
+    assert model.solo_speed("resnet50", "T4") < 1 < model.solo_speed("resnet50", "H100-80GB")
+    for p in ZOO.values():
+        assert p.solo_speed["V100-32GB"] == 1.0
+        assert p.solo_speed["A100-80GB"] >= p.solo_speed["A100-40GB"]
+    # iGniter resnet50 fit: 0.92 + 0.744 * 8 ms on V100; A100 divides by its solo speed.
+    assert model.batch_latency_ms("resnet50", V100, 8) == pytest.approx(0.92 + 0.744 * 8)
+    assert model.batch_latency_ms("resnet50", "A100-40GB", 8) == pytest.approx(
+        (0.92 + 0.744 * 8) / 1.37
+    )
+
+
+def test_table_model_overrides_pairs_and_falls_back(tmp_path: Path) -> None:
+    base = AnalyticSpeedModel()
+    table = TableSpeedModel(base, {("bert", "resnet50", "mps"): 2.0})
+    rates = table.rates(V100, MPS, [Resident("bert"), Resident("resnet50")])
+    assert rates[0] == 0.5
+    assert rates[1] == base.rates(V100, MPS, [Resident("bert"), Resident("resnet50")])[1]
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,corunner,mode,slowdown\nbert,gpt2,time_sharing,1.25\n")
+    loaded = TableSpeedModel.from_csv(csv, base)
+    assert loaded.rates(V100, TS, [Resident("bert"), Resident("gpt2")])[0] == 0.8
+    csv.write_text("model,corunner,mode,slowdown\nbert,gpt2,mps,fast\n")
+    with pytest.raises(ValueError, match=r"t\.csv:2: field 'slowdown'"):
+        TableSpeedModel.from_csv(csv, base)
+    csv.write_text("model,corunner,mode,slowdown\nbert,gpt2,shared,1.1\n")
+    with pytest.raises(ValueError, match=r"t\.csv:2: field 'mode'"):
+        TableSpeedModel.from_csv(csv, base)
+    csv.write_text("model,mode,slowdown\n")
+    with pytest.raises(ValueError, match="missing column"):
+        TableSpeedModel.from_csv(csv, base)
+
+
+residents = st.builds(
+    Resident,
+    model=st.sampled_from(MODEL_CLASSES),
+    sm_frac=st.floats(0.01, 1.0),
+    duty=st.floats(0.0, 1.0),
+    priority=st.integers(0, 2),
+    mig_compute_slices=st.sampled_from([1, 2, 3, 4, 7]),
+    mig_mem_slices=st.sampled_from([1, 2, 4, 8]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gpu=st.sampled_from(["T4", "P100", V100, "A10", "A100-40GB", "H100-80GB"]),
+    mode=st.sampled_from([MPS, TS, MIG]),
+    rs=st.lists(residents, min_size=1, max_size=4),
+)
+def test_rates_in_unit_interval(gpu: str, mode: SharingMode, rs: list[Resident]) -> None:
+    rates = AnalyticSpeedModel().rates(gpu, mode, rs)
+    assert len(rates) == len(rs)
+    assert all(math.isfinite(r) and 0 < r <= 1 for r in rates)
+    if len(rs) == 1 and mode is TS:
+        assert rates == [1.0]
