@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/evaluate.py --policy all --scenario default --seeds 3
+	$(BIN)/python scripts/leaderboard.py --scenarios default --policies all --seeds 3 --out runs/demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

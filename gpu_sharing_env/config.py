@@ -105,6 +105,10 @@ class OfflineWorkloadConfig:
     """Trace path when ``source`` is trace; relative to the scenario file."""
     max_jobs: int = field(default=0, metadata=non_negative())
     """Keep only the first N jobs (0 = all)."""
+    arrival_window_h: float = field(default=0.0, metadata=non_negative())
+    """Synthetic jobs arrive during the first this-many hours (0 = the whole horizon). A horizon
+    longer than the arrival window lets the heavy tail finish, so ``jct_mean_s`` covers every
+    job rather than only the short ones."""
     estimate_sigma: float = field(default=0.5, metadata=non_negative())
     """Lognormal sigma of duration-estimate error (PAI's predictor; 0 = perfect estimates)."""
 

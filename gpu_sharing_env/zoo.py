@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from gpu_sharing_env.hardware import GPU_TYPES, GpuType
 from gpu_sharing_env.interference import REFERENCE_GPU, UnknownModelError
@@ -117,7 +116,7 @@ def _extrapolate(measured: Mapping[str, float], bw: float) -> Mapping[str, float
             out[name] = MEDIAN_P100
         else:
             out[name] = round(base * _roofline(gpu, bw), 3)
-    return MappingProxyType(out)
+    return dict(out)
 
 
 def _profile(

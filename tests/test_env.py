@@ -163,13 +163,15 @@ def test_padding_to_max_gpus_masks_absent_gpus() -> None:
 
 
 def test_gpu_features_after_a_placement(env: GpuSharingEnv) -> None:
-    obs, info = env.reset(seed=0)
+    env.reset(seed=0)
     sim = env.sim
-    excl = [i for i, o in enumerate(sim.options) if o.label == "excl"][0]
-    job = sim.window_jobs()[0]
-    legal = np.flatnonzero(sim.mask(job.job_id)[:, excl])
-    gpu = int(legal[-1])
-    obs, *_ = env.step(env.codec.encode(0, gpu, excl))
+    excl = next(i for i, o in enumerate(sim.options) if o.label == "excl")
+    slot, job, gpu = next(
+        (k, j, int(np.flatnonzero(sim.mask(j.job_id)[:, excl])[-1]))
+        for k, j in enumerate(sim.window_jobs())
+        if j.num_gpus == 1 and sim.mask(j.job_id)[:, excl].any()
+    )
+    obs, *_ = env.step(env.codec.encode(slot, gpu, excl))
     row = obs["gpus"].reshape(env.max_gpus, F)[gpu]
     if sim.jobs[job.job_id].status is Status.RUNNING:  # not already finished
         assert row[GF["mode_exclusive"]] == 1.0 and row[GF["mode_unset"]] == 0.0
@@ -181,7 +183,7 @@ def test_gpu_features_after_a_placement(env: GpuSharingEnv) -> None:
 
 def test_mask_matches_info_codec_and_legality(env: GpuSharingEnv) -> None:
     rng = np.random.default_rng(0)
-    obs, info = env.reset(seed=2)
+    _, info = env.reset(seed=2)
     for _ in range(60):
         mask = env.action_masks()
         assert mask.dtype == np.int8 and mask.ndim == 1 and mask[0] == 1
@@ -189,9 +191,9 @@ def test_mask_matches_info_codec_and_legality(env: GpuSharingEnv) -> None:
         assert np.array_equal(mask, env.codec.mask(env.sim))  # the core's own codec
         if not env.sim.done:
             assert mask[1:].any()  # a decision point: something is placeable
-        obs, r, term, trunc, info = _step_legal(env, info, rng)
+        _, _, term, _, info = _step_legal(env, info, rng)
         if term:
-            obs, info = env.reset()
+            _, info = env.reset()
 
 
 def test_invalid_action_raise_gives_the_simulators_reason() -> None:
@@ -228,7 +230,7 @@ def _run(env: gym.Env[Any, Any], seed: int, steps: int) -> list[Any]:
     for _ in range(steps):
         step = _step_legal(env, info, rng)
         out.append(step)
-        obs, r, term, trunc, info = step
+        obs, _r, term, trunc, info = step
         if term or trunc:
             out.append(env.reset())
             info = out[-1][1]
@@ -313,11 +315,11 @@ def test_seeded_episode_equals_the_reference_runner() -> None:
 def test_episode_end_metrics_and_jct_return() -> None:
     env = GpuSharingEnv(reward="jct")
     rng = np.random.default_rng(1)
-    obs, info = env.reset(seed=1)
+    _, info = env.reset(seed=1)
     ret, term, steps = 0.0, False, 0
     while not term:
-        obs, r, term, trunc, info = _step_legal(env, info, rng)
-        assert trunc is False and "metrics" not in info or term
+        _, r, term, trunc, info = _step_legal(env, info, rng)
+        assert (trunc is False and "metrics" not in info) or term
         ret += float(r)
         steps += 1
     m = info["metrics"]
@@ -459,12 +461,12 @@ def test_maskable_ppo_smoke() -> None:
     env = GpuSharingEnv()
     model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0)
     model.learn(256)
-    obs, info = env.reset(seed=9)
+    obs, _ = env.reset(seed=9)
     for _ in range(20):
         mask = env.action_masks()
         a, _ = model.predict(obs, action_masks=mask, deterministic=True)
         assert mask[int(a)] == 1
-        obs, _, term, _, info = env.step(a)
+        obs, _, term, _, _ = env.step(a)
         if term:
             break
     assert get_action_masks(model.get_env()).shape == (1, env.codec.n_actions)

@@ -28,7 +28,7 @@ def test_make_vec(mode: str) -> None:
         assert masks.shape == (2, envs.single_action_space.n) and masks.dtype == np.int8
         for _ in range(10):
             a = _legal(masks, rng)
-            obs, r, term, trunc, info = envs.step(a)
+            obs, r, _term, _trunc, info = envs.step(a)
             assert r.shape == (2,) and obs in envs.observation_space
             masks = info["action_mask"]
             assert masks[:, 0].tolist() == [1, 1]
@@ -62,7 +62,7 @@ def test_sb3_vec_envs(vec_cls: type) -> None:
         assert set(obs) == {"gpus", "jobs", "global"}
         for _ in range(10):
             masks = np.stack(venv.env_method("action_masks"))
-            obs, rewards, dones, infos = venv.step(_legal(masks, rng))
+            obs, rewards, _dones, infos = venv.step(_legal(masks, rng))
             assert rewards.shape == (2,) and len(infos) == 2
             for m, info in zip(np.stack(venv.env_method("action_masks")), infos, strict=True):
                 if "terminal_observation" not in info:

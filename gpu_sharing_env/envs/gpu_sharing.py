@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, SupportsFloat, SupportsInt
+from typing import Any, Literal, SupportsFloat, SupportsInt
 
 import gymnasium as gym
 import numpy as np
@@ -14,13 +14,11 @@ from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.envs.observation import ObservationEncoder
 from gpu_sharing_env.envs.render import render_ansi, render_rgb
 from gpu_sharing_env.envs.rewards import REWARDS, Reward
-from gpu_sharing_env.sim.build import build_workload, make_simulator
+from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
-from gpu_sharing_env.zoo import ZOO
 
 INVALID_ACTION_MODES = ("noop", "raise")
-_ZOO_REF = "gpu_sharing_env.zoo:ZOO"
 #: Episode seeds drawn by ``reset()`` without a seed lie in [0, 2**31).
 _SEED_BOUND = 2**31 - 1
 
@@ -125,7 +123,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     * v0: Initial version.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
 
     def __init__(
         self,
@@ -139,7 +137,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if isinstance(scenario, ScenarioConfig):
             cfg = scenario
         elif isinstance(scenario, str | os.PathLike):
-            cfg = load_scenario(scenario)
+            cfg = load_scenario(os.fspath(scenario))
         else:
             raise ValueError(
                 f"scenario: must be a scenario name, a YAML path or a ScenarioConfig "
@@ -180,7 +178,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         self.codec = ActionCodec(self.sim.window, pad, len(self.sim.options))
         self.encoder = ObservationEncoder(self.sim, pad)
         self.action_space: spaces.Space[np.int64] = spaces.Discrete(self.codec.n_actions)
-        self.observation_space: spaces.Space[Obs] = self.encoder.space
+        self.observation_space: spaces.Dict = self.encoder.space  # type: ignore[assignment]
         self.episode_seed: int | None = None
         self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
         self._mask[WAIT] = 1
@@ -284,36 +282,3 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if invalid is not None:
             info["invalid_action"] = invalid
         return info
-
-    # ------------------------------------------------------------------ pickling
-    # Two parts of the simulator do not pickle: its workload function (a closure over the
-    # scenario) and the model zoo (profiles hold ``MappingProxyType``s). Both are rebuilt on
-    # load: the workload from the (picklable) scenario config, the zoo by reference to the
-    # module-level ``ZOO``. Everything else (state, queues, generators) pickles as is, so a
-    # pickled env resumes mid-episode exactly.
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        sim_state = self.sim.__dict__.copy()
-        sim_state.pop("workload", None)
-        speed = sim_state["speed"]
-        if getattr(speed, "profiles", None) is ZOO:
-            speed_state = speed.__dict__.copy()
-            speed_state["profiles"] = _ZOO_REF
-            sim_state["speed"] = (_ZOO_REF, type(speed), speed_state)
-        state["sim"] = (type(self.sim), sim_state)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        sim_cls, sim_state = state["sim"]
-        speed = sim_state["speed"]
-        if isinstance(speed, tuple) and speed and speed[0] == _ZOO_REF:
-            _, speed_cls, speed_state = speed
-            obj = speed_cls.__new__(speed_cls)
-            obj.__dict__.update(speed_state)
-            obj.profiles = ZOO
-            sim_state["speed"] = obj
-        sim = sim_cls.__new__(sim_cls)
-        sim.__dict__.update(sim_state)
-        sim.workload = build_workload(sim.cfg)
-        state["sim"] = sim
-        self.__dict__.update(state)

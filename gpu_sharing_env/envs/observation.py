@@ -100,6 +100,7 @@ _J = {n: i for i, n in enumerate(JOB_FEATURES)}
 _MODEL_COL = {m: _J[f"model_{m}"] for m in MODEL_CLASSES}
 _MODE0 = _G["mode_unset"]
 _DYN0 = _MODE0  # first dynamic GPU column: everything before it is static
+_DYN1 = _G["residents"]  # first dynamic column after the mode one-hot
 
 
 def observation_space(max_gpus: int, window: int) -> spaces.Dict:
@@ -146,9 +147,15 @@ class ObservationEncoder:
         static[:, _G["mig_capable"]] = c.mig_capable
         static[:, _G["mps_sm_limit"]] = c.mps_limit
         self._static = static
-        self._mem_cap = c.mem_cap
+        self._rows = np.arange(g)
         self._inv_res = 1.0 / max(1, c.sharing.max_residents)
-        self._cpu_per_node = np.maximum(c.node_vcpus, 1e-9)
+        self._neg_inv_cap = -1.0 / c.mem_cap
+        self._mig_capable = c.mig_capable.astype(np.float64)
+        self._neg_mig7 = -self._mig_capable / 7.0
+        # node CPU demand / vCPUs, halved: 1 means twice over-subscribed
+        self._half_inv_vcpus = 0.5 / np.maximum(c.node_vcpus, 1e-9)
+        self._dyn = np.empty((len(GPU_FEATURES) - _DYN1, g))
+        self._online = np.empty(g, dtype=bool)
         self._job_static: dict[int, np.ndarray] = {}
 
     def reset(self) -> None:
@@ -159,21 +166,29 @@ class ObservationEncoder:
     def gpus(self, sim: Simulator) -> np.ndarray:
         c = sim.cluster
         g = c.n_gpus
+        # Dynamic columns are computed as contiguous float64 rows (one ufunc each, written in
+        # place), then transposed into the float32 table in one copy: ~20 numpy calls in all.
+        d = self._dyn
+        np.multiply(c.n_res, self._inv_res, out=d[0])
+        np.multiply(c.mem_decl, self._neg_inv_cap, out=d[1])
+        d[1] += 1.0
+        np.multiply(c.sm_used, -0.01, out=d[2])
+        d[2] += 1.0
+        np.multiply(c.mig_used, self._neg_mig7, out=d[3])
+        d[3] += self._mig_capable
+        d[4] = c.healthy
+        d[5] = c.ready
+        np.greater(c.online_count, 0, out=self._online)
+        d[6] = self._online
+        d[7] = sim.gpu_util
+        np.take(c.node_cpu_used * self._half_inv_vcpus, c.node_of, out=d[8])
         out = np.zeros((self.max_gpus, len(GPU_FEATURES)), dtype=np.float32)
         t = out[:g]
         t[:, :_DYN0] = self._static
         # mode one-hot: MODE_NONE (-1) lands in the "unset" column
-        t[np.arange(g), _MODE0 + 1 + c.mode] = 1.0
-        t[:, _G["residents"]] = c.n_res * self._inv_res
-        t[:, _G["free_mem"]] = (self._mem_cap - c.mem_decl) / self._mem_cap
-        t[:, _G["free_sm"]] = (100 - c.sm_used) * 0.01
-        t[:, _G["free_mig"]] = (7 - c.mig_used) * (1.0 / 7.0) * c.mig_capable
-        t[:, _G["healthy"]] = c.healthy
-        t[:, _G["ready"]] = c.ready
-        t[:, _G["hosts_online"]] = c.online_count > 0
-        t[:, _G["util"]] = sim._g_util
-        t[:, _G["node_cpu_load"]] = (c.node_cpu_used / self._cpu_per_node)[c.node_of] * 0.5
-        np.clip(t, 0.0, 1.0, out=t)
+        t[self._rows, _MODE0 + 1 + c.mode] = 1.0
+        t[:, _DYN1:] = d.T
+        np.clip(t[:, _DYN1:], 0.0, 1.0, out=t[:, _DYN1:])
         return out.ravel()
 
     def _static_job(self, spec: JobSpec) -> np.ndarray:
@@ -222,16 +237,16 @@ class ObservationEncoder:
                 math.cos(phase),
                 min(1.0, now / sim.horizon_s),
                 _log_norm(len(sim.queue), LOG_COUNT_SCALE),
-                _log_norm(sim._in_system, LOG_COUNT_SCALE),
+                _log_norm(sim.offline_in_system, LOG_COUNT_SCALE),
                 len(window) / self.window,
                 g / self.max_gpus,
-                float(np.count_nonzero(c.n_res == 0)) / g,
-                float(sim._sums[0]) / g,
+                (g - np.count_nonzero(c.n_res)) / g,
+                min(1.0, sim.util_sum / g),
                 min(1.0, max(0.0, att)),
                 sim.cfg.slo_target,
             ],
             dtype=np.float32,
-        ).clip(-1.0, 1.0)
+        )
 
     def encode(self, sim: Simulator) -> dict[str, np.ndarray]:
         """The current observation of ``sim`` (fresh arrays every call)."""

@@ -69,8 +69,9 @@ def render_rgb(sim: Simulator, max_gpus: int) -> np.ndarray:
     for k, spec in enumerate(window):
         wait = sim.now - sim.jobs[spec.job_id].enqueue_t
         shade = 1.0 - 0.6 * min(1.0, math.log10(1.0 + max(0.0, wait)) / 5.0)
-        colour = (ORANGE if spec.online else BLUE) * shade
-        img[top + 3 : top + CELL_PX - 3, k * slot_w + 2 : (k + 1) * slot_w - 2] = colour
+        img[top + 3 : top + CELL_PX - 3, k * slot_w + 2 : (k + 1) * slot_w - 2] = (
+            ORANGE if spec.online else BLUE
+        ) * shade
     # -- GPU grid, drawn on a (rows, CELL, cols, CELL, 3) view of the grid area
     n = rows * cols
     mode_row = np.full(n, len(MODE_RGB) - 1, dtype=np.int64)
@@ -134,7 +135,7 @@ def render_ansi(sim: Simulator) -> str:
     att = f"{acc.requests_ok / acc.requests:.3f}" if acc.requests > 0 else "n/a"
     lines = [
         f"t={_hms(sim.now)} ({100 * sim.now / sim.horizon_s:.1f}% of {sim.horizon_s / 3600:g}h)"
-        f"  queued {len(sim.queue)}  offline in system {sim._in_system}"
+        f"  queued {len(sim.queue)}  offline in system {sim.offline_in_system}"
         f"  SLO attainment {att} (target {sim.cfg.slo_target:g})" + ("  [done]" if sim.done else "")
     ]
     opts = sim.options
@@ -155,7 +156,7 @@ def render_ansi(sim: Simulator) -> str:
             lines.append(
                 f"  gpu {gi:4d} {c.type_names[int(c.type_idx[gi])]:<10} {mode:<12}"
                 f" mem {c.mem_decl[gi]:5.1f}/{c.mem_cap[gi]:<4g}GB"
-                f" util {sim._g_util[gi]:.2f}{flags}  {res or 'idle'}"
+                f" util {sim.gpu_util[gi]:.2f}{flags}  {res or 'idle'}"
             )
     window = sim.window_jobs()
     lines.append(f"queue window ({len(window)}/{sim.window}, {len(sim.queue)} queued):")

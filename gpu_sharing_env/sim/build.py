@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,18 +59,46 @@ def build_nodes(cfg: ScenarioConfig) -> list[NodeSpec]:
     return out
 
 
+@dataclass
+class ScenarioWorkload:
+    """The jobs of a scenario as a function of the episode's generator (offline + online).
+
+    A plain callable object (not a closure) so simulators and envs pickle.
+    """
+
+    cfg: ScenarioConfig
+    syn_cfg: SyntheticWorkloadConfig
+    svc_cfg: ServiceWorkloadConfig
+    trace_jobs: list[JobSpec] | None = None
+
+    def __call__(self, rng: np.random.Generator) -> list[JobSpec]:
+        off = self.cfg.workload.offline
+        on = self.cfg.workload.online
+        horizon_s = self.cfg.horizon_h * 3600.0
+        if self.trace_jobs is None:
+            window_s = off.arrival_window_h * 3600.0 if off.arrival_window_h else horizon_s
+            jobs = generate_jobs(self.syn_cfg, rng, min(window_s, horizon_s))
+            if off.max_jobs:
+                jobs = jobs[: off.max_jobs]
+        else:
+            jobs = list(self.trace_jobs)
+        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma)
+        first_id = max((j.job_id for j in jobs), default=-1) + 1
+        if on.num_services:
+            jobs += generate_services(self.svc_cfg, rng, horizon_s, first_id)
+        return jobs
+
+
 def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
     """A function of the episode's generator returning its jobs (offline + online)."""
     src = cfg.source_path or cfg.name
-    horizon_s = cfg.horizon_h * 3600.0
     off = cfg.workload.offline
     on = cfg.workload.online
     syn_cfg = from_dict(
         SyntheticWorkloadConfig, dict(off.params), src=src, where="workload.offline.params"
     )
-    svc_cfg = from_dict(
-        ServiceWorkloadConfig, dict(on.params), src=src, where="workload.online.params"
-    )
+    svc_params = {"num_services": on.num_services, **dict(on.params)}
+    svc_cfg = from_dict(ServiceWorkloadConfig, svc_params, src=src, where="workload.online.params")
     trace_jobs: list[JobSpec] | None = None
     if off.source == "trace":
         if off.trace_format not in LOADERS:
@@ -81,22 +109,7 @@ def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
         trace_jobs = list(LOADERS[off.trace_format](_rel(cfg, off.trace_path)))
         if off.max_jobs:
             trace_jobs = trace_jobs[: off.max_jobs]
-
-    def workload(rng: np.random.Generator) -> list[JobSpec]:
-        if trace_jobs is None:
-            jobs = generate_jobs(syn_cfg, rng, horizon_s)
-            if off.max_jobs:
-                jobs = jobs[: off.max_jobs]
-        else:
-            jobs = list(trace_jobs)
-        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma)
-        first_id = max((j.job_id for j in jobs), default=-1) + 1
-        if on.num_services:
-            svc_cfg_n = replace(svc_cfg, num_services=on.num_services)
-            jobs += generate_services(svc_cfg_n, rng, horizon_s, first_id)
-        return jobs
-
-    return workload
+    return ScenarioWorkload(cfg, syn_cfg, svc_cfg, trace_jobs)
 
 
 def make_simulator(cfg: ScenarioConfig, speed: SpeedModel | None = None) -> Simulator:

@@ -38,6 +38,8 @@ from gpu_sharing_env.zoo import ZOO
 CROSS_NODE_FACTOR = 0.85
 #: Gang jobs inside a PCIe node (assumption: 5% slower than NVLink).
 PCIE_GANG_FACTOR = 0.95
+#: Resolution of an online service's utilisation as seen by co-runners (2 %).
+DUTY_STEP = 0.02
 #: Smoothness of the online load noise (AR(1) coefficient per tick): smooth over minutes.
 NOISE_AR = 0.9
 
@@ -143,6 +145,23 @@ class Simulator:
     @property
     def n_gpus(self) -> int:
         return self.cluster.n_gpus
+
+    @property
+    def gpu_util(self) -> np.ndarray:
+        """Per-GPU utilisation now (fraction of time a kernel runs), read-only."""
+        v = self._g_util.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def util_sum(self) -> float:
+        """Sum of ``gpu_util`` over the fleet."""
+        return float(self._sums[0])
+
+    @property
+    def offline_in_system(self) -> int:
+        """Offline jobs queued or running now."""
+        return self._in_system
 
     def window_jobs(self) -> list[JobSpec]:
         """The first ``queue_window`` queued jobs: the ones a decision may place."""
@@ -579,7 +598,10 @@ class Simulator:
         if st.gpus:
             gt = self.cluster.type_names[int(self.cluster.type_idx[st.gpus[0]])]
             batch_ms = self.speed.batch_latency_ms(st.spec.model, gt, svc.batch_size)
-            st.duty = min(1.0, st.rps * batch_ms / 1000.0 / svc.batch_size)
+            duty = min(1.0, st.rps * batch_ms / 1000.0 / svc.batch_size)
+            # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
+            # load moves by a step, not at every small wiggle (and the speed model's cache hits).
+            st.duty = max(DUTY_STEP, round(duty / DUTY_STEP) * DUTY_STEP)
 
     def _tick(self) -> bool:
         tick = self.cfg.tick_s
@@ -588,8 +610,9 @@ class Simulator:
         online = [self.jobs[j] for j in self._online_ids if self.jobs[j].status in live]
         touched: set[int] = set()
         for st in online:
+            before = st.duty
             self._update_load(st)
-            if st.status is Status.RUNNING:
+            if st.status is Status.RUNNING and st.duty != before:
                 touched.update(st.gpus)
         if touched:
             self._refresh(sorted(touched))

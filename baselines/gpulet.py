@@ -1,0 +1,264 @@
+"""GPULet (Choi et al., "Serving Heterogeneous Machine Learning Models on Multi-GPU Servers with
+Spatio-Temporal Sharing", USENIX ATC'22): inference services on *gpulets* (spatial partitions
+with temporal sharing) sized to meet each SLO with the fewest GPUs.
+
+Mechanisms implemented:
+
+* **Per-model offline profiles.** The batch latency of a model on each GPU type
+  (:meth:`ClusterView.profile_latency_ms`) and its speed in each MPS partition (one profiling run
+  per (model, partition, load), :meth:`ClusterView.profile` with the service alone).
+* **Elastic partitioning, fewest GPUs first.** For each arriving service the scheduler searches
+  (GPU, partition) pairs: MPS partitions (spatial) on GPUs already serving inference, then on an
+  empty GPU; or a whole GPU time-shared among low-load services (temporal). A candidate is
+  feasible when the predicted p99 latency meets the SLO at the service's peak rate; among the
+  feasible ones it takes the one that opens no new GPU, then the smallest partition (best fit).
+* **Batch size.** The search runs over ``batch_sizes`` (the deployed batch size by default: the
+  simulator executes a service with its configured batch, see below).
+* **Interference prediction by a linear model** (the paper's linear regression on two pair
+  factors), fitted on profiled pairs (:func:`baselines.predictors.train_linear_interference`).
+  A placement is rejected if it would push an already placed service over its SLO.
+* **Offline jobs fill what is left**: empty GPUs first (exclusive), then leftover partitions of
+  inference GPUs when the linear model predicts every service there still meets its SLO.
+
+Simplified: latency at a load is estimated with Kingman's G/G/1 approximation (queueing on top
+of the profiled batch latency) instead of the paper's "batch latency x 2 <= SLO" rule, and
+services are planned for their peak rate instead of periodic re-partitioning (no
+reorganisation, no migration). Time-sharing gives services priority over offline co-runners
+(the cluster's ``online_priority``), so a temporal gpulet's offline fill is not counted as
+interference. The batch size the simulator uses is fixed per service; choosing it per placement
+needs a core change (a batch size on the online placement decision).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from baselines.base import HeuristicPolicy
+from baselines.predictors import LinearInterference, train_linear_interference
+from gpu_sharing_env.interference import Resident
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.zoo import ZOO
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """A co-runner as the interference model sees it: model class and SM activity."""
+
+    model: str
+    duty: float
+    online: bool
+
+
+def p99_ms(batch_ms: float, rps: float, batch: int) -> float:
+    """Kingman's approximation of the p99 latency of a batching server (inf if unstable)."""
+    rho = rps * batch_ms / 1000.0 / batch
+    if rho >= 1.0:
+        return math.inf
+    m = batch_ms / (2.0 * (1.0 - rho))
+    return batch_ms + (m * math.log(100.0 * rho) if rho > 0.01 else 0.0)
+
+
+class GPULet(HeuristicPolicy):
+    """GPULet: spatio-temporal partitions sized per service's SLO, fewest GPUs first.
+
+    Args:
+        slo_margin: Plan for a p99 latency of at most ``slo_margin * SLO``.
+        temporal_max_duty: A service this lightly loaded (SM activity at peak on a whole GPU)
+            opens a time-shared GPU rather than an MPS partition.
+        batch_sizes: Batch sizes to search; None = the service's deployed batch size.
+    """
+
+    name = "gpulet"
+
+    def __init__(
+        self,
+        slo_margin: float = 0.8,
+        temporal_max_duty: float = 0.15,
+        batch_sizes: Sequence[int] | None = None,
+    ) -> None:
+        self.slo_margin = slo_margin
+        self.temporal_max_duty = temporal_max_duty
+        self.batch_sizes = tuple(batch_sizes) if batch_sizes else None
+        self.reset(0)
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self.seed = seed
+        self._lin: LinearInterference | None = None
+        self._speed: dict[tuple[str, str, int, float], float] = {}
+
+    def interference(self, view: ClusterView) -> LinearInterference:
+        if self._lin is None:
+            self._lin = train_linear_interference(view, self.seed)
+        return self._lin
+
+    # ------------------------------------------------------------------ latency model
+    def partition_speed(
+        self, view: ClusterView, model: str, gpu: int, pct: int, duty: float
+    ) -> float:
+        """Profiled speed of a service alone in an MPS partition of ``pct`` % at SM activity
+        ``duty`` (GPULet's per-model profile), as a fraction of the whole GPU."""
+        gt = view.type_name[gpu]
+        key = (model, gt, pct, round(duty, 3))
+        hit = self._speed.get(key)
+        if hit is None:
+            res = [Resident(model, sm_frac=pct / 100.0, duty=max(duty, 1e-3), online=True)]
+            hit = self._speed[key] = view.profile(gt, SharingMode.MPS, res)[0]
+        return hit
+
+    def service_ok(
+        self,
+        view: ClusterView,
+        svc: JobView,
+        gpu: int,
+        mode: SharingMode,
+        pct: int,
+        others: Sequence[Load],
+        batch: int | None = None,
+    ) -> bool:
+        """Does ``svc`` meet its SLO at peak rate on ``gpu`` beside ``others``?"""
+        assert svc.service is not None
+        b = batch or svc.service.batch_size
+        rps = max(svc.service.peak_rps, svc.rps)
+        solo_ms = view.profile_latency_ms(svc.model, view.type_name[gpu], b)
+        duty = min(1.0, rps * solo_ms / 1000.0 / b)
+        if mode is SharingMode.MPS:
+            f = self.partition_speed(view, svc.model, gpu, pct, duty)
+            f /= 1.0 + self.interference(view).slowdown(
+                svc.model, [(o.model, o.duty) for o in others]
+            )
+        elif mode is SharingMode.TIME_SHARING:
+            # Temporal sharing: the time the other services leave (duty cycle), offline co-runners
+            # run at lower priority.
+            f = 1.0 - sum(o.duty for o in others if o.online)
+        else:
+            f = 1.0
+        if f <= 0:
+            return False
+        return p99_ms(solo_ms / f, rps, b) <= self.slo_margin * svc.service.slo_ms
+
+    def service_duty(self, view: ClusterView, svc: JobView, gpu: int) -> float:
+        assert svc.service is not None
+        b = svc.service.batch_size
+        rps = max(svc.service.peak_rps, svc.rps)
+        return min(1.0, rps * view.profile_latency_ms(svc.model, view.type_name[gpu], b) / 1e3 / b)
+
+    def loads(self, view: ClusterView, gpu: int) -> list[tuple[JobView, Load]]:
+        out = []
+        for r in view.residents(gpu):
+            duty = self.service_duty(view, r, gpu) if r.online else ZOO[r.model].duty
+            out.append((r, Load(r.model, duty, r.online)))
+        return out
+
+    def residents_ok(
+        self, view: ClusterView, gpu: int, newcomer: Load, pcts: dict[int, int]
+    ) -> bool:
+        """Do the services already on ``gpu`` still meet their SLOs with ``newcomer`` added?"""
+        mode = SharingMode(int(view.mode[gpu]))
+        loads = self.loads(view, gpu)
+        for r, _ in loads:
+            if not r.online:
+                continue
+            others = [ld for q, ld in loads if q.job_id != r.job_id] + [newcomer]
+            if not self.service_ok(view, r, gpu, mode, pcts.get(r.job_id, 100), others):
+                return False
+        return True
+
+    def _resident_pcts(self, view: ClusterView, gpu: int) -> dict[int, int]:
+        return {r.job_id: view.options[r.option].sm_pct for r in view.residents(gpu)}
+
+    # ------------------------------------------------------------------ decisions
+    def decide(self, view: ClusterView) -> Decision | None:
+        for job in view.window:
+            if job.online:
+                d = self.place_service(view, job)
+                if d is not None:
+                    return d
+        for job in view.window:
+            if not job.online:
+                d = self.place_offline(view, job)
+                if d is not None:
+                    return d
+        return None
+
+    def place_service(self, view: ClusterView, svc: JobView) -> Decision | None:
+        """The feasible gpulet that opens the fewest GPUs, then the smallest partition."""
+        mask = view.mask(svc.job_id)
+        opts = view.options
+        best: tuple[tuple[float, ...], int, int] | None = None
+        for g in range(view.n_gpus):
+            empty = view.n_res[g] == 0
+            hosts_services = view.online_count[g] > 0
+            if not (empty or hosts_services):
+                continue  # GPUs running only offline work are not inference gpulets
+            loads = [ld for _, ld in self.loads(view, g)]
+            duty = self.service_duty(view, svc, g)
+            me = Load(svc.model, duty, True)
+            speed = -view.solo_speed(svc.model, g)
+            pcts = self._resident_pcts(view, g)
+            for o, opt in enumerate(opts):
+                if not mask[g, o]:
+                    continue
+                if opt.mode is SharingMode.MPS:
+                    rank = opt.sm_pct
+                elif opt.mode is SharingMode.TIME_SHARING:
+                    if empty and duty > self.temporal_max_duty:
+                        continue  # a loaded service gets a spatial partition, not a time slice
+                    rank = 0
+                elif opt.mode is SharingMode.EXCLUSIVE:
+                    rank = 101  # a whole GPU: only if no partition meets the SLO
+                else:
+                    continue
+                if not self.service_ok(view, svc, g, opt.mode, opt.sm_pct, loads):
+                    continue
+                if not empty and not self.residents_ok(view, g, me, pcts):
+                    continue
+                key = (float(empty), float(rank), speed, float(g))
+                if best is None or key < best[0]:
+                    best = (key, g, o)
+        if best is None:  # nothing meets the SLO: the fastest empty GPU, whole
+            return self._fastest_whole(view, svc)
+        return Decision(svc.job_id, best[1], best[2])
+
+    def place_offline(self, view: ClusterView, job: JobView) -> Decision | None:
+        """Empty GPUs first; then what inference gpulets leave, if every SLO still holds."""
+        d = self._fastest_whole(view, job)
+        if d is not None or job.num_gpus > 1:
+            return d
+        mask = view.mask(job.job_id)
+        opts = view.options
+        me = Load(job.model, ZOO[job.model].duty, False)
+        best: tuple[tuple[float, ...], int, int] | None = None
+        for g in map(int, np.flatnonzero(np.asarray(view.online_count) > 0)):
+            pcts = self._resident_pcts(view, g)
+            online_duty = sum(float(ld.duty) for r, ld in self.loads(view, g) if r.online)
+            for o, opt in enumerate(opts):
+                if not mask[g, o] or opt.mode not in (SharingMode.MPS, SharingMode.TIME_SHARING):
+                    continue
+                if not self.residents_ok(view, g, me, pcts):
+                    continue
+                left = (
+                    opt.sm_pct / 100.0
+                    if opt.mode is SharingMode.MPS
+                    else max(0.0, 1.0 - online_duty)
+                )
+                key = (-left * view.solo_speed(job.model, g), float(g))
+                if best is None or key < best[0]:
+                    best = (key, g, o)
+        return Decision(job.job_id, best[1], best[2]) if best else None
+
+    def _fastest_whole(self, view: ClusterView, job: JobView) -> Decision | None:
+        excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
+        if not excl:
+            return None
+        legal = np.flatnonzero(view.mask(job.job_id)[:, excl[0]])
+        if not legal.size:
+            return None
+        g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(job.model, g), -g))
+        return Decision(job.job_id, g, excl[0])

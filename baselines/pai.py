@@ -1,0 +1,244 @@
+"""The scheduling policies of Alibaba PAI (Weng et al., "MLaaS in the Wild: Workload Analysis and
+Scheduling in Large-Scale Heterogeneous GPU Clusters", NSDI'22; notes in
+``../shared/seeds/001_*.txt``): reserving-and-packing, load balancing, and shortest-job-first on
+durations predicted from recurring jobs.
+
+Common to ``reserve_pack`` and ``load_balance`` (PAI's GPU sharing, Sec. 4.2): a task is granted
+what it requests. A fractional request (``gpu_frac < 1``) is packed with others under
+time-sharing as long as the requested fractions on the GPU sum to at most 1 (the memory is the
+declared share; compute is time-multiplexed, not partitioned); a whole-GPU request or a gang gets
+whole GPUs exclusively, one node preferred.
+
+``reserve_pack`` — reserving-and-packing (Sec. 6.3), the production policy:
+
+* **High-GPU tasks** are those whose *compute efficiency* passes ``efficiency_threshold``. The
+  performance model is ``gpus requested x profiled duty x speed-up of the model on the best
+  high-end GPU over the best low-end GPU in the fleet`` (public profiles via
+  ``ClusterView.solo_speed``), or a type constraint that only allows high-end GPUs (PAI's
+  high-GPU NLP tasks). High-end GPUs are the types with at least ``high_end_tflops`` dense FP16
+  tensor TFLOPS (V100, A10, A100, H100); T4 and P100 are low-end.
+* **Ordered schedule plans with timeouts.** Each task has one plan per GPU type in the fleet: by
+  decreasing capability for high-GPU tasks, increasing for the others (packed onto older GPUs).
+  Plan ``k`` becomes usable once the task has waited ``k * plan_timeout_s``; the earliest usable
+  plan with a legal placement wins. So high-end GPUs stay reserved for high-GPU tasks until
+  another task has waited through its earlier plans.
+* High-GPU tasks in the window are considered before the others (they come from business-critical
+  applications, Sec. 6.3).
+* **Load balancing as the second criterion** inside a plan: the least-loaded node among the
+  plan's GPUs first (load = mean of the node's GPU and GPU-memory allocation rates), then — for
+  fractional tasks — the fullest GPU of that node that still fits (packing).
+
+``load_balance`` — the "Balanced" policy R&P is compared against: FIFO over the window, no type
+preference, the least-loaded node and then its least-allocated GPU among legal placements.
+
+``sjf_predicted`` — shortest job first on predicted durations (Sec. 5): online services first
+(they have no duration to order by), then the window in increasing ``est_remaining_s`` (the recurring-job predictor's ``est_work_s`` less observed
+progress), each job placed as ``first_fit`` places it (MPS by memory at the SM share of its
+request), so only the order differs from ``first_fit``.
+
+Simplified: PAI's node load also counts CPU allocation; ``ClusterView`` does not expose node vCPU
+capacity or use, so CPU is left out (core change: expose ``node_vcpus`` / ``node_cpu_used``).
+Plan timeouts are checked at the runner's decision points (arrivals and completions while a
+queued job is placeable), not at the instant they expire. SJF chooses within the queue window
+(``env.queue_window`` jobs), not the whole queue, and is non-preemptive and work-conserving: a
+longer job that fits runs while a shorter one cannot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.base import HeuristicPolicy
+from baselines.gandiva import exclusive_option, one_node_empty, shared_option
+from gpu_sharing_env.hardware import GpuType
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.zoo import ZOO
+
+#: Dense FP16 tensor TFLOPS from which a GPU type counts as high-end (V100: 125; T4: 65).
+HIGH_END_TFLOPS = 100.0
+
+
+def is_high_end(gt: GpuType, tflops: float = HIGH_END_TFLOPS) -> bool:
+    return gt.fp16_tensor_tflops >= tflops
+
+
+def _capability(gt: GpuType) -> tuple[float, float]:
+    return (gt.fp16_tensor_tflops, gt.mem_gb)
+
+
+class Allocation:
+    """PAI's allocation accounting of one snapshot: requested GPU fractions per GPU and the
+    per-node load (mean of GPU and GPU-memory allocation rates)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        n = view.n_gpus
+        self.gpu = np.zeros(n)
+        for g in np.flatnonzero(np.asarray(view.n_res) > 0):
+            self.gpu[g] = sum(r.gpu_frac for r in view.residents(int(g)))
+        node_of = np.asarray(view.node_of)
+        n_nodes = int(node_of.max()) + 1
+        gpus = np.bincount(node_of, minlength=n_nodes)
+        gpu_rate = np.bincount(node_of, np.minimum(self.gpu, 1.0), n_nodes) / gpus
+        mem_rate = np.bincount(node_of, view.mem_used_gb, n_nodes) / np.bincount(
+            node_of, view.mem_cap_gb, n_nodes
+        )
+        self.node = (gpu_rate + mem_rate) / 2.0
+        self.node_of = node_of
+
+    def node_load(self, gpu: int) -> float:
+        return float(self.node[self.node_of[gpu]])
+
+
+def pai_candidates(view: ClusterView, job: JobView, alloc: Allocation) -> list[tuple[int, int]]:
+    """Legal (gpu, option) placements under PAI's grant-what-is-requested sharing rule."""
+    mask = view.mask(job.job_id)
+    if job.gpu_frac < 1.0:
+        o = shared_option(view)
+        if o is None:
+            return []
+        if view.options[o].mode is SharingMode.MPS:
+            # No time-sharing in this scenario: MPS at the smallest share covering the request.
+            mps = [i for i, p in enumerate(view.options) if p.mode is SharingMode.MPS]
+            covers = [i for i in mps if view.options[i].sm_pct >= job.gpu_frac * 100.0]
+            o = min(covers, key=lambda i: view.options[i].sm_pct) if covers else o
+        col = mask[:, o] & (alloc.gpu + job.gpu_frac <= 1.0 + 1e-9)
+        return [(int(g), o) for g in np.flatnonzero(col)]
+    o_ex = exclusive_option(view)
+    o = o_ex if o_ex is not None else shared_option(view)
+    if o is None:
+        return []
+    col = mask[:, o] & (alloc.gpu == 0)
+    starts = [int(g) for g in np.flatnonzero(col)]
+    if job.num_gpus > 1:
+        local = [g for g in starts if one_node_empty(view, g, job.num_gpus)]
+        starts = local or starts
+    return [(g, o) for g in starts]
+
+
+class ReservePack(HeuristicPolicy):
+    """PAI's reserving-and-packing with load balancing as the second criterion.
+
+    Args:
+        plan_timeout_s: How long a task waits on each schedule plan before the next one opens.
+        efficiency_threshold: Compute efficiency from which a task is high-GPU.
+        high_end_tflops: Dense FP16 tensor TFLOPS from which a GPU type is high-end.
+    """
+
+    name = "reserve_pack"
+
+    def __init__(
+        self,
+        plan_timeout_s: float = 300.0,
+        efficiency_threshold: float = 2.5,
+        high_end_tflops: float = HIGH_END_TFLOPS,
+    ) -> None:
+        self.plan_timeout_s = plan_timeout_s
+        self.efficiency_threshold = efficiency_threshold
+        self.high_end_tflops = high_end_tflops
+
+    def _fleet_types(self, view: ClusterView) -> dict[str, tuple[GpuType, list[int]]]:
+        types: dict[str, tuple[GpuType, list[int]]] = {}
+        for g, gt in enumerate(view.gpu_types):
+            types.setdefault(gt.name, (gt, []))[1].append(g)
+        return types
+
+    def efficiency(self, view: ClusterView, job: JobView) -> float:
+        """The performance model: GPUs requested x profiled duty x high-end speed-up."""
+        types = self._fleet_types(view)
+        high = [gs[0] for gt, gs in types.values() if is_high_end(gt, self.high_end_tflops)]
+        low = [gs[0] for gt, gs in types.values() if not is_high_end(gt, self.high_end_tflops)]
+        speedup = 1.0
+        if high and low:
+            best_high = max(view.solo_speed(job.model, g) for g in high)
+            best_low = max(view.solo_speed(job.model, g) for g in low)
+            speedup = best_high / best_low
+        return job.num_gpus * job.gpu_frac * ZOO[job.model].duty * speedup
+
+    def high_gpu(self, view: ClusterView, job: JobView) -> bool:
+        """A high-GPU (compute-efficient) task."""
+        if job.online:
+            return False
+        if job.gpu_types:
+            gts = [gt for gt in view.gpu_types if gt.name in job.gpu_types]
+            if gts and all(is_high_end(gt, self.high_end_tflops) for gt in gts):
+                return True
+        return self.efficiency(view, job) >= self.efficiency_threshold
+
+    def plans(self, view: ClusterView, job: JobView) -> list[str]:
+        """GPU types in the order this task tries them."""
+        types = self._fleet_types(view)
+        order = sorted(types, key=lambda t: _capability(types[t][0]))
+        return order[::-1] if self.high_gpu(view, job) else order
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        window = view.window
+        high = [self.high_gpu(view, j) for j in window]
+        ordered = [j for j, h in zip(window, high) if h] + [j for j, h in zip(window, high) if not h]
+        alloc = Allocation(view)
+        for job in ordered:
+            cands = pai_candidates(view, job, alloc)
+            if not cands:
+                continue
+            plans = self.plans(view, job)
+            usable = 1 + int(job.wait_s // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
+            rank = {t: k for k, t in enumerate(plans[:usable])}
+            ok = [(g, o) for g, o in cands if view.type_name[g] in rank]
+            if not ok:
+                continue
+            g, o = min(
+                ok,
+                key=lambda c: (
+                    rank[view.type_name[c[0]]],
+                    alloc.node_load(c[0]),
+                    -alloc.gpu[c[0]],
+                    c[0],
+                ),
+            )
+            return Decision(job.job_id, g, o)
+        return None
+
+
+class LoadBalance(HeuristicPolicy):
+    """PAI's load balancing: the least-loaded node, then its least-allocated GPU."""
+
+    name = "load_balance"
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        alloc = Allocation(view)
+        for job in view.window:
+            cands = pai_candidates(view, job, alloc)
+            if cands:
+                g, o = min(cands, key=lambda c: (alloc.node_load(c[0]), alloc.gpu[c[0]], c[0]))
+                return Decision(job.job_id, g, o)
+        return None
+
+
+def first_fit(view: ClusterView, job: JobView) -> Decision | None:
+    """``first_fit``'s placement of one job (see ``baselines.reference.FirstFit``)."""
+    mps = [i for i, o in enumerate(view.options) if o.mode is SharingMode.MPS]
+    excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
+    want = job.gpu_frac * 100.0
+    ranked = sorted(
+        mps, key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want))
+    )
+    mask = view.mask(job.job_id)
+    for o in ranked + excl:
+        gpus = np.flatnonzero(mask[:, o])
+        if gpus.size:
+            return Decision(job.job_id, int(gpus[0]), o)
+    return None
+
+
+class SjfPredicted(HeuristicPolicy):
+    """Shortest (predicted) job first over the window, first-fit placement."""
+
+    name = "sjf_predicted"
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        for job in sorted(view.window, key=lambda j: (not j.online, j.est_remaining_s, j.submit_s, j.job_id)):
+            d = first_fit(view, job)
+            if d is not None:
+                return d
+        return None

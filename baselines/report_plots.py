@@ -1,0 +1,249 @@
+"""Leaderboard plots (PNG bytes, matplotlib's Agg backend): one set per scenario.
+
+* ``jct_cdf`` — CDF of offline job completion times per policy, pooled over seeds.
+* ``latency_slo`` — online tail latency against the SLO: per policy, the box of each tick's
+  worst service p99 / SLO ratio (1 = at the SLO), and mean ``slo_attainment`` ± 95% CI against
+  the scenario's target.
+* ``utilization`` — GPU utilisation and SM activity over time per policy (first seed).
+* ``occupancy`` — GPUs × time for one policy (first seed): every placement segment, coloured by
+  sharing mode, online services hatched; a GPU's row is split into lanes for co-located jobs.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+#: One scenario's results: policy -> that policy's successful cell results (seed order).
+Results = Mapping[str, Sequence[Mapping[str, Any]]]
+
+MODE_COLOURS = {"excl": "#4c72b0", "ts": "#dd8452", "mps": "#55a868", "mig": "#8172b3"}
+MODE_NAMES = {"excl": "exclusive", "ts": "time-sharing", "mps": "MPS", "mig": "MIG"}
+PLOT_KINDS = ("jct_cdf", "latency_slo", "utilization", "occupancy")
+
+
+def policy_colours(policies: Sequence[str]) -> dict[str, Any]:
+    """A stable colour per policy (tab10, then tab20 for larger fields)."""
+    cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
+    return {p: cmap(i % cmap.N) for i, p in enumerate(policies)}
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _empty(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def job_jcts(result: Mapping[str, Any]) -> list[float]:
+    """JCTs (s) of the offline jobs a cell completed."""
+    return [
+        j["finish_s"] - j["submit_s"]
+        for j in result.get("jobs", [])
+        if not j["online"] and j["status"] == "done" and j["finish_s"] is not None
+    ]
+
+
+def plot_jct_cdf(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    drawn = False
+    for pol, cells in results.items():
+        jct = np.sort([x for r in cells for x in job_jcts(r) if x > 0])
+        if jct.size == 0:
+            continue
+        y = np.arange(1, jct.size + 1) / jct.size
+        ax.step(jct / 3600.0, y, where="post", color=colours[pol], label=f"{pol} ({jct.size})")
+        drawn = True
+    if not drawn:
+        _empty(ax, "no completed offline jobs")
+    else:
+        ax.set_xscale("log")
+        ax.set_xlabel("job completion time (h, log scale)")
+        ax.set_ylabel("fraction of completed jobs")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="lower right", title="policy (jobs, all seeds)")
+    ax.set_title(f"{scenario}: JCT CDF per policy")
+    return _png(fig)
+
+
+def plot_latency_slo(
+    scenario: str,
+    results: Results,
+    colours: Mapping[str, Any],
+    attainment: Mapping[str, tuple[float, float]],
+    slo_target: float,
+) -> bytes:
+    """``attainment``: policy -> (mean, CI half-width) of slo_attainment."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    pols = list(results)
+    ratios = [
+        [row[5] for r in results[p] for row in r.get("timeseries", []) if row[5]] for p in pols
+    ]
+    if any(ratios):
+        data = [x if x else [math.nan] for x in ratios]
+        box = ax1.boxplot(data, patch_artist=True, showfliers=True, flierprops={"markersize": 2})
+        for patch, p in zip(box["boxes"], pols):
+            patch.set_facecolor(colours[p])
+            patch.set_alpha(0.6)
+        ax1.axhline(1.0, color="red", ls="--", lw=1.2, label="SLO (p99 = target latency)")
+        flat = [x for xs in ratios for x in xs]
+        if max(flat) / max(min(flat), 1e-9) > 50:
+            ax1.set_yscale("log")
+        ax1.set_xticks(range(1, len(pols) + 1), pols, rotation=30, ha="right", fontsize=8)
+        ax1.set_ylabel("worst service p99 / SLO, per tick")
+        ax1.legend(fontsize=8)
+        ax1.grid(alpha=0.3, axis="y")
+    else:
+        _empty(ax1, "no online services")
+    ax1.set_title("online p99 latency vs SLO")
+    means = [attainment.get(p, (math.nan, math.nan)) for p in pols]
+    if any(math.isfinite(m) for m, _ in means):
+        x = np.arange(len(pols))
+        ax2.bar(
+            x,
+            [m for m, _ in means],
+            yerr=[0.0 if math.isnan(h) else h for _, h in means],
+            color=[colours[p] for p in pols],
+            alpha=0.8,
+            capsize=3,
+        )
+        for i, p in enumerate(pols):  # the seeds themselves: n is small
+            ys = [r["record"]["slo_attainment"] for r in results[p]]
+            ys = [y for y in ys if y is not None]
+            ax2.plot([i] * len(ys), ys, "k.", ms=4, label="seeds" if i == 0 else None)
+        ax2.axhline(slo_target, color="red", ls="--", lw=1.2, label=f"target {slo_target:g}")
+        seed_vals = [r["record"]["slo_attainment"] for p in pols for r in results[p]]
+        lo = min(v for v in seed_vals if v is not None)
+        ax2.set_ylim(max(0.0, min(lo, slo_target) - 0.05), 1.005)
+        ax2.set_xticks(x, pols, rotation=30, ha="right", fontsize=8)
+        ax2.set_ylabel("slo_attainment (mean ± 95% CI)")
+        ax2.legend(fontsize=8, loc="lower right")
+        ax2.grid(alpha=0.3, axis="y")
+    else:
+        _empty(ax2, "no online services")
+    ax2.set_title("SLO attainment vs target")
+    fig.suptitle(scenario)
+    return _png(fig)
+
+
+def plot_utilization(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
+    fig, axes = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    seeds = set()
+    for pol, cells in results.items():
+        if not cells or not cells[0].get("timeseries"):
+            continue
+        r = cells[0]
+        seeds.add(r["record"]["seed"])
+        ts = np.array([[np.nan if v is None else v for v in row] for row in r["timeseries"]])
+        for ax, col in zip(axes, (1, 2)):
+            ax.plot(ts[:, 0] / 3600.0, ts[:, col], color=colours[pol], lw=1.2, label=pol)
+    if not seeds:
+        _empty(axes[0], "no timeseries")
+    for ax, name in zip(axes, ("gpu_util", "sm_activity")):
+        ax.set_ylabel(name)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[1].set_xlabel("simulated time (h)")
+    if seeds:
+        axes[0].legend(fontsize=8, ncol=3, loc="upper right")
+    seed_txt = ", ".join(str(s) for s in sorted(seeds))
+    axes[0].set_title(f"{scenario}: GPU utilisation and SM activity (seed {seed_txt})")
+    return _png(fig)
+
+
+def _lanes(segs: list[tuple[float, float, int, bool, str]]) -> tuple[list[int], int]:
+    """Greedy interval colouring: a lane per segment so co-located segments do not overlap."""
+    order = sorted(range(len(segs)), key=lambda i: (segs[i][0], segs[i][1]))
+    lane_end: list[float] = []
+    lane = [0] * len(segs)
+    for i in order:
+        t0, t1 = segs[i][0], segs[i][1]
+        free = next((k for k, end in enumerate(lane_end) if end <= t0 + 1e-9), None)
+        if free is None:
+            lane_end.append(t1)
+            free = len(lane_end) - 1
+        else:
+            lane_end[free] = t1
+        lane[i] = free
+    return lane, max(1, len(lane_end))
+
+
+def _mode(label: str) -> str:
+    return next((m for m in ("excl", "ts", "mps", "mig") if label.startswith(m)), "excl")
+
+
+def plot_occupancy(scenario: str, policy: str, result: Mapping[str, Any] | None) -> bytes:
+    types: list[str] = list(result.get("gpu_types", [])) if result else []
+    labels: list[str] = list(result.get("options", [])) if result else []
+    per_gpu: dict[int, list[tuple[float, float, int, bool, str]]] = {}
+    for j in result.get("jobs", []) if result else []:
+        for t0, t1, gpus, opt in j["segs"]:
+            label = labels[opt] if 0 <= opt < len(labels) else "excl"
+            for g in gpus:
+                per_gpu.setdefault(g, []).append((t0, t1, j["id"], j["online"], label))
+    n_gpus = max(len(types), max(per_gpu, default=-1) + 1)
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.32 * n_gpus + 1.2)))
+    if not per_gpu:
+        _empty(ax, "no placement record")
+    for g, segs in per_gpu.items():
+        lane, n_lanes = _lanes(segs)
+        h = 0.8 / n_lanes
+        for (t0, t1, _jid, online, label), k in zip(segs, lane):
+            ax.broken_barh(
+                [(t0 / 3600.0, max(t1 - t0, 1.0) / 3600.0)],
+                (g - 0.4 + k * h, h * 0.92),
+                facecolors=MODE_COLOURS[_mode(label)],
+                edgecolors="black" if online else "white",  # white: a job boundary
+                linewidth=0.5 if online else 0.4,
+                hatch="////" if online else None,
+                alpha=0.85,
+            )
+    ax.set_yticks(
+        range(n_gpus), [f"{g} {types[g]}" if g < len(types) else str(g) for g in range(n_gpus)]
+    )
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_ylim(n_gpus - 0.5, -0.5)
+    ax.set_xlabel("simulated time (h)")
+    ax.set_ylabel("GPU")
+    ax.grid(alpha=0.3, axis="x")
+    handles = [Patch(facecolor=c, label=MODE_NAMES[m]) for m, c in MODE_COLOURS.items()]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="////", label="online"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    seed = result["record"]["seed"] if result else "-"
+    ax.set_title(f"{scenario}: placements of {policy} (seed {seed}), one lane per co-located job")
+    return _png(fig)
+
+
+def scenario_plots(
+    scenario: str,
+    results: Results,
+    attainment: Mapping[str, tuple[float, float]],
+    slo_target: float,
+    occupancy_policy: str | None,
+) -> dict[str, bytes]:
+    """All plots of one scenario, keyed by :data:`PLOT_KINDS`."""
+    colours = policy_colours(list(results))
+    occ = results.get(occupancy_policy or "", [])
+    return {
+        "jct_cdf": plot_jct_cdf(scenario, results, colours),
+        "latency_slo": plot_latency_slo(scenario, results, colours, attainment, slo_target),
+        "utilization": plot_utilization(scenario, results, colours),
+        "occupancy": plot_occupancy(scenario, occupancy_policy or "-", occ[0] if occ else None),
+    }
