@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from baselines.base import HeuristicPolicy
-from baselines.gandiva import est_duty, gang_start, shared_option
+from baselines.gandiva import est_duty, gang_gpus, gpu_load, one_node_empty, shared_option
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 
@@ -59,6 +59,8 @@ class AntMan(HeuristicPolicy):
             guarantee job while guarantee jobs wait.
         min_idle: Least observed idle GPU time (1 - utilisation) an opportunistic job is
             placed into.
+        service_max_duty: Online services go to the least capable GPU where their peak duty
+            stays below this.
     """
 
     name = "antman"
@@ -68,8 +70,10 @@ class AntMan(HeuristicPolicy):
         guarantee: Callable[[JobView], bool] = default_guarantee,
         opp_mem_frac: float = 0.5,
         min_idle: float = 0.05,
+        service_max_duty: float = 0.6,
     ) -> None:
         self.guarantee = guarantee
+        self.service_max_duty = service_max_duty
         self.opp_mem_frac = opp_mem_frac
         self.min_idle = min_idle
 
@@ -90,9 +94,7 @@ class AntMan(HeuristicPolicy):
             if self.guarantee(job):
                 continue
             col = view.mask(job.job_id)[:, opt]
-            g = self._opportunistic_gpu(view, job, col, keep_headroom=True)
-            if g is None and not waiting:
-                g = self._opportunistic_gpu(view, job, col, keep_headroom=False)
+            g = self._opportunistic_gpu(view, job, col, keep_headroom=waiting)
             if g is not None:
                 return Decision(job.job_id, g, opt)
         return None
@@ -101,38 +103,54 @@ class AntMan(HeuristicPolicy):
         return any(self.guarantee(r) for r in view.residents(gpu))
 
     def _guarantee_gpu(self, view: ClusterView, job: JobView, col: np.ndarray) -> int | None:
-        if job.num_gpus > 1:
-            return gang_start(view, job, col & (np.asarray(view.n_res) == 0))
-        legal = [int(g) for g in np.flatnonzero(col) if not self._has_guarantee(view, int(g))]
-        if not legal:
-            return None
-        # Empty GPUs first, then the least opportunistic load; the fastest GPU among equals.
-        return min(
-            legal,
-            key=lambda g: (
-                view.n_res[g] > 0,
-                sum(est_duty(view, r, g) for r in view.residents(g)),
-                -view.solo_speed(job.model, g),
-                g,
-            ),
-        )
+        best: tuple[float, ...] | None = None
+        for start in np.flatnonzero(col):
+            gpus = gang_gpus(col, int(start), job.num_gpus)
+            if any(self._has_guarantee(view, g) for g in gpus):
+                continue  # one guarantee job per GPU: its time is its own
+            occupied = float(
+                not one_node_empty(view, int(start), job.num_gpus)
+                if job.num_gpus > 1
+                else view.n_res[int(start)] > 0
+            )
+            opp_load = max(gpu_load(view, g) for g in gpus)
+            if job.online:
+                # A service is right-sized: the least capable GPU whose peak duty stays under
+                # ``service_max_duty`` (capable ones stay free for training), else the fastest.
+                duty = max(est_duty(view, job, g) for g in gpus)
+                fits = duty <= self.service_max_duty
+                speed = min(view.solo_speed(job.model, g) for g in gpus)
+                key: tuple[float, ...] = (occupied, not fits, speed if fits else -speed, opp_load)
+            else:
+                speed = min(view.solo_speed(job.model, g) for g in gpus)
+                key = (occupied, opp_load, -speed)
+            if best is None or (*key, start) < best:
+                best = (*key, int(start))
+        return None if best is None else int(best[-1])
 
     def _opportunistic_gpu(
         self, view: ClusterView, job: JobView, col: np.ndarray, keep_headroom: bool
     ) -> int | None:
-        ok = col.copy()
-        if keep_headroom:
-            for g in np.flatnonzero(ok):
-                room = self.opp_mem_frac * view.mem_cap_gb[g]
-                if not self._has_guarantee(view, int(g)) and view.mem_used_gb[g] + job.mem_gb > (
-                    room + 1e-9
-                ):
-                    ok[g] = False
-        if job.num_gpus > 1:
-            return gang_start(view, job, ok & (np.asarray(view.n_res) == 0))
         idle = 1.0 - np.asarray(view.util, dtype=float)
-        legal = [int(g) for g in np.flatnonzero(ok) if idle[g] >= self.min_idle]
-        if not legal:
-            return None
-        # Most idle GPU time first; fewer co-runners and faster GPUs break ties.
-        return max(legal, key=lambda g: (idle[g], -view.n_res[g], view.solo_speed(job.model, g), -g))
+        best: tuple[tuple[float, ...], int] | None = None
+        for start in np.flatnonzero(col):
+            gpus = gang_gpus(col, int(start), job.num_gpus)
+            if keep_headroom and any(
+                not self._has_guarantee(view, g)
+                and view.mem_used_gb[g] + job.mem_gb > self.opp_mem_frac * view.mem_cap_gb[g] + 1e-9
+                for g in gpus
+            ):
+                continue
+            spare = min(float(idle[g]) for g in gpus)
+            if spare < self.min_idle:
+                continue
+            # Most idle GPU time first; fewer co-runners and faster GPUs break ties.
+            key = (
+                -spare,
+                max(int(view.n_res[g]) for g in gpus),
+                -min(view.solo_speed(job.model, g) for g in gpus),
+                int(start),
+            )
+            if best is None or key < best[0]:
+                best = (key, int(start))
+        return None if best is None else best[1]

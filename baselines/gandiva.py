@@ -220,9 +220,9 @@ class Gandiva(HeuristicPolicy):
         if packs:
             return max(packs, key=lambda c: (c[1], c[3], -c[0]))[0]
         # 2. Empty GPUs, the fastest for the model.
-        empty = [c for c in cands if c[2]]
-        if empty:
-            return max(empty, key=lambda c: (c[3], -c[0]))[0]
+        free = [c for c in cands if c[2]]
+        if free:
+            return max(free, key=lambda c: (c[3], -c[0]))[0]
         # 3. Oversubscribed: time-slice on the least-loaded GPUs.
         slices = [c for c in cands if c[1] <= self.max_ts_load + 1e-9]
         if slices:

@@ -191,6 +191,8 @@ class GPULet(HeuristicPolicy):
         """The feasible gpulet that opens the fewest GPUs, then the smallest partition."""
         mask = view.mask(svc.job_id)
         opts = view.options
+        assert svc.service is not None
+        batches = self.batch_sizes or (svc.service.batch_size,)
         best: tuple[tuple[float, ...], int, int] | None = None
         for g in range(view.n_gpus):
             empty = view.n_res[g] == 0
@@ -215,7 +217,10 @@ class GPULet(HeuristicPolicy):
                     rank = 101  # a whole GPU: only if no partition meets the SLO
                 else:
                     continue
-                if not self.service_ok(view, svc, g, opt.mode, opt.sm_pct, loads):
+                if not any(
+                    self.service_ok(view, svc, g, opt.mode, opt.sm_pct, loads, batch=b)
+                    for b in batches
+                ):
                     continue
                 if not empty and not self.residents_ok(view, g, me, pcts):
                     continue

@@ -13,14 +13,15 @@ Mechanisms implemented:
   the summed predicted memory fits; among those GPUs it takes the one of least cost
   ``(1 - U_after) + w_int * U_before * u_job + w_comm * (nodes - 1) + w_speed * (1 - speed/best)``:
   best fit on utilisation, a penalty for the contention of co-location, for spreading a gang
-  over nodes, and for slower GPU types. Co-located jobs take turns (time-sharing), which costs
+  over nodes, and for slower GPU types. (Online services, outside Horus' scope, take the
+  placement with the lowest utilisation after placement instead of the best fit.) Co-located jobs take turns (time-sharing), which costs
   them almost nothing while their utilisations sum to at most 1.
 * **Weighted fair queueing over job groups.** Queued jobs are grouped by k-means (k = 3, as the
   paper) on (tasks, predicted utilisation, GPUs per task, predicted memory); each group's weight
   is ``max(median wait, 1 s) * queue length``; a batch of ``b`` jobs takes from each group in
   proportion to its weight, longest-waiting first, so no group starves; a job that heads the
-  fair order after waiting ``reserve_after_s`` and does not fit gets a reservation (nothing behind
-  it is placed until it fits).
+  fair order after waiting ``reserve_after_s`` and does not fit can get a reservation (nothing
+  behind it is placed until it fits; optional, as in the paper).
 
 Simplified: the simulator places only jobs inside its queue window, so the fair-queueing order
 applies to the window's jobs (groups and weights are computed over the whole queue). The paper's
@@ -32,10 +33,12 @@ they are legal).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from baselines.base import HeuristicPolicy
 from baselines.predictors import UtilPredictor, train_util
@@ -80,7 +83,9 @@ class Horus(HeuristicPolicy):
         w_speed: Cost weight of a slower GPU type.
         max_util: Cap on the summed predicted utilisation of a GPU.
         reserve_after_s: A job first in the fair order that has waited this long and cannot be
-            placed is reserved for: nothing behind it is placed until it fits.
+            placed is reserved for: nothing behind it is placed until it fits. Off by default
+            (the paper offers it as an option; with heavy-tailed durations a reservation can
+            block the queue behind a job waiting for days-long jobs to end).
     """
 
     name = "horus"
@@ -91,7 +96,7 @@ class Horus(HeuristicPolicy):
         w_comm: float = 0.5,
         w_speed: float = 0.5,
         max_util: float = 1.0,
-        reserve_after_s: float = 3600.0,
+        reserve_after_s: float = math.inf,
     ) -> None:
         self.w_int = w_int
         self.w_comm = w_comm
@@ -153,7 +158,9 @@ class Horus(HeuristicPolicy):
             else:
                 std = feats.std(axis=0)
                 z = (feats - feats.mean(axis=0)) / np.where(std > 0, std, 1.0)
-                labels = KMeans(n_clusters=k, n_init=3, random_state=self.seed).fit_predict(z)
+                km = KMeans(n_clusters=k, n_init=3, random_state=self.seed)
+                with threadpool_limits(1):  # a few dozen points: threads cost more than work
+                    labels = km.fit_predict(z)
             self._labels_key, self._labels = key, labels
         out = []
         for lab in sorted(set(labels.tolist())):
@@ -176,7 +183,10 @@ class Horus(HeuristicPolicy):
                 or m_gpu + self.mem_gb(job) > view.mem_cap_gb[g]
             ):
                 return None
-            cost += (1.0 - min(1.0, u_gpu + u_job)) + self.w_int * u_gpu * u_job
+            if job.online:  # latency-critical: the most head-room (Horus packs training jobs)
+                cost += min(1.0, u_gpu + u_job) + self.w_int * u_gpu * u_job
+            else:  # best fit on utilisation, plus the contention of co-location
+                cost += (1.0 - min(1.0, u_gpu + u_job)) + self.w_int * u_gpu * u_job
             cost += self.w_speed * (1.0 - view.solo_speed(job.model, g) / best_speed)
         nodes = len({int(view.node_of[g]) for g in gpus})
         return cost / len(gpus) + self.w_comm * (nodes - 1)

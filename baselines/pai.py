@@ -22,6 +22,8 @@ whole GPUs exclusively, one node preferred.
   Plan ``k`` becomes usable once the task has waited ``k * plan_timeout_s``; the earliest usable
   plan with a legal placement wins. So high-end GPUs stay reserved for high-GPU tasks until
   another task has waited through its earlier plans.
+* Online services are neither: their plans start with the least capable GPU types that serve
+  their peak load (peak rate x profiled batch latency below ``service_max_duty``).
 * High-GPU tasks in the window are considered before the others (they come from business-critical
   applications, Sec. 6.3).
 * **Load balancing as the second criterion** inside a plan: the least-loaded node among the
@@ -49,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.base import HeuristicPolicy
-from baselines.gandiva import exclusive_option, one_node_empty, shared_option
+from baselines.gandiva import est_duty, exclusive_option, one_node_empty, shared_option
 from gpu_sharing_env.hardware import GpuType
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
@@ -124,6 +126,8 @@ class ReservePack(HeuristicPolicy):
         plan_timeout_s: How long a task waits on each schedule plan before the next one opens.
         efficiency_threshold: Compute efficiency from which a task is high-GPU.
         high_end_tflops: Dense FP16 tensor TFLOPS from which a GPU type is high-end.
+        service_max_duty: An online service's plans start with the least capable GPU types on
+            which its peak duty (peak rate x profiled batch latency) stays below this.
     """
 
     name = "reserve_pack"
@@ -133,16 +137,23 @@ class ReservePack(HeuristicPolicy):
         plan_timeout_s: float = 300.0,
         efficiency_threshold: float = 2.5,
         high_end_tflops: float = HIGH_END_TFLOPS,
+        service_max_duty: float = 0.6,
     ) -> None:
+        self.service_max_duty = service_max_duty
+        self._fleet_key: tuple[GpuType, ...] | None = None
+        self._types: dict[str, tuple[GpuType, list[int]]] = {}
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
 
     def _fleet_types(self, view: ClusterView) -> dict[str, tuple[GpuType, list[int]]]:
-        types: dict[str, tuple[GpuType, list[int]]] = {}
-        for g, gt in enumerate(view.gpu_types):
-            types.setdefault(gt.name, (gt, []))[1].append(g)
-        return types
+        """GPU type name -> (type, its GPUs); cached per fleet (the tuple is static)."""
+        if self._fleet_key is not view.gpu_types:
+            types: dict[str, tuple[GpuType, list[int]]] = {}
+            for g, gt in enumerate(view.gpu_types):
+                types.setdefault(gt.name, (gt, []))[1].append(g)
+            self._fleet_key, self._types = view.gpu_types, types
+        return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
         """The performance model: GPUs requested x profiled duty x high-end speed-up."""
@@ -170,12 +181,21 @@ class ReservePack(HeuristicPolicy):
         """GPU types in the order this task tries them."""
         types = self._fleet_types(view)
         order = sorted(types, key=lambda t: _capability(types[t][0]))
+        if job.online:
+            # Right-sized: the least capable types that serve the peak load, then the others
+            # from the most capable down.
+            fits = [
+                t for t in order if est_duty(view, job, types[t][1][0]) <= self.service_max_duty
+            ]
+            return fits + [t for t in order[::-1] if t not in fits]
         return order[::-1] if self.high_gpu(view, job) else order
 
     def decide(self, view: ClusterView) -> Decision | None:
         window = view.window
         high = [self.high_gpu(view, j) for j in window]
-        ordered = [j for j, h in zip(window, high) if h] + [j for j, h in zip(window, high) if not h]
+        ordered = [j for j, h in zip(window, high) if h] + [
+            j for j, h in zip(window, high) if not h
+        ]
         alloc = Allocation(view)
         for job in ordered:
             cands = pai_candidates(view, job, alloc)
@@ -237,7 +257,9 @@ class SjfPredicted(HeuristicPolicy):
     name = "sjf_predicted"
 
     def decide(self, view: ClusterView) -> Decision | None:
-        for job in sorted(view.window, key=lambda j: (not j.online, j.est_remaining_s, j.submit_s, j.job_id)):
+        for job in sorted(
+            view.window, key=lambda j: (not j.online, j.est_remaining_s, j.submit_s, j.job_id)
+        ):
             d = first_fit(view, job)
             if d is not None:
                 return d

@@ -26,6 +26,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
@@ -92,7 +93,10 @@ def cached(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     if hit is None:
         if len(_CACHE) > 256:
             _CACHE.clear()
-        hit = _CACHE[key] = build()
+        # One BLAS/OpenMP thread: these fits are tiny, and thread start-up and contention on a
+        # shared machine cost ten times the work itself.
+        with threadpool_limits(1):
+            hit = _CACHE[key] = build()
     return hit
 
 

@@ -86,7 +86,14 @@ def compute_metrics(
     jobs = list(jobs)
     offline = [j for j in jobs if not j.spec.online and j.status is not Status.FUTURE]
     done = [j for j in offline if j.status is Status.DONE]
-    jct = np.array([j.finish_t - j.spec.submit_s for j in done])
+    # JCT counts every offline job that was not given up: finished jobs with their completion
+    # time, unfinished ones (queued or running at the end) with their time in the system so far
+    # (a lower bound). A policy cannot look fast by starving long or large jobs, and the
+    # episode return of the env's default reward (time in system) tracks this number.
+    alive = [j for j in offline if j.status in (Status.DONE, Status.QUEUED, Status.RUNNING)]
+    jct = np.array(
+        [(j.finish_t if j.status is Status.DONE else now_s) - j.spec.submit_s for j in alive]
+    )
     started = [j for j in offline if not math.isnan(j.first_start_t)]
     qd = np.array([j.first_start_t - j.spec.submit_s for j in started])
     ran = [j for j in offline if j.run_time_s > 0]

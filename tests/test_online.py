@@ -92,11 +92,11 @@ def test_protection_evicts_offline_work_when_slo_is_at_risk():
 
 
 def test_dynamic_sm_gives_offline_what_online_leaves():
-    svc = service(0, 3600.0, rps=200.0)  # duty = 200 * 0.010 / 8 = 0.25
+    svc = service(0, 3600.0, rps=240.0)  # duty = 240 * 0.010 / 8 = 0.30
     sim = make_sim([svc, job(1, 1e6)], horizon_h=1.0, mechanisms={"dynamic_sm": True})
     sim.reset(0)
     sim.apply(Decision(0, 0, option(sim, "mps50")))
     sim.apply(Decision(1, 0, option(sim, "mps50")))
-    # offline share = 1 - 1.2 * 0.25 = 0.7; online keeps 0.3
-    assert sim.jobs[1].sm_eff == pytest.approx(0.7)
-    assert sim.jobs[0].sm_eff == pytest.approx(0.3)
+    # offline share = 1 - 1.2 * 0.30 = 0.64; online keeps 0.36
+    assert sim.jobs[1].sm_eff == pytest.approx(0.64)
+    assert sim.jobs[0].sm_eff == pytest.approx(0.36)
