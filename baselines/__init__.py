@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from baselines.base import HeuristicPolicy, Policy
+from baselines.gpulet import GPULet
+from baselines.gpupool import GPUPool
+from baselines.horus import Horus
+from baselines.muxflow import MuxFlow
 from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
 
 POLICIES: dict[str, Callable[[], Policy]] = {
@@ -15,6 +19,10 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "first_fit": FirstFit,
     "time_sharing": TimeSharing,
     "random": RandomPolicy,
+    "muxflow": MuxFlow,
+    "gpupool": GPUPool,
+    "gpulet": GPULet,
+    "horus": Horus,
 }
 
 
