@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from baselines.antman import AntMan
 from baselines.base import HeuristicPolicy, Policy
+from baselines.gandiva import Gandiva
 from baselines.gpulet import GPULet
 from baselines.gpupool import GPUPool
 from baselines.horus import Horus
 from baselines.muxflow import MuxFlow
+from baselines.pai import LoadBalance, ReservePack, SjfPredicted
 from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
 
 POLICIES: dict[str, Callable[[], Policy]] = {
@@ -23,6 +26,11 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "gpupool": GPUPool,
     "gpulet": GPULet,
     "horus": Horus,
+    "gandiva": Gandiva,
+    "antman": AntMan,
+    "reserve_pack": ReservePack,
+    "load_balance": LoadBalance,
+    "sjf_predicted": SjfPredicted,
 }
 
 
