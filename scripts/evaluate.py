@@ -9,13 +9,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from baselines import POLICIES, UnknownPolicyError, make_policy
 from baselines.runner import evaluate, json_safe
-from gpu_sharing_env.config import ConfigError, load_scenario
+from gpu_sharing_env.config import (
+    ClusterConfig,
+    ConfigError,
+    FleetFileConfig,
+    ScenarioConfig,
+    from_dict,
+    load_scenario,
+)
 from gpu_sharing_env.sim.build import make_simulator
 
 SHOWN = [
@@ -30,17 +39,63 @@ SHOWN = [
 ]
 
 
+def override(
+    sc: ScenarioConfig,
+    trace: Path | None,
+    trace_format: str | None,
+    cluster: Path | None,
+    cluster_format: str | None,
+    max_jobs: int | None,
+) -> ScenarioConfig:
+    """Replace a scenario's workload and/or fleet from the command line."""
+    off = sc.workload.offline
+    if trace is not None:
+        if not trace_format:
+            raise ConfigError("--trace: give --trace-format too (openb, pai, philly, ...)")
+        if not trace.is_file():
+            raise ConfigError(f"{trace}: trace file not found")
+        off = replace(
+            off, source="trace", trace_format=trace_format, trace_path=str(trace.resolve())
+        )
+    if max_jobs is not None:
+        off = replace(off, max_jobs=max_jobs)
+    sc = replace(sc, workload=replace(sc.workload, offline=off))
+    if cluster is not None:
+        if not cluster.is_file():
+            raise ConfigError(f"{cluster}: cluster file not found")
+        fmt = cluster_format or ("yaml" if cluster.suffix in (".yaml", ".yml") else "")
+        if fmt == "yaml":
+            data = yaml.safe_load(cluster.read_text())
+            data = data.get("cluster", data) if isinstance(data, dict) else data
+            cl = from_dict(ClusterConfig, data, src=str(cluster), where="cluster")
+        elif fmt in ("openb", "pai"):
+            cl = ClusterConfig(fleet=FleetFileConfig(format=fmt, path=str(cluster.resolve())))  # type: ignore[arg-type]
+        else:
+            raise ConfigError(f"{cluster}: give --cluster-format openb, pai or yaml")
+        sc = replace(sc, cluster=cl)
+    return sc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--policy", default="all", help=f"'all' or comma list of {', '.join(POLICIES)}")
     ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
     ap.add_argument("--seeds", type=int, default=3, help="evaluate seeds 0..N-1")
     ap.add_argument("--json", type=Path, default=None, help="write one record per seed here")
+    ap.add_argument("--trace", type=Path, default=None, help="replace the offline workload")
+    ap.add_argument("--trace-format", default=None, help="openb, pai, philly, philly-raw, helios")
+    ap.add_argument("--cluster", type=Path, default=None, help="replace the fleet (CSV or YAML)")
+    ap.add_argument("--cluster-format", default=None, choices=["openb", "pai", "yaml"])
+    ap.add_argument("--max-jobs", type=int, default=None, help="keep only the first N jobs")
     args = ap.parse_args(argv)
     try:
         names = list(POLICIES) if args.policy == "all" else args.policy.split(",")
         policies = [make_policy(n.strip()) for n in names]
         scenario = load_scenario(args.scenario)
+        scenario = override(
+            scenario, args.trace, args.trace_format, args.cluster, args.cluster_format,
+            args.max_jobs,
+        )  # fmt: skip
         sim = make_simulator(scenario)
     except (ConfigError, UnknownPolicyError, ValueError, OSError) as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
