@@ -13,9 +13,10 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Decision
-from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.sim.view import ClusterView, JobView
 
 
 @runtime_checkable
@@ -66,3 +67,15 @@ class HeuristicPolicy:
         if d is None or view.codec is None:
             return WAIT
         return view.codec.from_decision(view._sim, d)
+
+
+def fastest_exclusive(view: ClusterView, job: JobView) -> Decision | None:
+    """Run ``job`` alone: an exclusive GPU, the fastest for its model (lowest index on ties)."""
+    excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
+    if not excl:
+        return None
+    legal = np.flatnonzero(view.mask(job.job_id)[:, excl[0]])
+    if not legal.size:
+        return None
+    g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(job.model, g), -g))
+    return Decision(job.job_id, g, excl[0])

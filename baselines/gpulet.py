@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy
+from baselines.base import HeuristicPolicy, fastest_exclusive
 from baselines.predictors import LinearInterference, train_linear_interference
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
@@ -259,11 +259,5 @@ class GPULet(HeuristicPolicy):
         return Decision(job.job_id, best[1], best[2]) if best else None
 
     def _fastest_whole(self, view: ClusterView, job: JobView) -> Decision | None:
-        excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
-        if not excl:
-            return None
-        legal = np.flatnonzero(view.mask(job.job_id)[:, excl[0]])
-        if not legal.size:
-            return None
-        g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(job.model, g), -g))
-        return Decision(job.job_id, g, excl[0])
+        """Run alone: an exclusive GPU, the fastest for the model (lowest index on ties)."""
+        return fastest_exclusive(view, job)

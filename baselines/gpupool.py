@@ -34,7 +34,7 @@ import itertools
 import networkx as nx
 import numpy as np
 
-from baselines.base import HeuristicPolicy
+from baselines.base import HeuristicPolicy, fastest_exclusive
 from baselines.predictors import CoExecutionPredictor, sm_limited, train_co_execution
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
@@ -230,11 +230,4 @@ class GPUPool(HeuristicPolicy):
 
     def _alone(self, view: ClusterView, job: JobView) -> Decision | None:
         """Run alone: an exclusive GPU, the fastest for the model (lowest index on ties)."""
-        excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
-        if not excl:
-            return None
-        legal = np.flatnonzero(view.mask(job.job_id)[:, excl[0]])
-        if not legal.size:
-            return None
-        g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(job.model, g), -g))
-        return Decision(job.job_id, g, excl[0])
+        return fastest_exclusive(view, job)
