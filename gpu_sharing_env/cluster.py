@@ -34,6 +34,9 @@ from gpu_sharing_env.workload.job import JobSpec
 MODE_NONE = -1
 #: Floating-point slack for memory comparisons (GB).
 _EPS = 1e-9
+_TS = int(SharingMode.TIME_SHARING)
+_MPS = int(SharingMode.MPS)
+_MIG = int(SharingMode.MIG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,21 @@ class _MigTables:
                 for occ in range(256):
                     starts = mig_free_starts(gt, occ, 0, prof.name)
                     self.first_start[t, occ, p] = starts[0] if starts else -1
+        #: ``creatable`` packed over profiles: bit ``p`` of ``creatable_bits[t, occ, used]``.
+        weights = np.left_shift(np.int64(1), np.arange(n_p, dtype=np.int64))
+        self.creatable_bits = (self.creatable.astype(np.int64) * weights).sum(axis=-1)
+
+    def profile_bits(self, mem_gb: float, slices: Sequence[int]) -> np.ndarray:
+        """``[type, k]``: the profiles with ``slices[k]`` compute slices and ``mem_gb`` of memory
+        (bits as in ``creatable_bits``)."""
+        mem_ok = self.mem_gb >= mem_gb - _EPS
+        n_t, n_p = self.compute.shape
+        out = np.zeros((n_t, len(slices)), dtype=np.int64)
+        for k, c in enumerate(slices):
+            ok = mem_ok & (self.compute == c)
+            for p in range(n_p):
+                out[:, k] |= ok[:, p].astype(np.int64) << p
+        return out
 
 
 class Cluster:
@@ -151,6 +169,21 @@ class Cluster:
         self.node_vcpus = np.array([n.vcpus for n in nodes], dtype=np.float64)
         self.node_first_gpu = np.concatenate([[0], np.cumsum([n.num_gpus for n in nodes])[:-1]])
         self.mig = _MigTables(self.types)
+        self._cap_eps = self.mem_cap + _EPS
+        # Option layout (``build_options`` order: exclusive, time-sharing, MPS..., MIG...).
+        modes = [o.mode for o in self.options]
+        if modes != sorted(modes):
+            raise ValueError("cluster: placement options must be grouped by mode")
+        self._n_excl = modes.count(SharingMode.EXCLUSIVE)
+        self._n_ts = modes.count(SharingMode.TIME_SHARING)
+        self._mps_pcts = np.array(
+            [o.sm_pct for o in self.options if o.mode is SharingMode.MPS], dtype=np.int64
+        )
+        self._mps_pct_list: list[int] = self._mps_pcts.tolist()
+        self._mig_slices = [o.mig_slices for o in self.options if o.mode is SharingMode.MIG]
+        self._mps0 = self._n_excl + self._n_ts
+        self._mig0 = self._mps0 + len(self._mps_pcts)
+        self._job_static: dict[tuple[float, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -168,10 +201,16 @@ class Cluster:
         self.mig_occ = np.zeros(g, dtype=np.int64)
         self.mig_used = np.zeros(g, dtype=np.int64)
         self.mig_instances: list[list[MigInstance]] = [[] for _ in range(g)]
+        self._bits_buf = np.empty((len(self._mig_slices), g), dtype=np.int64)
         self.residents: list[list[int]] = [[] for _ in range(g)]
         self.node_cpu_used = np.zeros(self.n_nodes, dtype=np.float64)
         self.version = 0
         self._type_ok_cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._dyn_version = -1
+        self._dyn: tuple[np.ndarray, ...] = ()
+        self._dirty: set[int] | None = None  # None: recompute everything
+        self._single_version = -1
+        self._single_memo: dict[tuple[float, tuple[str, ...], bool, bool], np.ndarray] = {}
 
     def gpu_type(self, gpu: int) -> GpuType:
         return self.types[int(self.type_idx[gpu])]
@@ -198,53 +237,139 @@ class Cluster:
 
         This is the single source of truth for what may be placed where.
         """
-        single = self._single_mask(job)
-        return self._gang_mask(single, job.num_gpus) if job.num_gpus > 1 else single
+        single = self._single_cached(job)
+        m = self._gang_mask(single, job.num_gpus) if job.num_gpus > 1 else single
+        # Computed option-major (contiguous rows per option); returned as a (gpu, option) view.
+        return m.T
 
-    def _single_mask(self, job: JobSpec) -> np.ndarray:
-        opts = self.options
-        out = np.zeros((self.n_gpus, len(opts)), dtype=bool)
-        mem = job.mem_gb
+    def _dynamic(self) -> tuple[np.ndarray, ...]:
+        """The job-independent parts of the mask: recomputed once per ``version``, and then
+        only on the GPUs changed since (O(GPUs touched) per event, not O(cluster))."""
+        if self._dyn_version == self.version:
+            return self._dyn
+        dirty = self._dirty
+        if dirty is None or not dirty or 8 * len(dirty) > self.n_gpus:
+            self._dyn = self._dynamic_full()
+        else:
+            for g in dirty:
+                self._dynamic_row(g)
+        self._dirty = set()
+        self._dyn_version = self.version
+        return self._dyn
+
+    def _dynamic_full(self) -> tuple[np.ndarray, ...]:
         free = self.n_res == 0
         room = self.n_res < self.sharing.max_residents
-        base = self._type_ok(job.gpu_types) & self.ready
-        if not job.online:
-            base = base & self.healthy
-        fits_shared = self.mem_decl + mem <= self.mem_cap + _EPS
-        gang = job.num_gpus > 1
-        mig_rows: np.ndarray | None = None
-        for o, opt in enumerate(opts):
-            if opt.mode is SharingMode.EXCLUSIVE:
-                col = base & free & (mem <= self.mem_cap + _EPS)
-            elif opt.mode is SharingMode.TIME_SHARING:
-                col = base & room & fits_shared & (free | (self.mode == SharingMode.TIME_SHARING))
-            elif opt.mode is SharingMode.MPS:
-                sm_ok = (self.sm_used + opt.sm_pct <= 100) | ~self.mps_limit
-                col = base & room & fits_shared & sm_ok & (free | (self.mode == SharingMode.MPS))
+        mode = self.mode
+        ts = room & (free | (mode == SharingMode.TIME_SHARING))
+        mps_room = room & (free | (mode == SharingMode.MPS))
+        sm_ok = (self.sm_used + self._mps_pcts[:, None] <= 100) | ~self.mps_limit
+        mps = mps_room & sm_ok  # (n_mps, n_gpus)
+        mig_base = room & self.mig_capable & (free | (mode == SharingMode.MIG))
+        if self._mig_slices:
+            mig_bits = self.mig.creatable_bits[self.type_idx, self.mig_occ, self.mig_used]
+        else:
+            mig_bits = np.zeros(self.n_gpus, dtype=np.int64)
+        return (free, self.ready & self.healthy, ts, mps, mig_base, mig_bits)
+
+    def _dynamic_row(self, g: int) -> None:
+        """:meth:`_dynamic_full` for one GPU (the same rules, on scalars)."""
+        free_a, ready_healthy, ts, mps, mig_base, mig_bits = self._dyn
+        n = int(self.n_res[g])
+        mode = int(self.mode[g])
+        free = n == 0
+        room = n < self.sharing.max_residents
+        free_a[g] = free
+        ready_healthy[g] = self.ready[g] and self.healthy[g]
+        ts[g] = room and (free or mode == _TS)
+        mps_room = room and (free or mode == _MPS)
+        sm = int(self.sm_used[g])
+        no_limit = not self.mps_limit[g]
+        mps[:, g] = [mps_room and (sm + p <= 100 or no_limit) for p in self._mps_pct_list]
+        mig_base[g] = room and self.mig_capable[g] and (free or mode == _MIG)
+        if self._mig_slices:
+            t, occ, used = int(self.type_idx[g]), int(self.mig_occ[g]), int(self.mig_used[g])
+            mig_bits[g] = self.mig.creatable_bits[t, occ, used]
+
+    def _touch(self, gpu: int) -> None:
+        """Note that ``gpu``'s state changed (for :meth:`_dynamic`)."""
+        if self._dirty is not None:
+            self._dirty.add(gpu)
+
+    def set_ready(self, gpu: int, ready: bool) -> None:
+        """Mark ``gpu`` ready (or being reconfigured)."""
+        self.ready[gpu] = ready
+        self._touch(gpu)
+        self.version += 1
+
+    def set_healthy(self, gpu: int, healthy: bool) -> None:
+        """Mark ``gpu`` healthy or not (SysMonitor): offline work is placed on healthy GPUs."""
+        self.healthy[gpu] = healthy
+        self._touch(gpu)
+        self.version += 1
+
+    def _static(self, job: JobSpec) -> tuple[np.ndarray, ...]:
+        """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
+        key = (job.mem_gb, job.gpu_types)
+        hit = self._job_static.get(key)
+        if hit is None:
+            mem = job.mem_gb
+            type_ok = self._type_ok(job.gpu_types)
+            excl = type_ok & (mem <= self._cap_eps)
+            bits = self.mig.profile_bits(mem, self._mig_slices)[self.type_idx].T.copy()
+            if len(self._job_static) >= 4096:
+                self._job_static.clear()
+            hit = self._job_static[key] = (type_ok, excl, bits)
+        return hit
+
+    def _single_cached(self, job: JobSpec) -> np.ndarray:
+        """:meth:`_single_mask`, memoised for the current ``version`` (it depends on the job's
+        memory, GPU types, kind and gang-ness only)."""
+        if self._single_version != self.version:
+            self._single_memo.clear()
+            self._single_version = self.version
+        key = (job.mem_gb, job.gpu_types, job.online, job.num_gpus > 1)
+        m = self._single_memo.get(key)
+        if m is None:
+            m = self._single_memo[key] = self._single_mask(job)
+            m.flags.writeable = False
+        return m
+
+    def _single_mask(self, job: JobSpec) -> np.ndarray:
+        """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
+        free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
+        type_ok, excl, bits = self._static(job)
+        out = np.empty((len(self.options), self.n_gpus), dtype=bool)
+        base = type_ok & (self.ready if job.online else ready_healthy)
+        n_excl, mps0, mig0 = self._n_excl, self._mps0, self._mig0
+        if n_excl:
+            np.logical_and(base & free, excl, out=out[0])
+        shared = base & (self.mem_decl + job.mem_gb <= self._cap_eps)
+        if self._n_ts:
+            np.logical_and(shared, ts, out=out[n_excl])
+        if mig0 > mps0:
+            np.logical_and(shared, mps, out=out[mps0:mig0])
+        if self._mig_slices:
+            rows = out[mig0:]
+            if job.num_gpus > 1:
+                rows[:] = False  # MIG instances host single-GPU jobs only (gangs span whole GPUs)
             else:
-                if gang:
-                    continue  # MIG instances host single-GPU jobs only (gangs span whole GPUs)
-                if mig_rows is None:
-                    mig_rows = self.mig.creatable[self.type_idx, self.mig_occ, self.mig_used]
-                    mig_base = base & room & self.mig_capable
-                    mig_base &= free | (self.mode == SharingMode.MIG)
-                    mem_ok = self.mig.mem_gb[self.type_idx] >= mem - _EPS
-                    rows_ok = mig_rows & mem_ok
-                comp = self.mig.compute[self.type_idx] == opt.mig_slices
-                col = mig_base & np.any(rows_ok & comp, axis=1)
-            out[:, o] = col
+                np.bitwise_and(mig_bits, bits, out=self._bits_buf)
+                np.not_equal(self._bits_buf, 0, out=rows)
+                rows &= base & mig_base
         return out
 
     def _gang_mask(self, single: np.ndarray, n: int) -> np.ndarray:
-        """A gang starting at GPU g takes the first ``n`` legal GPUs at index >= g."""
-        suffix = np.cumsum(single[::-1], axis=0)[::-1]
+        """A gang starting at GPU g takes the first ``n`` legal GPUs at index >= g
+        (``single`` option-major, as from :meth:`_single_mask`)."""
+        suffix = np.cumsum(single[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
         return single & (suffix >= n)
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
         if job.num_gpus == 1:
             return [first_gpu]
-        single = self._single_mask(job)[:, option]
+        single = self._single_cached(job)[option]
         idx = np.flatnonzero(single[first_gpu:])[: job.num_gpus] + first_gpu
         return [int(i) for i in idx]
 
@@ -315,6 +440,7 @@ class Cluster:
         self.online_count[gpu] += int(job.online)
         self.residents[gpu].append(job.job_id)
         self.node_cpu_used[self.node_of[gpu]] += job.cpu_cores
+        self._touch(gpu)
         self.version += 1
         return delay, inst
 
@@ -373,6 +499,7 @@ class Cluster:
         if self.n_res[gpu] == 0:
             self.mem_decl[gpu] = 0.0  # drop float drift
             self.mem_true[gpu] = 0.0
+        self._touch(gpu)
         self.version += 1
 
     # ------------------------------------------------------------------ invariants

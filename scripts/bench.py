@@ -76,7 +76,7 @@ def env_steps_per_s(env: gym.Env[Any, Any], seconds: float, seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     _, info = env.reset(seed=seed)
     for _ in range(20):  # warm-up
-        legal = np.flatnonzero(info["action_mask"])
+        legal = np.flatnonzero(info["action_mask"].view(bool))
         _, _, term, trunc, info = env.step(legal[rng.integers(legal.size)])
         if term or trunc:
             _, info = env.reset()
@@ -85,7 +85,9 @@ def env_steps_per_s(env: gym.Env[Any, Any], seconds: float, seed: int = 0) -> tu
     deadline = t0 + seconds
     while True:
         for _ in range(50):
-            legal = np.flatnonzero(info["action_mask"])
+            # The int8 0/1 mask viewed as bool: the same indices, 4x cheaper to scan at 1,024
+            # GPUs (the harness should not dominate what it measures).
+            legal = np.flatnonzero(info["action_mask"].view(bool))
             _, _, term, trunc, info = env.step(legal[rng.integers(legal.size)])
             steps += 1
             if term or trunc:

@@ -274,7 +274,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         for slot, spec in enumerate(sim.window_jobs()):
             legal = sim.mask(spec.job_id)
             start = 1 + slot * block
-            m[start : start + g * n_opt] = legal.reshape(-1)
+            # (gpu, option) rows into the action layout, whatever the mask's memory order
+            m[start : start + g * n_opt].reshape(g, n_opt)[...] = legal
         return m
 
     def _info(self, invalid: bool | None) -> dict[str, Any]:

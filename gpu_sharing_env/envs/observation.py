@@ -182,13 +182,15 @@ class ObservationEncoder:
         d[6] = self._online
         d[7] = sim.gpu_util
         np.take(c.node_cpu_used * self._half_inv_vcpus, c.node_of, out=d[8])
+        # Clipped to [0, 1] before the cast to float32 (contiguous, so faster): the same
+        # numbers, as the cast's rounding is monotonic and 0 and 1 are exact.
+        np.clip(d, 0.0, 1.0, out=d)
         out = np.zeros((self.max_gpus, len(GPU_FEATURES)), dtype=np.float32)
         t = out[:g]
         t[:, :_DYN0] = self._static
         # mode one-hot: MODE_NONE (-1) lands in the "unset" column
         t[self._rows, _MODE0 + 1 + c.mode] = 1.0
         t[:, _DYN1:] = d.T
-        np.clip(t[:, _DYN1:], 0.0, 1.0, out=t[:, _DYN1:])
         return out.ravel()
 
     def _static_job(self, spec: JobSpec) -> np.ndarray:
@@ -221,7 +223,7 @@ class ObservationEncoder:
             st = sim.jobs[jid]
             r[_J["wait"]] = _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE)
             r[_J["attempts"]] = min(1.0, st.attempts / max_att)
-            r[_J["placeable"]] = bool(sim.mask(jid).any())
+            r[_J["placeable"]] = sim.placeable(jid)
         return out.ravel()
 
     def global_(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:

@@ -17,6 +17,7 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
-from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency, next_health
+from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency_tuple, next_health
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.zoo import ZOO
@@ -42,6 +43,24 @@ PCIE_GANG_FACTOR = 0.95
 DUTY_STEP = 0.02
 #: Smoothness of the online load noise (AR(1) coefficient per tick): smooth over minutes.
 NOISE_AR = 0.9
+#: Innovation scale of the AR(1) noise (stationary variance 1).
+_NOISE_SCALE = math.sqrt(1 - NOISE_AR**2)
+#: Standard normals are drawn from ``rng_noise`` this many at a time (the same stream, in the
+#: same order, as one draw per use: numpy's generators fill arrays element by element).
+_NOISE_CHUNK = 512
+_RUNNING = Status.RUNNING
+_QUEUED = Status.QUEUED
+_MODES = tuple(SharingMode)  # indexed by value
+_MIG = SharingMode.MIG
+#: Event kinds as plain ints (``EventQueue.pop_raw``): no enum construction per event.
+_K_COMPLETE = int(EventKind.COMPLETE)
+_K_END = int(EventKind.END)
+_K_FAULT = int(EventKind.FAULT)
+_K_OOM = int(EventKind.OOM)
+_K_READY = int(EventKind.READY)
+_K_TICK = int(EventKind.TICK)
+_K_ARRIVAL = int(EventKind.ARRIVAL)
+assert all(m.value == i for i, m in enumerate(_MODES))
 
 WorkloadFn = Callable[[np.random.Generator], list[JobSpec]]
 
@@ -79,11 +98,22 @@ class Simulator:
         self.cfg = cfg
         self.cluster = Cluster(nodes, cfg.sharing)
         self.options: tuple[PlacementOption, ...] = self.cluster.options
-        self.speed: SpeedModel = speed if speed is not None else AnalyticSpeedModel()
+        self.speed = speed if speed is not None else AnalyticSpeedModel()
         self.workload = workload
         self.mechanisms: MechanismConfig = cfg.mechanisms
         self.horizon_s = cfg.horizon_h * 3600.0
         self.thresholds = MonitorThresholds()
+        c = self.cluster
+        # Static per-GPU facts as Python lists (scalar reads on the hot path).
+        self._node_of: list[int] = c.node_of.tolist()
+        self._type_of: list[str] = list(c.type_name_of)
+        self._node_gpus: list[range] = [
+            range(int(first), int(first) + n.num_gpus)
+            for first, n in zip(c.node_first_gpu, c.nodes, strict=True)
+        ]
+        self._node_pcie = [n.interconnect is Interconnect.PCIE for n in c.nodes]
+        #: GPUs of the fleet whose type and memory fit, by (gpu_types, mem_gb) (static).
+        self._fit_count: dict[tuple[tuple[str, ...], float], int] = {}
         rates = cfg.faults.rate_per_gpu_h
         self._fault_w = np.array([rates.get(c.value, 0.0) for c in RANDOM_CAUSES])
         self._fault_rate_per_s = float(self._fault_w.sum()) / 3600.0
@@ -93,6 +123,18 @@ class Simulator:
         self.n_events = 0
 
     # ================================================================== public API
+    @property
+    def speed(self) -> SpeedModel:
+        """The speed/interference model (its answers are memoised until it is replaced)."""
+        return self._speed
+
+    @speed.setter
+    def speed(self, model: SpeedModel) -> None:
+        self._speed = model
+        self._rates_cache: dict[tuple[Any, ...], list[float]] = {}
+        self._solo_cache: dict[tuple[str, str], float] = {}
+        self._batch_ms: dict[tuple[str, int, int], float] = {}
+
     def set_mechanisms(self, **flags: bool) -> None:
         """Switch cluster mechanisms (``protection``, ``dynamic_sm``) for the next reset."""
         self.mechanisms = replace(self.mechanisms, **flags)
@@ -119,21 +161,25 @@ class Simulator:
         self.acc = Accumulator()
         g = self.cluster.n_gpus
         self._g_util = np.zeros(g)
-        self._g_sm = np.zeros(g)
-        self._g_stp = np.zeros(g)
-        self._g_over = np.zeros(g)
-        self._g_mem = np.zeros(g)
-        self._g_busy = np.zeros(g)
-        self._g_online = np.zeros(g)
-        self._sums = np.zeros(7)  # util, sm, mem, busy, stp, oversold, online-hosting GPUs
+        #: Per GPU (Python floats, read on the hot path): util, sm, mem, busy, stp, oversold,
+        #: hosts-online; ``_g_util`` mirrors the first for views.
+        self._g_vals: list[tuple[float, ...]] = [(0.0,) * 7] * g
+        self._sums = [0.0] * 7  # their sums over the fleet
         self._online_ids = [s.job_id for s in specs if s.online]
         self.health = np.zeros(g, dtype=np.int64)
-        self._node_factor = np.ones(self.cluster.n_nodes)
+        self._node_factor = [1.0] * self.cluster.n_nodes
         self._noise: dict[int, float] = {}
+        self._noise_buf: list[float] = []
+        self._noise_i = 0
+        #: Online services that arrived and have not ended, in arrival (= ``_online_ids``) order.
+        self._online_arrived: list[JobState] = []
+        self._frag_key: tuple[int, int] | None = None
+        self._queue_version = 0
+        self._frag_val = 0.0
         self._offline_total = sum(not s.online for s in specs)
         self._offline_left = self._offline_total
         self._in_system = 0
-        self._mask_cache: dict[int, tuple[int, np.ndarray]] = {}
+        self._mask_cache: dict[int, tuple[int, np.ndarray, bool]] = {}
         self.done = False
         self.n_events = 0
         #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
@@ -172,18 +218,26 @@ class Simulator:
 
     def mask(self, job_id: int) -> np.ndarray:
         """Legal (gpu, option) placements of a queued job, from the cluster's legality function."""
+        return self._mask_entry(job_id)[1]
+
+    def placeable(self, job_id: int) -> bool:
+        """Whether ``mask(job_id)`` allows anything."""
+        return self._mask_entry(job_id)[2]
+
+    def _mask_entry(self, job_id: int) -> tuple[int, np.ndarray, bool]:
+        version = self.cluster.version
         hit = self._mask_cache.get(job_id)
-        if hit is not None and hit[0] == self.cluster.version:
-            return hit[1]
+        if hit is not None and hit[0] == version:
+            return hit
         m = self.cluster.placement_mask(self.jobs[job_id].spec)
-        self._mask_cache[job_id] = (self.cluster.version, m)
-        return m
+        hit = self._mask_cache[job_id] = (version, m, bool(m.any()))
+        return hit
 
     def needs_decision(self) -> bool:
         """True when some job in the window can be placed now."""
         if self.done:
             return False
-        return any(self.mask(s.job_id).any() for s in self.window_jobs())
+        return any(self.placeable(jid) for _, jid in self.queue[: self.window])
 
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
@@ -248,19 +302,23 @@ class Simulator:
     def _queue_insert(self, st: JobState) -> None:
         """Put a running job back in the queue without counting it as re-queued work."""
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        self._queue_version += 1
 
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
+        events = self.events
+        heap = events.heap
+        handle = self._handle
         while not self.done:
-            t = self.events.peek_time()
-            if t > self.horizon_s or not len(self.events):
+            if not heap or heap[0][0] > self.horizon_s:
                 self._integrate(self.horizon_s)
                 self.done = True
                 return
+            t = heap[0][0]
             self._integrate(t)
             changed = False
-            while len(self.events) and self.events.peek_time() == t:
-                changed |= self._handle(*self.events.pop())
+            while heap and heap[0][0] == t:
+                changed |= handle(*events.pop_raw())
                 self.n_events += 1
             if self._offline_total and not self._offline_left:
                 self.done = True
@@ -273,34 +331,37 @@ class Simulator:
         return compute_metrics(self.jobs.values(), self.acc, self.n_gpus, self.now)
 
     # ================================================================== events
-    def _handle(self, t: float, kind: EventKind, subject: int, stamp: int) -> bool:
-        if kind is EventKind.ARRIVAL:
+    def _handle(self, t: float, kind: int, subject: int, stamp: int) -> bool:
+        """Handle one event (``kind`` an :class:`EventKind` value); True if the state changed."""
+        if kind == _K_TICK:
+            return self._tick()
+        if kind == _K_ARRIVAL:
             self._arrive(self.jobs[subject])
             return True
-        if kind is EventKind.TICK:
-            return self._tick()
-        if kind is EventKind.READY:
-            self.cluster.ready[subject] = True
-            self.cluster.version += 1
+        if kind == _K_READY:
+            self.cluster.set_ready(subject, True)
             return True
         st = self.jobs[subject]
-        if st.status is not Status.RUNNING:
+        if st.status is not _RUNNING:
             return False
-        if kind is EventKind.COMPLETE and stamp == st.epoch:
+        if kind == _K_COMPLETE and stamp == st.epoch:
             self._finish(st, Status.DONE)
             return True
-        if kind is EventKind.END:
+        if kind == _K_END:
             self._finish(st, Status.DONE)
             return True
-        if kind is EventKind.FAULT and stamp == st.run_id:
+        if kind == _K_FAULT and stamp == st.run_id:
             w = self._fault_w / self._fault_w.sum()
             cause = RANDOM_CAUSES[int(self.rng_fault.choice(len(w), p=w))]
             self._fail(st, cause)
             if st.spec.online and st.status is Status.RUNNING:
                 self._schedule_fault(st)
             return True
-        over = any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in st.gpus)
-        if kind is EventKind.OOM and stamp == st.run_id and over:
+        if (
+            kind == _K_OOM
+            and stamp == st.run_id
+            and any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in st.gpus)
+        ):
             self._fail(st, FaultCause.OOM)
             return True
         return False
@@ -313,6 +374,8 @@ class Simulator:
 
     def _arrive(self, st: JobState) -> None:
         self._schedule_next_arrival()
+        if st.spec.online:
+            self._online_arrived.append(st)
         if not self._feasible(st.spec):
             st.status = Status.FAILED
             st.finish_t = self.now
@@ -326,14 +389,21 @@ class Simulator:
 
     def _feasible(self, spec: JobSpec) -> bool:
         """Could the job ever run on this fleet (an empty cluster)?"""
-        c = self.cluster
-        ok = c._type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
-        return int(ok.sum()) >= spec.num_gpus
+        key = (spec.gpu_types, spec.mem_gb)
+        n = self._fit_count.get(key)
+        if n is None:
+            c = self.cluster
+            ok = c._type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
+            if len(self._fit_count) >= 4096:
+                self._fit_count.clear()
+            n = self._fit_count[key] = int(ok.sum())
+        return n >= spec.num_gpus
 
     def _enqueue(self, st: JobState) -> None:
         st.status = Status.QUEUED
         st.enqueue_t = self.now
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        self._queue_version += 1
         if not st.spec.online:
             self._in_system += 1
 
@@ -351,10 +421,11 @@ class Simulator:
             if d > 0 and (opt.mode is SharingMode.MIG or mode_before == SharingMode.MIG):
                 self.acc.mig_reconfigs += 1
             if d > 0:
-                self.cluster.ready[g] = False
+                self.cluster.set_ready(g, False)
                 self.events.push(self.now + d, EventKind.READY, g)
             delay = max(delay, d)
         self.queue.remove((spec.submit_s, spec.job_id))
+        self._queue_version += 1
         st.status = Status.RUNNING
         st.gpus = gpus
         st.option = option
@@ -368,6 +439,7 @@ class Simulator:
         if math.isnan(st.first_start_t):
             st.first_start_t = self.now
         if spec.online:
+            st.solo_batch_ms = self._solo_batch_ms(st)
             self._update_load(st)
             self.events.push(max(self.now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
         self._schedule_fault(st)
@@ -497,16 +569,17 @@ class Simulator:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host."""
         c = self.cluster
         todo = set(gpus)
-        for node in {int(c.node_of[g]) for g in gpus}:
+        node_of = self._node_of
+        for node in {node_of[g] for g in gpus}:
             used = c.node_cpu_used[node]
             f = min(1.0, c.node_vcpus[node] / used) if used > 1e-9 else 1.0
             if f != self._node_factor[node]:
                 self._node_factor[node] = f
-                first = int(c.node_first_gpu[node])
-                todo.update(range(first, first + c.nodes[node].num_gpus))
+                todo.update(self._node_gpus[node])
         affected: dict[int, JobState] = {}
+        jobs = self.jobs
         for g in sorted(todo):
-            res = self._residents(g)
+            res = [jobs[j] for j in c.residents[g]]
             for r in res:
                 if r.spec.job_id not in affected:
                     self._accrue(r)
@@ -517,68 +590,86 @@ class Simulator:
 
     def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
         c = self.cluster
-        mode = SharingMode(int(c.mode[g])) if res else SharingMode.EXCLUSIVE
-        shares = self._sm_shares(g, res)
-        prio_online = self.cfg.sharing.online_priority
-        residents = []
-        for r, share in zip(res, shares, strict=True):
-            inst = r.mig[r.gpus.index(g)] if mode is SharingMode.MIG else None
-            duty = r.duty if r.spec.online else ZOO[r.spec.model].duty * r.throttle
-            r.sm_eff = share
-            residents.append(
-                Resident(
-                    model=r.spec.model,
-                    sm_frac=share,
-                    mig_compute_slices=inst.compute if inst else 0,
-                    mig_mem_slices=bin(inst.mask).count("1") if inst else 0,
-                    duty=max(duty, 1e-3),
-                    online=r.spec.online,
-                    priority=r.spec.priority + (100 if r.spec.online and prio_online else 0),
-                )
-            )
-        fr = self.speed.rates(c.type_names[int(c.type_idx[g])], mode, residents) if res else []
         util = sm = stp = over = 0.0
-        for r, rs, f in zip(res, residents, fr, strict=True):
-            f *= 1.0 if r.spec.online else r.throttle
-            r.frac[g] = f
-            util += rs.duty * f
-            sm += (
-                rs.duty * f * (rs.mig_compute_slices / 7.0 if rs.mig_compute_slices else rs.sm_frac)
-            )
-            stp += f
-            if not r.spec.online:
-                over += f
+        if res:
+            mode = _MODES[int(c.mode[g])]
+            shares = self._sm_shares(g, res)
+            prio_online = self.cfg.sharing.online_priority
+            is_mig = mode is _MIG
+            keys = []
+            for r, share in zip(res, shares, strict=True):
+                inst = r.mig[r.gpus.index(g)] if is_mig else None
+                spec = r.spec
+                online = r.online
+                duty = r.duty if online else ZOO[spec.model].duty * r.throttle
+                r.sm_eff = share
+                keys.append(
+                    (
+                        spec.model,
+                        share,
+                        inst.compute if inst else 0,
+                        bin(inst.mask).count("1") if inst else 0,
+                        max(duty, 1e-3),
+                        online,
+                        spec.priority + (100 if online and prio_online else 0),
+                    )
+                )
+            fr = self._rates(c.type_name_of[g], mode, keys)
+            for r, k, f in zip(res, keys, fr, strict=True):
+                online = r.online
+                f *= 1.0 if online else r.throttle
+                r.frac[g] = f
+                d = k[4]
+                util += d * f
+                sm += d * f * (k[2] / 7.0 if k[2] else k[1])
+                stp += f
+                if not online:
+                    over += f
         util, sm = min(1.0, util), min(1.0, sm)
         hosts_online = float(c.online_count[g] > 0)
         over = over if hosts_online else 0.0
-        mem = min(1.0, c.mem_true[g] / c.mem_cap[g])
+        mem = min(1.0, float(c.mem_true[g]) / float(c.mem_cap[g]))
         busy = float(len(res) > 0)
         new = (util, sm, mem, busy, stp, over, hosts_online)
-        arrays = (
-            self._g_util, self._g_sm, self._g_mem, self._g_busy, self._g_stp, self._g_over,
-            self._g_online,
-        )  # fmt: skip
+        old = self._g_vals[g]
         s = self._sums
-        for i, (arr, v) in enumerate(zip(arrays, new, strict=True)):
-            s[i] += v - arr[g]
-            arr[g] = v
+        for i in range(7):
+            s[i] += new[i] - old[i]
+        self._g_vals[g] = new
+        self._g_util[g] = util
+
+    def _rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
+        """``speed.rates`` for residents given as field tuples (memoised: a pure function)."""
+        key = (gpu_type, mode, *keys)
+        hit = self._rates_cache.get(key)
+        if hit is None:
+            residents = [Resident(*k) for k in keys]
+            hit = self.speed.rates(gpu_type, mode, residents)
+            if len(self._rates_cache) >= 65_536:
+                self._rates_cache.clear()
+            self._rates_cache[key] = hit
+        return hit
 
     def _set_rate(self, st: JobState) -> None:
-        c = self.cluster
         spec = st.spec
         gpus = st.gpus
-        solo = min(
-            self.speed.solo_speed(spec.model, c.type_names[int(c.type_idx[g])]) for g in gpus
-        )
-        net = 1.0
-        if len(gpus) > 1:
-            nodes = {int(c.node_of[g]) for g in gpus}
+        node_of = self._node_of
+        if len(gpus) == 1:
+            g = gpus[0]
+            solo = self._solo_speed(spec.model, self._type_of[g])
+            net = 1.0
+            cpu = self._node_factor[node_of[g]]
+            frac = st.frac[g]
+        else:
+            solo = min(self._solo_speed(spec.model, self._type_of[g]) for g in gpus)
+            net = 1.0
+            nodes = {node_of[g] for g in gpus}
             if len(nodes) > 1:
                 net = CROSS_NODE_FACTOR
-            elif c.nodes[nodes.pop()].interconnect is Interconnect.PCIE:
+            elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-        cpu = min(self._node_factor[int(c.node_of[g])] for g in gpus)
-        frac = min(st.frac[g] for g in gpus)
+            cpu = min(self._node_factor[node_of[g]] for g in gpus)
+            frac = min(st.frac[g] for g in gpus)
         st.solo_rate = solo * net
         st.rate = solo * net * frac * cpu
         if not spec.online:
@@ -587,72 +678,114 @@ class Simulator:
             self.events.push(t_done, EventKind.COMPLETE, spec.job_id, st.epoch)
 
     # ================================================================== online services
+    def _solo_speed(self, model: str, gpu_type: str) -> float:
+        """``speed.solo_speed`` (memoised: a pure function of its arguments)."""
+        v = self._solo_cache.get((model, gpu_type))
+        if v is None:
+            v = self._solo_cache[model, gpu_type] = self.speed.solo_speed(model, gpu_type)
+        return v
+
+    def _solo_batch_ms(self, st: JobState) -> float:
+        """Solo batch latency of online ``st`` on the type of its first GPU (cached)."""
+        c = self.cluster
+        svc = st.spec.service
+        assert svc is not None
+        key = (st.spec.model, int(c.type_idx[st.gpus[0]]), svc.batch_size)
+        ms = self._batch_ms.get(key)
+        if ms is None:
+            gt = c.type_names[key[1]]
+            ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, svc.batch_size)
+        return ms
+
     def _update_load(self, st: JobState) -> None:
         svc = st.spec.service
         assert svc is not None
         jid = st.spec.job_id
-        z = self._noise.get(jid, 0.0)
-        z = NOISE_AR * z + math.sqrt(1 - NOISE_AR**2) * float(self.rng_noise.standard_normal())
+        i = self._noise_i  # the next standard normal of ``rng_noise`` (buffered)
+        if i == len(self._noise_buf):
+            self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
+            i = 0
+        self._noise_i = i + 1
+        z = NOISE_AR * self._noise.get(jid, 0.0) + _NOISE_SCALE * self._noise_buf[i]
         self._noise[jid] = z
         st.rps = svc.rate_rps(self.now) * math.exp(svc.noise_frac * z)
         if st.gpus:
-            gt = self.cluster.type_names[int(self.cluster.type_idx[st.gpus[0]])]
-            batch_ms = self.speed.batch_latency_ms(st.spec.model, gt, svc.batch_size)
-            duty = min(1.0, st.rps * batch_ms / 1000.0 / svc.batch_size)
+            batch_ms = st.solo_batch_ms
+            duty = st.rps * batch_ms / 1000.0 / svc.batch_size
+            duty = duty if duty < 1.0 else 1.0  # min(1.0, duty)
             # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
             # load moves by a step, not at every small wiggle (and the speed model's cache hits).
-            st.duty = max(DUTY_STEP, round(duty / DUTY_STEP) * DUTY_STEP)
+            q = round(duty / DUTY_STEP) * DUTY_STEP
+            st.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
+
+    def _live_online(self) -> list[JobState]:
+        """Online services queued or running now, in ``_online_ids`` order."""
+        live = []
+        ended = False
+        for st in self._online_arrived:
+            status = st.status
+            if status is _RUNNING or status is _QUEUED:
+                live.append(st)
+            elif status is not Status.FUTURE:
+                ended = True  # DONE and FAILED are final
+        if ended:
+            self._online_arrived = [
+                st for st in self._online_arrived if st.status in (_RUNNING, _QUEUED)
+            ]
+        return live
 
     def _tick(self) -> bool:
         tick = self.cfg.tick_s
         changed = False
-        live = (Status.RUNNING, Status.QUEUED)
-        online = [self.jobs[j] for j in self._online_ids if self.jobs[j].status in live]
+        online = self._live_online()
         touched: set[int] = set()
+        update = self._update_load
         for st in online:
             before = st.duty
-            self._update_load(st)
-            if st.status is Status.RUNNING and st.duty != before:
+            update(st)
+            if st.status is _RUNNING and st.duty != before:
                 touched.update(st.gpus)
         if touched:
             self._refresh(sorted(touched))
         acc = self.acc
+        protection = self.mechanisms.protection
+        t_prev = self.now - tick
+        p99 = []
         for st in online:
-            req = st.rps * tick
+            rps = st.rps
+            req = rps * tick
             acc.requests += req
-            if st.status is Status.QUEUED:
+            if st.status is _QUEUED:
                 continue
-            changed |= self._account(st, req, tick)
+            # SLO accounting of a running service (inlined: this loop runs at every tick)
+            svc = st.spec.service
+            assert svc is not None
+            gpus = st.gpus
+            solo_ms = st.solo_batch_ms
+            frac = st.frac
+            f = frac[gpus[0]] if len(gpus) == 1 else min(frac[x] for x in gpus)
+            batch, slo_ms = svc.batch_size, svc.slo_ms
+            mean_ms, p99_ms, attainment = latency_tuple(solo_ms / f, rps, batch, slo_ms)
+            # x / 1.0 == x exactly: at full speed the solo statistics are the same numbers
+            solo_mean = mean_ms if f == 1.0 else latency_tuple(solo_ms, rps, batch, slo_ms)[0]
+            out = min(1.0, max(0.0, (st.outage_until - t_prev) / tick))
+            acc.requests_ok += req * (1.0 - out) * attainment
+            acc.latency_weighted_ms += req * mean_ms
+            acc.p99_weighted_ms += req * p99_ms
+            acc.slowdown_weighted += req * mean_ms / solo_mean
+            st.latency_ms, st.p99_ms = mean_ms, p99_ms
+            if protection:
+                changed |= self._monitor(gpus[0], p99_ms / slo_ms)
+            p99.append(p99_ms / slo_ms)
         self._sample_frag()
         g = float(self.n_gpus)
         s = self._sums
-        p99 = [st.p99_ms / st.spec.service.slo_ms for st in online if st.spec.service and st.gpus]
         self.timeseries.append(
             (self.now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, max(p99) if p99 else 0.0)
         )
         if self.now + tick <= self.horizon_s:
             self.events.push(self.now + tick, EventKind.TICK, 0)
         return changed
-
-    def _account(self, st: JobState, req: float, tick: float) -> bool:
-        svc = st.spec.service
-        assert svc is not None
-        g = st.gpus[0]
-        gt = self.cluster.type_names[int(self.cluster.type_idx[g])]
-        solo_ms = self.speed.batch_latency_ms(st.spec.model, gt, svc.batch_size)
-        f = min(st.frac[x] for x in st.gpus)
-        stats = latency(solo_ms / f, st.rps, svc.batch_size, svc.slo_ms)
-        solo = latency(solo_ms, st.rps, svc.batch_size, svc.slo_ms)
-        out = min(1.0, max(0.0, (st.outage_until - (self.now - tick)) / tick))
-        acc = self.acc
-        acc.requests_ok += req * (1.0 - out) * stats.attainment
-        acc.latency_weighted_ms += req * stats.mean_ms
-        acc.p99_weighted_ms += req * stats.p99_ms
-        acc.slowdown_weighted += req * stats.mean_ms / solo.mean_ms
-        st.latency_ms, st.p99_ms = stats.mean_ms, stats.p99_ms
-        if not self.mechanisms.protection:
-            return False
-        return self._monitor(g, stats.p99_ms / svc.slo_ms)
 
     def _monitor(self, g: int, ratio: float) -> bool:
         """MuxFlow's SysMonitor on the GPU hosting an online service."""
@@ -663,8 +796,7 @@ class Simulator:
         healthy = new is Health.HEALTHY
         changed = bool(c.healthy[g] != healthy)
         if changed:
-            c.healthy[g] = healthy
-            c.version += 1
+            c.set_healthy(g, healthy)
         offline = [r for r in self._residents(g) if not r.spec.online]
         if new is Health.UNHEALTHY:
             for r in offline:
@@ -681,11 +813,17 @@ class Simulator:
     def _sample_frag(self) -> None:
         """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits."""
         c = self.cluster
-        pending = [self.jobs[j].spec.mem_gb for _, j in self.queue if not self.jobs[j].spec.online]
-        need = min(pending) if pending else 0.0
-        free = c.mem_cap - c.mem_decl
-        part = (c.n_res > 0) & (free > 1e-9) & (free < need)
-        self.acc.frag_sum += float((free[part] / c.mem_cap[part]).sum())
+        # The sample depends only on the cluster's memory state (``version``) and the queue.
+        key = (c.version, self._queue_version)
+        if key != self._frag_key:
+            jobs = self.jobs
+            pending = [spec.mem_gb for _, j in self.queue if not (spec := jobs[j].spec).online]
+            need = min(pending) if pending else 0.0
+            free = c.mem_cap - c.mem_decl
+            part = (c.n_res > 0) & (free > 1e-9) & (free < need)
+            self._frag_val = float((free[part] / c.mem_cap[part]).sum())
+            self._frag_key = key
+        self.acc.frag_sum += self._frag_val
         self.acc.frag_samples += 1
 
     # ================================================================== time

@@ -26,10 +26,11 @@ class EventKind(enum.IntEnum):
 class EventQueue:
     """Min-heap of events; stale events are skipped by their owners (lazy invalidation)."""
 
-    __slots__ = ("_counter", "_heap")
+    __slots__ = ("_counter", "heap")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, int, int]] = []
+        #: The heap itself: read-only outside this class (``heap[0][0]`` is the next time).
+        self.heap: list[tuple[float, int, int, int, int]] = []
         self._counter = itertools.count()
 
     def push(self, time_s: float, kind: EventKind, subject: int, stamp: int = 0) -> None:
@@ -38,14 +39,19 @@ class EventQueue:
         ``stamp`` is compared by the owner when the event pops (an epoch number), so that an
         event made stale by a later change can be ignored without searching the heap.
         """
-        heapq.heappush(self._heap, (time_s, int(kind), next(self._counter), subject, stamp))
+        heapq.heappush(self.heap, (time_s, int(kind), next(self._counter), subject, stamp))
 
     def pop(self) -> tuple[float, EventKind, int, int]:
-        t, k, _, subject, stamp = heapq.heappop(self._heap)
+        t, k, _, subject, stamp = heapq.heappop(self.heap)
         return t, EventKind(k), subject, stamp
 
+    def pop_raw(self) -> tuple[float, int, int, int]:
+        """:meth:`pop` with the kind as a plain ``int`` (the simulator's hot path)."""
+        t, k, _, subject, stamp = heapq.heappop(self.heap)
+        return t, k, subject, stamp
+
     def peek_time(self) -> float:
-        return self._heap[0][0] if self._heap else float("inf")
+        return self.heap[0][0] if self.heap else float("inf")
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)

@@ -54,6 +54,20 @@ def latency(batch_ms: float, rps: float, batch_size: int, slo_ms: float) -> Late
     return LatencyStats(mean, p99, max(0.0, att), rho)
 
 
+def latency_tuple(
+    batch_ms: float, rps: float, batch_size: int, slo_ms: float
+) -> tuple[float, float, float]:
+    """``(mean_ms, p99_ms, attainment)`` of :func:`latency` (the same arithmetic, no object)."""
+    rho = rps * batch_ms / 1000.0 / batch_size
+    if rho >= 1.0:
+        cap = UNSTABLE_LATENCY_X_SLO * slo_ms
+        return cap, cap, 0.0
+    m = batch_ms / (2.0 * (1.0 - rho))
+    p99 = batch_ms + (m * math.log(100.0 * rho) if rho > 0.01 else 0.0)
+    att = 1.0 - rho * math.exp(-(slo_ms - batch_ms) / m) if slo_ms > batch_ms else 0.0
+    return batch_ms + rho * m, p99, max(0.0, att)
+
+
 class Health(enum.IntEnum):
     HEALTHY = 0
     BUSY = 1

@@ -52,6 +52,11 @@ class JobState:
     outage_until: float = 0.0
     latency_ms: float = 0.0
     p99_ms: float = 0.0
+    solo_batch_ms: float = 0.0  # solo batch latency on the type of its first GPU (set at start)
+    online: bool = False  # ``spec.online``, read on the hot path
+
+    def __post_init__(self) -> None:
+        self.online = self.spec.online
 
     @property
     def remaining(self) -> float:
