@@ -39,13 +39,21 @@ class UnknownPolicyError(ValueError):
 
 
 def make_policy(name: str) -> Policy:
-    """Build a registered policy by name."""
-    try:
+    """Build a registered policy by name, or load a trained agent: a shipped name
+    (``agents/pretrained/NAME.zip``, e.g. ``ppo_default``) or a path to a ``model.zip``."""
+    if name in POLICIES:
         return POLICIES[name]()
-    except KeyError:
-        raise UnknownPolicyError(
-            f"unknown policy {name!r} (known: {', '.join(sorted(POLICIES))})"
-        ) from None
+    from agents.agent import AgentLoadError, is_agent_ref, load_agent, pretrained_names
+
+    if is_agent_ref(name):
+        try:
+            return load_agent(name)
+        except AgentLoadError as e:
+            raise UnknownPolicyError(str(e)) from None
+    known = [*sorted(POLICIES), *pretrained_names()]
+    raise UnknownPolicyError(
+        f"unknown policy {name!r} (known: {', '.join(known)}; or a path to an agent's model.zip)"
+    )
 
 
 __all__ = ["POLICIES", "HeuristicPolicy", "Policy", "UnknownPolicyError", "make_policy"]

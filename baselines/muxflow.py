@@ -152,6 +152,12 @@ class MuxFlow(HeuristicPolicy):
                     break
         return Decision(svc.job_id, best[1], best[2]) if best else None
 
+    def predicted_share(self, online_duty: float, option_share: float) -> float:
+        """The offline SM fraction the predictor is asked about: what dynamic SM allocation
+        gives beside a service at ``online_duty`` (``option_share`` is the placement option's
+        static share, which a variant without dynamic SM allocation would use instead)."""
+        return offline_share(online_duty)
+
     def columns(self, view: ClusterView) -> list[tuple[int, int | None]]:
         """GPUs that may take an offline job: (gpu, online service job id or None if empty)."""
         cols: list[tuple[int, int | None]] = []
@@ -199,7 +205,7 @@ class MuxFlow(HeuristicPolicy):
                 if not legal:
                     continue
                 opt[r, c] = legal[0]
-                s = offline_share(duty)
+                s = self.predicted_share(duty, opts[legal[0]].sm_pct / 100.0)
                 lim = sm_limited(view, view.type_name[g])
                 rows.append(PairSpeedPredictor.row(job.model, svc.model, duty, s, lim))
                 where.append((r, c))

@@ -27,6 +27,9 @@ MAX_DECISIONS_PER_INSTANT = 100_000
 
 def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
     """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics."""
+    # The scenario's mechanisms, then the policy's: a simulator reused across policies must
+    # not keep a previous policy's mechanisms (e.g. MuxFlow's protection) switched on.
+    sim.mechanisms = sim.cfg.mechanisms
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))
     sim.reset(seed)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from agents.agent import AgentLoadError, pretrained_names
 from baselines import POLICIES, UnknownPolicyError, make_policy
 from baselines.runner import evaluate, json_safe
 from gpu_sharing_env.config import (
@@ -78,7 +79,11 @@ def override(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--policy", default="all", help=f"'all' or comma list of {', '.join(POLICIES)}")
+    ap.add_argument(
+        "--policy",
+        default="all",
+        help=f"'all' (the baselines) or comma list of {', '.join([*POLICIES, *pretrained_names()])}, or a trained agent's model.zip path",
+    )
     ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
     ap.add_argument("--seeds", type=int, default=3, help="evaluate seeds 0..N-1")
     ap.add_argument("--json", type=Path, default=None, help="write one record per seed here")
@@ -105,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     records = []
     for pol in policies:
-        records += evaluate(pol, scenario, list(range(args.seeds)), sim=sim)
+        try:
+            records += evaluate(pol, scenario, list(range(args.seeds)), sim=sim)
+        except AgentLoadError as e:  # a trained agent that does not fit this scenario
+            print(f"evaluate.py: error: {e}", file=sys.stderr)
+            return 2
     df = pd.DataFrame(records)
     table = df.groupby("policy", sort=False)[SHOWN].mean()
     target = scenario.slo_target

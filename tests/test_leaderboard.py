@@ -381,3 +381,20 @@ def test_heldout_scenarios_load_and_are_distinct() -> None:
     parsed = cli.parse_scenarios("heldout")
     assert list(parsed) == names
     assert np.all([Path(p).is_absolute() for p, _ in parsed.values()])
+
+
+def test_reused_simulator_does_not_keep_previous_policy_mechanisms() -> None:
+    """evaluate.py runs every policy on one simulator: MuxFlow's mechanisms must not leak."""
+    from baselines import make_policy
+    from baselines.runner import run_episode
+    from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.sim.build import make_simulator
+
+    cfg = load_scenario("default")
+    fresh = run_episode(make_policy("time_sharing"), make_simulator(cfg), 0)
+    sim = make_simulator(cfg)
+    run_episode(make_policy("muxflow"), sim, 0)
+    assert sim.mechanisms != cfg.mechanisms
+    reused = run_episode(make_policy("time_sharing"), sim, 0)
+    assert sim.mechanisms == cfg.mechanisms
+    assert reused == fresh

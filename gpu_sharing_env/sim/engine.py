@@ -29,7 +29,12 @@ from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
-from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency_tuple, next_health
+from gpu_sharing_env.sim.online import (
+    UNSTABLE_LATENCY_X_SLO,
+    Health,
+    MonitorThresholds,
+    next_health,
+)
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.zoo import ZOO
@@ -48,6 +53,8 @@ _NOISE_SCALE = math.sqrt(1 - NOISE_AR**2)
 #: Standard normals are drawn from ``rng_noise`` this many at a time (the same stream, in the
 #: same order, as one draw per use: numpy's generators fill arrays element by element).
 _NOISE_CHUNK = 512
+#: ``2.0 * math.pi``: ``ServiceSpec.rate_rps`` evaluates ``2.0 * math.pi * x`` as ``(2.0 * pi) * x``.
+_TWO_PI = 2.0 * math.pi
 _RUNNING = Status.RUNNING
 _QUEUED = Status.QUEUED
 _MODES = tuple(SharingMode)  # indexed by value
@@ -168,7 +175,6 @@ class Simulator:
         self._online_ids = [s.job_id for s in specs if s.online]
         self.health = np.zeros(g, dtype=np.int64)
         self._node_factor = [1.0] * self.cluster.n_nodes
-        self._noise: dict[int, float] = {}
         self._noise_buf: list[float] = []
         self._noise_i = 0
         #: Online services that arrived and have not ended, in arrival (= ``_online_ids``) order.
@@ -180,6 +186,8 @@ class Simulator:
         self._offline_left = self._offline_total
         self._in_system = 0
         self._mask_cache: dict[int, tuple[int, np.ndarray, bool]] = {}
+        #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
+        self._view_cache: dict[int, tuple[Any, ...]] = {}
         self.done = False
         self.n_events = 0
         #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
@@ -426,6 +434,9 @@ class Simulator:
             delay = max(delay, d)
         self.queue.remove((spec.submit_s, spec.job_id))
         self._queue_version += 1
+        # Only queued jobs have masks: a started job's would be kept for nothing (at 6,500 GPUs
+        # an entry is 40 kB; 20,000 of them were most of a replay's memory).
+        self._mask_cache.pop(spec.job_id, None)
         st.status = Status.RUNNING
         st.gpus = gpus
         st.option = option
@@ -697,17 +708,21 @@ class Simulator:
             ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, svc.batch_size)
         return ms
 
-    def _update_load(self, st: JobState) -> None:
-        svc = st.spec.service
-        assert svc is not None
-        jid = st.spec.job_id
-        i = self._noise_i  # the next standard normal of ``rng_noise`` (buffered)
+    def _next_normal(self) -> float:
+        """The next standard normal of ``rng_noise`` (drawn in blocks, the same stream)."""
+        i = self._noise_i
         if i == len(self._noise_buf):
             self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
             i = 0
         self._noise_i = i + 1
-        z = NOISE_AR * self._noise.get(jid, 0.0) + _NOISE_SCALE * self._noise_buf[i]
-        self._noise[jid] = z
+        return self._noise_buf[i]
+
+    def _update_load(self, st: JobState) -> None:
+        """One load update of online ``st`` (``_tick`` inlines the same arithmetic)."""
+        svc = st.spec.service
+        assert svc is not None
+        z = NOISE_AR * st.noise_z + _NOISE_SCALE * self._next_normal()
+        st.noise_z = z
         st.rps = svc.rate_rps(self.now) * math.exp(svc.noise_frac * z)
         if st.gpus:
             batch_ms = st.solo_batch_ms
@@ -738,26 +753,56 @@ class Simulator:
         tick = self.cfg.tick_s
         changed = False
         online = self._live_online()
-        touched: set[int] = set()
-        update = self._update_load
+        touched: list[int] = []
+        now = self.now
+        # Load updates, inlined from ``_update_load`` (the same operations in the same order,
+        # so the same floats): this loop runs for every live service at every tick.
+        buf = self._noise_buf
+        i = self._noise_i
+        n_buf = len(buf)
+        exp = math.exp
+        sin = math.sin
         for st in online:
-            before = st.duty
-            update(st)
-            if st.status is _RUNNING and st.duty != before:
-                touched.update(st.gpus)
+            svc = st.spec.service
+            assert svc is not None
+            if i == n_buf:
+                buf = self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
+                i = 0
+            z = NOISE_AR * st.noise_z + _NOISE_SCALE * buf[i]
+            i += 1
+            st.noise_z = z
+            # ServiceSpec.rate_rps(now), inlined
+            wave = (1.0 + sin(_TWO_PI * (now - svc.phase_s) / svc.period_s)) / 2.0
+            base = svc.base_rps
+            rps = st.rps = (base + (svc.peak_rps - base) * wave) * exp(svc.noise_frac * z)
+            if st.gpus:
+                duty = rps * st.solo_batch_ms / 1000.0 / svc.batch_size
+                duty = duty if duty < 1.0 else 1.0
+                q = round(duty / DUTY_STEP) * DUTY_STEP
+                q = q if q > DUTY_STEP else DUTY_STEP
+                if q != st.duty:
+                    st.duty = q
+                    if st.status is _RUNNING:
+                        touched.extend(st.gpus)
+        self._noise_i = i
         if touched:
-            self._refresh(sorted(touched))
+            self._refresh(sorted(set(touched)))
         acc = self.acc
         protection = self.mechanisms.protection
-        t_prev = self.now - tick
-        p99 = []
+        t_prev = now - tick
+        p99_max = 0.0
+        requests = acc.requests
+        requests_ok = acc.requests_ok
+        lat_w = acc.latency_weighted_ms
+        p99_w = acc.p99_weighted_ms
+        slow_w = acc.slowdown_weighted
         for st in online:
             rps = st.rps
             req = rps * tick
-            acc.requests += req
+            requests += req
             if st.status is _QUEUED:
                 continue
-            # SLO accounting of a running service (inlined: this loop runs at every tick)
+            # SLO accounting of a running service: ``latency_tuple`` inlined (same arithmetic)
             svc = st.spec.service
             assert svc is not None
             gpus = st.gpus
@@ -765,26 +810,52 @@ class Simulator:
             frac = st.frac
             f = frac[gpus[0]] if len(gpus) == 1 else min(frac[x] for x in gpus)
             batch, slo_ms = svc.batch_size, svc.slo_ms
-            mean_ms, p99_ms, attainment = latency_tuple(solo_ms / f, rps, batch, slo_ms)
+            batch_ms = solo_ms / f
+            rho = rps * batch_ms / 1000.0 / batch
+            if rho >= 1.0:
+                mean_ms = p99_ms = UNSTABLE_LATENCY_X_SLO * slo_ms
+                attainment = 0.0
+            else:
+                m = batch_ms / (2.0 * (1.0 - rho))
+                p99_ms = batch_ms + (m * math.log(100.0 * rho) if rho > 0.01 else 0.0)
+                att = 1.0 - rho * exp(-(slo_ms - batch_ms) / m) if slo_ms > batch_ms else 0.0
+                attainment = att if att > 0.0 else 0.0  # max(0.0, att)
+                mean_ms = batch_ms + rho * m
             # x / 1.0 == x exactly: at full speed the solo statistics are the same numbers
-            solo_mean = mean_ms if f == 1.0 else latency_tuple(solo_ms, rps, batch, slo_ms)[0]
-            out = min(1.0, max(0.0, (st.outage_until - t_prev) / tick))
-            acc.requests_ok += req * (1.0 - out) * attainment
-            acc.latency_weighted_ms += req * mean_ms
-            acc.p99_weighted_ms += req * p99_ms
-            acc.slowdown_weighted += req * mean_ms / solo_mean
+            if f == 1.0:
+                solo_mean = mean_ms
+            else:
+                rho = rps * solo_ms / 1000.0 / batch
+                if rho >= 1.0:
+                    solo_mean = UNSTABLE_LATENCY_X_SLO * slo_ms
+                else:
+                    solo_mean = solo_ms + rho * (solo_ms / (2.0 * (1.0 - rho)))
+            out = (st.outage_until - t_prev) / tick
+            out = 1.0 if out > 1.0 else (out if out > 0.0 else 0.0)  # min(1, max(0, out))
+            requests_ok += req * (1.0 - out) * attainment
+            lat_w += req * mean_ms
+            p99_w += req * p99_ms
+            slow_w += req * mean_ms / solo_mean
             st.latency_ms, st.p99_ms = mean_ms, p99_ms
+            ratio = p99_ms / slo_ms
             if protection:
-                changed |= self._monitor(gpus[0], p99_ms / slo_ms)
-            p99.append(p99_ms / slo_ms)
+                # SysMonitor may evict or throttle (and accrue) but never touches the request
+                # accumulators: write them back around it all the same.
+                acc.requests, acc.requests_ok = requests, requests_ok
+                acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
+                acc.slowdown_weighted = slow_w
+                changed |= self._monitor(gpus[0], ratio)
+            if ratio > p99_max:
+                p99_max = ratio
+        acc.requests, acc.requests_ok = requests, requests_ok
+        acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
+        acc.slowdown_weighted = slow_w
         self._sample_frag()
         g = float(self.n_gpus)
         s = self._sums
-        self.timeseries.append(
-            (self.now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, max(p99) if p99 else 0.0)
-        )
-        if self.now + tick <= self.horizon_s:
-            self.events.push(self.now + tick, EventKind.TICK, 0)
+        self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
+        if now + tick <= self.horizon_s:
+            self.events.push(now + tick, EventKind.TICK, 0)
         return changed
 
     def _monitor(self, g: int, ratio: float) -> bool:

@@ -49,6 +49,7 @@ class JobState:
     # online services
     duty: float = 0.0  # current load-dependent utilisation at full speed
     rps: float = 0.0
+    noise_z: float = 0.0  # AR(1) state of the load noise
     outage_until: float = 0.0
     latency_ms: float = 0.0
     p99_ms: float = 0.0

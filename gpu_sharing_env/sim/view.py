@@ -73,6 +73,8 @@ class ClusterView:
     def __init__(self, sim: Simulator, codec: ActionCodec | None = None) -> None:
         self._sim = sim
         self.codec = codec
+        #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
+        self._masks: dict[int, tuple[int, np.ndarray]] = {}
         c = sim.cluster
         self.now_s = sim.now
         self.n_gpus = c.n_gpus
@@ -94,8 +96,17 @@ class ClusterView:
 
     def job(self, job_id: int) -> JobView:
         st = self._sim.jobs[job_id]
+        status = st.status
+        wait_s = self.now_s - st.enqueue_t if status is Status.QUEUED else 0.0
+        # Every field that can change, with the state object itself (ids repeat across
+        # episodes): an unchanged job gets the JobView built last time (they are immutable).
+        key = (status, st.run_id, st.work_done, st.attempts, st.rps, st.p99_ms, wait_s)
+        cache = self._sim._view_cache
+        hit = cache.get(job_id)
+        if hit is not None and hit[0] is st and hit[1] == key:
+            return hit[2]
         s = st.spec
-        return JobView(
+        jv = JobView(
             job_id=s.job_id,
             kind=s.kind,
             model=s.model,
@@ -109,15 +120,17 @@ class ClusterView:
             priority=s.priority,
             group=s.group,
             service=s.service,
-            status=st.status,
+            status=status,
             gpus=tuple(st.gpus),
             option=st.option,
             work_done=st.work_done,
             attempts=st.attempts,
-            wait_s=self.now_s - st.enqueue_t if st.status is Status.QUEUED else 0.0,
+            wait_s=wait_s,
             rps=st.rps,
             p99_ms=st.p99_ms,
         )
+        cache[job_id] = (st, key, jv)
+        return jv
 
     @property
     def window(self) -> list[JobView]:
@@ -139,11 +152,15 @@ class ClusterView:
 
     def mask(self, job_id: int) -> np.ndarray:
         """Legal (gpu, option) placements of a queued job (read-only)."""
-        return _ro(self._sim.mask(job_id))
+        version = self._sim.cluster.version
+        hit = self._masks.get(job_id)
+        if hit is None or hit[0] != version:
+            hit = self._masks[job_id] = (version, _ro(self._sim.mask(job_id)))
+        return hit[1]
 
     def solo_speed(self, model: str, gpu: int) -> float:
         """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
-        return self._sim.speed.solo_speed(model, self.type_name[gpu])
+        return self._sim._solo_speed(model, self.type_name[gpu])  # memoised speed.solo_speed
 
     def profile(
         self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident], noise: float = 0.03

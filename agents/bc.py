@@ -1,0 +1,153 @@
+"""Behaviour cloning: start an agent from a baseline's decisions before reinforcement learning.
+
+:func:`demonstrations` runs a heuristic from ``baselines`` through the env itself (its
+decisions become env actions through the env's codec, so the episodes are exactly the env's)
+on training seeds, and records observations, masks, actions and discounted returns.
+:func:`pretrain` fits the policy to the actions (masked cross-entropy) and the value head to
+the returns, so PPO starts from the expert with a critic that already knows its returns (a
+fresh critic's advantages would otherwise pull the policy off the expert in the first updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch as th
+from torch.nn import functional as F
+
+from agents.envs import TRAIN_SEED_MIN, make_expert, work_conserving
+from agents.policy import HINT
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.sim.view import ClusterView
+
+
+@dataclass
+class Demos:
+    """Stacked demonstrations (one row per env step)."""
+
+    obs: dict[str, np.ndarray]
+    masks: np.ndarray
+    actions: np.ndarray
+    returns: np.ndarray
+    episode_metrics: list[dict[str, float]]
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+
+def demonstrations(
+    env: GpuSharingEnv,
+    expert: str,
+    episodes: int,
+    gamma: float,
+    seed: int = 0,
+    progress: Callable[[int], Any] | None = None,
+    student: Callable[[dict[str, np.ndarray], np.ndarray], int] | None = None,
+    beta: float = 0.0,
+    conserving: bool = False,
+    hint: bool = False,
+) -> Demos:
+    """Record ``episodes`` episodes labelled by the heuristic ``expert`` on training seeds.
+
+    With a ``student`` (DAgger, Ross et al., AISTATS'11), the student's action is the one
+    executed with probability ``1 - beta`` while the expert's stays the label, so the data
+    covers the states the student itself reaches. ``returns`` are then the executed
+    trajectory's. With ``conserving``, recorded masks hide *wait* when a placement is legal
+    (as the work-conserving agent's do), except where the expert itself waited. With
+    ``hint``, observations carry the expert's action as ``obs["hint"]`` (see
+    :class:`agents.envs.ExpertHint`).
+    """
+    policy = make_expert(expert)
+    rng = np.random.default_rng(seed)
+    obs_rows: dict[str, list[np.ndarray]] = {}
+    masks, actions, returns = [], [], []
+    metrics: list[dict[str, float]] = []
+    for _ in range(episodes):
+        ep_seed = int(rng.integers(TRAIN_SEED_MIN, 2**31 - 1))
+        obs, info = env.reset(seed=ep_seed)
+        policy.reset(ep_seed)
+        rewards: list[float] = []
+        done = False
+        while not done:
+            mask = info["action_mask"]
+            a = policy.act(ClusterView(env.sim, env.codec), obs, mask)
+            if hint:
+                obs = {**obs, HINT: np.zeros(mask.shape[0], dtype=np.float32)}
+                obs[HINT][a] = 1.0
+            for k, v in obs.items():
+                obs_rows.setdefault(k, []).append(v)
+            student_mask = work_conserving(mask) if conserving else mask
+            masks.append(student_mask if student_mask[a] else mask)
+            actions.append(a)
+            if student is not None and rng.random() >= beta:
+                a = student(obs, student_mask)
+            obs, r, done, _, info = env.step(a)
+            rewards.append(float(r))
+        g = 0.0
+        ep_ret = np.empty(len(rewards))
+        for i in range(len(rewards) - 1, -1, -1):
+            g = rewards[i] + gamma * g
+            ep_ret[i] = g
+        returns.append(ep_ret)
+        metrics.append(info["metrics"])
+        if progress is not None:
+            progress(1)
+    return Demos(
+        obs={k: np.stack(v) for k, v in obs_rows.items()},
+        masks=np.stack(masks).astype(bool),
+        actions=np.asarray(actions, dtype=np.int64),
+        returns=np.concatenate(returns).astype(np.float32),
+        episode_metrics=metrics,
+    )
+
+
+def pretrain(
+    policy: Any,
+    demos: Demos,
+    epochs: int,
+    lr: float,
+    batch_size: int = 256,
+    vf_coef: float = 0.5,
+    seed: int = 0,
+    log: Callable[[int, float, float, float], Any] | None = None,
+) -> dict[str, float]:
+    """Fit ``policy`` (an SB3 actor-critic policy) to the demonstrations.
+
+    Returns the final epoch's mean losses and the expert-action accuracy.
+    """
+    gen = th.Generator().manual_seed(seed)
+    opt = th.optim.Adam(policy.parameters(), lr=lr)
+    n = len(demos)
+    obs_t = {k: th.as_tensor(v) for k, v in demos.obs.items()}
+    masks_t = th.as_tensor(demos.masks)
+    acts_t = th.as_tensor(demos.actions)
+    ret_t = th.as_tensor(demos.returns)
+    policy.set_training_mode(True)
+    out: dict[str, float] = {}
+    for epoch in range(epochs):
+        perm = th.randperm(n, generator=gen)
+        sums = np.zeros(3)
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            obs = {k: v[idx] for k, v in obs_t.items()}
+            features = policy.extract_features(obs)
+            logits, latent_vf = policy.mlp_extractor(features)
+            logits = logits.masked_fill(~masks_t[idx], -1e8)
+            pi_loss = F.cross_entropy(logits, acts_t[idx])
+            v_loss = F.mse_loss(policy.value_net(latent_vf).squeeze(-1), ret_t[idx])
+            loss = pi_loss + vf_coef * v_loss
+            opt.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+            acc = (logits.argmax(1) == acts_t[idx]).float().mean().item()
+            sums += np.array([pi_loss.item(), v_loss.item(), acc]) * len(idx)
+        pi, vf, acc = sums / n
+        out = {"bc_policy_loss": pi, "bc_value_loss": vf, "bc_accuracy": acc}
+        if log is not None:
+            log(epoch, pi, vf, acc)
+    policy.set_training_mode(False)
+    return out

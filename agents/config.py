@@ -1,0 +1,168 @@
+"""Training hyperparameters in YAML, in the style of rl-baselines3-zoo.
+
+``configs/agents/<algo>.yaml`` maps scenario names to settings; the ``default:`` entry applies
+to every scenario, and a scenario's own entry overrides its keys (nested mappings such as
+``policy_kwargs`` are merged key by key)::
+
+    default:
+      n_timesteps: 200000
+      learning_rate: 1.0e-4
+      policy_kwargs: {hidden: 64}
+      pretrain: {expert: antman, episodes: 150}
+    pai-hetero:
+      n_timesteps: 500000
+
+Keys of :class:`TrainSettings` drive the training script; every other key goes to the
+algorithm's constructor and must be one of its parameters. Errors are one line naming the
+file, the key and the rule.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sb3_contrib import MaskablePPO
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from gpu_sharing_env.config import CONFIG_DIR, ConfigError, from_dict, non_negative, positive, rule
+
+AGENT_CONFIG_DIR = CONFIG_DIR / "agents"
+
+#: Algorithms the training script knows (name -> SB3 class).
+ALGOS: dict[str, type[BaseAlgorithm]] = {
+    "maskable_ppo": MaskablePPO,
+    "ppo": PPO,
+    "a2c": A2C,
+    "dqn": DQN,
+}
+#: Algorithms that read the action mask; the others run with ``invalid_action="noop"``.
+MASKED_ALGOS = ("maskable_ppo",)
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """Behaviour cloning before RL (actor-critic set policies only; see ``agents.bc``)."""
+
+    expert: str = "antman"
+    """A heuristic from ``baselines`` without cluster mechanisms."""
+    episodes: int = field(default=100, metadata=non_negative())
+    """Expert episodes recorded first."""
+    lookahead_episodes: int = field(default=0, metadata=non_negative())
+    """Episodes labelled by rollout policy improvement over the expert (``agents.lookahead``)."""
+    lookahead_horizon: int = field(default=8, metadata=non_negative())
+    """Decisions each candidate heuristic makes in a rollout before the expert takes over."""
+    lookahead_margin: float = field(default=0.0, metadata=non_negative())
+    """Relative gain over the expert's own rollout a candidate needs to become the label."""
+    workers: int = field(default=1, metadata=positive())
+    """Processes generating lookahead episodes (the data does not depend on it)."""
+    epochs: int = field(default=15, metadata=positive())
+    """Passes over the data after each round."""
+    dagger_rounds: int = field(default=0, metadata=non_negative())
+    """DAgger rounds: run the student, label its states with the expert, refit."""
+    dagger_episodes: int = field(default=50, metadata=positive())
+    lr: float = field(default=1e-3, metadata=positive())
+    batch_size: int = field(default=256, metadata=positive())
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What the training script reads (everything else goes to the algorithm)."""
+
+    n_timesteps: int = field(default=100_000, metadata=positive())
+    n_envs: int = field(default=1, metadata=positive())
+    seed: int = field(default=0, metadata=non_negative())
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    pretrain: PretrainSettings | None = None
+    eval_freq: int = field(default=10_000, metadata=positive())
+    """Timesteps between evaluations on the held-out validation seeds."""
+    eval_seeds: tuple[int, ...] = field(
+        default=(1000, 1001, 1002, 1003, 1004),
+        metadata=rule(lambda v: len(v) > 0 and all(0 <= s < 1_000_000 for s in v),
+                      "a non-empty list of seeds in 0..999999 (training seeds are >= 1000000)"),
+    )  # fmt: skip
+    eval_baselines: tuple[str, ...] = (
+        "antman",
+        "gandiva",
+        "time_sharing",
+        "reserve_pack",
+        "first_fit",
+    )
+    """Baselines evaluated once on the same seeds: the best is logged beside the agent."""
+    checkpoint_freq: int = field(default=10_000, metadata=positive())
+    figure_every: int = field(default=1, metadata=non_negative())
+    """Log a cluster occupancy figure every this many evaluations (0: never)."""
+    expert_hint: str | None = None
+    """A heuristic whose proposed action the agent sees (``obs["hint"]``) and may follow or
+    override (residual policy learning; ``agents.envs.ExpertHint``). None: no hint."""
+    work_conserving: bool = True
+    """Masked algorithms only: hide *wait* while some job can be placed (the agent then
+    decides where and which, never whether; the heuristics it is compared with are
+    work-conserving too)."""
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def default_config_path(algo: str) -> Path:
+    return AGENT_CONFIG_DIR / f"{algo}.yaml"
+
+
+def load_hyperparams(
+    path: str | Path, scenario: str, algo: str
+) -> tuple[TrainSettings, dict[str, Any], dict[str, Any]]:
+    """(training settings, algorithm kwargs, the resolved flat mapping) for ``scenario``."""
+    src = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{src}: no such file") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{src}: not valid YAML ({str(e).splitlines()[0]})") from None
+    return resolve_hyperparams(data, src, scenario, algo)
+
+
+def resolve_hyperparams(
+    data: Any, src: str, scenario: str, algo: str
+) -> tuple[TrainSettings, dict[str, Any], dict[str, Any]]:
+    """:func:`load_hyperparams` for an already parsed mapping (``src`` names it in errors)."""
+    if algo not in ALGOS:
+        raise ConfigError(f"--algo: must be one of {', '.join(ALGOS)} (got {algo!r})")
+    if not isinstance(data, dict) or not isinstance(data.get("default", {}), dict):
+        raise ConfigError(f"{src}: must map scenario names (and 'default') to settings")
+    merged: dict[str, Any] = dict(data.get("default") or {})
+    entry = data.get(scenario)
+    if entry is not None and scenario != "default":
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{src}: {scenario}: must be a mapping of settings")
+        merged = _merge(merged, entry)
+    own = {f for f in TrainSettings.__dataclass_fields__}
+    settings = from_dict(
+        TrainSettings, {k: v for k, v in merged.items() if k in own}, src=src, where=scenario
+    )
+    algo_kwargs = {k: v for k, v in merged.items() if k not in own}
+    params = inspect.signature(ALGOS[algo].__init__).parameters
+    for k in algo_kwargs:
+        if k not in params or k in ("self", "policy", "env", "policy_kwargs"):
+            allowed = sorted(p for p in params if p not in ("self", "policy", "env"))
+            raise ConfigError(
+                f"{src}: {scenario}.{k}: not a setting of the script or of {ALGOS[algo].__name__} "
+                f"(script: {', '.join(sorted(own))}; algorithm: {', '.join(allowed)})"
+            )
+    # plain lists and dicts (YAML- and JSON-safe)
+    resolved = json.loads(json.dumps({**asdict(settings), **algo_kwargs}))
+    return settings, algo_kwargs, resolved
