@@ -246,5 +246,5 @@ def load_agent(name_or_path: str | os.PathLike[str], deterministic: bool = True)
     path = resolve(name_or_path)
     meta, state = read_checkpoint(path)
     name = os.fspath(name_or_path)
-    name = name if name in pretrained_names() else path.stem
+    # a shipped name, or the path as given (several "model.zip" files can be compared)
     return RLAgent(meta, state, name=name, deterministic=deterministic)

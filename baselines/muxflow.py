@@ -37,17 +37,25 @@ starts whenever no offline job is running (no future completion would wake the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar
+import functools
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, overload
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from baselines.base import HeuristicPolicy
-from baselines.predictors import PairSpeedPredictor, offline_share, sm_limited, train_pair_speed
+from baselines.predictors import (
+    PairSpeedPredictor,
+    model_features,
+    offline_share,
+    sm_limited,
+    train_pair_speed,
+)
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.zoo import ZOO
 
 #: Weight of an infeasible (job, GPU) edge: never chosen unless nothing else exists.
 _ILLEGAL = -1e9
@@ -59,6 +67,93 @@ def service_duty(view: ClusterView, svc: JobView, gpu: int, rps: float) -> float
     b = svc.service.batch_size
     lat_ms = view.profile_latency_ms(svc.model, view.type_name[gpu], b)
     return min(1.0, rps * lat_ms / 1000.0 / b)
+
+
+_TYPE_REPS: dict[int, tuple[tuple[str, ...], np.ndarray]] = {}
+
+
+def type_reps(view: ClusterView) -> np.ndarray:
+    """One GPU of each type, indexed like ``view.type_names`` (cached per fleet)."""
+    key = view.type_name  # static: the same tuple in every snapshot of a simulator
+    hit = _TYPE_REPS.get(id(key))
+    if hit is None or hit[0] is not key:
+        types, first = np.unique(np.asarray(view.type_idx), return_index=True)
+        reps = np.full(len(view.type_names), -1, dtype=np.int64)
+        reps[types] = first
+        if len(_TYPE_REPS) > 64:
+            _TYPE_REPS.clear()
+        hit = _TYPE_REPS[id(key)] = (key, reps)
+    return hit[1]
+
+
+class Columns(Sequence[tuple[int, int | None]]):
+    """The GPUs that may take an offline job as arrays: ``gpus`` (ascending) and ``svc`` (the
+    online service's job id, -1 on an empty GPU). Indexes like a list of (gpu, service id or
+    None) without building one per decision."""
+
+    def __init__(self, gpus: np.ndarray, svc: np.ndarray) -> None:
+        self.gpus = gpus
+        self.svc = svc
+
+    def __len__(self) -> int:
+        return int(self.gpus.size)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int | None]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[int, int | None]]: ...
+    def __getitem__(
+        self, i: int | slice
+    ) -> tuple[int, int | None] | Sequence[tuple[int, int | None]]:
+        if isinstance(i, slice):
+            return Columns(self.gpus[i], self.svc[i])
+        s = int(self.svc[i])
+        return int(self.gpus[i]), (s if s >= 0 else None)
+
+    @staticmethod
+    def of(cols: Sequence[tuple[int, int | None]]) -> Columns:
+        if isinstance(cols, Columns):
+            return cols
+        gpus = np.array([g for g, _ in cols], dtype=np.int64)
+        svc = np.array([-1 if s is None else s for _, s in cols], dtype=np.int64)
+        return Columns(gpus, svc)
+
+
+_DUTY: dict[int, tuple[tuple[str, ...], dict[tuple[str, str, int, float], float]]] = {}
+
+
+def _service_duty_memo(view: ClusterView, svc: JobView, gpu: int, rps: float) -> float:
+    """:func:`service_duty`, memoised per simulator (its fleet tuple; a pure function of model,
+    GPU type, batch and rate there; rates change at load ticks, a round's decisions share them)."""
+    assert svc.service is not None
+    fleet = view.type_name
+    hit = _DUTY.get(id(fleet))
+    if hit is None or hit[0] is not fleet:
+        if len(_DUTY) > 16:
+            _DUTY.clear()
+        hit = _DUTY[id(fleet)] = (fleet, {})
+    memo = hit[1]
+    key = (svc.model, view.type_name[gpu], svc.service.batch_size, rps)
+    v = memo.get(key)
+    if v is None:
+        if len(memo) > 100_000:
+            memo.clear()
+        v = memo[key] = service_duty(view, svc, gpu, rps)
+    return v
+
+
+@functools.cache
+def _first_option_tables(order: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For bit sets of legal options (bit i: ``order[i]`` legal): the first legal option, and
+    the first legal one from ``order[k:]`` on (-1: none)."""
+    first_any = np.full(1 << len(order), -1, dtype=np.int64)
+    first_late = np.full(1 << len(order), -1, dtype=np.int64)
+    for bits in range(1, 1 << len(order)):
+        first_any[bits] = order[(bits & -bits).bit_length() - 1]
+        late = bits >> k
+        if late:
+            first_late[bits] = order[k + (late & -late).bit_length() - 1]
+    return first_any, first_late
 
 
 def km_assign(weights: np.ndarray) -> list[tuple[int, int]]:
@@ -140,17 +235,27 @@ class MuxFlow(HeuristicPolicy):
         share = [i for i in mps if opts[i].sm_pct == self.online_sm_pct]
         excl = [i for i, o in enumerate(opts) if o.mode is SharingMode.EXCLUSIVE]
         peak = max(svc.service.peak_rps, svc.rps)
-        best: tuple[float, int, int] | None = None
-        for g in map(int, np.flatnonzero(np.asarray(view.n_res) == 0)):
-            duty = service_duty(view, svc, g, peak)
-            fits_share = duty * 1.2 <= self.online_sm_pct / 100.0
-            for o in (share if fits_share else []) + excl + mps[::-1]:
-                if mask[g, o]:
-                    key = (duty, g, o)
-                    if best is None or key < best:
-                        best = key
-                    break
-        return Decision(svc.job_id, best[1], best[2]) if best else None
+        empty = np.flatnonzero(np.asarray(view.n_res) == 0)
+        if not empty.size:
+            return None
+        # The duty depends on the GPU's type only: once per type, then per empty GPU.
+        duty_t = [service_duty(view, svc, int(g), peak) for g in type_reps(view)]
+        tix = np.asarray(view.type_idx)[empty]
+        duty = np.array(duty_t)[tix]
+        fits = np.array([d * 1.2 <= self.online_sm_pct / 100.0 for d in duty_t])[tix]
+        # Per GPU the first legal option of (share if it fits) + excl + mps[::-1]: assigning
+        # the list back to front leaves the first legal one.
+        first = np.full(empty.size, -1, dtype=np.int64)
+        for o in (excl + mps[::-1])[::-1]:
+            first[mask[:, o][empty]] = o
+        for o in share[::-1]:
+            first[fits & mask[:, o][empty]] = o
+        ok = first >= 0
+        if not ok.any():
+            return None
+        # min (duty, gpu, option) over GPUs with a legal option (one option per GPU)
+        i = int(np.flatnonzero(ok & (duty == duty[ok].min()))[0])
+        return Decision(svc.job_id, int(empty[i]), int(first[i]))
 
     def predicted_share(self, online_duty: float, option_share: float) -> float:
         """The offline SM fraction the predictor is asked about: what dynamic SM allocation
@@ -158,26 +263,27 @@ class MuxFlow(HeuristicPolicy):
         static share, which a variant without dynamic SM allocation would use instead)."""
         return offline_share(online_duty)
 
-    def columns(self, view: ClusterView) -> list[tuple[int, int | None]]:
+    def columns(self, view: ClusterView) -> Columns:
         """GPUs that may take an offline job: (gpu, online service job id or None if empty)."""
-        cols: list[tuple[int, int | None]] = []
-        for g in range(view.n_gpus):
-            if view.n_res[g] == 0:
-                cols.append((g, None))
-            elif (
-                view.n_res[g] == 1
-                and view.online_count[g] == 1
-                and view.mode[g] == SharingMode.MPS
-                and view.healthy[g]
-            ):
-                cols.append((g, view.residents(g)[0].job_id))
-        return cols
+        n_res = np.asarray(view.n_res)
+        paired = (
+            (n_res == 1)
+            & (np.asarray(view.online_count) == 1)
+            & (np.asarray(view.mode) == SharingMode.MPS)
+            & np.asarray(view.healthy)
+        )
+        gpus = np.flatnonzero((n_res == 0) | paired)
+        svc = np.full(gpus.size, -1, dtype=np.int64)
+        for c in np.flatnonzero(paired[gpus]):
+            svc[c] = view.resident_ids(int(gpus[c]))[0]
+        return Columns(gpus, svc)
 
     def weights(
-        self, view: ClusterView, jobs: list[JobView], cols: list[tuple[int, int | None]]
+        self, view: ClusterView, jobs: list[JobView], cols: Sequence[tuple[int, int | None]]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weights, options, predicted normalised throughput) per (job, column)."""
-        n, m = len(jobs), len(cols)
+        cs = Columns.of(cols)
+        n, m = len(jobs), len(cs)
         w = np.full((n, m), _ILLEGAL)
         opt = np.full((n, m), -1, dtype=np.int64)
         norm = np.zeros((n, m))
@@ -187,35 +293,69 @@ class MuxFlow(HeuristicPolicy):
             (i for i, o in enumerate(opts) if o.mode is SharingMode.MPS),
             key=lambda i: -opts[i].sm_pct,
         )
-        rows: list[list[float]] = []
-        where: list[tuple[int, int]] = []
-        for c, (g, svc_id) in enumerate(cols):
-            svc = view.job(svc_id) if svc_id is not None else None
-            duty = service_duty(view, svc, g, svc.rps) if svc is not None else 0.0
+        gpus, is_svc = cs.gpus, cs.svc >= 0
+        svc_c = np.flatnonzero(is_svc)
+        # Per job: on empty GPUs the first legal option of excl + mps_desc (norm 1); beside a
+        # service (single-GPU jobs only) the largest MPS share the SM budget allows.
+        order = excl + mps_desc
+        if len(order) <= 16:
+            # Legal options in that order as bits per GPU; tables map bits to the first one.
+            lut_any, lut_mps = _first_option_tables(tuple(order), len(excl))
+            for r, job in enumerate(jobs):
+                legal = view.mask(job.job_id).T  # option-major (contiguous rows)
+                bits = np.zeros(view.n_gpus, dtype=np.uint16)
+                for i, o in enumerate(order):
+                    bits |= legal[o].view(np.uint8).astype(np.uint16) << i
+                b = bits[gpus]
+                first_mps = lut_mps[b] if job.num_gpus == 1 else -1
+                opt[r] = np.where(is_svc, first_mps, lut_any[b])
+        else:  # options assigned back to front: the first legal one stays
             for r, job in enumerate(jobs):
                 mask = view.mask(job.job_id)
-                if svc is None:
-                    legal = [o for o in excl + mps_desc if mask[g, o]]
-                    if legal:
-                        opt[r, c], norm[r, c] = legal[0], 1.0
-                    continue
+                first = opt[r]
+                for o in mps_desc[::-1]:
+                    first[mask[:, o][gpus]] = o
                 if job.num_gpus > 1:
-                    continue
-                legal = [o for o in mps_desc if mask[g, o]]  # largest share the SM budget allows
-                if not legal:
-                    continue
-                opt[r, c] = legal[0]
-                s = self.predicted_share(duty, opts[legal[0]].sm_pct / 100.0)
-                lim = sm_limited(view, view.type_name[g])
-                rows.append(PairSpeedPredictor.row(job.model, svc.model, duty, s, lim))
-                where.append((r, c))
-        for (r, c), y in zip(where, self.predictor(view).predict(rows)):
-            norm[r, c] = float(y)
+                    first[svc_c] = -1
+                for o in excl[::-1]:
+                    first[mask[:, o][gpus] & ~is_svc] = o
+        norm[(opt >= 0) & ~is_svc] = 1.0
+        # Pairs with a service, column by column and jobs in order within a column.
+        pc, pr = np.nonzero(opt[:, svc_c].T >= 0)
+        pc = svc_c[pc]
+        duty = np.zeros(m)
+        bw = np.zeros(m)
+        lim = np.zeros(m)
+        duty_of: dict[int, float] = {}
+        lim_of: dict[str, float] = {}
+        for c in map(int, np.unique(pc)):
+            g = int(gpus[c])
+            svc = view.job(int(cs.svc[c]))
+            duty[c] = duty_of[c] = _service_duty_memo(view, svc, g, svc.rps)
+            bw[c] = ZOO[svc.model].bw_intensity
+            t = view.type_name[g]
+            if t not in lim_of:
+                lim_of[t] = sm_limited(view, t)
+            lim[c] = lim_of[t]
+        po = opt[pr, pc]
+        # predicted_share once per (column, option)
+        keys, inv = np.unique(pc * len(opts) + po, return_inverse=True)
+        shares = [
+            self.predicted_share(duty_of[k // len(opts)], opts[k % len(opts)].sm_pct / 100.0)
+            for k in map(int, keys)
+        ]
+        feats = np.array([model_features(job.model) for job in jobs]).reshape(n, 3)
+        x = PairSpeedPredictor.rows(
+            feats[pr], bw[pc], duty[pc], np.array(shares, dtype=float)[inv.ravel()], lim[pc]
+        )
+        norm[pr, pc] = self.predictor(view).predict(x)
+        # weight: predicted normalised throughput x solo speed of the model on the GPU's type
+        reps = type_reps(view)
+        tix = np.asarray(view.type_idx)[gpus]
+        ok = (opt >= 0) & (~is_svc | (norm >= self.min_norm_tput))
         for r, job in enumerate(jobs):
-            for c, (g, svc_id) in enumerate(cols):
-                ok = opt[r, c] >= 0 and (svc_id is None or norm[r, c] >= self.min_norm_tput)
-                if ok:
-                    w[r, c] = norm[r, c] * view.solo_speed(job.model, g)
+            speed = np.array([view.solo_speed(job.model, int(g)) for g in reps])[tix]
+            w[r, ok[r]] = norm[r, ok[r]] * speed[ok[r]]
         return w, opt, norm
 
     def _plan_offline(self, view: ClusterView) -> Decision | None:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.base import HeuristicPolicy
-from baselines.gandiva import est_duty, exclusive_option, one_node_empty, shared_option
+from baselines.gandiva import est_duty, exclusive_option, shared_option
 from gpu_sharing_env.hardware import GpuType
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
@@ -70,24 +70,52 @@ def _capability(gt: GpuType) -> tuple[float, float]:
     return (gt.fp16_tensor_tflops, gt.mem_gb)
 
 
+_FLEET: dict[int, tuple[tuple[str, ...], tuple[int, np.ndarray, np.ndarray, bool]]] = {}
+
+
+def _fleet_static(view: ClusterView) -> tuple[int, np.ndarray, np.ndarray, bool]:
+    """Per fleet (cached): nodes, GPUs per node, GPU memory per node, whether every node's
+    GPUs are contiguous in GPU order."""
+    key = view.type_name  # static: the same tuple in every snapshot of a simulator
+    hit = _FLEET.get(id(key))
+    if hit is None or hit[0] is not key:
+        node_of = np.asarray(view.node_of)
+        n_nodes = int(node_of.max()) + 1
+        static = (
+            n_nodes,
+            np.bincount(node_of, minlength=n_nodes),
+            np.bincount(node_of, view.mem_cap_gb, n_nodes),
+            bool(np.all(node_of[1:] >= node_of[:-1])),
+        )
+        if len(_FLEET) > 16:
+            _FLEET.clear()
+        hit = _FLEET[id(key)] = (key, static)
+    return hit[1]
+
+
 class Allocation:
     """PAI's allocation accounting of one snapshot: requested GPU fractions per GPU and the
     per-node load (mean of GPU and GPU-memory allocation rates)."""
 
     def __init__(self, view: ClusterView) -> None:
-        n = view.n_gpus
-        self.gpu = np.zeros(n)
-        for g in np.flatnonzero(np.asarray(view.n_res) > 0):
-            self.gpu[g] = sum(r.gpu_frac for r in view.residents(int(g)))
+        # The residents' requested fractions summed per GPU in residence order (maintained by
+        # the cluster as residents come and go, not re-summed over the fleet here).
+        self.gpu = np.asarray(view.frac_used)
         node_of = np.asarray(view.node_of)
-        n_nodes = int(node_of.max()) + 1
-        gpus = np.bincount(node_of, minlength=n_nodes)
+        n_nodes, gpus, mem_cap, self.contiguous = _fleet_static(view)
         gpu_rate = np.bincount(node_of, np.minimum(self.gpu, 1.0), n_nodes) / gpus
-        mem_rate = np.bincount(node_of, view.mem_used_gb, n_nodes) / np.bincount(
-            node_of, view.mem_cap_gb, n_nodes
-        )
+        mem_rate = np.bincount(node_of, view.mem_used_gb, n_nodes) / mem_cap
         self.node = (gpu_rate + mem_rate) / 2.0
         self.node_of = node_of
+        self._n_res = np.asarray(view.n_res)
+        self._empty_prefix: np.ndarray | None = None
+
+    @property
+    def empty_prefix(self) -> np.ndarray:
+        """Empty GPUs among the first ``g`` GPUs, for ``g`` in ``0 .. n_gpus``."""
+        if self._empty_prefix is None:
+            self._empty_prefix = np.concatenate(([0], np.cumsum(self._n_res == 0)))
+        return self._empty_prefix
 
     def node_load(self, gpu: int) -> float:
         return float(self.node[self.node_of[gpu]])
@@ -95,28 +123,70 @@ class Allocation:
 
 def pai_candidates(view: ClusterView, job: JobView, alloc: Allocation) -> list[tuple[int, int]]:
     """Legal (gpu, option) placements under PAI's grant-what-is-requested sharing rule."""
+    gpus, o = pai_candidate_gpus(view, job, alloc)
+    return [(int(g), o) for g in gpus]
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def one_node_empty_starts(
+    view: ClusterView, starts: np.ndarray, n: int, alloc: Allocation | None = None
+) -> np.ndarray:
+    """:func:`baselines.gandiva.one_node_empty` of every GPU in ``starts`` at once."""
+    alloc = alloc if alloc is not None else Allocation(view)
+    n_res = np.asarray(view.n_res)
+    node_of = np.asarray(view.node_of)
+    if n < 2 or not alloc.contiguous:  # GPU by GPU
+        ok = starts + n <= view.n_gpus
+        node0 = node_of[starts]
+        for k in range(n):
+            g = np.minimum(starts + k, view.n_gpus - 1)
+            ok &= (n_res[g] == 0) & (node_of[g] == node0)
+        return ok
+    # Contiguous nodes: the span is on one node iff its ends are; empty iff it counts n empty.
+    empty = alloc.empty_prefix
+    ok = starts + n <= view.n_gpus
+    s = starts[ok]
+    ok[ok] = (empty[s + n] - empty[s] == n) & (node_of[s + n - 1] == node_of[s])
+    return ok
+
+
+def lexmin(gpus: np.ndarray, *keys: np.ndarray) -> int:
+    """The GPU of ``gpus`` (ascending) with the lexicographically smallest ``(*keys, gpu)``:
+    ``min(zip(*keys, gpus))`` on arrays, by successive filtering (exact, no NaN keys)."""
+    sel = np.ones(gpus.size, dtype=bool)
+    for k in keys:
+        sel &= k == k[sel].min()
+    return int(gpus[sel][0])
+
+
+def pai_candidate_gpus(
+    view: ClusterView, job: JobView, alloc: Allocation
+) -> tuple[np.ndarray, int]:
+    """:func:`pai_candidates` as (GPUs ascending, the option they all share); no GPUs: none."""
     mask = view.mask(job.job_id)
     if job.gpu_frac < 1.0:
         o = shared_option(view)
         if o is None:
-            return []
+            return _NONE, -1
         if view.options[o].mode is SharingMode.MPS:
             # No time-sharing in this scenario: MPS at the smallest share covering the request.
             mps = [i for i, p in enumerate(view.options) if p.mode is SharingMode.MPS]
             covers = [i for i in mps if view.options[i].sm_pct >= job.gpu_frac * 100.0]
             o = min(covers, key=lambda i: view.options[i].sm_pct) if covers else o
         col = mask[:, o] & (alloc.gpu + job.gpu_frac <= 1.0 + 1e-9)
-        return [(int(g), o) for g in np.flatnonzero(col)]
+        return np.flatnonzero(col), o
     o_ex = exclusive_option(view)
     o = o_ex if o_ex is not None else shared_option(view)
     if o is None:
-        return []
+        return _NONE, -1
     col = mask[:, o] & (alloc.gpu == 0)
-    starts = [int(g) for g in np.flatnonzero(col)]
+    starts = np.flatnonzero(col)
     if job.num_gpus > 1:
-        local = [g for g in starts if one_node_empty(view, g, job.num_gpus)]
-        starts = local or starts
-    return [(g, o) for g in starts]
+        local = starts[one_node_empty_starts(view, starts, job.num_gpus, alloc)]
+        starts = local if local.size else starts
+    return starts, o
 
 
 class ReservePack(HeuristicPolicy):
@@ -142,6 +212,8 @@ class ReservePack(HeuristicPolicy):
         self.service_max_duty = service_max_duty
         self._fleet_key: tuple[GpuType, ...] | None = None
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
+        #: high_gpu per (online, type constraint, model, GPUs, fraction); cleared per fleet.
+        self._high: dict[tuple[bool, tuple[str, ...], str, int, float], bool] = {}
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -153,6 +225,7 @@ class ReservePack(HeuristicPolicy):
             for g, gt in enumerate(view.gpu_types):
                 types.setdefault(gt.name, (gt, []))[1].append(g)
             self._fleet_key, self._types = view.gpu_types, types
+            self._high = {}
         return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
@@ -168,11 +241,22 @@ class ReservePack(HeuristicPolicy):
         return job.num_gpus * job.gpu_frac * ZOO[job.model].duty * speedup
 
     def high_gpu(self, view: ClusterView, job: JobView) -> bool:
-        """A high-GPU (compute-efficient) task."""
+        """A high-GPU (compute-efficient) task (memoised: a function of the job's request and
+        the fleet)."""
+        types = self._fleet_types(view)
+        key = (job.online, job.gpu_types, job.model, job.num_gpus, job.gpu_frac)
+        hit = self._high.get(key)
+        if hit is None:
+            hit = self._high[key] = self._high_gpu(view, job, types)
+        return hit
+
+    def _high_gpu(
+        self, view: ClusterView, job: JobView, types: dict[str, tuple[GpuType, list[int]]]
+    ) -> bool:
         if job.online:
             return False
         if job.gpu_types:
-            gts = [gt for gt in view.gpu_types if gt.name in job.gpu_types]
+            gts = [gt for gt, _ in types.values() if gt.name in job.gpu_types]
             if gts and all(is_high_end(gt, self.high_end_tflops) for gt in gts):
                 return True
         return self.efficiency(view, job) >= self.efficiency_threshold
@@ -198,24 +282,21 @@ class ReservePack(HeuristicPolicy):
         ]
         alloc = Allocation(view)
         for job in ordered:
-            cands = pai_candidates(view, job, alloc)
-            if not cands:
+            gpus, o = pai_candidate_gpus(view, job, alloc)
+            if not gpus.size:
                 continue
             plans = self.plans(view, job)
             usable = 1 + int(job.wait_s // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
             rank = {t: k for k, t in enumerate(plans[:usable])}
-            ok = [(g, o) for g, o in cands if view.type_name[g] in rank]
-            if not ok:
+            # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
+            type_rank = np.array([rank.get(t, -1) for t in view.type_names])
+            gpu_rank = type_rank[np.asarray(view.type_idx)[gpus]]
+            ok = gpu_rank >= 0
+            if not ok.any():
                 continue
-            g, o = min(
-                ok,
-                key=lambda c: (
-                    rank[view.type_name[c[0]]],
-                    alloc.node_load(c[0]),
-                    -alloc.gpu[c[0]],
-                    c[0],
-                ),
-            )
+            gpus, gpu_rank = gpus[ok], gpu_rank[ok]
+            load = alloc.node[alloc.node_of[gpus]]
+            g = lexmin(gpus, gpu_rank, load, -alloc.gpu[gpus])
             return Decision(job.job_id, g, o)
         return None
 
@@ -228,9 +309,9 @@ class LoadBalance(HeuristicPolicy):
     def decide(self, view: ClusterView) -> Decision | None:
         alloc = Allocation(view)
         for job in view.window:
-            cands = pai_candidates(view, job, alloc)
-            if cands:
-                g, o = min(cands, key=lambda c: (alloc.node_load(c[0]), alloc.gpu[c[0]], c[0]))
+            gpus, o = pai_candidate_gpus(view, job, alloc)
+            if gpus.size:
+                g = lexmin(gpus, alloc.node[alloc.node_of[gpus]], alloc.gpu[gpus])
                 return Decision(job.job_id, g, o)
         return None
 

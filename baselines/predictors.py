@@ -26,7 +26,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
@@ -41,6 +41,19 @@ DYN_SM_MIN, DYN_SM_MAX = 0.1, 0.9
 DYN_SM_HEADROOM = 1.2
 
 _CACHE: dict[tuple[Any, ...], Any] = {}
+_BLAS: list[Any] = []
+
+
+def one_blas_thread() -> Any:
+    """A context with one BLAS thread (cheap to enter: the controller is built once).
+
+    Predictions are per decision and small (MuxFlow: queue window x services rows); on a
+    shared machine BLAS threads contend and cost several times the work. The thread count
+    does not change a prediction (the same batch gives the same bits with 1 or 2 threads).
+    """
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController().select(user_api="blas"))
+    return _BLAS[0].limit(limits=1)
 
 
 def model_features(model: str) -> tuple[float, float, float]:
@@ -124,10 +137,24 @@ class PairSpeedPredictor:
             limited,
         ]
 
-    def predict(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
-        if not rows:
+    @staticmethod
+    def rows(
+        offline: np.ndarray,
+        online_bw: np.ndarray,
+        online_duty: np.ndarray,
+        off_share: np.ndarray,
+        limited: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`row` for many pairs at once: ``offline`` holds the offline models'
+        :func:`model_features` (one row per pair), the others one value per pair."""
+        return np.column_stack([offline, online_bw, online_duty, off_share, limited])
+
+    def predict(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
             return np.zeros(0)
-        return np.clip(self.net.predict(np.asarray(rows, dtype=float)), 0.01, 1.0)
+        with one_blas_thread():
+            y = self.net.predict(np.asarray(rows, dtype=float))
+        return np.clip(y, 0.01, 1.0)
 
 
 def train_pair_speed(view: ClusterView, seed: int, n: int = 500) -> PairSpeedPredictor:

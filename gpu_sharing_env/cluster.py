@@ -203,6 +203,10 @@ class Cluster:
         self.mig_instances: list[list[MigInstance]] = [[] for _ in range(g)]
         self._bits_buf = np.empty((len(self._mig_slices), g), dtype=np.int64)
         self.residents: list[list[int]] = [[] for _ in range(g)]
+        #: Per GPU: the residents' requested GPU fractions (``JobSpec.gpu_frac``), in residence
+        #: order, and their sum (summed in that order: what PAI's allocation accounting sees).
+        self.res_frac: list[list[float]] = [[] for _ in range(g)]
+        self.frac_decl = np.zeros(g, dtype=np.float64)
         self.node_cpu_used = np.zeros(self.n_nodes, dtype=np.float64)
         self.version = 0
         self._type_ok_cache: dict[tuple[str, ...], np.ndarray] = {}
@@ -439,6 +443,8 @@ class Cluster:
         self.mem_true[gpu] += job.true_mem_gb
         self.online_count[gpu] += int(job.online)
         self.residents[gpu].append(job.job_id)
+        self.res_frac[gpu].append(job.gpu_frac)
+        self.frac_decl[gpu] = sum(self.res_frac[gpu])
         self.node_cpu_used[self.node_of[gpu]] += job.cpu_cores
         self._touch(gpu)
         self.version += 1
@@ -482,7 +488,10 @@ class Cluster:
 
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
         """Take one instance of ``job`` off ``gpu``."""
-        self.residents[gpu].remove(job.job_id)
+        i = self.residents[gpu].index(job.job_id)
+        del self.residents[gpu][i]
+        del self.res_frac[gpu][i]
+        self.frac_decl[gpu] = sum(self.res_frac[gpu])
         self.n_res[gpu] -= 1
         self.mem_decl[gpu] -= job.mem_gb
         self.mem_true[gpu] -= job.true_mem_gb

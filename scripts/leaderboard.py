@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from agents.agent import pretrained_names
 from baselines import POLICIES, UnknownPolicyError, make_policy
 from baselines.leaderboard import atomic_write_text, plan_cells, run_leaderboard, write_outputs
 from baselines.leaderboard_backends import BACKENDS, BackendError, check_backend
@@ -43,7 +44,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_policies(text: str) -> list[str]:
-    names = list(POLICIES) if text.strip() == "all" else [n.strip() for n in text.split(",")]
+    names: list[str] = []
+    for n in (t.strip() for t in text.split(",")):
+        names += list(POLICIES) if n == "all" else [n]  # "all": every baseline
     if not names or any(not n for n in names):
         raise InputError(f"--policies: empty name in {text!r}")
     for n in names:
@@ -110,7 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--scenarios", default="heldout", help="comma list (default: heldout)")
     ap.add_argument(
-        "--policies", default="all", help=f"'all' or comma list of {', '.join(POLICIES)}"
+        "--policies",
+        default="all",
+        help=f"comma list of 'all' (the baselines), {', '.join(POLICIES)}, or a shipped agent "
+        f"({', '.join(pretrained_names()) or 'none'})",
     )
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")

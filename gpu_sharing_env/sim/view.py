@@ -81,11 +81,16 @@ class ClusterView:
         self.options: tuple[PlacementOption, ...] = sim.options
         self.gpu_types: tuple[GpuType, ...] = c.gpu_type_of
         self.type_name: tuple[str, ...] = c.type_name_of
+        #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
+        self.type_names: tuple[str, ...] = c.type_names
+        self.type_idx = _ro(c.type_idx)
         self.node_of = _ro(c.node_of)
         self.mode = _ro(c.mode)
         self.n_res = _ro(c.n_res)
         self.mem_cap_gb = _ro(c.mem_cap)
         self.mem_used_gb = _ro(c.mem_decl)  # declared (what a scheduler's accounting sees)
+        #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
+        self.frac_used = _ro(c.frac_decl)
         self.sm_used_pct = _ro(c.sm_used)
         self.online_count = _ro(c.online_count)
         self.healthy = _ro(c.healthy)
@@ -143,6 +148,10 @@ class ClusterView:
 
     def residents(self, gpu: int) -> list[JobView]:
         return [self.job(j) for j in self._sim.cluster.residents[gpu]]
+
+    def resident_ids(self, gpu: int) -> tuple[int, ...]:
+        """The job ids of ``residents(gpu)`` (no JobViews built)."""
+        return tuple(self._sim.cluster.residents[gpu])
 
     def mig_instances(self, gpu: int) -> tuple[MigInstance, ...]:
         return tuple(
