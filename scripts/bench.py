@@ -419,6 +419,7 @@ def _make_ppo(env: gym.Env[Any, Any], n_steps: int) -> tuple[Any, str]:
 def bench_ppo(steps: int) -> dict[str, Any]:
     import torch
 
+    torch.set_num_threads(1)  # as scripts/train.py: small networks, 2 cores
     env = TimedEnv(gym.make("GpuSharing-v0", scenario="default"))
     model, what = _make_ppo(env, steps)
     t0 = time.perf_counter()

@@ -60,10 +60,37 @@ The environment targets are not met: at 16 GPUs a step is ~0.38 ms and spans ~7 
 (each a Python pass over the live services), masks and the observation; 0.25 x CartPole
 would need ~40 us per step.
 
-What remains is in the policies: `muxflow` evaluates every (GPU, window job) pair in Python
-(`MuxFlow.weights`) and `reserve_pack` sums residents' requests over every busy GPU per
-decision (`Allocation`), so their cost per decision grows with the fleet; vectorising those
-loops is a change to `baselines/`.
+4. **Paper baselines scanned the fleet in Python per decision** (`muxflow@6500` 6.6 jobs/s:
+   97 % of its time in `MuxFlow.weights`, a loop over every (GPU, window job) pair calling
+   `ClusterView.mask` / `solo_speed` per pair; `reserve_pack@6500` 38 jobs/s: `one_node_empty`
+   per gang start GPU, `Allocation` summing residents' requests over every busy GPU, and
+   per-candidate `min` keys). Now: the cluster keeps each GPU's summed requested fraction as
+   residents come and go (`Cluster.frac_decl`, summed in residence order as before;
+   `ClusterView.frac_used`); `pai_candidate_gpus` returns arrays, gang starts are checked
+   with a prefix count of empty GPUs, the (plan rank, node load, -allocation, GPU) minimum is
+   taken by successive filtering, `high_gpu` is memoised per request; `MuxFlow.columns` and
+   `weights` work on arrays (first legal option per GPU from bit tables, solo speed per GPU
+   type, the predictor's rows built in the same order as before, `predicted_share` once per
+   (service, option), the online placement per GPU type), and predictions run on one BLAS
+   thread (the same batch gives the same bits with 1 or 2 threads; on the shared 2 cores two
+   threads were 6x slower). The KM matrix and the predictor batch are unchanged (the MLP's
+   output for a row depends on the batch it is in, so predictions are neither deduplicated
+   nor cached). `tests/test_baselines_equivalence.py` pins `muxflow`, `reserve_pack`,
+   `load_balance` and `sjf_predicted` episodes (metrics recorded before the change and a
+   decision hash); 25 episodes up to 6,500 GPUs and the MuxFlow ablation variants were
+   compared bit for bit against the old code.
+
+The `reserve_pack` and `muxflow` replay rows are from a later run of the replay section
+(2026-11-23 ~02:55 UTC, after change 4) with the other sections and `first_fit` from the run
+above; that run shared the two cores with an RL training run and was slower across the board
+(`first_fit` in it: 1,661 / 1,237 / 1,313 jobs/s at 64 / 1,024 / 6,500 GPUs, against 2,660 /
+2,531 / 2,401 here). Two more, equally contended replay runs of the same MuxFlow code:
+`muxflow` 783 / 535 / 252 and 600 / – / 211 jobs/s (6,500 / 64: 0.32 and 0.35), and of the
+final `reserve_pack`: 2,416 / – / 596 (0.25). What remains per `muxflow` decision at 6,500 GPUs:
+the MLP on ~1,200 (window job, unpaired service) rows (~1 ms), array work over the ~6,000
+candidate GPUs per window job, and a Python pass over the unpaired services; per
+`reserve_pack` decision, a legality mask per window job (the simulator's) and ~3 `decide`
+calls per placement (plans not yet open).
 """
 
 
