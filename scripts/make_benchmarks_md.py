@@ -50,11 +50,11 @@ in one A/B pair of runs (old code, then new, 6,000 jobs): `first_fit@6500` 2,064
 jobs/s, env steps/s at 16 GPUs 2,318 -> 2,636 and at 1,024 GPUs 1,741 -> 1,863 (after
 change 2; change 3 does not touch the env).
 
-Caveat on `ppo_env_share`: the PPO section shared the two cores with another RL training
-run, and MaskablePPO trained at only 34 steps/s, so the measured share is low for the wrong
-reason. The env itself took 1.82 s for 4,096 steps (0.44 ms/step); next to SB3's ~0.7 ms of
-PPO overhead per step on an idle machine (issue 9: ~1,400 steps/s on CartPole) the share
-would be ~35-40 %, well above the 10 % target.
+`ppo_env_share` is measured with the agents' own model (`agents.make_model`: MaskablePPO
+with the set-structured policy and `configs/agents/maskable_ppo.yaml`'s hyperparameters, one
+torch thread as `scripts/train.py` uses). At ~310 training steps/s the env's ~0.6 ms per step is
+~19 % of the wall time. The 10 % target would need the env at ~0.3 ms per step or a heavier
+learner; the set network's per-(job, GPU, option) scoring is itself cheap on 12 GPUs.
 
 The environment targets are not met: at 16 GPUs a step is ~0.38 ms and spans ~7 online ticks
 (each a Python pass over the live services), masks and the observation; 0.25 x CartPole
@@ -80,17 +80,17 @@ would need ~40 us per step.
    decision hash); 25 episodes up to 6,500 GPUs and the MuxFlow ablation variants were
    compared bit for bit against the old code.
 
-The `reserve_pack` and `muxflow` replay rows are from a later run of the replay section
-(2026-11-23 ~02:55 UTC, after change 4) with the other sections and `first_fit` from the run
-above; that run shared the two cores with an RL training run and was slower across the board
-(`first_fit` in it: 1,661 / 1,237 / 1,313 jobs/s at 64 / 1,024 / 6,500 GPUs, against 2,660 /
-2,531 / 2,401 here). Two more, equally contended replay runs of the same MuxFlow code:
-`muxflow` 783 / 535 / 252 and 600 / – / 211 jobs/s (6,500 / 64: 0.32 and 0.35), and of the
-final `reserve_pack`: 2,416 / – / 596 (0.25). What remains per `muxflow` decision at 6,500 GPUs:
-the MLP on ~1,200 (window job, unpaired service) rows (~1 ms), array work over the ~6,000
-candidate GPUs per window job, and a Python pass over the unpaired services; per
-`reserve_pack` decision, a legality mask per window job (the simulator's) and ~3 `decide`
-calls per placement (plans not yet open).
+All rows above come from one run of the whole suite on an otherwise idle machine. Earlier
+runs during development, with an RL training run sharing the two cores, gave `muxflow`
+783 / 535 / 252 and 600 / – / 211 jobs/s at 64 / 1,024 / 6,500 GPUs. What remains per
+`muxflow` decision at 6,500 GPUs:
+
+- the MLP on ~1,200 (window job, unpaired service) rows, ~1 ms;
+- array work over the ~6,000 candidate GPUs per window job;
+- a Python pass over the unpaired services.
+
+Per `reserve_pack` decision, what remains is a legality mask per window job (the simulator's)
+and ~3 `decide` calls per placement (plans not yet open).
 """
 
 
