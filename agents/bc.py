@@ -37,6 +37,27 @@ class Demos:
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
+    @classmethod
+    def concat(cls, parts: list[Demos]) -> Demos:
+        """One data set of several (rows in order)."""
+        return cls(
+            obs={k: np.concatenate([d.obs[k] for d in parts]) for k in parts[0].obs},
+            masks=np.concatenate([d.masks for d in parts]),
+            actions=np.concatenate([d.actions for d in parts]),
+            returns=np.concatenate([d.returns for d in parts]),
+            episode_metrics=[m for d in parts for m in d.episode_metrics],
+        )
+
+
+def discounted_returns(rewards: Any, gamma: float) -> np.ndarray:
+    """Discounted return from every step of one episode (float32)."""
+    out = np.empty(len(rewards), dtype=np.float32)
+    g = 0.0
+    for i in range(len(rewards) - 1, -1, -1):
+        g = float(rewards[i]) + gamma * g
+        out[i] = g
+    return out
+
 
 def demonstrations(
     env: GpuSharingEnv,
@@ -86,12 +107,7 @@ def demonstrations(
                 a = student(obs, student_mask)
             obs, r, done, _, info = env.step(a)
             rewards.append(float(r))
-        g = 0.0
-        ep_ret = np.empty(len(rewards))
-        for i in range(len(rewards) - 1, -1, -1):
-            g = rewards[i] + gamma * g
-            ep_ret[i] = g
-        returns.append(ep_ret)
+        returns.append(discounted_returns(rewards, gamma))
         metrics.append(info["metrics"])
         if progress is not None:
             progress(1)

@@ -97,9 +97,7 @@ def evaluate_model(
                 "gpu_types": list(getattr(base.sim.cluster, "type_name_of", ())),
                 "record": {"seed": int(seed)},
             }
-            # unhook the recorder: later episodes run on the plain simulator
-            for attr in ("_start", "_remove"):
-                base.sim.__dict__.pop(attr, None)
+            recorder.detach()
     return out, placements
 
 

@@ -23,18 +23,20 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
-from agents.bc import Demos
+from agents.bc import Demos, discounted_returns
 from agents.envs import TRAIN_SEED_MIN, make_expert, work_conserving
 from agents.policy import HINT
 from baselines.base import HeuristicPolicy
+from baselines.runner import run_to_end
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 
 #: Candidate heuristics besides the base one (``"pack"`` is built in, see the module doc).
@@ -48,28 +50,20 @@ def _objective(m: dict[str, float], slo_target: float) -> float:
     return float(m["jct_mean_s"]) + SLO_PENALTY_S * max(0.0, slo_target - m["slo_attainment"])
 
 
-def _finish(
-    sim: Simulator,
-    base: HeuristicPolicy,
-    codec: Any,
-    first: HeuristicPolicy | None = None,
-    k: int = 0,
-) -> dict[str, float]:
-    """Run ``sim`` to the end (the evaluation runner's loop): ``first`` for ``k`` decisions,
-    then ``base``."""
-    n = 0
-    while not sim.done:
-        if not sim.needs_decision():
-            sim.advance()
-            continue
-        pol = first if first is not None and n < k else base
-        d = pol.decide(ClusterView(sim, codec))
-        if d is None:
-            sim.advance()
-            continue
-        sim.apply(d)
-        n += 1
-    return sim.metrics()
+class Then(HeuristicPolicy):
+    """``first`` for ``k`` decisions, then ``base``."""
+
+    name = "then"
+
+    def __init__(self, first: HeuristicPolicy | None, k: int, base: HeuristicPolicy) -> None:
+        self.first, self.k, self.base = first, k, base
+        self.n = 0
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        pol = self.first if self.first is not None and self.n < self.k else self.base
+        d = pol.decide(view)
+        self.n += d is not None
+        return d
 
 
 class Pack(HeuristicPolicy):
@@ -143,7 +137,7 @@ def _episode(args: tuple[Any, ...]) -> dict[str, Any]:
                     s2.apply(dec)
                     if not s2.needs_decision():
                         s2.advance()
-                score = _objective(_finish(s2, base, codec, cand, horizon), slo_target)
+                score = _objective(run_to_end(Then(cand, horizon, base), s2), slo_target)
                 n_rollouts += 1
                 if cand is None:
                     base_score = score
@@ -192,31 +186,18 @@ def lookahead_demonstrations(
     seeds: Sequence[int] = [int(rng.integers(TRAIN_SEED_MIN, 2**31 - 1)) for _ in range(episodes)]
     jobs = [(scenario, dict(env_kwargs), base, s, conserving, hint, horizon, margin) for s in seeds]
     results: list[dict[str, Any]] = []
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            for res in pool.map(_episode, jobs):
-                results.append(res)
-                if progress is not None:
-                    progress(1)
-    else:
-        for j in jobs:
-            results.append(_episode(j))
+    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+        for res in (pool.map if pool is not None else map)(_episode, jobs):
+            results.append(res)
             if progress is not None:
                 progress(1)
-    returns = []
-    for res in results:
-        g, ret = 0.0, np.empty(len(res["rewards"]))
-        for i in range(len(ret) - 1, -1, -1):
-            g = res["rewards"][i] + gamma * g
-            ret[i] = g
-        returns.append(ret)
-    demos = Demos(
-        obs={k: np.concatenate([r["obs"][k] for r in results]) for k in results[0]["obs"]},
-        masks=np.concatenate([r["masks"] for r in results]),
-        actions=np.concatenate([r["actions"] for r in results]),
-        returns=np.concatenate(returns).astype(np.float32),
-        episode_metrics=[r["metrics"] for r in results],
-    )
+    demos = Demos.concat(
+        [
+            Demos(r["obs"], r["masks"], r["actions"],
+                  discounted_returns(r["rewards"], gamma), [r["metrics"]])
+            for r in results
+        ]
+    )  # fmt: skip
     n = len(demos)
     stats = {
         "lookahead_episodes": float(episodes),

@@ -153,6 +153,11 @@ class PlacementRecorder:
         setattr(sim, "_start", _start)  # noqa: B010  (instance attribute shadows the method)
         setattr(sim, "_remove", _remove)  # noqa: B010
 
+    def detach(self) -> None:
+        """Unhook from the simulator (later episodes run on the plain methods)."""
+        for attr in ("_start", "_remove"):
+            self.sim.__dict__.pop(attr, None)
+
     def _close(self, job_id: int) -> None:
         seg = self._open.pop(job_id, None)
         if seg is not None:

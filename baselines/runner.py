@@ -34,6 +34,11 @@ def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
         sim.set_mechanisms(**dict(policy.mechanisms))
     sim.reset(seed)
     policy.reset(seed)
+    return run_to_end(policy, sim)
+
+
+def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
+    """Let ``policy`` schedule ``sim`` from its current state to the end; return the metrics."""
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     same_instant = 0
     last_t = -1.0

@@ -32,9 +32,9 @@ Sections (``--only``, comma-separated; default all):
     ``env_steps_per_s``, ``cartpole_steps_per_s``, ``ratio``, ``targets``, ``meets_target``).
     Clusters are ``default``'s GPU mix scaled to the size with jobs and services per GPU kept.
 ``ppo``
-    MaskablePPO (sb3-contrib; ``agents.make_model`` when that exists, else
-    ``MultiInputPolicy``) trained on ``default``; the env is wrapped to time ``step`` and
-    ``reset``: ``ppo_env_share`` = time in the env / training wall time.
+    MaskablePPO (sb3-contrib) as ``agents.make_model`` builds it, trained on ``default``; the
+    env is wrapped to time ``step`` and ``reset``: ``ppo_env_share`` = time in the env /
+    training wall time.
 
 ``checks`` holds every target of issue 9 with its measured value. Given ``--sizes`` (or
 ``--seconds``) without ``--only``, only the ``env`` section runs (issue 4's command line).
@@ -398,22 +398,10 @@ class TimedEnv(gym.Wrapper[Any, Any, Any, Any]):
         return m
 
 
-def _make_ppo(env: gym.Env[Any, Any], n_steps: int) -> tuple[Any, str]:
-    try:
-        from agents import make_model
-    except ImportError:
-        make_model = None
-    if make_model is not None:
-        try:
-            return make_model(env, seed=0), "agents.make_model"
-        except TypeError:
-            return make_model(env), "agents.make_model"
-    from sb3_contrib import MaskablePPO
+def _make_ppo(env: gym.Env[Any, Any]) -> tuple[Any, str]:
+    from agents import make_model
 
-    model = MaskablePPO(
-        "MultiInputPolicy", env, n_steps=min(2048, n_steps), batch_size=64, seed=0, verbose=0
-    )
-    return model, "MaskablePPO MultiInputPolicy (n_steps<=2048, batch 64, 10 epochs)"
+    return make_model(env, seed=0), "agents.make_model"
 
 
 def bench_ppo(steps: int) -> dict[str, Any]:
@@ -421,7 +409,7 @@ def bench_ppo(steps: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # as scripts/train.py: small networks, 2 cores
     env = TimedEnv(gym.make("GpuSharing-v0", scenario="default"))
-    model, what = _make_ppo(env, steps)
+    model, what = _make_ppo(env)
     t0 = time.perf_counter()
     model.learn(steps)
     wall = time.perf_counter() - t0

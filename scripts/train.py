@@ -63,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     from stable_baselines3.common.logger import configure
 
     from agents.agent import write_metadata
-    from agents.bc import Demos, demonstrations, pretrain
     from agents.callbacks import (
         CheckpointCallback,
         EvalCallback,
@@ -231,9 +230,6 @@ def main(argv: list[str] | None = None) -> int:
                 env_kwargs,
                 settings,
                 conserving,
-                demonstrations,
-                pretrain,
-                Demos,
                 args.quiet,
             )
             for k, v in bc_info.items():
@@ -293,9 +289,6 @@ def _pretrain(
     env_kwargs: dict[str, Any],
     settings: Any,
     conserving: bool,
-    demonstrations: Any,
-    pretrain: Any,
-    demos_cls: Any,
     quiet: bool,
 ) -> dict[str, Any]:
     """Behaviour cloning (and DAgger rounds) into ``model.policy``."""
@@ -303,6 +296,7 @@ def _pretrain(
     from tqdm import tqdm
 
     from agents.agent import RLAgent
+    from agents.bc import Demos, demonstrations, pretrain
 
     pt = settings.pretrain
     gamma = float(getattr(model, "gamma", 0.99))
@@ -332,16 +326,9 @@ def _pretrain(
         bar.close()
         return info
 
-    def stacked() -> Any:
-        return demos_cls(
-            obs={k: np.concatenate([d.obs[k] for d in data]) for k in data[0].obs},
-            masks=np.concatenate([d.masks for d in data]),
-            actions=np.concatenate([d.actions for d in data]),
-            returns=np.concatenate([d.returns for d in data]),
-            episode_metrics=[],
-        )
-
-    fit = pretrain(model.policy, stacked(), pt.epochs, pt.lr, pt.batch_size, seed=settings.seed)
+    fit = pretrain(
+        model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size, seed=settings.seed
+    )
     student_jct = float("nan")
     for r in range(pt.dagger_rounds):
         agent = RLAgent(
@@ -360,7 +347,9 @@ def _pretrain(
         )  # fmt: skip
         student_jct = float(np.mean([m["jct_mean_s"] for m in d.episode_metrics]))
         data.append(d)
-        fit = pretrain(model.policy, stacked(), pt.epochs, pt.lr, pt.batch_size, seed=r + 1)
+        fit = pretrain(
+            model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size, seed=r + 1
+        )
     bar.close()
     return {
         **fit,
