@@ -69,7 +69,7 @@ def demonstrations(
     student: Callable[[dict[str, np.ndarray], np.ndarray], int] | None = None,
     beta: float = 0.0,
     conserving: bool = False,
-    hint: bool = False,
+    hint: bool | str | None = False,
 ) -> Demos:
     """Record ``episodes`` episodes labelled by the heuristic ``expert`` on training seeds.
 
@@ -78,10 +78,13 @@ def demonstrations(
     covers the states the student itself reaches. ``returns`` are then the executed
     trajectory's. With ``conserving``, recorded masks hide *wait* when a placement is legal
     (as the work-conserving agent's do), except where the expert itself waited. With
-    ``hint``, observations carry the expert's action as ``obs["hint"]`` (see
-    :class:`agents.envs.ExpertHint`).
+    ``hint``, observations carry a heuristic's action as ``obs["hint"]`` (see
+    :class:`agents.envs.ExpertHint`): the heuristic named by ``hint``, or the expert's own
+    action for ``hint=True`` (a planner expert labels, the cheap heuristic it improves on
+    hints, as at training and evaluation time).
     """
     policy = make_expert(expert)
+    hinter = make_expert(hint) if isinstance(hint, str) and hint and hint != expert else None
     rng = np.random.default_rng(seed)
     obs_rows: dict[str, list[np.ndarray]] = {}
     masks, actions, returns = [], [], []
@@ -90,14 +93,17 @@ def demonstrations(
         ep_seed = int(rng.integers(TRAIN_SEED_MIN, 2**31 - 1))
         obs, info = env.reset(seed=ep_seed)
         policy.reset(ep_seed)
+        if hinter is not None:
+            hinter.reset(ep_seed)
         rewards: list[float] = []
         done = False
         while not done:
             mask = info["action_mask"]
             a = policy.act(ClusterView(env.sim, env.codec), obs, mask)
             if hint:
+                h = a if hinter is None else hinter.act(ClusterView(env.sim, env.codec), obs, mask)
                 obs = {**obs, HINT: np.zeros(mask.shape[0], dtype=np.float32)}
-                obs[HINT][a] = 1.0
+                obs[HINT][h] = 1.0
             for k, v in obs.items():
                 obs_rows.setdefault(k, []).append(v)
             student_mask = work_conserving(mask) if conserving else mask

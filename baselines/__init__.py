@@ -39,18 +39,23 @@ class UnknownPolicyError(ValueError):
 
 
 def make_policy(name: str) -> Policy:
-    """Build a registered policy by name, or load a trained agent: a shipped name
-    (``agents/pretrained/NAME.zip``, e.g. ``ppo_default``) or a path to a ``model.zip``."""
+    """Build a registered policy by name, a planning agent (``agents.planner.PLANNERS``, e.g.
+    ``planner``), or load a trained agent: a shipped name (``agents/pretrained/NAME.zip``, e.g.
+    ``ppo_default``) or a path to a ``model.zip``."""
     if name in POLICIES:
         return POLICIES[name]()
     from agents.agent import AgentLoadError, is_agent_ref, load_agent, pretrained_names
+    from agents.planner import PLANNERS
+
+    if name in PLANNERS:
+        return PLANNERS[name]()
 
     if is_agent_ref(name):
         try:
             return load_agent(name)
         except AgentLoadError as e:
             raise UnknownPolicyError(str(e)) from None
-    known = [*sorted(POLICIES), *pretrained_names()]
+    known = [*sorted(POLICIES), *sorted(PLANNERS), *pretrained_names()]
     raise UnknownPolicyError(
         f"unknown policy {name!r} (known: {', '.join(known)}; or a path to an agent's model.zip)"
     )

@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from agents.agent import AgentLoadError, pretrained_names
+from agents.planner import PlannerError
 from baselines import POLICIES, UnknownPolicyError, make_policy
 from baselines.runner import evaluate, json_safe
 from gpu_sharing_env.config import (
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     for pol in policies:
         try:
             records += evaluate(pol, scenario, list(range(args.seeds)), sim=sim)
-        except AgentLoadError as e:  # a trained agent that does not fit this scenario
+        except (AgentLoadError, PlannerError) as e:  # an agent that does not fit this scenario
             print(f"evaluate.py: error: {e}", file=sys.stderr)
             return 2
     df = pd.DataFrame(records)

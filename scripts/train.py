@@ -307,7 +307,7 @@ def _pretrain(
     if pt.episodes:
         data.append(demonstrations(env, pt.expert, pt.episodes, gamma, seed=settings.seed,
                                    progress=bar.update, conserving=conserving,
-                                   hint=bool(settings.expert_hint)))  # fmt: skip
+                                   hint=settings.expert_hint))  # fmt: skip
         info["expert_train_jct_mean_s"] = float(
             np.mean([m["jct_mean_s"] for m in data[0].episode_metrics])
         )
@@ -343,7 +343,7 @@ def _pretrain(
         d = demonstrations(
             env, pt.expert, pt.dagger_episodes, gamma, seed=settings.seed + 1 + r,
             progress=bar.update, student=agent.predict, conserving=conserving,
-            hint=bool(settings.expert_hint),
+            hint=settings.expert_hint,
         )  # fmt: skip
         student_jct = float(np.mean([m["jct_mean_s"] for m in d.episode_metrics]))
         data.append(d)

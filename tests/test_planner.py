@@ -1,0 +1,157 @@
+"""The rollout planner (agents/planner.py): it never reads hidden truth, it is deterministic,
+and it refuses what it cannot plan for."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from agents.planner import PlannerError, RolloutPlanner, copy_world, sample_belief
+from baselines import make_policy
+from baselines.antman import AntMan
+from baselines.leaderboard import PlacementRecorder
+from baselines.runner import run_episode, run_to_end
+from gpu_sharing_env.config import ScenarioConfig, from_dict
+from gpu_sharing_env.sim.build import ScenarioWorkload, make_simulator
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.view import ClusterView
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def small() -> ScenarioConfig:
+    """``default`` with 16 jobs over 2 hours (an episode in a few seconds of planning)."""
+    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
+    data["workload"]["offline"].update(max_jobs=16, arrival_window_h=2)
+    data["name"] = "small"
+    return from_dict(ScenarioConfig, data, src="small")
+
+
+def mid_episode(cfg: ScenarioConfig, seed: int, decisions: int) -> Simulator:
+    """A simulator after ``decisions`` AntMan placements of episode ``seed``."""
+    sim = make_simulator(cfg)
+    sim.reset(seed)
+    pol = AntMan()
+    pol.reset(seed)
+    n = 0
+    while not sim.done and n < decisions:
+        if not sim.needs_decision():
+            sim.advance()
+            continue
+        d = pol.decide(ClusterView(sim))
+        if d is None:
+            sim.advance()
+            continue
+        sim.apply(d)
+        n += 1
+    assert not sim.done
+    return sim
+
+
+def tamper(sim: Simulator) -> None:
+    """Change everything a scheduler cannot see: true durations of queued and running jobs,
+    queued jobs' true memory, every future arrival, the fault and load-noise streams."""
+    for st in sim.jobs.values():
+        if st.online:
+            continue
+        if st.status is Status.RUNNING:
+            sim._accrue(st)
+            st.spec = replace(st.spec, work_s=st.work_done + 3.0 * st.spec.work_s)
+            sim._set_rate(st)
+        elif st.status is Status.QUEUED:
+            st.spec = replace(st.spec, work_s=0.5 * st.spec.work_s, true_mem_gb=0.1)
+    future = {
+        sp.job_id: replace(sp, submit_s=sp.submit_s + 600.0, num_gpus=1, work_s=7.0)
+        for sp in sim._arrivals
+        if sim.jobs[sp.job_id].status is Status.FUTURE and not sp.online
+    }
+    sim._arrivals = [future.get(sp.job_id, sp) for sp in sim._arrivals]
+    for jid, sp in future.items():
+        sim.jobs[jid].spec = sp
+    sim.rng_fault = np.random.default_rng(12345)
+    sim.rng_noise = np.random.default_rng(54321)
+    sim._noise_buf, sim._noise_i = [], 0
+
+
+def test_belief_does_not_depend_on_hidden_truth() -> None:
+    cfg = small()
+    a, b = mid_episode(cfg, 3, 6), mid_episode(cfg, 3, 6)
+    before = {j: st.spec.work_s for j, st in a.jobs.items()}
+    tamper(b)
+    assert any(b.jobs[j].spec.work_s != w for j, w in before.items())
+    wa = sample_belief(a, np.random.default_rng(7))
+    wb = sample_belief(b, np.random.default_rng(7))
+    ma, mb = run_to_end(AntMan(), wa), run_to_end(AntMan(), wb)
+    assert {k: float(v).hex() for k, v in ma.items()} == {k: float(v).hex() for k, v in mb.items()}
+    # ... and the planner's decision is the same for both truths
+    pa, pb = RolloutPlanner(samples=2, horizon=2), RolloutPlanner(samples=2, horizon=2)
+    pa.reset(3)
+    pb.reset(3)
+    assert pa.decide(ClusterView(a)) == pb.decide(ClusterView(b))
+    # the originals are untouched by planning
+    assert {j: st.spec.work_s for j, st in a.jobs.items()} == before
+
+
+def test_belief_redraws_durations_around_estimates() -> None:
+    sim = mid_episode(small(), 5, 4)
+    world = sample_belief(sim, np.random.default_rng(0))
+    sigma = sim.cfg.workload.offline.estimate_sigma
+    for j, st in sim.jobs.items():
+        if st.online or st.status not in (Status.QUEUED, Status.RUNNING):
+            continue
+        w = world.jobs[j].spec.work_s
+        assert w != st.spec.work_s
+        assert w > world.jobs[j].work_done
+        assert abs(math.log(w / st.spec.est_work_s)) < 6 * sigma or st.status is Status.RUNNING
+    # future offline jobs are a fresh draw (new ids), arriving after now
+    fut = [s for s in world.jobs.values() if s.status is Status.FUTURE and not s.online]
+    assert all(s.spec.submit_s > sim.now for s in fut)
+    assert not {s.spec.job_id for s in fut} & set(sim.jobs)
+
+
+def test_copy_world_is_an_exact_copy() -> None:
+    sim = mid_episode(small(), 1, 5)
+    ref = copy_world(sim)
+    m1 = run_to_end(AntMan(), copy_world(sim))
+    m2 = run_to_end(AntMan(), ref)
+    m3 = run_to_end(AntMan(), sim)  # the original, last: copies must not share state with it
+    assert m1 == m2 == m3
+
+
+def test_planner_is_deterministic_by_name() -> None:
+    cfg = small()
+    sim = make_simulator(cfg)
+    p = make_policy("planner")
+    assert isinstance(p, RolloutPlanner) and not p.oracle
+    p.samples, p.horizon = 2, 2
+    m1 = run_episode(p, sim, 11)
+    m2 = run_episode(p, sim, 11)
+    assert m1 == m2
+    assert p.n_planned > 0
+
+
+def test_planner_leaves_instance_hooks_to_the_original() -> None:
+    """The leaderboard's PlacementRecorder wraps the simulator's methods on the instance;
+    rollouts on copies must neither call them nor change the episode."""
+    cfg = small()
+    p = RolloutPlanner(samples=1, horizon=1)
+    plain = run_episode(p, make_simulator(cfg), 4)
+    sim = make_simulator(cfg)
+    rec = PlacementRecorder(sim)
+    assert run_episode(p, sim, 4) == plain
+    assert all(s[0][0] <= s[-1][1] for s in rec.segments.values())
+    assert len(rec.jobs()) == len(sim.jobs)
+
+
+def test_planner_refuses_a_trace_workload() -> None:
+    sim = mid_episode(small(), 2, 1)
+    assert isinstance(sim.workload, ScenarioWorkload)
+    sim.workload = replace(sim.workload, trace_jobs=[])  # as a trace-driven scenario has
+    with pytest.raises(PlannerError, match="synthetic workload"):
+        sample_belief(sim, np.random.default_rng(0))
