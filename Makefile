@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/leaderboard.py --scenarios default --policies all,ppo_default --seeds 3 --out runs/demo
+	$(BIN)/python scripts/leaderboard.py --scenarios default --policies all,ppo_default,planner --seeds 3 --out runs/demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
