@@ -49,9 +49,11 @@ from baselines.predictors import (
     PairSpeedPredictor,
     model_features,
     offline_share,
+    offline_share_array,
     sm_limited,
     train_pair_speed,
 )
+from gpu_sharing_env.cluster import PlacementOption
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
@@ -119,29 +121,6 @@ class Columns(Sequence[tuple[int, int | None]]):
         return Columns(gpus, svc)
 
 
-_DUTY: dict[int, tuple[tuple[str, ...], dict[tuple[str, str, int, float], float]]] = {}
-
-
-def _service_duty_memo(view: ClusterView, svc: JobView, gpu: int, rps: float) -> float:
-    """:func:`service_duty`, memoised per simulator (its fleet tuple; a pure function of model,
-    GPU type, batch and rate there; rates change at load ticks, a round's decisions share them)."""
-    assert svc.service is not None
-    fleet = view.type_name
-    hit = _DUTY.get(id(fleet))
-    if hit is None or hit[0] is not fleet:
-        if len(_DUTY) > 16:
-            _DUTY.clear()
-        hit = _DUTY[id(fleet)] = (fleet, {})
-    memo = hit[1]
-    key = (svc.model, view.type_name[gpu], svc.service.batch_size, rps)
-    v = memo.get(key)
-    if v is None:
-        if len(memo) > 100_000:
-            memo.clear()
-        v = memo[key] = service_duty(view, svc, gpu, rps)
-    return v
-
-
 @functools.cache
 def _first_option_tables(order: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
     """For bit sets of legal options (bit i: ``order[i]`` legal): the first legal option, and
@@ -154,6 +133,75 @@ def _first_option_tables(order: tuple[int, ...], k: int) -> tuple[np.ndarray, np
         if late:
             first_late[bits] = order[k + (late & -late).bit_length() - 1]
     return first_any, first_late
+
+
+def _option_order(options: tuple[PlacementOption, ...]) -> tuple[tuple[int, ...], int]:
+    """Exclusive options, then MPS by decreasing SM share; and how many are exclusive."""
+    excl = [i for i, o in enumerate(options) if o.mode is SharingMode.EXCLUSIVE]
+    mps_desc = sorted(
+        (i for i, o in enumerate(options) if o.mode is SharingMode.MPS),
+        key=lambda i: -options[i].sm_pct,
+    )
+    return tuple(excl + mps_desc), len(excl)
+
+
+@functools.cache
+def _option_lut(order: tuple[int, ...], k: int) -> np.ndarray:
+    """:func:`_first_option_tables` as one table (int8) indexed by the legal bits, plus
+    ``1 << len(order)`` beside a service (the first legal MPS option there) and
+    ``2 << len(order)`` for a gang (nothing beside a service)."""
+    first_any, first_late = _first_option_tables(order, k)
+    none = np.full(first_any.size, -1, dtype=np.int64)
+    return np.concatenate((first_any, first_late, first_any, none)).astype(np.int8)
+
+
+def first_options(
+    view: ClusterView, jobs: Sequence[JobView], gpus: np.ndarray, is_svc: np.ndarray
+) -> np.ndarray:
+    """MuxFlow's option per (job, GPU of ``gpus``), -1 if none (int8 when the options fit):
+    on an empty GPU the first legal one of exclusive + MPS by decreasing share; beside a
+    service (single-GPU jobs only) the largest MPS share the SM budget allows."""
+    order, k = _option_order(view.options)
+    n, m, nb = len(jobs), gpus.size, len(order)
+    if nb <= 6 and len(view.options) <= 127:
+        # Per job and GPU the legality of the options in that order as bits (bit nb: beside
+        # a service; bit nb + 1: a gang); a table maps them to the option.
+        # Jobs with the same mask (the cluster's masks are shared by jobs of one memory size
+        # and GPU-type constraint) and kind share a row.
+        weight = np.zeros(len(view.options), dtype=np.uint8)
+        weight[list(order)] = 1 << np.arange(nb, dtype=np.uint8)
+        bits = np.empty((n, view.n_gpus), dtype=np.uint8)
+        row_of: dict[tuple[int, tuple[int, ...], bool], int] = {}
+        src = np.empty(n, dtype=np.intp)
+        for r, job in enumerate(jobs):
+            mask = view.mask(job.job_id)
+            key = (mask.ctypes.data, mask.strides, job.num_gpus == 1)  # arrays alive: unique
+            u = row_of.get(key)
+            if u is None:
+                u = row_of[key] = len(row_of)
+                # sum over options of legal x (1 << rank in the order): the bits (exact)
+                np.einsum("go,o->g", mask.view(np.uint8), weight, out=bits[u])
+                if job.num_gpus > 1:
+                    bits[u] |= 2 << nb
+            src[r] = u
+        b = bits[: len(row_of)].take(gpus, axis=1)
+        b |= is_svc.view(np.uint8) << nb
+        opt = _option_lut(order, k).take(b)
+        return opt if len(row_of) == n else opt[src]
+    opt = np.full((n, m), -1, dtype=np.int64)
+    # options assigned back to front: the first legal one stays
+    excl, mps_desc = list(order[:k]), list(order[k:])
+    svc_c = np.flatnonzero(is_svc)
+    for r, job in enumerate(jobs):
+        mask = view.mask(job.job_id)
+        first = opt[r]
+        for o in mps_desc[::-1]:
+            first[mask[:, o][gpus]] = o
+        if job.num_gpus > 1:
+            first[svc_c] = -1
+        for o in excl[::-1]:
+            first[mask[:, o][gpus] & ~is_svc] = o
+    return opt
 
 
 def km_assign(weights: np.ndarray) -> list[tuple[int, int]]:
@@ -195,6 +243,12 @@ class MuxFlow(HeuristicPolicy):
         self._next_round_s = 0.0
         self._round_t = -1.0
         self._predictor: PairSpeedPredictor | None = None
+        #: Per GPU, the online service last seen there (``_svc_known``) and its batch latency
+        #: there (ms), batch size and bandwidth intensity: :meth:`_service_statics`.
+        self._svc_episode: object = None
+        self._svc_id = np.zeros(0, dtype=np.int64)
+        self._svc_known = np.zeros(0, dtype=bool)
+        self._svc_tab = np.zeros((3, 0))
 
     def predictor(self, view: ClusterView) -> PairSpeedPredictor:
         """The trained speed predictor (trained on first use, cached per profiler and seed)."""
@@ -263,6 +317,42 @@ class MuxFlow(HeuristicPolicy):
         static share, which a variant without dynamic SM allocation would use instead)."""
         return offline_share(online_duty)
 
+    def predicted_shares(self, online_duty: np.ndarray, option_share: np.ndarray) -> np.ndarray:
+        """:meth:`predicted_share` of many (service, option) pairs (the same floats)."""
+        if type(self).predicted_share is MuxFlow.predicted_share:
+            return offline_share_array(online_duty)
+        # An override: once per distinct (duty, share), in the order they first occur.
+        memo: dict[tuple[float, float], float] = {}
+        out = np.empty(online_duty.size)
+        for i, key in enumerate(zip(online_duty.tolist(), option_share.tolist())):
+            v = memo.get(key)
+            if v is None:
+                v = memo[key] = self.predicted_share(*key)
+            out[i] = v
+        return out
+
+    def _service_statics(
+        self, view: ClusterView, ids: np.ndarray, gpus: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Of online services ``ids`` on ``gpus``: the profiled latency of a batch there (ms),
+        the batch size and the model's bandwidth intensity. Memoised per episode and GPU (a
+        service's model and batch size never change; its GPU's type is fixed)."""
+        if self._svc_episode is not view.episode or self._svc_id.size != view.n_gpus:
+            self._svc_episode = view.episode
+            self._svc_id = np.zeros(view.n_gpus, dtype=np.int64)
+            self._svc_known = np.zeros(view.n_gpus, dtype=bool)
+            self._svc_tab = np.zeros((3, view.n_gpus))
+        miss = np.flatnonzero(~self._svc_known[gpus] | (self._svc_id[gpus] != ids))
+        for k in miss.tolist():
+            g, sv = int(gpus[k]), view.job(int(ids[k]))
+            assert sv.service is not None
+            b = sv.service.batch_size
+            lat = view.profile_latency_ms(sv.model, view.type_name[g], b)
+            self._svc_tab[:, g] = (lat, float(b), ZOO[sv.model].bw_intensity)
+            self._svc_id[g], self._svc_known[g] = sv.job_id, True
+        lat_a, batch_a, bw_a = self._svc_tab.take(gpus, axis=1)
+        return lat_a, batch_a, bw_a
+
     def columns(self, view: ClusterView) -> Columns:
         """GPUs that may take an offline job: (gpu, online service job id or None if empty)."""
         n_res = np.asarray(view.n_res)
@@ -274,88 +364,58 @@ class MuxFlow(HeuristicPolicy):
         )
         gpus = np.flatnonzero((n_res == 0) | paired)
         svc = np.full(gpus.size, -1, dtype=np.int64)
-        for c in np.flatnonzero(paired[gpus]):
-            svc[c] = view.resident_ids(int(gpus[c]))[0]
+        c = np.flatnonzero(paired[gpus])
+        svc[c] = view.first_resident_ids(gpus[c])
         return Columns(gpus, svc)
 
     def weights(
         self, view: ClusterView, jobs: list[JobView], cols: Sequence[tuple[int, int | None]]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weights, options, predicted normalised throughput) per (job, column)."""
-        cs = Columns.of(cols)
-        n, m = len(jobs), len(cs)
-        w = np.full((n, m), _ILLEGAL)
-        opt = np.full((n, m), -1, dtype=np.int64)
-        norm = np.zeros((n, m))
-        opts = view.options
-        excl = [i for i, o in enumerate(opts) if o.mode is SharingMode.EXCLUSIVE]
-        mps_desc = sorted(
-            (i for i, o in enumerate(opts) if o.mode is SharingMode.MPS),
-            key=lambda i: -opts[i].sm_pct,
-        )
+        w, opt, norm = self._weights(view, jobs, Columns.of(cols), with_norm=True)
+        assert norm is not None
+        return w, opt.astype(np.int64), norm
+
+    def _weights(
+        self, view: ClusterView, jobs: list[JobView], cs: Columns, with_norm: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """:meth:`weights` (the normalised throughputs only ``with_norm``)."""
+        n = len(jobs)
         gpus, is_svc = cs.gpus, cs.svc >= 0
+        opt = first_options(view, jobs, gpus, is_svc)
+        legal = opt >= 0
+        # Pairs with a service, column by column and jobs in order within a column: the
+        # predictor's batch (its rows in this order).
         svc_c = np.flatnonzero(is_svc)
-        # Per job: on empty GPUs the first legal option of excl + mps_desc (norm 1); beside a
-        # service (single-GPU jobs only) the largest MPS share the SM budget allows.
-        order = excl + mps_desc
-        if len(order) <= 16:
-            # Legal options in that order as bits per GPU; tables map bits to the first one.
-            lut_any, lut_mps = _first_option_tables(tuple(order), len(excl))
-            for r, job in enumerate(jobs):
-                legal = view.mask(job.job_id).T  # option-major (contiguous rows)
-                bits = np.zeros(view.n_gpus, dtype=np.uint16)
-                for i, o in enumerate(order):
-                    bits |= legal[o].view(np.uint8).astype(np.uint16) << i
-                b = bits[gpus]
-                first_mps = lut_mps[b] if job.num_gpus == 1 else -1
-                opt[r] = np.where(is_svc, first_mps, lut_any[b])
-        else:  # options assigned back to front: the first legal one stays
-            for r, job in enumerate(jobs):
-                mask = view.mask(job.job_id)
-                first = opt[r]
-                for o in mps_desc[::-1]:
-                    first[mask[:, o][gpus]] = o
-                if job.num_gpus > 1:
-                    first[svc_c] = -1
-                for o in excl[::-1]:
-                    first[mask[:, o][gpus] & ~is_svc] = o
-        norm[(opt >= 0) & ~is_svc] = 1.0
-        # Pairs with a service, column by column and jobs in order within a column.
-        pc, pr = np.nonzero(opt[:, svc_c].T >= 0)
-        pc = svc_c[pc]
-        duty = np.zeros(m)
-        bw = np.zeros(m)
-        lim = np.zeros(m)
-        duty_of: dict[int, float] = {}
-        lim_of: dict[str, float] = {}
-        for c in map(int, np.unique(pc)):
-            g = int(gpus[c])
-            svc = view.job(int(cs.svc[c]))
-            duty[c] = duty_of[c] = _service_duty_memo(view, svc, g, svc.rps)
-            bw[c] = ZOO[svc.model].bw_intensity
-            t = view.type_name[g]
-            if t not in lim_of:
-                lim_of[t] = sm_limited(view, t)
-            lim[c] = lim_of[t]
-        po = opt[pr, pc]
-        # predicted_share once per (column, option)
-        keys, inv = np.unique(pc * len(opts) + po, return_inverse=True)
-        shares = [
-            self.predicted_share(duty_of[k // len(opts)], opts[k % len(opts)].sm_pct / 100.0)
-            for k in map(int, keys)
-        ]
+        ps, pr = np.nonzero(legal[:, svc_c].T)
+        pc = svc_c[ps]
+        # Per service column: SM activity at the observed rate (service_duty, elementwise),
+        # bandwidth intensity, SM-limit flag.
+        s_gpu, s_ids = gpus[svc_c], cs.svc[svc_c]
+        lat, batch, bw = self._service_statics(view, s_ids, s_gpu)
+        duty = np.minimum(1.0, view.request_rates(s_ids.tolist()) * lat / 1000.0 / batch)
+        tix = np.asarray(view.type_idx)
+        lim = np.array([sm_limited(view, t) for t in view.type_names])[tix[s_gpu]]
+        # The offline SM share asked about, per pair (the option's static share as well).
+        pct = np.array([o.sm_pct for o in view.options], dtype=np.float64) / 100.0
+        share = self.predicted_shares(duty[ps], pct[opt[pr, pc]])
         feats = np.array([model_features(job.model) for job in jobs]).reshape(n, 3)
-        x = PairSpeedPredictor.rows(
-            feats[pr], bw[pc], duty[pc], np.array(shares, dtype=float)[inv.ravel()], lim[pc]
-        )
-        norm[pr, pc] = self.predictor(view).predict(x)
+        x = PairSpeedPredictor.rows(feats[pr], bw[ps], duty[ps], share, lim[ps])
+        pred = self.predictor(view).predict(x)
         # weight: predicted normalised throughput x solo speed of the model on the GPU's type
+        # (on an empty GPU the throughput is 1.0 and the weight the solo speed itself).
         reps = type_reps(view)
-        tix = np.asarray(view.type_idx)[gpus]
-        ok = (opt >= 0) & (~is_svc | (norm >= self.min_norm_tput))
-        for r, job in enumerate(jobs):
-            speed = np.array([view.solo_speed(job.model, int(g)) for g in reps])[tix]
-            w[r, ok[r]] = norm[r, ok[r]] * speed[ok[r]]
+        solo = np.array([[view.solo_speed(job.model, int(g)) for g in reps] for job in jobs])
+        speed = solo.reshape(n, len(reps)).take(tix[gpus], axis=1)
+        empty_ok = legal & ~is_svc
+        w = np.where(empty_ok, speed, _ILLEGAL)
+        good = pred >= self.min_norm_tput
+        gr, gc = pr[good], pc[good]
+        w[gr, gc] = pred[good] * speed[gr, gc]
+        norm = None
+        if with_norm:
+            norm = empty_ok.astype(np.float64)
+            norm[pr, pc] = pred
         return w, opt, norm
 
     def _plan_offline(self, view: ClusterView) -> Decision | None:
@@ -363,7 +423,7 @@ class MuxFlow(HeuristicPolicy):
         cols = self.columns(view)
         if not jobs or not cols:
             return None
-        w, opt, _ = self.weights(view, jobs, cols)
+        w, opt, _ = self._weights(view, jobs, cols, with_norm=False)
         pairs = km_assign(w)
         if not pairs:
             return None

@@ -70,22 +70,29 @@ def _capability(gt: GpuType) -> tuple[float, float]:
     return (gt.fp16_tensor_tflops, gt.mem_gb)
 
 
-_FLEET: dict[int, tuple[tuple[str, ...], tuple[int, np.ndarray, np.ndarray, bool]]] = {}
+_FleetStatic = tuple[int, np.ndarray, np.ndarray, bool, np.ndarray, np.ndarray, list[float]]
+_FLEET: dict[int, tuple[tuple[str, ...], _FleetStatic]] = {}
 
 
-def _fleet_static(view: ClusterView) -> tuple[int, np.ndarray, np.ndarray, bool]:
+def _fleet_static(view: ClusterView) -> _FleetStatic:
     """Per fleet (cached): nodes, GPUs per node, GPU memory per node, whether every node's
-    GPUs are contiguous in GPU order."""
+    GPUs are contiguous in GPU order; the GPUs ordered by type, where each type starts there
+    and the largest GPU memory of each type."""
     key = view.type_name  # static: the same tuple in every snapshot of a simulator
     hit = _FLEET.get(id(key))
     if hit is None or hit[0] is not key:
         node_of = np.asarray(view.node_of)
         n_nodes = int(node_of.max()) + 1
+        tix = np.asarray(view.type_idx)
+        by_type = np.argsort(tix, kind="stable")
         static = (
             n_nodes,
             np.bincount(node_of, minlength=n_nodes),
             np.bincount(node_of, view.mem_cap_gb, n_nodes),
             bool(np.all(node_of[1:] >= node_of[:-1])),
+            by_type,
+            starts := np.searchsorted(tix[by_type], np.arange(len(view.type_names))),
+            np.maximum.reduceat(np.asarray(view.mem_cap_gb)[by_type], starts).tolist(),
         )
         if len(_FLEET) > 16:
             _FLEET.clear()
@@ -102,13 +109,28 @@ class Allocation:
         # the cluster as residents come and go, not re-summed over the fleet here).
         self.gpu = np.asarray(view.frac_used)
         node_of = np.asarray(view.node_of)
-        n_nodes, gpus, mem_cap, self.contiguous = _fleet_static(view)
-        gpu_rate = np.bincount(node_of, np.minimum(self.gpu, 1.0), n_nodes) / gpus
-        mem_rate = np.bincount(node_of, view.mem_used_gb, n_nodes) / mem_cap
-        self.node = (gpu_rate + mem_rate) / 2.0
+        n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start, self._type_mem = (
+            _fleet_static(view)
+        )
+        self._node_static = (n_nodes, gpus, mem_cap)
+        self._mem_used = view.mem_used_gb
+        self._node: np.ndarray | None = None
         self.node_of = node_of
         self._n_res = np.asarray(view.n_res)
         self._empty_prefix: np.ndarray | None = None
+        self._type_min: list[float] | None = None
+        self._one_node: dict[int, np.ndarray] = {}
+        self._view = view
+
+    @property
+    def node(self) -> np.ndarray:
+        """Per node: the mean of its GPU and GPU-memory allocation rates."""
+        if self._node is None:
+            n_nodes, gpus, mem_cap = self._node_static
+            gpu_rate = np.bincount(self.node_of, np.minimum(self.gpu, 1.0), n_nodes) / gpus
+            mem_rate = np.bincount(self.node_of, self._mem_used, n_nodes) / mem_cap
+            self._node = (gpu_rate + mem_rate) / 2.0
+        return self._node
 
     @property
     def empty_prefix(self) -> np.ndarray:
@@ -116,6 +138,41 @@ class Allocation:
         if self._empty_prefix is None:
             self._empty_prefix = np.concatenate(([0], np.cumsum(self._n_res == 0)))
         return self._empty_prefix
+
+    def one_node(self, n: int) -> np.ndarray:
+        """Per GPU ``g``: :func:`baselines.gandiva.one_node_empty` of ``(g, n)``, for ``n`` >= 2
+        (:func:`one_node_empty_starts` of every GPU; memoised per ``n``)."""
+        ok = self._one_node.get(n)
+        if ok is None:
+            n_gpus = self.gpu.size
+            if not self.contiguous:
+                ok = one_node_empty_starts(self._view, np.arange(n_gpus), n, self)
+            else:
+                ok = np.zeros(n_gpus, dtype=bool)
+                if n <= n_gpus:
+                    empty = self.empty_prefix
+                    same = self.node_of[n - 1 :] == self.node_of[: n_gpus - n + 1]
+                    ok[: n_gpus - n + 1] = (empty[n:] - empty[: n_gpus - n + 1] == n) & same
+            self._one_node[n] = ok
+        return ok
+
+    def room(self, types: list[int], job: JobView) -> bool:
+        """Whether some GPU of ``types`` (type indices) may hold a candidate of ``job``: the
+        type's GPU memory holds the request (with a margin far above the legality check's
+        tolerance) and a GPU has the allocation room :func:`pai_candidate_gpus` asks (nothing
+        allocated for a whole GPU, ``gpu_frac`` more within 1 otherwise). Its candidates are a
+        subset of those GPUs: without any, it has none there."""
+        if self._type_min is None:
+            self._type_min = np.minimum.reduceat(self.gpu[self._by_type], self._type_start).tolist()
+        # (Allocations are sums of positive fractions: some GPU has none iff the least is 0;
+        # adding ``frac`` is monotonic in floats, so the least fits iff some GPU does.)
+        least, cap, mem, frac = self._type_min, self._type_mem, job.mem_gb, job.gpu_frac
+        for t in types:
+            if mem <= cap[t] + 1e-3 and (
+                least[t] + frac <= 1.0 + 1e-9 if frac < 1.0 else least[t] == 0
+            ):
+                return True
+        return False
 
     def node_load(self, gpu: int) -> float:
         return float(self.node[self.node_of[gpu]])
@@ -165,28 +222,41 @@ def pai_candidate_gpus(
     view: ClusterView, job: JobView, alloc: Allocation
 ) -> tuple[np.ndarray, int]:
     """:func:`pai_candidates` as (GPUs ascending, the option they all share); no GPUs: none."""
-    mask = view.mask(job.job_id)
+    o = pai_option(view, job)
+    if o < 0:
+        return _NONE, -1
+    starts = np.flatnonzero(pai_column(view, job, alloc, o))
+    if job.num_gpus > 1:
+        local = starts[one_node_empty_starts(view, starts, job.num_gpus, alloc)]
+        starts = local if local.size else starts
+    return starts, o
+
+
+def pai_option(view: ClusterView, job: JobView) -> int:
+    """The option PAI grants ``job`` (-1: none): a fractional request time-shares (or, without
+    time-sharing, MPS at the smallest share covering it); a whole GPU is exclusive."""
     if job.gpu_frac < 1.0:
         o = shared_option(view)
         if o is None:
-            return _NONE, -1
+            return -1
         if view.options[o].mode is SharingMode.MPS:
             # No time-sharing in this scenario: MPS at the smallest share covering the request.
             mps = [i for i, p in enumerate(view.options) if p.mode is SharingMode.MPS]
             covers = [i for i in mps if view.options[i].sm_pct >= job.gpu_frac * 100.0]
             o = min(covers, key=lambda i: view.options[i].sm_pct) if covers else o
-        col = mask[:, o] & (alloc.gpu + job.gpu_frac <= 1.0 + 1e-9)
-        return np.flatnonzero(col), o
+        return o
     o_ex = exclusive_option(view)
     o = o_ex if o_ex is not None else shared_option(view)
-    if o is None:
-        return _NONE, -1
-    col = mask[:, o] & (alloc.gpu == 0)
-    starts = np.flatnonzero(col)
-    if job.num_gpus > 1:
-        local = starts[one_node_empty_starts(view, starts, job.num_gpus, alloc)]
-        starts = local if local.size else starts
-    return starts, o
+    return -1 if o is None else o
+
+
+def pai_column(view: ClusterView, job: JobView, alloc: Allocation, o: int) -> np.ndarray:
+    """Per GPU: ``job`` may start there with option ``o`` and the allocation has room (the
+    request within 1 for a fraction; nothing allocated for whole GPUs)."""
+    col = view.mask_column(job.job_id, o)
+    if job.gpu_frac < 1.0:
+        return col & (alloc.gpu + job.gpu_frac <= 1.0 + 1e-9)
+    return col & (alloc.gpu == 0)
 
 
 class ReservePack(HeuristicPolicy):
@@ -214,6 +284,12 @@ class ReservePack(HeuristicPolicy):
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
         #: high_gpu per (online, type constraint, model, GPUs, fraction); cleared per fleet.
         self._high: dict[tuple[bool, tuple[str, ...], str, int, float], bool] = {}
+        #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
+        self._rank_memo: dict[tuple[tuple[str, ...], int], tuple[np.ndarray, list[int], np.ndarray]]
+        self._rank_memo = {}
+        #: job id -> :meth:`_plan_info`, for the episode ``_info_episode``.
+        self._info_episode: object = None
+        self._info: dict[int, tuple[bool, tuple[str, ...]]] = {}
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -225,7 +301,7 @@ class ReservePack(HeuristicPolicy):
             for g, gt in enumerate(view.gpu_types):
                 types.setdefault(gt.name, (gt, []))[1].append(g)
             self._fleet_key, self._types = view.gpu_types, types
-            self._high = {}
+            self._high, self._rank_memo, self._info_episode = {}, {}, None
         return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
@@ -276,29 +352,82 @@ class ReservePack(HeuristicPolicy):
 
     def decide(self, view: ClusterView) -> Decision | None:
         window = view.window
-        high = [self.high_gpu(view, j) for j in window]
-        ordered = [j for j, h in zip(window, high) if h] + [
-            j for j, h in zip(window, high) if not h
+        info = [self._plan_info(view, j) for j in window]
+        ordered = [k for k, (h, _) in enumerate(info) if h] + [
+            k for k, (h, _) in enumerate(info) if not h
         ]
         alloc = Allocation(view)
-        for job in ordered:
-            gpus, o = pai_candidate_gpus(view, job, alloc)
+        for k in ordered:
+            job, plans = window[k], info[k][1]
+            usable = 1 + int(job.wait_s // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
+            type_rank, usable_types, gpu_ok = self._ranks(view, plans, min(usable, len(plans)))
+            # No GPU of a usable plan with the memory and the allocation room: no candidate
+            # there (the legality mask is not needed to know).
+            if not alloc.room(usable_types, job):
+                continue
+            gpus, o = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 continue
-            plans = self.plans(view, job)
-            usable = 1 + int(job.wait_s // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
-            rank = {t: k for k, t in enumerate(plans[:usable])}
             # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
-            type_rank = np.array([rank.get(t, -1) for t in view.type_names])
             gpu_rank = type_rank[np.asarray(view.type_idx)[gpus]]
-            ok = gpu_rank >= 0
-            if not ok.any():
-                continue
-            gpus, gpu_rank = gpus[ok], gpu_rank[ok]
             load = alloc.node[alloc.node_of[gpus]]
             g = lexmin(gpus, gpu_rank, load, -alloc.gpu[gpus])
             return Decision(job.job_id, g, o)
         return None
+
+    def _plan_info(self, view: ClusterView, job: JobView) -> tuple[bool, tuple[str, ...]]:
+        """(:meth:`high_gpu`, :meth:`plans`) of a job, memoised per episode (functions of the
+        job's request, which never changes, and of the fleet)."""
+        if self._info_episode is not view.episode:
+            self._info_episode, self._info = view.episode, {}
+        hit = self._info.get(job.job_id)
+        if hit is None:
+            hit = self._info[job.job_id] = (self.high_gpu(view, job), tuple(self.plans(view, job)))
+        return hit
+
+    def _ranks(
+        self, view: ClusterView, plans: tuple[str, ...], usable: int
+    ) -> tuple[np.ndarray, list[int], np.ndarray]:
+        """For the first ``usable`` plans: each type's plan rank (-1: not usable; indexed like
+        ``type_names``), the usable types (indices), and per GPU whether its type is usable
+        (memoised per fleet)."""
+        self._fleet_types(view)
+        key = (plans, usable)
+        hit = self._rank_memo.get(key)
+        if hit is None:
+            rank = {t: k for k, t in enumerate(plans[:usable])}
+            type_rank = np.array([rank.get(t, -1) for t in view.type_names])
+            gpu_ok = type_rank[np.asarray(view.type_idx)] >= 0
+            hit = self._rank_memo[key] = (
+                type_rank,
+                np.flatnonzero(type_rank >= 0).tolist(),
+                gpu_ok,
+            )
+        return hit
+
+    @staticmethod
+    def _usable_candidates(
+        view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """:func:`pai_candidate_gpus` restricted to the ``usable`` GPUs (those of usable plans),
+        the same GPUs in the same order, with a gang's one-node check only where needed: its
+        candidates are the one-node starts if there are any anywhere, else all starts."""
+        o = pai_option(view, job)
+        if o < 0:
+            return _NONE, -1
+        col = pai_column(view, job, alloc, o)
+        starts = col & usable
+        if job.num_gpus == 1 or not starts.any():
+            return np.flatnonzero(starts), o
+        one = alloc.one_node(job.num_gpus)
+        local = starts & one
+        if local.any():
+            return np.flatnonzero(local), o
+        # No one-node start among usable GPUs: the usable starts count only if there is no
+        # one-node start elsewhere either.
+        if (col & one).any():
+            return _NONE, o
+        return np.flatnonzero(starts), o
 
 
 class LoadBalance(HeuristicPolicy):

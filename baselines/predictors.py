@@ -81,12 +81,27 @@ def offline_share(online_duty: float) -> float:
     return min(DYN_SM_MAX, max(DYN_SM_MIN, 1.0 - DYN_SM_HEADROOM * online_duty))
 
 
+def offline_share_array(online_duty: np.ndarray) -> np.ndarray:
+    """:func:`offline_share` elementwise (the same operations, so the same floats)."""
+    return np.minimum(DYN_SM_MAX, np.maximum(DYN_SM_MIN, 1.0 - DYN_SM_HEADROOM * online_duty))
+
+
+#: ``sm_limited`` per fleet: id of ``view.gpu_types`` -> (that tuple, type name -> flag).
+_SM_LIMIT: dict[int, tuple[tuple[Any, ...], dict[str, float]]] = {}
+
+
 def sm_limited(view: ClusterView, gpu_type: str) -> float:
     """1.0 if the GPU type enforces MPS SM percentages (public hardware catalogue)."""
-    for t in view.gpu_types:
-        if t.name == gpu_type:
-            return float(t.mps_sm_limit)
-    return 1.0
+    fleet = view.gpu_types  # static: the same tuple in every snapshot of a simulator
+    hit = _SM_LIMIT.get(id(fleet))
+    if hit is None or hit[0] is not fleet:
+        flags: dict[str, float] = {}
+        for t in fleet:
+            flags.setdefault(t.name, float(t.mps_sm_limit))
+        if len(_SM_LIMIT) > 16:
+            _SM_LIMIT.clear()
+        hit = _SM_LIMIT[id(fleet)] = (fleet, flags)
+    return hit[1].get(gpu_type, 1.0)
 
 
 def fingerprint(view: ClusterView) -> tuple[Any, ...]:
@@ -152,9 +167,64 @@ class PairSpeedPredictor:
     def predict(self, rows: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
         if len(rows) == 0:
             return np.zeros(0)
+        x = np.asarray(rows, dtype=float)
         with one_blas_thread():
-            y = self.net.predict(np.asarray(rows, dtype=float))
+            y = _pipeline_predict(self.net, x)
         return np.clip(y, 0.01, 1.0)
+
+
+#: Per fitted pipeline: id -> (the pipeline, (scaler, MLP) of :func:`_pipeline_predict`'s direct
+#: path, or None where the pipeline's own ``predict`` must run).
+_DIRECT: dict[int, tuple[Any, tuple[Any, Any] | None]] = {}
+
+
+def _pipeline_predict(net: Any, x: np.ndarray) -> np.ndarray:
+    """``net.predict(x)`` for a fitted ``StandardScaler`` + ``MLPRegressor`` pipeline without
+    scikit-learn's per-call input validation (about half of a call on a MuxFlow batch): the
+    scaler's copy, centring and scaling, then the network's own forward pass, on the same
+    arrays, so the same BLAS calls and the same floats. The first batch of each pipeline is
+    also run through ``net.predict``; the direct path is kept only if the two agree bit for bit.
+    """
+    hit = _DIRECT.get(id(net))
+    if hit is None or hit[0] is not net:
+        y = net.predict(x)
+        parts = _direct_parts(net)
+        if parts is not None and not np.array_equal(
+            _direct_predict(*parts, x).view(np.int64), np.asarray(y, dtype=float).view(np.int64)
+        ):
+            parts = None
+        if len(_DIRECT) > 64:
+            _DIRECT.clear()
+        _DIRECT[id(net)] = (net, parts)
+        return np.asarray(y)
+    if hit[1] is None or x.ndim != 2 or x.dtype != np.float64:
+        return np.asarray(net.predict(x))
+    return _direct_predict(*hit[1], x)
+
+
+def _direct_parts(net: Any) -> tuple[Any, Any] | None:
+    steps = getattr(net, "steps", None)
+    if steps is None or len(steps) != 2:
+        return None
+    sc, mlp = steps[0][1], steps[1][1]
+    ok = (
+        isinstance(sc, StandardScaler)
+        and sc.with_mean
+        and sc.with_std
+        and getattr(sc, "mean_", None) is not None
+        and getattr(sc, "scale_", None) is not None
+        and isinstance(mlp, MLPRegressor)
+        and hasattr(mlp, "_forward_pass_fast")
+    )
+    return (sc, mlp) if ok else None
+
+
+def _direct_predict(sc: Any, mlp: Any, x: np.ndarray) -> np.ndarray:
+    xs = np.array(x, dtype=np.float64, copy=True)  # StandardScaler.transform's copy
+    xs -= sc.mean_
+    xs /= sc.scale_
+    y = mlp._forward_pass_fast(xs, check_input=False)
+    return np.asarray(y.ravel() if y.shape[1] == 1 else y)
 
 
 def train_pair_speed(view: ClusterView, seed: int, n: int = 500) -> PairSpeedPredictor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,10 +62,42 @@ class JobView:
         return max(0.0, self.est_work_s - self.work_done)
 
 
+#: ``ClusterView.profile_latency_ms`` per speed model: id -> (the model, (model, type, batch) ->
+#: latency).
+_LATENCY: dict[int, tuple[Any, dict[tuple[str, str, int], float]]] = {}
+
+
+#: The key of the episode token in the simulator's ``_view_cache`` (reset with the episode,
+#: emptied in copies of the simulator; job ids are ints, so it is no job's).
+_EPISODE_KEY = "episode"
+
+
+def _episode(sim: Simulator) -> object:
+    cache: dict[Any, Any] = sim._view_cache
+    tok = cache.get(_EPISODE_KEY)
+    if tok is None:
+        tok = cache[_EPISODE_KEY] = object()
+    return tok
+
+
 def _ro(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+#: Read-only views of the simulator's state arrays, shared by its snapshots: id -> (the array,
+#: its view). The arrays are updated in place, so a view stays current.
+_SHARED_RO: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _ro_shared(a: np.ndarray) -> np.ndarray:
+    hit = _SHARED_RO.get(id(a))
+    if hit is None or hit[0] is not a:
+        if len(_SHARED_RO) > 256:
+            _SHARED_RO.clear()
+        hit = _SHARED_RO[id(a)] = (a, _ro(a))
+    return hit[1]
 
 
 class ClusterView:
@@ -75,6 +108,7 @@ class ClusterView:
         self.codec = codec
         #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
         self._masks: dict[int, tuple[int, np.ndarray]] = {}
+        self._window: tuple[tuple[int, int, int], list[JobView]] | None = None
         c = sim.cluster
         self.now_s = sim.now
         self.n_gpus = c.n_gpus
@@ -83,21 +117,28 @@ class ClusterView:
         self.type_name: tuple[str, ...] = c.type_name_of
         #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
         self.type_names: tuple[str, ...] = c.type_names
-        self.type_idx = _ro(c.type_idx)
-        self.node_of = _ro(c.node_of)
-        self.mode = _ro(c.mode)
-        self.n_res = _ro(c.n_res)
-        self.mem_cap_gb = _ro(c.mem_cap)
-        self.mem_used_gb = _ro(c.mem_decl)  # declared (what a scheduler's accounting sees)
+        self.type_idx = _ro_shared(c.type_idx)
+        self.node_of = _ro_shared(c.node_of)
+        self.mode = _ro_shared(c.mode)
+        self.n_res = _ro_shared(c.n_res)
+        self.mem_cap_gb = _ro_shared(c.mem_cap)
+        self.mem_used_gb = _ro_shared(c.mem_decl)  # declared (what a scheduler's accounting sees)
         #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
-        self.frac_used = _ro(c.frac_decl)
-        self.sm_used_pct = _ro(c.sm_used)
-        self.online_count = _ro(c.online_count)
-        self.healthy = _ro(c.healthy)
-        self.ready = _ro(c.ready)
-        self.util = _ro(sim._g_util)  # observed GPU utilisation (nvidia-smi style)
+        self.frac_used = _ro_shared(c.frac_decl)
+        self.sm_used_pct = _ro_shared(c.sm_used)
+        self.online_count = _ro_shared(c.online_count)
+        self.healthy = _ro_shared(c.healthy)
+        self.ready = _ro_shared(c.ready)
+        self.util = _ro_shared(sim._g_util)  # observed GPU utilisation (nvidia-smi style)
         self.max_residents = c.sharing.max_residents
         self.slo_target = sim.cfg.slo_target
+        #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
+        #: and in every copy of the simulator. Facts about a job that never change (its model,
+        #: its request) may be cached under it.
+        self.episode = _episode(sim)
+        #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
+        #: readiness change (equal within one simulator: the same GPU state).
+        self.version = c.version
 
     def job(self, job_id: int) -> JobView:
         st = self._sim.jobs[job_id]
@@ -139,8 +180,13 @@ class ClusterView:
 
     @property
     def window(self) -> list[JobView]:
-        """The queued jobs a decision may place, in queue order."""
-        return [self.job(s.job_id) for s in self._sim.window_jobs()]
+        """The queued jobs a decision may place, in queue order (built once per snapshot while
+        no event ran and the queue and the cluster are unchanged)."""
+        sim = self._sim
+        key = (sim.n_events, sim._queue_version, sim.cluster.version)
+        if self._window is None or self._window[0] != key:
+            self._window = (key, [self.job(s.job_id) for s in sim.window_jobs()])
+        return list(self._window[1])
 
     @property
     def queue(self) -> list[JobView]:
@@ -152,6 +198,16 @@ class ClusterView:
     def resident_ids(self, gpu: int) -> tuple[int, ...]:
         """The job ids of ``residents(gpu)`` (no JobViews built)."""
         return tuple(self._sim.cluster.residents[gpu])
+
+    def first_resident_ids(self, gpus: np.ndarray) -> np.ndarray:
+        """The first resident's job id on each of ``gpus`` (each must host one)."""
+        res = self._sim.cluster.residents
+        return np.array([res[g][0] for g in gpus.tolist()], dtype=np.int64)
+
+    def request_rates(self, ids: Sequence[int]) -> np.ndarray:
+        """The observed request rates (``JobView.rps``) of jobs ``ids``, without building views."""
+        jobs = self._sim.jobs
+        return np.array([jobs[i].rps for i in ids], dtype=np.float64)
 
     def mig_instances(self, gpu: int) -> tuple[MigInstance, ...]:
         return tuple(
@@ -166,6 +222,23 @@ class ClusterView:
         if hit is None or hit[0] != version:
             hit = self._masks[job_id] = (version, _ro(self._sim.mask(job_id)))
         return hit[1]
+
+    def mask_column(self, job_id: int, option: int) -> np.ndarray:
+        """``mask(job_id)[:, option]`` (read-only). When the whole mask is not at hand (neither
+        here nor in the simulator's cache), only that option's column is computed: the cluster's
+        single-GPU legality (shared by jobs of one memory size and type constraint) and, for a
+        gang, its rule on that option alone (each option's row is computed on its own)."""
+        version = self._sim.cluster.version
+        hit = self._masks.get(job_id)
+        entry = self._sim._mask_cache.get(job_id)
+        if (hit is not None and hit[0] == version) or (entry is not None and entry[0] == version):
+            return self.mask(job_id)[:, option]
+        c = self._sim.cluster
+        spec = self._sim.jobs[job_id].spec
+        single = c._single_cached(spec)  # option-major
+        if spec.num_gpus == 1:
+            return single[option]
+        return _ro(c._gang_mask(single[option : option + 1], spec.num_gpus)[0])
 
     def solo_speed(self, model: str, gpu: int) -> float:
         """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
@@ -185,8 +258,20 @@ class ClusterView:
         return [min(1.0, max(1e-3, r * (1.0 + noise * rng.standard_normal()))) for r in rates]
 
     def profile_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
-        """Profiled solo latency of one inference batch (GPULet's offline profiles)."""
-        return self._sim.speed.batch_latency_ms(model, gpu_type, batch_size)
+        """Profiled solo latency of one inference batch (GPULet's offline profiles); memoised
+        per speed model (a pure function of its arguments there)."""
+        speed = self._sim.speed
+        hit = _LATENCY.get(id(speed))
+        if hit is None or hit[0] is not speed:
+            if len(_LATENCY) > 16:
+                _LATENCY.clear()
+            hit = _LATENCY[id(speed)] = (speed, {})
+        memo = hit[1]
+        key = (model, gpu_type, batch_size)
+        v = memo.get(key)
+        if v is None:
+            v = memo[key] = speed.batch_latency_ms(model, gpu_type, batch_size)
+        return v
 
     def oracle_spec(self, job_id: int) -> JobSpec:
         """The true job spec (duration, true memory). Only for policies marked ``oracle``."""
