@@ -52,8 +52,8 @@ change 2; change 3 does not touch the env).
 
 `ppo_env_share` is measured with the agents' own model (`agents.make_model`: MaskablePPO
 with the set-structured policy and `configs/agents/maskable_ppo.yaml`'s hyperparameters, one
-torch thread as `scripts/train.py` uses). At ~310 training steps/s the env's ~0.6 ms per step is
-~19 % of the wall time. The 10 % target would need the env at ~0.3 ms per step or a heavier
+torch thread as `scripts/train.py` uses). At ~310-330 training steps/s the env's ~0.55-0.6 ms per step is
+~18-19 % of the wall time. The 10 % target would need the env at ~0.3 ms per step or a heavier
 learner; the set network's per-(job, GPU, option) scoring is itself cheap on 12 GPUs.
 
 The environment targets are not met: at 16 GPUs a step is ~0.38 ms and spans ~7 online ticks
@@ -80,17 +80,30 @@ would need ~40 us per step.
    decision hash); 25 episodes up to 6,500 GPUs and the MuxFlow ablation variants were
    compared bit for bit against the old code.
 
-All rows above come from one run of the whole suite on an otherwise idle machine. Earlier
-runs during development, with an RL training run sharing the two cores, gave `muxflow`
-783 / 535 / 252 and 600 / – / 211 jobs/s at 64 / 1,024 / 6,500 GPUs. What remains per
-`muxflow` decision at 6,500 GPUs:
+5. **What was left around MuxFlow's predictor and reserve-and-pack's masks** (second
+   session; cProfile, own time). `muxflow@6500` (128 s profiled): `weights` 30.6 s own,
+   scikit-learn's per-call input validation 10.0 s, `ClusterView.job` 2.7 M calls, the service
+   duty memo 2.1 M calls, `sm_limited` scanning the fleet per GPU type (~0.55 ms/decision).
+   `reserve_pack@6500` (4,000 jobs, 10.9 s): the gang masks' `cumsum` 1.9 s,
+   `one_node_empty_starts` 1.3 s. Now: the predictor runs the scaler and the MLP's own forward
+   pass on the same arrays and batches without the input checks (checked bit for bit against
+   `predict` on each model's first batch; the BLAS calls are unchanged); `sm_limited`, plan
+   ranks and usable-GPU masks are memoised per fleet, service latency / batch / bandwidth per
+   GPU and episode; the first legal option is computed once per distinct mask; `ClusterView`
+   gives a single option's mask column for gangs (`mask_column`), `version` / `episode`
+   tokens, shared read-only arrays and a per-snapshot window; `reserve_pack` skips a job
+   without its mask when no GPU of its usable plans can hold it (never a placeable one), and
+   computes candidates only on those plans' GPUs. A/B in one run (20,000 jobs, old code then
+   new): `muxflow@64` 869 -> 1,458, `muxflow@6500` 261 -> 486, `reserve_pack@64` 3,033 ->
+   3,447, `reserve_pack@6500` 636 -> 1,170 jobs/s; decision and metric hashes identical.
 
-- the MLP on ~1,200 (window job, unpaired service) rows, ~1 ms;
-- array work over the ~6,000 candidate GPUs per window job;
-- a Python pass over the unpaired services.
-
-Per `reserve_pack` decision, what remains is a legality mask per window job (the simulator's)
-and ~3 `decide` calls per placement (plans not yet open).
+What remains per `muxflow` decision at 6,500 GPUs: the MLP forward pass on ~1,000 rows
+(~0.45 ms) and the assignment on 8 x ~5,500 columns (~0.2 ms), both fixed by bit-identity
+(pruning columns changes the solver's tie-breaking), then the simulator's legality masks.
+Per `reserve_pack` decision: mostly the simulator's masks (gang-mask `cumsum`,
+`_single_mask`). Two simulator changes would help both: `placeable` builds a whole gang mask
+to call `any()` on it, and `ClusterView.job` rebuilds every queued job's view at each new
+instant because `wait_s` is stored rather than computed.
 """
 
 
