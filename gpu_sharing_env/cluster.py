@@ -167,6 +167,9 @@ class Cluster:
         self.mps_limit = np.array([self.types[t].mps_sm_limit for t in gpu_type_idx], dtype=bool)
         self.mig_capable = np.array([bool(self.types[t].mig_profiles) for t in gpu_type_idx])
         self.node_vcpus = np.array([n.vcpus for n in nodes], dtype=np.float64)
+        #: Static per-GPU facts as Python lists (scalar reads on the hot path).
+        self._node_of_l: list[int] = self.node_of.tolist()
+        self._mps_limit_l: list[bool] = self.mps_limit.tolist()
         self.node_first_gpu = np.concatenate([[0], np.cumsum([n.num_gpus for n in nodes])[:-1]])
         self.mig = _MigTables(self.types)
         self._cap_eps = self.mem_cap + _EPS
@@ -180,6 +183,9 @@ class Cluster:
             [o.sm_pct for o in self.options if o.mode is SharingMode.MPS], dtype=np.int64
         )
         self._mps_pct_list: list[int] = self._mps_pcts.tolist()
+        #: ``100 - pct`` per MPS option (a column), and GPUs without an MPS SM limit (static).
+        self._mps_headroom = (100 - self._mps_pcts)[:, None]
+        self._no_mps_limit = ~self.mps_limit
         self._mig_slices = [o.mig_slices for o in self.options if o.mode is SharingMode.MIG]
         self._mps0 = self._n_excl + self._n_ts
         self._mig0 = self._mps0 + len(self._mps_pcts)
@@ -262,14 +268,16 @@ class Cluster:
         return self._dyn
 
     def _dynamic_full(self) -> tuple[np.ndarray, ...]:
+        # Modes are compared as plain ints (an array compared with an enum member costs ~4x
+        # more), and ``sm_used + pct <= 100`` as ``sm_used <= 100 - pct`` (integers: exact).
         free = self.n_res == 0
         room = self.n_res < self.sharing.max_residents
         mode = self.mode
-        ts = room & (free | (mode == SharingMode.TIME_SHARING))
-        mps_room = room & (free | (mode == SharingMode.MPS))
-        sm_ok = (self.sm_used + self._mps_pcts[:, None] <= 100) | ~self.mps_limit
+        ts = room & (free | (mode == _TS))
+        mps_room = room & (free | (mode == _MPS))
+        sm_ok = (self.sm_used <= self._mps_headroom) | self._no_mps_limit
         mps = mps_room & sm_ok  # (n_mps, n_gpus)
-        mig_base = room & self.mig_capable & (free | (mode == SharingMode.MIG))
+        mig_base = room & self.mig_capable & (free | (mode == _MIG))
         if self._mig_slices:
             mig_bits = self.mig.creatable_bits[self.type_idx, self.mig_occ, self.mig_used]
         else:
@@ -279,20 +287,20 @@ class Cluster:
     def _dynamic_row(self, g: int) -> None:
         """:meth:`_dynamic_full` for one GPU (the same rules, on scalars)."""
         free_a, ready_healthy, ts, mps, mig_base, mig_bits = self._dyn
-        n = int(self.n_res[g])
-        mode = int(self.mode[g])
+        n = self.n_res.item(g)
+        mode = self.mode.item(g)
         free = n == 0
         room = n < self.sharing.max_residents
         free_a[g] = free
-        ready_healthy[g] = self.ready[g] and self.healthy[g]
+        ready_healthy[g] = self.ready.item(g) and self.healthy.item(g)
         ts[g] = room and (free or mode == _TS)
         mps_room = room and (free or mode == _MPS)
-        sm = int(self.sm_used[g])
-        no_limit = not self.mps_limit[g]
+        sm = self.sm_used.item(g)
+        no_limit = not self._mps_limit_l[g]
         mps[:, g] = [mps_room and (sm + p <= 100 or no_limit) for p in self._mps_pct_list]
-        mig_base[g] = room and self.mig_capable[g] and (free or mode == _MIG)
+        mig_base[g] = room and self.mig_capable.item(g) and (free or mode == _MIG)
         if self._mig_slices:
-            t, occ, used = int(self.type_idx[g]), int(self.mig_occ[g]), int(self.mig_used[g])
+            t, occ, used = self.type_idx.item(g), self.mig_occ.item(g), self.mig_used.item(g)
             mig_bits[g] = self.mig.creatable_bits[t, occ, used]
 
     def _touch(self, gpu: int) -> None:
@@ -422,11 +430,14 @@ class Cluster:
             The setup delay in seconds (mode switch, MPS daemon start, MIG instance creation)
             and the MIG instance used, if any.
         """
+        # Elements are read as Python numbers (``.item``) and written back: the same values as
+        # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
         delay = 0.0
         inst: MigInstance | None = None
-        was_free = self.n_res[gpu] == 0
-        if was_free and self.mode[gpu] != opt.mode:
-            if opt.mode is SharingMode.MIG or self.mode[gpu] == SharingMode.MIG:
+        n = self.n_res.item(gpu)
+        mode = self.mode.item(gpu)
+        if n == 0 and mode != opt.mode:
+            if opt.mode is SharingMode.MIG or mode == _MIG:
                 delay += self.sharing.mig_mode_switch_s
                 self.mig_instances[gpu] = []
             elif opt.mode is SharingMode.MPS:
@@ -436,16 +447,19 @@ class Cluster:
             inst, created = self._mig_take(job, gpu, opt.mig_slices)
             if created:
                 delay += self.sharing.mig_reconfig_s
-        if opt.mode is SharingMode.MPS and self.mps_limit[gpu]:
-            self.sm_used[gpu] += opt.sm_pct
-        self.n_res[gpu] += 1
-        self.mem_decl[gpu] += job.mem_gb
-        self.mem_true[gpu] += job.true_mem_gb
-        self.online_count[gpu] += int(job.online)
+        if opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+        self.n_res[gpu] = n + 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
+        if job.online:
+            self.online_count[gpu] = self.online_count.item(gpu) + 1
         self.residents[gpu].append(job.job_id)
-        self.res_frac[gpu].append(job.gpu_frac)
-        self.frac_decl[gpu] = sum(self.res_frac[gpu])
-        self.node_cpu_used[self.node_of[gpu]] += job.cpu_cores
+        fracs = self.res_frac[gpu]
+        fracs.append(job.gpu_frac)
+        self.frac_decl[gpu] = sum(fracs)
+        node = self._node_of_l[gpu]
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
         self._touch(gpu)
         self.version += 1
         return delay, inst
@@ -488,24 +502,28 @@ class Cluster:
 
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
         """Take one instance of ``job`` off ``gpu``."""
+        # Python-number element updates, as in ``add``.
         i = self.residents[gpu].index(job.job_id)
         del self.residents[gpu][i]
-        del self.res_frac[gpu][i]
-        self.frac_decl[gpu] = sum(self.res_frac[gpu])
-        self.n_res[gpu] -= 1
-        self.mem_decl[gpu] -= job.mem_gb
-        self.mem_true[gpu] -= job.true_mem_gb
-        self.online_count[gpu] -= int(job.online)
-        self.node_cpu_used[self.node_of[gpu]] -= job.cpu_cores
-        if opt.mode is SharingMode.MPS and self.mps_limit[gpu]:
-            self.sm_used[gpu] -= opt.sm_pct
+        fracs = self.res_frac[gpu]
+        del fracs[i]
+        self.frac_decl[gpu] = sum(fracs)
+        n = self.n_res[gpu] = self.n_res.item(gpu) - 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
+        if job.online:
+            self.online_count[gpu] = self.online_count.item(gpu) - 1
+        node = self._node_of_l[gpu]
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
+        if opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
         if opt.mode is SharingMode.MIG:
             for inst in self.mig_instances[gpu]:
                 if inst.job_id == job.job_id:
                     self._mig_mark(gpu, inst, busy=False)
                     inst.job_id = None
                     break
-        if self.n_res[gpu] == 0:
+        if n == 0:
             self.mem_decl[gpu] = 0.0  # drop float drift
             self.mem_true[gpu] = 0.0
         self._touch(gpu)

@@ -101,6 +101,8 @@ _MODEL_COL = {m: _J[f"model_{m}"] for m in MODEL_CLASSES}
 _MODE0 = _G["mode_unset"]
 _DYN0 = _MODE0  # first dynamic GPU column: everything before it is static
 _DYN1 = _G["residents"]  # first dynamic column after the mode one-hot
+# Per-step job columns, in ``JobEncoder.jobs``' order: wait, attempts, placeable.
+_J_STEP = np.array([_J["wait"], _J["attempts"], _J["placeable"]], dtype=np.intp)
 
 
 def observation_space(max_gpus: int, window: int) -> spaces.Dict:
@@ -147,6 +149,10 @@ class ObservationEncoder:
         static[:, _G["mig_capable"]] = c.mig_capable
         static[:, _G["mps_sm_limit"]] = c.mps_limit
         self._static = static
+        #: The GPU table with its static columns filled in and every other entry 0: each
+        #: observation starts from a copy of it.
+        self._template = np.zeros((max_gpus, len(GPU_FEATURES)), dtype=np.float32)
+        self._template[:g, :_DYN0] = static
         self._rows = np.arange(g)
         self._inv_res = 1.0 / max(1, c.sharing.max_residents)
         self._neg_inv_cap = -1.0 / c.mem_cap
@@ -155,7 +161,6 @@ class ObservationEncoder:
         # node CPU demand / vCPUs, halved: 1 means twice over-subscribed
         self._half_inv_vcpus = 0.5 / np.maximum(c.node_vcpus, 1e-9)
         self._dyn = np.empty((len(GPU_FEATURES) - _DYN1, g))
-        self._online = np.empty(g, dtype=bool)
         self._job_static: dict[int, np.ndarray] = {}
 
     def reset(self) -> None:
@@ -178,16 +183,14 @@ class ObservationEncoder:
         d[3] += self._mig_capable
         d[4] = c.healthy
         d[5] = c.ready
-        np.greater(c.online_count, 0, out=self._online)
-        d[6] = self._online
+        np.greater(c.online_count, 0, out=d[6])  # bool written as 0.0 / 1.0
         d[7] = sim.gpu_util
         np.take(c.node_cpu_used * self._half_inv_vcpus, c.node_of, out=d[8])
         # Clipped to [0, 1] before the cast to float32 (contiguous, so faster): the same
         # numbers, as the cast's rounding is monotonic and 0 and 1 are exact.
         np.clip(d, 0.0, 1.0, out=d)
-        out = np.zeros((self.max_gpus, len(GPU_FEATURES)), dtype=np.float32)
+        out = self._template.copy()
         t = out[:g]
-        t[:, :_DYN0] = self._static
         # mode one-hot: MODE_NONE (-1) lands in the "unset" column
         t[self._rows, _MODE0 + 1 + c.mode] = 1.0
         t[:, _DYN1:] = d.T
@@ -211,19 +214,30 @@ class ObservationEncoder:
 
     def jobs(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
         out = np.zeros((self.window, len(JOB_FEATURES)), dtype=np.float32)
+        if not window:
+            return out.ravel()
         max_att = float(sim.cfg.faults.max_attempts)
         now = sim.now
-        for k, spec in enumerate(window):
+        rows = []
+        step = []
+        for spec in window:
             jid = spec.job_id
             row = self._job_static.get(jid)
             if row is None:
                 row = self._job_static[jid] = self._static_job(spec)
-            r = out[k]
-            r[:] = row
+            rows.append(row)
             st = sim.jobs[jid]
-            r[_J["wait"]] = _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE)
-            r[_J["attempts"]] = min(1.0, st.attempts / max_att)
-            r[_J["placeable"]] = sim.placeable(jid)
+            step.append(
+                (
+                    _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE),
+                    min(1.0, st.attempts / max_att),
+                    sim.placeable(jid),
+                )
+            )
+        # Two numpy calls for the whole window (the same float32 roundings as per element).
+        n = len(window)
+        out[:n] = rows
+        out[:n, _J_STEP] = step
         return out.ravel()
 
     def global_(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:

@@ -17,6 +17,7 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from heapq import heappop
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,11 @@ class Simulator:
             for first, n in zip(c.node_first_gpu, c.nodes, strict=True)
         ]
         self._node_pcie = [n.interconnect is Interconnect.PCIE for n in c.nodes]
+        self._node_vcpus: list[float] = c.node_vcpus.tolist()
+        self._mem_cap: list[float] = c.mem_cap.tolist()
+        self._n_gpus_f = float(c.n_gpus)
+        #: Per placement option: its MPS SM share as a fraction (``sm_pct / 100.0``).
+        self._opt_share = [o.sm_pct / 100.0 for o in self.options]
         #: GPUs of the fleet whose type and memory fit, by (gpu_types, mem_gb) (static).
         self._fit_count: dict[tuple[tuple[str, ...], float], int] = {}
         rates = cfg.faults.rate_per_gpu_h
@@ -179,7 +185,10 @@ class Simulator:
         self._noise_i = 0
         #: Online services that arrived and have not ended, in arrival (= ``_online_ids``) order.
         self._online_arrived: list[JobState] = []
-        self._frag_key: tuple[int, int] | None = None
+        self._frag_cv = self._frag_qv = -1  # (cluster, queue) versions of ``_frag_val``
+        self._status_version = 0  # bumps at every job status change (``_live_online``)
+        self._live: list[JobState] = []
+        self._live_version = -1
         self._queue_version = 0
         self._frag_val = 0.0
         self._offline_total = sum(not s.online for s in specs)
@@ -245,7 +254,16 @@ class Simulator:
         """True when some job in the window can be placed now."""
         if self.done:
             return False
-        return any(self.placeable(jid) for _, jid in self.queue[: self.window])
+        # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined
+        version = self.cluster.version
+        cache = self._mask_cache
+        for _, jid in self.queue[: self.window]:
+            hit = cache.get(jid)
+            if hit is None or hit[0] != version:
+                hit = self._mask_entry(jid)
+            if hit[2]:
+                return True
+        return False
 
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
@@ -256,7 +274,7 @@ class Simulator:
             return self._check_migration(st, d.gpu, d.option)
         if st is None or st.status is not Status.QUEUED:
             return f"job {d.job_id} is neither queued nor running"
-        if d.job_id not in {s.job_id for s in self.window_jobs()}:
+        if d.job_id not in [jid for _, jid in self.queue[: self.window]]:
             return f"job {d.job_id} is queued but outside the window of {self.window}"
         in_range = 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options)
         if in_range and self.mask(d.job_id)[d.gpu, d.option]:
@@ -314,19 +332,35 @@ class Simulator:
 
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
-        events = self.events
-        heap = events.heap
+        # The hot loop of the simulator (~11 events per env step on ``default``): events are
+        # popped from the heap here, ticks and stale completions are dispatched inline and the
+        # rest goes through ``_handle``; the same events in the same order as
+        # ``EventQueue.pop_raw`` + ``_handle`` (and so the same floats).
+        heap = self.events.heap
         handle = self._handle
+        tick = self._tick
+        jobs = self.jobs
+        horizon = self.horizon_s
         while not self.done:
-            if not heap or heap[0][0] > self.horizon_s:
-                self._integrate(self.horizon_s)
+            if not heap or heap[0][0] > horizon:
+                self._integrate(horizon)
                 self.done = True
                 return
             t = heap[0][0]
             self._integrate(t)
             changed = False
             while heap and heap[0][0] == t:
-                changed |= handle(*events.pop_raw())
+                _, kind, _, subject, stamp = heappop(heap)
+                if kind == _K_TICK:
+                    changed |= tick()
+                elif kind == _K_COMPLETE:
+                    # ``_handle``'s COMPLETE case; a stale one (older epoch) changes nothing
+                    st = jobs[subject]
+                    if st.status is _RUNNING and stamp == st.epoch:
+                        self._finish(st, Status.DONE)
+                        changed = True
+                else:
+                    changed |= handle(t, kind, subject, stamp)
                 self.n_events += 1
             if self._offline_total and not self._offline_left:
                 self.done = True
@@ -386,6 +420,7 @@ class Simulator:
             self._online_arrived.append(st)
         if not self._feasible(st.spec):
             st.status = Status.FAILED
+            self._status_version += 1
             st.finish_t = self.now
             self.acc.errors_by_cause["unschedulable"] = (
                 self.acc.errors_by_cause.get("unschedulable", 0) + 1
@@ -409,6 +444,7 @@ class Simulator:
 
     def _enqueue(self, st: JobState) -> None:
         st.status = Status.QUEUED
+        self._status_version += 1
         st.enqueue_t = self.now
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
         self._queue_version += 1
@@ -423,7 +459,7 @@ class Simulator:
         delay = 0.0
         st.mig = []
         for g in gpus:
-            mode_before = int(self.cluster.mode[g])
+            mode_before = self.cluster.mode.item(g)
             d, inst = self.cluster.add(spec, g, opt)
             st.mig.append(inst)
             if d > 0 and (opt.mode is SharingMode.MIG or mode_before == SharingMode.MIG):
@@ -438,6 +474,7 @@ class Simulator:
         # an entry is 40 kB; 20,000 of them were most of a replay's memory).
         self._mask_cache.pop(spec.job_id, None)
         st.status = Status.RUNNING
+        self._status_version += 1
         st.gpus = gpus
         st.option = option
         st.last_t = self.now
@@ -454,7 +491,8 @@ class Simulator:
             self._update_load(st)
             self.events.push(max(self.now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
         self._schedule_fault(st)
-        if any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in gpus):
+        mem_true = self.cluster.mem_true
+        if any(mem_true.item(g) > self._mem_cap[g] + 1e-9 for g in gpus):
             t_oom = self.now + delay + self.cfg.faults.oom_delay_s
             self.events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
         self._refresh(gpus)
@@ -480,6 +518,7 @@ class Simulator:
     def _finish(self, st: JobState, status: Status) -> None:
         gpus = self._remove(st)
         st.status = status
+        self._status_version += 1
         st.finish_t = self.now
         if not st.spec.online:
             self._offline_left -= 1
@@ -504,6 +543,7 @@ class Simulator:
         self._in_system -= 1
         if st.attempts >= self.cfg.faults.max_attempts:
             st.status = Status.FAILED
+            self._status_version += 1
             st.finish_t = self.now
             self._offline_left -= 1
         else:
@@ -543,11 +583,12 @@ class Simulator:
 
     # ================================================================== rates
     def _accrue(self, st: JobState) -> None:
-        if st.status is not Status.RUNNING:
+        if st.status is not _RUNNING:
             return
+        now = self.now
         t0 = max(st.last_t, st.setup_until)
-        if self.now > t0 and st.rate > 0:
-            dt = self.now - t0
+        if now > t0 and st.rate > 0:
+            dt = now - t0
             st.work_done += st.rate * dt
             st.norm_integral += (st.rate / st.solo_rate) * dt
             st.run_time_s += dt
@@ -557,8 +598,8 @@ class Simulator:
         return [self.jobs[j] for j in self.cluster.residents[g]]
 
     def _sm_shares(self, g: int, res: list[JobState]) -> list[float]:
-        opts = self.options
-        shares = [opts[r.option].sm_pct / 100.0 for r in res]
+        opt_share = self._opt_share
+        shares = [opt_share[r.option] for r in res]
         if (
             self.mechanisms.dynamic_sm
             and self.cluster.mode[g] == SharingMode.MPS
@@ -581,30 +622,43 @@ class Simulator:
         c = self.cluster
         todo = set(gpus)
         node_of = self._node_of
+        used_of = c.node_cpu_used
+        vcpus_of = self._node_vcpus
+        factor = self._node_factor
         for node in {node_of[g] for g in gpus}:
-            used = c.node_cpu_used[node]
-            f = min(1.0, c.node_vcpus[node] / used) if used > 1e-9 else 1.0
-            if f != self._node_factor[node]:
-                self._node_factor[node] = f
+            # Python floats (``.item``): the same values as the numpy scalars, cheaper to use
+            used = used_of.item(node)
+            f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
+            if f != factor[node]:
+                factor[node] = f
                 todo.update(self._node_gpus[node])
         affected: dict[int, JobState] = {}
         jobs = self.jobs
+        residents = c.residents
+        accrue = self._accrue
+        fractions = self._gpu_fractions
         for g in sorted(todo):
-            res = [jobs[j] for j in c.residents[g]]
+            res = [jobs[j] for j in residents[g]]
             for r in res:
-                if r.spec.job_id not in affected:
-                    self._accrue(r)
-                    affected[r.spec.job_id] = r
-            self._gpu_fractions(g, res)
+                jid = r.spec.job_id
+                if jid not in affected:
+                    accrue(r)
+                    affected[jid] = r
+            fractions(g, res)
+        set_rate = self._set_rate
         for st in affected.values():
-            self._set_rate(st)
+            set_rate(st)
 
     def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
         c = self.cluster
         util = sm = stp = over = 0.0
         if res:
-            mode = _MODES[int(c.mode[g])]
-            shares = self._sm_shares(g, res)
+            mode = _MODES[c.mode.item(g)]
+            if self.mechanisms.dynamic_sm:
+                shares = self._sm_shares(g, res)
+            else:  # ``_sm_shares`` without dynamic SM: each option's static share
+                opt_share = self._opt_share
+                shares = [opt_share[r.option] for r in res]
             prio_online = self.cfg.sharing.online_priority
             is_mig = mode is _MIG
             keys = []
@@ -620,12 +674,15 @@ class Simulator:
                         share,
                         inst.compute if inst else 0,
                         bin(inst.mask).count("1") if inst else 0,
-                        max(duty, 1e-3),
+                        1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                         online,
                         spec.priority + (100 if online and prio_online else 0),
                     )
                 )
-            fr = self._rates(c.type_name_of[g], mode, keys)
+            gpu_type = c.type_name_of[g]
+            fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
+            if fr is None:
+                fr = self._rates(gpu_type, mode, keys)
             for r, k, f in zip(res, keys, fr, strict=True):
                 online = r.online
                 f *= 1.0 if online else r.throttle
@@ -636,16 +693,25 @@ class Simulator:
                 stp += f
                 if not online:
                     over += f
-        util, sm = min(1.0, util), min(1.0, sm)
-        hosts_online = float(c.online_count[g] > 0)
+        # ``min(1.0, x)`` as ``x if x < 1.0 else 1.0`` (the same value, NaN included)
+        util = util if util < 1.0 else 1.0
+        sm = sm if sm < 1.0 else 1.0
+        hosts_online = 1.0 if c.online_count.item(g) > 0 else 0.0
         over = over if hosts_online else 0.0
-        mem = min(1.0, float(c.mem_true[g]) / float(c.mem_cap[g]))
-        busy = float(len(res) > 0)
+        mem = c.mem_true.item(g) / self._mem_cap[g]
+        mem = mem if mem < 1.0 else 1.0
+        busy = 1.0 if res else 0.0
         new = (util, sm, mem, busy, stp, over, hosts_online)
         old = self._g_vals[g]
         s = self._sums
-        for i in range(7):
-            s[i] += new[i] - old[i]
+        # the fleet sums, updated element by element as before (unrolled)
+        s[0] += util - old[0]
+        s[1] += sm - old[1]
+        s[2] += mem - old[2]
+        s[3] += busy - old[3]
+        s[4] += stp - old[4]
+        s[5] += over - old[5]
+        s[6] += hosts_online - old[6]
         self._g_vals[g] = new
         self._g_util[g] = util
 
@@ -667,7 +733,9 @@ class Simulator:
         node_of = self._node_of
         if len(gpus) == 1:
             g = gpus[0]
-            solo = self._solo_speed(spec.model, self._type_of[g])
+            solo = self._solo_cache.get((spec.model, self._type_of[g]))
+            if solo is None:
+                solo = self._solo_speed(spec.model, self._type_of[g])
             net = 1.0
             cpu = self._node_factor[node_of[g]]
             frac = st.frac[g]
@@ -682,11 +750,13 @@ class Simulator:
             cpu = min(self._node_factor[node_of[g]] for g in gpus)
             frac = min(st.frac[g] for g in gpus)
         st.solo_rate = solo * net
-        st.rate = solo * net * frac * cpu
-        if not spec.online:
-            st.epoch += 1
-            t_done = max(self.now, st.setup_until) + st.remaining / st.rate
-            self.events.push(t_done, EventKind.COMPLETE, spec.job_id, st.epoch)
+        rate = st.rate = solo * net * frac * cpu
+        if not st.online:
+            epoch = st.epoch = st.epoch + 1
+            remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
+            remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
+            t_done = max(self.now, st.setup_until) + remaining / rate
+            self.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
 
     # ================================================================== online services
     def _solo_speed(self, model: str, gpu_type: str) -> float:
@@ -734,7 +804,13 @@ class Simulator:
             st.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
 
     def _live_online(self) -> list[JobState]:
-        """Online services queued or running now, in ``_online_ids`` order."""
+        """Online services queued or running now, in ``_online_ids`` order.
+
+        Memoised until a job's status next changes (``_status_version``): at every tick the
+        same list is used (a fresh list when it changes, so a caller may iterate the old one).
+        """
+        if self._live_version == self._status_version:
+            return self._live
         live = []
         ended = False
         for st in self._online_arrived:
@@ -747,6 +823,8 @@ class Simulator:
             self._online_arrived = [
                 st for st in self._online_arrived if st.status in (_RUNNING, _QUEUED)
             ]
+        self._live = live
+        self._live_version = self._status_version
         return live
 
     def _tick(self) -> bool:
@@ -850,12 +928,16 @@ class Simulator:
         acc.requests, acc.requests_ok = requests, requests_ok
         acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
         acc.slowdown_weighted = slow_w
-        self._sample_frag()
-        g = float(self.n_gpus)
+        # ``_sample_frag``: recomputed only when its inputs changed
+        if self.cluster.version != self._frag_cv or self._queue_version != self._frag_qv:
+            self._sample_frag()
+        acc.frag_sum += self._frag_val
+        acc.frag_samples += 1
+        g = self._n_gpus_f
         s = self._sums
         self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
         if now + tick <= self.horizon_s:
-            self.events.push(now + tick, EventKind.TICK, 0)
+            self.events.push(now + tick, _K_TICK, 0)
         return changed
 
     def _monitor(self, g: int, ratio: float) -> bool:
@@ -882,20 +964,21 @@ class Simulator:
         return changed
 
     def _sample_frag(self) -> None:
-        """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits."""
+        """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits
+        (``_frag_val``; ``_tick`` adds it to the accumulator).
+
+        The sample depends only on the cluster's memory state (``version``) and the queue
+        (``_queue_version``): ``_tick`` calls this only when either changed.
+        """
         c = self.cluster
-        # The sample depends only on the cluster's memory state (``version``) and the queue.
-        key = (c.version, self._queue_version)
-        if key != self._frag_key:
-            jobs = self.jobs
-            pending = [spec.mem_gb for _, j in self.queue if not (spec := jobs[j].spec).online]
-            need = min(pending) if pending else 0.0
-            free = c.mem_cap - c.mem_decl
-            part = (c.n_res > 0) & (free > 1e-9) & (free < need)
-            self._frag_val = float((free[part] / c.mem_cap[part]).sum())
-            self._frag_key = key
-        self.acc.frag_sum += self._frag_val
-        self.acc.frag_samples += 1
+        jobs = self.jobs
+        pending = [spec.mem_gb for _, j in self.queue if not (spec := jobs[j].spec).online]
+        need = min(pending) if pending else 0.0
+        free = c.mem_cap - c.mem_decl
+        part = (c.n_res > 0) & (free > 1e-9) & (free < need)
+        self._frag_val = float((free[part] / c.mem_cap[part]).sum())
+        self._frag_cv = c.version
+        self._frag_qv = self._queue_version
 
     # ================================================================== time
     def _integrate(self, t: float) -> None:

@@ -7,8 +7,8 @@ priority pop in the order they were pushed.
 from __future__ import annotations
 
 import enum
-import heapq
 import itertools
+from heapq import heappop, heappush
 
 
 class EventKind(enum.IntEnum):
@@ -29,25 +29,27 @@ class EventQueue:
     __slots__ = ("_counter", "heap")
 
     def __init__(self) -> None:
-        #: The heap itself: read-only outside this class (``heap[0][0]`` is the next time).
+        #: The heap itself (``heap[0][0]`` is the next time): read-only outside this class,
+        #: except that ``Simulator.advance`` pops it directly (``heappop``, as :meth:`pop_raw`).
         self.heap: list[tuple[float, int, int, int, int]] = []
         self._counter = itertools.count()
 
-    def push(self, time_s: float, kind: EventKind, subject: int, stamp: int = 0) -> None:
-        """Schedule ``kind`` for ``subject`` (a job id or GPU index) at ``time_s``.
+    def push(self, time_s: float, kind: EventKind | int, subject: int, stamp: int = 0) -> None:
+        """Schedule ``kind`` (an :class:`EventKind` or its value) for ``subject`` (a job id or
+        GPU index) at ``time_s``.
 
         ``stamp`` is compared by the owner when the event pops (an epoch number), so that an
         event made stale by a later change can be ignored without searching the heap.
         """
-        heapq.heappush(self.heap, (time_s, int(kind), next(self._counter), subject, stamp))
+        heappush(self.heap, (time_s, int(kind), next(self._counter), subject, stamp))
 
     def pop(self) -> tuple[float, EventKind, int, int]:
-        t, k, _, subject, stamp = heapq.heappop(self.heap)
+        t, k, _, subject, stamp = heappop(self.heap)
         return t, EventKind(k), subject, stamp
 
     def pop_raw(self) -> tuple[float, int, int, int]:
         """:meth:`pop` with the kind as a plain ``int`` (the simulator's hot path)."""
-        t, k, _, subject, stamp = heapq.heappop(self.heap)
+        t, k, _, subject, stamp = heappop(self.heap)
         return t, k, subject, stamp
 
     def peek_time(self) -> float:

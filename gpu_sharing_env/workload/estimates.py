@@ -19,7 +19,6 @@ for ``sigma > 0`` an estimate never equals the truth exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
@@ -53,7 +52,7 @@ def attach_estimates(
         raise ValueError(f"group_sigma: must be finite and >= 0 (got {group_sigma})")
     z = rng.standard_normal(len(jobs))
     if sigma == 0:
-        return [j if j.online else replace(j, est_work_s=j.work_s) for j in jobs]
+        return [j if j.online else j.with_estimate(j.work_s) for j in jobs]
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, jobs[i].job_id))
     history: dict[str, tuple[float, int]] = {}  # group -> (sum of work_s, count)
     est = [0.0] * len(jobs)
@@ -72,4 +71,5 @@ def attach_estimates(
         if j.group:
             s, c = history.get(j.group, (0.0, 0))
             history[j.group] = (s + j.work_s, c + 1)
-    return [j if j.online else replace(j, est_work_s=max(est[i], 1e-9)) for i, j in enumerate(jobs)]
+    # ``JobSpec.with_estimate``: ``dataclasses.replace(j, est_work_s=...)``, faster
+    return [j if j.online else j.with_estimate(max(est[i], 1e-9)) for i, j in enumerate(jobs)]

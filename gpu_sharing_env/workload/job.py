@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
@@ -120,6 +120,34 @@ class JobSpec:
     service: ServiceSpec | None = field(default=None)
 
     def __post_init__(self) -> None:
+        # Every rule of ``_validate`` in one expression, evaluated in the same order (a workload
+        # builds ~130 specs per episode reset): only a spec that breaks one pays for the
+        # rule-by-rule walk, which raises for the first broken rule.
+        isfinite = math.isfinite
+        if not (
+            self.model in MODEL_CLASSES
+            and isfinite(self.submit_s)
+            and self.submit_s >= 0
+            and self.num_gpus >= 1
+            and 0 < self.gpu_frac <= 1
+            and (self.gpu_frac == 1 or self.num_gpus == 1)
+            and isfinite(self.mem_gb)
+            and self.mem_gb > 0
+            and isfinite(self.cpu_cores)
+            and self.cpu_cores >= 0
+            and isfinite(self.work_s)
+            and self.work_s > 0
+            and isfinite(self.est_work_s)
+            and self.est_work_s > 0
+            and self.checkpoint_interval_s > 0
+            and (self.kind is JobKind.ONLINE) == (self.service is not None)
+        ):
+            self._validate()
+        if self.true_mem_gb < 0:
+            object.__setattr__(self, "true_mem_gb", self.mem_gb)
+
+    def _validate(self) -> None:
+        """Raise :class:`JobSpecError` naming the first rule the spec breaks."""
         _require(self.model in MODEL_CLASSES, "model", f"one of {', '.join(MODEL_CLASSES)}")
         _require(math.isfinite(self.submit_s) and self.submit_s >= 0, "submit_s", "finite, >= 0")
         _require(self.num_gpus >= 1, "num_gpus", "must be >= 1")
@@ -135,12 +163,33 @@ class JobSpec:
             "service",
             "set exactly for online jobs",
         )
-        if self.true_mem_gb < 0:
-            object.__setattr__(self, "true_mem_gb", self.mem_gb)
 
     @property
     def online(self) -> bool:
         return self.kind is JobKind.ONLINE
+
+    def with_estimate(self, est_work_s: float) -> JobSpec:
+        """``dataclasses.replace(self, est_work_s=est_work_s)`` (validated the same way),
+        without ``replace``'s generic walk over the fields."""
+        return JobSpec(
+            self.job_id,
+            self.kind,
+            self.model,
+            self.submit_s,
+            self.num_gpus,
+            self.gpu_frac,
+            self.mem_gb,
+            self.cpu_cores,
+            self.work_s,
+            est_work_s,
+            self.true_mem_gb,
+            self.gpu_types,
+            self.checkpoint_interval_s,
+            self.group,
+            self.user,
+            self.priority,
+            self.service,
+        )
 
 
 class JobSpecError(ValueError):
@@ -150,3 +199,25 @@ class JobSpecError(ValueError):
 def _require(ok: bool, field_name: str, rule: str) -> None:
     if not ok:
         raise JobSpecError(f"{field_name}: {rule}")
+
+
+# ``JobSpec.with_estimate`` lists every field positionally: it must follow the class.
+assert tuple(f.name for f in fields(JobSpec)) == (
+    "job_id",
+    "kind",
+    "model",
+    "submit_s",
+    "num_gpus",
+    "gpu_frac",
+    "mem_gb",
+    "cpu_cores",
+    "work_s",
+    "est_work_s",
+    "true_mem_gb",
+    "gpu_types",
+    "checkpoint_interval_s",
+    "group",
+    "user",
+    "priority",
+    "service",
+), "JobSpec's fields changed: update JobSpec.with_estimate"

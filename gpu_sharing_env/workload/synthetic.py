@@ -313,42 +313,57 @@ def generate_jobs(
 
     group_name: dict[int, str] = {}  # named in order of first appearance
     jobs: list[JobSpec] = []
+    # Python lists (the same values as the arrays' elements), cheaper to index per job.
+    labels_l, times_l, dur_l, use_l, in_group_l = (
+        labels.tolist(),
+        times.tolist(),
+        dur.tolist(),
+        use.tolist(),
+        in_group.tolist(),
+    )
+    models_l, req_l, high_l, constrained_l = (
+        models.tolist(),
+        req.tolist(),
+        high.tolist(),
+        constrained.tolist(),
+    )
+    set_idx_l, users_l, cpu_noise_l = set_idx.tolist(), users.tolist(), cpu_noise.tolist()
     for i in range(n):
-        k = int(labels[i])
-        model = str(models[k])
-        r = float(req[k])
+        k = labels_l[i]
+        model = str(models_l[k])
+        r = req_l[k]
         frac = r if r < 1 else 1.0
         num_gpus = 1 if r < 1 else int(r)
         prof = ZOO[model]
         mem = frac * REF_GPU_MEM_GB if r < 1 else prof.mem_gb
-        cpu = cfg.cpu_per_gpu_median * prof.cpu_cores / 4.0 * float(cpu_noise[k])
-        if high[k]:
+        cpu = cfg.cpu_per_gpu_median * prof.cpu_cores / 4.0 * cpu_noise_l[k]
+        if high_l[k]:
             types: tuple[str, ...] = tuple(cfg.high_end_types)
-        elif constrained[k] and sets:
-            types = sets[int(set_idx[k])]
+        elif constrained_l[k] and sets:
+            types = sets[set_idx_l[k]]
         else:
             types = ()
-        w = float(dur[i])
-        if in_group[i] and k not in group_name:
+        w = dur_l[i]
+        if in_group_l[i] and k not in group_name:
             group_name[k] = f"g{len(group_name)}"
         jobs.append(
             JobSpec(
                 job_id=i,
                 kind=JobKind.OFFLINE,
                 model=model,
-                submit_s=float(times[i]),
+                submit_s=times_l[i],
                 num_gpus=num_gpus,
                 gpu_frac=frac,
                 mem_gb=round(mem, 2),
                 cpu_cores=round(min(max(cpu, 1.0), 32.0), 1),
                 work_s=w,
                 est_work_s=w,
-                true_mem_gb=round(mem * float(use[i]), 3),
+                true_mem_gb=round(mem * use_l[i], 3),
                 gpu_types=types,
                 checkpoint_interval_s=cfg.checkpoint_interval_s,
                 group=group_name.get(k, ""),
-                user=f"u{int(users[k])}",
-                priority=1 if high[k] else 0,
+                user=f"u{users_l[k]}",
+                priority=1 if high_l[k] else 0,
             )
         )
     return jobs
