@@ -57,6 +57,7 @@ from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig
 
 _ARRIVAL = int(EventKind.ARRIVAL)
 _FAULT = int(EventKind.FAULT)
@@ -166,15 +167,13 @@ def copy_world(sim: Simulator) -> Simulator:
     return world
 
 
-def _mem_use(syn: object, rng: np.random.Generator) -> float:
+def _mem_use(syn: SyntheticWorkloadConfig, rng: np.random.Generator) -> float:
     """One draw of the synthetic generator's peak-memory / declared-memory ratio
     (``gpu_sharing_env.workload.synthetic.generate_jobs``)."""
-    median = float(getattr(syn, "mem_use_median", 0.6))
-    sig = float(getattr(syn, "mem_use_sigma", 0.35))
-    p_over = float(getattr(syn, "mem_overuse_prob", 0.03))
-    if rng.uniform() < p_over:
+    if rng.uniform() < syn.mem_overuse_prob:
         return float(rng.uniform(1.05, 1.5))
-    return max(min(median * math.exp(sig * float(rng.standard_normal())), 0.95), 0.05)
+    use = syn.mem_use_median * math.exp(syn.mem_use_sigma * float(rng.standard_normal()))
+    return max(min(use, 0.95), 0.05)
 
 
 class RolloutPlanner(HeuristicPolicy):
