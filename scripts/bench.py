@@ -31,6 +31,11 @@ Sections (``--only``, comma-separated; default all):
     GPUs beside CartPole-v1 made with ``gymnasium.make`` in the same run (issue 4's contract:
     ``env_steps_per_s``, ``cartpole_steps_per_s``, ``ratio``, ``targets``, ``meets_target``).
     Clusters are ``default``'s GPU mix scaled to the size with jobs and services per GPU kept.
+    ``env_work_per_step`` gives, per size, the simulator's events, load ticks and
+    service-ticks (ticks x live services) per step, the step time, the step time the target
+    allows, and ``tick_math_us_per_step``: service-ticks per step x ``tick_math_us``, the CPython
+    time of the online model's arithmetic for one service-tick on local floats (a floor under
+    any pure-Python step of this model, see :func:`tick_math_us`).
 ``ppo``
     MaskablePPO (sb3-contrib) as ``agents.make_model`` builds it, trained on ``default``; the
     env is wrapped to time ``step`` and ``reset``: ``ppo_env_share`` = time in the env /
@@ -299,9 +304,18 @@ def openb_available() -> bool:
 
 
 # ====================================================================== env
-def env_steps_per_s(env: gym.Env[Any, Any], seconds: float, seed: int = 0) -> tuple[float, int]:
-    """Steps per second of ``env`` under uniformly random legal actions (and episodes run)."""
+def _sim_counts(sim: Any) -> np.ndarray:
+    """(events, load ticks, service-ticks) the simulator has run this episode."""
+    return np.array([sim.n_events, len(sim.timeseries), sim.n_service_ticks], dtype=np.float64)
+
+
+def env_steps_per_s(
+    env: gym.Env[Any, Any], seconds: float, seed: int = 0
+) -> tuple[float, int, dict[str, float]]:
+    """Steps per second of ``env`` under uniformly random legal actions, episodes run, and the
+    simulator's work per step (events, load ticks, service-ticks)."""
     rng = np.random.default_rng(seed)
+    sim = env.unwrapped.sim  # type: ignore[attr-defined]
     _, info = env.reset(seed=seed)
     for _ in range(20):  # warm-up
         legal = np.flatnonzero(info["action_mask"].view(bool))
@@ -309,6 +323,7 @@ def env_steps_per_s(env: gym.Env[Any, Any], seconds: float, seed: int = 0) -> tu
         if term or trunc:
             _, info = env.reset()
     steps = episodes = 0
+    work = -_sim_counts(sim)
     t0 = time.perf_counter()
     deadline = t0 + seconds
     while True:
@@ -320,10 +335,62 @@ def env_steps_per_s(env: gym.Env[Any, Any], seconds: float, seed: int = 0) -> tu
             steps += 1
             if term or trunc:
                 episodes += 1
+                work += _sim_counts(sim)
                 _, info = env.reset()
+                work -= _sim_counts(sim)
         if time.perf_counter() >= deadline:
             break
-    return steps / (time.perf_counter() - t0), episodes
+    rate = steps / (time.perf_counter() - t0)
+    work += _sim_counts(sim)
+    per_step = dict(zip(("events", "ticks", "service_ticks"), (work / steps).round(3).tolist()))
+    return rate, episodes, per_step
+
+
+def tick_math_us(n: int = 200_000) -> float:
+    """CPython time of one service-tick of the online model's arithmetic alone, in us.
+
+    The load update and SLO accounting ``Simulator._tick`` does for one running service at
+    each load tick (AR(1) noise, diurnal rate, duty quantisation, Kingman latency, p99,
+    attainment, the request-weighted sums), here on local floats: no attribute access, no
+    event queue, no bookkeeping. Times the service-ticks per step, it is a floor under any
+    pure-Python step of this model (one service, unvectorised: vectorising pays only with
+    hundreds of services per tick).
+    """
+    sin, exp, log = math.sin, math.exp, math.log
+    two_pi, now, phase, period = 2.0 * math.pi, 43_200.0, 3_600.0, 86_400.0
+    base, span, noise_frac, noise = 40.0, 80.0, 0.1, 0.3
+    solo_ms, batch, slo_ms, f, tick = 20.0, 8, 100.0, 0.8, 300.0
+    z = requests = ok = lat_w = p99_w = slow_w = p99_max = 0.0
+    t_prev, outage_until = now - tick, 0.0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        z = 0.9 * z + 0.4358898943540674 * noise
+        wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
+        rps = (base + span * wave) * exp(noise_frac * z)
+        duty = rps * solo_ms / 1000.0 / batch
+        duty = duty if duty < 1.0 else 1.0
+        q = round(duty / 0.02) * 0.02
+        q = q if q > 0.02 else 0.02
+        req = rps * tick
+        requests += req
+        batch_ms = solo_ms / f
+        rho = rps * batch_ms / 1000.0 / batch
+        m = batch_ms / (2.0 * (1.0 - rho))
+        p99_ms = batch_ms + m * log(100.0 * rho)
+        att = 1.0 - rho * exp(-(slo_ms - batch_ms) / m)
+        mean_ms = batch_ms + rho * m
+        rho_solo = rps * solo_ms / 1000.0 / batch
+        solo_mean = solo_ms + rho_solo * (solo_ms / (2.0 * (1.0 - rho_solo)))
+        out = (outage_until - t_prev) / tick
+        out = 1.0 if out > 1.0 else (out if out > 0.0 else 0.0)
+        ok += req * (1.0 - out) * att
+        lat_w += req * mean_ms
+        p99_w += req * p99_ms
+        slow_w += req * mean_ms / solo_mean
+        ratio = p99_ms / slo_ms
+        if ratio > p99_max:
+            p99_max = ratio
+    return (time.perf_counter() - t0) / n * 1e6
 
 
 def cartpole_steps_per_s(seconds: float, seed: int = 0) -> float:
@@ -348,17 +415,41 @@ def bench_env(cfgs: dict[int, ScenarioConfig], seconds: float) -> dict[str, Any]
     cartpole = cartpole_steps_per_s(seconds)
     rates: dict[str, float] = {}
     episodes: dict[str, int] = {}
+    work: dict[str, dict[str, float]] = {}
     for n, cfg in cfgs.items():
         env = gym.make("GpuSharing-v0", scenario=cfg)
-        rates[str(n)], episodes[str(n)] = env_steps_per_s(env, seconds)
+        rates[str(n)], episodes[str(n)], work[str(n)] = env_steps_per_s(env, seconds)
         env.close()
     ratio = {k: v / cartpole for k, v in rates.items()}
-    print(f"{'GPUs':>6} {'steps/s':>10} {'x CartPole':>11} {'target':>7} {'episodes':>9}")
+    tick_us = tick_math_us()
+    # Per size: the step the target allows, and the online model's arithmetic alone per step.
+    floor: dict[str, dict[str, float]] = {}
+    for k, w in work.items():
+        floor[k] = {
+            **w,
+            "us_per_step": round(1e6 / rates[k], 2),
+            "tick_math_us_per_step": round(w["service_ticks"] * tick_us, 2),
+        }
+        if k in TARGETS:
+            floor[k]["target_us_per_step"] = round(1e6 / (TARGETS[k] * cartpole), 2)
+    print(
+        f"{'GPUs':>6} {'steps/s':>10} {'x CartPole':>11} {'target':>7} {'episodes':>9}"
+        f" {'us/step':>8} {'events':>7} {'svc-ticks':>9} {'tick math us':>12} {'target us':>9}"
+    )
     for k, v in rates.items():
         tgt = f"{TARGETS[k]:.2f}" if k in TARGETS else ""
-        print(f"{k:>6} {v:>10.0f} {ratio[k]:>11.4f} {tgt:>7} {episodes[k]:>9}")
-    print(f"{'CartPole-v1':>17} {cartpole:>10.0f} steps/s", flush=True)
+        fl = floor[k]
+        tus = f"{fl['target_us_per_step']:.1f}" if "target_us_per_step" in fl else ""
+        print(
+            f"{k:>6} {v:>10.0f} {ratio[k]:>11.4f} {tgt:>7} {episodes[k]:>9}"
+            f" {fl['us_per_step']:>8.1f} {fl['events']:>7.2f} {fl['service_ticks']:>9.2f}"
+            f" {fl['tick_math_us_per_step']:>12.1f} {tus:>9}"
+        )
+    print(f"{'CartPole-v1':>17} {cartpole:>10.0f} steps/s; one service-tick's arithmetic", end="")
+    print(f" {tick_us:.3f} us", flush=True)
     return {
+        "env_work_per_step": floor,
+        "tick_math_us": round(tick_us, 4),
         "env_steps_per_s": rates,
         "cartpole_steps_per_s": cartpole,
         "ratio": ratio,

@@ -101,9 +101,10 @@ What remains per `muxflow` decision at 6,500 GPUs: the MLP forward pass on ~1,00
 (~0.45 ms) and the assignment on 8 x ~5,500 columns (~0.2 ms), both fixed by bit-identity
 (pruning columns changes the solver's tie-breaking), then the simulator's legality masks.
 Per `reserve_pack` decision: mostly the simulator's masks (gang-mask `cumsum`,
-`_single_mask`). Two simulator changes would help both: `placeable` builds a whole gang mask
-to call `any()` on it, and `ClusterView.job` rebuilds every queued job's view at each new
-instant because `wait_s` is stored rather than computed.
+`_single_mask`). (The gang-mask `cumsum` is item 7. `placeable` still builds a job's whole
+mask to call `any()`, but caches both together and the env needs the mask anyway;
+`ClusterView.job` still rebuilds a queued job's view at each new instant because `wait_s` is
+stored, ~5 % of `reserve_pack@6500`.)
 
 6. **The env step** (`GpuSharing-v0` on `default`; a step spans ~7.5 online ticks, ~11
    events, ~1.3 placement-mask versions, one observation). Profile before (random legal
@@ -131,7 +132,67 @@ instant because `wait_s` is stored rather than computed.
    reschedule co-residents, and ~60 small numpy calls per step (masks, observation) whose
    fixed cost dominates at 12 GPUs and grows under the learner's cache pressure. The 10 %
    target needs ~0.3 ms per step under PPO (now ~0.49).
-   (The tables above were measured before item 6.)
+
+7. **Gang masks, SysMonitor, fused ticks** (third session; cProfile own time unless said).
+   `reserve_pack@6500` (21.3 s profiled): numpy `cumsum` 2.58 s (12 %, 105,770 calls: the
+   gang masks' int32 suffix sums over (options x 6,500), 67,106 of them, 58,724 from
+   `mask_column`). `muxflow@6500` (41.6 s): `cumsum` 2.17 s; `_monitor` 303,140 calls,
+   1.71 s cumulative. The env at 1,024 GPUs (9,000 steps from reset, 7.0 s): `_tick` 1.36 s,
+   `cumsum` 0.46 s. The env on `default`: `_tick` 29 % of a random-action step (a timer
+   around it: 8.3 us per tick for 3 live services, ~9 ticks per step); its line profile
+   puts 17 % of a tick in rate refreshes when a service's duty moves a 2 % step and 1-2.5 %
+   in each load/latency line. Changes, bit-identical:
+   - `Cluster._gang_mask` on fleets of 512+ GPUs cuts each option's row after its n-th
+     legal GPU from the end (`count_nonzero` per row, one `nonzero` on the rows that can
+     host the gang) instead of the suffix sum: 179 -> 43 us at 6,500 GPUs, 34 -> 13 us at
+     1,024 (a 10-option mask, half its rows empty); below 512 GPUs the suffix sum is as fast.
+   - SysMonitor's fast path: a GPU that is HEALTHY and stays so (p99/SLO under all three
+     thresholds) with no throttled offline resident changes nothing and returns at once.
+   - Fused ticks: `advance` pushes the next load tick when the instant of the current one
+     ends, and when no other event comes at or before it and nothing is to be decided, runs
+     it at once as its own instant instead of through the heap. A tick is the only event of
+     its kind, so its sequence number never decides a tie; the instants and their order are
+     unchanged (`tests/test_engine_timelines.py` checks ticks fall at tick_s, 2 tick_s, ...).
+   - The tick reads each live service's constants from a tuple memoised with the live list
+     (`peak_rps - base_rps` computed once: the same float).
+   A/B, old tree then new, the 20,000-job replays: `reserve_pack@6500` 1,594 -> 1,761 jobs/s
+   (1,592 -> 1,871 in another pair), `muxflow@6500` 657 -> 690 (648 -> 722), and at 64 GPUs
+   `reserve_pack` 5,079 -> 5,277, `muxflow` 2,423 -> 2,641 (run-to-run noise is ~10 %).
+   Env, two interleaved rounds of 3 s: 16 GPUs 3,610 / 3,474 -> 3,482 / 3,495 steps/s (no
+   change), 1,024 GPUs 1,670 / 1,702 -> 1,927 / 2,161; MaskablePPO env time per 4,096 steps
+   1.65 / 1.59 -> 1.62 / 1.60 s (share 14.8-15.0 % -> 14.4-14.6 %). 25 replay and baseline
+   episodes (`muxflow`, `horus`, `gpupool`, `antman`, `gandiva` on `muxflow-t4`, `pai-hetero`,
+   `default`; `muxflow`, `reserve_pack`, `first_fit` up to 1,024 GPUs) gave the same metric
+   and time-series hashes before and after.
+
+## Why four targets are still missed
+
+- **Env at 16 GPUs, 0.25 x CartPole.** The target allows ~27 us per step (the table above).
+  A step holds ~13 events, among them ~34 service-ticks (load ticks x live services), and the
+  online model's arithmetic for one service-tick takes ~0.8 us in CPython even on local
+  floats (`tick_math_us`: AR(1) noise, diurnal rate, duty, Kingman latency, p99, attainment,
+  the weighted sums). That is the whole budget before any event dispatch, rate refresh, mask,
+  observation or reward. No pure-Python implementation of this model meets the target; it
+  takes a compiled core (this project is pure Python) or fewer load ticks (a coarser online
+  model, which changes every result): decisions beyond a performance issue.
+- **Env at 1,024 GPUs, 0.05 x CartPole** (~134 us allowed, ~460-550 us measured): ~90
+  service-ticks per step (~70 us of arithmetic alone), rate refreshes over the GPUs touched,
+  masks over 1,024 x 10 options per window job and a 1,024-row observation. Vectorising the
+  tick across services (numpy arithmetic, `math` per element for the transcendental functions
+  to keep the bits) might save a third of the tick: not enough.
+- **PPO, env <= 10 % of wall time.** Under MaskablePPO the same env step costs ~1.5x its
+  standalone time (~380-420 vs ~255 us: the learner's work between steps evicts the
+  interpreter's caches; freezing or disabling the garbage collector changed nothing).
+  In context, per step: `advance` 181 us, `apply` 82, mask checks 75 (overlapping the
+  others), observation 67, resets 26. 10 % needs ~270 us in context, ~30 % less.
+- **MuxFlow scaling, 6,500 / 64 GPUs >= 1/3** (0.26). Per decision MuxFlow predicts every
+  (window job x service GPU) pair with its MLP and solves the KM assignment over every
+  candidate GPU: the paper's algorithm, whose per-decision cost grows with the fleet. At
+  6,500 GPUs `_weights` is 54 % of the replay (MLP 24 %, KM 7 %, legality per option 15 %);
+  the MLP batch and the KM matrix are fixed by bit-identity (a row's prediction depends on
+  its batch; pruning columns changes KM's tie-breaking).
+- `reserve_pack`'s scaling (0.334 here, 0.314 in the run before item 7) sits on the 1/3 line,
+  within run-to-run noise.
 """
 
 
@@ -249,6 +310,27 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
                 row += f" {_f(bv)} | {f'{br:.4f}' if br is not None else '–'} |"
             lines.append(row)
         lines.append("")
+        work = data.get("env_work_per_step")
+        if work:
+            lines += [
+                "What a step costs and holds (same run): the simulator's events, load ticks and "
+                "service-ticks (ticks x live online services) per step, and the CPython time of "
+                "the online model's arithmetic alone for those service-ticks "
+                f"({data['tick_math_us']:.3f} us each, on local floats: `bench.tick_math_us`), "
+                "beside the step time the target allows.",
+                "",
+                "| GPUs | us/step | events | ticks | service-ticks | tick arithmetic us "
+                "| target us/step |",
+                "|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for k, w in work.items():
+                lines.append(
+                    f"| {k} | {_f(w['us_per_step'], 1)} | {_f(w['events'], 2)} "
+                    f"| {_f(w['ticks'], 2)} | {_f(w['service_ticks'], 2)} "
+                    f"| {_f(w['tick_math_us_per_step'], 1)} "
+                    f"| {_f(w.get('target_us_per_step'), 1)} |"
+                )
+            lines.append("")
     if "ppo" in data:
         p = data["ppo"]
         lines += [

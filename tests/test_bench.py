@@ -27,6 +27,13 @@ def test_suite_json_contract(tmp_path: Path) -> None:
     assert data["env_steps_per_s"]["16"] > 0
     assert data["ratio"]["16"] == data["env_steps_per_s"]["16"] / data["cartpole_steps_per_s"]
     assert data["meets_target"]["16"] == (data["ratio"]["16"] >= data["targets"]["16"])
+    # what a step holds, and the online model's arithmetic for it
+    w = data["env_work_per_step"]["16"]
+    assert w["events"] >= w["ticks"] > 0 and w["service_ticks"] >= 0
+    assert w["us_per_step"] == round(1e6 / data["env_steps_per_s"]["16"], 2)
+    assert data["tick_math_us"] > 0
+    assert abs(w["tick_math_us_per_step"] - w["service_ticks"] * data["tick_math_us"]) < 0.1
+    assert w["target_us_per_step"] > 0
     assert {"cpu", "cores", "python", "numpy", "date"} <= set(data["machine_info"])
     assert all(set(c) >= {"value", "target", "met"} for c in data["checks"].values())
     # the Markdown report renders from it

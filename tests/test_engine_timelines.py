@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -161,3 +162,33 @@ def test_migration_keeps_progress_and_pauses():
     # job 1 resumes at 70 with 80 left at rate 1 → 150; job 0 alone from 40: 80 left → 120
     assert ft == {0: 120.0, 1: 150.0}
     assert sim.metrics()["migrations"] == 1
+
+
+@pytest.mark.parametrize("scenario", ["default", "muxflow-t4"])
+def test_load_ticks_are_consecutive_and_counted(scenario):
+    """Fused ticks (``advance`` runs a tick directly when no other event comes first) neither
+    skip nor repeat one: ticks fall at tick_s, 2 tick_s, ... (each the previous plus tick_s, as
+    when every tick went through the heap), and ``n_service_ticks`` counts live services at
+    each."""
+    from baselines import make_policy
+    from baselines.runner import run_episode
+    from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.sim.build import make_simulator
+
+    sim = make_simulator(load_scenario(scenario))
+    live = []
+    tick = sim._tick
+
+    def counted():
+        live.append(len(sim._live_online()))
+        return tick()
+
+    sim._tick = counted  # ``advance`` looks the tick up on the instance
+    run_episode(make_policy("first_fit"), sim, seed=1)
+    times = [row[0] for row in sim.timeseries]
+    tick_s = sim.cfg.tick_s
+    assert len(times) == len(live) > 10
+    assert times[0] == tick_s
+    assert all(b == a + tick_s for a, b in itertools.pairwise(times))
+    assert sim.now - times[-1] < tick_s or times[-1] + tick_s > sim.horizon_s
+    assert sim.n_service_ticks == sum(live) > 0

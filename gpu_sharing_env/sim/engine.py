@@ -69,6 +69,26 @@ _K_READY = int(EventKind.READY)
 _K_TICK = int(EventKind.TICK)
 _K_ARRIVAL = int(EventKind.ARRIVAL)
 assert all(m.value == i for i, m in enumerate(_MODES))
+_HEALTHY = int(Health.HEALTHY)
+
+
+def _tick_consts(st: JobState) -> tuple[Any, ...]:
+    """What ``Simulator._tick`` reads of a live service's (immutable) spec, in one tuple:
+    (state, phase_s, period_s, base_rps, peak_rps - base_rps, noise_frac, batch_size, slo_ms)."""
+    svc = st.spec.service
+    assert svc is not None
+    base = svc.base_rps
+    return (
+        st,
+        svc.phase_s,
+        svc.period_s,
+        base,
+        svc.peak_rps - base,
+        svc.noise_frac,
+        svc.batch_size,
+        svc.slo_ms,
+    )
+
 
 WorkloadFn = Callable[[np.random.Generator], list[JobSpec]]
 
@@ -134,6 +154,7 @@ class Simulator:
         self.done = True
         self.now = 0.0
         self.n_events = 0
+        self.n_service_ticks = 0
 
     # ================================================================== public API
     @property
@@ -188,6 +209,7 @@ class Simulator:
         self._frag_cv = self._frag_qv = -1  # (cluster, queue) versions of ``_frag_val``
         self._status_version = 0  # bumps at every job status change (``_live_online``)
         self._live: list[JobState] = []
+        self._live_c: list[tuple[Any, ...]] = []
         self._live_version = -1
         self._queue_version = 0
         self._frag_val = 0.0
@@ -199,6 +221,8 @@ class Simulator:
         self._view_cache: dict[int, tuple[Any, ...]] = {}
         self.done = False
         self.n_events = 0
+        #: Load ticks x live services at each (the online model's work; ``scripts/bench.py``).
+        self.n_service_ticks = 0
         #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
         self.timeseries: list[tuple[float, float, float, float, float, float]] = []
         self._schedule_next_arrival()
@@ -336,9 +360,15 @@ class Simulator:
         # popped from the heap here, ticks and stale completions are dispatched inline and the
         # rest goes through ``_handle``; the same events in the same order as
         # ``EventQueue.pop_raw`` + ``_handle`` (and so the same floats).
+        #
+        # Fused ticks: the next load tick is pushed when the instant of the current one ends,
+        # and when no other event comes at or before it, it is run right here as its own
+        # instant instead of going through the heap (the same instants in the same order: a
+        # tick is the only event of its kind, so its sequence number never breaks a tie).
         heap = self.events.heap
         handle = self._handle
         tick = self._tick
+        tick_s = self.cfg.tick_s
         jobs = self.jobs
         horizon = self.horizon_s
         while not self.done:
@@ -349,10 +379,12 @@ class Simulator:
             t = heap[0][0]
             self._integrate(t)
             changed = False
+            ticked = False
             while heap and heap[0][0] == t:
                 _, kind, _, subject, stamp = heappop(heap)
                 if kind == _K_TICK:
                     changed |= tick()
+                    ticked = True
                 elif kind == _K_COMPLETE:
                     # ``_handle``'s COMPLETE case; a stale one (older epoch) changes nothing
                     st = jobs[subject]
@@ -361,6 +393,22 @@ class Simulator:
                         changed = True
                 else:
                     changed |= handle(t, kind, subject, stamp)
+                self.n_events += 1
+            while ticked:
+                nxt = t + tick_s
+                if nxt > horizon:
+                    break
+                if (
+                    changed
+                    or (heap and heap[0][0] <= nxt)
+                    or (self._offline_total and not self._offline_left)
+                ):
+                    self.events.push(nxt, _K_TICK, 0)
+                    break
+                # nothing to decide and no other event up to the next tick: run it now
+                t = nxt
+                self._integrate(t)
+                changed = tick()
                 self.n_events += 1
             if self._offline_total and not self._offline_left:
                 self.done = True
@@ -376,7 +424,10 @@ class Simulator:
     def _handle(self, t: float, kind: int, subject: int, stamp: int) -> bool:
         """Handle one event (``kind`` an :class:`EventKind` value); True if the state changed."""
         if kind == _K_TICK:
-            return self._tick()
+            changed = self._tick()
+            if t + self.cfg.tick_s <= self.horizon_s:
+                self.events.push(t + self.cfg.tick_s, _K_TICK, 0)
+            return changed
         if kind == _K_ARRIVAL:
             self._arrive(self.jobs[subject])
             return True
@@ -811,7 +862,7 @@ class Simulator:
         """
         if self._live_version == self._status_version:
             return self._live
-        live = []
+        live: list[JobState] = []
         ended = False
         for st in self._online_arrived:
             status = st.status
@@ -824,13 +875,18 @@ class Simulator:
                 st for st in self._online_arrived if st.status in (_RUNNING, _QUEUED)
             ]
         self._live = live
+        # Per live service, the service's constants the tick reads (``peak - base`` is the
+        # same float at every tick, so computing it once changes nothing).
+        self._live_c = [_tick_consts(st) for st in live]
         self._live_version = self._status_version
         return live
 
     def _tick(self) -> bool:
         tick = self.cfg.tick_s
         changed = False
-        online = self._live_online()
+        self._live_online()  # brings ``_live_c`` up to date as well
+        live_c = self._live_c
+        self.n_service_ticks += len(live_c)
         touched: list[int] = []
         now = self.now
         # Load updates, inlined from ``_update_load`` (the same operations in the same order,
@@ -840,9 +896,8 @@ class Simulator:
         n_buf = len(buf)
         exp = math.exp
         sin = math.sin
-        for st in online:
-            svc = st.spec.service
-            assert svc is not None
+        log = math.log
+        for st, phase, period, base, span, noise_frac, batch, _ in live_c:
             if i == n_buf:
                 buf = self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
@@ -850,11 +905,10 @@ class Simulator:
             i += 1
             st.noise_z = z
             # ServiceSpec.rate_rps(now), inlined
-            wave = (1.0 + sin(_TWO_PI * (now - svc.phase_s) / svc.period_s)) / 2.0
-            base = svc.base_rps
-            rps = st.rps = (base + (svc.peak_rps - base) * wave) * exp(svc.noise_frac * z)
+            wave = (1.0 + sin(_TWO_PI * (now - phase) / period)) / 2.0
+            rps = st.rps = (base + span * wave) * exp(noise_frac * z)
             if st.gpus:
-                duty = rps * st.solo_batch_ms / 1000.0 / svc.batch_size
+                duty = rps * st.solo_batch_ms / 1000.0 / batch
                 duty = duty if duty < 1.0 else 1.0
                 q = round(duty / DUTY_STEP) * DUTY_STEP
                 q = q if q > DUTY_STEP else DUTY_STEP
@@ -874,20 +928,17 @@ class Simulator:
         lat_w = acc.latency_weighted_ms
         p99_w = acc.p99_weighted_ms
         slow_w = acc.slowdown_weighted
-        for st in online:
+        for st, _, _, _, _, _, batch, slo_ms in live_c:
             rps = st.rps
             req = rps * tick
             requests += req
             if st.status is _QUEUED:
                 continue
             # SLO accounting of a running service: ``latency_tuple`` inlined (same arithmetic)
-            svc = st.spec.service
-            assert svc is not None
             gpus = st.gpus
             solo_ms = st.solo_batch_ms
             frac = st.frac
             f = frac[gpus[0]] if len(gpus) == 1 else min(frac[x] for x in gpus)
-            batch, slo_ms = svc.batch_size, svc.slo_ms
             batch_ms = solo_ms / f
             rho = rps * batch_ms / 1000.0 / batch
             if rho >= 1.0:
@@ -895,7 +946,7 @@ class Simulator:
                 attainment = 0.0
             else:
                 m = batch_ms / (2.0 * (1.0 - rho))
-                p99_ms = batch_ms + (m * math.log(100.0 * rho) if rho > 0.01 else 0.0)
+                p99_ms = batch_ms + (m * log(100.0 * rho) if rho > 0.01 else 0.0)
                 att = 1.0 - rho * exp(-(slo_ms - batch_ms) / m) if slo_ms > batch_ms else 0.0
                 attainment = att if att > 0.0 else 0.0  # max(0.0, att)
                 mean_ms = batch_ms + rho * m
@@ -936,13 +987,28 @@ class Simulator:
         g = self._n_gpus_f
         s = self._sums
         self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
-        if now + tick <= self.horizon_s:
-            self.events.push(now + tick, _K_TICK, 0)
         return changed
 
     def _monitor(self, g: int, ratio: float) -> bool:
         """MuxFlow's SysMonitor on the GPU hosting an online service."""
         c = self.cluster
+        th = self.thresholds
+        if (
+            ratio < th.busy_at
+            and ratio < th.throttle_at
+            and ratio < th.evict_at
+            and self.health.item(g) == _HEALTHY
+            and c.healthy.item(g)
+        ):
+            # HEALTHY stays HEALTHY (``next_health``): nothing changes unless an offline
+            # resident is still throttled (then the general path below resets it).
+            jobs = self.jobs
+            for j in c.residents[g]:
+                r = jobs[j]
+                if r.throttle != 1.0 and not r.spec.online:
+                    break
+            else:
+                return False
         old = Health(int(self.health[g]))
         new = next_health(old, ratio, self.thresholds)
         self.health[g] = int(new)
