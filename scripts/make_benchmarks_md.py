@@ -172,9 +172,12 @@ stored, ~5 % of `reserve_pack@6500`.)
   online model's arithmetic for one service-tick takes ~0.8 us in CPython even on local
   floats (`tick_math_us`: AR(1) noise, diurnal rate, duty, Kingman latency, p99, attainment,
   the weighted sums). That is the whole budget before any event dispatch, rate refresh, mask,
-  observation or reward. No pure-Python implementation of this model meets the target; it
-  takes a compiled core (this project is pure Python) or fewer load ticks (a coarser online
-  model, which changes every result): decisions beyond a performance issue.
+  observation or reward. Batching the ticks with numpy instead does not fit either: an array
+  operation costs ~0.3 us of call overhead at this size, one batch of the model needs ~40 of
+  them (and `math` per element for exp/sin/log to keep the bits: ~1.2 us per 34 values), and
+  the masks (~10 operations per kind of job) and the observation (~20) come on top. The
+  target takes a compiled core (this project is pure Python) or fewer load ticks (a coarser
+  online model, which changes every result): decisions beyond a performance issue.
 - **Env at 1,024 GPUs, 0.05 x CartPole** (~134 us allowed, ~460-550 us measured): ~90
   service-ticks per step (~70 us of arithmetic alone), rate refreshes over the GPUs touched,
   masks over 1,024 x 10 options per window job and a 1,024-row observation. Vectorising the
