@@ -250,7 +250,9 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             f"{setup.get('services_per_gpu')} online services per GPU), seed 0, through the "
             "leaderboard's evaluation loop. Peak memory: "
             f"{setup.get('peak_mem', '?')}. Replays capped at {_f(setup.get('max_wall_s'))} s "
-            "wall report the rate of the part replayed (*partial*). Alibaba's PAI v2020 "
+            "wall report the rate of the part replayed (*partial*). Each replay ran "
+            f"{setup.get('repeat', 1)} time(s), in rounds over all policies and sizes; the "
+            "fastest run is shown. Alibaba's PAI v2020 "
             f"simulator: {_f(lo)}–{_f(hi)} jobs/s on 20,000 jobs and 6,500 GPUs.",
             "",
         ]
