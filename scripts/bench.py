@@ -71,6 +71,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0)
 from gpu_sharing_env.config import NodeGroupConfig, ScenarioConfig, load_scenario
+from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
 
 SECTIONS = ("replay", "openb", "env", "ppo")
 SIZES = (16, 64, 256, 1024)
@@ -373,6 +374,7 @@ def tick_math_us(n: int = 200_000) -> float:
     hundreds of services per tick).
     """
     sin, exp, log = math.sin, math.exp, math.log
+    ar, scale, step = NOISE_AR, _NOISE_SCALE, DUTY_STEP  # the model's constants
     two_pi, now, phase, period = 2.0 * math.pi, 43_200.0, 3_600.0, 86_400.0
     base, span, noise_frac, noise = 40.0, 80.0, 0.1, 0.3
     solo_ms, batch, slo_ms, f, tick = 20.0, 8, 100.0, 0.8, 300.0
@@ -380,13 +382,13 @@ def tick_math_us(n: int = 200_000) -> float:
     t_prev, outage_until = now - tick, 0.0
     t0 = time.perf_counter()
     for _ in range(n):
-        z = 0.9 * z + 0.4358898943540674 * noise
+        z = ar * z + scale * noise
         wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
         rps = (base + span * wave) * exp(noise_frac * z)
         duty = rps * solo_ms / 1000.0 / batch
         duty = duty if duty < 1.0 else 1.0
-        q = round(duty / 0.02) * 0.02
-        q = q if q > 0.02 else 0.02
+        q = round(duty / step) * step
+        q = q if q > step else step
         req = rps * tick
         requests += req
         batch_ms = solo_ms / f

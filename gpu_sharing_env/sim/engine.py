@@ -358,8 +358,7 @@ class Simulator:
         """Run events until the next decision point or the end of the episode."""
         # The hot loop of the simulator (~11 events per env step on ``default``): events are
         # popped from the heap here, ticks and stale completions are dispatched inline and the
-        # rest goes through ``_handle``; the same events in the same order as
-        # ``EventQueue.pop_raw`` + ``_handle`` (and so the same floats).
+        # rest goes through ``_handle``.
         #
         # Fused ticks: the next load tick is pushed when the instant of the current one ends,
         # and when no other event comes at or before it, it is run right here as its own
@@ -422,12 +421,8 @@ class Simulator:
 
     # ================================================================== events
     def _handle(self, t: float, kind: int, subject: int, stamp: int) -> bool:
-        """Handle one event (``kind`` an :class:`EventKind` value); True if the state changed."""
-        if kind == _K_TICK:
-            changed = self._tick()
-            if t + self.cfg.tick_s <= self.horizon_s:
-                self.events.push(t + self.cfg.tick_s, _K_TICK, 0)
-            return changed
+        """Handle one event other than a load tick (``kind`` an :class:`EventKind` value; ticks
+        and their rescheduling are :meth:`advance`'s own); True if the state changed."""
         if kind == _K_ARRIVAL:
             self._arrive(self.jobs[subject])
             return True
