@@ -2,7 +2,7 @@
 
 * :mod:`agents.policy`: set-structured networks (cluster-size-free weights).
 * :mod:`agents.agent`: trained agents as baselines' Policy; safe checkpoint loading.
-* :mod:`agents.config`: rl-zoo style hyperparameter files (``configs/agents/``).
+* :mod:`agents.config`: rl-zoo style hyperparameter files (``agents/hyperparams/``).
 * :mod:`agents.envs`: training envs (held-out seed ranges, expert hint, vector envs).
 * :mod:`agents.bc`, :mod:`agents.lookahead`: behaviour cloning and rollout-improved labels.
 * :mod:`agents.callbacks`: TensorBoard ``sim/`` and ``eval/`` tags, checkpoints, progress.
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def make_model(env: Any, seed: int = 0, algo: str = "maskable_ppo", scenario: str = "default"):  # type: ignore[no-untyped-def]
-    """An untrained model with the set policy and ``configs/agents/<algo>.yaml``'s
+    """An untrained model with the set policy and ``agents/hyperparams/<algo>.yaml``'s
     hyperparameters for ``scenario`` (no pretraining; for benchmarks and experiments)."""
     from agents.config import ALGOS, default_config_path, load_hyperparams
     from agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy

@@ -248,3 +248,8 @@ def load_agent(name_or_path: str | os.PathLike[str], deterministic: bool = True)
     name = os.fspath(name_or_path)
     # a shipped name, or the path as given (several "model.zip" files can be compared)
     return RLAgent(meta, state, name=name, deterministic=deterministic)
+
+
+def ppo_default() -> RLAgent:
+    """The shipped ``ppo_default`` agent (entry point of the policy registry)."""
+    return load_agent("ppo_default")

@@ -31,13 +31,12 @@ from tqdm import tqdm
 from agents.agent import write_metadata
 from agents.config import MASKED_ALGOS
 from agents.envs import ExpertHint, work_conserving
-from baselines import make_policy
-from baselines.leaderboard import PlacementRecorder
-from baselines.report_plots import plot_occupancy
-from baselines.runner import evaluate
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
+from gpu_sharing_env.registry import make_policy
+from gpu_sharing_env.runner import evaluate
 
 #: Metrics logged under ``eval/`` and ``sim/`` (numbers only).
 LOGGED = tuple(m for m in METRIC_NAMES if m != "meets_slo")

@@ -1,6 +1,6 @@
 """Training hyperparameters in YAML, in the style of rl-baselines3-zoo.
 
-``configs/agents/<algo>.yaml`` maps scenario names to settings; the ``default:`` entry applies
+``agents/hyperparams/<algo>.yaml`` maps scenario names to settings; the ``default:`` entry applies
 to every scenario, and a scenario's own entry overrides its keys (nested mappings such as
 ``policy_kwargs`` are merged key by key)::
 
@@ -31,9 +31,10 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from gpu_sharing_env.config import CONFIG_DIR, ConfigError, from_dict, non_negative, positive, rule
+from gpu_sharing_env.config import ConfigError, from_dict, non_negative, positive, rule
 
-AGENT_CONFIG_DIR = CONFIG_DIR / "agents"
+#: Training hyperparameters per algorithm (package data, rl-zoo style).
+AGENT_CONFIG_DIR = Path(__file__).resolve().parent / "hyperparams"
 
 #: Algorithms the training script knows (name -> SB3 class).
 ALGOS: dict[str, type[BaseAlgorithm]] = {

@@ -19,8 +19,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0)
 from agents.policy import HINT
-from baselines import make_policy
 from baselines.base import HeuristicPolicy
+from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.view import ClusterView
 
 #: Smallest training episode seed; every seed below it is held out for evaluation.

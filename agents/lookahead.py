@@ -32,10 +32,10 @@ from agents.bc import Demos, discounted_returns
 from agents.envs import TRAIN_SEED_MIN, make_expert, work_conserving
 from agents.policy import HINT
 from baselines.base import HeuristicPolicy
-from baselines.runner import run_to_end
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 

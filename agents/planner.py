@@ -51,7 +51,7 @@ import numpy as np
 from agents.envs import make_expert
 from agents.lookahead import CANDIDATES, Pack, Then, _objective
 from baselines.base import HeuristicPolicy
-from baselines.runner import run_to_end
+from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.build import ScenarioWorkload
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.events import EventKind

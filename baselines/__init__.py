@@ -1,6 +1,9 @@
 """Schedulers: reference policies and re-implementations of published GPU-sharing schedulers.
 
-``POLICIES[name]()`` builds a policy; every entry follows :class:`baselines.base.Policy`.
+``POLICIES[name]()`` builds a policy; every entry follows :class:`gpu_sharing_env.policy.Policy`.
+The package registers these names in the ``gpu_sharing_gym.policies`` entry-point group (see
+``pyproject.toml``), so ``gpu_sharing_env.registry.make_policy(name)`` and every command line
+find them without this package being imported by anything below it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from baselines.horus import Horus
 from baselines.muxflow import MuxFlow
 from baselines.pai import LoadBalance, ReservePack, SjfPredicted
 from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
+from gpu_sharing_env.registry import UnknownPolicyError, make_policy
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo_exclusive": FifoExclusive,
@@ -32,33 +36,6 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "load_balance": LoadBalance,
     "sjf_predicted": SjfPredicted,
 }
-
-
-class UnknownPolicyError(ValueError):
-    """The policy name is not registered; the message lists the names."""
-
-
-def make_policy(name: str) -> Policy:
-    """Build a registered policy by name, a planning agent (``agents.planner.PLANNERS``, e.g.
-    ``planner``), or load a trained agent: a shipped name (``agents/pretrained/NAME.zip``, e.g.
-    ``ppo_default``) or a path to a ``model.zip``."""
-    if name in POLICIES:
-        return POLICIES[name]()
-    from agents.agent import AgentLoadError, is_agent_ref, load_agent, pretrained_names
-    from agents.planner import PLANNERS
-
-    if name in PLANNERS:
-        return PLANNERS[name]()
-
-    if is_agent_ref(name):
-        try:
-            return load_agent(name)
-        except AgentLoadError as e:
-            raise UnknownPolicyError(str(e)) from None
-    known = [*sorted(POLICIES), *sorted(PLANNERS), *pretrained_names()]
-    raise UnknownPolicyError(
-        f"unknown policy {name!r} (known: {', '.join(known)}; or a path to an agent's model.zip)"
-    )
 
 
 __all__ = ["POLICIES", "HeuristicPolicy", "Policy", "UnknownPolicyError", "make_policy"]

@@ -4,7 +4,7 @@ Every dataclass here (and any frozen dataclass a field refers to, such as the sy
 generator's config) is loaded by :func:`from_dict`, which rejects unknown keys and wrong types,
 and checks each field's rule (``field(metadata={"rule": (predicate, "text")})``). Errors are one
 line naming the file, the key path and the rule, e.g.
-``configs/scenarios/x.yaml: sharing.mps_sm_pcts[2]: must be in 1..100 (got 120)``.
+``gpu_sharing_env/scenarios/x.yaml: sharing.mps_sm_pcts[2]: must be in 1..100 (got 120)``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import yaml
 
 T = TypeVar("T")
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-SCENARIO_DIR = CONFIG_DIR / "scenarios"
+#: The shipped scenarios (package data: they install with the wheel).
+SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 
 class ConfigError(ValueError):
@@ -344,18 +344,33 @@ def from_dict(cls: type[T], data: Any, *, src: str = "<config>", where: str = ""
         raise ConfigError(f"{src}: {where or '<top>'}: {e}") from None
 
 
+def all_scenario_names() -> list[str]:
+    """Every shipped scenario as its name relative to ``SCENARIO_DIR`` without ``.yaml``
+    (``default``, ``heldout/heldout_load``, ``fidelity/muxflow``, ...)."""
+    return sorted(
+        q.relative_to(SCENARIO_DIR).with_suffix("").as_posix()
+        for q in SCENARIO_DIR.rglob("*.y*ml")
+        if q.suffix in (".yaml", ".yml")
+    )
+
+
 def resolve_scenario_path(name_or_path: str | Path) -> Path:
-    """A scenario name (``configs/scenarios/NAME.yaml``) or a path to a YAML file."""
+    """A shipped scenario's name (``default``, ``heldout/heldout_load``; a nested scenario's
+    file name alone when it is unique, ``heldout_load``) or a path to a YAML file."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
         if not p.is_file():
             raise ConfigError(f"{p}: scenario file not found")
         return p
-    for cand in (SCENARIO_DIR / f"{name_or_path}.yaml", SCENARIO_DIR / f"{name_or_path}.yml"):
-        if cand.is_file():
+    name = str(name_or_path)
+    for cand in (SCENARIO_DIR / f"{name}.yaml", SCENARIO_DIR / f"{name}.yml"):
+        if cand.is_file() and SCENARIO_DIR in cand.resolve().parents:
             return cand
-    names = sorted(q.stem for q in SCENARIO_DIR.rglob("*.yaml"))
-    raise ConfigError(f"scenario {name_or_path!r}: not found (known: {', '.join(names)})")
+    names = all_scenario_names()
+    by_stem = [n for n in names if n.rsplit("/", 1)[-1] == name]
+    if len(by_stem) == 1:
+        return resolve_scenario_path(by_stem[0])
+    raise ConfigError(f"scenario {name!r}: not found (known: {', '.join(names)}; or a .yaml path)")
 
 
 def load_scenario(name_or_path: str | Path) -> ScenarioConfig:
@@ -375,5 +390,5 @@ def load_scenario(name_or_path: str | Path) -> ScenarioConfig:
 
 
 def scenario_names() -> list[str]:
-    """Names of the scenarios shipped in ``configs/scenarios/`` (not the held-out set)."""
+    """Names of the scenarios shipped in ``gpu_sharing_env/scenarios/`` (not the held-out set)."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))

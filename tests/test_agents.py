@@ -22,8 +22,8 @@ from agents.agent import AgentLoadError, load_agent, pretrained_names
 from agents.envs import TRAIN_SEED_MIN, make_env
 from agents.policy import SetActorCriticPolicy
 from baselines import UnknownPolicyError, make_policy
-from baselines.runner import evaluate
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.runner import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]

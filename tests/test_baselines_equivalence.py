@@ -28,8 +28,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from baselines import make_policy
 from baselines.base import HeuristicPolicy
-from baselines.runner import run_episode
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView

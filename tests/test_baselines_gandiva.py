@@ -67,7 +67,7 @@ def drive(
     seed: int = 0,
     on_decision: Callable[[Simulator, Decision], None] | None = None,
 ) -> Simulator:
-    """The runner's loop (``baselines.runner.run_episode``) that also checks every placement
+    """The runner's loop (``gpu_sharing_env.runner.run_episode``) that also checks every placement
     against the legality mask and calls ``on_decision(sim, d)`` after each applied decision."""
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))

@@ -58,7 +58,7 @@ def run_policy(
     until_s: float = float("inf"),
     on_decision: Callable[[ClusterView, Decision], None] | None = None,
 ) -> Simulator:
-    """The runner's loop (``baselines.runner.run_episode``), checking every decision against the
+    """The runner's loop (``gpu_sharing_env.runner.run_episode``), checking every decision against the
     view's legality mask and stopping at ``until_s``."""
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))

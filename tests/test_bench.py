@@ -49,8 +49,7 @@ def test_suite_json_contract(tmp_path: Path) -> None:
 
 
 def test_replay_scenario_density_is_fixed() -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench
+    from gsg.bench import suite as bench
 
     for n in (64, 1024, 6500):
         cfg = bench.replay_scenario(n, 20_000)

@@ -173,8 +173,8 @@ def test_load_ticks_are_consecutive_and_counted(scenario, policy):
     when every tick went through the heap), and ``n_service_ticks`` counts live services at
     each."""
     from baselines import make_policy
-    from baselines.runner import run_episode
     from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
 
     sim = make_simulator(load_scenario(scenario))

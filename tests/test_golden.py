@@ -32,8 +32,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from baselines import make_policy
-from baselines.runner import run_episode
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

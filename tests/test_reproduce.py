@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fidelity import EXPERIMENTS, OPS, RECORD_FIELDS
+from gsg.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "reproduce.py"

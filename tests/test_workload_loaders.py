@@ -3,7 +3,6 @@ and malformed fixtures written to ``tmp_path``, one per error class."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -399,9 +398,6 @@ def test_trace_cli_exits_with_one_line(tmp_path: Path) -> None:
 
 
 def test_trace_cli_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("trace_cli", REPO / "scripts" / "trace.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from gsg.commands import trace as mod
     assert mod.main(["stats", "-", "--format", "synthetic", "--horizon-h", "24"]) == 0
     assert "diurnal profile" in capsys.readouterr().out

@@ -87,7 +87,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     An empty cluster (no GPU configured) at t = 0; the simulator runs to the first arrival that
     can be placed. The workload (arrivals, durations, estimate errors, services), fault times and
     load noise derive from the episode seed: ``reset(seed=s)`` replays exactly the episode
-    ``baselines.runner.run_episode`` runs with seed ``s``; ``reset()`` draws the next episode
+    ``gpu_sharing_env.runner.run_episode`` runs with seed ``s``; ``reset()`` draws the next episode
     seed from ``self.np_random``, so successive episodes differ yet replay from the first seed.
 
     ## Episode End
@@ -105,7 +105,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
                    invalid_action="noop", render_mode=None, max_gpus=None)
     ```
 
-    * ``scenario``: a name in ``configs/scenarios/``, a YAML path, or a ``ScenarioConfig``.
+    * ``scenario``: a name in ``gpu_sharing_env/scenarios/``, a YAML path, or a ``ScenarioConfig``.
     * ``reward``: a key of ``REWARDS``; ``reward_kwargs`` go to its constructor
       (e.g. ``{"slo_weight": 50.0}``).
     * ``invalid_action``: ``"noop"`` (default) treats an action outside the mask as *wait* and

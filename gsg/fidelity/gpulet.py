@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from baselines.gpulet import GPULet
-from fidelity.common import Variant, check, record, run_variants, scenario
+from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "GPULet (Choi et al., USENIX ATC'22)"
 

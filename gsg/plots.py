@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,14 +20,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+
+from gpu_sharing_env.occupancy import empty_axes, fig_png, plot_occupancy
 
 #: One scenario's results: policy -> that policy's successful cell results (seed order).
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 
-MODE_COLOURS = {"excl": "#4c72b0", "ts": "#dd8452", "mps": "#55a868", "mig": "#8172b3"}
-MODE_NAMES = {"excl": "exclusive", "ts": "time-sharing", "mps": "MPS", "mig": "MIG"}
 PLOT_KINDS = ("jct_cdf", "latency_slo", "utilization", "occupancy")
 
 
@@ -38,17 +35,8 @@ def policy_colours(policies: Sequence[str]) -> dict[str, Any]:
     return {p: cmap(i % cmap.N) for i, p in enumerate(policies)}
 
 
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def _empty(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
-    ax.set_xticks([])
-    ax.set_yticks([])
+_png = fig_png
+_empty = empty_axes
 
 
 def job_jcts(result: Mapping[str, Any]) -> list[float]:
@@ -165,69 +153,6 @@ def plot_utilization(scenario: str, results: Results, colours: Mapping[str, Any]
         axes[0].legend(fontsize=8, ncol=3, loc="upper right")
     seed_txt = ", ".join(str(s) for s in sorted(seeds))
     axes[0].set_title(f"{scenario}: GPU utilisation and SM activity (seed {seed_txt})")
-    return _png(fig)
-
-
-def _lanes(segs: list[tuple[float, float, int, bool, str]]) -> tuple[list[int], int]:
-    """Greedy interval colouring: a lane per segment so co-located segments do not overlap."""
-    order = sorted(range(len(segs)), key=lambda i: (segs[i][0], segs[i][1]))
-    lane_end: list[float] = []
-    lane = [0] * len(segs)
-    for i in order:
-        t0, t1 = segs[i][0], segs[i][1]
-        free = next((k for k, end in enumerate(lane_end) if end <= t0 + 1e-9), None)
-        if free is None:
-            lane_end.append(t1)
-            free = len(lane_end) - 1
-        else:
-            lane_end[free] = t1
-        lane[i] = free
-    return lane, max(1, len(lane_end))
-
-
-def _mode(label: str) -> str:
-    return next((m for m in ("excl", "ts", "mps", "mig") if label.startswith(m)), "excl")
-
-
-def plot_occupancy(scenario: str, policy: str, result: Mapping[str, Any] | None) -> bytes:
-    types: list[str] = list(result.get("gpu_types", [])) if result else []
-    labels: list[str] = list(result.get("options", [])) if result else []
-    per_gpu: dict[int, list[tuple[float, float, int, bool, str]]] = {}
-    for j in result.get("jobs", []) if result else []:
-        for t0, t1, gpus, opt in j["segs"]:
-            label = labels[opt] if 0 <= opt < len(labels) else "excl"
-            for g in gpus:
-                per_gpu.setdefault(g, []).append((t0, t1, j["id"], j["online"], label))
-    n_gpus = max(len(types), max(per_gpu, default=-1) + 1)
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.32 * n_gpus + 1.2)))
-    if not per_gpu:
-        _empty(ax, "no placement record")
-    for g, segs in per_gpu.items():
-        lane, n_lanes = _lanes(segs)
-        h = 0.8 / n_lanes
-        for (t0, t1, _jid, online, label), k in zip(segs, lane):
-            ax.broken_barh(
-                [(t0 / 3600.0, max(t1 - t0, 1.0) / 3600.0)],
-                (g - 0.4 + k * h, h * 0.92),
-                facecolors=MODE_COLOURS[_mode(label)],
-                edgecolors="black" if online else "white",  # white: a job boundary
-                linewidth=0.5 if online else 0.4,
-                hatch="////" if online else None,
-                alpha=0.85,
-            )
-    ax.set_yticks(
-        range(n_gpus), [f"{g} {types[g]}" if g < len(types) else str(g) for g in range(n_gpus)]
-    )
-    ax.tick_params(axis="y", labelsize=7)
-    ax.set_ylim(n_gpus - 0.5, -0.5)
-    ax.set_xlabel("simulated time (h)")
-    ax.set_ylabel("GPU")
-    ax.grid(alpha=0.3, axis="x")
-    handles = [Patch(facecolor=c, label=MODE_NAMES[m]) for m, c in MODE_COLOURS.items()]
-    handles.append(Patch(facecolor="white", edgecolor="black", hatch="////", label="online"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    seed = result["record"]["seed"] if result else "-"
-    ax.set_title(f"{scenario}: placements of {policy} (seed {seed}), one lane per co-located job")
     return _png(fig)
 
 

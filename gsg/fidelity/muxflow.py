@@ -5,7 +5,7 @@ The paper's evaluation (Sec. 6): online inference services are deployed on every
 servers (8 T4 per machine) and offline training jobs (ResNet50, VGG16, DenseNet201,
 InceptionV3 from a Microsoft trace) share the GPUs beside them. Baselines: *time-sharing* (the
 GPU driver's time slices, as Gandiva), *PB-time-sharing* (online services at high priority, as
-AntMan and PAI) and MuxFlow. The scenario ``configs/scenarios/fidelity/muxflow.yaml`` keeps that
+AntMan and PAI) and MuxFlow. The scenario ``gpu_sharing_env/scenarios/fidelity/muxflow.yaml`` keeps that
 shape at 16 GPUs: one online service per T4, single-GPU CNN training jobs arriving for 12 h, at
 most two residents per GPU (MuxFlow pairs one offline job with one service).
 
@@ -33,10 +33,10 @@ import numpy as np
 from baselines.base import Policy
 from baselines.muxflow import _ILLEGAL, MuxFlow
 from baselines.reference import TimeSharing
-from fidelity.common import Variant, check, record, run_variants, scenario
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "MuxFlow (Zhao et al., arXiv 2303.13803)"
 

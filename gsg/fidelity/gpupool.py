@@ -21,10 +21,10 @@ import numpy as np
 from baselines.base import HeuristicPolicy
 from baselines.gpupool import GPUPool
 from baselines.reference import FifoExclusive
-from fidelity.common import Variant, check, record, run_variants, scenario
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "GPUPool (Tan et al., PACT'22)"
 

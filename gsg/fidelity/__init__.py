@@ -1,7 +1,7 @@
 """Fidelity: the seed papers' published findings, reproduced (or not) with the simulator.
 
 ``EXPERIMENTS[id](seeds, quick)`` runs one experiment on a scenario built to match the paper's
-setup (``configs/scenarios/fidelity/``) and returns its record: ``id``, ``paper``, ``claim``,
+setup (``gpu_sharing_env/scenarios/fidelity/``) and returns its record: ``id``, ``paper``, ``claim``,
 ``paper_value``, ``sim_value``, ``holds`` (computed from the simulated numbers by the claim's
 direction), plus ``checks``, ``detail``, ``seeds`` and ``wall_s``. ``scripts/reproduce.py`` is
 the command line; ``docs/fidelity.md`` the table and the reasons behind every claim that does
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fidelity.common import OPS, RECORD_FIELDS
-from fidelity.gpulet import gpulet
-from fidelity.gpupool import gpupool_stp
-from fidelity.horus import horus
-from fidelity.muxflow import muxflow_ablation, muxflow_errors, muxflow_offline, muxflow_online
-from fidelity.pai import pai_reserve_pack, pai_sjf
+from gsg.fidelity.common import OPS, RECORD_FIELDS
+from gsg.fidelity.gpulet import gpulet
+from gsg.fidelity.gpupool import gpupool_stp
+from gsg.fidelity.horus import horus
+from gsg.fidelity.muxflow import muxflow_ablation, muxflow_errors, muxflow_offline, muxflow_online
+from gsg.fidelity.pai import pai_reserve_pack, pai_sjf
 
 Experiment = Callable[[Sequence[int], bool], dict[str, Any]]
 

@@ -1,7 +1,7 @@
 """Leaderboard library: cells, running one cell, resume, per-seed table, summary with CI and rank.
 
 A *cell* is one (policy, scenario, seed). Every cell runs through the one evaluation loop
-(:func:`baselines.runner.evaluate`) on a freshly built simulator, so a cell's result depends only
+(:func:`gpu_sharing_env.runner.evaluate`) on a freshly built simulator, so a cell's result depends only
 on its three coordinates (the simulator is deterministic per seed), whichever process or Ray
 worker runs it. Each finished cell is saved as ``DIR/cells/<scenario>/<policy>/<seed>.json``
 (metrics, status, the seed's timeseries and a compact per-job placement record); a rerun skips
@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from baselines import make_policy
-from baselines.runner import evaluate, json_safe
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.occupancy import PlacementRecorder
+from gpu_sharing_env.registry import make_policy
+from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_env.sim.build import make_simulator
-from gpu_sharing_env.sim.engine import Simulator
 
 #: Columns of ``leaderboard.csv``, in order.
 CELL_COLUMNS: tuple[str, ...] = (
@@ -122,69 +122,6 @@ def _one_line(e: BaseException) -> str:
 
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
-
-
-class PlacementRecorder:
-    """Records every placement segment of every job during one episode.
-
-    The engine keeps only a job's *current* GPUs (they are cleared when it stops), so the
-    occupancy chart needs this log: it wraps the simulator's start/remove steps on the instance
-    (the engine itself is untouched) and notes ``[t_start, t_end, gpus, option]`` per run.
-    """
-
-    def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
-        self.segments: dict[int, list[list[Any]]] = {}
-        self._open: dict[int, tuple[float, list[int], int]] = {}
-        self.active = hasattr(sim, "_start") and hasattr(sim, "_remove")
-        if not self.active:
-            return
-        start, remove = sim._start, sim._remove
-
-        def _start(st: Any, *args: Any, **kwargs: Any) -> Any:
-            out = start(st, *args, **kwargs)
-            self._open[st.spec.job_id] = (sim.now, [int(g) for g in st.gpus], int(st.option))
-            return out
-
-        def _remove(st: Any, *args: Any, **kwargs: Any) -> Any:
-            self._close(st.spec.job_id)
-            return remove(st, *args, **kwargs)
-
-        setattr(sim, "_start", _start)  # noqa: B010  (instance attribute shadows the method)
-        setattr(sim, "_remove", _remove)  # noqa: B010
-
-    def detach(self) -> None:
-        """Unhook from the simulator (later episodes run on the plain methods)."""
-        for attr in ("_start", "_remove"):
-            self.sim.__dict__.pop(attr, None)
-
-    def _close(self, job_id: int) -> None:
-        seg = self._open.pop(job_id, None)
-        if seg is not None:
-            t0, gpus, opt = seg
-            self.segments.setdefault(job_id, []).append([t0, self.sim.now, gpus, opt])
-
-    def jobs(self) -> list[dict[str, Any]]:
-        """Compact per-job record (times in seconds; ``segs``: [t0, t1, gpus, option index])."""
-        for jid in list(self._open):  # still running at the end of the episode
-            self._close(jid)
-        out = []
-        for jid, st in sorted(self.sim.jobs.items()):
-            spec = st.spec
-            out.append(
-                {
-                    "id": int(jid),
-                    "online": bool(spec.online),
-                    "model": spec.model,
-                    "num_gpus": int(spec.num_gpus),
-                    "submit_s": float(spec.submit_s),
-                    "start_s": _finite(st.first_start_t),
-                    "finish_s": _finite(st.finish_t),
-                    "status": st.status.name.lower(),
-                    "segs": self.segments.get(jid, []),
-                }
-            )
-        return out
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
@@ -374,7 +311,7 @@ def run_leaderboard(
     from tqdm import tqdm
 
     # Imported here: the backends import this module (workers unpickle run_cell from it).
-    from baselines.leaderboard_backends import run_cells
+    from gsg.backends import run_cells
 
     todo, done = pending_cells(out, cells)
     with tqdm(
@@ -401,7 +338,7 @@ def write_outputs(
 ) -> pd.DataFrame:
     """Write ``leaderboard.csv``, ``summary.csv``, ``LEADERBOARD.md``, ``plots/``,
     ``index.html`` and ``tb/`` from the cell results; return the summary table."""
-    from baselines import report  # matplotlib and torch: only the parent process needs them
+    from gsg import report  # matplotlib and torch: only the parent process needs them
 
     cells = cells_frame(results)
     summary = summarize(cells, slo_targets)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy, Policy
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.policy import HeuristicPolicy, Policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Simulator

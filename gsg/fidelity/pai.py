@@ -2,7 +2,7 @@
 Large-Scale Heterogeneous GPU Clusters", NSDI'22; notes in ``../shared/seeds/001_*.txt``).
 
 Both experiments run PAI's policies as ``baselines.pai`` implements them on the PAI fleet mix at
-1/20 scale with the PAI-calibrated synthetic tasks (``configs/scenarios/fidelity/pai*.yaml``).
+1/20 scale with the PAI-calibrated synthetic tasks (``gpu_sharing_env/scenarios/fidelity/pai*.yaml``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from baselines.pai import LoadBalance, ReservePack, SjfPredicted
 from baselines.reference import FirstFit
-from fidelity.common import Variant, check, record, run_variants, scenario
+from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "MLaaS in the Wild (Weng et al., NSDI'22)"
 

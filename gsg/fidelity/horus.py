@@ -15,7 +15,7 @@ from typing import Any
 
 from baselines.gandiva import Gandiva
 from baselines.horus import Horus
-from fidelity.common import Variant, check, record, run_variants, scenario
+from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "Horus (Yeung et al., IEEE TPDS 2022)"
 

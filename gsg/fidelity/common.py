@@ -1,7 +1,7 @@
 """What every fidelity experiment shares: scenario variants, an instrumented episode, records.
 
 An experiment runs policies (``baselines``) on a scenario built to match a paper's setup
-(``configs/scenarios/fidelity/``), averages the metrics over seeds and states the paper's claim
+(``gpu_sharing_env/scenarios/fidelity/``), averages the metrics over seeds and states the paper's claim
 as *checks*: a quantity read off the averaged metrics (one detail value, or a ratio of two)
 compared with a bound. ``holds`` is the conjunction of the checks, computed here from the
 simulated numbers and nothing else; the record carries the detail values and the checks so
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from baselines.base import Policy
-from baselines.runner import run_episode
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
+from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.online import latency_tuple
@@ -40,7 +40,7 @@ RECORD_FIELDS = ("id", "paper", "claim", "paper_value", "sim_value", "holds")
 
 
 def scenario(name: str, **over: Any) -> ScenarioConfig:
-    """A fidelity scenario (``configs/scenarios/fidelity/NAME.yaml``) with overrides.
+    """A fidelity scenario (``gpu_sharing_env/scenarios/fidelity/NAME.yaml``) with overrides.
 
     Overrides are dotted paths into the frozen config, e.g.
     ``{"sharing.online_priority": False, "workload.online.params.priority": 0}``; a path ending

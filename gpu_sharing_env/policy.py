@@ -1,0 +1,75 @@
+"""The one Policy protocol for everything that schedules (heuristics and RL agents alike).
+
+A policy sees what a real scheduler could see: a read-only :class:`ClusterView` (estimates, never
+the truth, never future arrivals), plus the env's observation and action mask, and returns an
+action in the env's action space. Heuristics think in :class:`Decision` objects and let the
+view's codec translate (:class:`HeuristicPolicy`).
+
+The protocol lives in the core so that every layer above (``baselines``, ``agents``, the
+evaluation harness ``gsg``) depends on it, and none on another for it. Policies are found by
+name through :mod:`gpu_sharing_env.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from gpu_sharing_env.sim.codec import WAIT
+from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.view import ClusterView
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that schedules.
+
+    Attributes:
+        name: Registry name (leaderboard row).
+        oracle: True if the policy reads hidden truth (marked on the leaderboard).
+        mechanisms: Cluster mechanisms the policy deploys (``protection``, ``dynamic_sm``),
+            switched on in the simulator before each episode.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def oracle(self) -> bool: ...
+
+    @property
+    def mechanisms(self) -> Mapping[str, bool]: ...
+
+    def reset(self, seed: int) -> None:
+        """Called at the start of every episode."""
+        ...
+
+    def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
+        """Choose an action (0 = wait) given the snapshot, observation and action mask."""
+        ...
+
+
+class HeuristicPolicy:
+    """Base class for heuristics: implement :meth:`decide`; ``act`` encodes it."""
+
+    name: ClassVar[str] = "heuristic"
+    oracle: ClassVar[bool] = False
+    mechanisms: ClassVar[Mapping[str, bool]] = {}
+
+    def reset(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        """The next placement, or None to wait for the next event."""
+        raise NotImplementedError
+
+    def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
+        d = self.decide(view)
+        if d is None or view.codec is None:
+            return WAIT
+        return view.codec.from_decision(view._sim, d)
+
+
+__all__ = ["HeuristicPolicy", "Policy"]

@@ -1,0 +1,78 @@
+"""The ``gsg`` command: one entry point for every tool.
+
+    gsg evaluate --policy first_fit,antman --scenario default --seeds 3
+    gsg leaderboard --scenarios default --policies all --seeds 3 --out runs/lb
+    gsg train --algo maskable_ppo --scenario default --out runs/ppo      # needs the [rl] extra
+    gsg calibrate --data ../shared/data
+    gsg reproduce --experiment all
+    gsg bench [--quick] | gsg bench replay ... | gsg bench markdown out/bench.json
+    gsg trace stats PODS.csv --format openb
+
+``gsg COMMAND --help`` shows a command's options. The ``scripts/*.py`` files are the same
+commands for a source checkout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+#: command -> (module with ``main(argv) -> int``, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("gsg.commands.evaluate", "policies on a scenario over seeds -> metric records"),
+    "leaderboard": ("gsg.commands.leaderboard", "policies x scenarios x seeds -> tables, plots"),
+    "train": ("agents.train", "train an RL agent (MaskablePPO, PPO, A2C, DQN); needs [rl]"),
+    "calibrate": ("gsg.commands.calibrate", "fit the speed model to measurements, print errors"),
+    "reproduce": ("gsg.commands.reproduce", "the seed papers' findings, claim by claim"),
+    "bench": ("gsg.bench.suite", "benchmark suite (also: bench replay, bench markdown)"),
+    "trace": ("gsg.commands.trace", "workload statistics of a trace or the generator"),
+}
+#: ``gsg bench <sub>``: the other benchmark tools.
+BENCH_SUBCOMMANDS = {"replay": "gsg.bench.replay", "markdown": "gsg.bench.markdown"}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: gsg COMMAND [options]   (gsg COMMAND --help for a command's options)", ""]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _load(module: str, command: str) -> Callable[[list[str] | None], int]:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        missing = getattr(e, "name", "") or ""
+        if missing.split(".")[0] in ("torch", "stable_baselines3", "sb3_contrib", "tensorboard"):
+            raise SystemExit(
+                f"gsg {command}: needs the RL extra ({missing} is not installed): "
+                "pip install 'gpu-sharing-gym[rl]'"
+            ) from None
+        raise
+    return mod.main  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``gsg COMMAND ...`` to the command's ``main``; returns its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from gpu_sharing_env import __version__
+
+        print(f"gsg (gpu-sharing-gym) {__version__}")
+        return 0
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"gsg: unknown command {command!r}\n{_usage()}", file=sys.stderr)
+        return 2
+    module = COMMANDS[command][0]
+    if command == "bench" and rest and rest[0] in BENCH_SUBCOMMANDS:
+        module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]
+    return int(_load(module, command)(rest) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
