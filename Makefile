@@ -11,13 +11,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch 2.13.0 CPU build first, so nothing pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	$(BIN)/pip install --quiet -e '.[dev,rl,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/leaderboard.py --scenarios default --policies all,ppo_default,planner --seeds 3 --out runs/demo
+	$(BIN)/gsg leaderboard --scenarios default --policies all,ppo_default,planner --seeds 3 --out runs/demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -30,7 +30,7 @@ test: lint typecheck
 	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py
+	$(BIN)/gsg bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

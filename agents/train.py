@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
     from gpu_sharing_env.config import ConfigError, load_scenario
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-    from gsg.leaderboard import atomic_write_text
+    from gpu_sharing_env.fileio import atomic_write_text
 
     th.set_num_threads(1)  # small networks: threads cost more than they give on 2 cores
     out = Path(args.out)

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from gpu_sharing_env.modes import SharingMode
 
+# Defined in zoo (their home), re-exported here where callers have always found them.
+from gpu_sharing_env.zoo import REFERENCE_GPU as REFERENCE_GPU
+from gpu_sharing_env.zoo import UnknownModelError as UnknownModelError
+
 if TYPE_CHECKING:
     from gpu_sharing_env.zoo import ModelProfile
-
-#: The GPU all ``work_s`` figures are expressed on.
-REFERENCE_GPU = "V100-16GB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +105,6 @@ MIG_CROSSTALK = 0.01
 #: (tens of microseconds of save/restore per ~2 ms time slice); Lucid's pairs are not used for it
 #: because they were measured with co-located processes whose mechanism is not documented.
 CONTEXT_SWITCH_OVERHEAD = 0.03
-
-
-class UnknownModelError(KeyError):
-    """A model name the speed model has no profile for; the message lists the known names."""
-
-    def __str__(self) -> str:  # KeyError would print the repr of the message.
-        return str(self.args[0]) if self.args else ""
 
 
 def sm_share_curve(k: float, s: float) -> float:

@@ -26,10 +26,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpu_sharing_env.hardware import GPU_TYPES, GpuType
-from gpu_sharing_env.interference import REFERENCE_GPU, UnknownModelError
 from gpu_sharing_env.workload.job import MODEL_CLASSES
 
-__all__ = ["ZOO", "ModelProfile", "UnknownModelError", "get_profile"]
+__all__ = ["REFERENCE_GPU", "ZOO", "ModelProfile", "UnknownModelError", "get_profile"]
+
+#: The GPU all ``work_s`` figures are expressed on.
+REFERENCE_GPU = "V100-16GB"
+
+
+class UnknownModelError(KeyError):
+    """A model name the speed model has no profile for; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message.
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Where leaderboard cells run: in-process, across local processes, or as Ray tasks.
 
-Every backend calls the same :func:`gsg.leaderboard.run_cell` and yields ``(cell, result)``
+Every backend calls the same :func:`gsg.cells.run_cell` and yields ``(cell, result)``
 pairs as cells finish (completion order, not submission order); the caller saves each result
 at once, so an interrupted run keeps everything that finished. Results do not depend on the
 backend: each cell builds its own simulator and the simulator is deterministic per seed.
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from gsg.leaderboard import Cell, run_cell
+from gsg.cells import Cell, run_cell
 
 BACKENDS = ("local", "ray")
 

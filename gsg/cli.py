@@ -39,18 +39,17 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def _load(module: str, command: str) -> Callable[[list[str] | None], int]:
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        missing = getattr(e, "name", "") or ""
-        if missing.split(".")[0] in ("torch", "stable_baselines3", "sb3_contrib", "tensorboard"):
-            raise SystemExit(
-                f"gsg {command}: needs the RL extra ({missing} is not installed): "
-                "pip install 'gpu-sharing-gym[rl]'"
-            ) from None
-        raise
-    return mod.main  # type: ignore[no-any-return]
+#: Top-level packages of the ``rl`` extra.
+RL_PACKAGES = ("torch", "stable_baselines3", "sb3_contrib", "tensorboard")
+
+
+def _missing_rl(e: ImportError) -> str | None:
+    missing = getattr(e, "name", "") or ""
+    return missing if missing.split(".")[0] in RL_PACKAGES else None
+
+
+def _load(module: str) -> Callable[[list[str] | None], int]:
+    return importlib.import_module(module).main  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     module = COMMANDS[command][0]
     if command == "bench" and rest and rest[0] in BENCH_SUBCOMMANDS:
         module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]
-    return int(_load(module, command)(rest) or 0)
+    try:
+        return int(_load(module)(rest) or 0)
+    except ModuleNotFoundError as e:
+        missing = _missing_rl(e)
+        if missing is None:
+            raise
+        print(
+            f"gsg {command}: needs the RL extra ({missing} is not installed): "
+            "pip install 'gpu-sharing-gym[rl]'",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -19,21 +19,12 @@ import pytest
 from baselines.reference import FirstFit
 from gpu_sharing_env import registry
 from gpu_sharing_env.config import SCENARIO_DIR, load_scenario, scenario_names
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.runner import evaluate
 from gsg.backends import run_cells
-from gsg.leaderboard import (
-    CELL_COLUMNS,
-    Cell,
-    atomic_write_text,
-    cells_frame,
-    mean_ci95,
-    pending_cells,
-    plan_cells,
-    run_cell,
-    run_leaderboard,
-    summarize,
-)
+from gsg.cells import Cell, pending_cells, plan_cells, run_cell
+from gsg.leaderboard import CELL_COLUMNS, cells_frame, mean_ci95, run_leaderboard, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "leaderboard.py"
@@ -270,7 +261,7 @@ def test_atomic_write_keeps_old_file_on_failure(
     def dies(*a: Any) -> None:
         raise OSError("killed mid-write")
 
-    monkeypatch.setattr("gsg.leaderboard.os.replace", dies)
+    monkeypatch.setattr("gpu_sharing_env.fileio.os.replace", dies)
     with pytest.raises(OSError):
         atomic_write_text(p, "new\n")
     assert p.read_text() == "old\n"

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, scenario_names
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
 from gsg.backends import BACKENDS, BackendError, check_backend
-from gsg.leaderboard import atomic_write_text, plan_cells, run_leaderboard, write_outputs
+from gsg.cells import plan_cells
+from gsg.leaderboard import run_leaderboard, write_outputs
 from gsg.report import text_table
 
 PROG = "gsg leaderboard"
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     print(f"\ntables: {out / 'leaderboard.csv'}, {out / 'summary.csv'}, {out / 'LEADERBOARD.md'}")
     print(f"HTML report: {out / 'index.html'}")
-    print(f"TensorBoard: tensorboard --logdir {out / 'tb'}")
+    if (out / "tb").is_dir():
+        print(f"TensorBoard: tensorboard --logdir {out / 'tb'}")
     if failed:
         print(f"{failed} of {len(results)} cells failed (see LEADERBOARD.md); rerun to retry them")
         return 1

@@ -1,0 +1,227 @@
+"""Job lifecycle of :class:`~gpu_sharing_env.sim.engine.Simulator`: arrivals and the queue,
+starts, stops, preemption with checkpoint rollback, faults (and their propagation), eviction and
+migration. A mixin: ``Simulator`` is assembled in ``engine.py`` (shared state: ``base.py``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.base import SimulatorBase
+from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.faults import FaultCause, propagates
+from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.workload.job import JobSpec
+
+
+class _Lifecycle(SimulatorBase):
+    """Arrivals, starts, stops, faults, eviction and migration of jobs."""
+
+    # ================================================================== arrivals
+    def _schedule_next_arrival(self) -> None:
+        if self._next_arrival < len(self._arrivals):
+            s = self._arrivals[self._next_arrival]
+            self._next_arrival += 1
+            self.events.push(s.submit_s, EventKind.ARRIVAL, s.job_id)
+
+    def _arrive(self, st: JobState) -> None:
+        self._schedule_next_arrival()
+        if st.spec.online:
+            self._online_arrived.append(st)
+        if not self._feasible(st.spec):
+            st.status = Status.FAILED
+            self._status_version += 1
+            st.finish_t = self.now
+            self.acc.errors_by_cause["unschedulable"] = (
+                self.acc.errors_by_cause.get("unschedulable", 0) + 1
+            )
+            if not st.spec.online:
+                self._offline_left -= 1
+            return
+        self._enqueue(st)
+
+    def _feasible(self, spec: JobSpec) -> bool:
+        """Could the job ever run on this fleet (an empty cluster)?"""
+        key = (spec.gpu_types, spec.mem_gb)
+        n = self._fit_count.get(key)
+        if n is None:
+            c = self.cluster
+            ok = c._type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
+            if len(self._fit_count) >= 4096:
+                self._fit_count.clear()
+            n = self._fit_count[key] = int(ok.sum())
+        return n >= spec.num_gpus
+
+    def _enqueue(self, st: JobState) -> None:
+        st.status = Status.QUEUED
+        self._status_version += 1
+        st.enqueue_t = self.now
+        bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        self._queue_version += 1
+        if not st.spec.online:
+            self._in_system += 1
+
+    # ================================================================== migration
+    def _check_migration(self, st: JobState, gpu: int, option: int) -> str | None:
+        if not (0 <= gpu < self.n_gpus and 0 <= option < len(self.options)):
+            return self.cluster.check(st.spec, gpu, option)
+        c = self.cluster
+        old = self.options[st.option]
+        for g in st.gpus:  # legality as if the job had left its GPUs
+            c.remove(st.spec, g, old)
+        why = c.check(st.spec, gpu, option)
+        mig = []
+        for g in st.gpus:
+            _, inst = c.add(st.spec, g, old)
+            mig.append(inst)
+        st.mig = mig
+        return why
+
+    def _migrate(self, st: JobState, gpu: int, option: int) -> None:
+        self._accrue(st)
+        work, attempts, first = st.work_done, st.attempts, st.first_start_t
+        freed = self._remove(st)
+        self._queue_insert(st)
+        self._start(st, gpu, option)
+        st.work_done, st.attempts, st.first_start_t = work, attempts, first
+        st.run_work_start = work
+        st.setup_until = max(st.setup_until, self.now + self.cfg.sharing.migration_s)
+        self.acc.migrations += 1
+        self._refresh(sorted(set(freed) | set(st.gpus)))
+
+    def _queue_insert(self, st: JobState) -> None:
+        """Put a running job back in the queue without counting it as re-queued work."""
+        bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        self._queue_version += 1
+
+    # ================================================================== start / stop
+    def _start(self, st: JobState, first_gpu: int, option: int) -> None:
+        spec = st.spec
+        opt = self.options[option]
+        gpus = self.cluster.gang_gpus(spec, first_gpu, option)
+        delay = 0.0
+        st.mig = []
+        for g in gpus:
+            mode_before = self.cluster.mode.item(g)
+            d, inst = self.cluster.add(spec, g, opt)
+            st.mig.append(inst)
+            if d > 0 and (opt.mode is SharingMode.MIG or mode_before == SharingMode.MIG):
+                self.acc.mig_reconfigs += 1
+            if d > 0:
+                self.cluster.set_ready(g, False)
+                self.events.push(self.now + d, EventKind.READY, g)
+            delay = max(delay, d)
+        self.queue.remove((spec.submit_s, spec.job_id))
+        self._queue_version += 1
+        # Only queued jobs have masks: a started job's would be kept for nothing (at 6,500 GPUs
+        # an entry is 40 kB; 20,000 of them were most of a replay's memory).
+        self._mask_cache.pop(spec.job_id, None)
+        st.status = Status.RUNNING
+        self._status_version += 1
+        st.gpus = gpus
+        st.option = option
+        st.last_t = self.now
+        st.setup_until = self.now + delay
+        st.run_start_t = self.now
+        st.run_work_start = st.work_done
+        st.run_id += 1
+        st.throttle = 1.0
+        st.frac = {}
+        if math.isnan(st.first_start_t):
+            st.first_start_t = self.now
+        if spec.online:
+            st.solo_batch_ms = self._solo_batch_ms(st)
+            self._update_load(st)
+            self.events.push(max(self.now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
+        self._schedule_fault(st)
+        mem_true = self.cluster.mem_true
+        if any(mem_true.item(g) > self._mem_cap[g] + 1e-9 for g in gpus):
+            t_oom = self.now + delay + self.cfg.faults.oom_delay_s
+            self.events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+        self._refresh(gpus)
+
+    def _schedule_fault(self, st: JobState) -> None:
+        if self._fault_rate_per_s <= 0:
+            return
+        dt = self.rng_fault.exponential(1.0 / (self._fault_rate_per_s * st.spec.num_gpus))
+        self.events.push(self.now + dt, EventKind.FAULT, st.spec.job_id, st.run_id)
+
+    def _remove(self, st: JobState) -> list[int]:
+        self._accrue(st)
+        opt = self.options[st.option]
+        for g in st.gpus:
+            self.cluster.remove(st.spec, g, opt)
+        gpus, st.gpus = st.gpus, []
+        st.epoch += 1
+        st.run_id += 1
+        st.frac = {}
+        st.rate = 0.0
+        return gpus
+
+    def _finish(self, st: JobState, status: Status) -> None:
+        gpus = self._remove(st)
+        st.status = status
+        self._status_version += 1
+        st.finish_t = self.now
+        if not st.spec.online:
+            self._offline_left -= 1
+            self._in_system -= 1
+        self._refresh(gpus)
+
+    def _lose_since_checkpoint(self, st: JobState) -> float:
+        """Roll back to the last checkpoint; returns the wall seconds of progress lost."""
+        ran = max(0.0, self.now - max(st.run_start_t, st.setup_until))
+        if ran <= 0:
+            return 0.0
+        lost_wall = ran % st.spec.checkpoint_interval_s
+        gained = st.work_done - st.run_work_start
+        st.work_done -= gained * (lost_wall / ran)
+        return lost_wall
+
+    def _preempt(self, st: JobState) -> tuple[list[int], float]:
+        """Stop a running offline job, roll it back and re-queue or give it up."""
+        self._accrue(st)
+        lost_wall = self._lose_since_checkpoint(st)
+        gpus = self._remove(st)
+        self._in_system -= 1
+        if st.attempts >= self.cfg.faults.max_attempts:
+            st.status = Status.FAILED
+            self._status_version += 1
+            st.finish_t = self.now
+            self._offline_left -= 1
+        else:
+            self._enqueue(st)
+        return gpus, lost_wall
+
+    def _fail(self, st: JobState, cause: FaultCause, victim: bool = False) -> None:
+        acc = self.acc
+        acc.errors_total += 1
+        acc.errors_propagated += int(victim)
+        acc.errors_by_cause[cause.value] = acc.errors_by_cause.get(cause.value, 0) + 1
+        gpus = list(st.gpus)
+        mode = SharingMode(int(self.cluster.mode[gpus[0]]))
+        others = sorted({j for g in gpus for j in self.cluster.residents[g]} - {st.spec.job_id})
+        if st.spec.online:
+            st.outage_until = self.now + self.cfg.faults.restart_delay_s
+            acc.gpu_hours_lost += self.cfg.faults.restart_delay_s * len(gpus) / 3600.0
+        else:
+            st.attempts += 1
+            freed, lost_wall = self._preempt(st)
+            acc.gpu_hours_lost += lost_wall * len(freed) / 3600.0
+            self._refresh(freed)
+        mixed = self.cfg.faults.mixed_handling or self.mechanisms.mixed_error_handling
+        if not victim and propagates(cause, mode, mixed):
+            for jid in others:
+                other = self.jobs[jid]
+                if other.status is Status.RUNNING:
+                    self._fail(other, cause, victim=True)
+
+    def evict(self, job_id: int) -> None:
+        """Evict a running offline job (SysMonitor, or a policy's preemption)."""
+        st = self.jobs[job_id]
+        st.evictions += 1
+        self.acc.evictions += 1
+        gpus, _ = self._preempt(st)
+        self._refresh(gpus)

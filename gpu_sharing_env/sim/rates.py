@@ -1,0 +1,224 @@
+"""Per-GPU rates of :class:`~gpu_sharing_env.sim.engine.Simulator`: sharing fractions from the
+speed model (memoised), job rates and their completion events, progress accrual. A mixin:
+``Simulator`` is assembled in ``engine.py`` (shared state: ``base.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_sharing_env.interference import Resident
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.base import SimulatorBase
+from gpu_sharing_env.sim.constants import (
+    _K_COMPLETE,
+    _MIG,
+    _MODES,
+    _RUNNING,
+    CROSS_NODE_FACTOR,
+    PCIE_GANG_FACTOR,
+)
+from gpu_sharing_env.sim.state import JobState
+from gpu_sharing_env.zoo import ZOO
+
+
+class _Rates(SimulatorBase):
+    """Sharing fractions, rates and accrual of the jobs on each GPU."""
+
+    # ================================================================== rates
+    def _accrue(self, st: JobState) -> None:
+        if st.status is not _RUNNING:
+            return
+        now = self.now
+        t0 = max(st.last_t, st.setup_until)
+        if now > t0 and st.rate > 0:
+            dt = now - t0
+            st.work_done += st.rate * dt
+            st.norm_integral += (st.rate / st.solo_rate) * dt
+            st.run_time_s += dt
+        st.last_t = self.now
+
+    def _residents(self, g: int) -> list[JobState]:
+        return [self.jobs[j] for j in self.cluster.residents[g]]
+
+    def _sm_shares(self, g: int, res: list[JobState]) -> list[float]:
+        opt_share = self._opt_share
+        shares = [opt_share[r.option] for r in res]
+        if (
+            self.mechanisms.dynamic_sm
+            and self.cluster.mode[g] == SharingMode.MPS
+            and self.cluster.online_count[g] > 0
+        ):
+            # MuxFlow's dynamic SM allocation: the offline clients get what the online service
+            # leaves at its current load (its solo SM activity, plus a 20% margin).
+            online_duty = sum(r.duty for r in res if r.spec.online)
+            n_off = sum(not r.spec.online for r in res)
+            if n_off:
+                off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
+                n_on = len(res) - n_off
+                shares = [
+                    (1.0 - off_total) / n_on if r.spec.online else off_total / n_off for r in res
+                ]
+        return shares
+
+    def _refresh(self, gpus: Sequence[int]) -> None:
+        """Recompute sharing fractions on ``gpus`` and the rates of every job they host."""
+        c = self.cluster
+        todo = set(gpus)
+        node_of = self._node_of
+        used_of = c.node_cpu_used
+        vcpus_of = self._node_vcpus
+        factor = self._node_factor
+        for node in {node_of[g] for g in gpus}:
+            # Python floats (``.item``): the same values as the numpy scalars, cheaper to use
+            used = used_of.item(node)
+            f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
+            if f != factor[node]:
+                factor[node] = f
+                todo.update(self._node_gpus[node])
+        affected: dict[int, JobState] = {}
+        jobs = self.jobs
+        residents = c.residents
+        accrue = self._accrue
+        fractions = self._gpu_fractions
+        for g in sorted(todo):
+            res = [jobs[j] for j in residents[g]]
+            for r in res:
+                jid = r.spec.job_id
+                if jid not in affected:
+                    accrue(r)
+                    affected[jid] = r
+            fractions(g, res)
+        set_rate = self._set_rate
+        for st in affected.values():
+            set_rate(st)
+
+    def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
+        c = self.cluster
+        util = sm = stp = over = 0.0
+        if res:
+            mode = _MODES[c.mode.item(g)]
+            if self.mechanisms.dynamic_sm:
+                shares = self._sm_shares(g, res)
+            else:  # ``_sm_shares`` without dynamic SM: each option's static share
+                opt_share = self._opt_share
+                shares = [opt_share[r.option] for r in res]
+            prio_online = self.cfg.sharing.online_priority
+            is_mig = mode is _MIG
+            keys = []
+            for r, share in zip(res, shares, strict=True):
+                inst = r.mig[r.gpus.index(g)] if is_mig else None
+                spec = r.spec
+                online = r.online
+                duty = r.duty if online else ZOO[spec.model].duty * r.throttle
+                r.sm_eff = share
+                keys.append(
+                    (
+                        spec.model,
+                        share,
+                        inst.compute if inst else 0,
+                        bin(inst.mask).count("1") if inst else 0,
+                        1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
+                        online,
+                        spec.priority + (100 if online and prio_online else 0),
+                    )
+                )
+            gpu_type = c.type_name_of[g]
+            fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
+            if fr is None:
+                fr = self._rates(gpu_type, mode, keys)
+            for r, k, f in zip(res, keys, fr, strict=True):
+                online = r.online
+                f *= 1.0 if online else r.throttle
+                r.frac[g] = f
+                d = k[4]
+                util += d * f
+                sm += d * f * (k[2] / 7.0 if k[2] else k[1])
+                stp += f
+                if not online:
+                    over += f
+        # ``min(1.0, x)`` as ``x if x < 1.0 else 1.0`` (the same value, NaN included)
+        util = util if util < 1.0 else 1.0
+        sm = sm if sm < 1.0 else 1.0
+        hosts_online = 1.0 if c.online_count.item(g) > 0 else 0.0
+        over = over if hosts_online else 0.0
+        mem = c.mem_true.item(g) / self._mem_cap[g]
+        mem = mem if mem < 1.0 else 1.0
+        busy = 1.0 if res else 0.0
+        new = (util, sm, mem, busy, stp, over, hosts_online)
+        old = self._g_vals[g]
+        s = self._sums
+        # the fleet sums, updated element by element as before (unrolled)
+        s[0] += util - old[0]
+        s[1] += sm - old[1]
+        s[2] += mem - old[2]
+        s[3] += busy - old[3]
+        s[4] += stp - old[4]
+        s[5] += over - old[5]
+        s[6] += hosts_online - old[6]
+        self._g_vals[g] = new
+        self._g_util[g] = util
+
+    def _rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
+        """``speed.rates`` for residents given as field tuples (memoised: a pure function)."""
+        key = (gpu_type, mode, *keys)
+        hit = self._rates_cache.get(key)
+        if hit is None:
+            residents = [Resident(*k) for k in keys]
+            hit = self.speed.rates(gpu_type, mode, residents)
+            if len(self._rates_cache) >= 65_536:
+                self._rates_cache.clear()
+            self._rates_cache[key] = hit
+        return hit
+
+    def _set_rate(self, st: JobState) -> None:
+        spec = st.spec
+        gpus = st.gpus
+        node_of = self._node_of
+        if len(gpus) == 1:
+            g = gpus[0]
+            solo = self._solo_cache.get((spec.model, self._type_of[g]))
+            if solo is None:
+                solo = self._solo_speed(spec.model, self._type_of[g])
+            net = 1.0
+            cpu = self._node_factor[node_of[g]]
+            frac = st.frac[g]
+        else:
+            solo = min(self._solo_speed(spec.model, self._type_of[g]) for g in gpus)
+            net = 1.0
+            nodes = {node_of[g] for g in gpus}
+            if len(nodes) > 1:
+                net = CROSS_NODE_FACTOR
+            elif self._node_pcie[nodes.pop()]:
+                net = PCIE_GANG_FACTOR
+            cpu = min(self._node_factor[node_of[g]] for g in gpus)
+            frac = min(st.frac[g] for g in gpus)
+        st.solo_rate = solo * net
+        rate = st.rate = solo * net * frac * cpu
+        if not st.online:
+            epoch = st.epoch = st.epoch + 1
+            remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
+            remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
+            t_done = max(self.now, st.setup_until) + remaining / rate
+            self.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
+
+    # ================================================================== solo speeds
+    def _solo_speed(self, model: str, gpu_type: str) -> float:
+        """``speed.solo_speed`` (memoised: a pure function of its arguments)."""
+        v = self._solo_cache.get((model, gpu_type))
+        if v is None:
+            v = self._solo_cache[model, gpu_type] = self.speed.solo_speed(model, gpu_type)
+        return v
+
+    def _solo_batch_ms(self, st: JobState) -> float:
+        """Solo batch latency of online ``st`` on the type of its first GPU (cached)."""
+        c = self.cluster
+        svc = st.spec.service
+        assert svc is not None
+        key = (st.spec.model, int(c.type_idx[st.gpus[0]]), svc.batch_size)
+        ms = self._batch_ms.get(key)
+        if ms is None:
+            gt = c.type_names[key[1]]
+            ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, svc.batch_size)
+        return ms

@@ -1,0 +1,176 @@
+"""The installed product: a wheel built from this tree, installed into a fresh venv outside the
+repository, used as a new user would (``gsg`` command, ``gym.make``, a plug-in policy).
+
+The fast test (``make test``) gives the fresh venv the project venv's dependencies through a
+``.pth`` line (they are not what is under test) and installs the wheel itself with
+``--no-deps``: the package, its data, its entry points and its console script come only from the
+wheel. ``test_wheel_fully_isolated`` (slow) installs everything from the package index instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "runs", "out", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+    ".hypothesis", "tests",
+)  # fmt: skip
+
+PLUGIN = '''
+"""A third-party scheduler: the first queued job on the emptiest GPU that takes it."""
+import numpy as np
+
+from gpu_sharing_env.policy import HeuristicPolicy
+from gpu_sharing_env.sim.engine import Decision
+
+
+class Emptiest(HeuristicPolicy):
+    name = "emptiest"
+
+    def decide(self, view):
+        for job in view.window:
+            mask = view.mask(job.job_id)
+            for opt in range(mask.shape[1]):
+                legal = np.flatnonzero(mask[:, opt])
+                if legal.size:
+                    g = min(legal, key=lambda g: (view.n_res[g], view.util[g], g))
+                    return Decision(job.job_id, int(g), opt)
+        return None
+'''
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (
+        f"{cmd} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    )
+    return p.stdout
+
+
+def _wheel(tmp: Path) -> Path:
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=IGNORE)
+    dist = tmp / "dist"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(dist), str(src)],
+        cwd=tmp,
+    )  # fmt: skip
+    (wheel,) = dist.glob("gpu_sharing_gym-*.whl")
+    return wheel
+
+
+def _venv(tmp: Path) -> tuple[Path, Path]:
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    return venv, bindir / "python"
+
+
+def _clean_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def _use_the_product(venv: Path, py: Path, work: Path) -> None:
+    env = _clean_env(venv)
+    # The package comes from the wheel, not from this checkout.
+    where = _run(
+        [str(py), "-c", "import gpu_sharing_env; print(gpu_sharing_env.__file__)"], work, env
+    )
+    assert Path(where.strip()).is_relative_to(venv), where
+    out = _run(
+        [str(venv / "bin" / "gsg"), "evaluate", "--policy", "ppo_default", "--scenario", "default",
+         "--seeds", "1", "--quiet", "--json", "ppo.json"],
+        work, env,
+    )  # fmt: skip
+    assert "ppo_default" in out and (work / "ppo.json").is_file()
+    code = textwrap.dedent(
+        """
+        import gymnasium as gym, gpu_sharing_env
+        from gpu_sharing_env.config import load_scenario
+        env = gym.make("GpuSharing-v0", scenario="default")
+        obs, info = env.reset(seed=0)
+        assert info["action_mask"].any()
+        print(load_scenario("heldout_load").name, load_scenario("heldout/heldout_mix").name)
+        """
+    )
+    assert _run([str(py), "-c", code], work, env).split() == ["heldout_load", "heldout_mix"]
+    # A third-party policy two ways: module:Class on the command line, and an entry point.
+    (work / "my_sched.py").write_text(PLUGIN)
+    env_pp = {**env, "PYTHONPATH": str(work)}
+    out = _run(
+        [str(venv / "bin" / "gsg"), "evaluate", "--policy", "my_sched:Emptiest,first_fit",
+         "--scenario", "default", "--seeds", "1", "--quiet"],
+        work, env_pp,
+    )  # fmt: skip
+    assert "emptiest" in out
+    plugin = work / "plugin"
+    (plugin / "my_plugin").mkdir(parents=True)
+    (plugin / "my_plugin" / "__init__.py").write_text(PLUGIN)
+    (plugin / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=68"]
+            build-backend = "setuptools.build_meta"
+            [project]
+            name = "my-plugin"
+            version = "0.0.1"
+            [project.entry-points."gpu_sharing_gym.policies"]
+            emptiest = "my_plugin:Emptiest"
+            """
+        )
+    )
+    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(plugin)],
+         work, env)  # fmt: skip
+    out = _run([str(venv / "bin" / "gsg"), "evaluate", "--help"], work, env)
+    assert "emptiest" in out  # listed among the registered names
+
+
+def test_wheel_in_fresh_venv_outside_the_repo(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    venv, py = _venv(tmp_path)
+    # Dependencies from the project's environment (not under test); pip itself too.
+    site = Path(
+        subprocess.check_output(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
+    deps = Path(sysconfig.get_paths()["purelib"])
+    (site / "_project_deps.pth").write_text(f"{deps}\n")
+    env = _clean_env(venv)
+    _run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        tmp_path,
+        env,
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    _use_the_product(venv, py, work)
+
+
+@pytest.mark.slow
+def test_wheel_fully_isolated(tmp_path: Path) -> None:
+    """Everything from the index (CPU torch first, as the README says); about a minute."""
+    wheel = _wheel(tmp_path)
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    py = venv / "bin" / "python"
+    env = _clean_env(venv)
+    _run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0"], tmp_path, env)
+    _run([str(py), "-m", "pip", "install", "-q", f"{wheel}[rl]"], tmp_path, env)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    _use_the_product(venv, py, work)

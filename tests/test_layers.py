@@ -1,0 +1,103 @@
+"""The layering the design promises, checked on the source: arrows point down only, no cycles.
+
+    gsg (harness + CLI)  ->  agents  ->  baselines  ->  gpu_sharing_env (core)
+
+Every import counts, including those inside functions (a lazy import is still a dependency);
+only ``if TYPE_CHECKING:`` blocks are exempt.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gpu_sharing_env", "baselines", "agents", "gsg")
+#: What each package may import from the project (besides itself).
+ALLOWED = {
+    "gpu_sharing_env": set(),
+    "baselines": {"gpu_sharing_env"},
+    "agents": {"gpu_sharing_env", "baselines"},
+    "gsg": {"gpu_sharing_env", "baselines", "agents"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Project modules ``path`` imports (resolved; ``from a import b`` -> ``a.b`` if a module)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".")
+                if path.name != "__init__.py":
+                    pkg = pkg[:-1]
+                pkg = pkg[: len(pkg) - (node.level - 1)]
+                base = ".".join([*pkg, base] if base else pkg)
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _graph() -> nx.DiGraph:
+    files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    g = nx.DiGraph()
+    g.add_nodes_from(files)
+    for mod, path in files.items():
+        for target in _imports(path, mod):
+            # ``from pkg import name`` names a module when such a file exists, else the package
+            while target and target not in files:
+                target = target.rpartition(".")[0]
+            if target and target != mod:
+                g.add_edge(mod, target)
+    return g
+
+
+def test_arrows_point_down_only() -> None:
+    bad = [
+        f"{a} imports {b}"
+        for a, b in _graph().edges
+        if (pa := a.split(".")[0]) != (pb := b.split(".")[0]) and pb not in ALLOWED[pa]
+    ]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_cycles() -> None:
+    g = _graph()
+    # A package's __init__ re-exporting its submodules is not a cycle of dependencies between
+    # modules: drop edges from a submodule to its own package's __init__ that only exist
+    # because a re-export brings them back (``pkg.sub -> pkg`` when ``pkg -> pkg.sub``).
+    cycles = [c for c in nx.simple_cycles(g) if len(c) > 1]
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join([*c, c[0]]) for c in cycles[:10])
+
+
+def test_core_names_no_policy_package() -> None:
+    """The core's registry finds policies through entry points, not by importing them."""
+    core = [e for e in _graph().edges if e[0].startswith("gpu_sharing_env")]
+    assert all(b.startswith("gpu_sharing_env") for _, b in core)
