@@ -1,10 +1,14 @@
 """RL placement agents for GpuSharing-v0 (stable-baselines3 / sb3-contrib).
 
-* :mod:`agents.policy`: set-structured networks (cluster-size-free weights).
+* :mod:`agents.policy`: set-structured networks for ``GpuSharing-v0`` (cluster-size-free).
+* :mod:`agents.option_policy`: option-agnostic networks for ``GpuSharing-v1`` (any option set,
+  cluster size and window) with a two-level wait-or-place action distribution.
 * :mod:`agents.agent`: trained agents as baselines' Policy; safe checkpoint loading.
 * :mod:`agents.config`: rl-zoo style hyperparameter files (``agents/hyperparams/``).
-* :mod:`agents.envs`: training envs (held-out seed ranges, expert hint, vector envs).
-* :mod:`agents.bc`, :mod:`agents.lookahead`: behaviour cloning and rollout-improved labels.
+* :mod:`agents.envs`: training envs (held-out seed ranges, expert hint, paired rewards against
+  a reference heuristic, vector envs over one or several scenarios).
+* :mod:`agents.bc`, :mod:`agents.expert`, :mod:`agents.lookahead`: behaviour cloning, labelled
+  episodes (heuristics or the planner; parallel, cached) and rollout-improved labels.
 * :mod:`agents.callbacks`: TensorBoard ``sim/`` and ``eval/`` tags, checkpoints, progress.
 * ``scripts/train.py``: the training command line.
 """

@@ -2,10 +2,14 @@
 
 A checkpoint is SB3's ``model.zip`` plus a small ``gpu_sharing_agent.json`` member that
 :func:`write_metadata` adds (algorithm, policy class, its keyword arguments, the training
-scenario's placement options). :func:`load_agent` reads only that JSON and the weights
-(``policy.pth``, loaded with ``torch.load(weights_only=True)``): nothing is unpickled. The
-set-structured policies are rebuilt for whatever cluster the agent is asked to schedule, so one
-checkpoint runs on clusters of any size with the same placement options.
+scenario's placement options, the env version). :func:`load_agent` reads only that JSON and the
+weights (``policy.pth``, loaded with ``torch.load(weights_only=True)``): nothing is unpickled.
+The networks are rebuilt for whatever cluster the agent is asked to schedule:
+
+* format 1 (``GpuSharing-v0`` agents, e.g. ``ppo_default``): set-structured over GPUs and jobs,
+  so one checkpoint runs on clusters of any size *with the same placement options*;
+* format 2 (``GpuSharing-v1`` agents, :mod:`agents.option_policy`): options are described by
+  their features, so one checkpoint runs on any scenario (any options, GPUs and window).
 
 Names: ``load_agent("ppo_default")`` loads ``agents/pretrained/ppo_default.zip``; anything with
 a path separator or ending in ``.zip`` is a path. Nothing is loaded unless named.
@@ -25,13 +29,21 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from agents.envs import make_expert
-from agents.policy import HINT, SetActorCriticPolicy, SetPPOPolicy
+from agents.envs import HINT, make_expert
+from agents.option_policy import OptionActorCriticPolicy
+from agents.policy import SetActorCriticPolicy, SetPPOPolicy
 from gpu_sharing_env.envs.observation import (
     GPU_FEATURES,
     JOB_FEATURES,
     ObservationEncoder,
     observation_space,
+)
+from gpu_sharing_env.envs.observation_v1 import (
+    GPU_FEATURES_V1,
+    JOB_FEATURES_V1,
+    OPTION_FEATURES,
+    ObservationEncoderV1,
+    observation_space_v1,
 )
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Simulator
@@ -39,12 +51,16 @@ from gpu_sharing_env.sim.view import ClusterView
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 META_NAME = "gpu_sharing_agent.json"
+#: Metadata format written for an env version: 1 for ``GpuSharing-v0`` agents, 2 for ``-v1``.
+META_FORMATS = {"GpuSharing-v0": 1, "GpuSharing-v1": 2}
 META_FORMAT = 1
-#: Set-structured policy classes a checkpoint may name (nothing else is instantiated).
+#: Size-free policy classes a checkpoint may name (nothing else is instantiated), per format.
 POLICY_CLASSES: dict[str, type[Any]] = {
     "SetActorCriticPolicy": SetActorCriticPolicy,
     "SetPPOPolicy": SetPPOPolicy,
+    "OptionActorCriticPolicy": OptionActorCriticPolicy,
 }
+_FORMAT_POLICIES = {1: ("SetActorCriticPolicy", "SetPPOPolicy"), 2: ("OptionActorCriticPolicy",)}
 
 
 class AgentLoadError(ValueError):
@@ -76,7 +92,9 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Path:
 
 
 def write_metadata(path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:
-    """Add (or replace) the agent metadata member of an SB3 checkpoint zip."""
+    """Add (or replace) the agent metadata member of an SB3 checkpoint zip (its format follows
+    ``meta["env_id"]``: 1 for ``GpuSharing-v0``, the default, 2 for ``GpuSharing-v1``)."""
+    fmt = META_FORMATS.get(str(meta.get("env_id", "GpuSharing-v0")), META_FORMAT)
     p = Path(path)
     with zipfile.ZipFile(p) as z:
         members = {n: z.read(n) for n in z.namelist() if n != META_NAME}
@@ -84,7 +102,7 @@ def write_metadata(path: str | os.PathLike[str], meta: Mapping[str, Any]) -> Non
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for n, data in members.items():
             z.writestr(n, data)
-        z.writestr(META_NAME, json.dumps({"format": META_FORMAT, **meta}, indent=1))
+        z.writestr(META_NAME, json.dumps({"format": fmt, **meta}, indent=1))
     os.replace(tmp, p)
 
 
@@ -106,12 +124,17 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
     except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, KeyError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise AgentLoadError(f"{path}: corrupt or unreadable checkpoint ({reason})") from None
-    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise AgentLoadError(f"{path}: {META_NAME}: unknown format (want {META_FORMAT})")
-    if meta.get("policy") not in POLICY_CLASSES:
+    fmt = meta.get("format") if isinstance(meta, dict) else None
+    if fmt not in _FORMAT_POLICIES:
+        raise AgentLoadError(
+            f"{path}: {META_NAME}: unknown format {fmt!r} (known: "
+            f"{', '.join(map(str, _FORMAT_POLICIES))})"
+        )
+    assert isinstance(meta, dict)
+    if meta.get("policy") not in _FORMAT_POLICIES[fmt]:
         raise AgentLoadError(
             f"{path}: {META_NAME}: policy {meta.get('policy')!r} is not size-free "
-            f"(known: {', '.join(POLICY_CLASSES)}); load it with SB3 instead"
+            f"(known: {', '.join(_FORMAT_POLICIES[fmt])}); load it with SB3 instead"
         )
     if not isinstance(state, dict):
         raise AgentLoadError(f"{path}: policy.pth: not a state dict")
@@ -151,7 +174,7 @@ class RLAgent:
         self.name = name
         self.deterministic = deterministic
         self._policies: dict[tuple[int, int, int], Any] = {}
-        self._encoder: ObservationEncoder | None = None
+        self._encoder: ObservationEncoder | ObservationEncoderV1 | None = None
         self._encoder_key: tuple[int, int] | None = None
         self._rng = np.random.default_rng(0)
         self._seed = 0
@@ -180,12 +203,29 @@ class RLAgent:
         return self.predict(obs, mask)
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def option_agnostic(self) -> bool:
+        """Whether the agent reads ``GpuSharing-v1`` observations (runs on any option set)."""
+        return int(self.meta.get("format", 1)) >= 2
+
     def _encode(self, sim: Simulator) -> dict[str, np.ndarray]:
         key = (id(sim), sim.n_gpus)
         if self._encoder is None or self._encoder_key != key:
-            self._encoder = ObservationEncoder(sim, sim.n_gpus)
+            enc_cls = ObservationEncoderV1 if self.option_agnostic else ObservationEncoder
+            self._encoder = enc_cls(sim, sim.n_gpus)  # type: ignore[assignment]
             self._encoder_key = key
+        assert self._encoder is not None
         return self._encoder.encode(sim)
+
+    def layout(self, obs: Mapping[str, np.ndarray], mask: np.ndarray) -> tuple[int, int, int]:
+        """(max_gpus, window, n_options) of an observation and its mask."""
+        if self.option_agnostic:
+            window = obs["jobs"].shape[0] // len(JOB_FEATURES_V1)
+            max_gpus = obs["gpus"].shape[0] // len(GPU_FEATURES_V1)
+            return max_gpus, window, obs["options"].shape[0] // len(OPTION_FEATURES)
+        window = obs["jobs"].shape[0] // len(JOB_FEATURES)
+        max_gpus = obs["gpus"].shape[0] // len(GPU_FEATURES)
+        return max_gpus, window, (mask.shape[0] - 1) // (window * max_gpus)
 
     def policy_for(self, max_gpus: int, window: int, n_options: int) -> Any:
         """The policy network for a layout (built once, same weights)."""
@@ -193,12 +233,15 @@ class RLAgent:
         pol = self._policies.get(key)
         if pol is None:
             trained = self.meta.get("n_options")
-            if trained is not None and int(trained) != n_options:
+            if self.option_agnostic:
+                obs_space = observation_space_v1(max_gpus, window, n_options)
+            elif trained is not None and int(trained) != n_options:
                 raise AgentLoadError(
                     f"agent {self.name}: trained with {trained} placement options "
                     f"({', '.join(self.meta.get('options', []))}), the scenario has {n_options}"
                 )
-            obs_space = observation_space(max_gpus, window)
+            else:
+                obs_space = observation_space(max_gpus, window)
             act_space = spaces.Discrete(1 + window * max_gpus * n_options)
             if self.meta.get("expert_hint"):
                 n = int(act_space.n)
@@ -218,20 +261,25 @@ class RLAgent:
         return pol
 
     def predict(self, obs: Mapping[str, np.ndarray], mask: np.ndarray) -> int:
-        """The action for one observation and mask."""
-        window = obs["jobs"].shape[0] // len(JOB_FEATURES)
-        max_gpus = obs["gpus"].shape[0] // len(GPU_FEATURES)
-        n_options = (mask.shape[0] - 1) // (window * max_gpus)
-        pol = self.policy_for(max_gpus, window, n_options)
-        with th.no_grad():
-            t_obs = {k: th.as_tensor(v, dtype=th.float32)[None] for k, v in obs.items()}
-            features = pol.extract_features(t_obs)
-            logits = pol.mlp_extractor.forward_actor(features)[0].numpy()
+        """The action for one observation and mask (always a legal one)."""
+        pol = self.policy_for(*self.layout(obs, mask))
         legal = mask.astype(bool)
         if self.meta.get("work_conserving") and legal[1:].any():
             legal[WAIT] = False
         if not legal.any():
             return WAIT
+        with th.no_grad():
+            t_obs = {k: th.as_tensor(v, dtype=th.float32)[None] for k, v in obs.items()}
+            if self.option_agnostic:
+                # the two-level distribution: its mode, or a sample from it
+                dist = pol.get_distribution(t_obs, action_masks=legal[None])
+                if self.deterministic:
+                    return int(dist.mode()[0])
+                p = dist.distribution.probs[0].double().numpy()
+                p = np.where(legal, p, 0.0)
+                return int(self._rng.choice(len(p), p=p / p.sum()))
+            features = pol.extract_features(t_obs)
+            logits = pol.mlp_extractor.forward_actor(features)[0].numpy()
         logits = np.where(legal, logits, -np.inf)
         if self.deterministic:
             return int(np.argmax(logits))

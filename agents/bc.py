@@ -18,8 +18,7 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
-from agents.envs import TRAIN_SEED_MIN, make_expert, work_conserving
-from agents.policy import HINT
+from agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.sim.view import ClusterView
 
@@ -135,10 +134,16 @@ def pretrain(
     vf_coef: float = 0.5,
     seed: int = 0,
     log: Callable[[int, float, float, float], Any] | None = None,
+    value_scale: float = 1.0,
 ) -> dict[str, float]:
-    """Fit ``policy`` (an SB3 actor-critic policy) to the demonstrations.
+    """Fit ``policy`` (an SB3 maskable actor-critic policy) to the demonstrations: the
+    negative log-likelihood of the expert's actions under the policy's own masked action
+    distribution (a masked cross-entropy; for the two-level distribution of
+    :mod:`agents.option_policy`, of the wait decision and of the placement), and the value head
+    to ``value_scale`` times the returns.
 
-    Returns the final epoch's mean losses and the expert-action accuracy.
+    Returns the final epoch's mean losses and the expert-action accuracy (the distribution's
+    mode against the label).
     """
     gen = th.Generator().manual_seed(seed)
     opt = th.optim.Adam(policy.parameters(), lr=lr)
@@ -146,7 +151,7 @@ def pretrain(
     obs_t = {k: th.as_tensor(v) for k, v in demos.obs.items()}
     masks_t = th.as_tensor(demos.masks)
     acts_t = th.as_tensor(demos.actions)
-    ret_t = th.as_tensor(demos.returns)
+    ret_t = th.as_tensor(demos.returns * value_scale, dtype=th.float32)
     policy.set_training_mode(True)
     out: dict[str, float] = {}
     for epoch in range(epochs):
@@ -156,16 +161,18 @@ def pretrain(
             idx = perm[i : i + batch_size]
             obs = {k: v[idx] for k, v in obs_t.items()}
             features = policy.extract_features(obs)
-            logits, latent_vf = policy.mlp_extractor(features)
-            logits = logits.masked_fill(~masks_t[idx], -1e8)
-            pi_loss = F.cross_entropy(logits, acts_t[idx])
+            latent_pi, latent_vf = policy.mlp_extractor(features)
+            dist = policy._get_action_dist_from_latent(latent_pi)
+            dist.apply_masking(masks_t[idx])
+            pi_loss = -dist.log_prob(acts_t[idx]).mean()
             v_loss = F.mse_loss(policy.value_net(latent_vf).squeeze(-1), ret_t[idx])
             loss = pi_loss + vf_coef * v_loss
             opt.zero_grad()
             loss.backward()
             th.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
-            acc = (logits.argmax(1) == acts_t[idx]).float().mean().item()
+            with th.no_grad():
+                acc = (dist.mode() == acts_t[idx]).float().mean().item()
             sums += np.array([pi_loss.item(), v_loss.item(), acc]) * len(idx)
         pi, vf, acc = sums / n
         out = {"bc_policy_loss": pi, "bc_value_loss": vf, "bc_accuracy": acc}

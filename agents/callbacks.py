@@ -13,6 +13,7 @@ TensorBoard tags (besides SB3's own ``rollout/``, ``train/``, ``time/``):
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -25,7 +26,14 @@ import matplotlib.image as mpimg
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import HParam, Image
+from stable_baselines3.common.logger import (
+    CSVOutputFormat,
+    HParam,
+    Image,
+    Logger,
+    make_output_format,
+)
+from stable_baselines3.common.vec_env import VecNormalize
 from tqdm import tqdm
 
 from agents.agent import write_metadata
@@ -33,6 +41,7 @@ from agents.config import MASKED_ALGOS
 from agents.envs import ExpertHint, work_conserving
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
 from gpu_sharing_env.registry import make_policy
@@ -40,6 +49,61 @@ from gpu_sharing_env.runner import evaluate
 
 #: Metrics logged under ``eval/`` and ``sim/`` (numbers only).
 LOGGED = tuple(m for m in METRIC_NAMES if m != "meets_slo")
+#: The CSV column that orders ``progress.csv`` rows by training step.
+STEP_KEY = "time/total_timesteps"
+
+
+def next_due(step: int, freq: int) -> int:
+    """The first multiple of ``freq`` after ``step``: evaluations and checkpoints happen at
+    fixed multiples of their frequency, whatever the run's interruptions."""
+    return (step // freq + 1) * freq
+
+
+class ResumableCSV(CSVOutputFormat):
+    """SB3's ``progress.csv`` writer that continues an existing file instead of emptying it.
+
+    On resume at step ``resume_step`` the rows logged after that step (by a run killed after
+    its last checkpoint) are dropped, since the resumed run logs those steps again; rows without
+    a step (e.g. pretraining) are kept.
+    """
+
+    def __init__(self, filename: str, resume_step: int | None = None) -> None:
+        path = Path(filename)
+        if resume_step is None or not path.is_file() or path.stat().st_size == 0:
+            super().__init__(filename)
+            return
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+        header, body = rows[0], rows[1:]
+        col = header.index(STEP_KEY) if STEP_KEY in header else None
+
+        def keep(row: list[str]) -> bool:
+            if col is None or col >= len(row) or not row[col]:
+                return True
+            try:
+                return float(row[col]) <= resume_step
+            except ValueError:
+                return True
+
+        with path.open("w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows([header, *filter(keep, body)])
+        self.file = path.open("r+")
+        self.file.seek(0, os.SEEK_END)
+        self.keys = list(header)
+        self.separator = ","
+        self.quotechar = '"'
+
+
+def make_logger(folder: Path, resume_step: int | None = None) -> Logger:
+    """TensorBoard and CSV logging into ``folder``; ``progress.csv`` continues on resume."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return Logger(
+        folder=str(folder),
+        output_formats=[
+            make_output_format("tensorboard", str(folder)),
+            ResumableCSV(str(folder / "progress.csv"), resume_step),
+        ],
+    )
 
 
 def _mean(records: Sequence[Mapping[str, Any]], key: str) -> float:
@@ -62,12 +126,14 @@ def evaluate_model(
     record_first: bool = False,
     conserving: bool = False,
     hint: str | None = None,
+    env_id: str = "GpuSharing-v0",
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Deterministic episodes of ``model`` on ``seeds``: (metrics per seed, placement record of
     the first seed for the occupancy figure, if asked)."""
     kwargs = dict(env_kwargs or {})
     kwargs["invalid_action"] = "noop"
-    base = GpuSharingEnv(scenario, **kwargs)
+    env_cls = GpuSharingEnvV1 if env_id == "GpuSharing-v1" else GpuSharingEnv
+    base = env_cls(scenario, **kwargs)
     env: Any = ExpertHint(base, hint) if hint else base
     masked = algo in MASKED_ALGOS
     out: list[dict[str, Any]] = []
@@ -171,10 +237,13 @@ class EvalCallback(BaseCallback):
         on_eval: Callable[[list[dict[str, Any]]], None] | None = None,
         conserving: bool = False,
         hint: str | None = None,
+        env_id: str = "GpuSharing-v0",
+        best_jct: float = math.inf,
     ) -> None:
         super().__init__()
         self.conserving = conserving
         self.hint = hint
+        self.env_id = env_id
         self.algo, self.scenario, self.seeds = algo, scenario, list(seeds)
         self.env_kwargs = dict(env_kwargs)
         self.reference = reference
@@ -184,19 +253,23 @@ class EvalCallback(BaseCallback):
         self.figure_every = figure_every
         self.history = history if history is not None else []
         self.on_eval = on_eval
-        self._last = 0
         self.best_jct = min(
-            (h["jct_mean_s"] for h in self.history if h.get("meets_slo")), default=math.inf
+            best_jct,
+            min((h["jct_mean_s"] for h in self.history if h.get("meets_slo")), default=math.inf),
         )
+        #: Per-seed records of the latest evaluation.
+        self.last_records: list[dict[str, Any]] = []
+        self._due = eval_freq
 
     def _on_training_start(self) -> None:
-        self._last = self.num_timesteps
-        if self.history:
-            self._last = max(self._last, int(self.history[-1]["timesteps"]))
+        # Fixed multiples of eval_freq: a resumed run evaluates where an uninterrupted one would.
+        # (one missed by an interruption runs at the first step of the resumed run)
+        last = int(self.history[-1]["timesteps"]) if self.history else 0
+        self._due = next_due(last, self.eval_freq)
 
     def _on_step(self) -> bool:
-        if self.num_timesteps - self._last >= self.eval_freq:
-            self._last = self.num_timesteps
+        if self.num_timesteps >= self._due:
+            self._due = next_due(self.num_timesteps, self.eval_freq)
             self.run()
         return True
 
@@ -212,7 +285,9 @@ class EvalCallback(BaseCallback):
             record_first=figure,
             conserving=self.conserving,
             hint=self.hint,
+            env_id=self.env_id,
         )
+        self.last_records = recs
         s = summarise(recs)
         meets = s["slo_attainment"] >= self.scenario.slo_target - 1e-12
         for k, v in s.items():
@@ -224,6 +299,7 @@ class EvalCallback(BaseCallback):
         if placements is not None:
             img = occupancy_image(self.scenario.name, "agent", placements)
             self.logger.record("eval/occupancy", Image(img, "HWC"), exclude=("stdout", "csv"))
+        self.logger.record(STEP_KEY, int(self.num_timesteps))
         entry = {"timesteps": int(self.num_timesteps), "meets_slo": bool(meets), **s}
         self.history.append(entry)
         if meets and s["jct_mean_s"] < self.best_jct:
@@ -238,22 +314,22 @@ class EvalCallback(BaseCallback):
 
 
 class CheckpointCallback(BaseCallback):
-    """Saves ``checkpoints/last.zip`` (atomically) every ``freq`` timesteps; off-policy
-    algorithms also save their replay buffer."""
+    """Saves ``checkpoints/last.zip`` (atomically) at every multiple of ``freq`` timesteps;
+    off-policy algorithms also save their replay buffer, ``VecNormalize`` its statistics."""
 
     def __init__(self, out_dir: Path, freq: int, meta: Mapping[str, Any]) -> None:
         super().__init__()
         self.dir = out_dir / "checkpoints"
         self.freq = freq
         self.meta = dict(meta)
-        self._last = 0
+        self._due = freq
 
     def _on_training_start(self) -> None:
-        self._last = self.num_timesteps
+        self._due = next_due(self.num_timesteps, self.freq)
 
     def _on_step(self) -> bool:
-        if self.num_timesteps - self._last >= self.freq:
-            self._last = self.num_timesteps
+        if self.num_timesteps >= self._due:
+            self._due = next_due(self.num_timesteps, self.freq)
             self.save()
         return True
 
@@ -264,6 +340,10 @@ class CheckpointCallback(BaseCallback):
         write_metadata(tmp, {**self.meta, "timesteps": int(self.model.num_timesteps)})
         if hasattr(self.model, "save_replay_buffer"):
             self.model.save_replay_buffer(self.dir / "replay_buffer.pkl")
+        norm = self.model.get_vec_normalize_env()
+        if isinstance(norm, VecNormalize):
+            norm.save(str(self.dir / "vecnormalize.tmp.pkl"))
+            os.replace(self.dir / "vecnormalize.tmp.pkl", self.dir / "vecnormalize.pkl")
         os.replace(tmp, self.dir / "last.zip")
         (self.dir / "last.json").write_text(
             json.dumps({"timesteps": int(self.model.num_timesteps)}) + "\n"

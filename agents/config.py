@@ -52,7 +52,13 @@ class PretrainSettings:
     """Behaviour cloning before RL (actor-critic set policies only; see ``agents.bc``)."""
 
     expert: str = "antman"
-    """A heuristic from ``baselines`` without cluster mechanisms."""
+    """A heuristic from ``baselines`` without cluster mechanisms, or ``planner`` (expert
+    iteration: ``agents.planner``, configured by ``expert_kwargs``)."""
+    expert_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the planner (``base``, ``samples``, ``horizon``, ...)."""
+    cache_dir: str | None = None
+    """Where expert-labelled episodes are kept and reused (``agents.expert``); None: the run
+    directory's ``demos/``. Share one across runs to label thousands of episodes once."""
     episodes: int = field(default=100, metadata=non_negative())
     """Expert episodes recorded first."""
     lookahead_episodes: int = field(default=0, metadata=non_negative())
@@ -62,7 +68,7 @@ class PretrainSettings:
     lookahead_margin: float = field(default=0.0, metadata=non_negative())
     """Relative gain over the expert's own rollout a candidate needs to become the label."""
     workers: int = field(default=1, metadata=positive())
-    """Processes generating lookahead episodes (the data does not depend on it)."""
+    """Processes labelling episodes (the data does not depend on it)."""
     epochs: int = field(default=15, metadata=positive())
     """Passes over the data after each round."""
     dagger_rounds: int = field(default=0, metadata=non_negative())
@@ -90,6 +96,7 @@ class TrainSettings:
                       "a non-empty list of seeds in 0..999999 (training seeds are >= 1000000)"),
     )  # fmt: skip
     eval_baselines: tuple[str, ...] = (
+        "speed_sjf",
         "antman",
         "gandiva",
         "time_sharing",
@@ -105,8 +112,21 @@ class TrainSettings:
     override (residual policy learning; ``agents.envs.ExpertHint``). None: no hint."""
     work_conserving: bool = True
     """Masked algorithms only: hide *wait* while some job can be placed (the agent then
-    decides where and which, never whether; the heuristics it is compared with are
-    work-conserving too)."""
+    decides where and which, never whether). ``GpuSharing-v1`` agents decide *wait* on their
+    own (a two-level action distribution) and should leave this off."""
+    env_id: str = field(
+        default="GpuSharing-v0",
+        metadata=rule(lambda v: v in ("GpuSharing-v0", "GpuSharing-v1"),
+                      "GpuSharing-v0 or GpuSharing-v1"),
+    )  # fmt: skip
+    """``GpuSharing-v1``: option-agnostic observations and network (``agents.option_policy``;
+    ``maskable_ppo`` only), one checkpoint for every scenario."""
+    paired_reference: str | None = None
+    """A heuristic whose return on the same episode is subtracted from the agent's, as an
+    input-dependent baseline (``agents.envs.PairedReward``; the ``jct`` reward). None: off."""
+    normalize_reward: bool = False
+    """Scale rewards by a running estimate of the return's standard deviation (SB3's
+    ``VecNormalize``, with the algorithm's ``gamma``), saved with every checkpoint."""
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

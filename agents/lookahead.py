@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 
 from agents.bc import Demos, discounted_returns
-from agents.envs import TRAIN_SEED_MIN, make_expert, work_conserving
-from agents.policy import HINT
+from agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
 from baselines.base import HeuristicPolicy
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv

@@ -28,13 +28,11 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from agents.envs import HINT  # (optional key: an expert's proposed action, agents.envs.ExpertHint)
 from gpu_sharing_env.envs.observation import GLOBAL_FEATURES, GPU_FEATURES, JOB_FEATURES
 
 #: Observation keys in the order the flat feature vector concatenates them.
 KEYS = ("gpus", "jobs", "global")
-#: Optional key added by :class:`agents.envs.ExpertHint`: a heuristic's proposed action,
-#: one-hot over the action space (residual policy learning: the net learns when to deviate).
-HINT = "hint"
 
 
 def keys(observation_space: spaces.Dict) -> tuple[str, ...]:

@@ -6,12 +6,16 @@
 
 Hyperparameters come from ``agents/hyperparams/<algo>.yaml`` (or ``--config``), rl-zoo style: the
 ``default:`` entry, overridden by the scenario's own entry; ``--timesteps``, ``--n-envs`` and
-``--seed`` override the file. ``--out DIR`` receives ``config.yaml`` (resolved), ``command.txt``
+``--seed`` override the file. ``--scenario a,b`` trains on several scenarios at once (env ``i``
+on the ``i % k``-th; ``env_id: GpuSharing-v1`` only, whose padded layouts they share) and
+validates on the first. ``--out DIR`` receives ``config.yaml`` (resolved), ``command.txt``
 (every invocation), ``model.zip`` (final), ``best_model.zip`` (best validation result meeting
 the SLO target), ``metrics.json``, ``baselines.json`` (the reference baselines on the validation
 seeds), ``checkpoints/last.zip`` (every ``checkpoint_freq`` timesteps, and on Ctrl-C) and
-TensorBoard event files in ``tb/``. ``--resume`` continues from ``checkpoints/last.zip`` with
-the configuration saved in ``DIR``.
+TensorBoard event files and ``progress.csv`` in ``tb/``. ``--resume`` continues from
+``checkpoints/last.zip`` with the configuration saved in ``DIR``: ``progress.csv`` keeps its
+rows, evaluations and checkpoints stay at fixed multiples of their frequencies, and resuming a
+finished run says so and exits 0 (raise ``--timesteps`` to continue it).
 
 Training episodes use seeds >= 1,000,000; validation uses ``eval_seeds`` (1000..1004 by
 default); the leaderboard's seeds 0..N-1 are never trained on. Exit codes: 0 done, 2 bad input,
@@ -24,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog="\n\n".join(__doc__.split("\n\n")[1:]),
     )
     p.add_argument("--algo", default="maskable_ppo", help="maskable_ppo, ppo, a2c or dqn")
-    p.add_argument("--scenario", default="default", help="scenario name or YAML path")
+    p.add_argument(
+        "--scenario", default="default", help="scenario name or YAML path (a,b: several)"
+    )
     p.add_argument("--timesteps", type=int, default=None, help="total timesteps (overrides YAML)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.zip")
@@ -60,7 +67,7 @@ def fail(msg: str, code: int = 2) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch as th
-    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import VecNormalize
 
     from agents.agent import write_metadata
     from agents.callbacks import (
@@ -69,9 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         ProgressBar,
         SimMetricsCallback,
         best_baseline,
-        evaluate_model,
         log_hparams,
-        summarise,
+        make_logger,
     )
     from agents.config import (
         ALGOS,
@@ -80,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         load_hyperparams,
         resolve_hyperparams,
     )
-    from agents.envs import make_vec_env
+    from agents.envs import common_layout, make_vec_env, split_scenarios
+    from agents.option_policy import OptionActorCriticPolicy
     from agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
     from gpu_sharing_env.config import ConfigError, load_scenario
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+    from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
     from gpu_sharing_env.fileio import atomic_write_text
 
     th.set_num_threads(1)  # small networks: threads cost more than they give on 2 cores
@@ -102,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     elif (out / "config.yaml").exists():
         return fail(f"{out}: already holds a run (use --resume, or another --out)")
     try:
-        scenario = load_scenario(args.scenario)
+        names = split_scenarios(args.scenario)
+        scenarios = [load_scenario(n) for n in names]
+        scenario = scenarios[0]  # validation scenario
         cfg_path = Path(args.config) if args.config else default_config_path(args.algo)
         if args.resume:
             cfg_path = saved_cfg
@@ -111,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             settings, algo_kwargs, resolved = load_hyperparams(cfg_path, scenario.name, args.algo)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:
         return fail(str(e))
     overrides = {"n_timesteps": args.timesteps, "n_envs": args.n_envs, "seed": args.seed}
     for k, v in overrides.items():
@@ -123,39 +133,60 @@ def main(argv: list[str] | None = None) -> int:
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
     masked = args.algo in MASKED_ALGOS
+    v1 = settings.env_id == "GpuSharing-v1"
+    if v1 and args.algo != "maskable_ppo":
+        return fail(f"{cfg_path}: env_id: GpuSharing-v1 agents need --algo maskable_ppo")
+    if len(names) > 1 and not v1:
+        return fail("--scenario: several scenarios need env_id: GpuSharing-v1 (padded layouts)")
+    if args.resume:
+        done_steps = _checkpoint_steps(ckpt)
+        if done_steps >= settings.n_timesteps:
+            print(
+                f"{out}: the run is finished ({done_steps} of {settings.n_timesteps} timesteps);"
+                f" nothing to do (raise --timesteps to continue it)"
+            )
+            return 0
     env_kwargs = dict(settings.env_kwargs)
     if not masked:
         env_kwargs["invalid_action"] = "noop"
+    if len(names) > 1:
+        env_kwargs.update(common_layout(names, env_kwargs))
     conserving = bool(settings.work_conserving and masked)
+    gamma = float(algo_kwargs.get("gamma", 0.99))
 
     out.mkdir(parents=True, exist_ok=True)
     with (out / "command.txt").open("a") as f:
         f.write(shlex.join([sys.executable, *sys.argv]) + "\n")
-    if not args.resume:
+    if not args.resume or any(v is not None for v in overrides.values()):
+        # (a resume's --timesteps, --n-envs or --seed becomes the run's setting from then on)
         atomic_write_text(
             saved_cfg,
             yaml.safe_dump(
                 {"algo": args.algo, "scenario": scenario.name, "scenario_arg": args.scenario,
-                 "config_file": str(cfg_path), "hyperparams": resolved}, sort_keys=False,
+                 "config_file": resolved_prev["config_file"] if args.resume else str(cfg_path),
+                 "hyperparams": resolved}, sort_keys=False,
             ),
         )  # fmt: skip
 
+    try:
+        probe = (GpuSharingEnvV1 if v1 else GpuSharingEnv)(scenario, **env_kwargs)
+    except ValueError as e:
+        return fail(f"{cfg_path}: env_kwargs: {e}")
     meta: dict[str, Any] = {
         "algo": args.algo,
         "scenario": scenario.name,
-        "n_options": None,
-        "options": [],
+        "scenarios": [s.name for s in scenarios],
+        "env_id": settings.env_id,
+        # v0 agents are tied to their option list; v1 agents read options by their features
+        "n_options": None if v1 else len(probe.sim.options),
+        "options": [o.label for o in probe.sim.options],
         "work_conserving": conserving,
         "expert_hint": settings.expert_hint,
     }
-    probe = GpuSharingEnv(scenario, **env_kwargs)
-    meta["n_options"] = len(probe.sim.options)
-    meta["options"] = [o.label for o in probe.sim.options]
-
     try:
         venv = make_vec_env(
-            args.scenario, settings.n_envs, settings.seed, env_kwargs, conserving,
-            settings.expert_hint,
+            names, settings.n_envs, settings.seed, env_kwargs, conserving,
+            settings.expert_hint, settings.env_id, settings.paired_reference,
         )  # fmt: skip
     except Exception as e:  # environment construction from a validated config: report briefly
         return fail(f"could not build the environment: {e}")
@@ -167,14 +198,23 @@ def main(argv: list[str] | None = None) -> int:
                          "features_extractor_kwargs": policy_kwargs}  # fmt: skip
         meta["policy"] = "DQNPolicy"
     else:
-        policy = SetActorCriticPolicy if masked else SetPPOPolicy
+        if v1:
+            policy = OptionActorCriticPolicy
+        else:
+            policy = SetActorCriticPolicy if masked else SetPPOPolicy
         meta["policy"] = policy.__name__
     meta["policy_kwargs"] = dict(settings.policy_kwargs)
 
     t_start = time.perf_counter()
-    logger = configure(str(out / "tb"), ["tensorboard", "csv"])
     metrics_path = out / "metrics.json"
     prev: dict[str, Any] = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+    norm_path = ckpt.parent / "vecnormalize.pkl"
+    if settings.normalize_reward:
+        if args.resume and norm_path.is_file():
+            venv = VecNormalize.load(str(norm_path), venv)
+        else:
+            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma,
+                                clip_reward=REWARD_CLIP)  # fmt: skip
     if args.resume:
         model = algo_cls.load(ckpt, env=venv, device="cpu")
         if hasattr(model, "load_replay_buffer") and (ckpt.parent / "replay_buffer.pkl").exists():
@@ -188,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
         except (TypeError, ValueError) as e:
             return fail(f"{cfg_path}: {scenario.name}: {e}")
-    model.set_logger(logger)
+    resume_step = int(model.num_timesteps) if args.resume else None
+    model.set_logger(make_logger(out / "tb", resume_step))
 
     # Reference baselines on the validation seeds (once per run directory).
     ref_path = out / "baselines.json"
@@ -198,16 +239,25 @@ def main(argv: list[str] | None = None) -> int:
         reference = best_baseline(scenario, settings.eval_seeds, settings.eval_baselines)
         atomic_write_text(ref_path, json.dumps(reference, indent=1))
 
-    history: list[dict[str, Any]] = list(prev.get("eval_history", []))
+    # Evaluations logged after the checkpoint we resume from are redone on schedule; the best
+    # validation result so far still guards best_model.zip.
+    full_history: list[dict[str, Any]] = list(prev.get("eval_history", []))
+    history = [h for h in full_history if resume_step is None or h["timesteps"] <= resume_step]
+    best_so_far = min(
+        (h["jct_mean_s"] for h in full_history if h.get("meets_slo")), default=float("inf")
+    )
     bc_info: dict[str, Any] = dict(prev.get("pretrain", {}))
+    timing: dict[str, Any] = dict(prev.get("timing", {}))
 
     def write_metrics(final: dict[str, Any] | None = None) -> None:
         data = {
             "algo": args.algo,
             "scenario": scenario.name,
+            "scenarios": [s.name for s in scenarios],
             "timesteps": int(model.num_timesteps),
             "target_timesteps": settings.n_timesteps,
             "wall_s": float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start,
+            "timing": timing,
             "eval_seeds": list(settings.eval_seeds),
             "best_baseline": reference.get("best"),
             "baselines": reference.get("baselines", {}),
@@ -220,31 +270,41 @@ def main(argv: list[str] | None = None) -> int:
             data["final_eval"] = prev["final_eval"]
         atomic_write_text(metrics_path, json.dumps(data, indent=1, default=float))
 
+    checkpoint = CheckpointCallback(out, settings.checkpoint_freq, meta)
     if not args.resume:
         log_hparams(model.logger, {"algo": args.algo, "scenario": scenario.name, **resolved})
         if settings.pretrain is not None and args.algo != "dqn":
-            bc_info = _pretrain(
-                model,
-                probe,
-                args.scenario,
-                env_kwargs,
-                settings,
-                conserving,
-                args.quiet,
-            )
+            t0 = time.perf_counter()
+            try:
+                bc_info = _pretrain(model, names[0], env_kwargs, settings, conserving, gamma,
+                                    out, args.quiet)  # fmt: skip
+            except KeyboardInterrupt:
+                venv.close()
+                print("\ninterrupted during pretraining (labelled episodes are cached); "
+                      "start again with the same command", file=sys.stderr)  # fmt: skip
+                shutil.rmtree(out / "tb", ignore_errors=True)
+                saved_cfg.unlink()
+                return 130
+            timing["pretrain_s"] = time.perf_counter() - t0
             for k, v in bc_info.items():
-                model.logger.record(f"pretrain/{k}", v)
+                if isinstance(v, int | float):
+                    model.logger.record(f"pretrain/{k}", v)
             model.logger.dump(0)
+        # a run killed before its first checkpoint resumes after pretraining
+        checkpoint.init_callback(model)
+        checkpoint.save()
+        write_metrics()
 
-    checkpoint = CheckpointCallback(out, settings.checkpoint_freq, meta)
     evaluator = EvalCallback(
         args.algo, scenario, settings.eval_seeds, env_kwargs, reference, settings.eval_freq,
         out, meta, settings.figure_every, history, on_eval=lambda h: write_metrics(),
-        conserving=conserving, hint=settings.expert_hint,
+        conserving=conserving, hint=settings.expert_hint, env_id=settings.env_id,
+        best_jct=best_so_far,
     )  # fmt: skip
     callbacks = [SimMetricsCallback(), evaluator, checkpoint]
     callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))
     remaining = settings.n_timesteps - model.num_timesteps
+    t_learn, steps0 = time.perf_counter(), int(model.num_timesteps)
     try:
         if remaining > 0:
             model.learn(
@@ -255,21 +315,25 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint.init_callback(model)
         path = checkpoint.save()
         write_metrics()
+        venv.close()
         print(
             f"\ninterrupted at {model.num_timesteps} timesteps; checkpoint {path} saved; "
             f"continue with --resume",
             file=sys.stderr,
         )
         return 130
+    learn_s = time.perf_counter() - t_learn
+    timing["train_steps_per_s"] = (int(model.num_timesteps) - steps0) / max(learn_s, 1e-9)
     checkpoint.init_callback(model)
     checkpoint.save()
     model.save(out / "model.zip")
     write_metadata(out / "model.zip", {**meta, "timesteps": int(model.num_timesteps)})
-    recs, _ = evaluate_model(
-        model, args.algo, scenario, settings.eval_seeds, env_kwargs, conserving=conserving,
-        hint=settings.expert_hint,
-    )  # fmt: skip
-    final = {**summarise(recs), "per_seed": recs}
+    # The final validation goes through the evaluator: eval/ tags and best_model.zip for it too.
+    evaluator.init_callback(model)
+    if not history or history[-1]["timesteps"] != model.num_timesteps or not evaluator.last_records:
+        evaluator.run()
+    final = {**{k: v for k, v in history[-1].items() if k != "timesteps"},
+             "per_seed": evaluator.last_records}  # fmt: skip
     write_metrics(final)
     best = reference.get("best")
     ref_jct = reference["baselines"][best]["jct_mean_s"] if best else float("nan")
@@ -282,35 +346,67 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: ``VecNormalize``'s clip on normalised rewards: high, since a few decisions (a gang that
+#: waits for hours) legitimately cost many standard deviations.
+REWARD_CLIP = 100.0
+
+
+def _checkpoint_steps(path: Path) -> int:
+    """Timesteps of a checkpoint (``last.json`` beside it, else its metadata)."""
+    side = path.with_suffix(".json")
+    try:
+        return int(json.loads(side.read_text())["timesteps"])
+    except (OSError, ValueError, KeyError):
+        import zipfile
+
+        with zipfile.ZipFile(path) as z:
+            return int(json.loads(z.read("gpu_sharing_agent.json")).get("timesteps", 0))
+
+
 def _pretrain(
     model: Any,
-    env: Any,
     scenario_arg: str,
     env_kwargs: dict[str, Any],
     settings: Any,
     conserving: bool,
+    gamma: float,
+    out: Path,
     quiet: bool,
 ) -> dict[str, Any]:
-    """Behaviour cloning (and DAgger rounds) into ``model.policy``."""
+    """Behaviour cloning (and DAgger rounds) into ``model.policy`` from expert-labelled
+    episodes (``agents.expert``; the planner as expert is expert iteration)."""
     import numpy as np
     from tqdm import tqdm
 
-    from agents.agent import RLAgent
-    from agents.bc import Demos, demonstrations, pretrain
+    from agents.bc import Demos, pretrain
+    from agents.expert import label_episodes, training_seeds
 
     pt = settings.pretrain
-    gamma = float(getattr(model, "gamma", 0.99))
     total = pt.episodes + pt.lookahead_episodes + pt.dagger_rounds * pt.dagger_episodes
     bar = tqdm(total=total, desc="pretrain", unit="ep", disable=True if quiet else None)
-    data = []
+    common: dict[str, Any] = {
+        "gamma": gamma,
+        "env_id": settings.env_id,
+        "hint": settings.expert_hint,
+        "paired": settings.paired_reference,
+        "conserving": conserving,
+        "workers": pt.workers,
+        "progress": bar.update,
+    }
+    cache = Path(pt.cache_dir) if pt.cache_dir else out / "demos"
+    data: list[Demos] = []
     info: dict[str, Any] = {}
     if pt.episodes:
-        data.append(demonstrations(env, pt.expert, pt.episodes, gamma, seed=settings.seed,
-                                   progress=bar.update, conserving=conserving,
-                                   hint=settings.expert_hint))  # fmt: skip
+        t0 = time.perf_counter()
+        demos = label_episodes(
+            scenario_arg, env_kwargs, pt.expert, training_seeds(pt.episodes, settings.seed),
+            expert_kwargs=pt.expert_kwargs, cache_dir=cache, **common,
+        )  # fmt: skip
+        data.append(demos)
         info["expert_train_jct_mean_s"] = float(
-            np.mean([m["jct_mean_s"] for m in data[0].episode_metrics])
+            np.mean([m["jct_mean_s"] for m in demos.episode_metrics])
         )
+        info["label_s"] = time.perf_counter() - t0
     if pt.lookahead_episodes:
         from agents.lookahead import lookahead_demonstrations
 
@@ -325,39 +421,62 @@ def _pretrain(
     if not data:
         bar.close()
         return info
+    scale = _value_scale(model, Demos.concat(data))
 
-    fit = pretrain(
-        model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size, seed=settings.seed
-    )
+    def fit(seed: int) -> dict[str, float]:
+        return pretrain(model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size,
+                        seed=seed, value_scale=scale)  # fmt: skip
+
+    t0 = time.perf_counter()
+    result = fit(settings.seed)
     student_jct = float("nan")
     for r in range(pt.dagger_rounds):
-        agent = RLAgent(
+        student = (
             {
+                "format": 2 if settings.env_id == "GpuSharing-v1" else 1,
                 "policy": type(model.policy).__name__,
                 "policy_kwargs": dict(settings.policy_kwargs),
                 "work_conserving": conserving,
                 "expert_hint": settings.expert_hint,
             },
-            model.policy.state_dict(),
+            {k: v.detach().clone() for k, v in model.policy.state_dict().items()},
         )
-        d = demonstrations(
-            env, pt.expert, pt.dagger_episodes, gamma, seed=settings.seed + 1 + r,
-            progress=bar.update, student=agent.predict, conserving=conserving,
-            hint=settings.expert_hint,
+        d = label_episodes(
+            scenario_arg, env_kwargs, pt.expert,
+            training_seeds(pt.dagger_episodes, settings.seed + 1 + r),
+            expert_kwargs=pt.expert_kwargs, student=student, **common,
         )  # fmt: skip
         student_jct = float(np.mean([m["jct_mean_s"] for m in d.episode_metrics]))
         data.append(d)
-        fit = pretrain(
-            model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size, seed=r + 1
-        )
+        result = fit(r + 1)
+    info["fit_s"] = time.perf_counter() - t0
     bar.close()
     return {
-        **fit,
+        **result,
         **info,
         "samples": int(sum(len(d) for d in data)),
         "expert": pt.expert,
+        "value_scale": scale,
         "student_train_jct_mean_s": student_jct,
     }
+
+
+def _value_scale(model: Any, demos: Any) -> float:
+    """The factor that puts demonstration returns on the scale of the value targets PPO will
+    see: with ``VecNormalize`` rewards are divided by the running standard deviation of the
+    return, seeded here from the demonstrations' (when they vary at all)."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    norm = model.get_vec_normalize_env()
+    if not isinstance(norm, VecNormalize):
+        return 1.0
+    std = float(np.std(demos.returns))
+    if std < 1e-6:
+        return 1.0  # e.g. paired returns of the reference itself: all zero
+    norm.ret_rms.var = np.array(std**2)
+    norm.ret_rms.count = 100.0  # a prior worth 100 steps: PPO's own returns take over fast
+    return 1.0 / std
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from baselines.horus import Horus
 from baselines.muxflow import MuxFlow
 from baselines.pai import LoadBalance, ReservePack, SjfPredicted
 from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
+from baselines.speed_sjf import SpeedSJF
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy
 
 POLICIES: dict[str, Callable[[], Policy]] = {
@@ -35,6 +36,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "reserve_pack": ReservePack,
     "load_balance": LoadBalance,
     "sjf_predicted": SjfPredicted,
+    "speed_sjf": SpeedSJF,
 }
 
 

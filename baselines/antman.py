@@ -144,13 +144,19 @@ class AntMan(HeuristicPolicy):
             spare = min(float(idle[g]) for g in gpus)
             if spare < self.min_idle:
                 continue
-            # Most idle GPU time first; fewer co-runners and faster GPUs break ties.
-            key = (
-                -spare,
-                max(int(view.n_res[g]) for g in gpus),
-                -min(view.solo_speed(job.model, g) for g in gpus),
-                int(start),
-            )
+            key = self._opportunistic_key(view, job, gpus, spare, int(start))
             if best is None or key < best[0]:
                 best = (key, int(start))
         return None if best is None else best[1]
+
+    def _opportunistic_key(
+        self, view: ClusterView, job: JobView, gpus: list[int], spare: float, start: int
+    ) -> tuple[float, ...]:
+        """Sort key of a candidate opportunistic placement (smallest wins): most idle GPU time
+        first; fewer co-runners and faster GPUs break ties."""
+        return (
+            -spare,
+            max(int(view.n_res[g]) for g in gpus),
+            -min(view.solo_speed(job.model, g) for g in gpus),
+            start,
+        )

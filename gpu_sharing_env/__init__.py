@@ -1,7 +1,7 @@
 """gpu-sharing-gym: a Gymnasium environment simulating a heterogeneous GPU cluster that shares
 GPUs through time-sharing, MPS and MIG.
 
-Importing the package registers ``GpuSharing-v0`` with Gymnasium (the env module itself is only
+Importing the package registers ``GpuSharing-v0`` and ``GpuSharing-v1`` with Gymnasium (the env module itself is only
 imported when the env is made)::
 
     import gymnasium
@@ -9,6 +9,8 @@ imported when the env is made)::
 
     env = gymnasium.make("GpuSharing-v0", scenario="default")
 """
+
+import warnings
 
 from gymnasium.envs.registration import register, registry
 
@@ -22,5 +24,17 @@ if "GpuSharing-v0" not in registry:
         max_episode_steps=None,
         nondeterministic=False,
     )
+if "GpuSharing-v1" not in registry:
+    # v1: option-agnostic observations (option and job x GPU features), padded layouts.
+    register(
+        id="GpuSharing-v1",
+        entry_point="gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
+        max_episode_steps=None,
+        nondeterministic=False,
+    )
+
+# v0 stays supported beside v1 (v0 agents such as ``ppo_default`` read its observations), so
+# Gymnasium's "out of date, consider upgrading" notice on ``make("GpuSharing-v0")`` is noise.
+warnings.filterwarnings("ignore", message=r".*GpuSharing-v0 is out of date.*")
 
 __all__ = ["__version__"]

@@ -91,10 +91,13 @@ def check_mask(env: GpuSharingEnv, mask: np.ndarray, where: str) -> None:
     _require(int(mask.sum()) >= 1, f"{where}: mask is all zero")
     _require(mask[WAIT] == 1, f"{where}: wait (action 0) is not legal")
     sim = env.sim
-    table = mask[1:].reshape(env.sim.window, env.max_gpus, env.codec.n_options)
+    table = mask[1:].reshape(env.codec.window, env.max_gpus, env.codec.n_options)
     n_window = len(sim.window_jobs())
     _require(not table[n_window:].any(), f"{where}: an empty queue slot has a legal action")
     _require(not table[:, sim.n_gpus :].any(), f"{where}: a padding GPU has a legal action")
+    _require(
+        not table[:, :, len(sim.options) :].any(), f"{where}: a padding option has a legal action"
+    )
     if not sim.done and n_window:
         _require(
             bool(mask[1:].any()),

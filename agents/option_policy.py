@@ -1,0 +1,329 @@
+"""Option-agnostic networks for ``GpuSharing-v1``: one set of weights for any option set,
+cluster size and queue window, and *wait* as a decision of its own.
+
+**Scoring.** GPUs, window jobs and placement options are sets, each row encoded by a shared
+MLP from its features (``gpu_sharing_env.envs.observation_v1``); their pooled embeddings and
+the global features form a context that is fed back into every row (one round of message
+passing, as in Decima's graph embedding: Mao et al., "Learning Scheduling Algorithms for Data
+Processing Clusters", SIGCOMM'19). A (job, GPU) pair gets an embedding from both rows and its
+own pair features (predicted speed, share, duration); an action (job, GPU, option) is scored
+from the pair embedding, the option embedding and a GPU × option product term (so that, say,
+MIG options score differently on MIG-capable GPUs)::
+
+    h_pair = relu(P_j h_job + P_g h_gpu + E_p x_pair + P_c ctx)
+    score  = w · relu(Q_p h_pair + Q_o h_opt + (U_g h_gpu) ⊙ (U_o h_opt))
+
+No parameter's shape depends on the number of GPUs, window slots or options, so a checkpoint
+runs on every scenario (:func:`agents.agent.load_agent` rebuilds the network for the layout).
+
+**Wait.** The action distribution is two-level (:class:`WaitOrPlace`): wait with probability
+``σ(w)``, where the wait logit ``w`` reads the context and the pooled embeddings of the legal
+pairs; otherwise one placement, by a softmax over the *legal* placements only. The chance of
+waiting therefore does not shrink as the number of legal placements grows (with one flat
+softmax, a single wait logit competes with hundreds of placement logits), and wait is never
+masked when something can be placed. Deterministic play takes the mode of each level: wait if
+``σ(w) >= 1/2``, else the most likely placement.
+
+**Critic.** The value head has its own trunk (its own GPU, job, pair and global encoders):
+the actor's features are not shaped by value regression, and vice versa.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import (
+    MaskableCategorical,
+    MaskableCategoricalDistribution,
+    MaybeMasks,
+)
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+from torch.nn import functional as F
+
+from agents.envs import HINT
+from gpu_sharing_env.envs.observation_v1 import (
+    GLOBAL_FEATURES_V1,
+    GPU_FEATURES_V1,
+    JOB_FEATURES_V1,
+    KEYS_V1,
+    OPTION_FEATURES,
+    PAIR_FEATURES,
+    layout_v1,
+)
+
+_NEG = -1e8
+
+
+def two_level_logits(raw: th.Tensor, masks: th.Tensor | None) -> th.Tensor:
+    """Normalised log-probabilities of the two-level distribution (module doc).
+
+    ``raw[:, 0]`` is the wait logit, ``raw[:, 1:]`` the placement scores; ``masks`` (bool,
+    same shape) the legal actions. Illegal actions get ``-1e8``.
+    """
+    w, place = raw[:, 0], raw[:, 1:]
+    if masks is None:
+        lw, lnw = F.logsigmoid(w), F.logsigmoid(-w)
+        return th.cat([lw[:, None], lnw[:, None] + F.log_softmax(place, dim=1)], dim=1)
+    legal = masks[:, 1:]
+    can_place = legal.any(dim=1)
+    can_wait = masks[:, 0]
+    both = can_place & can_wait
+    zero = th.zeros_like(w)
+    neg = th.full_like(w, _NEG)
+    lw = th.where(both, F.logsigmoid(w), th.where(can_wait, zero, neg))
+    lnw = th.where(both, F.logsigmoid(-w), th.where(can_place, zero, neg))
+    lp = F.log_softmax(place.masked_fill(~legal, _NEG), dim=1).masked_fill(~legal, _NEG)
+    return th.cat([lw[:, None], lnw[:, None] + lp], dim=1)
+
+
+class WaitOrPlace(MaskableCategoricalDistribution):
+    """The two-level wait-or-place distribution over the flat action space (module doc)."""
+
+    def proba_distribution_net(self, latent_dim: int) -> nn.Module:
+        # The network's output already is the raw scores: no (action x action) layer.
+        return nn.Identity()
+
+    def proba_distribution(self, action_logits: th.Tensor) -> WaitOrPlace:  # type: ignore[override]
+        self._raw = action_logits.view(-1, self.action_dim)
+        self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, None))
+        return self
+
+    def apply_masking(self, masks: MaybeMasks) -> None:
+        if masks is None:
+            self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, None))
+            return
+        m = th.as_tensor(masks, dtype=th.bool, device=self._raw.device).reshape(self._raw.shape)
+        self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, m), masks=m)
+
+    def mode(self) -> th.Tensor:
+        """Wait if its probability is at least 1/2, else the most likely placement."""
+        p = self.distribution.probs
+        place = th.argmax(p[:, 1:], dim=1) + 1
+        return th.where(p[:, 0] >= 0.5, th.zeros_like(place), place)
+
+
+def _mlp(n_in: int, hidden: int, n_layers: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(n_layers):
+        layers += [nn.Linear(n_in if i == 0 else hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*layers)
+
+
+def _pool(h: th.Tensor, present: th.Tensor, dim: int) -> tuple[th.Tensor, th.Tensor]:
+    """Masked mean and max of ``h`` over ``dim`` (rows with ``present`` 0 are left out)."""
+    w = present.unsqueeze(-1)
+    n = w.sum(dim)
+    mean = (h * w).sum(dim) / n.clamp(min=1.0)
+    mx = (h * w - (1.0 - w) * 1e4).max(dim).values
+    return mean, th.where(n > 0, mx, th.zeros_like(mx))
+
+
+def keys_v1(observation_space: spaces.Dict) -> tuple[str, ...]:
+    return (*KEYS_V1, HINT) if HINT in observation_space.spaces else KEYS_V1
+
+
+class FlatDictV1(BaseFeaturesExtractor):
+    """Concatenate a v1 observation's tables in :func:`keys_v1` order (the net splits them)."""
+
+    def __init__(self, observation_space: spaces.Dict) -> None:
+        layout_v1(observation_space)
+        self.keys = keys_v1(observation_space)
+        space: Any = observation_space
+        super().__init__(
+            observation_space, features_dim=sum(int(space[k].shape[0]) for k in self.keys)
+        )
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        return th.cat([observations[k].float() for k in self.keys], dim=1)
+
+
+class _Tables(nn.Module):
+    """Splits the flat features into (gpus, jobs, global, options, pairs, hint)."""
+
+    def __init__(self, max_gpus: int, window: int, n_options: int) -> None:
+        super().__init__()
+        self.g, self.w, self.o = max_gpus, window, n_options
+        sizes = [
+            max_gpus * len(GPU_FEATURES_V1),
+            window * len(JOB_FEATURES_V1),
+            len(GLOBAL_FEATURES_V1),
+            n_options * len(OPTION_FEATURES),
+            window * max_gpus * len(PAIR_FEATURES),
+        ]
+        self.bounds = np.cumsum([0, *sizes]).tolist()
+
+    def forward(self, x: th.Tensor) -> tuple[th.Tensor, ...]:
+        b = x.shape[0]
+        s = self.bounds
+        return (
+            x[:, s[0] : s[1]].reshape(b, self.g, len(GPU_FEATURES_V1)),
+            x[:, s[1] : s[2]].reshape(b, self.w, len(JOB_FEATURES_V1)),
+            x[:, s[2] : s[3]],
+            x[:, s[3] : s[4]].reshape(b, self.o, len(OPTION_FEATURES)),
+            x[:, s[4] : s[5]].reshape(b, self.w, self.g, len(PAIR_FEATURES)),
+            x[:, s[5] :],
+        )
+
+
+class _Trunk(nn.Module):
+    """Row encoders, pooling and one round of context feedback (shared by actor and critic
+    designs; each owns an instance)."""
+
+    def __init__(self, hidden: int, n_layers: int) -> None:
+        super().__init__()
+        self.gpu = _mlp(len(GPU_FEATURES_V1), hidden, n_layers)
+        self.job = _mlp(len(JOB_FEATURES_V1), hidden, n_layers)
+        self.glob = _mlp(len(GLOBAL_FEATURES_V1), hidden, 1)
+        self.ctx = _mlp(5 * hidden, hidden, 1)
+        self.gpu_ctx = nn.Linear(hidden, hidden)
+        self.job_ctx = nn.Linear(hidden, hidden)
+        self.p_job = nn.Linear(hidden, hidden)
+        self.p_gpu = nn.Linear(hidden, hidden, bias=False)
+        self.p_ctx = nn.Linear(hidden, hidden, bias=False)
+        self.p_pair = nn.Linear(len(PAIR_FEATURES), hidden, bias=False)
+
+    def forward(
+        self, gpus: th.Tensor, jobs: th.Tensor, glob: th.Tensor, pairs: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor]:
+        """(GPU rows [B,G,H], job rows [B,W,H], context [B,H], pair rows [B,W,G,H])."""
+        hg = self.gpu(gpus)
+        hj = self.job(jobs)
+        g_mean, g_max = _pool(hg, gpus[..., 0], 1)
+        j_mean, j_max = _pool(hj, jobs[..., 0], 1)
+        ctx = self.ctx(th.cat([g_mean, g_max, j_mean, j_max, self.glob(glob)], dim=1))
+        hg = th.relu(hg + self.gpu_ctx(ctx).unsqueeze(1))
+        hj = th.relu(hj + self.job_ctx(ctx).unsqueeze(1))
+        hp = th.relu(
+            (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1))[:, :, None, :]
+            + self.p_gpu(hg)[:, None, :, :]
+            + self.p_pair(pairs)
+        )
+        return hg, hj, ctx, hp
+
+
+class OptionScorer(nn.Module):
+    """``mlp_extractor`` of :class:`OptionActorCriticPolicy`: (raw action scores, value
+    latent) from the flat features (module doc).
+
+    ``latent_dim_pi`` is the number of actions (the scores themselves), ``latent_dim_vf`` the
+    hidden width.
+    """
+
+    def __init__(
+        self,
+        max_gpus: int,
+        window: int,
+        n_options: int,
+        hidden: int = 64,
+        n_layers: int = 2,
+        pair_hidden: int = 32,
+        hint_gain: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.tables = _Tables(max_gpus, window, n_options)
+        self.latent_dim_pi = 1 + window * max_gpus * n_options
+        self.latent_dim_vf = hidden
+        self.actor = _Trunk(hidden, n_layers)
+        self.opt = _mlp(len(OPTION_FEATURES), hidden, n_layers)
+        self.q_pair = nn.Linear(hidden, pair_hidden)
+        self.q_opt = nn.Linear(hidden, pair_hidden, bias=False)
+        self.u_gpu = nn.Linear(hidden, pair_hidden, bias=False)
+        self.u_opt = nn.Linear(hidden, pair_hidden, bias=False)
+        self.out = nn.Linear(pair_hidden, 1)
+        self.wait = nn.Sequential(_mlp(3 * hidden, hidden, 1), nn.Linear(hidden, 1))
+        self.critic = _Trunk(hidden, n_layers)
+        self.value = _mlp(5 * hidden, hidden, 1)
+        self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        gpus, jobs, glob, opts, pairs, hint = self.tables(features)
+        hg, _, ctx, hp = self.actor(gpus, jobs, glob, pairs)
+        ho = self.opt(opts)  # B,O,H
+        b = features.shape[0]
+        z = th.relu(
+            self.q_pair(hp)[:, :, :, None, :]  # B,W,G,1,P
+            + self.q_opt(ho)[:, None, None, :, :]  # B,1,1,O,P
+            + self.u_gpu(hg)[:, None, :, None, :] * self.u_opt(ho)[:, None, None, :, :]
+        )
+        place = self.out(z).reshape(b, -1)  # (slot, gpu, option) row-major
+        p_mean, p_max = _pool(hp.flatten(1, 2), pairs[..., 0].flatten(1, 2), 1)
+        wait = self.wait(th.cat([ctx, p_mean, p_max], dim=1))
+        out = th.cat([wait, place], dim=1)
+        if hint.shape[1] == out.shape[1]:
+            out = out + self.hint_gain * hint
+        return out
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        gpus, jobs, glob, _, pairs, _ = self.tables(features)
+        hg, hj, ctx, hp = self.critic(gpus, jobs, glob, pairs)
+        p_mean, p_max = _pool(hp.flatten(1, 2), pairs[..., 0].flatten(1, 2), 1)
+        g_mean, _ = _pool(hg, gpus[..., 0], 1)
+        j_mean, _ = _pool(hj, jobs[..., 0], 1)
+        return self.value(th.cat([ctx, g_mean, j_mean, p_mean, p_max], dim=1))
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(features), self.forward_critic(features)
+
+
+class OptionActorCriticPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy over :class:`OptionScorer` with the :class:`WaitOrPlace`
+    distribution (module doc).
+
+    Args (besides SB3's):
+        hidden: Width of every row embedding.
+        n_layers: Depth of the row encoders.
+        pair_hidden: Width of the (job, GPU, option) scoring layer.
+        hint_gain: Initial weight of an expert hint in the scores (when observed).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        hidden: int = 64,
+        n_layers: int = 2,
+        pair_hidden: int = 32,
+        hint_gain: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        self.net_kwargs: dict[str, Any] = {
+            "hidden": hidden,
+            "n_layers": n_layers,
+            "pair_hidden": pair_hidden,
+            "hint_gain": hint_gain,
+        }
+        kwargs.setdefault("features_extractor_class", FlatDictV1)
+        kwargs.setdefault("ortho_init", False)
+        super().__init__(*args, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        g, w, o = layout_v1(self.observation_space)  # type: ignore[arg-type]
+        n = int(self.action_space.n)  # type: ignore[attr-defined]
+        if n != 1 + w * g * o:
+            raise ValueError(
+                f"action space Discrete({n}) does not match the observation layout "
+                f"(1 + {w} x {g} x {o})"
+            )
+        self.mlp_extractor = OptionScorer(g, w, o, **self.net_kwargs)  # type: ignore[assignment]
+
+    def _build(self, lr_schedule: Any) -> None:
+        self.action_dist = WaitOrPlace(int(self.action_space.n))  # type: ignore[attr-defined]
+        super()._build(lr_schedule)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(self.net_kwargs)
+        return data
+
+
+__all__ = [
+    "FlatDictV1",
+    "OptionActorCriticPolicy",
+    "OptionScorer",
+    "WaitOrPlace",
+    "two_level_logits",
+]

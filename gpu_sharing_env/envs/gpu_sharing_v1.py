@@ -1,0 +1,110 @@
+"""``GpuSharing-v1``: ``GpuSharing-v0`` with option-agnostic observations and padded layouts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+from gymnasium import spaces
+
+from gpu_sharing_env.config import ScenarioConfig
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.envs.observation_v1 import ObservationEncoderV1
+from gpu_sharing_env.sim.codec import WAIT, ActionCodec
+
+
+def _pad(name: str, value: int | None, own: int, scenario: str) -> int:
+    if value is None or value == 0:
+        return own
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < own:
+        raise ValueError(
+            f"{name}: must be None, 0 or an integer >= the scenario's {own} (got {value!r}; "
+            f"scenario {scenario})"
+        )
+    return int(value)
+
+
+class GpuSharingEnvV1(GpuSharingEnv):
+    """``GpuSharing-v0``'s cluster, dynamics, rewards and action semantics, with an observation
+    that describes placement options by their features (``docs/env.md``, "GpuSharing-v1").
+
+    ## Action Space
+
+    As v0: ``Discrete(1 + max_window * max_gpus * max_options)``; action ``0`` waits (always
+    legal), action ``1 + (slot * max_gpus + gpu) * max_options + option`` places the ``slot``-th
+    window job with its first GPU at ``gpu`` using placement option ``option``. Slots past the
+    scenario's queue window and options past its option list are padding and never legal, so
+    envs of several scenarios can share one layout (a vector env needs equal spaces).
+
+    ## Observation Space
+
+    A ``Dict`` of 1-D float32 ``Box`` es (``gpu_sharing_env.envs.observation_v1``): v0's
+    ``gpus``, ``jobs`` and ``global`` tables widened with time-until-free per GPU,
+    resource-guarantee residents, predicted durations and statistics of the queue beyond the
+    window; ``options`` (each option's mode one-hot, SM share, MIG compute and memory slices)
+    and ``pairs`` (per window job and GPU: legality, solo speed, predicted share, rate and
+    duration). A network that reads options through their features has no weight whose shape
+    depends on the number of options, GPUs or window slots.
+
+    ## Arguments
+
+    v0's, plus ``max_window`` and ``max_options`` (``None`` or ``0``: the scenario's own;
+    otherwise at least that), which pad the layout like ``max_gpus``.
+
+    ## Version History
+
+    * v1: option features, job × GPU pair features, time-until-free, queue statistics beyond
+      the window; padded window and options. Dynamics and rewards as v0.
+    * v0: Initial version.
+    """
+
+    def __init__(
+        self,
+        scenario: str | os.PathLike[str] | ScenarioConfig = "default",
+        reward: str = "jct",
+        reward_kwargs: Mapping[str, Any] | None = None,
+        invalid_action: Literal["noop", "raise"] = "noop",
+        render_mode: str | None = None,
+        max_gpus: int | None = None,
+        max_window: int | None = None,
+        max_options: int | None = None,
+    ) -> None:
+        super().__init__(scenario, reward, reward_kwargs, invalid_action, render_mode, max_gpus)
+        sim = self.sim
+        name = self.cfg.name
+        window = _pad("max_window", max_window, sim.window, name)
+        n_opt = _pad("max_options", max_options, len(sim.options), name)
+        self.max_window, self.max_options = window, n_opt
+        self.codec = ActionCodec(window, self.max_gpus, n_opt)
+        self.encoder = ObservationEncoderV1(sim, self.max_gpus, window, n_opt)  # type: ignore[assignment]
+        self.action_space = spaces.Discrete(self.codec.n_actions)
+        self.observation_space = self.encoder.space
+        self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
+        self._mask[WAIT] = 1
+        self._block = self.max_gpus * n_opt
+
+    def explain(self, action: int) -> str | None:
+        """Why ``action`` is illegal now (padding, or the simulator's reason), or None."""
+        if 0 < action < self.codec.n_actions:
+            slot, _, option = self.codec.decode(action)  # type: ignore[misc]
+            if option >= len(self.sim.options):
+                return f"option {option} is padding (the scenario has {len(self.sim.options)})"
+            if slot >= self.sim.window:
+                return f"queue slot {slot} is padding (the window holds {self.sim.window})"
+        return super().explain(action)
+
+    def _build_mask(self) -> np.ndarray:
+        """The action mask from the simulator's legality function (a fresh array)."""
+        sim = self.sim
+        m = np.zeros(self.codec.n_actions, dtype=np.int8)
+        m[WAIT] = 1
+        if sim.done:
+            return m
+        g, n_opt = sim.n_gpus, len(sim.options)
+        block, pad_opt, pad_g = self._block, self.codec.n_options, self.max_gpus
+        for slot, spec in enumerate(sim.window_jobs()):
+            start = 1 + slot * block
+            m[start : start + block].reshape(pad_g, pad_opt)[:g, :n_opt] = sim.mask(spec.job_id)
+        return m

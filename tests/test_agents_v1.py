@@ -1,0 +1,368 @@
+"""Option-agnostic agents (``GpuSharing-v1``): the env, the two-level wait-or-place
+distribution, paired rewards, expert labels, legality on other scenarios, and resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from sb3_contrib import MaskablePPO
+
+import gpu_sharing_env  # noqa: F401
+from agents.agent import AgentLoadError, load_agent, pretrained_names, write_metadata
+from agents.envs import PairedReward
+from agents.expert import label_episodes
+from agents.option_policy import OptionActorCriticPolicy, two_level_logits
+from baselines import make_policy
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
+from gpu_sharing_env.envs.observation_v1 import time_left_s
+from gpu_sharing_env.runner import evaluate
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.codec import ActionCodec
+from gpu_sharing_env.sim.view import ClusterView
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
+TINY_V1 = """
+default:
+  env_id: GpuSharing-v1
+  n_timesteps: 384
+  policy_kwargs: {hidden: 16, n_layers: 1, pair_hidden: 8}
+  work_conserving: false
+  paired_reference: speed_sjf
+  normalize_reward: true
+  eval_freq: 256
+  eval_seeds: [1000]
+  eval_baselines: [speed_sjf, time_sharing]
+  checkpoint_freq: 128
+  n_steps: 128
+  batch_size: 64
+  n_epochs: 1
+  gamma: 1.0
+"""
+#: Scenarios whose option sets and cluster sizes differ from `default`'s (10 options, 12 GPUs).
+OTHER_SCENARIOS = ("default-x2", "muxflow-t4", "mig-a100", "pai-hetero")
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TRAIN, *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------------------- the env
+def test_v1_env_passes_both_checkers_and_v0_is_unchanged() -> None:
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(GpuSharingEnvV1("default"), skip_render_check=True)
+        sb3_check_env(GpuSharingEnvV1("default"))
+    v0 = gym.make("GpuSharing-v0", scenario="default")
+    v1 = gym.make("GpuSharing-v1", scenario="default")
+    assert set(v0.observation_space.spaces) == {"gpus", "jobs", "global"}
+    assert set(v1.observation_space.spaces) == {"gpus", "jobs", "global", "options", "pairs"}
+    # same dynamics and action layout: v1's observation extends v0's columns
+    o0, i0 = v0.reset(seed=4)
+    o1, i1 = v1.reset(seed=4)
+    np.testing.assert_array_equal(i0["action_mask"], i1["action_mask"])
+    np.testing.assert_array_equal(o0["gpus"].reshape(12, -1), o1["gpus"].reshape(12, -1)[:, :26])
+    np.testing.assert_array_equal(o0["global"], o1["global"][:11])
+
+
+def test_padded_v1_env_masks_padding_and_runs_the_same_episode() -> None:
+    own = GpuSharingEnvV1("muxflow-t4")
+    pad = GpuSharingEnvV1("muxflow-t4", max_window=10, max_options=12, max_gpus=70)
+    assert pad.action_space.n == 1 + 10 * 70 * 12
+    with pytest.raises(ValueError, match=r"max_options: must be None, 0 or an integer >= the"):
+        GpuSharingEnvV1("muxflow-t4", max_options=3)
+    _, info_a = own.reset(seed=1)
+    _, info_b = pad.reset(seed=1)
+    for _ in range(40):
+        legal = np.flatnonzero(info_a["action_mask"])
+        a = int(legal[len(legal) // 2])
+        slot, gpu, option = own.codec.decode(a) if a else (0, 0, 0)
+        b = pad.codec.encode(slot, gpu, option) if a else 0
+        assert info_b["action_mask"][b] == 1 and info_b["action_mask"].sum() == len(legal)
+        _, r_a, done, _, info_a = own.step(a)
+        _, r_b, _, _, info_b = pad.step(b)
+        assert r_a == r_b
+        if done:
+            break
+    assert pad.explain(pad.codec.encode(0, 0, 11)) == "option 11 is padding (the scenario has 6)"
+
+
+def test_time_until_free_uses_the_estimate_and_the_observed_rate() -> None:
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    policy = make_policy("speed_sjf")
+    policy.reset(0)
+    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+    while sim.now < 3600.0:  # an hour of speed_sjf's scheduling
+        d = policy.decide(ClusterView(sim, codec)) if sim.needs_decision() else None  # type: ignore[attr-defined]
+        sim.advance() if d is None else sim.apply(d)
+    running = [st for st in sim.jobs.values() if st.status.name == "RUNNING" and not st.online]
+    assert running
+    for st in running:
+        t0 = max(st.last_t, st.setup_until)
+        done = st.work_done + st.rate * max(0.0, sim.now - t0)
+        left = st.spec.est_work_s - done
+        left = left if left > 0 else 0.1 * st.spec.est_work_s  # past its estimate
+        expected = max(0.0, st.setup_until - sim.now) + left / st.rate
+        assert time_left_s(st, sim.now) == pytest.approx(expected)
+    # the GPU table's time until free is the log of its residents' longest time left
+    env = GpuSharingEnvV1("default")
+    env.sim = sim
+    enc = env.encoder
+    gpus = enc.encode(sim)["gpus"].reshape(sim.n_gpus, -1)  # type: ignore[union-attr]
+    col = len(gpus[0]) - 5
+    for g, res in enumerate(sim.cluster.residents):
+        longest = max((time_left_s(sim.jobs[j], sim.now) for j in res), default=0.0)
+        assert gpus[g, col] == pytest.approx(min(1.0, math.log10(1 + longest) / 6), abs=1e-6)
+
+
+# ------------------------------------------------------------------- the two-level choice
+def test_two_level_distribution_by_hand() -> None:
+    # wait logit 0 -> P(wait) = 1/2; placements scored 0, ln 3 and 5, the last one illegal.
+    raw = th.tensor([[0.0, 0.0, math.log(3.0), 5.0]])
+    mask = th.tensor([[True, True, True, False]])
+    p = two_level_logits(raw, mask).exp()[0]
+    np.testing.assert_allclose(p.numpy(), [0.5, 0.125, 0.375, 0.0], atol=1e-6)
+    # P(wait) does not shrink as legal placements are added
+    raw2 = th.cat([raw, th.zeros(1, 100)], dim=1)
+    mask2 = th.ones_like(raw2, dtype=th.bool)
+    assert two_level_logits(raw2, mask2).exp()[0, 0].item() == pytest.approx(0.5)
+    # nothing placeable: wait is certain
+    none = th.tensor([[True, False, False, False]])
+    assert two_level_logits(raw, none).exp()[0, 0].item() == pytest.approx(1.0)
+
+
+def _v1_model(scenario: str = "default") -> MaskablePPO:
+    env = GpuSharingEnvV1(scenario)
+    kwargs = {"hidden": 16, "n_layers": 1, "pair_hidden": 8}
+    return MaskablePPO(OptionActorCriticPolicy, env, policy_kwargs=kwargs, device="cpu", seed=0)
+
+
+def _raw_scores(model: MaskablePPO, obs: dict[str, np.ndarray]) -> np.ndarray:
+    t = {k: th.as_tensor(v)[None] for k, v in obs.items()}
+    with th.no_grad():
+        pol = model.policy
+        return pol.mlp_extractor.forward_actor(pol.extract_features(t))[0].numpy()  # type: ignore[operator]
+
+
+def test_network_is_equivariant_in_gpus_and_options() -> None:
+    """Permuting GPU rows (with their pair columns) or option rows permutes the scores: no
+    weight knows a GPU's or an option's position."""
+    model = _v1_model()
+    env = GpuSharingEnvV1("default")
+    obs, _ = env.reset(seed=0)
+    g, w, o = env.max_gpus, env.max_window, env.max_options
+    base = _raw_scores(model, obs)
+    pg = np.arange(g)
+    pg[[0, 5]] = [5, 0]
+    po = np.arange(o)[::-1].copy()
+    perm = {
+        **obs,
+        "gpus": obs["gpus"].reshape(g, -1)[pg].ravel(),
+        "pairs": obs["pairs"].reshape(w, g, -1)[:, pg].ravel(),
+        "options": obs["options"].reshape(o, -1)[po].ravel(),
+    }
+    got = _raw_scores(model, perm)
+    np.testing.assert_allclose(
+        base[1:].reshape(w, g, o)[:, pg][:, :, po], got[1:].reshape(w, g, o), atol=1e-5
+    )
+    assert base[0] == pytest.approx(got[0], abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def v1_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An (untrained) option-agnostic agent saved as a checkpoint of `default`."""
+    path = tmp_path_factory.mktemp("v1") / "model.zip"
+    model = _v1_model("default")
+    model.save(path)
+    write_metadata(
+        path,
+        {
+            "algo": "maskable_ppo",
+            "env_id": "GpuSharing-v1",
+            "policy": "OptionActorCriticPolicy",
+            "policy_kwargs": {"hidden": 16, "n_layers": 1, "pair_hidden": 8},
+            "n_options": None,
+            "options": [o.label for o in model.env.get_attr("sim")[0].options],  # type: ignore[union-attr]
+            "work_conserving": False,
+            "expert_hint": None,
+        },
+    )
+    return path
+
+
+@pytest.mark.parametrize("scenario", OTHER_SCENARIOS)
+def test_agent_from_default_acts_legally_on_other_option_sets(
+    v1_checkpoint: Path, scenario: str
+) -> None:
+    agent = load_agent(v1_checkpoint, deterministic=False)  # sampling reaches more actions
+    sim = make_simulator(load_scenario(scenario))
+    sim.reset(3)
+    agent.reset(3)
+    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+    placed = waited = 0
+    while not sim.done and placed < 25:
+        if not sim.needs_decision():
+            sim.advance()
+            continue
+        mask = codec.mask(sim)
+        a = agent.act(ClusterView(sim, codec), None, mask)
+        assert mask[a] == 1, f"{scenario}: illegal action {a}"
+        d = codec.to_decision(sim, a)
+        if d is None:
+            waited += 1
+            sim.advance()
+        else:
+            sim.apply(d)
+            placed += 1
+    assert placed > 0
+    assert waited > 0  # wait is the agent's own choice, even with placements legal
+
+
+@pytest.mark.skipif("ppo_default" not in pretrained_names(), reason="no shipped agent")
+def test_v0_agent_still_refuses_other_option_sets_and_runs_on_default() -> None:
+    agent = load_agent("ppo_default")
+    (rec,) = evaluate(agent, load_scenario("default"), [0])
+    assert rec["jobs_completed"] > 0
+    with pytest.raises(AgentLoadError, match="trained with 10 placement options"):
+        evaluate(load_agent("ppo_default"), load_scenario("muxflow-t4"), [0])
+
+
+# ------------------------------------------------------------------- paired rewards, labels
+def test_paired_return_is_the_gap_to_the_reference() -> None:
+    """Driven by time_sharing against speed_sjf, the paired return is (their JCT gap in hours)
+    and the SLO term; speed_sjf against itself earns exactly the SLO term (0 here)."""
+    seed = 7
+    cfg = load_scenario("default")
+    (ts,) = evaluate(make_policy("time_sharing"), cfg, [seed])
+    (sjf,) = evaluate(make_policy("speed_sjf"), cfg, [seed])
+    for driver, rec in (("time_sharing", ts), ("speed_sjf", sjf)):
+        env = PairedReward(GpuSharingEnvV1("default"), "speed_sjf")
+        pol = make_policy(driver)
+        obs, info = env.reset(seed=seed)
+        pol.reset(seed)
+        total, done = 0.0, False
+        base = env.unwrapped
+        while not done:
+            a = pol.act(ClusterView(base.sim, base.codec), obs, info["action_mask"])  # type: ignore[attr-defined]
+            obs, r, done, _, info = env.step(a)
+            total += float(r)
+        assert rec["slo_attainment"] >= 0.95 and sjf["slo_attainment"] >= 0.95
+        assert info["reference_jct_return"] == pytest.approx(-sjf["jct_mean_s"] / 3600)
+        assert total == pytest.approx(-(rec["jct_mean_s"] - sjf["jct_mean_s"]) / 3600, abs=1e-9)
+
+
+def test_labelled_episodes_are_cached_and_independent_of_workers(tmp_path: Path) -> None:
+    seeds = [1_000_123, 1_000_456]
+    kw = {"env_id": "GpuSharing-v1", "paired": "speed_sjf"}
+    a = label_episodes("default", {}, "speed_sjf", seeds, cache_dir=tmp_path, workers=2, **kw)  # type: ignore[arg-type]
+    files = sorted(p.name for p in next(tmp_path.iterdir()).glob("*.npz"))
+    assert files == [f"{s}.npz" for s in sorted(seeds)]
+    b = label_episodes("default", {}, "speed_sjf", seeds, cache_dir=tmp_path, workers=1, **kw)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.masks, b.masks)
+    np.testing.assert_allclose(a.obs["pairs"], b.obs["pairs"])
+    assert a.masks[np.arange(len(a)), a.actions].all()
+    # the labelled episode is speed_sjf's own: its paired returns are 0 up to the SLO term
+    (rec,) = evaluate(make_policy("speed_sjf"), load_scenario("default"), [seeds[0]])
+    assert a.episode_metrics[0]["jct_mean_s"] == pytest.approx(rec["jct_mean_s"])
+
+
+def test_cloning_a_heuristic_then_a_dagger_round_with_the_student_driving(tmp_path: Path) -> None:
+    from agents.bc import Demos, pretrain
+
+    model = _v1_model()
+    seeds = [1_000_777]
+    demos = label_episodes("default", {}, "speed_sjf", seeds, cache_dir=tmp_path)
+    fit = pretrain(model.policy, demos, epochs=3, lr=3e-3, batch_size=64)
+    assert 0.0 <= fit["bc_accuracy"] <= 1.0 and math.isfinite(fit["bc_value_loss"])
+    student = (
+        {"format": 2, "policy": "OptionActorCriticPolicy", "expert_hint": None,
+         "policy_kwargs": {"hidden": 16, "n_layers": 1, "pair_hidden": 8}},
+        model.policy.state_dict(),
+    )  # fmt: skip
+    dagger = label_episodes("default", {}, "speed_sjf", seeds, student=student, cache_dir=tmp_path)
+    # the student drove (its episode differs from the expert's), the expert labelled, legally
+    assert len(dagger) != len(demos) or not np.array_equal(dagger.actions, demos.actions)
+    assert dagger.masks[np.arange(len(dagger)), dagger.actions].all()
+    assert len(list(tmp_path.rglob("*.npz"))) == 1  # student episodes are not cached
+    both = Demos.concat([demos, dagger])
+    assert len(both) == len(demos) + len(dagger)
+
+
+def test_planner_is_an_expert_with_keyword_arguments() -> None:
+    from agents.envs import make_expert
+
+    planner = make_expert("planner", base="speed_sjf", samples=2)
+    assert planner.base_name == "speed_sjf" and planner.samples == 2  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"^expert 'planner': .*unexpected keyword argument"):
+        make_expert("planner", sample=2)
+
+
+# ----------------------------------------------------------------------------- train + resume
+def test_progress_csv_resumes_without_the_rows_after_the_checkpoint(tmp_path: Path) -> None:
+    from agents.callbacks import STEP_KEY, ResumableCSV
+
+    path = tmp_path / "progress.csv"
+    path.write_text(
+        f"pretrain/bc_accuracy,{STEP_KEY},train/loss\n0.9,,\n,128,1.5\n,256,1.25\n,384,1.0\n"
+    )
+    out = ResumableCSV(str(path), resume_step=256)  # killed at 384+, checkpoint at 256
+    out.write({STEP_KEY: 384, "train/loss": 0.5, "eval/jct_mean_s": 100.0}, {}, 384)
+    out.close()
+    assert path.read_text().splitlines() == [
+        f"pretrain/bc_accuracy,{STEP_KEY},train/loss,eval/jct_mean_s",
+        "0.9,,,",
+        ",128,1.5,",
+        ",256,1.25,",
+        ",384,0.5,100.0",
+    ]
+
+
+def test_v1_training_resume_keeps_progress_and_eval_schedule(tmp_path: Path) -> None:
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY_V1)
+    out = tmp_path / "run"
+    r = run(["--config", str(cfg), "--out", str(out), "--quiet"])
+    assert r.returncode == 0, r.stderr
+    csv = out / "tb" / "progress.csv"
+    first = csv.read_text().splitlines()
+    m = json.loads((out / "metrics.json").read_text())
+    assert [h["timesteps"] for h in m["eval_history"]] == [256, 384]
+    # resume with a larger budget: rows kept, evaluations at the next multiples, then the end
+    r = run(["--out", str(out), "--resume", "--timesteps", "768", "--quiet"])
+    assert r.returncode == 0, r.stderr
+    assert "resuming" in r.stderr and "at 384 timesteps" in r.stderr
+    rows = csv.read_text().splitlines()
+    assert len(rows) > len(first)
+    header, old_header = rows[0].split(","), first[0].split(",")
+    assert header[: len(old_header)] == old_header
+    for new, old in zip(rows[1 : len(first)], first[1:]):
+        assert new.startswith(old)  # (new columns may extend old rows)
+    m = json.loads((out / "metrics.json").read_text())
+    assert [h["timesteps"] for h in m["eval_history"]] == [256, 384, 512, 768]
+    assert (out / "best_model.zip").is_file() or not any(h["meets_slo"] for h in m["eval_history"])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(out / "tb"))
+    ea.Reload()
+    steps = sorted({e.step for e in ea.Scalars("eval/jct_mean_s")})
+    assert steps == [256, 384, 512, 768]
+    # a finished run says so
+    r = run(["--out", str(out), "--resume", "--quiet"])
+    assert r.returncode == 0 and "the run is finished (768 of 768 timesteps)" in r.stdout
+    agent = load_agent(out / "model.zip")
+    assert agent.option_agnostic and agent.meta["format"] == 2
