@@ -12,8 +12,14 @@ Mechanisms implemented:
   empty GPU; or a whole GPU time-shared among low-load services (temporal). A candidate is
   feasible when the predicted p99 latency meets the SLO at the service's peak rate; among the
   feasible ones it takes the one that opens no new GPU, then the smallest partition (best fit).
-* **Batch size.** The search runs over ``batch_sizes`` (the deployed batch size by default: the
-  simulator executes a service with its configured batch, see below).
+* **Batch size per placement** (the third dimension of the paper's search). For each
+  candidate (GPU, partition) the scheduler tries ``batch_sizes`` (1, 2, 4, ..., 32 by default,
+  plus the service's configured batch) and keeps those that satisfy the paper's rule (Nexus'):
+  the batch latency in that partition is at most half the SLO (a request may wait for the
+  batch in flight, then runs in the next), and that meet the SLO at peak in the queueing
+  estimate below; among them the one that keeps the GPU least busy (largest requests per GPU
+  second; ties: the smaller batch). The chosen size goes in the decision
+  (``Decision.batch_size``) and the simulator runs the service with it.
 * **Interference prediction by a linear model** (the paper's linear regression on two pair
   factors), fitted on profiled pairs (:func:`baselines.predictors.train_linear_interference`).
   A placement is rejected if it would push an already placed service over its SLO.
@@ -21,12 +27,13 @@ Mechanisms implemented:
   inference GPUs when the linear model predicts every service there still meets its SLO.
 
 Simplified: latency at a load is estimated with Kingman's G/G/1 approximation (queueing on top
-of the profiled batch latency) instead of the paper's "batch latency x 2 <= SLO" rule, and
+of the profiled batch latency) besides the paper's "batch latency x 2 <= SLO" rule, and
 services are planned for their peak rate instead of periodic re-partitioning (no
-reorganisation, no migration). Time-sharing gives services priority over offline co-runners
-(the cluster's ``online_priority``), so a temporal gpulet's offline fill is not counted as
-interference. The batch size the simulator uses is fixed per service; choosing it per placement
-needs a core change (a batch size on the online placement decision).
+reorganisation, no migration, so a service keeps the batch size it was placed with). The
+simulator's latency model has no batch-formation delay (a large batch at a low rate is not
+penalised for waiting to fill), which the half-SLO rule bounds. Time-sharing gives services
+priority over offline co-runners (the cluster's ``online_priority``), so a temporal gpulet's
+offline fill is not counted as interference.
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
+
+#: Batch sizes GPULet searches by default (the service's configured one is added).
+DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +81,9 @@ class GPULet(HeuristicPolicy):
         slo_margin: Plan for a p99 latency of at most ``slo_margin * SLO``.
         temporal_max_duty: A service this lightly loaded (SM activity at peak on a whole GPU)
             opens a time-shared GPU rather than an MPS partition.
-        batch_sizes: Batch sizes to search; None = the service's deployed batch size.
+        batch_sizes: Batch sizes to search per placement (the service's configured size is
+            always a candidate); None or empty: only the configured size, and decisions leave
+            ``Decision.batch_size`` at 0.
     """
 
     name = "gpulet"
@@ -80,7 +92,7 @@ class GPULet(HeuristicPolicy):
         self,
         slo_margin: float = 0.8,
         temporal_max_duty: float = 0.15,
-        batch_sizes: Sequence[int] | None = None,
+        batch_sizes: Sequence[int] | None = DEFAULT_BATCH_SIZES,
     ) -> None:
         self.slo_margin = slo_margin
         self.temporal_max_duty = temporal_max_duty
@@ -112,7 +124,7 @@ class GPULet(HeuristicPolicy):
             hit = self._speed[key] = view.profile(gt, SharingMode.MPS, res)[0]
         return hit
 
-    def service_ok(
+    def service_latency(
         self,
         view: ClusterView,
         svc: JobView,
@@ -121,10 +133,12 @@ class GPULet(HeuristicPolicy):
         pct: int,
         others: Sequence[Load],
         batch: int | None = None,
-    ) -> bool:
-        """Does ``svc`` meet its SLO at peak rate on ``gpu`` beside ``others``?"""
+    ) -> tuple[float, float]:
+        """Predicted (batch latency, p99 latency) in ms of ``svc`` at peak rate on ``gpu`` in
+        ``mode`` / ``pct`` beside ``others``, with batch size ``batch`` (default: the one it
+        runs with, ``JobView.batch_size``); (inf, inf) if it gets no GPU time."""
         assert svc.service is not None
-        b = batch or svc.service.batch_size
+        b = batch or svc.batch_size or svc.service.batch_size
         rps = max(svc.service.peak_rps, svc.rps)
         solo_ms = view.profile_latency_ms(svc.model, view.type_name[gpu], b)
         duty = min(1.0, rps * solo_ms / 1000.0 / b)
@@ -140,12 +154,59 @@ class GPULet(HeuristicPolicy):
         else:
             f = 1.0
         if f <= 0:
-            return False
-        return p99_ms(solo_ms / f, rps, b) <= self.slo_margin * svc.service.slo_ms
+            return math.inf, math.inf
+        return solo_ms / f, p99_ms(solo_ms / f, rps, b)
 
-    def service_duty(self, view: ClusterView, svc: JobView, gpu: int) -> float:
+    def service_ok(
+        self,
+        view: ClusterView,
+        svc: JobView,
+        gpu: int,
+        mode: SharingMode,
+        pct: int,
+        others: Sequence[Load],
+        batch: int | None = None,
+    ) -> bool:
+        """Does ``svc`` meet its SLO at peak rate on ``gpu`` beside ``others``?"""
         assert svc.service is not None
-        b = svc.service.batch_size
+        _, p99 = self.service_latency(view, svc, gpu, mode, pct, others, batch)
+        return p99 <= self.slo_margin * svc.service.slo_ms
+
+    def choose_batch(
+        self,
+        view: ClusterView,
+        svc: JobView,
+        gpu: int,
+        mode: SharingMode,
+        pct: int,
+        others: Sequence[Load],
+    ) -> int | None:
+        """The batch size for ``svc`` in this gpulet: among the candidates whose batch latency
+        is at most half the SLO (the paper's rule) and that meet the SLO at peak, the one with
+        the lowest GPU duty (ties: the smaller); None if none does. Without a search
+        (``batch_sizes`` None) the configured size, checked against the SLO only."""
+        assert svc.service is not None
+        slo = svc.service.slo_ms
+        if self.batch_sizes is None:
+            ok = self.service_ok(view, svc, gpu, mode, pct, others)
+            return svc.service.batch_size if ok else None
+        best: tuple[float, int] | None = None
+        for b in sorted({*self.batch_sizes, svc.service.batch_size}):
+            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, b)
+            if batch_ms > slo / 2.0 or p99 > self.slo_margin * slo:
+                continue
+            key = (self.service_duty(view, svc, gpu, b), b)
+            if best is None or key < best:
+                best = key
+        return None if best is None else best[1]
+
+    def service_duty(
+        self, view: ClusterView, svc: JobView, gpu: int, batch: int | None = None
+    ) -> float:
+        """SM activity of ``svc`` at peak on a whole ``gpu`` with batch size ``batch`` (default:
+        the one it runs with)."""
+        assert svc.service is not None
+        b = batch or svc.batch_size or svc.service.batch_size
         rps = max(svc.service.peak_rps, svc.rps)
         return min(1.0, rps * view.profile_latency_ms(svc.model, view.type_name[gpu], b) / 1e3 / b)
 
@@ -188,20 +249,18 @@ class GPULet(HeuristicPolicy):
         return None
 
     def place_service(self, view: ClusterView, svc: JobView) -> Decision | None:
-        """The feasible gpulet that opens the fewest GPUs, then the smallest partition."""
+        """The feasible gpulet that opens the fewest GPUs, then the smallest partition, with
+        the batch size :meth:`choose_batch` picks for it."""
         mask = view.mask(svc.job_id)
         opts = view.options
         assert svc.service is not None
-        batches = self.batch_sizes or (svc.service.batch_size,)
-        best: tuple[tuple[float, ...], int, int] | None = None
+        best: tuple[tuple[float, ...], int, int, int] | None = None
         for g in range(view.n_gpus):
             empty = view.n_res[g] == 0
             hosts_services = view.online_count[g] > 0
             if not (empty or hosts_services):
                 continue  # GPUs running only offline work are not inference gpulets
             loads = [ld for _, ld in self.loads(view, g)]
-            duty = self.service_duty(view, svc, g)
-            me = Load(svc.model, duty, True)
             speed = -view.solo_speed(svc.model, g)
             pcts = self._resident_pcts(view, g)
             for o, opt in enumerate(opts):
@@ -210,26 +269,27 @@ class GPULet(HeuristicPolicy):
                 if opt.mode is SharingMode.MPS:
                     rank = opt.sm_pct
                 elif opt.mode is SharingMode.TIME_SHARING:
-                    if empty and duty > self.temporal_max_duty:
-                        continue  # a loaded service gets a spatial partition, not a time slice
                     rank = 0
                 elif opt.mode is SharingMode.EXCLUSIVE:
                     rank = 101  # a whole GPU: only if no partition meets the SLO
                 else:
                     continue
-                if not any(
-                    self.service_ok(view, svc, g, opt.mode, opt.sm_pct, loads, batch=b)
-                    for b in batches
-                ):
+                b = self.choose_batch(view, svc, g, opt.mode, opt.sm_pct, loads)
+                if b is None:
                     continue
+                duty = self.service_duty(view, svc, g, b)
+                if opt.mode is SharingMode.TIME_SHARING and empty and duty > self.temporal_max_duty:
+                    continue  # a loaded service gets a spatial partition, not a time slice
+                me = Load(svc.model, duty, True)
                 if not empty and not self.residents_ok(view, g, me, pcts):
                     continue
                 key = (float(empty), float(rank), speed, float(g))
                 if best is None or key < best[0]:
-                    best = (key, g, o)
+                    best = (key, g, o, b)
         if best is None:  # nothing meets the SLO: the fastest empty GPU, whole
             return self._fastest_whole(view, svc)
-        return Decision(svc.job_id, best[1], best[2])
+        batch = best[3] if self.batch_sizes is not None else 0
+        return Decision(svc.job_id, best[1], best[2], batch_size=batch)
 
     def place_offline(self, view: ClusterView, job: JobView) -> Decision | None:
         """Empty GPUs first; then what inference gpulets leave, if every SLO still holds."""

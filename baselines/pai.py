@@ -24,8 +24,8 @@ whole GPUs exclusively, one node preferred.
   another task has waited through its earlier plans.
 * Online services are neither: their plans start with the least capable GPU types that serve
   their peak load (peak rate x profiled batch latency below ``service_max_duty``).
-* High-GPU tasks in the window are considered before the others (they come from business-critical
-  applications, Sec. 6.3).
+* High-GPU tasks in the window (or the queue) are considered before the others (they come from
+  business-critical applications, Sec. 6.3).
 * **Load balancing as the second criterion** inside a plan: the least-loaded node among the
   plan's GPUs first (load = mean of the node's GPU and GPU-memory allocation rates), then — for
   fractional tasks — the fullest GPU of that node that still fits (packing).
@@ -33,17 +33,24 @@ whole GPUs exclusively, one node preferred.
 ``load_balance`` — the "Balanced" policy R&P is compared against: FIFO over the window, no type
 preference, the least-loaded node and then its least-allocated GPU among legal placements.
 
+Both take the queue window by default (the jobs a Gymnasium action can name); a subclass that
+declares ``decision_scope = "queue"`` schedules from the whole queue, as PAI's scheduler does
+(``gsg.fidelity.pai`` runs them so).
+
 ``sjf_predicted`` — shortest job first on predicted durations (Sec. 5): online services first
-(they have no duration to order by), then the window in increasing ``est_remaining_s`` (the recurring-job predictor's ``est_work_s`` less observed
-progress), each job placed as ``first_fit`` places it (MPS by memory at the SM share of its
-request), so only the order differs from ``first_fit``.
+(they have no duration to order by), then the *whole queue* (as PAI's simulator; it declares
+``decision_scope = "queue"``, so the runner lets it place any queued job and stops at every
+instant where some queued job fits) in increasing ``est_remaining_s`` (the recurring-job
+predictor's ``est_work_s`` less observed progress), each job placed as ``first_fit`` places it
+(MPS by memory at the SM share of its request), so only the order differs from a first fit
+over the same queue. Under the Gymnasium env (``act``) it orders the env's queue window, the
+only jobs an action can name.
 
 Simplified: PAI's node load also counts CPU allocation; ``ClusterView`` does not expose node vCPU
 capacity or use, so CPU is left out (core change: expose ``node_vcpus`` / ``node_cpu_used``).
 Plan timeouts are checked at the runner's decision points (arrivals and completions while a
-queued job is placeable), not at the instant they expire. SJF chooses within the queue window
-(``env.queue_window`` jobs), not the whole queue, and is non-preemptive and work-conserving: a
-longer job that fits runs while a shorter one cannot.
+queued job is placeable), not at the instant they expire. SJF is non-preemptive and
+work-conserving: a longer job that fits runs while a shorter one cannot.
 """
 
 from __future__ import annotations
@@ -287,9 +294,9 @@ class ReservePack(HeuristicPolicy):
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
         self._rank_memo: dict[tuple[tuple[str, ...], int], tuple[np.ndarray, list[int], np.ndarray]]
         self._rank_memo = {}
-        #: job id -> :meth:`_plan_info`, for the episode ``_info_episode``.
+        #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
-        self._info: dict[int, tuple[bool, tuple[str, ...]]] = {}
+        self._info: dict[int, tuple[bool, tuple[str, ...], JobView]] = {}
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -351,20 +358,30 @@ class ReservePack(HeuristicPolicy):
         return order[::-1] if self.high_gpu(view, job) else order
 
     def decide(self, view: ClusterView) -> Decision | None:
-        window = view.window
-        info = [self._plan_info(view, j) for j in window]
-        ordered = [k for k, (h, _) in enumerate(info) if h] + [
-            k for k, (h, _) in enumerate(info) if not h
+        # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
+        # job's view built only when it may have a candidate (a long queue has thousands).
+        ids = view.decidable_ids()
+        info = [self._plan_info_id(view, jid) for jid in ids]
+        waits = view.queued_wait_s(ids)
+        ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
+            k for k, (h, _, _) in enumerate(info) if not h
         ]
         alloc = Allocation(view)
+        no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
         for k in ordered:
-            job, plans = window[k], info[k][1]
-            usable = 1 + int(job.wait_s // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
-            type_rank, usable_types, gpu_ok = self._ranks(view, plans, min(usable, len(plans)))
-            # No GPU of a usable plan with the memory and the allocation room: no candidate
-            # there (the legality mask is not needed to know).
-            if not alloc.room(usable_types, job):
+            _, plans, request = info[k]
+            usable = 1 + int(waits[k] // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
+            usable = min(usable, len(plans))
+            key = (plans, usable, request.mem_gb, request.gpu_frac)
+            if key in no_room:
                 continue
+            type_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
+            # No GPU of a usable plan with the memory and the allocation room: no candidate
+            # there (the legality mask is not needed to know), nor for any job asking the same.
+            if not alloc.room(usable_types, request):
+                no_room.add(key)
+                continue
+            job = view.job(ids[k])
             gpus, o = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 continue
@@ -375,14 +392,22 @@ class ReservePack(HeuristicPolicy):
             return Decision(job.job_id, g, o)
         return None
 
-    def _plan_info(self, view: ClusterView, job: JobView) -> tuple[bool, tuple[str, ...]]:
-        """(:meth:`high_gpu`, :meth:`plans`) of a job, memoised per episode (functions of the
-        job's request, which never changes, and of the fleet)."""
+    def _plan_info_id(
+        self, view: ClusterView, job_id: int
+    ) -> tuple[bool, tuple[str, ...], JobView]:
+        """(:meth:`high_gpu`, :meth:`plans`) of job ``job_id`` and a view of it as first seen
+        (for its request), memoised per episode (functions of the job's request, which never
+        changes, and of the fleet)."""
         if self._info_episode is not view.episode:
             self._info_episode, self._info = view.episode, {}
-        hit = self._info.get(job.job_id)
+        hit = self._info.get(job_id)
         if hit is None:
-            hit = self._info[job.job_id] = (self.high_gpu(view, job), tuple(self.plans(view, job)))
+            job = view.job(job_id)
+            hit = self._info[job_id] = (
+                self.high_gpu(view, job),
+                tuple(self.plans(view, job)),
+                job,
+            )
         return hit
 
     def _ranks(
@@ -435,13 +460,30 @@ class LoadBalance(HeuristicPolicy):
 
     name = "load_balance"
 
+    def __init__(self) -> None:
+        self._episode: object = None
+        #: job id -> a view of it as first seen (its request never changes), for ``_episode``.
+        self._requests: dict[int, JobView] = {}
+
     def decide(self, view: ClusterView) -> Decision | None:
+        if self._episode is not view.episode:
+            self._episode, self._requests = view.episode, {}
         alloc = Allocation(view)
-        for job in view.window:
+        # The window, or the whole queue (``decision_scope``). A job's candidates depend on its
+        # request only, so a request found without any is not tried again in this snapshot.
+        none: set[tuple[object, ...]] = set()
+        for jid in view.decidable_ids():
+            job = self._requests.get(jid)
+            if job is None:
+                job = self._requests[jid] = view.job(jid)
+            key = (job.online, job.mem_gb, job.gpu_types, job.num_gpus, job.gpu_frac)
+            if key in none:
+                continue
             gpus, o = pai_candidate_gpus(view, job, alloc)
             if gpus.size:
                 g = lexmin(gpus, alloc.node[alloc.node_of[gpus]], alloc.gpu[gpus])
                 return Decision(job.job_id, g, o)
+            none.add(key)
         return None
 
 
@@ -462,15 +504,23 @@ def first_fit(view: ClusterView, job: JobView) -> Decision | None:
 
 
 class SjfPredicted(HeuristicPolicy):
-    """Shortest (predicted) job first over the window, first-fit placement."""
+    """Shortest (predicted) job first over the whole queue, first-fit placement."""
 
     name = "sjf_predicted"
+    decision_scope = "queue"
 
     def decide(self, view: ClusterView) -> Decision | None:
-        for job in sorted(
-            view.window, key=lambda j: (not j.online, j.est_remaining_s, j.submit_s, j.job_id)
-        ):
-            d = first_fit(view, job)
+        ids = view.decidable_ids()
+        if not ids:
+            return None
+        # Order by (not online, est_remaining_s), ties in queue order, i.e. (submit_s, job_id):
+        # a stable sort of the queue (the same order as sorting its views by that key).
+        order = np.lexsort((view.est_remaining_s(ids), ~view.online_flags(ids)))
+        for i in order.tolist():
+            jid = ids[i]
+            if not view.placeable(jid):
+                continue
+            d = first_fit(view, view.job(jid))
             if d is not None:
                 return d
         return None

@@ -47,7 +47,8 @@ class FirstFit(HeuristicPolicy):
     def decide(self, view: ClusterView) -> Decision | None:
         mps = _option_indices(view, SharingMode.MPS)
         fallback = _option_indices(view, SharingMode.EXCLUSIVE)
-        for job in view.window:
+        # the window, unless a subclass declares the whole queue (``decision_scope``)
+        for job in view.iter_decidable():
             mask = view.mask(job.job_id)
             want = job.gpu_frac * 100.0
             # SM options ordered: smallest share that covers the request, then larger, then

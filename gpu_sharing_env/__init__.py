@@ -14,7 +14,7 @@ import warnings
 
 from gymnasium.envs.registration import register, registry
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"
 
 if "GpuSharing-v0" not in registry:
     # No max_episode_steps: the simulated horizon ends every episode (see the env docstring).
@@ -37,4 +37,6 @@ if "GpuSharing-v1" not in registry:
 # Gymnasium's "out of date, consider upgrading" notice on ``make("GpuSharing-v0")`` is noise.
 warnings.filterwarnings("ignore", message=r".*GpuSharing-v0 is out of date.*")
 
-__all__ = ["__version__"]
+from gpu_sharing_env.interference import MODEL_VERSION  # noqa: E402
+
+__all__ = ["MODEL_VERSION", "__version__"]

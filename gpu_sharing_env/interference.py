@@ -83,28 +83,68 @@ class SpeedModel(Protocol):
 #: time-sharing context still makes a little progress between the others' kernels).
 MIN_RATE = 0.01
 
+#: Version of the sharing physics. Every evaluation record carries it (``runner``): results of
+#: different versions are not comparable. 1: the 0.1-0.2 model (fluid, duty-conserving
+#: time-sharing with an assumed 3 % switch cost; MPS fitted on iGniter + Gavel + Lucid). 2:
+#: time-slicing as turn-taking with a fitted switch loss, priority sharing as TGS-style
+#: throttling, MPS refitted with Tally, per-batch online inflation and an MPS tail term
+#: (CHANGELOG 0.3.0, docs/fidelity.md).
+MODEL_VERSION = 2
+
 # Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
 # on log(predicted/measured) over the datasets named, then rounded and pasted here; the script
 # reports the error of these shipped values (docs/calibration.md).
 #: MPS SM-overlap contention: when two clients' SM limits overlap, each of j's busy fractions
 #: costs i this much extra time per unit of i's GPU time. Fitted by scripts/calibrate.py jointly
-#: on igniter_pairs + gavel_pairs + lucid_pairs (each dataset weighted equally).
-KAPPA_COMPUTE = 0.19
+#: on igniter_pairs + tally_pairs (MPS rows) + gavel_pairs + lucid_pairs (each dataset weighted
+#: equally).
+KAPPA_COMPUTE = 0.182
 #: MPS memory-bandwidth / L2 contention, scaled by b_i * b_j (bw_intensity). Fitted by
 #: scripts/calibrate.py in the same joint fit; iGniter's disjoint SM splits isolate this term.
-KAPPA_BW = 2.62
+KAPPA_BW = 1.352
 #: Weight of the memory-slice fraction in a MIG instance's effective size, (c/7)^(1-w)*(m/8)^w.
 #: Fitted by scripts/calibrate.py on miso_mig (MISO A100 MIG iteration times).
 MIG_MEM_WEIGHT = 0.48
 #: Residual cross-instance interference under MIG, per other occupied instance (of at most 6).
 #: Stated assumption: MIG partitions SMs, L2 and memory controllers, so only shared power and
-#: thermal headroom couple instances; we take 1 % per neighbour (no dataset here measures it).
+#: thermal headroom couple instances; we take 1 % per neighbour (nos' MIG runs, flat per-pod
+#: throughput from 1 to 7 pods, bound it to a few percent).
 MIG_CROSSTALK = 0.01
-#: Time-sharing context-switch overhead (fraction of throughput lost whenever >= 2 contexts
-#: share a GPU). Stated assumption: 3 %, the order of the per-switch cost of CUDA time-slicing
-#: (tens of microseconds of save/restore per ~2 ms time slice); Lucid's pairs are not used for it
-#: because they were measured with co-located processes whose mechanism is not documented.
-CONTEXT_SWITCH_OVERHEAD = 0.03
+#: Time-slicing switch loss: the fraction of throughput lost whenever >= 2 contexts of the same
+#: priority take turns on a GPU. Fitted by scripts/calibrate.py jointly on nos_sharing (nebuly-ai/nos,
+#: A100 time-slicing, 3/5/7 YOLOS pods: aggregate throughput 0.90 of one pod alone) and
+#: tally_pairs (training beside inference under time-slicing).
+CONTEXT_SWITCH_OVERHEAD = 0.074
+#: Time-slicing: weight of an online co-runner's load in the turn-taking stretch. An inference
+#: context holds its time slice across the gaps between its kernels (it cannot fill the SMs,
+#: MuxFlow's premise), so at utilisation u it holds the GPU for min(1, w * u) of the time. Fitted by
+#: scripts/calibrate.py on tally_pairs (time-slicing rows: training beside inference at 50 %
+#: load).
+TS_ONLINE_WEIGHT = 1.697
+#: Time-slicing: length of one time slice (ms). An online batch that arrives while a co-runner
+#: holds the GPU waits for the slice to end: ``busy * TS_SLICE_MS / 2`` on average, a whole
+#: slice at the tail (``busy``: the co-runners' summed utilisation, at most 1). Fitted by
+#: scripts/calibrate.py on tally_pairs (time-slicing and TGS rows, p99 over mean latency, with
+#: the zoo's batch-1 latency of the mapped model as the solo batch time).
+TS_SLICE_MS = 4.758
+#: Priority time-sharing (AntMan / PAI / TGS style: the low-priority context's kernel launches are
+#: rate-limited whenever the high-priority one is active). Fraction of a high-priority online
+#: context's load that blocks low-priority work (the rest are the gaps between its kernels, which
+#: the throttled context fills). Fitted by scripts/calibrate.py on tally_pairs (TGS rows,
+#: training throughput).
+PRIO_BLOCK = 0.453
+#: Priority time-sharing: residual slowdown of a high-priority context per unit of low-priority
+#: demand (a low-priority kernel already running when a high-priority one arrives is not
+#: preempted). Fitted by scripts/calibrate.py on tally_pairs (TGS rows, inference latency).
+PRIO_RESIDUAL = 0.72
+#: MPS kernel wait: an online batch that finds a co-runner's kernels occupying the SMs waits for
+#: them (MPS does not preempt): half of this on average, all of it at the tail. In ms on the
+#: reference GPU per unit of a co-runner's busy fraction, scaled by the co-runner's kernel length
+#: relative to the reference (1 / its solo speed on this GPU) and by the share of i's SMs that
+#: j's limit overlaps (disjoint SM splits: no wait). The zoo has no per-model kernel lengths,
+#: so one constant stands for all training jobs. Fitted by scripts/calibrate.py on
+#: tally_pairs (MPS rows, p99) and orion_mps (V100 ResNet50 inference beside training).
+MPS_TAIL_MS = 12.776
 
 
 def sm_share_curve(k: float, s: float) -> float:
@@ -126,18 +166,29 @@ def mig_effective_fraction(compute_slices: int, mem_slices: int, mem_weight: flo
 class AnalyticSpeedModel:
     """Closed-form speed model (the default).
 
-    Per resident ``i`` with duty ``d_i`` (fraction of its solo wall time on the GPU):
+    Per resident ``i`` with duty ``d_i`` (fraction of its solo wall time on the GPU; for an online
+    service its load-dependent utilisation). An *offline* resident's rate is its throughput as a
+    fraction of solo. An *online* resident's rate is per batch: solo batch time over the batch
+    time while sharing (its GPU part is stretched in full, not diluted by its own idle time, which
+    is what a request waits for); its load still enters its co-runners' rates as ``d_i``.
 
     - EXCLUSIVE: ``1``.
     - MPS: ``1 / ((1 - d_i) + d_i / g_i(s_i) * (1 + sum_j d_j (kc * ov_ij + kb * b_i * b_j)))``
       where ``g_i`` is the model's SM-share curve (:func:`sm_share_curve`), ``ov_ij`` the
-      fraction of the smaller SM limit that overlaps the other's (0 for disjoint splits, 1 when
-      both use 100 %), ``b`` the models' bandwidth intensity. Only the GPU part of a step slows.
-      On GPUs without MPS SM limiting (P100) every ``s`` is taken as 1.
-    - TIME_SHARING: contexts take turns. Priority groups are served in descending priority;
-      a group whose duties sum to at most the time left runs at full speed, otherwise each of
-      its members gets ``left / sum(duty)``; lower groups share what remains. Every rate is
-      multiplied by ``1 - context_switch_overhead`` when two or more contexts share.
+      fraction of i's SM limit that j's overlaps (0 for disjoint splits, 1 when both use 100 %;
+      ``s_j`` for an unlimited i beside a j limited to ``s_j``), ``b`` the models' bandwidth
+      intensity; online residents take ``d_i = 1``.
+      On GPUs without MPS SM limiting (P100) every ``s`` is taken as 1. Online residents also
+      get an extra p99 term (:meth:`latency_terms`).
+    - TIME_SHARING: contexts take turns. Within one priority level, i's GPU part is stretched by
+      ``1 + sum_j D_j`` (``D_j = min(1, ts_online_weight * d_j)`` for an online co-runner,
+      else ``d_j``) and
+      every rate is multiplied by ``1 - context_switch_overhead`` when the level holds >= 2
+      contexts. Across levels (priority sharing, TGS-style throttling): a level gets
+      ``avail = 1 - sum_higher beta_j d_j`` of the GPU (``beta`` = ``prio_block`` for an online
+      higher-priority context, 1 for an offline one), and its contexts are slowed by
+      ``1 + prio_residual * sum_lower d_j``. Online batches also wait for the slice
+      (:meth:`latency_terms`).
     - MIG: ``h_m(c, m) * (1 - crosstalk * (n - 1))`` with ``h_m`` the model's saturating curve of
       the instance's effective size (:func:`mig_effective_fraction`).
 
@@ -147,7 +198,12 @@ class AnalyticSpeedModel:
         kappa_bw: MPS bandwidth/L2 contention coefficient.
         mig_mem_weight: Weight of memory slices in a MIG instance's effective size.
         mig_crosstalk: Residual slowdown per other MIG instance resident on the GPU.
-        context_switch_overhead: Time-sharing throughput loss when contexts share.
+        context_switch_overhead: Time-slicing throughput loss when contexts of one level share.
+        ts_online_weight: Weight of an online co-runner's load in the time-slicing stretch.
+        ts_slice_ms: Time-slice length (ms) an online batch may wait for.
+        prio_block: Share of a higher-priority online load that blocks lower-priority work.
+        prio_residual: Slowdown of a higher-priority context per unit of lower-priority demand.
+        mps_tail_ms: Extra p99 (ms, reference GPU) per unit of an MPS co-runner's busy fraction.
     """
 
     def __init__(
@@ -159,6 +215,11 @@ class AnalyticSpeedModel:
         mig_mem_weight: float = MIG_MEM_WEIGHT,
         mig_crosstalk: float = MIG_CROSSTALK,
         context_switch_overhead: float = CONTEXT_SWITCH_OVERHEAD,
+        ts_online_weight: float = TS_ONLINE_WEIGHT,
+        ts_slice_ms: float = TS_SLICE_MS,
+        prio_block: float = PRIO_BLOCK,
+        prio_residual: float = PRIO_RESIDUAL,
+        mps_tail_ms: float = MPS_TAIL_MS,
     ) -> None:
         if profiles is None:
             from gpu_sharing_env.zoo import ZOO
@@ -170,6 +231,11 @@ class AnalyticSpeedModel:
             ("mig_mem_weight", mig_mem_weight, 0.0, 1.0),
             ("mig_crosstalk", mig_crosstalk, 0.0, 0.1),
             ("context_switch_overhead", context_switch_overhead, 0.0, 0.5),
+            ("ts_online_weight", ts_online_weight, 0.0, 10.0),
+            ("ts_slice_ms", ts_slice_ms, 0.0, 100.0),
+            ("prio_block", prio_block, 0.0, 1.0),
+            ("prio_residual", prio_residual, 0.0, 10.0),
+            ("mps_tail_ms", mps_tail_ms, 0.0, 1000.0),
         ):
             if not lo <= value <= hi:
                 raise ValueError(f"{name}={value}: must be in [{lo}, {hi}]")
@@ -179,6 +245,11 @@ class AnalyticSpeedModel:
         self.mig_mem_weight = mig_mem_weight
         self.mig_crosstalk = mig_crosstalk
         self.context_switch_overhead = context_switch_overhead
+        self.ts_online_weight = ts_online_weight
+        self.ts_slice_ms = ts_slice_ms
+        self.prio_block = prio_block
+        self.prio_residual = prio_residual
+        self.mps_tail_ms = mps_tail_ms
         # (bw_intensity, sm_k, mig_k, duty) per model: the hot path reads tuples, not dataclass
         # attributes.
         self._p: dict[str, tuple[float, float, float, float]] = {
@@ -264,32 +335,90 @@ class AnalyticSpeedModel:
         duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
         out = []
         for i, r in enumerate(residents):
-            s_i, b_i, d_i = shares[i], bws[i], duties[i]
+            s_i, b_i = shares[i], bws[i]
+            d_i = 1.0 if r.online else duties[i]  # online: per batch
             contention = 1.0
             for j in range(len(residents)):
                 if j == i:
                     continue
-                s_j = shares[j]
-                ov = (s_i + s_j - 1.0) / (s_i if s_i < s_j else s_j)
+                # the share of i's SMs that j's limit overlaps (SM ranges of a split start at
+                # opposite ends: the overlap of s_i and s_j is s_i + s_j - 1)
+                ov = (s_i + shares[j] - 1.0) / s_i
                 ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
                 contention += duties[j] * (kc * ov + kb * b_i * bws[j])
             g = sm_share_curve(self._params(r.model)[1], s_i)
             rate = 1.0 / ((1.0 - d_i) + d_i * contention / g)
-            out.append(rate if rate > MIN_RATE else MIN_RATE)
+            out.append(MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate))
         return out
 
     def _time_sharing(self, residents: Sequence[Resident]) -> list[float]:
         n = len(residents)
-        overhead = 1.0 - self.context_switch_overhead if n > 1 else 1.0
+        duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
+        # an online context at utilisation u holds the GPU for min(1, w * u) of the time
+        demand = [
+            min(1.0, self.ts_online_weight * d) if r.online else d
+            for r, d in zip(residents, duties, strict=True)
+        ]
+        levels = sorted({r.priority for r in residents}, reverse=True)
         out = [0.0] * n
-        left = 1.0
-        for prio in sorted({r.priority for r in residents}, reverse=True):
+        avail = 1.0
+        for k, prio in enumerate(levels):
             group = [i for i, r in enumerate(residents) if r.priority == prio]
-            demand = sum(min(1.0, max(residents[i].duty, 0.0)) for i in group)
-            share = 1.0 if demand <= left else left / demand
+            keep = 1.0 - self.context_switch_overhead if len(group) > 1 else 1.0
+            lower = sum(duties[i] for i, r in enumerate(residents) if r.priority < prio)
+            resid = 1.0 + self.prio_residual * lower if k < len(levels) - 1 else 1.0
+            busy = sum(demand[i] for i in group)
             for i in group:
-                out[i] = max(MIN_RATE, share * overhead)
-            left = max(0.0, left - demand)
+                d_i = 1.0 if residents[i].online else duties[i]  # online: per batch
+                stretch = (1.0 + busy - demand[i]) * resid
+                if avail <= MIN_RATE:
+                    rate = MIN_RATE
+                else:
+                    rate = keep / ((1.0 - d_i) + d_i * stretch / avail)
+                # (1 - d) + d can round below 1: clamp into (0, 1]
+                out[i] = MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate)
+            block = sum(
+                (self.prio_block if residents[i].online else 1.0) * duties[i] for i in group
+            )
+            avail = max(0.0, avail - block)
+        return out
+
+    def latency_terms(
+        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
+    ) -> list[tuple[float, float]]:
+        """Per resident ``(wait_ms, tail_ms)``: mean time an online batch waits before it runs
+        (added to its batch time) and the extra wait at the p99 (added to the p99 only): for the
+        co-runner's time slice (TIME_SHARING) or its kernels in flight (MPS). ``(0, 0)`` for
+        offline residents and in the other modes."""
+        n = len(residents)
+        out = [(0.0, 0.0)] * n
+        if n < 2 or mode not in (SharingMode.TIME_SHARING, SharingMode.MPS):
+            return out
+        duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
+        for i, r in enumerate(residents):
+            if not r.online:
+                continue
+            if mode is SharingMode.TIME_SHARING:
+                # a batch finds a co-runner's slice running with probability its busy fraction
+                # (a lower-priority kernel in flight is not preempted either) and waits half a
+                # slice on average, a whole one at the tail
+                busy = min(1.0, sum(duties[j] for j in range(n) if j != i))
+                half = busy * self.ts_slice_ms / 2.0
+                out[i] = (half, half)
+            else:
+                # only where j's SM limit overlaps i's: a disjoint split leaves i's kernels SMs
+                # to start on (iGniter's disjoint pairs fit with no wait at all)
+                limit = self._honours_sm_limit(gpu_type)
+                s_i = min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0
+                tail = 0.0
+                for j, o in enumerate(residents):
+                    if j == i:
+                        continue
+                    s_j = min(1.0, max(o.sm_frac, 1e-3)) if limit else 1.0
+                    ov = min(1.0, max(0.0, (s_i + s_j - 1.0) / s_i))
+                    tail += ov * duties[j] / self.solo_speed(o.model, gpu_type)
+                half = self.mps_tail_ms * tail / 2.0
+                out[i] = (half, half)
         return out
 
     def _mig(self, residents: Sequence[Resident]) -> list[float]:

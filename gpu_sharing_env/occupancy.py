@@ -1,8 +1,9 @@
 """Who ran where, when: a placement log of one episode and its GPUs x time chart.
 
 :class:`PlacementRecorder` notes every placement segment of every job (the engine keeps only a
-job's current GPUs); :func:`plot_occupancy` draws them, coloured by sharing mode. The leaderboard
-report and the training callbacks (TensorBoard ``eval/occupancy``) both use it.
+job's current GPUs); :func:`plot_occupancy` draws them, a colour per job (or per sharing mode),
+the time axis limited to the activity. The leaderboard report and the training callbacks
+(TensorBoard ``eval/occupancy``) both use it.
 """
 
 from __future__ import annotations
@@ -124,51 +125,195 @@ def empty_axes(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
-def plot_occupancy(scenario: str, policy: str, result: Mapping[str, Any] | None) -> bytes:
-    """GPUs x time for one episode's placement record (:meth:`PlacementRecorder.jobs` plus
-    ``gpu_types``, ``options`` and ``record``), coloured by sharing mode, as PNG bytes."""
+#: Hatches that tell apart jobs sharing a colour once there are more jobs than colours: the
+#: first :data:`N_COLOURS` jobs are plain, the next ones ``////``, and so on.
+HATCHES: tuple[str, ...] = ("", "////", "\\\\\\\\", "xxx", "...", "++", "oo", "--", "||", "**")
+#: tab20 in an order where neighbours differ in hue (its dark/light pairs are 10 apart).
+_TAB20_ORDER = tuple(range(0, 20, 2)) + tuple(range(1, 20, 2))
+N_COLOURS = len(_TAB20_ORDER)
+#: Per-job legend entries up to this many jobs (beyond, a single "colour = job" entry).
+MAX_JOB_LEGEND = 24
+
+
+def job_style(index: int) -> tuple[tuple[float, float, float, float], str]:
+    """(face colour, hatch) of the ``index``-th job: tab20 (neighbours in distinct hues),
+    cycling, each further cycle hatched differently so no two of the first
+    ``N_COLOURS * len(HATCHES)`` jobs look alike."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab20"]
+    cycle, k = divmod(index, N_COLOURS)
+    return cmap(_TAB20_ORDER[k]), HATCHES[cycle % len(HATCHES)]
+
+
+def activity_span(jobs: Any) -> tuple[float, float] | None:
+    """(first placement, last completion) in seconds of the placement record ``jobs``
+    (:meth:`PlacementRecorder.jobs`); None when nothing was ever placed.
+
+    The end is the last offline job's last segment (a job still running when the episode
+    ended counts until then): online services run to the end of the episode whatever happens,
+    so they end the span only when there is no offline work at all.
+    """
+    segs = [seg for j in jobs for seg in j["segs"]]
+    if not segs:
+        return None
+    ends = [seg[1] for j in jobs if not j["online"] for seg in j["segs"]]
+    ends += [j["finish_s"] for j in jobs if not j["online"] and j["segs"] and j.get("finish_s")]
+    end = max(ends) if ends else max(seg[1] for seg in segs)
+    return float(min(seg[0] for seg in segs)), float(end)
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """(unit, seconds per unit) for a time axis covering ``span_s``: hours above 2 h, minutes
+    above 2 min, else seconds."""
+    if span_s > 2 * 3600.0:
+        return "h", 3600.0
+    if span_s > 120.0:
+        return "min", 60.0
+    return "s", 1.0
+
+
+def time_limits(span: tuple[float, float], margin: float = 0.02) -> tuple[float, float]:
+    """The x range (seconds) of a chart of activity ``span``: the span plus ``margin`` of it on
+    each side (at least a second), never before t = 0."""
+    lo, hi = span
+    pad = max((hi - lo) * margin, 1.0)
+    return max(0.0, lo - pad), hi + pad
+
+
+def occupancy_figure(
+    scenario: str, policy: str, result: Mapping[str, Any] | None, colour_by: str = "job"
+) -> Any:
+    """The GPUs x time chart of one episode's placement record (:meth:`PlacementRecorder.jobs`
+    plus ``gpu_types``, ``options`` and ``record``) as a matplotlib figure.
+
+    ``colour_by="job"`` (default): a colour per job (tab20, cycling; hatched once there are more
+    jobs than colours), online services outlined in black, the sharing modes' share of GPU time
+    in the legend. ``colour_by="mode"``: a colour per sharing mode, online services hatched.
+    The x axis covers the activity (first placement to last completion, 2 % margin) in hours,
+    minutes or seconds as the span asks; the legend sits right of the axes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
+    if colour_by not in ("job", "mode"):
+        raise ValueError(f"colour_by: 'job' or 'mode', not {colour_by!r}")
     types: list[str] = list(result.get("gpu_types", [])) if result else []
     labels: list[str] = list(result.get("options", [])) if result else []
+    jobs: list[Mapping[str, Any]] = list(result.get("jobs", [])) if result else []
+    placed = sorted((j for j in jobs if j["segs"]), key=lambda j: (j["segs"][0][0], j["id"]))
+    style = {j["id"]: job_style(i) for i, j in enumerate(placed)}
     per_gpu: dict[int, list[tuple[float, float, int, bool, str]]] = {}
-    for j in result.get("jobs", []) if result else []:
+    mode_gpu_s: dict[str, float] = {}
+    for j in placed:
         for t0, t1, gpus, opt in j["segs"]:
             label = labels[opt] if 0 <= opt < len(labels) else "excl"
+            mode = _mode(label)
+            mode_gpu_s[mode] = mode_gpu_s.get(mode, 0.0) + max(t1 - t0, 0.0) * len(gpus)
             for g in gpus:
                 per_gpu.setdefault(g, []).append((t0, t1, j["id"], j["online"], label))
     n_gpus = max(len(types), max(per_gpu, default=-1) + 1)
     fig, ax = plt.subplots(figsize=(11, max(3.0, 0.32 * n_gpus + 1.2)))
-    if not per_gpu:
+    span = activity_span(placed)
+    unit, per = time_unit(span[1] - span[0]) if span else ("h", 3600.0)
+    if span is None:
         empty_axes(ax, "no placement record")
+    else:
+        lo, hi = time_limits(span)
+        ax.set_xlim(lo / per, hi / per)
+    min_label_w = (span[1] - span[0]) * 0.035 if span else math.inf
     for g, segs in per_gpu.items():
         lane, n_lanes = _lanes(segs)
         h = 0.8 / n_lanes
-        for (t0, t1, _jid, online, label), k in zip(segs, lane):
+        for (t0, t1, jid, online, label), k in zip(segs, lane):
+            face: Any
+            if colour_by == "job":
+                face, hatch = style[jid]
+                edge, lw = ("black", 1.2) if online else ("white", 0.5)
+            else:
+                face, hatch = MODE_COLOURS[_mode(label)], "////" if online else ""
+                edge, lw = ("black", 0.5) if online else ("white", 0.4)
             ax.broken_barh(
-                [(t0 / 3600.0, max(t1 - t0, 1.0) / 3600.0)],
+                [(t0 / per, max(t1 - t0, 1.0) / per)],
                 (g - 0.4 + k * h, h * 0.92),
-                facecolors=MODE_COLOURS[_mode(label)],
-                edgecolors="black" if online else "white",  # white: a job boundary
-                linewidth=0.5 if online else 0.4,
-                hatch="////" if online else None,
-                alpha=0.85,
+                facecolors=face,
+                edgecolors=edge,  # white: a job boundary
+                linewidth=lw,
+                hatch=hatch or None,
+                alpha=0.9,
             )
+            if colour_by == "job" and n_lanes <= 3 and t1 - t0 >= min_label_w:
+                ax.text(
+                    (t0 + t1) / 2 / per,
+                    g - 0.4 + (k + 0.46) * h,
+                    str(jid),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    clip_on=True,
+                )
     ax.set_yticks(
         range(n_gpus), [f"{g} {types[g]}" if g < len(types) else str(g) for g in range(n_gpus)]
     )
     ax.tick_params(axis="y", labelsize=7)
     ax.set_ylim(n_gpus - 0.5, -0.5)
-    ax.set_xlabel("simulated time (h)")
-    ax.set_ylabel("GPU")
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.set_ylabel("GPU (index, type)")
     ax.grid(alpha=0.3, axis="x")
-    handles = [Patch(facecolor=c, label=MODE_NAMES[m]) for m, c in MODE_COLOURS.items()]
-    handles.append(Patch(facecolor="white", edgecolor="black", hatch="////", label="online"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    handles: list[Any] = []
+    if colour_by == "mode":
+        handles += [Patch(facecolor=c, label=MODE_NAMES[m]) for m, c in MODE_COLOURS.items()]
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="////", label="online"))
+        title = "sharing mode"
+    else:
+        total = sum(mode_gpu_s.values()) or 1.0
+        shares = ", ".join(
+            f"{MODE_NAMES[m]} {100.0 * v / total:.0f} %"
+            for m, v in sorted(mode_gpu_s.items(), key=lambda kv: -kv[1])
+        )
+        title = f"GPU time: {shares}" if shares else "job (id)"
+        if len(placed) <= MAX_JOB_LEGEND:
+            for j in placed:
+                face, hatch = style[j["id"]]
+                kind = "service" if j["online"] else f"{j['num_gpus']} GPU"
+                handles.append(
+                    Patch(
+                        facecolor=face,
+                        hatch=hatch or None,
+                        edgecolor="black" if j["online"] else "white",
+                        label=f"{j['id']} {j.get('model', '')} ({kind})",
+                    )
+                )
+        else:
+            text = f"colour = job ({len(placed)} jobs,\nhatched past {N_COLOURS});\nid on wide bars"
+            handles.append(Patch(facecolor="lightgrey", edgecolor="white", label=text))
+            if any(j["online"] for j in placed):
+                handles.append(
+                    Patch(
+                        facecolor="white", edgecolor="black", linewidth=1.2, label="online service"
+                    )
+                )
+    ax.legend(
+        handles=handles,
+        title=title,
+        title_fontsize=8,
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        ncol=2 if len(handles) > 14 else 1,
+        frameon=False,
+    )
     seed = result["record"]["seed"] if result else "-"
     ax.set_title(f"{scenario}: placements of {policy} (seed {seed}), one lane per co-located job")
-    return fig_png(fig)
+    return fig
+
+
+def plot_occupancy(
+    scenario: str, policy: str, result: Mapping[str, Any] | None, colour_by: str = "job"
+) -> bytes:
+    """:func:`occupancy_figure` as PNG bytes."""
+    return fig_png(occupancy_figure(scenario, policy, result, colour_by))

@@ -57,6 +57,11 @@ class HeuristicPolicy:
     name: ClassVar[str] = "heuristic"
     oracle: ClassVar[bool] = False
     mechanisms: ClassVar[Mapping[str, bool]] = {}
+    #: Which queued jobs ``decide`` may place when the runner drives it: ``"window"`` (the
+    #: env's queue window) or ``"queue"`` (every queued job, ``ClusterView.decidable``; the
+    #: runner sets ``Simulator.decision_scope`` to it). Under the Gymnasium env (``act``) it is
+    #: always the window.
+    decision_scope: ClassVar[str] = "window"
 
     def reset(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
+from gpu_sharing_env.interference import MODEL_VERSION
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.policy import HeuristicPolicy, Policy
 from gpu_sharing_env.sim.build import make_simulator
@@ -25,6 +26,12 @@ from gpu_sharing_env.sim.view import ClusterView
 MAX_DECISIONS_PER_INSTANT = 100_000
 
 
+def _scope(policy: Policy) -> str:
+    """The simulator's ``decision_scope`` for ``policy``: a heuristic may declare that it chooses
+    from the whole queue; everything that acts through the codec chooses from the window."""
+    return policy.decision_scope if isinstance(policy, HeuristicPolicy) else "window"
+
+
 def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
     """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics."""
     # The scenario's mechanisms, then the policy's: a simulator reused across policies must
@@ -32,6 +39,7 @@ def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
     sim.mechanisms = sim.cfg.mechanisms
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))
+    sim.decision_scope = _scope(policy)  # before ``reset``: it runs to the first decision point
     sim.reset(seed)
     policy.reset(seed)
     return run_to_end(policy, sim)
@@ -42,6 +50,7 @@ def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     same_instant = 0
     last_t = -1.0
+    sim.decision_scope = _scope(policy)
     while not sim.done:
         if not sim.needs_decision():
             sim.advance()
@@ -66,7 +75,8 @@ def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
 def evaluate(
     policy: Policy, scenario: ScenarioConfig, seeds: list[int], sim: Simulator | None = None
 ) -> list[dict[str, Any]]:
-    """One record per seed: ``policy``, ``scenario``, ``seed``, ``oracle``, the schema metrics."""
+    """One record per seed: ``policy``, ``scenario``, ``seed``, ``oracle``, ``model_version`` (the
+    sharing physics, ``interference.MODEL_VERSION``), the schema metrics."""
     sim = sim if sim is not None else make_simulator(scenario)
     out: list[dict[str, Any]] = []
     for seed in seeds:
@@ -77,6 +87,7 @@ def evaluate(
             "scenario": scenario.name,
             "seed": seed,
             "oracle": bool(policy.oracle),
+            "model_version": MODEL_VERSION,
         }
         rec.update({k: m[k] for k in METRIC_NAMES})
         rec.update({k: v for k, v in m.items() if k not in METRIC_NAMES})

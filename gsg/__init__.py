@@ -4,6 +4,8 @@
   processes or Ray.
 * :mod:`gsg.report`, :mod:`gsg.plots`: CSV, Markdown, HTML, plots and TensorBoard of a
   leaderboard.
+* :mod:`gsg.ci`: means over seeds ± 95 % confidence half-widths (Student t), as every report
+  prints them.
 * :mod:`gsg.fidelity`: the seed papers' findings as experiments (``gsg reproduce``).
 * :mod:`gsg.bench`: the benchmark suite (``gsg bench``) and ``BENCHMARKS.md``.
 * :mod:`gsg.cli`: ``gsg evaluate | train | leaderboard | calibrate | bench | trace | reproduce``.

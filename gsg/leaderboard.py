@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from gpu_sharing_env.fileio import atomic_write_bytes as atomic_write_bytes
 from gpu_sharing_env.fileio import atomic_write_text
@@ -32,6 +31,7 @@ from gsg.backends import run_cells
 from gsg.cells import CELL_FORMAT as CELL_FORMAT
 from gsg.cells import Cell, pending_cells, save_cell
 from gsg.cells import scenario_digest as scenario_digest
+from gsg.ci import mean_ci95 as mean_ci95
 
 #: Columns of ``leaderboard.csv``, in order.
 CELL_COLUMNS: tuple[str, ...] = (
@@ -55,22 +55,6 @@ def cells_frame(results: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         df[k] = pd.to_numeric(df[k], errors="coerce").astype(float)
     df["error"] = df["error"].fillna("")
     return df
-
-
-def mean_ci95(values: Iterable[float]) -> tuple[float, float, int]:
-    """Mean, 95% confidence half-width (Student t, n-1 dof) and n of the finite values.
-
-    The half-width is NaN for fewer than two values (no spread to estimate).
-    """
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    n = int(x.size)
-    if n == 0:
-        return math.nan, math.nan, 0
-    mean = float(x.mean())
-    if n < 2:
-        return mean, math.nan, n
-    half = float(stats.t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n))
-    return mean, half, n
 
 
 def meets_slo(slo_attainment: float, target: float) -> bool:

@@ -4,9 +4,13 @@
 * ``latency_slo`` — online tail latency against the SLO: per policy, the box of each tick's
   worst service p99 / SLO ratio (1 = at the SLO), and mean ``slo_attainment`` ± 95% CI against
   the scenario's target.
-* ``utilization`` — GPU utilisation and SM activity over time per policy (first seed).
-* ``occupancy`` — GPUs × time for one policy (first seed): every placement segment, coloured by
-  sharing mode, online services hatched; a GPU's row is split into lanes for co-located jobs.
+* ``utilization`` — GPU utilisation and SM activity over time per policy (first seed), the time
+  axis limited to the activity (first placement to last completion of any policy).
+* ``occupancy`` — GPUs × time for one policy (first seed): every placement segment, a colour per
+  job, online services outlined; a GPU's row is split into lanes for co-located jobs; the time
+  axis covers first placement to last completion.
+
+Legends sit right of the axes (they cover no data); time axes are in hours above a 2 h span.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpu_sharing_env.occupancy import empty_axes, fig_png, plot_occupancy
+from gpu_sharing_env.occupancy import (
+    N_COLOURS,
+    activity_span,
+    empty_axes,
+    fig_png,
+    job_style,
+    plot_occupancy,
+    time_limits,
+    time_unit,
+)
 
 #: One scenario's results: policy -> that policy's successful cell results (seed order).
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -29,10 +42,29 @@ Results = Mapping[str, Sequence[Mapping[str, Any]]]
 PLOT_KINDS = ("jct_cdf", "latency_slo", "utilization", "occupancy")
 
 
+#: Line styles telling apart policies that share a colour (more than :data:`N_COLOURS`).
+LINESTYLES = ("-", "--", ":", "-.")
+
+
 def policy_colours(policies: Sequence[str]) -> dict[str, Any]:
-    """A stable colour per policy (tab10, then tab20 for larger fields)."""
-    cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
-    return {p: cmap(i % cmap.N) for i, p in enumerate(policies)}
+    """A stable colour per policy: tab10 up to ten, else tab20 ordered so neighbours differ in
+    hue, cycling (:func:`policy_linestyles` separates those that share one)."""
+    if len(policies) <= 10:
+        cmap = plt.get_cmap("tab10")
+        return {p: cmap(i) for i, p in enumerate(policies)}
+    return {p: job_style(i)[0] for i, p in enumerate(policies)}
+
+
+def policy_linestyles(policies: Sequence[str]) -> dict[str, str]:
+    """A line style per policy: solid for the first :data:`N_COLOURS`, then dashed, dotted..."""
+    return {p: LINESTYLES[(i // N_COLOURS) % len(LINESTYLES)] for i, p in enumerate(policies)}
+
+
+def _legend_outside(ax: Any, **kwargs: Any) -> None:
+    """The legend right of the axes, where it covers no data."""
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, **kwargs
+    )
 
 
 _png = fig_png
@@ -50,13 +82,21 @@ def job_jcts(result: Mapping[str, Any]) -> list[float]:
 
 def plot_jct_cdf(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    styles = policy_linestyles(list(results))
     drawn = False
     for pol, cells in results.items():
         jct = np.sort([x for r in cells for x in job_jcts(r) if x > 0])
         if jct.size == 0:
             continue
         y = np.arange(1, jct.size + 1) / jct.size
-        ax.step(jct / 3600.0, y, where="post", color=colours[pol], label=f"{pol} ({jct.size})")
+        ax.step(
+            jct / 3600.0,
+            y,
+            where="post",
+            color=colours[pol],
+            ls=styles[pol],
+            label=f"{pol} ({jct.size})",
+        )
         drawn = True
     if not drawn:
         _empty(ax, "no completed offline jobs")
@@ -66,7 +106,7 @@ def plot_jct_cdf(scenario: str, results: Results, colours: Mapping[str, Any]) ->
         ax.set_ylabel("fraction of completed jobs")
         ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8, loc="lower right", title="policy (jobs, all seeds)")
+        _legend_outside(ax, fontsize=8, title="policy (jobs, all seeds)", title_fontsize=8)
     ax.set_title(f"{scenario}: JCT CDF per policy")
     return _png(fig)
 
@@ -121,8 +161,8 @@ def plot_latency_slo(
         lo = min(v for v in seed_vals if v is not None)
         ax2.set_ylim(max(0.0, min(lo, slo_target) - 0.05), 1.005)
         ax2.set_xticks(x, pols, rotation=30, ha="right", fontsize=8)
-        ax2.set_ylabel("slo_attainment (mean ± 95% CI)")
-        ax2.legend(fontsize=8, loc="lower right")
+        ax2.set_ylabel("slo_attainment (mean ± 95 % CI, t)")
+        _legend_outside(ax2, fontsize=8)
         ax2.grid(alpha=0.3, axis="y")
     else:
         _empty(ax2, "no online services")
@@ -131,8 +171,30 @@ def plot_latency_slo(
     return _png(fig)
 
 
+def utilization_span(results: Results) -> tuple[float, float] | None:
+    """The activity shown by the utilisation plot, in seconds: first placement to last
+    completion (:func:`~gpu_sharing_env.occupancy.activity_span`) over the first seed of every
+    policy; without placement records, the first to the last tick with a GPU in use. None when
+    there is neither."""
+    spans = [activity_span(cells[0].get("jobs", [])) for cells in results.values() if cells]
+    found = [sp for sp in spans if sp is not None]
+    if found:
+        return min(a for a, _ in found), max(b for _, b in found)
+    ticks = [
+        row[0]
+        for cells in results.values()
+        if cells
+        for row in cells[0].get("timeseries", [])
+        if row[1] or row[2]  # gpu_util or sm_activity above zero (None: unknown)
+    ]
+    return (float(min(ticks)), float(max(ticks))) if ticks else None
+
+
 def plot_utilization(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
     fig, axes = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    styles = policy_linestyles(list(results))
+    span = utilization_span(results)
+    unit, per = time_unit(span[1] - span[0]) if span else ("h", 3600.0)
     seeds = set()
     for pol, cells in results.items():
         if not cells or not cells[0].get("timeseries"):
@@ -141,16 +203,21 @@ def plot_utilization(scenario: str, results: Results, colours: Mapping[str, Any]
         seeds.add(r["record"]["seed"])
         ts = np.array([[np.nan if v is None else v for v in row] for row in r["timeseries"]])
         for ax, col in zip(axes, (1, 2)):
-            ax.plot(ts[:, 0] / 3600.0, ts[:, col], color=colours[pol], lw=1.2, label=pol)
+            ax.plot(
+                ts[:, 0] / per, ts[:, col], color=colours[pol], ls=styles[pol], lw=1.2, label=pol
+            )
     if not seeds:
         _empty(axes[0], "no timeseries")
-    for ax, name in zip(axes, ("gpu_util", "sm_activity")):
-        ax.set_ylabel(name)
+    elif span is not None:  # only where something ran: first placement to last completion
+        lo, hi = time_limits(span)
+        axes[1].set_xlim(lo / per, hi / per)
+    for ax, name in zip(axes, ("GPU utilisation (fraction)", "SM activity (fraction)")):
+        ax.set_ylabel(name, fontsize=9)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-    axes[1].set_xlabel("simulated time (h)")
+    axes[1].set_xlabel(f"simulated time ({unit})")
     if seeds:
-        axes[0].legend(fontsize=8, ncol=3, loc="upper right")
+        _legend_outside(axes[0], fontsize=8, title="policy", title_fontsize=8)
     seed_txt = ", ".join(str(s) for s in sorted(seeds))
     axes[0].set_title(f"{scenario}: GPU utilisation and SM activity (seed {seed_txt})")
     return _png(fig)

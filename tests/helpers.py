@@ -74,7 +74,9 @@ def job(
     )
 
 
-def service(jid: int, lifetime_s: float, rps: float = 50.0, slo_ms: float = 100.0) -> JobSpec:
+def service(
+    jid: int, lifetime_s: float, rps: float = 50.0, slo_ms: float = 100.0, batch_size: int = 8
+) -> JobSpec:
     return JobSpec(
         job_id=jid,
         kind=JobKind.ONLINE,
@@ -87,7 +89,7 @@ def service(jid: int, lifetime_s: float, rps: float = 50.0, slo_ms: float = 100.
         work_s=lifetime_s,
         est_work_s=lifetime_s,
         service=ServiceSpec(
-            slo_ms=slo_ms, batch_size=8, base_rps=rps, peak_rps=rps, noise_frac=0.0
+            slo_ms=slo_ms, batch_size=batch_size, base_rps=rps, peak_rps=rps, noise_frac=0.0
         ),
     )
 
@@ -115,3 +117,36 @@ def make_sim(
 
 def option(sim: Simulator, label: str) -> int:
     return [o.label for o in sim.options].index(label)
+
+
+# ---------------------------------------------------------------- golden files
+#: Relative tolerance of a golden metric when the numeric stack differs from the recording's.
+GOLDEN_REL_TOL = 1e-9
+
+
+def numeric_stack() -> str:
+    """The library versions golden files are bit-exact for. numpy releases change the last bit
+    of some reductions (SIMD and pairwise sums), and one ulp changes every hash downstream."""
+    import numpy
+    import scipy
+
+    return f"numpy {numpy.__version__}, scipy {scipy.__version__}"
+
+
+def assert_golden_metrics(got: dict[str, str], want: dict[str, str], exact: bool) -> None:
+    """Metrics recorded as ``float.hex``: equal bit for bit when ``exact`` (the same numeric
+    stack as the recording), else within :data:`GOLDEN_REL_TOL` (a model change moves metrics
+    by far more than that; a numpy release by an ulp)."""
+    if exact:
+        assert got == want  # a failure names the metric that moved
+        return
+    assert sorted(got) == sorted(want)
+    moved = {}
+    for k, w in want.items():
+        g = got[k]
+        if g == w:
+            continue
+        a, b = float.fromhex(g), float.fromhex(w)
+        if not abs(a - b) <= GOLDEN_REL_TOL * max(abs(a), abs(b), 1e-300):
+            moved[k] = (a, b)
+    assert not moved, f"metrics moved (got, golden): {moved}"

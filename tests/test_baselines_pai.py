@@ -9,8 +9,11 @@ from baselines.base import HeuristicPolicy
 from baselines.pai import LoadBalance, ReservePack, SjfPredicted
 from baselines.reference import FirstFit
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.workload.job import JobSpec
+from gsg.fidelity.pai import FifoQueue
 from tests.helpers import make_sim, nodes
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 
@@ -116,3 +119,124 @@ def test_sjf_orders_by_predicted_not_true_duration() -> None:
 def test_pai_policies_complete_the_default_episode(policy: type[HeuristicPolicy]) -> None:
     assert policy.oracle is False
     default_episode(policy(), seed=0)
+
+
+# --------------------------------------------------------------------------- whole-queue scope
+def runner_placements(policy: HeuristicPolicy, sim: Simulator) -> dict[int, tuple[float, int]]:
+    """job -> (start time, GPU), run through the evaluation runner (which sets the simulator's
+    ``decision_scope`` from the policy)."""
+    out: dict[int, tuple[float, int]] = {}
+    apply = sim.apply
+
+    def logged(d: Decision) -> None:
+        apply(d)
+        out[d.job_id] = (sim.now, d.gpu)
+
+    sim.apply = logged  # type: ignore[method-assign]
+    run_episode(policy, sim, 0)
+    return out
+
+
+def _sjf_jobs() -> list[JobSpec]:
+    # As test_sjf_orders_by_predicted_not_true_duration: one GPU busy until 100 s, three tasks
+    # wait with predicted durations 1000, 50, 300 (true 10, 500, 300).
+    return [
+        spec(0, "resnet50", 100.0),
+        spec(1, "resnet50", 10.0, 1.0, est_s=1_000.0),
+        spec(2, "resnet50", 500.0, 1.0, est_s=50.0),
+        spec(3, "resnet50", 300.0, 1.0, est_s=300.0),
+    ]
+
+
+def test_sjf_orders_the_whole_queue_not_only_the_window() -> None:
+    # A queue window of one job: SJF still sees (and starts) the shortest predicted task of
+    # the whole queue, as PAI's simulator did.
+    assert SjfPredicted.decision_scope == "queue"
+    got = runner_placements(SjfPredicted(), make_sim(_sjf_jobs(), env={"queue_window": 1}))
+    assert sorted((t, j) for j, (t, _) in got.items()) == [
+        (0.0, 0),
+        (100.0, 2),
+        (600.0, 3),
+        (900.0, 1),
+    ]
+    # FIFO over the same (whole) queue keeps queue order.
+    got = runner_placements(FifoQueue(), make_sim(_sjf_jobs(), env={"queue_window": 1}))
+    assert sorted((t, j) for j, (t, _) in got.items()) == [
+        (0.0, 0),
+        (100.0, 1),
+        (110.0, 2),
+        (610.0, 3),
+    ]
+
+
+def test_under_the_env_scope_sjf_orders_the_window() -> None:
+    # Driven without the runner (as the Gymnasium env drives it: decision_scope "window"),
+    # SJF can only name window jobs: with a window of one it is FIFO.
+    sim = make_sim(_sjf_jobs(), env={"queue_window": 1})
+    got = placements(SjfPredicted(), sim)
+    assert sim.decision_scope == "window"
+    assert sorted((t, j) for j, (t, _) in got.items()) == [
+        (0.0, 0),
+        (100.0, 1),
+        (110.0, 2),
+        (610.0, 3),
+    ]
+
+
+def test_whole_queue_scope_stops_where_a_job_behind_the_window_fits() -> None:
+    # Two GPUs; job 0 holds one. Job 1 (head of the queue) needs both; job 2 behind it needs
+    # one. With a window of one, a window-bound first fit leaves GPU 1 idle until job 0 ends;
+    # over the whole queue job 2 starts on arrival.
+    jobs = [
+        spec(0, "resnet50", 1_000.0),
+        spec(1, "resnet50", 100.0, 1.0, num_gpus=2),
+        spec(2, "resnet50", 100.0, 2.0),
+    ]
+    fleet = nodes(gpus=2)
+    got = runner_placements(FifoQueue(), make_sim(jobs, fleet, env={"queue_window": 1}))
+    assert got[2] == (2.0, 1) and got[1][0] == 1_000.0
+    got = runner_placements(FirstFit(), make_sim(jobs, fleet, env={"queue_window": 1}))
+    assert got[1][0] == 1_000.0 and got[2][0] > 1_000.0
+
+
+def test_decision_scope_gates_what_the_simulator_accepts() -> None:
+    sim = make_sim(_sjf_jobs(), env={"queue_window": 1})
+    sim.reset(0)
+    sim.apply(Decision(0, 0, 0))
+    sim.advance()  # job 0 ends at 100 s; jobs 1-3 queued, the window holds job 1 only
+    assert sim.decision_scope == "window"
+    why = sim.check(Decision(2, 0, 0))
+    assert why is not None and "outside the window of 1" in why
+    sim.decision_scope = "queue"
+    assert sim.check(Decision(2, 0, 0)) is None
+    view = ClusterView(sim)
+    assert [j.job_id for j in view.decidable] == [1, 2, 3] == view.decidable_ids()
+    assert [j.job_id for j in view.iter_decidable()] == [1, 2, 3]
+    sim.decision_scope = "window"
+    assert [j.job_id for j in ClusterView(sim).decidable] == [1]
+    with pytest.raises(ValueError, match="decision_scope='all'"):
+        sim.decision_scope = "all"
+
+
+def test_whole_queue_decision_points_match_per_job_placeability() -> None:
+    # ``needs_decision`` over the whole queue (one mask per request signature) agrees with
+    # asking every queued job, at every decision point of an episode of the default scenario.
+    from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.sim.build import make_simulator
+
+    sim = make_simulator(load_scenario("default"))
+    sim.decision_scope = "queue"
+    sim.reset(0)
+    policy = FifoQueue()
+    policy.reset(0)
+    for _ in range(400):
+        if sim.done:
+            break
+        expect = any(sim.cluster.placement_mask(s).any() for s in sim.queued_jobs())
+        assert sim.needs_decision() == expect
+        d = policy.decide(ClusterView(sim)) if expect else None
+        if d is None:
+            sim.advance()
+        else:
+            assert sim.mask(d.job_id)[d.gpu, d.option]
+            sim.apply(d)

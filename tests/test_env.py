@@ -80,7 +80,10 @@ def env() -> GpuSharingEnv:
 
 # ---------------------------------------------------------------------------- registration
 def test_registered_on_import() -> None:
-    assert gpu_sharing_env.__version__ == "0.1.0"
+    from importlib.metadata import version
+
+    assert gpu_sharing_env.__version__ == version("gpu-sharing-gym")
+    assert gpu_sharing_env.MODEL_VERSION == 2
     spec = gym.spec("GpuSharing-v0")
     assert spec.entry_point == "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv"
     assert spec.max_episode_steps is None

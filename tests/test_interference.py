@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_sharing_env.interference import (
+    MIN_RATE,
     AnalyticSpeedModel,
     Resident,
     TableSpeedModel,
@@ -63,22 +64,53 @@ def test_p100_ignores_sm_limits(model: AnalyticSpeedModel) -> None:
     assert model.rates(V100, MPS, [Resident("vgg16", 0.2)])[0] < 1.0
 
 
-def test_time_sharing_low_duty_is_nearly_free(model: AnalyticSpeedModel) -> None:
-    cs = model.context_switch_overhead
+def test_time_sharing_turn_taking(model: AnalyticSpeedModel) -> None:
+    # v2: i's GPU part is stretched by the co-runners' demand; a switch loss when >= 2 share.
+    keep = 1 - model.context_switch_overhead
     rates = model.rates(V100, TS, [Resident("ncf", duty=0.3), Resident("ppo", duty=0.5)])
-    assert rates == pytest.approx([1 - cs, 1 - cs])
+    assert rates == pytest.approx([keep / (0.7 + 0.3 * 1.5), keep / (0.5 + 0.5 * 1.3)])
     busy = model.rates(V100, TS, [Resident("bert", duty=1.0), Resident("gpt2", duty=1.0)])
-    assert busy == pytest.approx([(1 - cs) / 2, (1 - cs) / 2])
+    assert busy == pytest.approx([keep / 2, keep / 2])  # nos: n busy pods get (1 - sigma) / n
+    # an online context holds its slice across its gaps: min(1, w * u) of the GPU
+    w = model.ts_online_weight
+    pair = [Resident("bert", duty=0.5, online=True), Resident("resnet50", duty=1.0)]
+    on, off = model.rates(V100, TS, pair)
+    assert off == pytest.approx(keep / (1 + min(1.0, w * 0.5)))
+    assert on == pytest.approx(keep / 2)  # per batch: stretched by the training job's duty 1
+    wait, tail = model.latency_terms(V100, TS, pair)[0]
+    assert wait == tail == pytest.approx(model.ts_slice_ms / 2)
+    assert model.latency_terms(V100, TS, pair)[1] == (0.0, 0.0)
 
 
-def test_time_sharing_priority_serves_online_first(model: AnalyticSpeedModel) -> None:
-    cs = model.context_switch_overhead
+def test_time_sharing_priority_throttles_low_priority(model: AnalyticSpeedModel) -> None:
+    # TGS-style: the online context is slowed only by the residual, offline gets what its
+    # load leaves (its gaps are filled: prio_block < 1).
     online = Resident("bert", duty=0.6, online=True, priority=1)
     offline = [Resident("resnet50", duty=1.0), Resident("vgg16", duty=0.6)]
     rates = model.rates(V100, TS, [online, *offline])
-    assert rates[0] == pytest.approx(1 - cs)
-    # 0.4 of the GPU left for a demand of 1.6: each offline job gets 0.4 / 1.6 = 0.25.
-    assert rates[1:] == pytest.approx([0.25 * (1 - cs)] * 2)
+    assert rates[0] == pytest.approx(1 / (1 + model.prio_residual * 1.6))
+    avail = 1 - model.prio_block * 0.6
+    keep = 1 - model.context_switch_overhead
+    assert rates[1] == pytest.approx(keep * avail / (1 + 0.6))
+    assert rates[2] == pytest.approx(keep / (0.4 + 0.6 * (1 + 1.0) / avail))
+    # an offline high-priority job with duty 1 leaves nothing
+    starved = model.rates(V100, TS, [Resident("resnet50", priority=1), Resident("vgg16")])
+    assert starved[1] == MIN_RATE
+
+
+def test_mps_online_is_per_batch_and_waits_for_kernels(model: AnalyticSpeedModel) -> None:
+    on = Resident("bert", duty=0.2, online=True)
+    off = Resident("resnet50", duty=1.0)
+    r_on, r_off = model.rates(V100, MPS, [on, off])
+    c_on = 1 + 1.0 * (model.kappa_compute + model.kappa_bw * 0.62 * 1.0)
+    assert r_on == pytest.approx(1 / c_on)  # not diluted by the service's own idle time
+    c_off = 1 + 0.2 * (model.kappa_compute + model.kappa_bw * 0.62 * 1.0)
+    assert r_off == pytest.approx(1 / c_off)
+    wait, tail = model.latency_terms(V100, MPS, [on, off])[0]
+    assert wait == tail == pytest.approx(model.mps_tail_ms / 2)
+    # a disjoint SM split leaves the service SMs to start on: no wait
+    split = [Resident("bert", sm_frac=0.5, duty=0.2, online=True), Resident("resnet50", 0.5)]
+    assert model.latency_terms(V100, MPS, split)[0] == (0.0, 0.0)
 
 
 def test_mig_profile_curve(model: AnalyticSpeedModel) -> None:

@@ -56,6 +56,7 @@ class SimulatorBase:
     _rates_cache: dict[tuple[Any, ...], list[float]]
     _solo_cache: dict[tuple[str, str], float]
     _batch_ms: dict[tuple[str, int, int], float]
+    _terms_cache: dict[tuple[Any, ...], list[tuple[float, float]]]
 
     # ---- episode state (set in ``reset``)
     done: bool
@@ -91,6 +92,9 @@ class SimulatorBase:
     _offline_left: int
     _in_system: int
     _mask_cache: dict[int, tuple[int, np.ndarray, bool]]
+    _sig_masks: dict[tuple[Any, ...], tuple[int, np.ndarray, bool]]
+    _sig_version: int
+    _queue_sigs: dict[tuple[Any, ...], list[Any]]
     _view_cache: dict[int, tuple[Any, ...]]
     timeseries: list[tuple[float, float, float, float, float, float]]
 

@@ -20,9 +20,11 @@ type checkers; ``constants.py`` the model's constants (the public ones re-export
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from heapq import heappop
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +51,7 @@ from gpu_sharing_env.sim.constants import (
 )
 from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause
-from gpu_sharing_env.sim.lifecycle import _Lifecycle
+from gpu_sharing_env.sim.lifecycle import _Lifecycle, mask_signature
 from gpu_sharing_env.sim.online import MonitorThresholds
 from gpu_sharing_env.sim.rates import _Rates
 from gpu_sharing_env.sim.state import JobState, Status
@@ -59,6 +61,7 @@ from gpu_sharing_env.workload.job import JobSpec
 __all__ = [
     "CROSS_NODE_FACTOR",
     "DUTY_STEP",
+    "MAX_BATCH_SIZE",
     "NOISE_AR",
     "PCIE_GANG_FACTOR",
     "_NOISE_SCALE",
@@ -69,17 +72,42 @@ __all__ = [
 ]
 
 
+#: The largest batch size a decision may give an online service (``Decision.batch_size``).
+MAX_BATCH_SIZE = 256
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """Place queued job ``job_id`` with its first GPU at ``gpu`` using option ``option``."""
+    """Place queued job ``job_id`` with its first GPU at ``gpu`` using option ``option``.
+
+    ``batch_size``: for an online service, the batch size it runs with on this placement
+    (1..``MAX_BATCH_SIZE``; GPULet chooses it per placement); 0 (the default, and the only value
+    for offline jobs) keeps the service's configured ``ServiceSpec.batch_size``. The Gymnasium
+    env never sets it.
+    """
 
     job_id: int
     gpu: int
     option: int
+    batch_size: int = 0
 
 
 class IllegalDecision(ValueError):
     """A decision the legality function rejects; the message says why."""
+
+
+def _check_batch(st: JobState, batch_size: int) -> str | None:
+    """Why a decision may not give ``st`` batch size ``batch_size`` (non-zero), or None."""
+    if not st.spec.online:
+        return (
+            f"batch_size={batch_size}: only online services take a batch size "
+            f"(job {st.spec.job_id} is offline)"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+        return f"batch_size={batch_size!r}: must be an int"
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        return f"batch_size={batch_size}: must be in 1..{MAX_BATCH_SIZE} (0: the service's own)"
+    return None
 
 
 class Simulator(_Lifecycle, _Rates, _Ticks):
@@ -127,6 +155,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._fault_w = np.array([rates.get(c.value, 0.0) for c in RANDOM_CAUSES])
         self._fault_rate_per_s = float(self._fault_w.sum()) / 3600.0
         self.window = cfg.env.queue_window
+        self.decision_scope = "window"
         self.done = True
         self.now = 0.0
         self.n_events = 0
@@ -144,6 +173,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._rates_cache = {}
         self._solo_cache = {}
         self._batch_ms = {}
+        self._terms_cache = {}
 
     def set_mechanisms(self, **flags: bool) -> None:
         """Switch cluster mechanisms (``protection``, ``dynamic_sm``) for the next reset."""
@@ -193,6 +223,11 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._offline_left = self._offline_total
         self._in_system = 0
         self._mask_cache = {}
+        #: Mask entries shared by the jobs of one ``mask_signature`` (for cluster version
+        #: ``_sig_version``), and the queued jobs' signatures: signature -> [count, a spec].
+        self._sig_masks = {}
+        self._sig_version = -1
+        self._queue_sigs = {}
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
         self._view_cache = {}
         self.done = False
@@ -204,6 +239,22 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._schedule_next_arrival()
         self.events.push(self.cfg.tick_s, EventKind.TICK, 0)
         self.advance()
+
+    @property
+    def decision_scope(self) -> str:
+        """Which queued jobs a decision may place: ``"window"`` (the first ``queue_window``,
+        the env's action window; the default) or ``"queue"`` (any queued job: heuristics that
+        order the whole queue, e.g. PAI's SJF; the runner sets it from the policy's
+        ``decision_scope``). Decision points (``needs_decision``) follow the same scope."""
+        return self._decision_scope
+
+    @decision_scope.setter
+    def decision_scope(self, scope: str) -> None:
+        if scope not in ("window", "queue"):
+            raise ValueError(f"decision_scope={scope!r}: must be 'window' or 'queue'")
+        self._decision_scope = scope
+        #: How many jobs from the head of the queue a decision may place.
+        self._scope_n = self.window if scope == "window" else sys.maxsize
 
     @property
     def n_gpus(self) -> int:
@@ -246,18 +297,36 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         hit = self._mask_cache.get(job_id)
         if hit is not None and hit[0] == version:
             return hit
-        m = self.cluster.placement_mask(self.jobs[job_id].spec)
-        hit = self._mask_cache[job_id] = (version, m, bool(m.any()))
+        spec = self.jobs[job_id].spec
+        hit = self._mask_cache[job_id] = self._sig_entry(mask_signature(spec), spec)
+        return hit
+
+    def _sig_entry(self, sig: tuple[Any, ...], spec: JobSpec) -> tuple[int, np.ndarray, bool]:
+        """The mask entry of every job with mask signature ``sig`` (``spec`` one of them), memoised
+        for the cluster's current version (the masks are read-only and shared)."""
+        version = self.cluster.version
+        if self._sig_version != version:
+            self._sig_masks = {}
+            self._sig_version = version
+        hit = self._sig_masks.get(sig)
+        if hit is None:
+            m = self.cluster.placement_mask(spec)
+            hit = self._sig_masks[sig] = (version, m, bool(m.any()))
         return hit
 
     def needs_decision(self) -> bool:
-        """True when some job in the window can be placed now."""
+        """True when some job in the window (the decision scope) can be placed now."""
         if self.done:
             return False
+        if self._scope_n > self.window:
+            # The whole queue: one mask per signature of the queued jobs (counted as they
+            # enter and leave the queue), not one per job.
+            entry = self._sig_entry
+            return any(entry(sig, spec)[2] for sig, (_, spec) in self._queue_sigs.items())
         # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined
         version = self.cluster.version
         cache = self._mask_cache
-        for _, jid in self.queue[: self.window]:
+        for _, jid in self.queue[: self._scope_n]:
             hit = cache.get(jid)
             if hit is None or hit[0] != version:
                 hit = self._mask_entry(jid)
@@ -270,11 +339,16 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         if self.done:
             return "the episode is over"
         st = self.jobs.get(d.job_id)
+        if d.batch_size and st is not None:
+            why = _check_batch(st, d.batch_size)
+            if why is not None:
+                return why
         if st is not None and st.status is Status.RUNNING:
             return self._check_migration(st, d.gpu, d.option)
         if st is None or st.status is not Status.QUEUED:
             return f"job {d.job_id} is neither queued nor running"
-        if d.job_id not in [jid for _, jid in self.queue[: self.window]]:
+        n = self._scope_n
+        if n < len(self.queue) and d.job_id not in [jid for _, jid in self.queue[:n]]:
             return f"job {d.job_id} is queued but outside the window of {self.window}"
         in_range = 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options)
         if in_range and self.mask(d.job_id)[d.gpu, d.option]:
@@ -293,9 +367,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
             raise IllegalDecision(why)
         st = self.jobs[d.job_id]
         if st.status is Status.RUNNING:
-            self._migrate(st, d.gpu, d.option)
+            self._migrate(st, d.gpu, d.option, d.batch_size)
         else:
-            self._start(st, d.gpu, d.option)
+            self._start(st, d.gpu, d.option, d.batch_size)
         self.acc.decisions += 1
 
     def advance(self) -> None:

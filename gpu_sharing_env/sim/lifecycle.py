@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import Any
 
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.base import SimulatorBase
@@ -14,6 +15,12 @@ from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.faults import FaultCause, propagates
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
+
+
+def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
+    """What a job's placement mask depends on (``Cluster.placement_mask``): its memory, GPU
+    types, kind and gang size. Jobs with equal signatures have equal masks."""
+    return (spec.mem_gb, spec.gpu_types, spec.online, spec.num_gpus)
 
 
 class _Lifecycle(SimulatorBase):
@@ -60,6 +67,7 @@ class _Lifecycle(SimulatorBase):
         st.enqueue_t = self.now
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
         self._queue_version += 1
+        self._sig_add(st.spec)
         if not st.spec.online:
             self._in_system += 1
 
@@ -79,12 +87,12 @@ class _Lifecycle(SimulatorBase):
         st.mig = mig
         return why
 
-    def _migrate(self, st: JobState, gpu: int, option: int) -> None:
+    def _migrate(self, st: JobState, gpu: int, option: int, batch_size: int = 0) -> None:
         self._accrue(st)
         work, attempts, first = st.work_done, st.attempts, st.first_start_t
         freed = self._remove(st)
         self._queue_insert(st)
-        self._start(st, gpu, option)
+        self._start(st, gpu, option, batch_size)
         st.work_done, st.attempts, st.first_start_t = work, attempts, first
         st.run_work_start = work
         st.setup_until = max(st.setup_until, self.now + self.cfg.sharing.migration_s)
@@ -95,9 +103,27 @@ class _Lifecycle(SimulatorBase):
         """Put a running job back in the queue without counting it as re-queued work."""
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
         self._queue_version += 1
+        self._sig_add(st.spec)
+
+    def _sig_add(self, spec: JobSpec) -> None:
+        """Count a job entering the queue under its mask signature (``_queue_sigs``)."""
+        sig = mask_signature(spec)
+        e = self._queue_sigs.get(sig)
+        if e is None:
+            self._queue_sigs[sig] = [1, spec]
+        else:
+            e[0] += 1
+
+    def _sig_remove(self, spec: JobSpec) -> None:
+        sig = mask_signature(spec)
+        e = self._queue_sigs[sig]
+        e[0] -= 1
+        if not e[0]:
+            del self._queue_sigs[sig]
 
     # ================================================================== start / stop
-    def _start(self, st: JobState, first_gpu: int, option: int) -> None:
+    def _start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
+        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one)."""
         spec = st.spec
         opt = self.options[option]
         gpus = self.cluster.gang_gpus(spec, first_gpu, option)
@@ -115,6 +141,7 @@ class _Lifecycle(SimulatorBase):
             delay = max(delay, d)
         self.queue.remove((spec.submit_s, spec.job_id))
         self._queue_version += 1
+        self._sig_remove(spec)
         # Only queued jobs have masks: a started job's would be kept for nothing (at 6,500 GPUs
         # an entry is 40 kB; 20,000 of them were most of a replay's memory).
         self._mask_cache.pop(spec.job_id, None)
@@ -132,6 +159,9 @@ class _Lifecycle(SimulatorBase):
         if math.isnan(st.first_start_t):
             st.first_start_t = self.now
         if spec.online:
+            # ``_start`` bumped ``_status_version``: the tick's per-service constants
+            # (``ticks._tick_consts``, which hold the batch size) are rebuilt.
+            st.batch_size = batch_size
             st.solo_batch_ms = self._solo_batch_ms(st)
             self._update_load(st)
             self.events.push(max(self.now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
@@ -158,6 +188,7 @@ class _Lifecycle(SimulatorBase):
         st.run_id += 1
         st.frac = {}
         st.rate = 0.0
+        st.batch_size = 0  # a batch size belongs to a placement
         return gpus
 
     def _finish(self, st: JobState, status: Status) -> None:

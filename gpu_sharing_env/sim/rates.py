@@ -50,16 +50,13 @@ class _Rates(SimulatorBase):
             and self.cluster.mode[g] == SharingMode.MPS
             and self.cluster.online_count[g] > 0
         ):
-            # MuxFlow's dynamic SM allocation: the offline clients get what the online service
-            # leaves at its current load (its solo SM activity, plus a 20% margin).
+            # MuxFlow's dynamic SM allocation: the offline clients' SM limit follows the online
+            # service's load (its solo SM activity, plus a 20% margin); the service itself is
+            # never limited (a limit would stretch its batches).
             online_duty = sum(r.duty for r in res if r.spec.online)
             n_off = sum(not r.spec.online for r in res)
-            if n_off:
-                off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
-                n_on = len(res) - n_off
-                shares = [
-                    (1.0 - off_total) / n_on if r.spec.online else off_total / n_off for r in res
-                ]
+            off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
+            shares = [1.0 if r.spec.online else off_total / n_off for r in res]
         return shares
 
     def _refresh(self, gpus: Sequence[int]) -> None:
@@ -128,12 +125,15 @@ class _Rates(SimulatorBase):
             fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
             if fr is None:
                 fr = self._rates(gpu_type, mode, keys)
+            if c.online_count.item(g) > 0:
+                self._online_terms(g, gpu_type, mode, res, keys)
             for r, k, f in zip(res, keys, fr, strict=True):
                 online = r.online
                 f *= 1.0 if online else r.throttle
                 r.frac[g] = f
                 d = k[4]
-                util += d * f
+                # an online rate is per batch: its load ``d`` is served while it stays stable
+                util += d if online else d * f
                 sm += d * f * (k[2] / 7.0 if k[2] else k[1])
                 stp += f
                 if not online:
@@ -159,6 +159,31 @@ class _Rates(SimulatorBase):
         s[6] += hosts_online - old[6]
         self._g_vals[g] = new
         self._g_util[g] = util
+
+    def _online_terms(
+        self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
+    ) -> None:
+        """Set the per-batch wait and extra p99 (``wait_ms``, ``tail_ms``) of the online
+        residents of GPU ``g`` from the speed model's ``latency_terms`` (memoised; zero for a
+        speed model without it)."""
+        for r, k in zip(res, keys, strict=True):
+            if r.online and r.gpus[0] == g:
+                r.alone_frac = self._rates(gpu_type, mode, [k])[0]
+        terms_of = getattr(self.speed, "latency_terms", None)
+        if terms_of is None or len(res) < 2:
+            for r in res:
+                r.wait_ms = r.tail_ms = 0.0
+            return
+        key = (gpu_type, mode, *keys)
+        terms = self._terms_cache.get(key)
+        if terms is None:
+            terms = terms_of(gpu_type, mode, [Resident(*k) for k in keys])
+            if len(self._terms_cache) >= 65_536:
+                self._terms_cache.clear()
+            self._terms_cache[key] = terms
+        for r, (wait, tail) in zip(res, terms, strict=True):
+            if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
+                r.wait_ms, r.tail_ms = wait, tail
 
     def _rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
         """``speed.rates`` for residents given as field tuples (memoised: a pure function)."""
@@ -212,13 +237,14 @@ class _Rates(SimulatorBase):
         return v
 
     def _solo_batch_ms(self, st: JobState) -> float:
-        """Solo batch latency of online ``st`` on the type of its first GPU (cached)."""
+        """Solo batch latency of online ``st`` on the type of its first GPU, at the batch size
+        it runs with (``JobState.effective_batch_size``; cached)."""
         c = self.cluster
-        svc = st.spec.service
-        assert svc is not None
-        key = (st.spec.model, int(c.type_idx[st.gpus[0]]), svc.batch_size)
+        assert st.spec.service is not None
+        batch = st.effective_batch_size
+        key = (st.spec.model, int(c.type_idx[st.gpus[0]]), batch)
         ms = self._batch_ms.get(key)
         if ms is None:
             gt = c.type_names[key[1]]
-            ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, svc.batch_size)
+            ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, batch)
         return ms

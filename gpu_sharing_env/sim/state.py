@@ -54,10 +54,23 @@ class JobState:
     latency_ms: float = 0.0
     p99_ms: float = 0.0
     solo_batch_ms: float = 0.0  # solo batch latency on the type of its first GPU (set at start)
+    wait_ms: float = 0.0  # per-batch wait before it runs (time-slice wait; speed model)
+    tail_ms: float = 0.0  # extra p99 latency (MPS co-runners' kernels in flight; speed model)
+    alone_frac: float = 1.0  # per-batch rate it would have with no co-runner, same allocation
     online: bool = False  # ``spec.online``, read on the hot path
+    batch_size: int = 0  # the placement's batch size (``Decision.batch_size``; 0: the service's)
 
     def __post_init__(self) -> None:
         self.online = self.spec.online
+
+    @property
+    def effective_batch_size(self) -> int:
+        """The batch size an online service runs with: its placement's, else its configured one
+        (0 for offline jobs)."""
+        if self.batch_size:
+            return self.batch_size
+        svc = self.spec.service
+        return svc.batch_size if svc is not None else 0
 
     @property
     def remaining(self) -> float:

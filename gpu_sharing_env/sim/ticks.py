@@ -37,7 +37,7 @@ def _tick_consts(st: JobState) -> tuple[Any, ...]:
         base,
         svc.peak_rps - base,
         svc.noise_frac,
-        svc.batch_size,
+        st.effective_batch_size,  # the placement's (``Decision.batch_size``) or the service's
         svc.slo_ms,
     )
 
@@ -64,7 +64,7 @@ class _Ticks(SimulatorBase):
         st.rps = svc.rate_rps(self.now) * math.exp(svc.noise_frac * z)
         if st.gpus:
             batch_ms = st.solo_batch_ms
-            duty = st.rps * batch_ms / 1000.0 / svc.batch_size
+            duty = st.rps * batch_ms / 1000.0 / st.effective_batch_size
             duty = duty if duty < 1.0 else 1.0  # min(1.0, duty)
             # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
             # load moves by a step, not at every small wiggle (and the speed model's cache hits).
@@ -156,7 +156,7 @@ class _Ticks(SimulatorBase):
             solo_ms = st.solo_batch_ms
             frac = st.frac
             f = frac[gpus[0]] if len(gpus) == 1 else min(frac[x] for x in gpus)
-            batch_ms = solo_ms / f
+            batch_ms = solo_ms / f + st.wait_ms
             rho = rps * batch_ms / 1000.0 / batch
             if rho >= 1.0:
                 mean_ms = p99_ms = UNSTABLE_LATENCY_X_SLO * slo_ms
@@ -164,11 +164,13 @@ class _Ticks(SimulatorBase):
             else:
                 m = batch_ms / (2.0 * (1.0 - rho))
                 p99_ms = batch_ms + (m * log(100.0 * rho) if rho > 0.01 else 0.0)
-                att = 1.0 - rho * exp(-(slo_ms - batch_ms) / m) if slo_ms > batch_ms else 0.0
+                slo_e = slo_ms - st.tail_ms  # the MPS tail eats into the SLO headroom
+                att = 1.0 - rho * exp(-(slo_e - batch_ms) / m) if slo_e > batch_ms else 0.0
                 attainment = att if att > 0.0 else 0.0  # max(0.0, att)
                 mean_ms = batch_ms + rho * m
+                p99_ms += st.tail_ms
             # x / 1.0 == x exactly: at full speed the solo statistics are the same numbers
-            if f == 1.0:
+            if f == 1.0 and st.wait_ms == 0.0:
                 solo_mean = mean_ms
             else:
                 rho = rps * solo_ms / 1000.0 / batch
@@ -181,7 +183,8 @@ class _Ticks(SimulatorBase):
             requests_ok += req * (1.0 - out) * attainment
             lat_w += req * mean_ms
             p99_w += req * p99_ms
-            slow_w += req * mean_ms / solo_mean
+            slowdown = mean_ms / solo_mean
+            slow_w += req * slowdown
             st.latency_ms, st.p99_ms = mean_ms, p99_ms
             ratio = p99_ms / slo_ms
             if protection:
@@ -190,7 +193,17 @@ class _Ticks(SimulatorBase):
                 acc.requests, acc.requests_ok = requests, requests_ok
                 acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
                 acc.slowdown_weighted = slow_w
-                changed |= self._monitor(gpus[0], ratio)
+                # MuxFlow's rule: slowdown against the latency the service would have at the
+                # current load without co-runners (on its own allocation: what evicting or
+                # throttling offline work can restore)
+                alone = st.alone_frac
+                if alone != f or st.wait_ms:
+                    a_ms = solo_ms / alone
+                    rho = rps * a_ms / 1000.0 / batch
+                    ref = a_ms + rho * (a_ms / (2.0 * (1.0 - rho))) if rho < 1.0 else mean_ms
+                    changed |= self._monitor(gpus[0], mean_ms / ref)
+                else:
+                    changed |= self._monitor(gpus[0], 1.0)
             if ratio > p99_max:
                 p99_max = ratio
         acc.requests, acc.requests_ok = requests, requests_ok
@@ -207,7 +220,8 @@ class _Ticks(SimulatorBase):
         return changed
 
     def _monitor(self, g: int, ratio: float) -> bool:
-        """MuxFlow's SysMonitor on the GPU hosting an online service."""
+        """MuxFlow's SysMonitor on the GPU hosting an online service; ``ratio`` is the
+        service's mean-latency slowdown against its solo latency at the current load."""
         c = self.cluster
         th = self.thresholds
         if (

@@ -10,7 +10,7 @@ themselves oracles (they are marked on the leaderboard).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,9 @@ class JobView:
     wait_s: float
     rps: float
     p99_ms: float
+    #: The batch size an online service runs with: its placement's (``Decision.batch_size``)
+    #: while placed with one, else its configured ``service.batch_size``; 0 for offline jobs.
+    batch_size: int = 0
 
     @property
     def online(self) -> bool:
@@ -146,7 +149,16 @@ class ClusterView:
         wait_s = self.now_s - st.enqueue_t if status is Status.QUEUED else 0.0
         # Every field that can change, with the state object itself (ids repeat across
         # episodes): an unchanged job gets the JobView built last time (they are immutable).
-        key = (status, st.run_id, st.work_done, st.attempts, st.rps, st.p99_ms, wait_s)
+        key = (
+            status,
+            st.run_id,
+            st.work_done,
+            st.attempts,
+            st.rps,
+            st.p99_ms,
+            wait_s,
+            st.batch_size,
+        )
         cache = self._sim._view_cache
         hit = cache.get(job_id)
         if hit is not None and hit[0] is st and hit[1] == key:
@@ -174,6 +186,8 @@ class ClusterView:
             wait_s=wait_s,
             rps=st.rps,
             p99_ms=st.p99_ms,
+            # ``st.effective_batch_size``, inlined (views are built on the hot path)
+            batch_size=st.batch_size or (s.service.batch_size if s.service is not None else 0),
         )
         cache[job_id] = (st, key, jv)
         return jv
@@ -190,7 +204,53 @@ class ClusterView:
 
     @property
     def queue(self) -> list[JobView]:
+        """Every queued job in queue order (the window is its first ``queue_window``)."""
         return [self.job(s.job_id) for s in self._sim.queued_jobs()]
+
+    @property
+    def decidable(self) -> list[JobView]:
+        """The queued jobs a decision may place now, in queue order: :attr:`window`, or the
+        whole :attr:`queue` when the simulator's ``decision_scope`` is ``"queue"`` (the runner
+        sets it for a heuristic that declares ``decision_scope = "queue"``; the Gymnasium env
+        never does, so there it is the window)."""
+        return self.queue if self._sim.decision_scope == "queue" else self.window
+
+    def iter_decidable(self) -> Iterator[JobView]:
+        """:attr:`decidable`, built lazily (a policy that stops at the first job that fits
+        builds few views of a long queue)."""
+        sim = self._sim
+        if sim.decision_scope != "queue":
+            yield from self.window
+            return
+        for jid in self.decidable_ids():
+            yield self.job(jid)
+
+    def decidable_ids(self) -> list[int]:
+        """The job ids of :attr:`decidable`, in queue order (no JobViews built)."""
+        sim = self._sim
+        n = sim.window if sim.decision_scope != "queue" else len(sim.queue)
+        return [jid for _, jid in sim.queue[:n]]
+
+    def queued_wait_s(self, ids: Sequence[int]) -> list[float]:
+        """``JobView.wait_s`` of queued jobs ``ids``, without building views."""
+        jobs, now = self._sim.jobs, self.now_s
+        return [now - jobs[i].enqueue_t for i in ids]
+
+    def est_remaining_s(self, ids: Sequence[int]) -> np.ndarray:
+        """``JobView.est_remaining_s`` of jobs ``ids``, without building views."""
+        jobs = self._sim.jobs
+        return np.array(
+            [max(0.0, jobs[i].spec.est_work_s - jobs[i].work_done) for i in ids], dtype=np.float64
+        )
+
+    def online_flags(self, ids: Sequence[int]) -> np.ndarray:
+        """``JobView.online`` of jobs ``ids``, without building views."""
+        jobs = self._sim.jobs
+        return np.array([jobs[i].online for i in ids], dtype=bool)
+
+    def placeable(self, job_id: int) -> bool:
+        """Whether ``mask(job_id)`` allows anything."""
+        return self._sim.placeable(job_id)
 
     def residents(self, gpu: int) -> list[JobView]:
         return [self.job(j) for j in self._sim.cluster.residents[gpu]]

@@ -1,9 +1,10 @@
 """Compare the analytic speed model with the measurements in ``../shared/data``.
 
-Usage: ``python scripts/calibrate.py --data ../shared/data --json calibration.json``
+Usage: ``gsg calibrate --data ../shared/data --json calibration.json``
 
 Prints one row per dataset (shipped-coefficient error, fresh-fit error, leave-one-model-out
-error, number of points) and the freshly fitted coefficients; writes the errors as JSON.
+error, number of points) and the freshly fitted coefficients; with ``--json PATH`` writes the
+errors there as JSON and prints the file's absolute path (without it, nothing is written).
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ from pathlib import Path
 import pandas as pd
 
 from gpu_sharing_env.calibration import CalibrationDataError, run
+from gpu_sharing_env.fileio import atomic_write_text
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gsg calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="data dir")
-    parser.add_argument("--json", type=Path, default=None, help="write the errors here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="write the errors here (JSON); nothing is written without it",
+    )
     parser.add_argument("--no-heldout", action="store_true", help="skip pair-dataset refits")
     args = parser.parse_args(argv)
     try:
@@ -33,8 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         print(report.table().to_string())
     print("\nfreshly fitted coefficients (shipped ones live in zoo.py / interference.py):")
     print(json.dumps(report.fitted, indent=1))
-    if args.json is not None:
-        args.json.write_text(report.to_json() + "\n")
+    if args.json is None:
+        print("\nnothing written (pass --json PATH to save)")
+        return 0
+    path = args.json.resolve()
+    try:
+        atomic_write_text(path, report.to_json() + "\n")
+    except OSError as exc:
+        print(f"error: --json: {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"\nwrote {path}")
     return 0
 
 

@@ -28,6 +28,7 @@ from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
 from gsg.backends import BACKENDS, BackendError, check_backend
 from gsg.cells import plan_cells
+from gsg.ci import CI_NOTE
 from gsg.leaderboard import run_leaderboard, write_outputs
 from gsg.report import text_table
 
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (_, target) in scenarios.items():
         print(f"\n{name}: mean over seeds {','.join(map(str, seeds))} (SLO target {target:g})")
         print(text_table(summary, name))
+    print(f"\n{CI_NOTE}")
     failed = sum(r["record"]["status"] != "ok" for r in results)
     out = args.out
     print(f"\ntables: {out / 'leaderboard.csv'}, {out / 'summary.csv'}, {out / 'LEADERBOARD.md'}")

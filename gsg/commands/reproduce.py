@@ -42,12 +42,17 @@ def write_json(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def table(records: list[dict[str, Any]]) -> str:
-    """A Markdown table: id, paper value, simulated value, holds, wall time."""
-    rows = ["| id | paper | simulated | holds | s |", "|---|---|---|---|---|"]
+    """A Markdown table: id, kind, paper value, simulated value, holds, wall time. A
+    ``mechanism`` record's verdict says so (it checks wiring, not the paper's finding)."""
+    rows = ["| id | kind | paper | simulated | holds | s |", "|---|---|---|---|---|---|"]
     for r in records:
+        kind = r.get("kind", "claim")
         holds = "yes" if r["holds"] else "**no**"
+        if kind != "claim":
+            holds += f" ({kind} check)"
         rows.append(
-            f"| `{r['id']}` | {r['paper_value']} | {r['sim_value']} | {holds} | {r['wall_s']} |"
+            f"| `{r['id']}` | {kind} | {r['paper_value']} | {r['sim_value']} | {holds} "
+            f"| {r['wall_s']} |"
         )
     return "\n".join(rows)
 
@@ -77,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     for exp_id in ids:
         rec = EXPERIMENTS[exp_id](seeds, args.quick)
         records.append(rec)
-        print(f"{exp_id}: holds={rec['holds']} ({rec['wall_s']} s)", file=sys.stderr)
+        kind = rec.get("kind", "claim")
+        print(f"{exp_id} [{kind}]: holds={rec['holds']} ({rec['wall_s']} s)", file=sys.stderr)
     print(table(records))
     if args.json is not None:
         write_json(args.json, records)

@@ -2,10 +2,9 @@
 
 Usage::
 
-    python scripts/trace.py stats ../shared/data/philly_via_sia/philly.csv --format philly
-    python scripts/trace.py stats ../shared/data/alibaba_v2023/openb_pod_list_default.csv \
-        --format openb
-    python scripts/trace.py stats - --format synthetic --seed 1 --horizon-h 336
+    gsg trace stats ../shared/data/philly_via_sia/philly.csv --format philly
+    gsg trace stats ../shared/data/alibaba_v2023/openb_pod_list_default.csv --format openb
+    gsg trace stats - --format synthetic --seed 1 --horizon-h 336
 
 Formats: openb, pai, philly, philly-raw, helios, synthetic. For synthetic, PATH is ``-`` or a
 seed, and the PAI figures the defaults target are printed beside the generated ones.
@@ -22,7 +21,7 @@ from gpu_sharing_env.workload.stats import trace_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gsg trace", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("stats", help="print a distribution summary")
     st.add_argument("path", help="trace file; for --format synthetic '-' or a seed")

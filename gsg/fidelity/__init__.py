@@ -3,7 +3,9 @@
 ``EXPERIMENTS[id](seeds, quick)`` runs one experiment on a scenario built to match the paper's
 setup (``gpu_sharing_env/scenarios/fidelity/``) and returns its record: ``id``, ``paper``, ``claim``,
 ``paper_value``, ``sim_value``, ``holds`` (computed from the simulated numbers by the claim's
-direction), plus ``checks``, ``detail``, ``seeds`` and ``wall_s``. ``scripts/reproduce.py`` is
+direction), ``kind`` (``"claim"``, or ``"mechanism"`` where the paper's number is an input of
+the setup and the check only confirms a mechanism is wired), plus ``checks``, ``detail``,
+``seeds`` and ``wall_s``. ``scripts/reproduce.py`` is
 the command line; ``docs/fidelity.md`` the table and the reasons behind every claim that does
 not hold.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gsg.fidelity.common import OPS, RECORD_FIELDS
+from gsg.fidelity.common import OPS, RECORD_FIELDS, RECORD_KINDS
 from gsg.fidelity.gpulet import gpulet
 from gsg.fidelity.gpupool import gpupool_stp
 from gsg.fidelity.horus import horus
@@ -34,4 +36,4 @@ EXPERIMENTS: dict[str, Experiment] = {
     "gpulet": gpulet,
 }
 
-__all__ = ["EXPERIMENTS", "OPS", "RECORD_FIELDS", "Experiment"]
+__all__ = ["EXPERIMENTS", "OPS", "RECORD_FIELDS", "RECORD_KINDS", "Experiment"]

@@ -24,8 +24,9 @@ from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.online import latency_tuple
-from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.state import JobState, Status
 
 #: Comparison operators a check may use.
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -36,7 +37,13 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 #: Fields every record has (``scripts/reproduce.py`` writes them; the issue names them).
-RECORD_FIELDS = ("id", "paper", "claim", "paper_value", "sim_value", "holds")
+RECORD_FIELDS = ("id", "paper", "claim", "paper_value", "sim_value", "holds", "kind")
+
+#: What a record's ``holds`` says (``kind``): ``"claim"``, the paper's finding reproduced (or not)
+#: as an outcome of the simulation; ``"mechanism"``, a check that a mechanism the simulator
+#: implements after the paper is wired as described, where the paper's number is an input of
+#: the setup and the result follows from it (it cannot independently confirm the finding).
+RECORD_KINDS = ("claim", "mechanism")
 
 
 def scenario(name: str, **over: Any) -> ScenarioConfig:
@@ -71,11 +78,20 @@ class InstrumentedSimulator(Simulator):
     """
 
     def reset(self, seed: int) -> None:
+        #: Faults per cause: the ones that struck a job (``root``) and the co-located jobs they
+        #: took down with them (``propagated``).
+        self.faults_root: dict[str, int] = {}
+        self.faults_propagated: dict[str, int] = {}
         self.svc_req: dict[int, float] = {}
         self.svc_lat_w: dict[int, float] = {}
         self.svc_solo_w: dict[int, float] = {}
         self.online_gpus_max = 0
         super().reset(seed)
+
+    def _fail(self, st: JobState, cause: FaultCause, victim: bool = False) -> None:
+        counts = self.faults_propagated if victim else self.faults_root
+        counts[cause.value] = counts.get(cause.value, 0) + 1
+        super()._fail(st, cause, victim)
 
     def _tick(self) -> bool:
         changed = super()._tick()
@@ -86,7 +102,8 @@ class InstrumentedSimulator(Simulator):
                 continue
             svc = st.spec.service
             req = st.rps * tick
-            solo = latency_tuple(st.solo_batch_ms, st.rps, svc.batch_size, svc.slo_ms)[0]
+            batch = st.effective_batch_size
+            solo = latency_tuple(st.solo_batch_ms, st.rps, batch, svc.slo_ms)[0]
             self.svc_req[jid] = self.svc_req.get(jid, 0.0) + req
             self.svc_lat_w[jid] = self.svc_lat_w.get(jid, 0.0) + req * st.latency_ms
             self.svc_solo_w[jid] = self.svc_solo_w.get(jid, 0.0) + req * solo
@@ -106,6 +123,14 @@ class InstrumentedSimulator(Simulator):
           progress was at least ``qos`` (GPUPool's ``QoS_reached``).
         * ``f_busy_gpu_frac_day1``: mean share of GPUs with a resident over the first day's
           ticks (the load a scenario puts on its fleet while jobs arrive).
+        * ``f_faults_<cause>`` / ``f_propagated_<cause>``: per fault cause (``sim.faults``),
+          the faults that struck a job and the co-located jobs they took down.
+        * ``f_queue_delay_p90_frac_s`` / ``f_queue_delay_p90_whole_s``: 90th percentile of the
+          queueing delay of offline jobs asking for a fraction of a GPU (PAI's GPU-sharing
+          instances) and for whole GPUs; ``f_queued_1000s_whole``: share of the whole-GPU ones
+          that waited more than 1,000 s; ``f_queue_delay_p90_high_s``: the p90 of the
+          priority > 0 (high-GPU) ones; ``f_no_queue_share``: share of offline jobs that started
+          within a second of arriving (the statistics PAI reports, NSDI'22 Sec. 3.2 and 6.3).
         """
         slow = [
             self.svc_lat_w[j] / self.svc_solo_w[j] for j in self.svc_req if self.svc_solo_w[j] > 0
@@ -120,7 +145,31 @@ class InstrumentedSimulator(Simulator):
         ran = [s for s in offline if s.run_time_s > 0]
         day1 = [row[3] for row in self.timeseries if row[0] <= 86_400.0]
         np_ = [s.norm_integral / s.run_time_s for s in ran]
+
+        def delays(jobs: list[Any]) -> np.ndarray:
+            return np.array([s.first_start_t - s.spec.submit_s for s in jobs], dtype=float)
+
+        def p90(d: np.ndarray) -> float:
+            return float(np.percentile(d, 90)) if d.size else math.nan
+
+        frac = delays([s for s in started if s.spec.gpu_frac < 1.0])
+        whole = delays([s for s in started if s.spec.gpu_frac >= 1.0])
+        every = delays(started)
+        faults = {
+            f"f_{kind}_{c.value}": float(counts.get(c.value, 0))
+            for kind, counts in (
+                ("faults", self.faults_root),
+                ("propagated", self.faults_propagated),
+            )
+            for c in FaultCause
+        }
         return {
+            **faults,
+            "f_queue_delay_p90_frac_s": p90(frac),
+            "f_queue_delay_p90_whole_s": p90(whole),
+            "f_queued_1000s_whole": float(np.mean(whole > 1000.0)) if whole.size else math.nan,
+            "f_queue_delay_p90_high_s": p90(delays([s for s in started if s.spec.priority > 0])),
+            "f_no_queue_share": float(np.mean(every < 1.0)) if every.size else math.nan,
             "f_worst_service_slowdown": max(slow) if slow else math.nan,
             "f_online_gpus_max": float(self.online_gpus_max),
             "f_queue_delay_high_s": qd([s for s in started if s.spec.priority > 0]),
@@ -152,7 +201,8 @@ def run_variants(
 ) -> dict[str, float]:
     """Mean over ``seeds`` of each metric in ``keys`` per variant: ``{"label.key": value}``.
 
-    Also ``label.<key>_sum`` for error counts (``errors_*``), summed over seeds.
+    Also ``label.<key>_sum`` for error and fault counts (``errors_*``, ``f_faults_*``,
+    ``f_propagated_*``), summed over seeds.
     """
     out: dict[str, float] = {}
     for v in variants:
@@ -160,16 +210,22 @@ def run_variants(
         for k in keys:
             vals = np.array([r[k] for r in rows], dtype=float)
             out[f"{v.label}.{k}"] = float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan
-            if k.startswith("errors_"):
+            if k.startswith(("errors_", "f_faults_", "f_propagated_")):
                 out[f"{v.label}.{k}_sum"] = float(np.nansum(vals))
     return out
+
+
+def ratio(num: float, den: float) -> float:
+    """``num / den``, NaN where ``den`` is 0 (a check on it fails instead of raising)."""
+    return num / den if den != 0 else math.nan
 
 
 def check(
     name: str, detail: Mapping[str, float], num: str, op: str, bound: float, den: str | None = None
 ) -> dict[str, Any]:
-    """A claim's direction: ``detail[num] (/ detail[den]) op bound``; NaN never passes."""
-    value = detail[num] / detail[den] if den is not None else detail[num]
+    """A claim's direction: ``detail[num] (/ detail[den]) op bound``; NaN never passes (a
+    ratio over zero is NaN)."""
+    value = ratio(detail[num], detail[den]) if den is not None else detail[num]
     ok = bool(math.isfinite(value) and OPS[op](value, bound))
     return {
         "name": name,
@@ -191,11 +247,16 @@ def record(
     detail: Mapping[str, float],
     seeds: Sequence[int],
     t0: float,
+    kind: str = "claim",
 ) -> dict[str, Any]:
-    """The experiment's record; ``sim_value`` lists every check's simulated value."""
+    """The experiment's record; ``sim_value`` lists every check's simulated value; ``kind`` is
+    one of :data:`RECORD_KINDS`."""
+    if kind not in RECORD_KINDS:
+        raise ValueError(f"kind={kind!r}: must be one of {RECORD_KINDS}")
     sim_value = "; ".join(f"{c['name']} = {c['value']:.3g}" for c in checks)
     return {
         "id": exp_id,
+        "kind": kind,
         "paper": paper,
         "claim": claim,
         "paper_value": paper_value,

@@ -6,7 +6,8 @@ within their SLOs on fewer GPUs than a temporal-only scheduler (Nexus' squishy b
 or a spatial-only one (greedy best-fit partitions). Here the three schemes are the same
 planner, ``baselines.gpulet.GPULet``, restricted to the sharing modes each may use:
 spatio-temporal (exclusive, time-sharing, MPS), temporal-only (exclusive, time-sharing),
-spatial-only (exclusive, MPS).
+spatial-only (exclusive, MPS). Each chooses the batch size per placement (GPULet's third
+dimension: batch latency within half the SLO, ``Decision.batch_size``).
 """
 
 from __future__ import annotations

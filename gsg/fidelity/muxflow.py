@@ -35,6 +35,7 @@ from baselines.muxflow import _ILLEGAL, MuxFlow
 from baselines.reference import TimeSharing
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.view import ClusterView
 from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
@@ -113,8 +114,10 @@ def _plain_ts(quick: bool) -> ScenarioConfig:
     )
 
 
-def _arms(quick: bool, names: Sequence[str]) -> list[Variant]:
-    base = _cfg("muxflow", quick)
+def _arms(quick: bool, names: Sequence[str], name: str = "muxflow") -> list[Variant]:
+    """The named arms on scenario ``fidelity/<name>.yaml`` (time-sharing without priority on
+    ``fidelity/muxflow.yaml``, the only scenario that arm runs on)."""
+    base = _cfg(name, quick)
     table: dict[str, tuple[Callable[[], Policy], ScenarioConfig]] = {
         "time_sharing": (TimeSharing, _plain_ts(quick)),
         "pb_time_sharing": (TimeSharing, base),
@@ -189,11 +192,18 @@ def muxflow_offline(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]
 
 def muxflow_ablation(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """Ablation (Sec. 6.4): MuxFlow-S (no dynamic SM allocation) and MuxFlow-M (no matching)
-    both improve average JCT and oversold GPU over MuxFlow-S-M (neither)."""
+    both improve average JCT and oversold GPU over MuxFlow-S-M (neither).
+
+    Scenario ``fidelity/muxflow-ablation.yaml``: ``fidelity/muxflow.yaml`` with offline jobs of
+    eight model classes spanning the zoo's bandwidth intensity (0.02-1.0) and SM activity
+    (0.1-1.0) beside the default (equally diverse) service mix, so that which job is paired
+    with which service matters; with the paper's four CNNs, three of them alike, the
+    assignment could hardly differ from first fit.
+    """
     t0 = time.perf_counter()
     keys = ("jct_mean_s", "oversold_gpu", "jobs_completed")
     arms = ["muxflow", "muxflow_s", "muxflow_m", "muxflow_s_m"]
-    d = run_variants(_arms(quick, arms), seeds, keys)
+    d = run_variants(_arms(quick, arms, "muxflow-ablation"), seeds, keys)
     sm = "muxflow_s_m"
     checks = [
         check("JCT S-M/S", d, f"{sm}.jct_mean_s", ">", 1.0, "muxflow_s.jct_mean_s"),
@@ -213,37 +223,79 @@ def muxflow_ablation(seeds: Sequence[int], quick: bool = False) -> dict[str, Any
     )
 
 
-def muxflow_errors(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
-    """Mixed error handling (Sec. 4.3): SIGINT/SIGTERM are ~99% of the errors that propagate
-    under MPS; handling them gracefully cuts propagated failures by about two orders of
-    magnitude.
+#: MuxFlow's error analysis (Sec. 4.3, seeds/000 notes): of the errors that propagate under MPS,
+#: SIGINT/SIGTERM are ~99 %, every other cause ~1 % (split 4 : 1 between application errors and
+#: Xid errors, an ASSUMPTION as in ``muxflow-t4.yaml``). Each fault's cause is drawn from this
+#: distribution independently, with the run's seed (``Simulator``'s fault stream).
+PAPER_CAUSE_MIX = {"user_signal": 0.99, "app_error": 0.008, "xid": 0.002}
 
-    Scenario ``fidelity/muxflow-errors.yaml`` injects faults 50-100x faster than production
-    (0.5 per GPU-hour) in the paper's 99 : 1 cause mix, so that both counts are measurable. The
-    check is ``log10(propagated without / max(propagated with, 1)) >= 1.5`` (about two orders:
-    at least 10^1.5), summed over seeds.
+#: Injected faults per GPU-hour of running: 50-100x production, so that a day gives hundreds.
+ERRORS_FAULT_RATE_PER_GPU_H = 0.5
+
+
+def muxflow_errors(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
+    """Mixed error handling (Sec. 4.3) -- a *mechanism check*, not an independent finding.
+
+    MuxFlow found SIGINT/SIGTERM to be ~99 % of the errors that propagate under MPS and made
+    clients exit gracefully on them, so propagated failures fall by about two orders of
+    magnitude. Here the paper's cause distribution is an *input*: every fault's cause is drawn
+    from :data:`PAPER_CAUSE_MIX` (per fault, with the run's seed), and mixed handling stops
+    exactly the user-signal propagation (``sim.faults.propagates``). The reduction therefore
+    follows from the input mix (expected ``1 / (1 - signal share)``, ~100x): the record is
+    ``kind: "mechanism"``. Its checks: with mixed handling no user-signal fault propagates, and
+    propagated failures fall by at least 10^1.5 (summed over seeds). The detail has the
+    realised cause counts of each arm and the reduction the realised mix predicts
+    (``expected_log10_reduction``).
+
+    Scenario ``fidelity/muxflow-errors.yaml``: ``fidelity/muxflow.yaml`` with faults injected at
+    :data:`ERRORS_FAULT_RATE_PER_GPU_H` (50-100x production) so that the counts are measurable.
     """
     t0 = time.perf_counter()
-    cfg = _cfg("muxflow-errors", quick)
+    rates = {c: ERRORS_FAULT_RATE_PER_GPU_H * w for c, w in PAPER_CAUSE_MIX.items()}
+    cfg = _cfg("muxflow-errors", quick, **{"faults.rate_per_gpu_h": rates})
     arms = [
         Variant("without", MuxFlowNoMixedErrors, cfg),
         Variant("with", MuxFlow, cfg),
     ]
-    d = run_variants(arms, seeds, ("errors_propagated", "errors_total", "jobs_completed"))
+    causes = [c.value for c in FaultCause]
+    keys = (
+        "errors_propagated",
+        "errors_total",
+        "jobs_completed",
+        *(f"f_faults_{c}" for c in causes),
+        *(f"f_propagated_{c}" for c in causes),
+    )
+    d = run_variants(arms, seeds, keys)
     d["with.errors_propagated_sum_floor1"] = max(d["with.errors_propagated_sum"], 1.0)
     without = d["without.errors_propagated_sum"]
     d["log10_reduction"] = (
         math.log10(without / d["with.errors_propagated_sum_floor1"]) if without > 0 else math.nan
     )
-    checks = [check("log10 reduction", d, "log10_reduction", ">=", 1.5)]
+    # The realised mix of the faults that struck jobs under mixed handling, and the reduction
+    # it predicts if mixed handling stops exactly the user-signal propagation.
+    root = sum(d[f"with.f_faults_{c}_sum"] for c in causes if c != "oom")
+    share = d["with.f_faults_user_signal_sum"] / root if root > 0 else math.nan
+    d["with.realised_user_signal_share"] = share
+    d["expected_log10_reduction"] = -math.log10(1.0 - share) if share < 1.0 else math.nan
+    checks = [
+        check(
+            "user-signal faults propagated with mixed handling",
+            d,
+            "with.f_propagated_user_signal_sum",
+            "<=",
+            0.0,
+        ),
+        check("log10 reduction", d, "log10_reduction", ">=", 1.5),
+    ]
     return record(
         "muxflow-errors",
         PAPER,
         "with mixed error handling, propagated failures under MPS fall by about two orders of "
-        "magnitude",
+        "magnitude (mechanism check: the paper's ~99 % user-signal share is the input)",
         "~100x fewer propagated errors (Sec. 4.3)",
         checks,
         d,
         seeds,
         t0,
+        kind="mechanism",
     )

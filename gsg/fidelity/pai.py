@@ -17,32 +17,73 @@ from gsg.fidelity.common import Variant, check, record, run_variants, scenario
 
 PAPER = "MLaaS in the Wild (Weng et al., NSDI'22)"
 
-#: Load factors of the reserving-and-packing sweep: the scenario's 100 tasks/h, and 1.5x.
-RP_LOADS = (1.0, 1.5)
+#: Load factors of the reserving-and-packing experiment (x the scenario's 100 tasks/h): the
+#: checks are read at the first; the second is a sensitivity point in the detail (``x1.05.*``).
+RP_LOADS = (1.0, 1.05)
+
+#: The queueing statistics PAI reports for its production cluster (NSDI'22 Sec. 3.2, Fig. 7c/d;
+#: Sec. 6.3), which the experiment's load is chosen to match under reserving-and-packing (the
+#: production policy): 90 % of GPU-sharing (fractional) instances start within 497 s; 10 % of
+#: whole-GPU instances wait more than 1,000 s; instances asking for high-end (V100) GPUs wait
+#: 13,709 s at the 90th percentile.
+PAI_QUEUEING = {
+    "f_queue_delay_p90_frac_s": 497.0,
+    "f_queued_1000s_whole": 0.10,
+    "f_queue_delay_p90_high_s": 13_709.0,
+}
+
+
+class ReservePackQueue(ReservePack):
+    """``reserve_pack`` over the whole queue, as PAI's scheduler (not an env's window of 8)."""
+
+    name = "reserve_pack_queue"
+    decision_scope = "queue"
+
+
+class LoadBalanceQueue(LoadBalance):
+    """``load_balance`` over the whole queue."""
+
+    name = "load_balance_queue"
+    decision_scope = "queue"
 
 
 def pai_reserve_pack(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """Reserving-and-packing vs load balancing (Sec. 6.3, Fig. 21): R&P lowers the average
     queueing delay by 45%, and by 68% for high-GPU tasks.
 
-    Setup (``fidelity/pai.yaml``): the PAI machine mix at 1/20 scale, PAI-like tasks for a day
-    at 100 tasks/h (about 3/4 of the GPUs occupied, PAI's reported allocation). High-GPU tasks
-    are the workload's priority-1 tasks (pinned to > 16 GB V100s). The checks (ratios of the
-    load-balancing delay to R&P's, above 1) are taken at that load; the detail also holds a
-    1.5x load (``x1.5.*``; skipped with ``quick``), since the sign of the overall effect depends
-    on load.
+    Setup (``fidelity/pai.yaml``): the PAI machine mix at 1/20 scale, PAI-like tasks for a day.
+    Both policies schedule from the whole queue (:class:`ReservePackQueue`,
+    :class:`LoadBalanceQueue`), as PAI's scheduler and simulator do: a queue window would add
+    head-of-line blocking PAI does not have, and it dominates at high load. High-GPU tasks are
+    the workload's priority-1 tasks (pinned to > 16 GB V100s).
+
+    Load: 100 tasks/h, about three quarters of the GPUs allocated (PAI's reported allocation
+    for its low-end machines). The queueing statistics PAI reports (:data:`PAI_QUEUEING`, under
+    R&P, its production policy) are in the detail beside the simulated ones
+    (``f_queue_delay_p90_frac_s``, ``f_queued_1000s_whole``, ``f_queue_delay_p90_high_s``,
+    ``f_no_queue_share``), so the regime can be compared: the fleet saturates during the day's
+    peak between 1.0x and 1.05x this load (PAI's statistics lie between the two), so the
+    detail also holds 1.05x (``x1.05.*``; skipped with ``quick``). The checks are read at 1.0x
+    (``docs/fidelity.md`` gives both).
     """
     t0 = time.perf_counter()
-    keys = ("queue_delay_mean_s", "f_queue_delay_high_s", "jct_mean_s", "f_busy_gpu_frac_day1")
-    d: dict[str, float] = {}
+    keys = (
+        "queue_delay_mean_s",
+        "f_queue_delay_high_s",
+        "jct_mean_s",
+        "f_busy_gpu_frac_day1",
+        *PAI_QUEUEING,
+        "f_no_queue_share",
+    )
+    d: dict[str, float] = {f"pai.{k}": v for k, v in PAI_QUEUEING.items()}
     for factor in RP_LOADS[:1] if quick else RP_LOADS:
         over: dict[str, Any] = {"workload.offline.params.arrivals_per_h": 100.0 * factor}
         if quick:
             over["workload.offline.arrival_window_h"] = 12.0
         cfg = scenario("pai", **over)
         arms = [
-            Variant("reserve_pack", ReservePack, cfg),
-            Variant("load_balance", LoadBalance, cfg),
+            Variant("reserve_pack", ReservePackQueue, cfg),
+            Variant("load_balance", LoadBalanceQueue, cfg),
         ]
         res = run_variants(arms, seeds, keys)
         prefix = "" if factor == 1.0 else f"x{factor}."
@@ -83,20 +124,32 @@ def pai_reserve_pack(seeds: Sequence[int], quick: bool = False) -> dict[str, Any
 SJF_SIGMAS = {"sjf_coarse": 1.0, "sjf_predicted": 0.5, "sjf_oracle": 0.0}
 
 
+class FifoQueue(FirstFit):
+    """FIFO over the whole queue, the SJF arms' baseline: ``first_fit``'s placement, jobs
+    taken in queue (submission) order from every queued job (``decision_scope = "queue"``,
+    like ``sjf_predicted``), so only the order differs between the arms."""
+
+    name = "fifo_queue"
+    decision_scope = "queue"
+
+
 def pai_sjf(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """Shortest-job-first on predicted durations (Sec. 5.2, Fig. 13): SJF lowers the average
     completion time by 63-77% vs FIFO, and a more accurate predictor comes closer to the
     oracle (SJF on true durations).
 
     Setup (``fidelity/pai-sjf.yaml``): the fleet and tasks of ``fidelity/pai.yaml`` at 150
-    tasks/h on whole GPUs (PAI's simulator grants requests and ignores co-location), queue
-    window 64. FIFO is ``first_fit`` (the same placement as ``sjf_predicted``, queue order).
+    tasks/h on whole GPUs (PAI's simulator grants requests and ignores co-location). Every arm
+    orders the *whole queue*, as PAI's simulator did (``decision_scope = "queue"``; the
+    scenario's queue window of 64 is the Gymnasium env's, unused here). FIFO is
+    :class:`FifoQueue` (``first_fit``'s placement in queue order, the same placement as
+    ``sjf_predicted``).
     The predictor's error is the workload's ``estimate_sigma`` (1.0, 0.5, 0); the workload and
     its noise draws are the same in every arm. ``quick`` halves the arrival window.
     """
     t0 = time.perf_counter()
     over: dict[str, Any] = {"workload.offline.arrival_window_h": 12.0} if quick else {}
-    arms = [Variant("fifo", FirstFit, scenario("pai-sjf", **over))]
+    arms = [Variant("fifo", FifoQueue, scenario("pai-sjf", **over))]
     for label, sigma in SJF_SIGMAS.items():
         cfg = scenario("pai-sjf", **over, **{"workload.offline.estimate_sigma": sigma})
         arms.append(Variant(label, SjfPredicted, cfg))

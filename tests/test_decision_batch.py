@@ -1,0 +1,127 @@
+"""``Decision.batch_size``: a placement may give an online service its batch size (GPULet's third
+dimension). Validated by the legality check, kept on the job's state for that placement only,
+and used by the engine for the service's batch latency, GPU duty and latency statistics."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from baselines.gpulet import GPULet
+from gpu_sharing_env.sim.codec import ActionCodec
+from gpu_sharing_env.sim.engine import MAX_BATCH_SIZE, Decision, IllegalDecision, Simulator
+from gpu_sharing_env.sim.online import latency
+from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.workload.job import JobSpec
+from tests import helpers
+from tests.helpers import LinearSpeed, job, nodes, option, scenario
+from tests.test_baselines_muxflow import make, run_policy, svc
+
+
+class BatchSpeed(LinearSpeed):
+    """LinearSpeed with a batch latency that grows with the batch: ``2 + batch`` ms."""
+
+    SOLO: ClassVar[dict[str, float]] = LinearSpeed.SOLO
+
+    def batch_latency_ms(self, model: str, gpu_type: str, batch_size: int) -> float:
+        return 2.0 + float(batch_size)
+
+
+RPS = 400.0
+SLO_MS = 200.0
+
+
+def service(jid: int = 0, batch: int = 8) -> JobSpec:
+    """A bert service at a constant ``RPS`` for ten hours."""
+    return helpers.service(jid, 36_000.0, rps=RPS, slo_ms=SLO_MS, batch_size=batch)
+
+
+def sim_with(jobs: list[JobSpec], gpus: int = 2) -> Simulator:
+    sim = Simulator(scenario(), nodes(gpus=gpus), lambda rng: list(jobs), speed=BatchSpeed())
+    sim.reset(0)
+    return sim
+
+
+def test_batch_size_is_checked() -> None:
+    sim = sim_with([service(0), job(1, 100.0)])
+    excl = option(sim, "excl")
+    why = sim.check(Decision(1, 1, excl, batch_size=4))
+    assert why is not None and "only online services" in why and "job 1" in why
+    for bad in (-1, MAX_BATCH_SIZE + 1):
+        why = sim.check(Decision(0, 0, excl, batch_size=bad))
+        assert why is not None and f"must be in 1..{MAX_BATCH_SIZE}" in why
+        assert "\n" not in why
+        with pytest.raises(IllegalDecision, match="batch_size"):
+            sim.apply(Decision(0, 0, excl, batch_size=bad))
+    assert sim.check(Decision(0, 0, excl, batch_size=MAX_BATCH_SIZE)) is None
+    assert sim.check(Decision(0, 0, excl)) is None  # 0: the service's own
+    assert sim.check(Decision(1, 1, excl, batch_size=0)) is None
+
+
+@pytest.mark.parametrize("batch", [0, 2, 32])
+def test_the_placement_batch_size_drives_latency_and_duty(batch: int) -> None:
+    sim = sim_with([service(0, batch=8)])
+    sim.apply(Decision(0, 0, option(sim, "excl"), batch_size=batch))
+    st = sim.jobs[0]
+    b = batch or 8
+    assert st.batch_size == batch and st.effective_batch_size == b
+    assert st.solo_batch_ms == 2.0 + b  # ``_solo_batch_ms`` at the placement's batch
+    assert ClusterView(sim).job(0).batch_size == b
+    sim.advance()  # past the first load tick
+    assert sim.now > 0
+    want = latency(2.0 + b, st.rps, b, SLO_MS)
+    assert st.latency_ms == pytest.approx(want.mean_ms)
+    assert st.p99_ms == pytest.approx(want.p99_ms)
+    # ``_update_load``'s duty: requests/s x batch latency / batch (quantised to DUTY_STEP).
+    assert st.duty == pytest.approx(RPS * (2.0 + b) / 1000.0 / b, abs=0.03)
+
+
+def test_a_new_placement_replaces_the_batch_size_and_leaving_resets_it() -> None:
+    # Offline arrivals at 600 s and 1,200 s are decision points after the load ticks (300 s).
+    sim = sim_with([service(0, batch=8), job(1, 1e5, 600.0), job(2, 1e5, 1_200.0)], gpus=4)
+    excl = option(sim, "excl")
+    sim.apply(Decision(0, 0, excl, batch_size=2))
+    sim.advance()
+    assert sim.now == 600.0
+    st = sim.jobs[0]
+    assert st.latency_ms == pytest.approx(latency(4.0, st.rps, 2, SLO_MS).mean_ms)
+    # Migrating it (a decision about a running job) with another batch size: the tick's
+    # per-service constants are rebuilt with it.
+    sim.apply(Decision(0, 1, excl, batch_size=16))
+    assert st.gpus == [1] and st.batch_size == 16 and st.solo_batch_ms == 18.0
+    sim.advance()
+    assert sim.now == 1_200.0
+    assert st.latency_ms == pytest.approx(latency(18.0, st.rps, 16, SLO_MS).mean_ms)
+    # The batch size belongs to the placement: gone once the job leaves its GPUs.
+    sim._finish(st, st.status.DONE)
+    assert st.batch_size == 0 and st.effective_batch_size == 8
+
+
+def test_the_env_codec_never_sets_a_batch_size() -> None:
+    sim = sim_with([service(0)])
+    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+    d = codec.to_decision(sim, codec.encode(0, 0, option(sim, "excl")))
+    assert d is not None and d.batch_size == 0
+
+
+def test_gpulet_chooses_the_batch_within_half_the_slo() -> None:
+    # resnet50 on a V100: a batch of b takes 0.92 + 0.744 b ms. With a 10 ms SLO the configured
+    # batch of 8 (6.9 ms) breaks GPULet's rule (batch latency <= SLO / 2 = 5 ms); 4 (3.9 ms)
+    # keeps it. With a lenient SLO the largest batch searched keeps the GPU least busy.
+    def placed(slo_ms: float, **kw: object) -> tuple[Decision, Simulator]:
+        sim = make([svc(0, "resnet50", 100.0, slo_ms=slo_ms)], nodes(gpus=1))
+        log: list[Decision] = []
+        run_policy(GPULet(**kw), sim, until_s=0.0, on_decision=lambda v, d: log.append(d))  # type: ignore[arg-type]
+        return log[0], sim
+
+    d, sim = placed(10.0)
+    st = sim.jobs[0]
+    assert 1 <= d.batch_size <= 4 and st.batch_size == d.batch_size
+    assert sim.speed.batch_latency_ms("resnet50", "V100-16GB", d.batch_size) <= 5.0
+    assert st.solo_batch_ms == sim.speed.batch_latency_ms("resnet50", "V100-16GB", d.batch_size)
+    d, sim = placed(200.0)
+    assert d.batch_size == 32 and sim.jobs[0].batch_size == 32
+    # Without the search GPULet leaves the batch to the service (0: its configured 8).
+    d, sim = placed(200.0, batch_sizes=None)
+    assert d.batch_size == 0 and sim.jobs[0].effective_batch_size == 8
