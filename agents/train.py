@@ -25,6 +25,7 @@ default); the leaderboard's seeds 0..N-1 are never trained on. Exit codes: 0 don
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                 bc_info = _pretrain(model, names[0], env_kwargs, settings, conserving, gamma,
                                     out, args.quiet)  # fmt: skip
             except KeyboardInterrupt:
-                venv.close()
+                _close_quietly(venv)
                 print("\ninterrupted during pretraining (labelled episodes are cached); "
                       "start again with the same command", file=sys.stderr)  # fmt: skip
                 shutil.rmtree(out / "tb", ignore_errors=True)
@@ -290,22 +291,25 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(v, int | float):
                     model.logger.record(f"pretrain/{k}", v)
             model.logger.dump(0)
-        # a run killed before its first checkpoint resumes after pretraining
-        checkpoint.init_callback(model)
-        checkpoint.save()
-        write_metrics()
 
-    evaluator = EvalCallback(
-        args.algo, scenario, settings.eval_seeds, env_kwargs, reference, settings.eval_freq,
-        out, meta, settings.figure_every, history, on_eval=lambda h: write_metrics(),
-        conserving=conserving, hint=settings.expert_hint, env_id=settings.env_id,
-        best_jct=best_so_far,
-    )  # fmt: skip
-    callbacks = [SimMetricsCallback(), evaluator, checkpoint]
-    callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))
-    remaining = settings.n_timesteps - model.num_timesteps
+    # Ctrl-C from here on (the first checkpoint, the evaluator's set-up, learning) saves a
+    # checkpoint and says how to go on.
     t_learn, steps0 = time.perf_counter(), int(model.num_timesteps)
     try:
+        if not args.resume:
+            # a run killed before its first checkpoint resumes after pretraining
+            checkpoint.init_callback(model)
+            checkpoint.save()
+            write_metrics()
+        evaluator = EvalCallback(
+            args.algo, scenario, settings.eval_seeds, env_kwargs, reference, settings.eval_freq,
+            out, meta, settings.figure_every, history, on_eval=lambda h: write_metrics(),
+            conserving=conserving, hint=settings.expert_hint, env_id=settings.env_id,
+            best_jct=best_so_far,
+        )  # fmt: skip
+        callbacks = [SimMetricsCallback(), evaluator, checkpoint]
+        callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))
+        remaining = settings.n_timesteps - model.num_timesteps
         if remaining > 0:
             model.learn(
                 total_timesteps=remaining, callback=callbacks, reset_num_timesteps=False,
@@ -315,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint.init_callback(model)
         path = checkpoint.save()
         write_metrics()
-        venv.close()
+        _close_quietly(venv)
+        model.logger.close()
         print(
             f"\ninterrupted at {model.num_timesteps} timesteps; checkpoint {path} saved; "
             f"continue with --resume",
@@ -344,6 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     venv.close()
     return 0
+
+
+def _close_quietly(venv: Any) -> None:
+    """Close the envs; subprocess workers that the same Ctrl-C already stopped are not waited
+    for (their pipes are closed)."""
+    with contextlib.suppress(EOFError, OSError):
+        venv.close()
 
 
 #: ``VecNormalize``'s clip on normalised rewards: high, since a few decisions (a gang that
