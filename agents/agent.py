@@ -301,3 +301,9 @@ def load_agent(name_or_path: str | os.PathLike[str], deterministic: bool = True)
 def ppo_default() -> RLAgent:
     """The shipped ``ppo_default`` agent (entry point of the policy registry)."""
     return load_agent("ppo_default")
+
+
+def ppo_v1() -> RLAgent:
+    """The shipped ``ppo_v1`` agent, option-agnostic (``GpuSharing-v1``): it runs on any
+    scenario's option set and cluster size (entry point of the policy registry)."""
+    return load_agent("ppo_v1")

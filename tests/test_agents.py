@@ -145,7 +145,14 @@ def test_ctrl_c_saves_checkpoint(tmp_path: Path) -> None:
     cfg.write_text(TINY.replace("n_timesteps: 512", "n_timesteps: 100000")
                    .replace("checkpoint_freq: 128", "checkpoint_freq: 100000"))  # fmt: skip
     out = tmp_path / "run"
-    args = [*TRAIN, "--algo", "maskable_ppo", "--out", str(out), "--config", str(cfg), "--quiet"]
+    # A test run started in the background (``make test &``, CI runners) inherits SIGINT as
+    # *ignored*, and Python keeps it ignored: give the child the default Ctrl-C handling.
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    args = [sys.executable, "-c", start, *TRAIN[1:], "--algo", "maskable_ppo", "--out", str(out),
+            "--config", str(cfg), "--quiet"]  # fmt: skip
     proc = subprocess.Popen(
         args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -241,6 +241,18 @@ def test_v0_agent_still_refuses_other_option_sets_and_runs_on_default() -> None:
         evaluate(load_agent("ppo_default"), load_scenario("muxflow-t4"), [0])
 
 
+@pytest.mark.skipif("ppo_v1" not in pretrained_names(), reason="no shipped v1 agent")
+@pytest.mark.parametrize("scenario", ["muxflow-t4", "mig-a100"])
+def test_shipped_v1_agent_runs_zero_shot_on_other_option_sets(scenario: str) -> None:
+    from agents.agent import PRETRAINED_DIR
+
+    assert (PRETRAINED_DIR / "ppo_v1.zip").stat().st_size < 5_000_000  # the issue's bound
+    cfg = load_scenario(scenario)
+    assert cfg.name != "default"
+    (rec,) = evaluate(load_agent("ppo_v1"), cfg, [0])  # an illegal action would raise
+    assert rec["jobs_completed"] > 0.5 * rec["jobs_submitted"]
+
+
 # ------------------------------------------------------------------- paired rewards, labels
 def test_paired_return_is_the_gap_to_the_reference() -> None:
     """Driven by time_sharing against speed_sjf, the paired return is (their JCT gap in hours)

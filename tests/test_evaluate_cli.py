@@ -55,6 +55,18 @@ def test_records_follow_the_schema(tmp_path: Path) -> None:
         assert r["jobs_submitted"] == 6
 
 
+def test_all_may_stand_in_a_list(tmp_path: Path) -> None:
+    sc = tmp_path / "tiny.yaml"
+    sc.write_text(TINY)
+    out = tmp_path / "r.json"
+    p = _run("--policy", "time_sharing,all", "--scenario", str(sc), "--seeds", "1",
+             "--json", str(out), "--quiet")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    names = [r["policy"] for r in json.loads(out.read_text())]
+    assert names[0] == "time_sharing" and len(names) == len(set(names))  # listed once
+    assert {"antman", "first_fit", "speed_sjf"} <= set(names)
+
+
 def test_cluster_override_from_yaml(tmp_path: Path) -> None:
     sc = tmp_path / "tiny.yaml"
     sc.write_text(TINY)

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--policy",
         default="all",
-        help="'all' (the heuristic policies) or a comma list of registered names "
+        help="a comma list of registered names or 'all' (every heuristic policy) "
         f"({', '.join(policy_names())}), module:Class, or a trained agent's model.zip path",
     )
     ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
@@ -180,7 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     try:
-        names = policy_names("policy") if args.policy == "all" else args.policy.split(",")
+        # "all" (every registered heuristic) may stand in a list: "my.zip,all"
+        names = []
+        for tok in args.policy.split(","):
+            names += (
+                [n for n in policy_names("policy") if n not in names] if tok == "all" else [tok]
+            )
         policies = [make_policy(n.strip()) for n in names]
         scenario = load_scenario(args.scenario)
         scenario = override(

@@ -1,7 +1,7 @@
 """Reproduce the seed papers' published findings with the simulator (docs/fidelity.md).
 
-python scripts/reproduce.py --experiment all --json out/fidelity.json
-python scripts/reproduce.py --experiment muxflow-online,pai-sjf --quick --seeds 1
+gsg reproduce --experiment all --json out/fidelity.json
+gsg reproduce --experiment muxflow-online,pai-sjf --quick --seeds 1
 
 Each experiment (``fidelity.EXPERIMENTS``) runs on a scenario built to match its paper's setup
 and yields a record ``{"id", "paper", "claim", "paper_value", "sim_value", "holds", ...}``;

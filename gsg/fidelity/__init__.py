@@ -5,7 +5,7 @@ setup (``gpu_sharing_env/scenarios/fidelity/``) and returns its record: ``id``, 
 ``paper_value``, ``sim_value``, ``holds`` (computed from the simulated numbers by the claim's
 direction), ``kind`` (``"claim"``, or ``"mechanism"`` where the paper's number is an input of
 the setup and the check only confirms a mechanism is wired), plus ``checks``, ``detail``,
-``seeds`` and ``wall_s``. ``scripts/reproduce.py`` is
+``seeds`` and ``wall_s``. ``gsg reproduce`` is
 the command line; ``docs/fidelity.md`` the table and the reasons behind every claim that does
 not hold.
 """

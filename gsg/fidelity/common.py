@@ -36,7 +36,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
 }
 
-#: Fields every record has (``scripts/reproduce.py`` writes them; the issue names them).
+#: Fields every record has (``gsg reproduce`` writes them).
 RECORD_FIELDS = ("id", "paper", "claim", "paper_value", "sim_value", "holds", "kind")
 
 #: What a record's ``holds`` says (``kind``): ``"claim"``, the paper's finding reproduced (or not)
