@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/gsg leaderboard --scenarios default --policies all,ppo_default,planner --seeds 3 --out runs/demo
+	$(BIN)/gsg leaderboard --scenarios default --policies all,ppo_default,ppo_v1,planner --seeds 3 --out runs/demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
