@@ -90,14 +90,19 @@ class AntMan(HeuristicPolicy):
                 return Decision(job.job_id, g, opt)
         # Headroom is kept for guarantee jobs while any waits (in the whole queue).
         waiting = bool(guaranteed) or any(self.guarantee(j) for j in view.queue)
-        for job in window:
-            if self.guarantee(job):
-                continue
+        rest = [j for j in window if not self.guarantee(j)]
+        for job in self._opportunistic_order(view, rest, opt):
             col = view.mask(job.job_id)[:, opt]
             g = self._opportunistic_gpu(view, job, col, keep_headroom=waiting)
             if g is not None:
                 return Decision(job.job_id, g, opt)
         return None
+
+    def _opportunistic_order(
+        self, view: ClusterView, jobs: list[JobView], opt: int
+    ) -> list[JobView]:
+        """The order opportunistic jobs are tried in: the window's (FIFO)."""
+        return jobs
 
     def _has_guarantee(self, view: ClusterView, gpu: int) -> bool:
         return any(self.guarantee(r) for r in view.residents(gpu))

@@ -39,8 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.antman import AntMan
-from baselines.gandiva import est_duty, shared_option
-from gpu_sharing_env.sim.engine import Decision
+from baselines.gandiva import est_duty
 from gpu_sharing_env.sim.view import ClusterView, JobView
 
 
@@ -75,27 +74,18 @@ class SpeedSJF(AntMan):
             opp_mem_frac=opp_mem_frac, min_idle=min_idle, service_max_duty=service_max_duty
         )
 
-    def decide(self, view: ClusterView) -> Decision | None:
-        opt = shared_option(view)
-        if opt is None:
-            return None
-        window = view.window
-        guaranteed = [j for j in window if self.guarantee(j)]
-        for job in guaranteed:
-            g = self._guarantee_gpu(view, job, view.mask(job.job_id)[:, opt])
-            if g is not None:
-                return Decision(job.job_id, g, opt)
-        waiting = bool(guaranteed) or any(self.guarantee(j) for j in view.queue)
-        cols = {j.job_id: view.mask(j.job_id)[:, opt] for j in window if not self.guarantee(j)}
-        order = sorted(
-            (j for j in window if j.job_id in cols),
-            key=lambda j: (predicted_duration_s(view, j, cols[j.job_id]), j.submit_s, j.job_id),
+    def _opportunistic_order(
+        self, view: ClusterView, jobs: list[JobView], opt: int
+    ) -> list[JobView]:
+        """Shortest predicted duration first (ties: submission, then id)."""
+        return sorted(
+            jobs,
+            key=lambda j: (
+                predicted_duration_s(view, j, view.mask(j.job_id)[:, opt]),
+                j.submit_s,
+                j.job_id,
+            ),
         )
-        for job in order:
-            g = self._opportunistic_gpu(view, job, cols[job.job_id], keep_headroom=waiting)
-            if g is not None:
-                return Decision(job.job_id, g, opt)
-        return None
 
     def _opportunistic_key(
         self, view: ClusterView, job: JobView, gpus: list[int], spare: float, start: int
