@@ -19,6 +19,8 @@ Mechanisms implemented:
 * **Two-level protection** (``protection`` mechanism): the simulator's SysMonitor throttles, then
   evicts offline work when the service nears its SLO, and offline work is placed only on
   healthy GPUs (the legality mask excludes the others).
+* **xCUDA** (``kernel_priority`` mechanism): the offline client runs at a lower priority than
+  the service and launches kernels only into its idle time (see below).
 * **Mixed error handling** (``mixed_error_handling`` mechanism): graceful exit on SIGINT/SIGTERM,
   so user signals do not take down the MPS server.
 * **Scheduling at an interval**: offline placements are planned in rounds every ``interval_s``
@@ -30,9 +32,12 @@ empty GPU where they run fastest, under MPS with a large share (75%) so an offli
 beside them, or exclusively when their peak load needs more. Weights are normalised throughput
 times the model's solo speed on the GPU type (the paper's cluster was homogeneous T4; on mixed
 fleets this keeps fast GPUs for the jobs that gain most). Offline jobs that get no online
-partner run alone on empty GPUs; gang jobs only go to empty GPUs. The paper's xCUDA kernel-level
-throttling is the simulator's SysMonitor throttle. To avoid starving the queue, a round also
-starts whenever no offline job is running (no future completion would wake the scheduler).
+partner run alone on empty GPUs; gang jobs only go to empty GPUs. The paper's xCUDA (kernel
+launches of offline work held back while the service is busy) is the ``kernel_priority``
+mechanism: kernel-level priority under MPS, calibrated on Tally's measured pairs (the only
+measurements of a kernel-level-throttled co-runner we have; xCUDA itself is unpublished), and
+the predictor is profiled with it. To avoid starving the queue, a round also starts whenever
+no offline job is running (no future completion would wake the scheduler).
 """
 
 from __future__ import annotations
@@ -227,6 +232,7 @@ class MuxFlow(HeuristicPolicy):
         "protection": True,
         "dynamic_sm": True,
         "mixed_error_handling": True,
+        "kernel_priority": True,
     }
 
     def __init__(
@@ -253,7 +259,8 @@ class MuxFlow(HeuristicPolicy):
     def predictor(self, view: ClusterView) -> PairSpeedPredictor:
         """The trained speed predictor (trained on first use, cached per profiler and seed)."""
         if self._predictor is None:
-            self._predictor = train_pair_speed(view, self.seed)
+            kp = bool(self.mechanisms.get("kernel_priority", False))
+            self._predictor = train_pair_speed(view, self.seed, kernel_priority=kp)
         return self._predictor
 
     # ------------------------------------------------------------------ decisions

@@ -227,13 +227,17 @@ def _direct_predict(sc: Any, mlp: Any, x: np.ndarray) -> np.ndarray:
     return np.asarray(y.ravel() if y.shape[1] == 1 else y)
 
 
-def train_pair_speed(view: ClusterView, seed: int, n: int = 500) -> PairSpeedPredictor:
+def train_pair_speed(
+    view: ClusterView, seed: int, n: int = 500, kernel_priority: bool = False
+) -> PairSpeedPredictor:
     """Profile ``n`` random (offline, online, load, SM split, GPU type) samples, fit the MLP.
 
     As the paper (4 layers, hidden 64): an MLP with three hidden layers of 64 units, fitted by
     L-BFGS (deterministic given ``seed``), on 80% of the samples; the other 20% are held out to
-    report its error (``holdout_mae``).
+    report its error (``holdout_mae``). ``kernel_priority``: profile with the online service at
+    a higher priority, as deployed with kernel-level priority (MuxFlow's xCUDA).
     """
+    prio = 1 if kernel_priority else 0
 
     def build() -> PairSpeedPredictor:
         rng = np.random.default_rng(seed)
@@ -249,7 +253,7 @@ def train_pair_speed(view: ClusterView, seed: int, n: int = 500) -> PairSpeedPre
             s = offline_share(duty_on) if rng.random() < 0.5 else float(rng.uniform(0.1, 0.9))
             res = [
                 Resident(off, sm_frac=s, duty=ZOO[off].duty),
-                Resident(on, sm_frac=1.0 - s, duty=duty_on, online=True),
+                Resident(on, sm_frac=1.0 - s, duty=duty_on, online=True, priority=prio),
             ]
             xs.append(PairSpeedPredictor.row(off, on, duty_on, s, sm_limited(view, gt)))
             ys.append(view.profile(gt, SharingMode.MPS, res)[0])
@@ -269,7 +273,8 @@ def train_pair_speed(view: ClusterView, seed: int, n: int = 500) -> PairSpeedPre
         mae = float(np.mean(np.abs(np.clip(net.predict(x[cut:]), 0.01, 1.0) - y[cut:])))
         return PairSpeedPredictor(net, mae)
 
-    pred: PairSpeedPredictor = cached(("muxflow", seed, n, fingerprint(view)), build)
+    key = ("muxflow", seed, n, fingerprint(view)) + (("kp",) if kernel_priority else ())
+    pred: PairSpeedPredictor = cached(key, build)
     return pred
 
 

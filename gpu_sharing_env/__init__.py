@@ -14,7 +14,7 @@ import warnings
 
 from gymnasium.envs.registration import register, registry
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 if "GpuSharing-v0" not in registry:
     # No max_episode_steps: the simulated horizon ends every episode (see the env docstring).

@@ -10,6 +10,9 @@ The measurements are *derived ratios* shipped with the package, ``data/sharing_p
 - ``nos_sharing``: nebuly-ai/nos A100 demo: 3/5/7 YOLOS pods under time-slicing and MPS
   (aggregate throughput over one pod alone) and 1/3/5/7 pods on 1g MIG instances (per-pod
   throughput over the whole GPU; a check of the MISO-fitted MIG curve, no parameter fitted).
+- ``tally_priority``: Tally's own column of the same artifact (kernel-level priority: the
+  training job's kernels are sliced and launched only while the inference job is idle), the
+  measurement behind kernel-level priority under MPS (``interference.KP_*``; MuxFlow's xCUDA).
 - ``orion_mps``: Orion (EuroSys'24) V100 MPS point: ResNet50 inference at 30 requests/s beside
   ResNet50 training (training speed over solo, inference p50 and p99 in ms).
 
@@ -40,9 +43,11 @@ from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.online import latency
 from gpu_sharing_env.zoo import ZOO
 
-SHARING_DATASETS = ("tally_pairs", "nos_sharing", "orion_mps")
+SHARING_DATASETS = ("tally_pairs", "tally_priority", "nos_sharing", "orion_mps")
 _MODES = {"time_sharing": SharingMode.TIME_SHARING, "tgs": SharingMode.TIME_SHARING,
-          "mps": SharingMode.MPS, "mig": SharingMode.MIG}  # fmt: skip
+          "mps": SharingMode.MPS, "tally": SharingMode.MPS, "mig": SharingMode.MIG}  # fmt: skip
+#: Mechanisms where the inference job has priority (TGS; Tally's kernel-level priority).
+_PRIORITY = ("tgs", "tally")
 #: Tally's inference load (fraction of solo capacity): the duty of the inference context.
 TALLY_LOAD = 0.5
 #: Orion's inference load: 32.2 requests/s x 6.498 ms solo kernel time per request.
@@ -89,7 +94,7 @@ def _tally_cases(df: pd.DataFrame) -> list[Case]:
         zip(t[t.metric == "latency_ms_solo"].victim, t[t.metric == "latency_ms_solo"].value)
     )
     cases = []
-    rows = t[t.mechanism.isin(["time_sharing", "tgs", "mps"])]
+    rows = t[t.mechanism.isin(["time_sharing", "tgs", "mps", "tally"])]
     for r in rows.pipe(_rows):
         online = r.victim_role == "online"
         if r.metric not in ("throughput_frac", "latency_mean_x", "latency_p99_x"):
@@ -100,7 +105,7 @@ def _tally_cases(df: pd.DataFrame) -> list[Case]:
         inf_zoo, trn_zoo = (
             (r.victim_zoo, r.corunner_zoo) if online else (r.corunner_zoo, r.victim_zoo)
         )
-        prio = 1 if r.mechanism == "tgs" else 0
+        prio = 1 if r.mechanism in _PRIORITY else 0
         pair = (
             Resident(inf_zoo, duty=TALLY_LOAD, online=True, priority=prio),
             Resident(trn_zoo, duty=busy[trn]),
@@ -117,7 +122,8 @@ def _tally_cases(df: pd.DataFrame) -> list[Case]:
             batch = ms / rates[0] + wait
             return (batch + (tail if metric == "latency_p99_x" else 0.0)) / ms
 
-        cases.append(Case("tally_pairs", "", (inf, trn), float(r.value), pred))
+        dataset = "tally_priority" if r.mechanism == "tally" else "tally_pairs"
+        cases.append(Case(dataset, "", (inf, trn), float(r.value), pred))
     return cases
 
 
@@ -206,6 +212,9 @@ PARAMS = (
     ("prio_block", 0.5, 0.0, 1.0),
     ("prio_residual", 0.5, 0.0, 10.0),
     ("mps_tail_ms", 10.0, 0.0, 500.0),
+    ("kp_block", 1.0, 0.0, 2.0),
+    ("kp_residual", 0.1, 0.0, 10.0),
+    ("kp_tail_ms", 1.0, 0.0, 500.0),
 )
 
 
@@ -218,6 +227,9 @@ def shipped() -> dict[str, float]:
         "prio_block": itf.PRIO_BLOCK,
         "prio_residual": itf.PRIO_RESIDUAL,
         "mps_tail_ms": itf.MPS_TAIL_MS,
+        "kp_block": itf.KP_BLOCK,
+        "kp_residual": itf.KP_RESIDUAL,
+        "kp_tail_ms": itf.KP_TAIL_MS,
     }
 
 
@@ -271,7 +283,7 @@ def heldout_errors(cs: list[Case], kappas: tuple[float, float] | None = None) ->
     for d in SHARING_DATASETS:
         sub = [c for c in cs if c.dataset == d]
         errs = []
-        if d == "tally_pairs":
+        if d in ("tally_pairs", "tally_priority"):
             groups = sorted({m for c in sub for m in c.models})
             members = [[c for c in sub if g in c.models] for g in groups]
         else:

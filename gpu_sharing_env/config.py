@@ -208,6 +208,11 @@ class MechanismConfig:
     mixed_error_handling: bool = False
     """MuxFlow's mixed error handling (same effect as ``faults.mixed_handling``; a scheduler
     that deploys it switches it on here)."""
+    kernel_priority: bool = False
+    """Kernel-level priority under MPS (MuxFlow's xCUDA; Tally): an offline client beside an
+    online service of higher priority (``sharing.online_priority``) launches its kernels into
+    the service's idle time, so the service keeps near-solo latency (fitted on Tally's A100
+    pairs, ``interference.KP_*``). Without it MPS ignores priorities."""
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,9 @@ class Resident:
         duty: Fraction of wall time the job keeps the GPU busy when running alone (its solo SM
             activity). For an online service this is its current load-dependent utilisation.
         online: An online (latency-critical) service.
-        priority: Time-sharing priority; larger runs first (AntMan / PB-time-sharing).
+        priority: Time-sharing priority; larger runs first (AntMan / PB-time-sharing). Under
+            MPS an offline resident with a lower priority than an online co-resident is
+            *kernel-throttled* (Tally / MuxFlow's xCUDA class); MPS otherwise ignores it.
     """
 
     model: str
@@ -88,8 +90,10 @@ MIN_RATE = 0.01
 #: time-sharing with an assumed 3 % switch cost; MPS fitted on iGniter + Gavel + Lucid). 2:
 #: time-slicing as turn-taking with a fitted switch loss, priority sharing as TGS-style
 #: throttling, MPS refitted with Tally, per-batch online inflation and an MPS tail term
-#: (CHANGELOG 0.3.0, docs/fidelity.md).
-MODEL_VERSION = 2
+#: (CHANGELOG 0.3.0, docs/fidelity.md). 3: kernel-level priority under MPS (MuxFlow's xCUDA,
+#: Tally), fitted on Tally's own column; only policies deploying the ``kernel_priority``
+#: mechanism (MuxFlow) see it (CHANGELOG 0.4.0).
+MODEL_VERSION = 3
 
 # Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
 # on log(predicted/measured) over the datasets named, then rounded and pasted here; the script
@@ -145,6 +149,21 @@ PRIO_RESIDUAL = 0.72
 #: so one constant stands for all training jobs. Fitted by scripts/calibrate.py on
 #: tally_pairs (MPS rows, p99) and orion_mps (V100 ResNet50 inference beside training).
 MPS_TAIL_MS = 12.776
+#: Kernel-level priority under MPS (Tally, ASPLOS'25; MuxFlow's xCUDA is of this class: the
+#: offline client's kernel launches are held back while the online service is active). Share of
+#: a higher-priority online load that blocks a throttled offline client (above 1: the slicing
+#: of its kernels costs it more than the service's busy time). Fitted by scripts/calibrate.py
+#: on tally_priority (Tally's own column: training throughput beside inference at 50 % load).
+KP_BLOCK = 1.191
+#: Kernel-level priority: residual slowdown of the online service's batches per unit of
+#: throttled offline demand (kernel slices already running when a batch arrives). Fitted by
+#: scripts/calibrate.py on tally_priority (inference mean latency).
+KP_RESIDUAL = 0.012
+#: Kernel-level priority: the MPS kernel wait of an online batch behind a throttled client's
+#: kernels in flight, as ``MPS_TAIL_MS`` is for an unthrottled one (ms on the reference GPU per
+#: unit of the co-runner's busy fraction, scaled by its kernel length). Fitted by
+#: scripts/calibrate.py on tally_priority (inference p99 latency).
+KP_TAIL_MS = 0.483
 
 
 def sm_share_curve(k: float, s: float) -> float:
@@ -179,7 +198,11 @@ class AnalyticSpeedModel:
       ``s_j`` for an unlimited i beside a j limited to ``s_j``), ``b`` the models' bandwidth
       intensity; online residents take ``d_i = 1``.
       On GPUs without MPS SM limiting (P100) every ``s`` is taken as 1. Online residents also
-      get an extra p99 term (:meth:`latency_terms`).
+      get an extra p99 term (:meth:`latency_terms`). *Kernel-level priority* (an offline
+      resident with a lower priority than an online one: Tally, MuxFlow's xCUDA): the offline
+      resident gets ``avail = 1 - kp_block * sum_H d_j`` of the GPU (``H``: the higher-priority
+      online residents, which are left out of its contention sum), and in the online
+      resident's sum it counts ``kp_residual * d_j`` instead of the MPS terms.
     - TIME_SHARING: contexts take turns. Within one priority level, i's GPU part is stretched by
       ``1 + sum_j D_j`` (``D_j = min(1, ts_online_weight * d_j)`` for an online co-runner,
       else ``d_j``) and
@@ -204,6 +227,10 @@ class AnalyticSpeedModel:
         prio_block: Share of a higher-priority online load that blocks lower-priority work.
         prio_residual: Slowdown of a higher-priority context per unit of lower-priority demand.
         mps_tail_ms: Extra p99 (ms, reference GPU) per unit of an MPS co-runner's busy fraction.
+        kp_block: Kernel-level priority: share of a higher-priority online load that blocks a
+            throttled offline client.
+        kp_residual: Kernel-level priority: online slowdown per unit of throttled demand.
+        kp_tail_ms: Kernel-level priority: ``mps_tail_ms`` for a throttled co-runner.
     """
 
     def __init__(
@@ -220,6 +247,9 @@ class AnalyticSpeedModel:
         prio_block: float = PRIO_BLOCK,
         prio_residual: float = PRIO_RESIDUAL,
         mps_tail_ms: float = MPS_TAIL_MS,
+        kp_block: float = KP_BLOCK,
+        kp_residual: float = KP_RESIDUAL,
+        kp_tail_ms: float = KP_TAIL_MS,
     ) -> None:
         if profiles is None:
             from gpu_sharing_env.zoo import ZOO
@@ -236,6 +266,9 @@ class AnalyticSpeedModel:
             ("prio_block", prio_block, 0.0, 1.0),
             ("prio_residual", prio_residual, 0.0, 10.0),
             ("mps_tail_ms", mps_tail_ms, 0.0, 1000.0),
+            ("kp_block", kp_block, 0.0, 2.0),
+            ("kp_residual", kp_residual, 0.0, 10.0),
+            ("kp_tail_ms", kp_tail_ms, 0.0, 1000.0),
         ):
             if not lo <= value <= hi:
                 raise ValueError(f"{name}={value}: must be in [{lo}, {hi}]")
@@ -250,6 +283,9 @@ class AnalyticSpeedModel:
         self.prio_block = prio_block
         self.prio_residual = prio_residual
         self.mps_tail_ms = mps_tail_ms
+        self.kp_block = kp_block
+        self.kp_residual = kp_residual
+        self.kp_tail_ms = kp_tail_ms
         # (bw_intensity, sm_k, mig_k, duty) per model: the hot path reads tuples, not dataclass
         # attributes.
         self._p: dict[str, tuple[float, float, float, float]] = {
@@ -333,13 +369,21 @@ class AnalyticSpeedModel:
         shares = [min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0 for r in residents]
         bws = [self._params(r.model)[0] for r in residents]
         duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
+        throttled = _throttled(residents)
         out = []
         for i, r in enumerate(residents):
             s_i, b_i = shares[i], bws[i]
             d_i = 1.0 if r.online else duties[i]  # online: per batch
             contention = 1.0
-            for j in range(len(residents)):
+            avail = 1.0
+            for j, o in enumerate(residents):
                 if j == i:
+                    continue
+                if throttled[i] and o.online and o.priority > r.priority:
+                    avail -= self.kp_block * duties[j]  # i runs in j's idle time
+                    continue
+                if throttled[j] and r.online and r.priority > o.priority:
+                    contention += self.kp_residual * duties[j]
                     continue
                 # the share of i's SMs that j's limit overlaps (SM ranges of a split start at
                 # opposite ends: the overlap of s_i and s_j is s_i + s_j - 1)
@@ -347,7 +391,10 @@ class AnalyticSpeedModel:
                 ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
                 contention += duties[j] * (kc * ov + kb * b_i * bws[j])
             g = sm_share_curve(self._params(r.model)[1], s_i)
-            rate = 1.0 / ((1.0 - d_i) + d_i * contention / g)
+            if avail <= MIN_RATE:
+                out.append(MIN_RATE)
+                continue
+            rate = 1.0 / ((1.0 - d_i) + d_i * contention / (g * avail))
             out.append(MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate))
         return out
 
@@ -410,14 +457,19 @@ class AnalyticSpeedModel:
                 # to start on (iGniter's disjoint pairs fit with no wait at all)
                 limit = self._honours_sm_limit(gpu_type)
                 s_i = min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0
-                tail = 0.0
+                throttled = _throttled(residents)
+                tail = tail_kp = 0.0
                 for j, o in enumerate(residents):
                     if j == i:
                         continue
                     s_j = min(1.0, max(o.sm_frac, 1e-3)) if limit else 1.0
                     ov = min(1.0, max(0.0, (s_i + s_j - 1.0) / s_i))
-                    tail += ov * duties[j] / self.solo_speed(o.model, gpu_type)
-                half = self.mps_tail_ms * tail / 2.0
+                    w = ov * duties[j] / self.solo_speed(o.model, gpu_type)
+                    if throttled[j] and r.priority > o.priority:
+                        tail_kp += w
+                    else:
+                        tail += w
+                half = (self.mps_tail_ms * tail + self.kp_tail_ms * tail_kp) / 2.0
                 out[i] = (half, half)
         return out
 
@@ -435,6 +487,15 @@ class AnalyticSpeedModel:
             h = sm_share_curve(self._params(r.model)[2], min(1.0, e))
             out.append(max(MIN_RATE, h * crosstalk))
         return out
+
+
+def _throttled(residents: Sequence[Resident]) -> list[bool]:
+    """Which residents are kernel-throttled under MPS: offline ones with a lower priority than
+    an online co-resident (MPS with equal priorities, the usual case, throttles nobody)."""
+    top = max((r.priority for r in residents if r.online), default=None)
+    if top is None:
+        return [False] * len(residents)
+    return [not r.online and r.priority < top for r in residents]
 
 
 class TableSpeedModel:

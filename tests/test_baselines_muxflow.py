@@ -201,6 +201,7 @@ def test_muxflow_deploys_its_mechanisms_and_is_not_an_oracle() -> None:
         "protection": True,
         "dynamic_sm": True,
         "mixed_error_handling": True,
+        "kernel_priority": True,
     }
     assert MuxFlow.oracle is False
 

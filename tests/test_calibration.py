@@ -31,6 +31,7 @@ TARGETS = {
     # physics v2: the shipped measured pairs (gpu_sharing_env/data/sharing_pairs.csv)
     "mps_sharing": 0.25,
     "tally_pairs": 0.25,
+    "tally_priority": 0.25,
     "nos_sharing": 0.25,
     "orion_mps": 0.25,
 }
@@ -43,7 +44,13 @@ HELDOUT_TARGET = 0.35
 #: per-model kernel lengths). Achieved: 1.13. We assert what we reach, with a little slack.
 HELDOUT_ACHIEVED = {"gavel_pairs": 0.37, "orion_mps": 1.2}
 #: Points per dataset (the shipped pair datasets are small).
-MIN_N = {"mps_sharing": 10, "tally_pairs": 100, "nos_sharing": 6, "orion_mps": 3}
+MIN_N = {
+    "mps_sharing": 10,
+    "tally_pairs": 100,
+    "tally_priority": 30,
+    "nos_sharing": 6,
+    "orion_mps": 3,
+}
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,27 @@ def test_mps_online_is_per_batch_and_waits_for_kernels(model: AnalyticSpeedModel
     # a disjoint SM split leaves the service SMs to start on: no wait
     split = [Resident("bert", sm_frac=0.5, duty=0.2, online=True), Resident("resnet50", 0.5)]
     assert model.latency_terms(V100, MPS, split)[0] == (0.0, 0.0)
+
+
+def test_mps_kernel_priority_protects_the_service(model: AnalyticSpeedModel) -> None:
+    # Tally / xCUDA class: an offline client below an online service's priority runs in the
+    # service's idle time; the service keeps near-solo batches and almost no kernel wait.
+    on = Resident("bert", duty=0.4, online=True, priority=1)
+    off = Resident("resnet50", duty=1.0)
+    r_on, r_off = model.rates(V100, MPS, [on, off])
+    assert r_on == pytest.approx(1 / (1 + model.kp_residual * 1.0))
+    assert r_off == pytest.approx(1 - model.kp_block * 0.4)
+    wait, _ = model.latency_terms(V100, MPS, [on, off])[0]
+    assert wait == pytest.approx(model.kp_tail_ms / 2)
+    plain_on, plain_off = model.rates(V100, MPS, [replace(on, priority=0), off])
+    plain_wait = model.latency_terms(V100, MPS, [replace(on, priority=0), off])[0][0]
+    assert r_on > plain_on and r_off < plain_off and wait < plain_wait / 10
+    # equal priorities, or priorities between offline jobs only, change nothing
+    a, b = Resident("resnet50", duty=0.7, priority=3), Resident("vgg16", duty=0.6)
+    assert model.rates(V100, MPS, [a, b]) == model.rates(V100, MPS, [replace(a, priority=0), b])
+    # a busy service leaves a throttled client only the floor
+    busy = Resident("bert", duty=1.0, online=True, priority=1)
+    assert model.rates(V100, MPS, [busy, off])[1] == MIN_RATE
 
 
 def test_mig_profile_curve(model: AnalyticSpeedModel) -> None:

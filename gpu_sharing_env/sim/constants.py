@@ -34,6 +34,7 @@ _RUNNING = Status.RUNNING
 _QUEUED = Status.QUEUED
 _MODES = tuple(SharingMode)  # indexed by value
 _MIG = SharingMode.MIG
+_MPS = SharingMode.MPS
 #: Event kinds as plain ints (``EventQueue.pop_raw``): no enum construction per event.
 _K_COMPLETE = int(EventKind.COMPLETE)
 _K_END = int(EventKind.END)

@@ -15,6 +15,7 @@ from gpu_sharing_env.sim.constants import (
     _K_COMPLETE,
     _MIG,
     _MODES,
+    _MPS,
     _RUNNING,
     CROSS_NODE_FACTOR,
     PCIE_GANG_FACTOR,
@@ -102,6 +103,9 @@ class _Rates(SimulatorBase):
                 opt_share = self._opt_share
                 shares = [opt_share[r.option] for r in res]
             prio_online = self.cfg.sharing.online_priority
+            # priorities matter under time-slicing, and under MPS only with kernel-level
+            # priority deployed (Tally / MuxFlow's xCUDA); plain MPS shares without them
+            prio_on = mode is not _MPS or self.mechanisms.kernel_priority
             is_mig = mode is _MIG
             keys = []
             for r, share in zip(res, shares, strict=True):
@@ -118,7 +122,7 @@ class _Rates(SimulatorBase):
                         bin(inst.mask).count("1") if inst else 0,
                         1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                         online,
-                        spec.priority + (100 if online and prio_online else 0),
+                        (spec.priority + (100 if online and prio_online else 0)) if prio_on else 0,
                     )
                 )
             gpu_type = c.type_name_of[g]
