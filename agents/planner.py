@@ -189,6 +189,11 @@ class RolloutPlanner(HeuristicPolicy):
         min_t: ... and only if its paired gain over the samples is at least ``min_t``
             standard errors (0: off).
         seed: Mixed with the episode seed into the planner's own random stream.
+        slo_ref: What a candidate's SLO attainment is held to in the rollout objective:
+            ``"target"`` (the scenario's target: SLO first, the default) or ``"base"`` (the
+            target, or the base action's attainment in the same sampled future where that is
+            lower: where the base misses the target, JCT is not traded for SLO; a JCT
+            teacher, ``docs/agents.md``).
     """
 
     name = "planner"
@@ -202,9 +207,13 @@ class RolloutPlanner(HeuristicPolicy):
         margin: float = 0.0,
         min_t: float = 1.0,
         seed: int = 0,
+        slo_ref: str = "target",
     ) -> None:
         if samples < 1 or horizon < 0 or margin < 0 or min_t < 0:
             raise ValueError("planner: samples >= 1, horizon >= 0, margin >= 0, min_t >= 0")
+        if slo_ref not in ("target", "base"):
+            raise ValueError(f"planner: slo_ref={slo_ref!r}: must be 'target' or 'base'")
+        self.slo_ref = slo_ref
         self.base_name = base
         self.candidate_names = tuple(candidates)
         self.samples, self.horizon, self.margin, self.seed = samples, horizon, margin, seed
@@ -252,10 +261,16 @@ class RolloutPlanner(HeuristicPolicy):
                 s2 = world if i == len(cands) - 1 else copy_world(world)
                 s2.apply(first)
                 m = run_to_end(Then(then, self.horizon, self.base), s2)
+                if i == 0:  # the base comes first: it sets the sample's SLO reference
+                    target = self.slo_reference(sim.cfg.slo_target, m["slo_attainment"])
                 scores[k, i] = _objective(m, target)
         best = self._choose(scores)
         self.n_changed += best != 0
         return cands[best][0]
+
+    def slo_reference(self, slo_target: float, base_slo: float) -> float:
+        """The SLO attainment a candidate is held to in one sampled future (``slo_ref``)."""
+        return slo_target if self.slo_ref == "target" else min(slo_target, base_slo)
 
     def _choose(self, scores: np.ndarray) -> int:
         """The candidate to take from ``scores[sample, candidate]`` (column 0: the base)."""

@@ -136,6 +136,20 @@ def test_planner_is_deterministic_by_name() -> None:
     assert p.n_planned > 0
 
 
+def test_planner_slo_reference() -> None:
+    # SLO first (default): candidates are held to the target; "base": where the base action's
+    # rollout misses the target, to what the base reaches (no JCT traded for SLO).
+    assert RolloutPlanner().slo_reference(0.95, 0.90) == 0.95
+    jct_first = RolloutPlanner(slo_ref="base")
+    assert jct_first.slo_reference(0.95, 0.90) == 0.90
+    assert jct_first.slo_reference(0.95, 0.99) == 0.95
+    with pytest.raises(ValueError, match="slo_ref"):
+        RolloutPlanner(slo_ref="jct")
+    p = RolloutPlanner(samples=2, horizon=2, slo_ref="base")
+    sim = make_simulator(small())
+    assert run_episode(p, sim, 11) == run_episode(p, sim, 11) and p.n_planned > 0
+
+
 def test_planner_leaves_instance_hooks_to_the_original() -> None:
     """The leaderboard's PlacementRecorder wraps the simulator's methods on the instance;
     rollouts on copies must neither call them nor change the episode."""
