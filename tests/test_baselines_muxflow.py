@@ -6,8 +6,8 @@ tests share (``run_policy``, ``svc``, ``default_episode``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -208,3 +208,22 @@ def test_muxflow_deploys_its_mechanisms_and_is_not_an_oracle() -> None:
 
 def test_muxflow_completes_the_default_episode() -> None:
     default_episode(MuxFlow())
+
+
+class _NoXcuda(MuxFlow):
+    mechanisms: ClassVar[Mapping[str, bool]] = {**MuxFlow.mechanisms, "kernel_priority": False}
+
+
+def test_xcuda_kernel_priority_protects_the_service_and_still_runs_offline_work() -> None:
+    # One GPU: a service and a training job beside it under MPS. With kernel-level priority
+    # (xCUDA) the service keeps near-solo latency; without it the training job's kernels in
+    # flight slow it (and SysMonitor may throttle or evict the job).
+    def episode(policy: MuxFlow) -> Simulator:
+        jobs = [svc(0, "resnet50", rps=60.0, slo_ms=500.0), job(1, 3000.0, submit_s=1.0)]
+        return run_policy(policy, make(jobs, nodes(gpus=1)))
+
+    with_kp, without = episode(MuxFlow()), episode(_NoXcuda())
+    assert with_kp.jobs[1].status is Status.DONE
+    assert with_kp.metrics()["online_slowdown"] < 1.1 < without.metrics()["online_slowdown"]
+    # without it, SysMonitor evicts the job over and over: it never finishes beside the service
+    assert without.jobs[1].status is not Status.DONE
