@@ -237,7 +237,6 @@ def train_pair_speed(
     report its error (``holdout_mae``). ``kernel_priority``: profile with the online service at
     a higher priority, as deployed with kernel-level priority (MuxFlow's xCUDA).
     """
-    prio = 1 if kernel_priority else 0
 
     def build() -> PairSpeedPredictor:
         rng = np.random.default_rng(seed)
@@ -253,7 +252,9 @@ def train_pair_speed(
             s = offline_share(duty_on) if rng.random() < 0.5 else float(rng.uniform(0.1, 0.9))
             res = [
                 Resident(off, sm_frac=s, duty=ZOO[off].duty),
-                Resident(on, sm_frac=1.0 - s, duty=duty_on, online=True, priority=prio),
+                Resident(
+                    on, sm_frac=1.0 - s, duty=duty_on, online=True, priority=int(kernel_priority)
+                ),
             ]
             xs.append(PairSpeedPredictor.row(off, on, duty_on, s, sm_limited(view, gt)))
             ys.append(view.profile(gt, SharingMode.MPS, res)[0])
@@ -273,7 +274,7 @@ def train_pair_speed(
         mae = float(np.mean(np.abs(np.clip(net.predict(x[cut:]), 0.01, 1.0) - y[cut:])))
         return PairSpeedPredictor(net, mae)
 
-    key = ("muxflow", seed, n, fingerprint(view)) + (("kp",) if kernel_priority else ())
+    key = ("muxflow", seed, n, fingerprint(view), kernel_priority)
     pred: PairSpeedPredictor = cached(key, build)
     return pred
 

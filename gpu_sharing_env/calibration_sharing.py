@@ -27,6 +27,7 @@ kappas fixed.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -37,7 +38,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from gpu_sharing_env import interference as itf
 from gpu_sharing_env.interference import AnalyticSpeedModel, Resident
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.online import latency
@@ -219,18 +219,9 @@ PARAMS = (
 
 
 def shipped() -> dict[str, float]:
-    """The shipped values of :data:`PARAMS` (``interference``'s constants)."""
-    return {
-        "context_switch_overhead": itf.CONTEXT_SWITCH_OVERHEAD,
-        "ts_online_weight": itf.TS_ONLINE_WEIGHT,
-        "ts_slice_ms": itf.TS_SLICE_MS,
-        "prio_block": itf.PRIO_BLOCK,
-        "prio_residual": itf.PRIO_RESIDUAL,
-        "mps_tail_ms": itf.MPS_TAIL_MS,
-        "kp_block": itf.KP_BLOCK,
-        "kp_residual": itf.KP_RESIDUAL,
-        "kp_tail_ms": itf.KP_TAIL_MS,
-    }
+    """The shipped values of :data:`PARAMS`: the model's defaults (``interference``'s constants)."""
+    defaults = inspect.signature(AnalyticSpeedModel).parameters
+    return {name: float(defaults[name].default) for name, *_ in PARAMS}
 
 
 def _model(params: dict[str, float], kappas: tuple[float, float] | None) -> AnalyticSpeedModel:

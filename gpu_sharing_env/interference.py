@@ -442,6 +442,7 @@ class AnalyticSpeedModel:
         if n < 2 or mode not in (SharingMode.TIME_SHARING, SharingMode.MPS):
             return out
         duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
+        throttled = _throttled(residents) if mode is SharingMode.MPS else [False] * n
         for i, r in enumerate(residents):
             if not r.online:
                 continue
@@ -457,7 +458,6 @@ class AnalyticSpeedModel:
                 # to start on (iGniter's disjoint pairs fit with no wait at all)
                 limit = self._honours_sm_limit(gpu_type)
                 s_i = min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0
-                throttled = _throttled(residents)
                 tail = tail_kp = 0.0
                 for j, o in enumerate(residents):
                     if j == i:
