@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	$(BIN)/python scripts/typecheck.py
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q -n 2

@@ -1,15 +1,15 @@
 """RL placement agents for GpuSharing-v0 (stable-baselines3 / sb3-contrib).
 
-* :mod:`agents.policy`: set-structured networks for ``GpuSharing-v0`` (cluster-size-free).
-* :mod:`agents.option_policy`: option-agnostic networks for ``GpuSharing-v1`` (any option set,
+* :mod:`gpu_sharing_gym.agents.policy`: set-structured networks for ``GpuSharing-v0`` (cluster-size-free).
+* :mod:`gpu_sharing_gym.agents.option_policy`: option-agnostic networks for ``GpuSharing-v1`` (any option set,
   cluster size and window) with a two-level wait-or-place action distribution.
-* :mod:`agents.agent`: trained agents as baselines' Policy; safe checkpoint loading.
-* :mod:`agents.config`: rl-zoo style hyperparameter files (``agents/hyperparams/``).
-* :mod:`agents.envs`: training envs (held-out seed ranges, expert hint, paired rewards against
+* :mod:`gpu_sharing_gym.agents.agent`: trained agents as baselines' Policy; safe checkpoint loading.
+* :mod:`gpu_sharing_gym.agents.config`: rl-zoo style hyperparameter files (``configs/recipes/``).
+* :mod:`gpu_sharing_gym.agents.envs`: training envs (held-out seed ranges, expert hint, paired rewards against
   a reference heuristic, vector envs over one or several scenarios).
-* :mod:`agents.bc`, :mod:`agents.expert`, :mod:`agents.lookahead`: behaviour cloning, labelled
+* :mod:`gpu_sharing_gym.agents.bc`, :mod:`gpu_sharing_gym.agents.expert`, :mod:`gpu_sharing_gym.agents.lookahead`: behaviour cloning, labelled
   episodes (heuristics or the planner; parallel, cached) and rollout-improved labels.
-* :mod:`agents.callbacks`: TensorBoard ``sim/`` and ``eval/`` tags, checkpoints, progress.
+* :mod:`gpu_sharing_gym.agents.callbacks`: TensorBoard ``sim/`` and ``eval/`` tags, checkpoints, progress.
 * ``scripts/train.py``: the training command line.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 
 def make_model(env: Any, seed: int = 0, algo: str = "maskable_ppo", scenario: str = "default"):  # type: ignore[no-untyped-def]
-    """An untrained model with the set policy and ``agents/hyperparams/<algo>.yaml``'s
+    """An untrained model with the set policy and ``configs/recipes/<algo>.yaml``'s
     hyperparameters for ``scenario`` (no pretraining; for benchmarks and experiments)."""
-    from agents.config import ALGOS, default_config_path, load_hyperparams
-    from agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
+    from gpu_sharing_gym.agents.config import ALGOS, default_config_path, load_hyperparams
+    from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
 
     settings, algo_kwargs, _ = load_hyperparams(default_config_path(algo), scenario, algo)
     if algo == "dqn":

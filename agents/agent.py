@@ -8,7 +8,7 @@ The networks are rebuilt for whatever cluster the agent is asked to schedule:
 
 * format 1 (``GpuSharing-v0`` agents, e.g. ``ppo_default``): set-structured over GPUs and jobs,
   so one checkpoint runs on clusters of any size *with the same placement options*;
-* format 2 (``GpuSharing-v1`` agents, :mod:`agents.option_policy`): options are described by
+* format 2 (``GpuSharing-v1`` agents, :mod:`gpu_sharing_gym.agents.option_policy`): options are described by
   their features, so one checkpoint runs on any scenario (any options, GPUs and window).
 
 Names: ``load_agent("ppo_default")`` loads ``agents/pretrained/ppo_default.zip``; anything with
@@ -29,9 +29,6 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from agents.envs import HINT, make_expert
-from agents.option_policy import OptionActorCriticPolicy
-from agents.policy import SetActorCriticPolicy, SetPPOPolicy
 from gpu_sharing_env.envs.observation import (
     GPU_FEATURES,
     JOB_FEATURES,
@@ -48,6 +45,9 @@ from gpu_sharing_env.envs.observation_v1 import (
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.envs import HINT, make_expert
+from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
+from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPPOPolicy
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 META_NAME = "gpu_sharing_agent.json"
@@ -146,7 +146,7 @@ def _dummy_lr(_: float) -> float:
 
 
 class RLAgent:
-    """A trained set policy as a :class:`baselines.base.Policy`.
+    """A trained set policy as a :class:`gpu_sharing_gym.baselines.base.Policy`.
 
     ``act`` uses the env's observation when given one, else encodes the simulator state itself
     (the evaluation runner passes ``obs=None``); the policy is rebuilt for each new layout

@@ -18,9 +18,9 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
-from agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
 
 
 @dataclass
@@ -78,7 +78,7 @@ def demonstrations(
     trajectory's. With ``conserving``, recorded masks hide *wait* when a placement is legal
     (as the work-conserving agent's do), except where the expert itself waited. With
     ``hint``, observations carry a heuristic's action as ``obs["hint"]`` (see
-    :class:`agents.envs.ExpertHint`): the heuristic named by ``hint``, or the expert's own
+    :class:`gpu_sharing_gym.agents.envs.ExpertHint`): the heuristic named by ``hint``, or the expert's own
     action for ``hint=True`` (a planner expert labels, the cheap heuristic it improves on
     hints, as at training and evaluation time).
     """
@@ -139,7 +139,7 @@ def pretrain(
     """Fit ``policy`` (an SB3 maskable actor-critic policy) to the demonstrations: the
     negative log-likelihood of the expert's actions under the policy's own masked action
     distribution (a masked cross-entropy; for the two-level distribution of
-    :mod:`agents.option_policy`, of the wait decision and of the placement), and the value head
+    :mod:`gpu_sharing_gym.agents.option_policy`, of the wait decision and of the placement), and the value head
     to ``value_scale`` times the returns.
 
     Returns the final epoch's mean losses and the expert-action accuracy (the distribution's

@@ -36,9 +36,6 @@ from stable_baselines3.common.logger import (
 from stable_baselines3.common.vec_env import VecNormalize
 from tqdm import tqdm
 
-from agents.agent import write_metadata
-from agents.config import MASKED_ALGOS
-from agents.envs import ExpertHint, work_conserving
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
@@ -46,6 +43,9 @@ from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate
+from gpu_sharing_gym.agents.agent import write_metadata
+from gpu_sharing_gym.agents.config import MASKED_ALGOS
+from gpu_sharing_gym.agents.envs import ExpertHint, work_conserving
 
 #: Metrics logged under ``eval/`` and ``sim/`` (numbers only).
 LOGGED = tuple(m for m in METRIC_NAMES if m != "meets_slo")

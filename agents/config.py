@@ -1,6 +1,6 @@
 """Training hyperparameters in YAML, in the style of rl-baselines3-zoo.
 
-``agents/hyperparams/<algo>.yaml`` maps scenario names to settings; the ``default:`` entry applies
+``configs/recipes/<algo>.yaml`` maps scenario names to settings; the ``default:`` entry applies
 to every scenario, and a scenario's own entry overrides its keys (nested mappings such as
 ``policy_kwargs`` are merged key by key)::
 
@@ -32,9 +32,10 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from gpu_sharing_env.config import ConfigError, from_dict, non_negative, positive, rule
+from gpu_sharing_env.configs import ROOT as CONFIG_ROOT
 
-#: Training hyperparameters per algorithm (package data, rl-zoo style).
-AGENT_CONFIG_DIR = Path(__file__).resolve().parent / "hyperparams"
+#: Training recipes (``configs/recipes/``; package data, rl-zoo style).
+AGENT_CONFIG_DIR = CONFIG_ROOT / "recipes"
 
 #: Algorithms the training script knows (name -> SB3 class).
 ALGOS: dict[str, type[BaseAlgorithm]] = {
@@ -49,20 +50,20 @@ MASKED_ALGOS = ("maskable_ppo",)
 
 @dataclass(frozen=True)
 class PretrainSettings:
-    """Behaviour cloning before RL (actor-critic set policies only; see ``agents.bc``)."""
+    """Behaviour cloning before RL (actor-critic set policies only; see ``gpu_sharing_gym.agents.bc``)."""
 
     expert: str = "antman"
     """A heuristic from ``baselines`` without cluster mechanisms, or ``planner`` (expert
-    iteration: ``agents.planner``, configured by ``expert_kwargs``)."""
+    iteration: ``gpu_sharing_gym.agents.planner``, configured by ``expert_kwargs``)."""
     expert_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the planner (``base``, ``samples``, ``horizon``, ...)."""
     cache_dir: str | None = None
-    """Where expert-labelled episodes are kept and reused (``agents.expert``); None: the run
+    """Where expert-labelled episodes are kept and reused (``gpu_sharing_gym.agents.expert``); None: the run
     directory's ``demos/``. Share one across runs to label thousands of episodes once."""
     episodes: int = field(default=100, metadata=non_negative())
     """Expert episodes recorded first."""
     lookahead_episodes: int = field(default=0, metadata=non_negative())
-    """Episodes labelled by rollout policy improvement over the expert (``agents.lookahead``)."""
+    """Episodes labelled by rollout policy improvement over the expert (``gpu_sharing_gym.agents.lookahead``)."""
     lookahead_horizon: int = field(default=8, metadata=non_negative())
     """Decisions each candidate heuristic makes in a rollout before the expert takes over."""
     lookahead_margin: float = field(default=0.0, metadata=non_negative())
@@ -109,7 +110,7 @@ class TrainSettings:
     """Log a cluster occupancy figure every this many evaluations (0: never)."""
     expert_hint: str | None = None
     """A heuristic whose proposed action the agent sees (``obs["hint"]``) and may follow or
-    override (residual policy learning; ``agents.envs.ExpertHint``). None: no hint."""
+    override (residual policy learning; ``gpu_sharing_gym.agents.envs.ExpertHint``). None: no hint."""
     work_conserving: bool = True
     """Masked algorithms only: hide *wait* while some job can be placed (the agent then
     decides where and which, never whether). ``GpuSharing-v1`` agents decide *wait* on their
@@ -119,11 +120,11 @@ class TrainSettings:
         metadata=rule(lambda v: v in ("GpuSharing-v0", "GpuSharing-v1"),
                       "GpuSharing-v0 or GpuSharing-v1"),
     )  # fmt: skip
-    """``GpuSharing-v1``: option-agnostic observations and network (``agents.option_policy``;
+    """``GpuSharing-v1``: option-agnostic observations and network (``gpu_sharing_gym.agents.option_policy``;
     ``maskable_ppo`` only), one checkpoint for every scenario."""
     paired_reference: str | None = None
     """A heuristic whose return on the same episode is subtracted from the agent's, as an
-    input-dependent baseline (``agents.envs.PairedReward``; the ``jct`` reward). None: off."""
+    input-dependent baseline (``gpu_sharing_gym.agents.envs.PairedReward``; the ``jct`` reward). None: off."""
     normalize_reward: bool = False
     """Scale rewards by a running estimate of the return's standard deviation (SB3's
     ``VecNormalize``, with the algorithm's ``gamma``), saved with every checkpoint."""

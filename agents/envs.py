@@ -19,12 +19,12 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0 and -v1)
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 #: Smallest training episode seed; every seed below it is held out for evaluation.
 TRAIN_SEED_MIN = 1_000_000

@@ -1,6 +1,6 @@
 """Labelled episodes for imitation and expert iteration, in parallel and cached on disk.
 
-An *expert* (a heuristic, or the rollout planner of :mod:`agents.planner`) labels every state
+An *expert* (a heuristic, or the rollout planner of :mod:`gpu_sharing_gym.agents.planner`) labels every state
 of a training episode with the action it would take; the episode follows the expert's actions,
 or, in DAgger rounds (Ross et al., AISTATS'11), a student's. Distilling the planner's labels
 into the network is expert iteration (Anthony et al., "Thinking Fast and Slow with Deep
@@ -12,7 +12,7 @@ hours: :func:`label_episodes` runs episodes in ``workers`` processes and keeps e
 episode in ``cache_dir`` (one compressed ``.npz`` per seed, under a key naming the scenario,
 env, expert and wrappers), so an interrupted or repeated run reuses them. Student episodes
 depend on the student and are not cached. Episodes run through the same wrappers as training
-(:func:`agents.envs.make_env`: the expert hint, paired rewards), so observations, masks and
+(:func:`gpu_sharing_gym.agents.envs.make_env`: the expert hint, paired rewards), so observations, masks and
 returns are exactly what the agent sees later.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.bc import Demos, discounted_returns
-from agents.envs import HINT, TRAIN_SEED_MIN, make_env, make_expert, work_conserving
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.bc import Demos, discounted_returns
+from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_env, make_expert, work_conserving
 
 #: Bump when what an episode file holds changes.
 CACHE_VERSION = 1
@@ -39,7 +39,7 @@ CACHE_VERSION = 1
 
 def training_seeds(n: int, seed: int) -> list[int]:
     """``n`` episode seeds from the training range, deterministic in ``seed`` (the stream
-    :func:`agents.bc.demonstrations` draws, so v0 recipes label the same episodes as before)."""
+    :func:`gpu_sharing_gym.agents.bc.demonstrations` draws, so v0 recipes label the same episodes as before)."""
     rng = np.random.default_rng(seed)
     return [int(rng.integers(TRAIN_SEED_MIN, 2**31 - 1)) for _ in range(n)]
 
@@ -64,7 +64,7 @@ def _run_episode(job: dict[str, Any]) -> dict[str, Any]:
     expert = make_expert(spec["expert"], **spec["expert_kwargs"])
     student = None
     if job.get("student") is not None:
-        from agents.agent import RLAgent
+        from gpu_sharing_gym.agents.agent import RLAgent
 
         meta, state = job["student"]
         student = RLAgent(meta, state, deterministic=True)  # the states it is evaluated on

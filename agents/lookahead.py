@@ -15,7 +15,7 @@ search): the labelled policy is at least as good as the base heuristic on every 
 episode. The copies see the episode's hidden future (true durations, later arrivals), which is
 what lets the labels improve on the heuristic; the agent itself sees only its observation and
 must learn which observable situations favour which candidate. Only training seeds
-(>= ``agents.envs.TRAIN_SEED_MIN``) are used.
+(>= ``gpu_sharing_gym.agents.envs.TRAIN_SEED_MIN``) are used.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.bc import Demos, discounted_returns
-from agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.bc import Demos, discounted_returns
+from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 #: Candidate heuristics besides the base one (``"pack"`` is built in, see the module doc).
 CANDIDATES = ("time_sharing", "first_fit", "pack")

@@ -14,7 +14,7 @@ MIG options score differently on MIG-capable GPUs)::
     score  = w · relu(Q_p h_pair + Q_o h_opt + (U_g h_gpu) ⊙ (U_o h_opt))
 
 No parameter's shape depends on the number of GPUs, window slots or options, so a checkpoint
-runs on every scenario (:func:`agents.agent.load_agent` rebuilds the network for the layout).
+runs on every scenario (:func:`gpu_sharing_gym.agents.agent.load_agent` rebuilds the network for the layout).
 
 **Wait.** The action distribution is two-level (:class:`WaitOrPlace`): wait with probability
 ``σ(w)``, where the wait logit ``w`` reads the context and the pooled embeddings of the legal
@@ -45,7 +45,6 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.nn import functional as F
 
-from agents.envs import HINT
 from gpu_sharing_env.envs.observation_v1 import (
     GLOBAL_FEATURES_V1,
     GPU_FEATURES_V1,
@@ -55,6 +54,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     PAIR_FEATURES,
     layout_v1,
 )
+from gpu_sharing_gym.agents.envs import HINT
 
 _NEG = -1e8
 

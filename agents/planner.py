@@ -2,7 +2,7 @@
 
 At each decision the planner lists a few candidate placements (the base heuristic's, plain
 time-sharing's, MPS first-fit's and *packing*: the base heuristic's job time-shared onto the
-busiest GPU that takes it; see :mod:`agents.lookahead`), and scores each by Monte-Carlo
+busiest GPU that takes it; see :mod:`gpu_sharing_gym.agents.lookahead`), and scores each by Monte-Carlo
 rollouts: on ``samples`` copies of the cluster whose hidden future is *redrawn* from what a
 scheduler knows (:func:`sample_belief`), the candidate makes this decision and the next
 ``horizon`` ones, then the base heuristic runs the episode to its end. The candidate with the
@@ -48,9 +48,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from agents.envs import make_expert
-from agents.lookahead import CANDIDATES, Pack, Then, _objective
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.build import ScenarioWorkload
 from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -58,6 +55,9 @@ from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig
+from gpu_sharing_gym.agents.envs import make_expert
+from gpu_sharing_gym.agents.lookahead import CANDIDATES, Pack, Then, _objective
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 _ARRIVAL = int(EventKind.ARRIVAL)
 _FAULT = int(EventKind.FAULT)

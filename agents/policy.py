@@ -7,7 +7,7 @@ score every action ``(slot, gpu, option)`` from the sum of projected job, GPU, o
 context embeddings (a pairwise MLP, evaluated for all pairs at once by broadcasting). No
 parameter's shape depends on ``max_gpus`` or the queue window, so a checkpoint trained on one
 cluster runs on another with the same GPU/job feature layout and placement options
-(:func:`agents.agent.load_agent` rebuilds the policy for the new spaces and loads the weights).
+(:func:`gpu_sharing_gym.agents.agent.load_agent` rebuilds the policy for the new spaces and loads the weights).
 
 * :class:`SetActorCriticPolicy` (MaskablePPO) and :class:`SetPPOPolicy` (PPO, A2C): the action
   logits are the pairwise scores (SB3's ``action_net`` is the identity), the value head reads
@@ -28,8 +28,10 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from agents.envs import HINT  # (optional key: an expert's proposed action, agents.envs.ExpertHint)
 from gpu_sharing_env.envs.observation import GLOBAL_FEATURES, GPU_FEATURES, JOB_FEATURES
+from gpu_sharing_gym.agents.envs import (
+    HINT,  # (optional key: an expert's proposed action, gpu_sharing_gym.agents.envs.ExpertHint)
+)
 
 #: Observation keys in the order the flat feature vector concatenates them.
 KEYS = ("gpus", "jobs", "global")

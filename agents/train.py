@@ -4,7 +4,7 @@
     python scripts/train.py --algo maskable_ppo --scenario default --out runs/ppo --resume
     tensorboard --logdir runs/ppo
 
-Hyperparameters come from ``agents/hyperparams/<algo>.yaml`` (or ``--config``), rl-zoo style: the
+Hyperparameters come from ``configs/recipes/<algo>.yaml`` (or ``--config``), rl-zoo style: the
 ``default:`` entry, overridden by the scenario's own entry; ``--timesteps``, ``--n-envs`` and
 ``--seed`` override the file. ``--scenario a,b`` trains on several scenarios at once (env ``i``
 on the ``i % k``-th; ``env_id: GpuSharing-v1`` only, whose padded layouts they share) and
@@ -51,9 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timesteps", type=int, default=None, help="total timesteps (overrides YAML)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.zip")
-    p.add_argument(
-        "--config", default=None, help="hyperparameter YAML (agents/hyperparams/ALGO.yaml)"
-    )
+    p.add_argument("--config", default=None, help="hyperparameter YAML (configs/recipes/ALGO.yaml)")
     p.add_argument("--n-envs", type=int, default=None, help="parallel envs (subprocesses if > 1)")
     p.add_argument("--seed", type=int, default=None, help="training seed (overrides YAML)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -70,8 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch as th
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from agents.agent import write_metadata
-    from agents.callbacks import (
+    from gpu_sharing_env.config import ConfigError, load_scenario
+    from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+    from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
+    from gpu_sharing_env.fileio import atomic_write_text
+    from gpu_sharing_gym.agents.agent import write_metadata
+    from gpu_sharing_gym.agents.callbacks import (
         CheckpointCallback,
         EvalCallback,
         ProgressBar,
@@ -80,20 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         log_hparams,
         make_logger,
     )
-    from agents.config import (
+    from gpu_sharing_gym.agents.config import (
         ALGOS,
         MASKED_ALGOS,
         default_config_path,
         load_hyperparams,
         resolve_hyperparams,
     )
-    from agents.envs import common_layout, make_vec_env, split_scenarios
-    from agents.option_policy import OptionActorCriticPolicy
-    from agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
-    from gpu_sharing_env.config import ConfigError, load_scenario
-    from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-    from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
-    from gpu_sharing_env.fileio import atomic_write_text
+    from gpu_sharing_gym.agents.envs import common_layout, make_vec_env, split_scenarios
+    from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
+    from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
 
     th.set_num_threads(1)  # small networks: threads cost more than they give on 2 cores
     out = Path(args.out)
@@ -386,12 +384,12 @@ def _pretrain(
     quiet: bool,
 ) -> dict[str, Any]:
     """Behaviour cloning (and DAgger rounds) into ``model.policy`` from expert-labelled
-    episodes (``agents.expert``; the planner as expert is expert iteration)."""
+    episodes (``gpu_sharing_gym.agents.expert``; the planner as expert is expert iteration)."""
     import numpy as np
     from tqdm import tqdm
 
-    from agents.bc import Demos, pretrain
-    from agents.expert import label_episodes, training_seeds
+    from gpu_sharing_gym.agents.bc import Demos, pretrain
+    from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
 
     pt = settings.pretrain
     total = pt.episodes + pt.lookahead_episodes + pt.dagger_rounds * pt.dagger_episodes
@@ -420,7 +418,7 @@ def _pretrain(
         )
         info["label_s"] = time.perf_counter() - t0
     if pt.lookahead_episodes:
-        from agents.lookahead import lookahead_demonstrations
+        from gpu_sharing_gym.agents.lookahead import lookahead_demonstrations
 
         demos, stats = lookahead_demonstrations(
             scenario_arg, dict(env_kwargs), pt.expert, pt.lookahead_episodes, gamma,

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from baselines.antman import AntMan
-from baselines.base import HeuristicPolicy, Policy
-from baselines.gandiva import Gandiva
-from baselines.gpulet import GPULet
-from baselines.gpupool import GPUPool
-from baselines.horus import Horus
-from baselines.muxflow import MuxFlow
-from baselines.pai import LoadBalance, ReservePack, SjfPredicted
-from baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
-from baselines.speed_sjf import SpeedSJF
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy
+from gpu_sharing_gym.baselines.antman import AntMan
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, Policy
+from gpu_sharing_gym.baselines.gandiva import Gandiva
+from gpu_sharing_gym.baselines.gpulet import GPULet
+from gpu_sharing_gym.baselines.gpupool import GPUPool
+from gpu_sharing_gym.baselines.horus import Horus
+from gpu_sharing_gym.baselines.muxflow import MuxFlow
+from gpu_sharing_gym.baselines.pai import LoadBalance, ReservePack, SjfPredicted
+from gpu_sharing_gym.baselines.reference import FifoExclusive, FirstFit, RandomPolicy, TimeSharing
+from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo_exclusive": FifoExclusive,

@@ -39,10 +39,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy
-from baselines.gandiva import est_duty, gang_gpus, gpu_load, one_node_empty, shared_option
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.gandiva import (
+    est_duty,
+    gang_gpus,
+    gpu_load,
+    one_node_empty,
+    shared_option,
+)
 
 
 def default_guarantee(job: JobView) -> bool:

@@ -1,7 +1,7 @@
 """Helpers shared by the baselines; the Policy protocol itself is in the core.
 
 :class:`Policy` and :class:`HeuristicPolicy` are defined in :mod:`gpu_sharing_env.policy` and
-re-exported here, so ``from baselines.base import HeuristicPolicy`` keeps working.
+re-exported here, so ``from gpu_sharing_gym.baselines.base import HeuristicPolicy`` keeps working.
 """
 
 from __future__ import annotations

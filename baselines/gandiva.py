@@ -39,12 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 
 def shared_option(view: ClusterView) -> int | None:

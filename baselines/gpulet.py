@@ -21,7 +21,7 @@ Mechanisms implemented:
   second; ties: the smaller batch). The chosen size goes in the decision
   (``Decision.batch_size``) and the simulator runs the service with it.
 * **Interference prediction by a linear model** (the paper's linear regression on two pair
-  factors), fitted on profiled pairs (:func:`baselines.predictors.train_linear_interference`).
+  factors), fitted on profiled pairs (:func:`gpu_sharing_gym.baselines.predictors.train_linear_interference`).
   A placement is rejected if it would push an already placed service over its SLO.
 * **Offline jobs fill what is left**: empty GPUs first (exclusive), then leftover partitions of
   inference GPUs when the linear model predicts every service there still meets its SLO.
@@ -44,13 +44,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy, fastest_exclusive
-from baselines.predictors import LinearInterference, train_linear_interference
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, fastest_exclusive
+from gpu_sharing_gym.baselines.predictors import LinearInterference, train_linear_interference
 
 #: Batch sizes GPULet searches by default (the service's configured one is added).
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)

@@ -8,7 +8,7 @@ Mechanisms implemented:
 * **Co-execution performance predictor.** Gradient-boosted trees predict each job's normalised
   progress ``NP = t_isolated / t_co-executed`` when paired with another job at a given MPS SM
   split, from the two models' profiled features; trained on offline profiling runs of random
-  pairs (:func:`baselines.predictors.train_co_execution`). As the paper evaluates every feasible
+  pairs (:func:`gpu_sharing_gym.baselines.predictors.train_co_execution`). As the paper evaluates every feasible
   TBs/SM setting, each pair is evaluated at every SM split the scenario offers and keeps the best.
 * **Maximum-cardinality matching** (:func:`networkx.max_weight_matching` with
   ``maxcardinality=True``) over the compatibility graph whose edges are the pairs with
@@ -34,11 +34,15 @@ import itertools
 import networkx as nx
 import numpy as np
 
-from baselines.base import HeuristicPolicy, fastest_exclusive
-from baselines.predictors import CoExecutionPredictor, sm_limited, train_co_execution
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, fastest_exclusive
+from gpu_sharing_gym.baselines.predictors import (
+    CoExecutionPredictor,
+    sm_limited,
+    train_co_execution,
+)
 
 #: A node of the matching graph: ("q", job_id) for a queued job, ("r", gpu) for a GPU whose
 #: single running MPS job has SM share to spare.

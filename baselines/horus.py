@@ -6,7 +6,7 @@ Mechanisms implemented:
 * **Prediction engine.** GPU utilisation and GPU memory of each job are predicted from model
   features (graph-like figures of the model class: bandwidth intensity, SM scaling, per-sample and
   fixed compute cost, CPU demand) by tree-based regressors trained on the public model-class
-  profiles (:func:`baselines.predictors.train_util`): no online profiling of the job itself. An
+  profiles (:func:`gpu_sharing_gym.baselines.predictors.train_util`): no online profiling of the job itself. An
   online service's utilisation is predicted from its peak request rate and profiled batch latency.
 * **Interference-aware, cost-based placement.** A job may join a GPU only if the GPUs' summed
   predicted utilisation stays at most 1 (no over-commitment: the interference Horus avoids) and
@@ -40,11 +40,11 @@ import numpy as np
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
-from baselines.base import HeuristicPolicy
-from baselines.predictors import UtilPredictor, train_util
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.predictors import UtilPredictor, train_util
 
 #: Horus' number of job groups (the paper found three utilisation patterns).
 N_GROUPS = 3

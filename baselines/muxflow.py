@@ -13,7 +13,7 @@ Mechanisms implemented:
   64-wide network) predicts an offline job's normalised throughput beside an online service from
   the two models' profiled features, the service's current load and the offline SM share. It is
   trained on offline profiling runs (:meth:`ClusterView.profile`) of random pairs, loads and SM
-  splits (:func:`baselines.predictors.train_pair_speed`).
+  splits (:func:`gpu_sharing_gym.baselines.predictors.train_pair_speed`).
 * **Dynamic SM allocation** (``dynamic_sm`` mechanism): the offline client's SM share follows the
   online service's load; the predictor is queried at the share the mechanism will give.
 * **Two-level protection** (``protection`` mechanism): the simulator's SysMonitor throttles, then
@@ -49,8 +49,13 @@ from typing import ClassVar, overload
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from baselines.base import HeuristicPolicy
-from baselines.predictors import (
+from gpu_sharing_env.cluster import PlacementOption
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.zoo import ZOO
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.predictors import (
     PairSpeedPredictor,
     model_features,
     offline_share,
@@ -58,11 +63,6 @@ from baselines.predictors import (
     sm_limited,
     train_pair_speed,
 )
-from gpu_sharing_env.cluster import PlacementOption
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.sim.engine import Decision
-from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_env.zoo import ZOO
 
 #: Weight of an infeasible (job, GPU) edge: never chosen unless nothing else exists.
 _ILLEGAL = -1e9

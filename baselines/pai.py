@@ -35,7 +35,7 @@ preference, the least-loaded node and then its least-allocated GPU among legal p
 
 Both take the queue window by default (the jobs a Gymnasium action can name); a subclass that
 declares ``decision_scope = "queue"`` schedules from the whole queue, as PAI's scheduler does
-(``gsg.fidelity.pai`` runs them so).
+(``gpu_sharing_gym.fidelity.pai`` runs them so).
 
 ``sjf_predicted`` — shortest job first on predicted durations (Sec. 5): online services first
 (they have no duration to order by), then the *whole queue* (as PAI's simulator; it declares
@@ -57,13 +57,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy
-from baselines.gandiva import est_duty, exclusive_option, shared_option
 from gpu_sharing_env.hardware import GpuType
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.gandiva import est_duty, exclusive_option, shared_option
 
 #: Dense FP16 tensor TFLOPS from which a GPU type counts as high-end (V100: 125; T4: 65).
 HIGH_END_TFLOPS = 100.0
@@ -147,7 +147,7 @@ class Allocation:
         return self._empty_prefix
 
     def one_node(self, n: int) -> np.ndarray:
-        """Per GPU ``g``: :func:`baselines.gandiva.one_node_empty` of ``(g, n)``, for ``n`` >= 2
+        """Per GPU ``g``: :func:`gpu_sharing_gym.baselines.gandiva.one_node_empty` of ``(g, n)``, for ``n`` >= 2
         (:func:`one_node_empty_starts` of every GPU; memoised per ``n``)."""
         ok = self._one_node.get(n)
         if ok is None:
@@ -197,7 +197,7 @@ _NONE = np.zeros(0, dtype=np.int64)
 def one_node_empty_starts(
     view: ClusterView, starts: np.ndarray, n: int, alloc: Allocation | None = None
 ) -> np.ndarray:
-    """:func:`baselines.gandiva.one_node_empty` of every GPU in ``starts`` at once."""
+    """:func:`gpu_sharing_gym.baselines.gandiva.one_node_empty` of every GPU in ``starts`` at once."""
     alloc = alloc if alloc is not None else Allocation(view)
     n_res = np.asarray(view.n_res)
     node_of = np.asarray(view.node_of)
@@ -488,7 +488,7 @@ class LoadBalance(HeuristicPolicy):
 
 
 def first_fit(view: ClusterView, job: JobView) -> Decision | None:
-    """``first_fit``'s placement of one job (see ``baselines.reference.FirstFit``)."""
+    """``first_fit``'s placement of one job (see ``gpu_sharing_gym.baselines.reference.FirstFit``)."""
     mps = [i for i, o in enumerate(view.options) if o.mode is SharingMode.MPS]
     excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
     want = job.gpu_frac * 100.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 
 def _option_indices(view: ClusterView, mode: SharingMode) -> list[int]:

@@ -16,7 +16,7 @@ Two published ideas combined over what any scheduler sees (:class:`ClusterView`)
   profiled GPU-time demand. GPUs with less than ``min_idle`` idle time are skipped, as in
   AntMan, so the policy waits rather than pile onto busy GPUs.
 
-Everything else is AntMan's (:mod:`baselines.antman`, Xiao et al., OSDI'20): online services
+Everything else is AntMan's (:mod:`gpu_sharing_gym.baselines.antman`, Xiao et al., OSDI'20): online services
 and prioritised jobs are resource-guarantee jobs placed first, one per GPU, under priority
 time-sharing; opportunistic jobs keep AntMan's memory headroom while a guarantee job waits.
 The rule comes from an audit of the learned agent's shortfall (the issue "A learned agent that
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.antman import AntMan
-from baselines.gandiva import est_duty
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.antman import AntMan
+from gpu_sharing_gym.baselines.gandiva import est_duty
 
 
 def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None = None) -> float:

@@ -4,7 +4,7 @@ Every dataclass here (and any frozen dataclass a field refers to, such as the sy
 generator's config) is loaded by :func:`from_dict`, which rejects unknown keys and wrong types,
 and checks each field's rule (``field(metadata={"rule": (predicate, "text")})``). Errors are one
 line naming the file, the key path and the rule, e.g.
-``gpu_sharing_env/scenarios/x.yaml: sharing.mps_sm_pcts[2]: must be in 1..100 (got 120)``.
+``configs/scenarios/x.yaml: sharing.mps_sm_pcts[2]: must be in 1..100 (got 120)``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from gpu_sharing_env.configs import ROOT as CONFIG_ROOT
+
 T = TypeVar("T")
 
-#: The shipped scenarios (package data: they install with the wheel).
-SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+#: The shipped scenarios (``configs/scenarios/``; package data: they install with the wheel).
+SCENARIO_DIR = CONFIG_ROOT / "scenarios"
 
 
 class ConfigError(ValueError):
@@ -395,5 +397,5 @@ def load_scenario(name_or_path: str | Path) -> ScenarioConfig:
 
 
 def scenario_names() -> list[str]:
-    """Names of the scenarios shipped in ``gpu_sharing_env/scenarios/`` (not the held-out set)."""
+    """Names of the scenarios shipped in ``configs/scenarios/`` (not the held-out set)."""
     return sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))

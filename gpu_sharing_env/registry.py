@@ -16,7 +16,7 @@ Nothing here imports a policy package. Policies come from four places, looked up
    ``pyproject.toml``), so the registry treats them exactly like a third party's.
 3. ``module:attr`` — any importable factory, e.g. ``--policy my_pkg.sched:MyPolicy``.
 4. A checkpoint path: loaders declared in ``gpu_sharing_gym.checkpoints`` by file suffix
-   (``zip = "agents.agent:load_agent"``) load it; nothing is loaded unless named.
+   (``zip = "gpu_sharing_gym.agents.agent:load_agent"``) load it; nothing is loaded unless named.
 
 A factory is called with no arguments and must return a :class:`~gpu_sharing_env.policy.Policy`
 (an object with ``name``, ``oracle``, ``mechanisms``, ``reset(seed)`` and

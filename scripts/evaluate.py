@@ -2,7 +2,7 @@
 
 import sys
 
-from gsg.cli import main
+from gpu_sharing_gym.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["evaluate", *sys.argv[1:]]))

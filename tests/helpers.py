@@ -3,7 +3,9 @@ timelines (so timeline tests check the engine, not the calibrated coefficients).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from gpu_sharing_env.config import ScenarioConfig, from_dict
@@ -125,12 +127,28 @@ GOLDEN_REL_TOL = 1e-9
 
 
 def numeric_stack() -> str:
-    """The library versions golden files are bit-exact for. numpy releases change the last bit
-    of some reductions (SIMD and pairwise sums), and one ulp changes every hash downstream."""
+    """The numeric stack golden files are bit-exact for: library versions and the BLAS kernel.
+    numpy releases change the last bit of some reductions (SIMD and pairwise sums), and so does
+    OpenBLAS's kernel for the CPU it runs on (MuxFlow's MLP predictor trains with BLAS: the same
+    wheels gave a one-ulp different ``gpu_mem_util`` on a SkylakeX kernel than where the goldens
+    were recorded), and numpy's SIMD loops by the CPU features they dispatch on (the same wheels
+    summed ``gpu_mem_util`` one ulp apart on two CPUs); one ulp changes every hash downstream."""
+    import hashlib
+
     import numpy
     import scipy
+    from threadpoolctl import threadpool_info
 
-    return f"numpy {numpy.__version__}, scipy {scipy.__version__}"
+    blas = sorted(
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    )
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    simd = ",".join(sorted(k for k, on in __cpu_features__.items() if on))
+    cpu = hashlib.sha256(simd.encode()).hexdigest()[:8]
+    return f"numpy {numpy.__version__}, scipy {scipy.__version__}, blas {'; '.join(blas)}, simd {cpu}"
 
 
 def assert_golden_metrics(got: dict[str, str], want: dict[str, str], exact: bool) -> None:
@@ -150,3 +168,14 @@ def assert_golden_metrics(got: dict[str, str], want: dict[str, str], exact: bool
         if not abs(a - b) <= GOLDEN_REL_TOL * max(abs(a), abs(b), 1e-300):
             moved[k] = (a, b)
     assert not moved, f"metrics moved (got, golden): {moved}"
+
+
+def installed_modules() -> dict[str, Path]:
+    """Every module the wheel installs, by its installed name -> its file in this checkout
+    (``scripts/typecheck.py`` reads the mapping from ``pyproject.toml``)."""
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_typecheck", root / "scripts" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return {s.module: root / s.path for s in mod.sources()}

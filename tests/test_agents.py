@@ -18,12 +18,12 @@ import torch as th
 from sb3_contrib import MaskablePPO
 
 import gpu_sharing_env  # noqa: F401
-from agents.agent import AgentLoadError, load_agent, pretrained_names
-from agents.envs import TRAIN_SEED_MIN, make_env
-from agents.policy import SetActorCriticPolicy
-from baselines import UnknownPolicyError, make_policy
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.runner import evaluate
+from gpu_sharing_gym.agents.agent import AgentLoadError, load_agent, pretrained_names
+from gpu_sharing_gym.agents.envs import TRAIN_SEED_MIN, make_env
+from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
+from gpu_sharing_gym.baselines import UnknownPolicyError, make_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
@@ -265,7 +265,7 @@ def test_rollout_labels_never_lose_to_the_base_heuristic() -> None:
     """With one-step candidates (horizon 0) the labelled episode is a rollout policy over the
     base heuristic on a deterministic episode: it does at least as well (Bertsekas' sequential
     improvement), and labels stay legal."""
-    from agents.lookahead import lookahead_demonstrations
+    from gpu_sharing_gym.agents.lookahead import lookahead_demonstrations
 
     demos, stats = lookahead_demonstrations(
         "default", {}, "antman", 1, 0.99, seed=3, horizon=0, conserving=True, hint=True

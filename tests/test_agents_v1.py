@@ -17,11 +17,6 @@ import torch as th
 from sb3_contrib import MaskablePPO
 
 import gpu_sharing_env  # noqa: F401
-from agents.agent import AgentLoadError, load_agent, pretrained_names, write_metadata
-from agents.envs import PairedReward
-from agents.expert import label_episodes
-from agents.option_policy import OptionActorCriticPolicy, two_level_logits
-from baselines import make_policy
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
 from gpu_sharing_env.envs.observation_v1 import time_left_s
@@ -29,6 +24,16 @@ from gpu_sharing_env.runner import evaluate
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.agent import (
+    AgentLoadError,
+    load_agent,
+    pretrained_names,
+    write_metadata,
+)
+from gpu_sharing_gym.agents.envs import PairedReward
+from gpu_sharing_gym.agents.expert import label_episodes
+from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy, two_level_logits
+from gpu_sharing_gym.baselines import make_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
@@ -244,7 +249,7 @@ def test_v0_agent_still_refuses_other_option_sets_and_runs_on_default() -> None:
 @pytest.mark.skipif("ppo_v1" not in pretrained_names(), reason="no shipped v1 agent")
 @pytest.mark.parametrize("scenario", ["muxflow-t4", "mig-a100"])
 def test_shipped_v1_agent_runs_zero_shot_on_other_option_sets(scenario: str) -> None:
-    from agents.agent import PRETRAINED_DIR
+    from gpu_sharing_gym.agents.agent import PRETRAINED_DIR
 
     assert (PRETRAINED_DIR / "ppo_v1.zip").stat().st_size < 5_000_000  # the bound
     cfg = load_scenario(scenario)
@@ -294,7 +299,7 @@ def test_labelled_episodes_are_cached_and_independent_of_workers(tmp_path: Path)
 
 
 def test_cloning_a_heuristic_then_a_dagger_round_with_the_student_driving(tmp_path: Path) -> None:
-    from agents.bc import Demos, pretrain
+    from gpu_sharing_gym.agents.bc import Demos, pretrain
 
     model = _v1_model()
     seeds = [1_000_777]
@@ -316,7 +321,7 @@ def test_cloning_a_heuristic_then_a_dagger_round_with_the_student_driving(tmp_pa
 
 
 def test_planner_is_an_expert_with_keyword_arguments() -> None:
-    from agents.envs import make_expert
+    from gpu_sharing_gym.agents.envs import make_expert
 
     planner = make_expert("planner", base="speed_sjf", samples=2)
     assert planner.base_name == "speed_sjf" and planner.samples == 2  # type: ignore[attr-defined]
@@ -326,7 +331,7 @@ def test_planner_is_an_expert_with_keyword_arguments() -> None:
 
 # ----------------------------------------------------------------------------- train + resume
 def test_progress_csv_resumes_without_the_rows_after_the_checkpoint(tmp_path: Path) -> None:
-    from agents.callbacks import STEP_KEY, ResumableCSV
+    from gpu_sharing_gym.agents.callbacks import STEP_KEY, ResumableCSV
 
     path = tmp_path / "progress.csv"
     path.write_text(

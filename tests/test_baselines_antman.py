@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.antman import AntMan
 from gpu_sharing_env.interference import PRIO_RESIDUAL
 from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_gym.baselines.antman import AntMan
 from tests.helpers import nodes
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 

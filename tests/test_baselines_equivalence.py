@@ -26,13 +26,13 @@ import pytest
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from baselines import make_policy
-from baselines.base import HeuristicPolicy
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.baselines import make_policy
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from tests.helpers import assert_golden_metrics, numeric_stack
 
 GOLDEN_FILE = Path(__file__).resolve().parent / "golden" / "baselines.json"

@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from baselines.base import HeuristicPolicy
-from baselines.gandiva import Gandiva
 from gpu_sharing_env.interference import CONTEXT_SWITCH_OVERHEAD
 from gpu_sharing_env.nodes import NodeSpec
 from gpu_sharing_env.sim.codec import ActionCodec
@@ -21,6 +19,8 @@ from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobKind, JobSpec
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.gandiva import Gandiva
 from tests.helpers import nodes, scenario
 
 KEEP = 1.0 - CONTEXT_SWITCH_OVERHEAD  # time-sharing throughput kept when contexts share

@@ -4,10 +4,10 @@ SLO; offline jobs fill what is left."""
 
 from __future__ import annotations
 
-from baselines.gpulet import GPULet, p99_ms
-from baselines.reference import FifoExclusive
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.baselines.gpulet import GPULet, p99_ms
+from gpu_sharing_gym.baselines.reference import FifoExclusive
 from tests.helpers import job, nodes, option
 from tests.test_baselines_muxflow import default_episode, label, make, run_policy, svc
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.horus import Group, Horus, wfq_order
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.zoo import ZOO
+from gpu_sharing_gym.baselines.horus import Group, Horus, wfq_order
 from tests.helpers import job, nodes, option
 from tests.test_baselines_muxflow import default_episode, label, make, run_policy
 

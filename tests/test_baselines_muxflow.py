@@ -12,9 +12,6 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from baselines.base import HeuristicPolicy
-from baselines.muxflow import MuxFlow, km_assign
-from baselines.predictors import train_pair_speed
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
@@ -22,6 +19,9 @@ from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.muxflow import MuxFlow, km_assign
+from gpu_sharing_gym.baselines.predictors import train_pair_speed
 from tests.helpers import job, nodes, scenario
 
 

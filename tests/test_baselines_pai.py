@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.base import HeuristicPolicy
-from baselines.pai import LoadBalance, ReservePack, SjfPredicted
-from baselines.reference import FirstFit
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobSpec
-from gsg.fidelity.pai import FifoQueue
+from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.pai import LoadBalance, ReservePack, SjfPredicted
+from gpu_sharing_gym.baselines.reference import FirstFit
+from gpu_sharing_gym.fidelity.pai import FifoQueue
 from tests.helpers import make_sim, nodes
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 

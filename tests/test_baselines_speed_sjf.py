@@ -3,10 +3,10 @@ the GPU where solo speed × free share is highest, AntMan's rules for everything
 
 from __future__ import annotations
 
-from baselines.antman import AntMan
-from baselines.speed_sjf import SpeedSJF
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_gym.baselines.antman import AntMan
+from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 
 # Profiled solo speeds relative to V100 (gpu_sharing_env.zoo): resnet50 T4 0.41, A100 1.37;

@@ -49,7 +49,7 @@ def test_suite_json_contract(tmp_path: Path) -> None:
 
 
 def test_replay_scenario_density_is_fixed() -> None:
-    from gsg.bench import suite as bench
+    from gpu_sharing_gym.bench import suite as bench
 
     for n in (64, 1024, 6500):
         cfg = bench.replay_scenario(n, 20_000)

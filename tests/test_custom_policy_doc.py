@@ -19,7 +19,7 @@ def test_doc_policy_is_short_and_runs_on_the_leaderboard(tmp_path: Path) -> None
     (tmp_path / "my_sched.py").write_text(code)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     p = subprocess.run(
-        [sys.executable, "-m", "gsg.cli", "leaderboard", "--scenarios", "default",
+        [sys.executable, "-m", "gpu_sharing_gym.cli", "leaderboard", "--scenarios", "default",
          "--policies", "first_fit,my_sched:ShortestFastest", "--seeds", "2", "--workers", "2",
          "--quiet", "--out", str(tmp_path / "lb")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,

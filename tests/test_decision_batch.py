@@ -8,12 +8,12 @@ from typing import ClassVar
 
 import pytest
 
-from baselines.gpulet import GPULet
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import MAX_BATCH_SIZE, Decision, IllegalDecision, Simulator
 from gpu_sharing_env.sim.online import latency
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_gym.baselines.gpulet import GPULet
 from tests import helpers
 from tests.helpers import LinearSpeed, job, nodes, option, scenario
 from tests.test_baselines_muxflow import make, run_policy, svc

@@ -172,10 +172,10 @@ def test_load_ticks_are_consecutive_and_counted(scenario, policy):
     skip nor repeat one: ticks fall at tick_s, 2 tick_s, ... (each the previous plus tick_s, as
     when every tick went through the heap), and ``n_service_ticks`` counts live services at
     each."""
-    from baselines import make_policy
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
+    from gpu_sharing_gym.baselines import make_policy
 
     sim = make_simulator(load_scenario(scenario))
     live = []

@@ -130,7 +130,7 @@ def test_unknown_scenario_is_a_config_error() -> None:
 
 
 def test_scenario_by_path_and_by_config() -> None:
-    path = ROOT / "gpu_sharing_env" / "scenarios" / "default.yaml"
+    path = ROOT / "configs" / "scenarios" / "default.yaml"
     a = GpuSharingEnv(scenario=str(path))
     b = GpuSharingEnv(scenario=load_scenario("default"))
     oa, _ = a.reset(seed=5)
@@ -298,10 +298,10 @@ def test_reset_without_seed_continues_the_seeded_sequence() -> None:
 
 def test_seeded_episode_equals_the_reference_runner() -> None:
     """reset(seed=s) + the env's step semantics replay gpu_sharing_env.runner.run_episode exactly."""
-    from baselines.reference import FifoExclusive
     from gpu_sharing_env.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
     from gpu_sharing_env.sim.view import ClusterView
+    from gpu_sharing_gym.baselines.reference import FifoExclusive
 
     expected = run_episode(FifoExclusive(), make_simulator(load_scenario("default")), 4)
     env = GpuSharingEnv()

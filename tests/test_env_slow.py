@@ -56,7 +56,7 @@ def test_long_conformance(name: str) -> None:
         cfg = load_scenario(name)
         assert cfg.source_path is not None
         if not (Path(cfg.source_path).parent / cfg.workload.offline.trace_path).exists():
-            pytest.skip("openb data not found (gpu_sharing_env/scenarios/openb.yaml)")
+            pytest.skip("openb data not found (configs/scenarios/openb.yaml)")
     rep = api_test(name, num_steps=steps, seed=1, probe_every=probe_every)
     assert rep.steps == steps
     if name not in LONG_STEPS:

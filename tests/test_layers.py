@@ -1,6 +1,10 @@
 """The layering the design promises, checked on the source: arrows point down only, no cycles.
 
-    gsg (harness + CLI)  ->  agents  ->  baselines  ->  gpu_sharing_env (core)
+    gpu_sharing_gym (harness + CLI)  ->  gpu_sharing_gym.agents  ->  gpu_sharing_gym.baselines
+        ->  gpu_sharing_env (core)
+
+Modules are named as they install (``agents/train.py`` is ``gpu_sharing_gym.agents.train``: the
+package-dir mapping in ``pyproject.toml``, read by ``scripts/typecheck.py``).
 
 Every import counts, including those inside functions (a lazy import is still a dependency);
 only ``if TYPE_CHECKING:`` blocks are exempt.
@@ -13,20 +17,32 @@ from pathlib import Path
 
 import networkx as nx
 
+from tests.helpers import installed_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gpu_sharing_env", "baselines", "agents", "gsg")
-#: What each package may import from the project (besides itself).
+TOP = ("gpu_sharing_env", "gpu_sharing_gym")
+#: The layers, lowest first; a module belongs to the first whose prefix it has, checked longest
+#: prefix first.
+LAYERS = (
+    "gpu_sharing_env",
+    "gpu_sharing_gym.baselines",
+    "gpu_sharing_gym.agents",
+    "gpu_sharing_gym",
+)
+#: What each layer may import from the project (besides itself).
 ALLOWED = {
     "gpu_sharing_env": set(),
-    "baselines": {"gpu_sharing_env"},
-    "agents": {"gpu_sharing_env", "baselines"},
-    "gsg": {"gpu_sharing_env", "baselines", "agents"},
+    "gpu_sharing_gym.baselines": {"gpu_sharing_env"},
+    "gpu_sharing_gym.agents": {"gpu_sharing_env", "gpu_sharing_gym.baselines"},
+    "gpu_sharing_gym": {"gpu_sharing_env", "gpu_sharing_gym.baselines", "gpu_sharing_gym.agents"},
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def layer(module: str) -> str:
+    for name in sorted(LAYERS, key=len, reverse=True):
+        if module == name or module.startswith(name + "."):
+            return name
+    raise AssertionError(module)
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -62,11 +78,11 @@ def _imports(path: Path, module: str) -> set[str]:
             visit(child)
 
     visit(tree)
-    return {m for m in out if m.split(".")[0] in PACKAGES}
+    return {m for m in out if m.split(".")[0] in TOP}
 
 
 def _graph() -> nx.DiGraph:
-    files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files = installed_modules()
     g = nx.DiGraph()
     g.add_nodes_from(files)
     for mod, path in files.items():
@@ -83,7 +99,7 @@ def test_arrows_point_down_only() -> None:
     bad = [
         f"{a} imports {b}"
         for a, b in _graph().edges
-        if (pa := a.split(".")[0]) != (pb := b.split(".")[0]) and pb not in ALLOWED[pa]
+        if (pa := layer(a)) != (pb := layer(b)) and pb not in ALLOWED[pa]
     ]
     assert not bad, "\n".join(sorted(bad))
 
@@ -101,3 +117,14 @@ def test_core_names_no_policy_package() -> None:
     """The core's registry finds policies through entry points, not by importing them."""
     core = [e for e in _graph().edges if e[0].startswith("gpu_sharing_env")]
     assert all(b.startswith("gpu_sharing_env") for _, b in core)
+
+
+def test_every_package_folder_installs() -> None:
+    """Every folder with an ``__init__.py`` under the installed roots is in the wheel's list."""
+    listed = {p.parent for p in installed_modules().values()}
+    folders = {
+        p.parent
+        for top in ("gpu_sharing_env", "gpu_sharing_gym", "agents", "baselines", "configs")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert folders <= listed, sorted(str(f) for f in folders - listed)

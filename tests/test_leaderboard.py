@@ -16,15 +16,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines.reference import FirstFit
 from gpu_sharing_env import registry
 from gpu_sharing_env.config import SCENARIO_DIR, load_scenario, scenario_names
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.runner import evaluate
-from gsg.backends import run_cells
-from gsg.cells import Cell, pending_cells, plan_cells, run_cell
-from gsg.leaderboard import CELL_COLUMNS, cells_frame, mean_ci95, run_leaderboard, summarize
+from gpu_sharing_gym.backends import run_cells
+from gpu_sharing_gym.baselines.reference import FirstFit
+from gpu_sharing_gym.cells import Cell, pending_cells, plan_cells, run_cell
+from gpu_sharing_gym.leaderboard import (
+    CELL_COLUMNS,
+    cells_frame,
+    mean_ci95,
+    run_leaderboard,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "leaderboard.py"
@@ -44,7 +50,7 @@ faults:
 """
 
 
-from gsg.commands import leaderboard as cli  # noqa: E402
+from gpu_sharing_gym.commands import leaderboard as cli  # noqa: E402
 
 
 @pytest.fixture
@@ -367,10 +373,10 @@ def test_heldout_scenarios_load_and_are_distinct() -> None:
 
 def test_reused_simulator_does_not_keep_previous_policy_mechanisms() -> None:
     """evaluate.py runs every policy on one simulator: MuxFlow's mechanisms must not leak."""
-    from baselines import make_policy
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
+    from gpu_sharing_gym.baselines import make_policy
 
     cfg = load_scenario("default")
     fresh = run_episode(make_policy("time_sharing"), make_simulator(cfg), 0)

@@ -41,9 +41,9 @@ def test_core_harness_and_baselines_without_torch(tmp_path: Path) -> None:
     p = _run(
         """
         import gymnasium as gym
-        import baselines, gpu_sharing_env, gsg.leaderboard, gsg.report, gsg.fidelity
+        import gpu_sharing_gym.baselines, gpu_sharing_env, gpu_sharing_gym.leaderboard, gpu_sharing_gym.report, gpu_sharing_gym.fidelity
         from gpu_sharing_env.registry import UnknownPolicyError, make_policy
-        from gsg.cli import main
+        from gpu_sharing_gym.cli import main
         env = gym.make("GpuSharing-v0", scenario="default")
         env.reset(seed=0)
         assert main(["evaluate", "--policy", "first_fit", "--seeds", "1", "--quiet"]) == 0
@@ -67,7 +67,7 @@ def test_core_harness_and_baselines_without_torch(tmp_path: Path) -> None:
 def test_train_without_torch_says_what_to_install(tmp_path: Path) -> None:
     p = _run(
         """
-        from gsg.cli import main
+        from gpu_sharing_gym.cli import main
         raise SystemExit(main(["train", "--out", "x"]))
         """,
         tmp_path,

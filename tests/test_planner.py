@@ -11,9 +11,6 @@ import numpy as np
 import pytest
 import yaml
 
-from agents.planner import PlannerError, RolloutPlanner, copy_world, sample_belief
-from baselines import make_policy
-from baselines.antman import AntMan
 from gpu_sharing_env.config import ScenarioConfig, from_dict
 from gpu_sharing_env.occupancy import PlacementRecorder
 from gpu_sharing_env.runner import run_episode, run_to_end
@@ -21,13 +18,16 @@ from gpu_sharing_env.sim.build import ScenarioWorkload, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.planner import PlannerError, RolloutPlanner, copy_world, sample_belief
+from gpu_sharing_gym.baselines import make_policy
+from gpu_sharing_gym.baselines.antman import AntMan
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def small() -> ScenarioConfig:
     """``default`` with 16 jobs over 2 hours (an episode in a few seconds of planning)."""
-    data = yaml.safe_load((ROOT / "gpu_sharing_env/scenarios/default.yaml").read_text())
+    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
     data["workload"]["offline"].update(max_jobs=16, arrival_window_h=2)
     data["name"] = "small"
     return from_dict(ScenarioConfig, data, src="small")

@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from gpu_sharing_env.metrics import METRIC_NAMES
-from gsg.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
+from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
 
 TINY = """\
 name: {name}
@@ -42,7 +42,7 @@ def _scenario(tmp: Path, name: str) -> Path:
 
 
 def _t_half(values: list[float]) -> float:
-    """The 95 % half-width from scipy's own t interval (independent of gsg.ci's formula)."""
+    """The 95 % half-width from scipy's own t interval (independent of gpu_sharing_gym.ci's formula)."""
     lo, hi = stats.t.interval(0.95, len(values) - 1, loc=0.0, scale=stats.sem(values))
     return float(hi - lo) / 2.0
 
@@ -76,7 +76,7 @@ def _rows(jct: dict[str, list[float]]) -> list[dict[str, Any]]:
 
 
 def _summary(jct: dict[str, list[float]], scenarios: tuple[str, ...] = ("s",)) -> Any:
-    from gsg.leaderboard import cells_frame, summarize
+    from gpu_sharing_gym.leaderboard import cells_frame, summarize
 
     rows = []
     for scen in scenarios:
@@ -88,7 +88,7 @@ def _summary(jct: dict[str, list[float]], scenarios: tuple[str, ...] = ("s",)) -
 
 # ------------------------------------------------------------------------------ the labels
 def test_markdown_and_terminal_tables_label_the_interval() -> None:
-    from gsg import report
+    from gpu_sharing_gym import report
 
     jct = {"a": [100.0, 140.0, 120.0], "b": [300.0]}
     cells, summary = _summary(jct)
@@ -107,7 +107,7 @@ def test_markdown_and_terminal_tables_label_the_interval() -> None:
 
 
 def _html(scenarios: tuple[str, ...]) -> str:
-    from gsg import report
+    from gpu_sharing_gym import report
 
     cells, summary = _summary({"a": [1.0, 2.0], "b": [3.0, 5.0]}, scenarios)
     return report.html_page(cells, summary, {}, "gsg leaderboard", [0, 1])
@@ -138,8 +138,8 @@ def test_html_table_of_contents_for_several_scenarios() -> None:
 def test_leaderboard_terminal_prints_the_interval_label(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gsg.commands import leaderboard as cli
-    from gsg.leaderboard import write_outputs
+    from gpu_sharing_gym.commands import leaderboard as cli
+    from gpu_sharing_gym.leaderboard import write_outputs
 
     def no_tb(*args: Any, **kwargs: Any) -> Any:  # TensorBoard logs are not under test here
         return write_outputs(*args, **{**kwargs, "tensorboard": False})
@@ -161,7 +161,7 @@ def test_leaderboard_terminal_prints_the_interval_label(
 def test_evaluate_prints_the_jct_interval(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gsg.commands import evaluate as cli
+    from gpu_sharing_gym.commands import evaluate as cli
 
     scen = _scenario(tmp_path, "tiny_ev")
     out = tmp_path / "r.json"
@@ -175,7 +175,7 @@ def test_evaluate_prints_the_jct_interval(
 
 
 def test_evaluate_table_without_interval_for_one_seed() -> None:
-    from gsg.commands.evaluate import summary_table
+    from gpu_sharing_gym.commands.evaluate import summary_table
 
     recs = [{"policy": "p", **dict.fromkeys(METRIC_NAMES, 2.0), "jct_mean_s": 7.5}]
     table = summary_table(recs, 0.9)
@@ -197,7 +197,7 @@ class _FakeReport:
 def test_calibrate_says_where_it_wrote(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gsg.commands import calibrate
+    from gpu_sharing_gym.commands import calibrate
 
     monkeypatch.setattr(calibrate, "run", lambda data, heldout=True: _FakeReport())
     monkeypatch.chdir(tmp_path)
@@ -279,7 +279,7 @@ def test_job_colours_are_distinct_then_hatched() -> None:
 
 
 def test_utilization_span_is_the_placement_activity() -> None:
-    from gsg.plots import utilization_span
+    from gpu_sharing_gym.plots import utilization_span
 
     h = 3600.0
     a = {"jobs": [_job(0, 2 * h, 5 * h, [0])], "timeseries": []}
@@ -307,7 +307,7 @@ class _Sim:
 
 
 def test_heartbeat_keeps_the_bar_moving_during_an_episode() -> None:
-    from gsg.commands.evaluate import Heartbeat
+    from gpu_sharing_gym.commands.evaluate import Heartbeat
 
     bar = _Bar()
     with Heartbeat(bar, _Sim(), every=0.01) as hb:

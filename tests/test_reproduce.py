@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from baselines.pai import SjfPredicted
-from gsg.commands.reproduce import table
-from gsg.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS
-from gsg.fidelity.common import check
-from gsg.fidelity.pai import PAI_QUEUEING, FifoQueue, LoadBalanceQueue, ReservePackQueue
+from gpu_sharing_gym.baselines.pai import SjfPredicted
+from gpu_sharing_gym.commands.reproduce import table
+from gpu_sharing_gym.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS
+from gpu_sharing_gym.fidelity.common import check
+from gpu_sharing_gym.fidelity.pai import PAI_QUEUEING, FifoQueue, LoadBalanceQueue, ReservePackQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "reproduce.py"
@@ -124,7 +124,7 @@ def test_pai_experiments_schedule_the_whole_queue(records: dict[str, dict[str, A
 def test_muxflow_ablation_runs_on_diverse_offline_jobs() -> None:
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.zoo import ZOO
-    from gsg.fidelity.muxflow import _arms
+    from gpu_sharing_gym.fidelity.muxflow import _arms
 
     cfg = load_scenario("fidelity/muxflow-ablation")
     mix = cfg.workload.offline.params["model_mix"]

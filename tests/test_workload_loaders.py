@@ -398,7 +398,7 @@ def test_trace_cli_exits_with_one_line(tmp_path: Path) -> None:
 
 
 def test_trace_cli_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    from gsg.commands import trace as mod
+    from gpu_sharing_gym.commands import trace as mod
 
     assert mod.main(["stats", "-", "--format", "synthetic", "--horizon-h", "24"]) == 0
     assert "diurnal profile" in capsys.readouterr().out

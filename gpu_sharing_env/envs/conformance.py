@@ -1,7 +1,7 @@
 """A conformance test users run on their own scenarios (like PettingZoo's ``api_test``).
 
     from gpu_sharing_env.envs.conformance import api_test
-    report = api_test("gpu_sharing_env/scenarios/my_cluster.yaml", num_steps=300)
+    report = api_test("configs/scenarios/my_cluster.yaml", num_steps=300)
 
 or ``python -m gpu_sharing_env.envs.conformance my_cluster.yaml``. It raises
 :class:`ConformanceError` (an ``AssertionError``) naming the first broken rule:

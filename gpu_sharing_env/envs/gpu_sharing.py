@@ -105,7 +105,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
                    invalid_action="noop", render_mode=None, max_gpus=None)
     ```
 
-    * ``scenario``: a name in ``gpu_sharing_env/scenarios/``, a YAML path, or a ``ScenarioConfig``.
+    * ``scenario``: a name in ``configs/scenarios/``, a YAML path, or a ``ScenarioConfig``.
     * ``reward``: a key of ``REWARDS``; ``reward_kwargs`` go to its constructor
       (e.g. ``{"slo_weight": 50.0}``).
     * ``invalid_action``: ``"noop"`` (default) treats an action outside the mask as *wait* and

@@ -1,0 +1,156 @@
+"""Leaderboard cells: one (policy, scenario, seed), run in isolation, saved and resumed.
+
+A cell runs through the one evaluation loop (:func:`gpu_sharing_env.runner.evaluate`) on a freshly
+built simulator, so its result depends only on its three coordinates (the simulator is
+deterministic per seed), whichever process or Ray worker (:mod:`gpu_sharing_gym.backends`) runs it. Each
+finished cell is saved atomically as ``DIR/cells/<scenario>/<policy>/<seed>.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.fileio import atomic_write_text
+from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.occupancy import PlacementRecorder
+from gpu_sharing_env.registry import make_policy
+from gpu_sharing_env.runner import evaluate, json_safe
+from gpu_sharing_env.sim.build import make_simulator
+
+#: Bumped when the cell file layout changes (older files are recomputed).
+CELL_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (policy, scenario, seed) of the leaderboard.
+
+    Attributes:
+        policy: Registry name (``baselines.POLICIES``).
+        scenario: Scenario name (the loaded config's ``name``; output directories use it).
+        scenario_path: The YAML file it was loaded from (what workers load).
+        seed: Episode seed.
+    """
+
+    policy: str
+    scenario: str
+    scenario_path: str
+    seed: int
+
+    def path(self, out: Path) -> Path:
+        """Where this cell's result file lives under the output directory ``out``."""
+        return out / "cells" / self.scenario / self.policy / f"{self.seed}.json"
+
+
+def scenario_digest(path: str | Path) -> str:
+    """Content hash of a scenario file: a saved cell is reused only if its scenario is unchanged."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def plan_cells(
+    policies: Sequence[str], scenario_paths: Mapping[str, str], seeds: Sequence[int]
+) -> list[Cell]:
+    """All cells, scenario-major then policy then seed (the order of tables and plots)."""
+    return [
+        Cell(p, s, path, seed)
+        for s, path in scenario_paths.items()
+        for p in policies
+        for seed in seeds
+    ]
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Run one cell; never raises (a failure becomes ``status="error"`` with a one-line message).
+
+    Returns the JSON-ready content of the cell file: ``record`` (the CSV row), ``timeseries``,
+    ``jobs`` (placements), ``options`` (labels of option indices), ``gpu_types`` and
+    ``slo_target``.
+    """
+    t0 = time.perf_counter()
+    base: dict[str, Any] = {
+        "format": CELL_FORMAT,
+        "cell": {"policy": cell.policy, "scenario": cell.scenario, "seed": cell.seed},
+    }
+    try:
+        base["scenario_digest"] = scenario_digest(cell.scenario_path)
+        cfg = load_scenario(cell.scenario_path)
+        policy = make_policy(cell.policy)
+        sim = make_simulator(cfg)
+        recorder = PlacementRecorder(sim)
+        (rec,) = evaluate(policy, cfg, [cell.seed], sim=sim)
+        record: dict[str, Any] = {
+            "policy": cell.policy,
+            "scenario": cell.scenario,
+            "seed": cell.seed,
+            "oracle": bool(rec["oracle"]),
+        }
+        record.update({k: rec[k] for k in METRIC_NAMES})
+        record.update(status="ok", error="", wall_s=time.perf_counter() - t0)
+        base.update(
+            record=json_safe(record),
+            extras=json_safe({k: v for k, v in rec.items() if k.startswith("x_")}),
+            slo_target=cfg.slo_target,
+            options=[o.label for o in sim.options],
+            gpu_types=list(getattr(sim.cluster, "type_name_of", ())),
+            timeseries=[[_finite(float(v)) for v in row] for row in sim.timeseries],
+            jobs=recorder.jobs() if recorder.active else [],
+        )
+    except Exception as e:  # recorded, never propagated: one failing cell must not stop the rest
+        record = {"policy": cell.policy, "scenario": cell.scenario, "seed": cell.seed}
+        record.update({"oracle": None, **dict.fromkeys(METRIC_NAMES)})
+        record.update(status="error", error=_one_line(e), wall_s=time.perf_counter() - t0)
+        base["record"] = record
+    return base
+
+
+def save_cell(out: Path, cell: Cell, result: Mapping[str, Any]) -> None:
+    """Atomically write a cell's result file."""
+    atomic_write_text(cell.path(out), json.dumps(result, allow_nan=False, separators=(",", ":")))
+
+
+def load_cell(out: Path, cell: Cell) -> dict[str, Any] | None:
+    """A saved result for ``cell``, or None if absent, unreadable, outdated or for another
+    version of the scenario file."""
+    try:
+        data = json.loads(cell.path(out).read_text())
+        if data.get("format") != CELL_FORMAT or data["cell"] != {
+            "policy": cell.policy,
+            "scenario": cell.scenario,
+            "seed": cell.seed,
+        }:
+            return None
+        if data.get("scenario_digest") not in (None, scenario_digest(cell.scenario_path)):
+            return None
+        return dict(data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def pending_cells(out: Path, cells: Iterable[Cell]) -> tuple[list[Cell], dict[Cell, dict]]:
+    """Split ``cells`` into those still to run and the saved ``ok`` results (errors rerun)."""
+    todo: list[Cell] = []
+    done: dict[Cell, dict] = {}
+    for c in cells:
+        res = load_cell(out, c)
+        if res is not None and res["record"].get("status") == "ok":
+            done[c] = res
+        else:
+            todo.append(c)
+    return todo, done

@@ -1,0 +1,109 @@
+"""The ``gsg`` command: one entry point for every tool.
+
+    gsg evaluate --policy first_fit,antman --scenario default --seeds 3
+    gsg leaderboard --scenarios default --policies all --seeds 3 --out runs/lb
+    gsg train --algo maskable_ppo --scenario default --out runs/ppo      # needs the [rl] extra
+    gsg calibrate --data ../shared/data
+    gsg reproduce --experiment all
+    gsg bench [--quick] | gsg bench replay ... | gsg bench markdown out/bench.json
+    gsg trace stats PODS.csv --format openb
+
+``gsg COMMAND --help`` shows a command's options. The ``scripts/*.py`` files are the same
+commands for a source checkout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+#: command -> (module with ``main(argv) -> int``, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": (
+        "gpu_sharing_gym.commands.evaluate",
+        "policies on a scenario over seeds -> metric records",
+    ),
+    "leaderboard": (
+        "gpu_sharing_gym.commands.leaderboard",
+        "policies x scenarios x seeds -> tables, plots",
+    ),
+    "train": (
+        "gpu_sharing_gym.agents.train",
+        "train an RL agent (MaskablePPO, PPO, A2C, DQN); needs [rl]",
+    ),
+    "calibrate": (
+        "gpu_sharing_gym.commands.calibrate",
+        "fit the speed model to measurements, print errors",
+    ),
+    "reproduce": (
+        "gpu_sharing_gym.commands.reproduce",
+        "the seed papers' findings, claim by claim",
+    ),
+    "bench": (
+        "gpu_sharing_gym.bench.suite",
+        "benchmark suite (also: bench replay, bench markdown)",
+    ),
+    "trace": ("gpu_sharing_gym.commands.trace", "workload statistics of a trace or the generator"),
+}
+#: ``gsg bench <sub>``: the other benchmark tools.
+BENCH_SUBCOMMANDS = {
+    "replay": "gpu_sharing_gym.bench.replay",
+    "markdown": "gpu_sharing_gym.bench.markdown",
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: gsg COMMAND [options]   (gsg COMMAND --help for a command's options)", ""]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+#: Top-level packages of the ``rl`` extra.
+RL_PACKAGES = ("torch", "stable_baselines3", "sb3_contrib", "tensorboard")
+
+
+def _missing_rl(e: ImportError) -> str | None:
+    missing = getattr(e, "name", "") or ""
+    return missing if missing.split(".")[0] in RL_PACKAGES else None
+
+
+def _load(module: str) -> Callable[[list[str] | None], int]:
+    return importlib.import_module(module).main  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``gsg COMMAND ...`` to the command's ``main``; returns its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from gpu_sharing_env import __version__
+
+        print(f"gsg (gpu-sharing-gym) {__version__}")
+        return 0
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"gsg: unknown command {command!r}\n{_usage()}", file=sys.stderr)
+        return 2
+    module = COMMANDS[command][0]
+    if command == "bench" and rest and rest[0] in BENCH_SUBCOMMANDS:
+        module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]
+    try:
+        return int(_load(module)(rest) or 0)
+    except ModuleNotFoundError as e:
+        missing = _missing_rl(e)
+        if missing is None:
+            raise
+        print(
+            f"gsg {command}: needs the RL extra ({missing} is not installed): "
+            "pip install 'gpu-sharing-gym[rl]'",
+            file=sys.stderr,
+        )
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""Evaluate policies on a scenario over seeds and print/save the schema's metrics.
+
+gsg evaluate --policy first_fit --scenario default --seeds 3 --json out.json
+gsg evaluate --policy all --scenario default --seeds 3
+gsg evaluate --policy ppo_default,antman --scenario muxflow-t4 --seeds 5
+gsg evaluate --policy my_pkg.sched:MyPolicy --scenario default    # any importable Policy
+
+Prints one row per policy: the mean over the seeds of each metric, with the 95 % confidence
+interval half-width (Student t over the seeds) for jct_mean_s and slo_attainment. A progress
+bar counts episodes; during a long one (the planner) it shows the simulated clock and the jobs
+done so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from gpu_sharing_env.config import (
+    ClusterConfig,
+    ConfigError,
+    FleetFileConfig,
+    ScenarioConfig,
+    from_dict,
+    load_scenario,
+)
+from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
+from gpu_sharing_env.runner import evaluate, json_safe
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
+
+PROG = "gsg evaluate"
+
+SHOWN = [
+    "jct_mean_s",
+    "queue_delay_mean_s",
+    "slo_attainment",
+    "latency_p99_ms",
+    "gpu_util",
+    "norm_throughput_mean",
+    "jobs_completed",
+    "errors_total",
+]
+#: Of :data:`SHOWN`, the columns printed as "mean ± 95 % CI half-width" (the ranking metrics).
+WITH_CI = ("jct_mean_s", "slo_attainment")
+#: Seconds between two refreshes of the progress bar during an episode.
+HEARTBEAT_S = 1.0
+
+
+def override(
+    sc: ScenarioConfig,
+    trace: Path | None,
+    trace_format: str | None,
+    cluster: Path | None,
+    cluster_format: str | None,
+    max_jobs: int | None,
+) -> ScenarioConfig:
+    """Replace a scenario's workload and/or fleet from the command line."""
+    off = sc.workload.offline
+    if trace is not None:
+        if not trace_format:
+            raise ConfigError("--trace: give --trace-format too (openb, pai, philly, ...)")
+        if not trace.is_file():
+            raise ConfigError(f"{trace}: trace file not found")
+        off = replace(
+            off, source="trace", trace_format=trace_format, trace_path=str(trace.resolve())
+        )
+    if max_jobs is not None:
+        off = replace(off, max_jobs=max_jobs)
+    sc = replace(sc, workload=replace(sc.workload, offline=off))
+    if cluster is not None:
+        if not cluster.is_file():
+            raise ConfigError(f"{cluster}: cluster file not found")
+        fmt = cluster_format or ("yaml" if cluster.suffix in (".yaml", ".yml") else "")
+        if fmt == "yaml":
+            data = yaml.safe_load(cluster.read_text())
+            data = data.get("cluster", data) if isinstance(data, dict) else data
+            cl = from_dict(ClusterConfig, data, src=str(cluster), where="cluster")
+        elif fmt in ("openb", "pai"):
+            cl = ClusterConfig(fleet=FleetFileConfig(format=fmt, path=str(cluster.resolve())))  # type: ignore[arg-type]
+        else:
+            raise ConfigError(f"{cluster}: give --cluster-format openb, pai or yaml")
+        sc = replace(sc, cluster=cl)
+    return sc
+
+
+def summary_table(records: Sequence[Mapping[str, Any]], slo_target: float) -> pd.DataFrame:
+    """Per policy (best first: meeting the SLO, then lowest mean JCT): the :data:`SHOWN` metrics
+    as display strings, "mean ± 95 % CI half-width" for :data:`WITH_CI` (plain means for the
+    rest), ``meets_slo`` and ``n`` (seeds)."""
+    df = pd.DataFrame(list(records))
+    rows: list[dict[str, Any]] = []
+    for pol, grp in df.groupby("policy", sort=False):
+        row: dict[str, Any] = {"policy": pol}
+        for m in SHOWN:
+            mean, half, _ = mean_ci95(pd.to_numeric(grp[m], errors="coerce").astype(float))
+            row[m] = fmt_mean_ci(mean, half) if m in WITH_CI else fmt_num(mean)
+            row[f"_{m}"] = mean
+        slo = row["_slo_attainment"]
+        row["meets_slo"] = bool(slo != slo or slo >= slo_target)  # NaN: no online services
+        row["n"] = len(grp)
+        rows.append(row)
+    table = pd.DataFrame(rows).sort_values(
+        ["meets_slo", "_jct_mean_s"], ascending=[False, True], na_position="last", kind="stable"
+    )
+    return table.set_index("policy")[[*SHOWN, "meets_slo", "n"]]
+
+
+class Heartbeat:
+    """Keeps a progress bar moving during one long episode: every ``every`` seconds (from a
+    daemon thread) its postfix shows how far the episode is, ``sim 5.2 h, 40/60 jobs done``
+    (an episode ends when every offline job is done or at the horizon), and its elapsed time
+    is redrawn. A planner episode takes tens of seconds or more; without this the bar would
+    stand still until the episode ends."""
+
+    def __init__(self, bar: Any, sim: Any, every: float = HEARTBEAT_S) -> None:
+        self.bar, self.sim, self.every = bar, sim, every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def status(self) -> str:
+        """``sim <clock> h[, <done>/<total> jobs done]`` of the running episode."""
+        text = f"sim {float(getattr(self.sim, 'now', 0.0)) / 3600.0:.1f} h"
+        total = getattr(self.sim, "_offline_total", None)
+        left = getattr(self.sim, "_offline_left", None)
+        if isinstance(total, int) and isinstance(left, int) and total > 0:
+            text += f", {total - left}/{total} jobs done"
+        return text
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            self.bar.set_postfix_str(self.status(), refresh=True)
+
+    def __enter__(self) -> Heartbeat:
+        if not getattr(self.bar, "disable", True):
+            self._thread = threading.Thread(target=self._beat, name="gsg-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    ap.add_argument(
+        "--policy",
+        default="all",
+        help="a comma list of registered names or 'all' (every heuristic policy) "
+        f"({', '.join(policy_names())}), module:Class, or a trained agent's model.zip path",
+    )
+    ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
+    ap.add_argument("--seeds", type=int, default=3, help="evaluate seeds 0..N-1")
+    ap.add_argument("--json", type=Path, default=None, help="write one record per seed here")
+    ap.add_argument("--trace", type=Path, default=None, help="replace the offline workload")
+    ap.add_argument("--trace-format", default=None, help="openb, pai, philly, philly-raw, helios")
+    ap.add_argument("--cluster", type=Path, default=None, help="replace the fleet (CSV or YAML)")
+    ap.add_argument("--cluster-format", default=None, choices=["openb", "pai", "yaml"])
+    ap.add_argument("--max-jobs", type=int, default=None, help="keep only the first N jobs")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = ap.parse_args(argv)
+    try:
+        # "all" (every registered heuristic) may stand in a list: "my.zip,all"
+        names = []
+        for tok in args.policy.split(","):
+            names += (
+                [n for n in policy_names("policy") if n not in names] if tok == "all" else [tok]
+            )
+        policies = [make_policy(n.strip()) for n in names]
+        scenario = load_scenario(args.scenario)
+        scenario = override(
+            scenario, args.trace, args.trace_format, args.cluster, args.cluster_format,
+            args.max_jobs,
+        )  # fmt: skip
+        sim = make_simulator(scenario)
+    except (ConfigError, UnknownPolicyError, ValueError, OSError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    if args.seeds < 1:
+        print(f"{PROG}: error: --seeds: must be >= 1", file=sys.stderr)
+        return 2
+    records = []
+    bar = tqdm(
+        total=len(policies) * args.seeds, unit="episode", disable=args.quiet, file=sys.stderr,
+        dynamic_ncols=True,
+    )  # fmt: skip
+    with bar:
+        for pol in policies:
+            for seed in range(args.seeds):
+                bar.set_description(f"{pol.name} seed {seed}")
+                bar.set_postfix_str("", refresh=False)
+                try:
+                    with Heartbeat(bar, sim):
+                        records += evaluate(pol, scenario, [seed], sim=sim)
+                except ValueError as e:  # e.g. an agent that does not fit this scenario
+                    bar.close()
+                    print(f"{PROG}: error: {e}", file=sys.stderr)
+                    return 2
+                bar.update()
+    target = scenario.slo_target
+    table = summary_table(records, target)
+    with pd.option_context("display.width", 200):
+        seeds = "seed 0" if args.seeds == 1 else f"seeds 0..{args.seeds - 1}"
+        print(f"scenario {scenario.name}: mean over {seeds} (SLO target {target})")
+        print(table.to_string())
+    print(f"{CI_NOTE}; the other columns are means")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps([json_safe(r) for r in records], indent=1))
+        tmp.replace(args.json)
+        print(f"wrote {len(records)} records to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Run the leaderboard: every policy × scenario × seed cell through the one evaluation loop.
+
+gsg leaderboard --scenarios default --policies all --seeds 3 --out runs/demo
+gsg leaderboard --policies first_fit,time_sharing --seed-list 0,1,2,3 --out runs/lb
+gsg leaderboard --scenarios heldout --backend ray --ray-address auto --out runs/lb
+gsg leaderboard --policies all,my_pkg.sched:MyPolicy --scenarios default --out runs/mine
+
+Seeds are fixed and published: --seeds N means seeds 0..N-1; --seed-list gives them explicitly.
+--scenarios takes names, YAML paths, `heldout` (the held-out set, configs/scenarios/heldout/,
+the default) or `all` (the shipped scenarios). A rerun with the same --out computes only the
+cells that are missing or failed. Writes DIR/leaderboard.csv, summary.csv, LEADERBOARD.md,
+index.html, plots/, tb/ (tensorboard --logdir DIR/tb) and cells/.
+Exit status: 0 all cells ok, 1 some cells failed (recorded; rerun to retry), 2 bad input,
+130 interrupted (rerun to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, scenario_names
+from gpu_sharing_env.fileio import atomic_write_text
+from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
+from gpu_sharing_gym.backends import BACKENDS, BackendError, check_backend
+from gpu_sharing_gym.cells import plan_cells
+from gpu_sharing_gym.ci import CI_NOTE
+from gpu_sharing_gym.leaderboard import run_leaderboard, write_outputs
+from gpu_sharing_gym.report import text_table
+
+PROG = "gsg leaderboard"
+HELDOUT_DIR = SCENARIO_DIR / "heldout"
+
+
+class InputError(ValueError):
+    """Bad command-line input; the message is one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, like every other input error
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_policies(text: str) -> list[str]:
+    names: list[str] = []
+    heuristics = policy_names("policy")
+    for n in (t.strip() for t in text.split(",")):
+        names += heuristics if n == "all" else [n]  # "all": every registered heuristic
+    if not names or any(not n for n in names):
+        raise InputError(f"--policies: empty name in {text!r}")
+    for n in names:
+        if n not in heuristics:
+            make_policy(n)  # raises UnknownPolicyError listing the known names
+    if len(set(names)) != len(names):
+        raise InputError(f"--policies: duplicate name in {text!r}")
+    return names
+
+
+def parse_scenarios(text: str) -> dict[str, tuple[str, float]]:
+    """Scenario name -> (absolute YAML path, slo_target), validated by loading each."""
+    tokens: list[str] = []
+    for tok in (t.strip() for t in text.split(",")):
+        if not tok:
+            raise InputError(f"--scenarios: empty name in {text!r}")
+        if tok == "heldout":
+            tokens += [str(p) for p in sorted(HELDOUT_DIR.glob("*.yaml"))]
+        elif tok == "all":
+            tokens += scenario_names()
+        else:
+            tokens.append(tok)
+    out: dict[str, tuple[str, float]] = {}
+    for tok in tokens:
+        cfg = load_scenario(tok)
+        if cfg.name in out:
+            raise InputError(f"--scenarios: scenario {cfg.name!r} given twice")
+        out[cfg.name] = (str(Path(cfg.source_path).resolve()), cfg.slo_target)
+    if not out:
+        raise InputError(f"--scenarios: no scenario in {text!r}")
+    return out
+
+
+def parse_seeds(n: int | None, seed_list: str | None) -> list[int]:
+    if seed_list is None:
+        if n is None or n < 1:
+            raise InputError(f"--seeds: must be >= 1 (got {n})")
+        return list(range(n))
+    try:
+        seeds = [int(s) for s in seed_list.split(",")]
+    except ValueError:
+        raise InputError(
+            f"--seed-list: comma-separated integers expected (got {seed_list!r})"
+        ) from None
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seed-list: seeds must be distinct and >= 0 (got {seed_list!r})")
+    return seeds
+
+
+def prepare_out(out: Path) -> None:
+    """Create ``out`` and prove it writable (nothing in it is touched)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out: {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test.{os.getpid()}"
+        atomic_write_text(probe, "")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"--out: {out}: not writable ({e.strerror or e})") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--scenarios", default="heldout", help="comma list (default: heldout)")
+    ap.add_argument(
+        "--policies",
+        default="all",
+        help="comma list of 'all' (the heuristic policies), registered names "
+        f"({', '.join(policy_names())}), module:Class, or a model.zip path",
+    )
+    seeds = ap.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
+    seeds.add_argument("--seed-list", default=None, help="explicit seeds, e.g. 1,2,3")
+    ap.add_argument("--out", type=Path, default=Path("runs/leaderboard"), help="output directory")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel cells")
+    ap.add_argument("--backend", choices=BACKENDS, default="local")
+    ap.add_argument("--ray-address", default=None, help="existing Ray cluster (with --backend ray)")
+    ap.add_argument("--occupancy-policy", default=None, help="policy of the placement chart")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        policies = parse_policies(args.policies)
+        scenarios = parse_scenarios(args.scenarios)
+        seeds = parse_seeds(
+            3 if args.seeds is None and args.seed_list is None else args.seeds, args.seed_list
+        )
+        if args.workers < 1:
+            raise InputError(f"--workers: must be >= 1 (got {args.workers})")
+        if args.ray_address and args.backend != "ray":
+            raise InputError("--ray-address: only with --backend ray")
+        if args.occupancy_policy is not None and args.occupancy_policy not in policies:
+            raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not run")
+        check_backend(args.backend)
+        prepare_out(args.out)
+    except (InputError, ConfigError, UnknownPolicyError, BackendError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    cells = plan_cells(policies, {n: p for n, (p, _) in scenarios.items()}, seeds)
+    try:
+        results = run_leaderboard(
+            args.out, cells, args.backend, args.workers, args.ray_address, not args.quiet
+        )
+    except BackendError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; finished cells are saved, rerun to resume", file=sys.stderr)
+        return 130
+    command = "gsg leaderboard " + shlex.join(argv)
+    summary = write_outputs(
+        args.out,
+        results,
+        {n: t for n, (_, t) in scenarios.items()},
+        command,
+        seeds,
+        args.occupancy_policy,
+    )
+    for name, (_, target) in scenarios.items():
+        print(f"\n{name}: mean over seeds {','.join(map(str, seeds))} (SLO target {target:g})")
+        print(text_table(summary, name))
+    print(f"\n{CI_NOTE}")
+    failed = sum(r["record"]["status"] != "ok" for r in results)
+    out = args.out
+    print(f"\ntables: {out / 'leaderboard.csv'}, {out / 'summary.csv'}, {out / 'LEADERBOARD.md'}")
+    print(f"HTML report: {out / 'index.html'}")
+    if (out / "tb").is_dir():
+        print(f"TensorBoard: tensorboard --logdir {out / 'tb'}")
+    if failed:
+        print(f"{failed} of {len(results)} cells failed (see LEADERBOARD.md); rerun to retry them")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

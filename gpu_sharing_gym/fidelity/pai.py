@@ -1,0 +1,186 @@
+"""MLaaS in the Wild (Weng et al., "MLaaS in the Wild: Workload Analysis and Scheduling in
+Large-Scale Heterogeneous GPU Clusters", NSDI'22; notes in ``../shared/seeds/001_*.txt``).
+
+Both experiments run PAI's policies as ``gpu_sharing_gym.baselines.pai`` implements them on the PAI fleet mix at
+1/20 scale with the PAI-calibrated synthetic tasks (``configs/scenarios/fidelity/pai*.yaml``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_sharing_gym.baselines.pai import LoadBalance, ReservePack, SjfPredicted
+from gpu_sharing_gym.baselines.reference import FirstFit
+from gpu_sharing_gym.fidelity.common import Variant, check, record, run_variants, scenario
+
+PAPER = "MLaaS in the Wild (Weng et al., NSDI'22)"
+
+#: Load factors of the reserving-and-packing experiment (x the scenario's 100 tasks/h): the
+#: checks are read at the first; the second is a sensitivity point in the detail (``x1.05.*``).
+RP_LOADS = (1.0, 1.05)
+
+#: The queueing statistics PAI reports for its production cluster (NSDI'22 Sec. 3.2, Fig. 7c/d;
+#: Sec. 6.3), which the experiment's load is chosen to match under reserving-and-packing (the
+#: production policy): 90 % of GPU-sharing (fractional) instances start within 497 s; 10 % of
+#: whole-GPU instances wait more than 1,000 s; instances asking for high-end (V100) GPUs wait
+#: 13,709 s at the 90th percentile.
+PAI_QUEUEING = {
+    "f_queue_delay_p90_frac_s": 497.0,
+    "f_queued_1000s_whole": 0.10,
+    "f_queue_delay_p90_high_s": 13_709.0,
+}
+
+
+class ReservePackQueue(ReservePack):
+    """``reserve_pack`` over the whole queue, as PAI's scheduler (not an env's window of 8)."""
+
+    name = "reserve_pack_queue"
+    decision_scope = "queue"
+
+
+class LoadBalanceQueue(LoadBalance):
+    """``load_balance`` over the whole queue."""
+
+    name = "load_balance_queue"
+    decision_scope = "queue"
+
+
+def pai_reserve_pack(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
+    """Reserving-and-packing vs load balancing (Sec. 6.3, Fig. 21): R&P lowers the average
+    queueing delay by 45%, and by 68% for high-GPU tasks.
+
+    Setup (``fidelity/pai.yaml``): the PAI machine mix at 1/20 scale, PAI-like tasks for a day.
+    Both policies schedule from the whole queue (:class:`ReservePackQueue`,
+    :class:`LoadBalanceQueue`), as PAI's scheduler and simulator do: a queue window would add
+    head-of-line blocking PAI does not have, and it dominates at high load. High-GPU tasks are
+    the workload's priority-1 tasks (pinned to > 16 GB V100s).
+
+    Load: 100 tasks/h, about three quarters of the GPUs allocated (PAI's reported allocation
+    for its low-end machines). The queueing statistics PAI reports (:data:`PAI_QUEUEING`, under
+    R&P, its production policy) are in the detail beside the simulated ones
+    (``f_queue_delay_p90_frac_s``, ``f_queued_1000s_whole``, ``f_queue_delay_p90_high_s``,
+    ``f_no_queue_share``), so the regime can be compared: the fleet saturates during the day's
+    peak between 1.0x and 1.05x this load (PAI's statistics lie between the two), so the
+    detail also holds 1.05x (``x1.05.*``; skipped with ``quick``). The checks are read at 1.0x
+    (``docs/fidelity.md`` gives both).
+    """
+    t0 = time.perf_counter()
+    keys = (
+        "queue_delay_mean_s",
+        "f_queue_delay_high_s",
+        "jct_mean_s",
+        "f_busy_gpu_frac_day1",
+        *PAI_QUEUEING,
+        "f_no_queue_share",
+    )
+    d: dict[str, float] = {f"pai.{k}": v for k, v in PAI_QUEUEING.items()}
+    for factor in RP_LOADS[:1] if quick else RP_LOADS:
+        over: dict[str, Any] = {"workload.offline.params.arrivals_per_h": 100.0 * factor}
+        if quick:
+            over["workload.offline.arrival_window_h"] = 12.0
+        cfg = scenario("pai", **over)
+        arms = [
+            Variant("reserve_pack", ReservePackQueue, cfg),
+            Variant("load_balance", LoadBalanceQueue, cfg),
+        ]
+        res = run_variants(arms, seeds, keys)
+        prefix = "" if factor == 1.0 else f"x{factor}."
+        d.update({prefix + k: v for k, v in res.items()})
+    checks = [
+        check(
+            "queue delay LB/R&P",
+            d,
+            "load_balance.queue_delay_mean_s",
+            ">",
+            1.0,
+            "reserve_pack.queue_delay_mean_s",
+        ),
+        check(
+            "high-GPU queue delay LB/R&P",
+            d,
+            "load_balance.f_queue_delay_high_s",
+            ">",
+            1.0,
+            "reserve_pack.f_queue_delay_high_s",
+        ),
+    ]
+    return record(
+        "pai-reserve-pack",
+        PAPER,
+        "reserving-and-packing lowers average queueing delay vs load balancing, more so for "
+        "high-GPU tasks",
+        "-45% overall (LB/R&P 1.82x); -68% high-GPU tasks (3.1x) (Sec. 6.3)",
+        checks,
+        d,
+        seeds,
+        t0,
+    )
+
+
+#: Duration-predictor error (lognormal sigma of estimates without group history): a coarse
+#: predictor, the scenario's (PAI-like), and the oracle.
+SJF_SIGMAS = {"sjf_coarse": 1.0, "sjf_predicted": 0.5, "sjf_oracle": 0.0}
+
+
+class FifoQueue(FirstFit):
+    """FIFO over the whole queue, the SJF arms' baseline: ``first_fit``'s placement, jobs
+    taken in queue (submission) order from every queued job (``decision_scope = "queue"``,
+    like ``sjf_predicted``), so only the order differs between the arms."""
+
+    name = "fifo_queue"
+    decision_scope = "queue"
+
+
+def pai_sjf(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
+    """Shortest-job-first on predicted durations (Sec. 5.2, Fig. 13): SJF lowers the average
+    completion time by 63-77% vs FIFO, and a more accurate predictor comes closer to the
+    oracle (SJF on true durations).
+
+    Setup (``fidelity/pai-sjf.yaml``): the fleet and tasks of ``fidelity/pai.yaml`` at 150
+    tasks/h on whole GPUs (PAI's simulator grants requests and ignores co-location). Every arm
+    orders the *whole queue*, as PAI's simulator did (``decision_scope = "queue"``; the
+    scenario's queue window of 64 is the Gymnasium env's, unused here). FIFO is
+    :class:`FifoQueue` (``first_fit``'s placement in queue order, the same placement as
+    ``sjf_predicted``).
+    The predictor's error is the workload's ``estimate_sigma`` (1.0, 0.5, 0); the workload and
+    its noise draws are the same in every arm. ``quick`` halves the arrival window.
+    """
+    t0 = time.perf_counter()
+    over: dict[str, Any] = {"workload.offline.arrival_window_h": 12.0} if quick else {}
+    arms = [Variant("fifo", FifoQueue, scenario("pai-sjf", **over))]
+    for label, sigma in SJF_SIGMAS.items():
+        cfg = scenario("pai-sjf", **over, **{"workload.offline.estimate_sigma": sigma})
+        arms.append(Variant(label, SjfPredicted, cfg))
+    d = run_variants(arms, seeds, ("jct_mean_s", "queue_delay_mean_s", "jobs_completed"))
+    checks = [
+        check("JCT FIFO/SJF", d, "fifo.jct_mean_s", ">", 1.0, "sjf_predicted.jct_mean_s"),
+        check(
+            "JCT coarse/PAI predictor",
+            d,
+            "sjf_coarse.jct_mean_s",
+            ">",
+            1.0,
+            "sjf_predicted.jct_mean_s",
+        ),
+        check(
+            "JCT PAI predictor/oracle",
+            d,
+            "sjf_predicted.jct_mean_s",
+            ">=",
+            1.0,
+            "sjf_oracle.jct_mean_s",
+        ),
+    ]
+    return record(
+        "pai-sjf",
+        PAPER,
+        "SJF on predicted durations lowers average completion time vs FIFO; a better predictor "
+        "gets closer to the oracle",
+        "-63% to -77% completion time (FIFO/SJF 2.7-4.3x) (Sec. 5.2)",
+        checks,
+        d,
+        seeds,
+        t0,
+    )
