@@ -43,7 +43,6 @@ from gpu_sharing_env.envs.observation_v1 import (
     observation_space_v1,
 )
 from gpu_sharing_env.sim.codec import WAIT
-from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.envs import HINT, make_expert
 from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
@@ -190,9 +189,8 @@ class RLAgent:
             self._encoder.reset()
 
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
-        sim = view._sim
         if obs is None:
-            obs = self._encode(sim)
+            obs = self._encode(view)
         if self.meta.get("expert_hint") and HINT not in obs:
             if self._expert is None:
                 self._expert = make_expert(self.meta["expert_hint"])
@@ -208,14 +206,14 @@ class RLAgent:
         """Whether the agent reads ``GpuSharing-v1`` observations (runs on any option set)."""
         return int(self.meta.get("format", 1)) >= 2
 
-    def _encode(self, sim: Simulator) -> dict[str, np.ndarray]:
-        key = (id(sim), sim.n_gpus)
+    def _encode(self, view: ClusterView) -> dict[str, np.ndarray]:
+        key = (view.simulator_id, view.n_gpus)
         if self._encoder is None or self._encoder_key != key:
             enc_cls = ObservationEncoderV1 if self.option_agnostic else ObservationEncoder
-            self._encoder = enc_cls(sim, sim.n_gpus)  # type: ignore[assignment]
+            self._encoder = view.make_encoder(enc_cls, view.n_gpus)  # type: ignore[arg-type,assignment]
             self._encoder_key = key
         assert self._encoder is not None
-        return self._encoder.encode(sim)
+        return view.encode(self._encoder)
 
     def layout(self, obs: Mapping[str, np.ndarray], mask: np.ndarray) -> tuple[int, int, int]:
         """(max_gpus, window, n_options) of an observation and its mask."""

@@ -18,7 +18,11 @@ import io
 import json
 import math
 import os
+import shutil
+import tempfile
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +38,14 @@ from stable_baselines3.common.logger import (
     make_output_format,
 )
 from stable_baselines3.common.vec_env import VecNormalize
-from tqdm import tqdm
 
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
+from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate
 from gpu_sharing_gym.agents.agent import write_metadata
@@ -94,9 +99,41 @@ class ResumableCSV(CSVOutputFormat):
         self.quotechar = '"'
 
 
+def prune_event_files(folder: Path, resume_step: int) -> int:
+    """Drop the TensorBoard events after ``resume_step`` from the event files in ``folder``
+    (logged by a run killed after its last checkpoint; the resumed run logs those steps again,
+    into a new file beside): one point per tag per step. Each file is rewritten atomically.
+    Returns the number of events dropped."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    dropped = 0
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        if not path.is_file():
+            continue
+        records = list(RawEventFileLoader(str(path)).Load())
+        keep = [r for r in records if Event.FromString(r).step <= resume_step]
+        if len(keep) == len(records):
+            continue
+        dropped += len(records) - len(keep)
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("wb") as f:
+            writer = RecordWriter(f)
+            for r in keep:
+                writer.write(r)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    return dropped
+
+
 def make_logger(folder: Path, resume_step: int | None = None) -> Logger:
-    """TensorBoard and CSV logging into ``folder``; ``progress.csv`` continues on resume."""
+    """TensorBoard and CSV logging into ``folder``; on resume at ``resume_step``,
+    ``progress.csv`` continues and the event files lose what was logged after that step."""
     folder.mkdir(parents=True, exist_ok=True)
+    if resume_step is not None:
+        prune_event_files(folder, resume_step)
     return Logger(
         folder=str(folder),
         output_formats=[
@@ -188,11 +225,18 @@ def occupancy_image(scenario: str, policy: str, placements: Mapping[str, Any]) -
 
 
 class SimMetricsCallback(BaseCallback):
-    """Logs ``sim/<metric>`` from the ``info["metrics"]`` of training episodes that ended."""
+    """Logs ``sim/<metric>`` from the ``info["metrics"]`` of training episodes that ended.
+
+    Values are recorded at the end of each rollout (off-policy algorithms too: SB3 ends a
+    "rollout" every ``train_freq`` steps) as the mean over every episode that ended since the
+    algorithm's last dump, so each episode counts in exactly one point and the algorithm's own
+    dump writes it, at its step (one point per tag and step).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.buffer: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []
         self.episodes = 0
 
     def _on_step(self) -> bool:
@@ -201,9 +245,6 @@ class SimMetricsCallback(BaseCallback):
             if m is not None:
                 self.buffer.append(m)
                 self.episodes += 1
-        # off-policy algorithms have no rollout end: flush every few episodes
-        if len(self.buffer) >= 8:
-            self._flush()
         return True
 
     def _on_rollout_end(self) -> None:
@@ -212,10 +253,28 @@ class SimMetricsCallback(BaseCallback):
     def _flush(self) -> None:
         if not self.buffer:
             return
-        for k, v in summarise(self.buffer).items():
+        if "sim/episodes" not in self.logger.name_to_value:
+            self.pending = []  # what was recorded before has been dumped
+        self.pending += self.buffer
+        self.buffer.clear()
+        for k, v in summarise(self.pending).items():
             self.logger.record(f"sim/{k}", v)
         self.logger.record("sim/episodes", self.episodes)
-        self.buffer.clear()
+
+
+def dump_only(logger: Logger, prefix: str, step: int) -> None:
+    """Dump the recorded values whose key starts with ``prefix`` (and the step column) at
+    ``step``, keeping every other pending value for the algorithm's own dump."""
+    stores: tuple[dict[str, Any], ...] = (
+        logger.name_to_value,
+        logger.name_to_count,
+        logger.name_to_excluded,
+    )
+    others = [k for k in logger.name_to_value if not k.startswith(prefix) and k != STEP_KEY]
+    held = [{k: store.pop(k) for k in others if k in store} for store in stores]
+    logger.dump(step)
+    for store, part in zip(stores, held):
+        store.update(part)
 
 
 class EvalCallback(BaseCallback):
@@ -299,7 +358,8 @@ class EvalCallback(BaseCallback):
         if placements is not None:
             img = occupancy_image(self.scenario.name, "agent", placements)
             self.logger.record("eval/occupancy", Image(img, "HWC"), exclude=("stdout", "csv"))
-        self.logger.record(STEP_KEY, int(self.num_timesteps))
+        # the step column of progress.csv (TensorBoard has the step itself)
+        self.logger.record(STEP_KEY, int(self.num_timesteps), exclude="tensorboard")
         entry = {"timesteps": int(self.num_timesteps), "meets_slo": bool(meets), **s}
         self.history.append(entry)
         if meets and s["jct_mean_s"] < self.best_jct:
@@ -307,15 +367,89 @@ class EvalCallback(BaseCallback):
             path = self.out_dir / "best_model.zip"
             self.model.save(path)
             write_metadata(path, {**self.meta, "timesteps": int(self.num_timesteps)})
-        self.logger.dump(self.num_timesteps)
+        # eval/ values only: training's pending values (train/, sim/) stay for the
+        # algorithm's own dump at its own step
+        dump_only(self.logger, "eval/", self.num_timesteps)
         if self.on_eval is not None:
             self.on_eval(self.history)
         return entry
 
 
+#: The pointer to the latest complete checkpoint, in ``checkpoints/``.
+CHECKPOINT_POINTER = "last.json"
+#: The manifest inside a checkpoint directory, written last: a directory without it was never
+#: completed (its files are never read).
+CHECKPOINT_MANIFEST = "checkpoint.json"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: ``model.zip`` and, beside it, whatever else the run needs to go
+    on from the same step (``vecnormalize.pkl``, ``replay_buffer.pkl``)."""
+
+    model: Path
+    timesteps: int
+
+    @property
+    def vecnormalize(self) -> Path:
+        return self.model.parent / "vecnormalize.pkl"
+
+    @property
+    def replay_buffer(self) -> Path:
+        return self.model.parent / "replay_buffer.pkl"
+
+
+def _manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+        int(data["timesteps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def latest_checkpoint(ckpt_dir: Path) -> Checkpoint | None:
+    """The latest complete checkpoint in ``ckpt_dir`` (``checkpoints/``), None if none.
+
+    ``last.json`` names it; without that pointer (a kill between a checkpoint's rename and its
+    pointer), the complete ``step_*`` directory with the most timesteps. Runs from before
+    checkpoint directories (``last.zip`` with its files beside it) still resume.
+    """
+    found: list[tuple[int, Path]] = []
+    pointer = _manifest(ckpt_dir / CHECKPOINT_POINTER)
+    if pointer is not None and isinstance(pointer.get("dir"), str):
+        d = ckpt_dir / pointer["dir"]
+        own = _manifest(d / CHECKPOINT_MANIFEST)
+        if own is not None and (d / "model.zip").is_file():
+            return Checkpoint(d / "model.zip", int(own["timesteps"]))
+    for d in ckpt_dir.glob("step_*"):
+        own = _manifest(d / CHECKPOINT_MANIFEST)
+        if own is not None and (d / "model.zip").is_file():
+            found.append((int(own["timesteps"]), d))
+    if found:
+        steps, d = max(found)
+        return Checkpoint(d / "model.zip", steps)
+    legacy = ckpt_dir / "last.zip"
+    if legacy.is_file():
+        if pointer is not None:
+            return Checkpoint(legacy, int(pointer["timesteps"]))
+        with zipfile.ZipFile(legacy) as z:
+            meta = json.loads(z.read("gpu_sharing_agent.json"))
+        return Checkpoint(legacy, int(meta.get("timesteps", 0)))
+    return None
+
+
 class CheckpointCallback(BaseCallback):
-    """Saves ``checkpoints/last.zip`` (atomically) at every multiple of ``freq`` timesteps;
-    off-policy algorithms also save their replay buffer, ``VecNormalize`` its statistics."""
+    """Saves a checkpoint at every multiple of ``freq`` timesteps: ``checkpoints/step_<N>-<id>/``
+    holds ``model.zip``, ``vecnormalize.pkl`` (``VecNormalize``'s statistics), off-policy
+    algorithms' ``replay_buffer.pkl`` and ``checkpoint.json``; ``checkpoints/last.json`` points
+    to the latest one.
+
+    All or nothing: the files are written into a temporary directory beside, which one rename
+    makes a checkpoint; the pointer is then replaced atomically and older checkpoints removed. A
+    kill at any moment leaves the previous checkpoint or the new one, never a model beside
+    statistics from another step (:func:`latest_checkpoint` reads only complete ones).
+    """
 
     def __init__(self, out_dir: Path, freq: int, meta: Mapping[str, Any]) -> None:
         super().__init__()
@@ -334,40 +468,51 @@ class CheckpointCallback(BaseCallback):
         return True
 
     def save(self) -> Path:
+        """Write a checkpoint of the model now; returns its directory."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "last.tmp.zip"
-        self.model.save(tmp)
-        write_metadata(tmp, {**self.meta, "timesteps": int(self.model.num_timesteps)})
+        steps = int(self.model.num_timesteps)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
+        tmp.chmod(0o755)  # mkdtemp makes it private
+        self.model.save(tmp / "model.zip")
+        write_metadata(tmp / "model.zip", {**self.meta, "timesteps": steps})
         if hasattr(self.model, "save_replay_buffer"):
-            self.model.save_replay_buffer(self.dir / "replay_buffer.pkl")
+            self.model.save_replay_buffer(tmp / "replay_buffer.pkl")
         norm = self.model.get_vec_normalize_env()
         if isinstance(norm, VecNormalize):
-            norm.save(str(self.dir / "vecnormalize.tmp.pkl"))
-            os.replace(self.dir / "vecnormalize.tmp.pkl", self.dir / "vecnormalize.pkl")
-        os.replace(tmp, self.dir / "last.zip")
-        (self.dir / "last.json").write_text(
-            json.dumps({"timesteps": int(self.model.num_timesteps)}) + "\n"
+            norm.save(str(tmp / "vecnormalize.pkl"))
+        files = sorted(f.name for f in tmp.iterdir())
+        manifest = json.dumps({"timesteps": steps, "files": files}) + "\n"
+        atomic_write_text(tmp / CHECKPOINT_MANIFEST, manifest)
+        final = self.dir / f"step_{steps:010d}-{tmp.name.removeprefix('.tmp-')}"
+        os.rename(tmp, final)
+        atomic_write_text(
+            self.dir / CHECKPOINT_POINTER,
+            json.dumps({"timesteps": steps, "dir": final.name, "files": files}) + "\n",
         )
-        return self.dir / "last.zip"
+        for old in self.dir.iterdir():  # older checkpoints, unfinished ones, the old layout
+            if old == final or old.name == CHECKPOINT_POINTER:
+                continue
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.name in ("last.zip", "vecnormalize.pkl", "replay_buffer.pkl"):
+                old.unlink(missing_ok=True)
+        return final
 
 
 class ProgressBar(BaseCallback):
-    """A tqdm bar over the run's total timesteps (continues across resumes)."""
+    """Progress over the run's total timesteps (continues across resumes): a tqdm bar on a
+    terminal, a plain line every 30 s elsewhere (:func:`gpu_sharing_env.progress.progress`);
+    ``disable`` (``--quiet``): none."""
 
     def __init__(self, total: int, disable: bool | None = None) -> None:
         super().__init__()
         self.total = total
-        self.disable = disable
+        self.disable = bool(disable)
         self.bar: Any = None
 
     def _on_training_start(self) -> None:
-        self.bar = tqdm(
-            total=self.total,
-            initial=self.num_timesteps,
-            unit="step",
-            desc="train",
-            disable=self.disable,
-            dynamic_ncols=True,
+        self.bar = progress(
+            self.total, "train", "step", initial=self.num_timesteps, disable=self.disable
         )
 
     def _on_step(self) -> bool:

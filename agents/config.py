@@ -144,6 +144,46 @@ def default_config_path(algo: str) -> Path:
     return AGENT_CONFIG_DIR / f"{algo}.yaml"
 
 
+def recipe_names() -> list[str]:
+    """The shipped recipes (``configs/recipes/*.yaml``, in a checkout or the wheel) by name."""
+    return sorted(p.stem for p in AGENT_CONFIG_DIR.glob("*.yaml"))
+
+
+def recipe_summary(path: Path) -> str:
+    """A recipe's one-line description: the first line of its leading comment (or of a
+    top-level ``description:``)."""
+    lines = path.read_text().splitlines()
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#"):
+            text = text.lstrip("#").strip()
+            if text:
+                return text
+        elif text:
+            break
+    try:
+        data = yaml.safe_load("\n".join(lines))
+    except yaml.YAMLError:
+        return ""
+    desc = data.get("description") if isinstance(data, dict) else None
+    return str(desc).strip().splitlines()[0] if desc else ""
+
+
+def resolve_config(ref: str) -> Path:
+    """The recipe a ``--config`` value stands for: a shipped recipe's name (``maskable_ppo_v1``)
+    or a path to a YAML file. ConfigError (one line, listing the shipped names) otherwise."""
+    if ref in recipe_names():
+        return AGENT_CONFIG_DIR / f"{ref}.yaml"
+    path = Path(ref)
+    looks_like_path = path.suffix in (".yaml", ".yml") or "/" in ref or "\\" in ref
+    if looks_like_path or path.is_file():
+        return path
+    raise ConfigError(
+        f"--config: no recipe named {ref!r} (shipped: {', '.join(recipe_names())}; "
+        "or give a path to a YAML file)"
+    )
+
+
 def load_hyperparams(
     path: str | Path, scenario: str, algo: str
 ) -> tuple[TrainSettings, dict[str, Any], dict[str, Any]]:
@@ -153,6 +193,8 @@ def load_hyperparams(
         data = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"{src}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{src}: cannot read ({e.strerror or type(e).__name__})") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{src}: not valid YAML ({str(e).splitlines()[0]})") from None
     return resolve_hyperparams(data, src, scenario, algo)

@@ -22,13 +22,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.bc import Demos, discounted_returns
 from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_env, make_expert, work_conserving
@@ -190,7 +190,8 @@ def label_episodes(
             job["student"] = (dict(student[0]), dict(student[1]))
             job["beta"] = beta
         jobs.append(job)
-    with ProcessPoolExecutor(workers) if workers > 1 and len(jobs) > 1 else nullcontext() as pool:
+    # process_pool: Ctrl-C or SIGTERM stops the workers at once (the cache keeps what finished)
+    with process_pool(workers) if workers > 1 and len(jobs) > 1 else nullcontext() as pool:
         runner = pool.map if pool is not None else map
         for job, ep in zip(jobs, runner(_run_episode, jobs)):
             episodes[job["seed"]] = ep

@@ -20,9 +20,7 @@ must learn which observable situations favour which candidate. Only training see
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from typing import Any
 
@@ -30,6 +28,7 @@ import numpy as np
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.engine import Decision
@@ -128,7 +127,7 @@ def _episode(args: tuple[Any, ...]) -> dict[str, Any]:
             best = np.inf
             base_score = np.inf
             for a, cand in cands:
-                s2 = copy.deepcopy(sim)
+                s2 = sim.copy()
                 dec = codec.to_decision(s2, a)
                 if dec is None:
                     s2.advance()
@@ -185,7 +184,8 @@ def lookahead_demonstrations(
     seeds: Sequence[int] = [int(rng.integers(TRAIN_SEED_MIN, 2**31 - 1)) for _ in range(episodes)]
     jobs = [(scenario, dict(env_kwargs), base, s, conserving, hint, horizon, margin) for s in seeds]
     results: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(workers) if workers > 1 else nullcontext() as pool:
+    # process_pool: Ctrl-C or SIGTERM stops the workers at once
+    with process_pool(workers) if workers > 1 else nullcontext() as pool:
         for res in (pool.map if pool is not None else map)(_episode, jobs):
             results.append(res)
             if progress is not None:

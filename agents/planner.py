@@ -40,27 +40,23 @@ on ``default`` about 10-25 s per episode with 4 samples on one core (heuristics 
 from __future__ import annotations
 
 import copy
-import heapq
 import math
-import types
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.build import ScenarioWorkload
 from gpu_sharing_env.sim.engine import Decision, Simulator
-from gpu_sharing_env.sim.events import EventKind
-from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig
 from gpu_sharing_gym.agents.envs import make_expert
 from gpu_sharing_gym.agents.lookahead import CANDIDATES, Pack, Then, _objective
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
-_ARRIVAL = int(EventKind.ARRIVAL)
-_FAULT = int(EventKind.FAULT)
 #: Redraws of a running job's duration before falling back to "done work + 10 % of estimate".
 _MAX_REDRAWS = 16
 
@@ -73,9 +69,14 @@ def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**63 - 1))
 
 
-def sample_belief(sim: Simulator, rng: np.random.Generator) -> Simulator:
+def sample_belief(sim: Simulator, rng: np.random.Generator, observed: bool = True) -> Simulator:
     """A copy of ``sim`` with its hidden future redrawn (see the module doc); ``sim`` is not
-    changed. The copy depends only on what a scheduler can observe and on ``rng``."""
+    changed. The copy depends only on what a scheduler can observe and on ``rng``.
+
+    ``observed`` (the default): the belief is fitted to what the episode has shown so far
+    (:func:`observed_belief`: its arrival rate against the generator's, and the duration
+    error of the jobs that finished); else the generator's averages and the scenario's
+    ``estimate_sigma`` as they are."""
     wl = sim.workload
     if not isinstance(wl, ScenarioWorkload) or wl.trace_jobs is not None:
         src = sim.cfg.source_path or sim.cfg.name
@@ -83,12 +84,15 @@ def sample_belief(sim: Simulator, rng: np.random.Generator) -> Simulator:
             f"{src}: workload.offline.source: the planner needs a synthetic workload to redraw"
             f" the future from (a trace is the future itself)"
         )
-    s = copy_world(sim)
-    sigma = s.cfg.workload.offline.estimate_sigma
+    s = sim.copy()
+    sigma0 = s.cfg.workload.offline.estimate_sigma
     syn = wl.syn_cfg
-    s.rng_fault = np.random.default_rng(_seed(rng))
-    s.rng_noise = np.random.default_rng(_seed(rng))
-    s._noise_buf, s._noise_i = [], 0
+    s.reseed(_seed(rng), _seed(rng))
+    draw = [sp for sp in wl(rng) if not sp.online]
+    if observed:
+        rate, mu, sigma = observed_belief(s, draw, sigma0)
+    else:
+        rate, mu, sigma = 1.0, 0.0, sigma0
     # 1. durations (and queued jobs' memory) of offline jobs in the system
     live = [
         st
@@ -97,74 +101,68 @@ def sample_belief(sim: Simulator, rng: np.random.Generator) -> Simulator:
     ]
     for st in sorted(live, key=lambda st: st.spec.job_id):
         spec = st.spec
-        if st.status is Status.RUNNING:
-            s._accrue(st)
+        done = s.progress(spec.job_id)
         work = spec.est_work_s
         for _ in range(_MAX_REDRAWS):
-            work = spec.est_work_s * math.exp(sigma * float(rng.standard_normal()))
-            if work > st.work_done:
+            work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
+            if work > done:
                 break
         else:
-            work = st.work_done + max(1.0, 0.1 * spec.est_work_s)
+            work = done + max(1.0, 0.1 * spec.est_work_s)
         new = replace(spec, work_s=work)
         if st.status is Status.QUEUED:
             new = replace(new, true_mem_gb=round(spec.mem_gb * _mem_use(syn, rng), 3))
-        st.spec = new
-        if st.status is Status.RUNNING:
-            s._set_rate(st)  # reschedules the completion (lazily stales the old event)
+        s.set_true_spec(spec.job_id, new)
     # 2. pending faults: redrawn from the fresh stream
-    heap = [e for e in s.events.heap if e[1] not in (_ARRIVAL, _FAULT)]
-    s.events.heap = heap
-    heapq.heapify(heap)
-    for st in sorted(s.jobs.values(), key=lambda st: st.spec.job_id):
-        if st.status is Status.RUNNING:
-            s._schedule_fault(st)
-    # 3. future arrivals: offline ones from a fresh draw of the generator, after now
-    arrived = [sp for sp in s._arrivals if s.jobs[sp.job_id].status is not Status.FUTURE]
-    kept = [sp for sp in s._arrivals if s.jobs[sp.job_id].status is Status.FUTURE and sp.online]
-    for sp in s._arrivals:
-        if s.jobs[sp.job_id].status is Status.FUTURE and not sp.online:
-            del s.jobs[sp.job_id]
-    first = max(s.jobs) + 1
-    fresh = [sp for sp in wl(rng) if not sp.online and sp.submit_s > s.now]
-    fresh = [replace(sp, job_id=first + i) for i, sp in enumerate(fresh)]
-    for sp in fresh:
-        s.jobs[sp.job_id] = JobState(sp)
-    s._arrivals = arrived + sorted(kept + fresh, key=lambda sp: (sp.submit_s, sp.job_id))
-    s._next_arrival = len(arrived)
-    offline = [st for st in s.jobs.values() if not st.online]
-    s._offline_total = len(offline)
-    s._offline_left = sum(st.status not in (Status.DONE, Status.FAILED) for st in offline)
-    s._schedule_next_arrival()
+    s.redraw_faults()
+    # 3. future arrivals: offline ones from a fresh draw of the generator, after now, thinned
+    #    or topped up (from further draws) to the arrival rate observed so far
+    future = [sp for sp in draw if sp.submit_s > s.now]
+    if rate < 1.0:
+        future = [sp for sp in future if rng.random() < rate]
+    extra = rate - 1.0
+    while extra > 0:
+        more = [sp for sp in wl(rng) if not sp.online and sp.submit_s > s.now]
+        future += [sp for sp in more if rng.random() < min(1.0, extra)]
+        extra -= 1.0
+    future.sort(key=lambda sp: (sp.submit_s, sp.job_id))
+    s.replace_future_offline(future)
     return s
 
 
-def copy_world(sim: Simulator) -> Simulator:
-    """``copy.deepcopy(sim)``, sharing what never changes (the scenario, the speed model, the
-    workload generator, frozen job specs, pure memo tables) and leaving out the views' caches:
-    about 3-4x cheaper than a plain deep copy on ``default``."""
-    memo: dict[int, object] = {id(x): x for x in (sim.cfg, sim.speed, sim.workload)}
-    for name in ("_speed", "_rates_cache", "_solo_cache"):
-        if hasattr(sim, name):
-            memo[id(getattr(sim, name))] = getattr(sim, name)
-    for sp in sim._arrivals:
-        memo[id(sp)] = sp
-    for st in sim.jobs.values():
-        memo[id(st.spec)] = st.spec
-        new = copy.copy(st)  # fields are numbers, enums, frozen specs, and these three:
-        new.gpus, new.frac = list(st.gpus), dict(st.frac)
-        new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
-        memo[id(st)] = new  # (MIG instances through the memo: the cluster shares them)
-    memo[id(sim._view_cache)] = {}
-    memo[id(sim._mask_cache)] = {}
-    memo[id(sim.timeseries)] = list(sim.timeseries)  # tuples of floats: immutable
-    world = copy.deepcopy(sim, memo)
-    for name, value in list(vars(world).items()):
-        # hooks set on the instance (e.g. the leaderboard's PlacementRecorder wraps
-        # ``_start``) are closures over the original: the copy runs on the plain methods
-        if isinstance(value, types.FunctionType):
-            del world.__dict__[name]
-    return world
+#: Prior weight (in jobs) of the generator's arrival rate and of the scenario's duration error
+#: against what an episode has shown: a few observations move the belief little.
+PRIOR_JOBS = 10.0
+#: The observed arrival rate is believed within this factor of the generator's.
+MAX_RATE_FACTOR = 3.0
+
+
+def observed_belief(
+    sim: Simulator, draw: Sequence[Any], sigma0: float
+) -> tuple[float, float, float]:
+    """``(rate, mu, sigma)``: what a scheduler can estimate from the episode so far.
+
+    * ``rate``: offline arrivals seen by ``now`` over the number a draw of the generator
+      (``draw``) has by then, shrunk towards 1 with :data:`PRIOR_JOBS` jobs of prior; future
+      arrivals are thinned or topped up to it (a heavier day stays heavier).
+    * ``mu``, ``sigma``: the log error of the duration estimates, ``log(true / estimated)``,
+      over the offline jobs that finished (their true durations are known then), shrunk
+      towards ``(0, sigma0)`` (the scenario's predictor error) with the same prior weight.
+    """
+    now = sim.now
+    seen = sum(1 for st in sim.jobs.values() if not st.online and st.status is not Status.FUTURE)
+    expected = sum(1 for sp in draw if sp.submit_s <= now)
+    rate = (seen + PRIOR_JOBS) / (expected + PRIOR_JOBS)
+    rate = min(MAX_RATE_FACTOR, max(1.0 / MAX_RATE_FACTOR, rate))
+    logs = [
+        math.log(st.spec.work_s / st.spec.est_work_s)
+        for st in sim.jobs.values()
+        if not st.online and st.status is Status.DONE and st.spec.est_work_s > 0
+    ]
+    n = len(logs)
+    mu = sum(logs) / (PRIOR_JOBS + n)
+    var = (PRIOR_JOBS * sigma0**2 + sum((x - mu) ** 2 for x in logs)) / (PRIOR_JOBS + n)
+    return rate, mu, math.sqrt(var)
 
 
 def _mem_use(syn: SyntheticWorkloadConfig, rng: np.random.Generator) -> float:
@@ -174,6 +172,10 @@ def _mem_use(syn: SyntheticWorkloadConfig, rng: np.random.Generator) -> float:
         return float(rng.uniform(1.05, 1.5))
     use = syn.mem_use_median * math.exp(syn.mem_use_sigma * float(rng.standard_normal()))
     return max(min(use, 0.95), 0.05)
+
+
+#: What the rollouts' futures are drawn from (``RolloutPlanner(belief=...)``).
+BELIEFS = ("observed", "prior", "oracle")
 
 
 class RolloutPlanner(HeuristicPolicy):
@@ -189,6 +191,11 @@ class RolloutPlanner(HeuristicPolicy):
         min_t: ... and only if its paired gain over the samples is at least ``min_t``
             standard errors (0: off).
         seed: Mixed with the episode seed into the planner's own random stream.
+        belief: ``"observed"`` (the default): sampled futures follow the arrival rate and
+            the duration error the episode has shown so far (:func:`observed_belief`);
+            ``"prior"``: the generator's averages and the scenario's ``estimate_sigma``;
+            ``"oracle"``: no redraw, the rollouts run on the true future (a ceiling for
+            measurement: the policy is then marked ``oracle`` and reads hidden truth).
         slo_ref: What a candidate's SLO attainment is held to in the rollout objective:
             ``"target"`` (the scenario's target: SLO first, the default) or ``"base"`` (the
             target, or the base action's attainment in the same sampled future where that is
@@ -208,9 +215,17 @@ class RolloutPlanner(HeuristicPolicy):
         min_t: float = 1.0,
         seed: int = 0,
         slo_ref: str = "target",
+        belief: str = "observed",
     ) -> None:
         if samples < 1 or horizon < 0 or margin < 0 or min_t < 0:
             raise ValueError("planner: samples >= 1, horizon >= 0, margin >= 0, min_t >= 0")
+        if belief not in BELIEFS:
+            raise ValueError(f"planner: belief={belief!r}: must be one of {', '.join(BELIEFS)}")
+        if (belief == "oracle") != self.oracle:
+            raise ValueError("planner: belief='oracle' is OraclePlanner's (marked as an oracle)")
+        self.belief = belief
+        if self.oracle:
+            samples = 1  # one true future: more samples would repeat it
         if slo_ref not in ("target", "base"):
             raise ValueError(f"planner: slo_ref={slo_ref!r}: must be 'target' or 'base'")
         self.slo_ref = slo_ref
@@ -238,7 +253,7 @@ class RolloutPlanner(HeuristicPolicy):
         d_base = self.base.decide(view)
         if d_base is None:
             return None
-        sim = view._sim  # the model: copied, and its hidden future redrawn, never read
+        sim = view.lookahead_copy()  # the model: its hidden future redrawn, never read
         window = {st.job_id for st in sim.window_jobs()}
         cands: list[tuple[Decision, HeuristicPolicy | None]] = [(d_base, None)]
         seen = {(d_base.job_id, d_base.gpu, d_base.option)}
@@ -256,11 +271,18 @@ class RolloutPlanner(HeuristicPolicy):
         target = sim.cfg.slo_target
         scores = np.zeros((self.samples, len(cands)))
         for k in range(self.samples):
-            world = sample_belief(sim, self.plan_rng)
+            if self.oracle:
+                world = sim.copy()  # the true future, its random streams included
+            else:
+                world = sample_belief(sim, self.plan_rng, observed=self.belief == "observed")
             for i, (first, then) in enumerate(cands):
-                s2 = world if i == len(cands) - 1 else copy_world(world)
+                s2 = world if i == len(cands) - 1 else world.copy()
                 s2.apply(first)
-                m = run_to_end(Then(then, self.horizon, self.base), s2)
+                # Policy state is part of the world: each rollout continues with its own copies
+                # of the policies, so imagined futures never write into the live ones (e.g.
+                # Gandiva's migration cool-downs, any policy's random stream).
+                rollout = Then(copy.deepcopy(then), self.horizon, copy.deepcopy(self.base))
+                m = run_to_end(rollout, s2)
                 if i == 0:  # the base comes first: it sets the sample's SLO reference
                     target = self.slo_reference(sim.cfg.slo_target, m["slo_attainment"])
                 scores[k, i] = _objective(m, target)
@@ -288,5 +310,16 @@ class RolloutPlanner(HeuristicPolicy):
         return best
 
 
-#: Planners loadable by name (``scripts/evaluate.py --policy planner``).
-PLANNERS = {"planner": RolloutPlanner}
+class OraclePlanner(RolloutPlanner):
+    """The rollout planner on the true future (``belief="oracle"``): a ceiling for what one-step
+    lookahead can gain, marked as an oracle on the leaderboard (it reads hidden truth)."""
+
+    name = "planner_oracle"
+    oracle = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**kwargs, "belief": "oracle"})
+
+
+#: Planners loadable by name (``gsg evaluate --policy planner``).
+PLANNERS = {"planner": RolloutPlanner, "planner_oracle": OraclePlanner}

@@ -1,25 +1,34 @@
 """Train an RL placement agent on a scenario (stable-baselines3 / sb3-contrib).
 
-    python scripts/train.py --algo maskable_ppo --scenario default --timesteps 200000 --out runs/ppo
-    python scripts/train.py --algo maskable_ppo --scenario default --out runs/ppo --resume
+    gsg train --algo maskable_ppo --scenario default --timesteps 200000 --out runs/ppo
+    gsg train --config maskable_ppo_v1 --out runs/v1
+    gsg train --algo maskable_ppo --scenario default --out runs/ppo --resume
+    gsg train --list-configs
     tensorboard --logdir runs/ppo
 
-Hyperparameters come from ``configs/recipes/<algo>.yaml`` (or ``--config``), rl-zoo style: the
-``default:`` entry, overridden by the scenario's own entry; ``--timesteps``, ``--n-envs`` and
-``--seed`` override the file. ``--scenario a,b`` trains on several scenarios at once (env ``i``
+Hyperparameters come from ``configs/recipes/<algo>.yaml``, or ``--config`` (a shipped recipe's
+name, see ``--list-configs``, or a YAML path), rl-zoo style: the ``default:`` entry, overridden
+by the scenario's own entry; ``--timesteps``, ``--n-envs`` and ``--seed`` override the file,
+``--no-pretrain`` skips its behaviour-cloning warm start. ``--scenario a,b`` trains on several scenarios at once (env ``i``
 on the ``i % k``-th; ``env_id: GpuSharing-v1`` only, whose padded layouts they share) and
 validates on the first. ``--out DIR`` receives ``config.yaml`` (resolved), ``command.txt``
 (every invocation), ``model.zip`` (final), ``best_model.zip`` (best validation result meeting
-the SLO target), ``metrics.json``, ``baselines.json`` (the reference baselines on the validation
-seeds), ``checkpoints/last.zip`` (every ``checkpoint_freq`` timesteps, and on Ctrl-C) and
-TensorBoard event files and ``progress.csv`` in ``tb/``. ``--resume`` continues from
-``checkpoints/last.zip`` with the configuration saved in ``DIR``: ``progress.csv`` keeps its
-rows, evaluations and checkpoints stay at fixed multiples of their frequencies, and resuming a
-finished run says so and exits 0 (raise ``--timesteps`` to continue it).
+the SLO target; absent if none did), ``metrics.json`` (with the run's ``summary``),
+``baselines.json`` (the reference baselines on the validation seeds), ``checkpoints/`` (every
+``checkpoint_freq`` timesteps, and on Ctrl-C: a directory with the model and its
+normalisation statistics or replay buffer, written as one, and ``last.json`` naming it) and
+TensorBoard event files and ``progress.csv`` in ``tb/``. ``--resume`` continues from the last
+checkpoint with the configuration saved in ``DIR``: ``progress.csv`` and the event files keep
+what was logged up to that checkpoint (one point per tag and step), evaluations and checkpoints
+stay at fixed multiples of their frequencies, and resuming a finished run says so and exits 0
+(raise ``--timesteps`` to continue it).
+
+The summary at the end compares the last validation with the best baseline on the same seeds,
+says whether the scenario's SLO target is met, and lists the model files written.
 
 Training episodes use seeds >= 1,000,000; validation uses ``eval_seeds`` (1000..1004 by
-default); the leaderboard's seeds 0..N-1 are never trained on. Exit codes: 0 done, 2 bad input,
-130 interrupted (checkpoint saved).
+default); the leaderboard's seeds 0..N-1 are never trained on. ``--quiet`` prints errors and
+the summary only. Exit codes: 0 done, 2 bad input, 130 Ctrl-C, 143 SIGTERM (checkpoint saved).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import shlex
 import shutil
 import sys
@@ -44,17 +54,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]),
     )
-    p.add_argument("--algo", default="maskable_ppo", help="maskable_ppo, ppo, a2c or dqn")
+    p.add_argument(
+        "--algo",
+        default=None,
+        help="maskable_ppo, ppo, a2c or dqn (default: the recipe's, by its name; else "
+        "maskable_ppo; a resumed run's own)",
+    )
     p.add_argument(
         "--scenario", default="default", help="scenario name or YAML path (a,b: several)"
     )
     p.add_argument("--timesteps", type=int, default=None, help="total timesteps (overrides YAML)")
-    p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--resume", action="store_true", help="continue from DIR/checkpoints/last.zip")
-    p.add_argument("--config", default=None, help="hyperparameter YAML (configs/recipes/ALGO.yaml)")
+    p.add_argument("--out", default=None, help="run directory (required to train)")
+    p.add_argument("--resume", action="store_true", help="continue from DIR's last checkpoint")
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="NAME|PATH",
+        help="a shipped recipe's name (--list-configs) or a YAML path (default: the algo's recipe)",
+    )
+    p.add_argument("--list-configs", action="store_true", help="list the shipped recipes and exit")
     p.add_argument("--n-envs", type=int, default=None, help="parallel envs (subprocesses if > 1)")
     p.add_argument("--seed", type=int, default=None, help="training seed (overrides YAML)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-pretrain", action="store_true", help="skip the behaviour-cloning warm start"
+    )
+    p.add_argument("--quiet", action="store_true", help="print errors and the summary only")
     return p.parse_args(argv)
 
 
@@ -63,12 +87,34 @@ def fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def list_configs() -> str:
+    """The shipped recipes, one a line: name and the first line of its description."""
+    from gpu_sharing_gym.agents.config import AGENT_CONFIG_DIR, recipe_names, recipe_summary
+
+    names = recipe_names()
+    width = max(map(len, names), default=0)
+    lines = [f"{n:<{width}}  {recipe_summary(AGENT_CONFIG_DIR / f'{n}.yaml')}" for n in names]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.list_configs:
+        print(list_configs())
+        return 0
+    from gpu_sharing_env.config import ConfigError
+    from gpu_sharing_gym.agents.config import resolve_config
+
+    try:
+        config_ref = resolve_config(args.config) if args.config else None
+    except ConfigError as e:
+        return fail(str(e))
+    if args.out is None:
+        return fail("--out: required (the run directory)")
     import torch as th
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from gpu_sharing_env.config import ConfigError, load_scenario
+    from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
     from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
     from gpu_sharing_env.fileio import atomic_write_text
@@ -79,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         ProgressBar,
         SimMetricsCallback,
         best_baseline,
+        latest_checkpoint,
         log_hparams,
         make_logger,
     )
@@ -95,13 +142,17 @@ def main(argv: list[str] | None = None) -> int:
 
     th.set_num_threads(1)  # small networks: threads cost more than they give on 2 cores
     out = Path(args.out)
-    ckpt = out / "checkpoints" / "last.zip"
+    ckpt = latest_checkpoint(out / "checkpoints")
     saved_cfg = out / "config.yaml"
+    if args.algo is None:
+        args.algo = _recipe_algo(args.config, ALGOS)
+        if args.resume and saved_cfg.is_file():
+            args.algo = str(yaml.safe_load(saved_cfg.read_text()).get("algo", args.algo))
     if args.algo not in ALGOS:
         return fail(f"--algo: must be one of {', '.join(ALGOS)} (got {args.algo!r})")
     if args.resume:
-        if not ckpt.is_file() or not saved_cfg.is_file():
-            return fail(f"{out}: nothing to resume (no checkpoints/last.zip and config.yaml)")
+        if ckpt is None or not saved_cfg.is_file():
+            return fail(f"{out}: nothing to resume (no complete checkpoint and config.yaml)")
         resolved_prev = yaml.safe_load(saved_cfg.read_text())
         if resolved_prev.get("algo") != args.algo:
             return fail(f"{saved_cfg}: algo: the run used {resolved_prev.get('algo')!r}")
@@ -112,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         names = split_scenarios(args.scenario)
         scenarios = [load_scenario(n) for n in names]
         scenario = scenarios[0]  # validation scenario
-        cfg_path = Path(args.config) if args.config else default_config_path(args.algo)
+        cfg_path = config_ref or default_config_path(args.algo)
         if args.resume:
             cfg_path = saved_cfg
             settings, algo_kwargs, resolved = resolve_hyperparams(
@@ -131,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = dataclasses.replace(
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
+    if args.no_pretrain and not args.resume:
+        settings = dataclasses.replace(settings, pretrain=None)
+        resolved["pretrain"] = None  # config.yaml says what the run did
     masked = args.algo in MASKED_ALGOS
     v1 = settings.env_id == "GpuSharing-v1"
     if v1 and args.algo != "maskable_ppo":
@@ -138,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(names) > 1 and not v1:
         return fail("--scenario: several scenarios need env_id: GpuSharing-v1 (padded layouts)")
     if args.resume:
-        done_steps = _checkpoint_steps(ckpt)
+        assert ckpt is not None
+        done_steps = ckpt.timesteps
         if done_steps >= settings.n_timesteps:
             print(
                 f"{out}: the run is finished ({done_steps} of {settings.n_timesteps} timesteps);"
@@ -207,18 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     metrics_path = out / "metrics.json"
     prev: dict[str, Any] = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    norm_path = ckpt.parent / "vecnormalize.pkl"
     if settings.normalize_reward:
-        if args.resume and norm_path.is_file():
-            venv = VecNormalize.load(str(norm_path), venv)
+        if args.resume and ckpt is not None and ckpt.vecnormalize.is_file():
+            venv = VecNormalize.load(str(ckpt.vecnormalize), venv)
         else:
             venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma,
                                 clip_reward=REWARD_CLIP)  # fmt: skip
     if args.resume:
-        model = algo_cls.load(ckpt, env=venv, device="cpu")
-        if hasattr(model, "load_replay_buffer") and (ckpt.parent / "replay_buffer.pkl").exists():
-            model.load_replay_buffer(ckpt.parent / "replay_buffer.pkl")
-        print(f"resuming {out} at {model.num_timesteps} timesteps", file=sys.stderr)
+        assert ckpt is not None
+        model = algo_cls.load(ckpt.model, env=venv, device="cpu")
+        if hasattr(model, "load_replay_buffer") and ckpt.replay_buffer.is_file():
+            model.load_replay_buffer(ckpt.replay_buffer)
+        if not args.quiet:
+            print(f"resuming {out} at {model.num_timesteps} timesteps", file=sys.stderr)
     else:
         try:
             model = algo_cls(
@@ -248,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     bc_info: dict[str, Any] = dict(prev.get("pretrain", {}))
     timing: dict[str, Any] = dict(prev.get("timing", {}))
 
-    def write_metrics(final: dict[str, Any] | None = None) -> None:
+    def write_metrics(
+        final: dict[str, Any] | None = None, summary: dict[str, Any] | None = None
+    ) -> None:
         data = {
             "algo": args.algo,
             "scenario": scenario.name,
@@ -267,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
             data["final_eval"] = final
         elif "final_eval" in prev:
             data["final_eval"] = prev["final_eval"]
+        if summary is not None:
+            data["summary"] = summary
+        elif "summary" in prev:
+            data["summary"] = prev["summary"]
         atomic_write_text(metrics_path, json.dumps(data, indent=1, default=float))
 
     checkpoint = CheckpointCallback(out, settings.checkpoint_freq, meta)
@@ -277,13 +339,15 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 bc_info = _pretrain(model, names[0], env_kwargs, settings, conserving, gamma,
                                     out, args.quiet)  # fmt: skip
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gpu_sharing_env.interrupt)
+                from gpu_sharing_env.interrupt import exit_code, stopped_by
+
                 _close_quietly(venv)
-                print("\ninterrupted during pretraining (labelled episodes are cached); "
+                print(f"\n{stopped_by(e)} during pretraining (labelled episodes are cached); "
                       "start again with the same command", file=sys.stderr)  # fmt: skip
                 shutil.rmtree(out / "tb", ignore_errors=True)
                 saved_cfg.unlink()
-                return 130
+                return exit_code(e)
             timing["pretrain_s"] = time.perf_counter() - t0
             for k, v in bc_info.items():
                 if isinstance(v, int | float):
@@ -313,18 +377,20 @@ def main(argv: list[str] | None = None) -> int:
                 total_timesteps=remaining, callback=callbacks, reset_num_timesteps=False,
                 progress_bar=False,
             )  # fmt: skip
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gpu_sharing_env.interrupt)
+        from gpu_sharing_env.interrupt import exit_code, stopped_by
+
         checkpoint.init_callback(model)
         path = checkpoint.save()
         write_metrics()
         _close_quietly(venv)
         model.logger.close()
         print(
-            f"\ninterrupted at {model.num_timesteps} timesteps; checkpoint {path} saved; "
+            f"\n{stopped_by(e)} at {model.num_timesteps} timesteps; checkpoint {path} saved; "
             f"continue with --resume",
             file=sys.stderr,
         )
-        return 130
+        return exit_code(e)
     learn_s = time.perf_counter() - t_learn
     timing["train_steps_per_s"] = (int(model.num_timesteps) - steps0) / max(learn_s, 1e-9)
     checkpoint.init_callback(model)
@@ -337,16 +403,110 @@ def main(argv: list[str] | None = None) -> int:
         evaluator.run()
     final = {**{k: v for k, v in history[-1].items() if k != "timesteps"},
              "per_seed": evaluator.last_records}  # fmt: skip
-    write_metrics(final)
-    best = reference.get("best")
-    ref_jct = reference["baselines"][best]["jct_mean_s"] if best else float("nan")
+    summary = outcome(
+        history[-1], reference, scenario.slo_target, model_files(out), settings.eval_seeds
+    )
+    write_metrics(final, summary)
     print(
-        f"done: {model.num_timesteps} timesteps in {time.perf_counter() - t_start:.0f} s; "
-        f"validation jct_mean_s {final['jct_mean_s']:.0f} (best baseline {best}: {ref_jct:.0f}), "
-        f"slo_attainment {final['slo_attainment']:.4f}; model {out / 'model.zip'}"
+        f"done: {model.num_timesteps} timesteps in {time.perf_counter() - t_start:.0f} s\n"
+        + summary_text(summary)
     )
     venv.close()
     return 0
+
+
+def model_files(out: Path) -> list[dict[str, Any]]:
+    """The model files a run directory holds (only those that exist), with their timesteps."""
+    import zipfile
+
+    from gpu_sharing_gym.agents.agent import META_NAME
+
+    roles = {"model.zip": "final model",
+             "best_model.zip": "best validation result meeting the SLO target"}  # fmt: skip
+    files = []
+    for name, role in roles.items():
+        path = out / name
+        if not path.is_file():
+            continue
+        try:
+            with zipfile.ZipFile(path) as z:
+                steps = json.loads(z.read(META_NAME)).get("timesteps")
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            steps = None
+        files.append({"path": str(path), "role": role, "timesteps": steps})
+    return files
+
+
+def outcome(
+    last: dict[str, Any],
+    reference: dict[str, Any],
+    slo_target: float,
+    files: list[dict[str, Any]],
+    seeds: Any = (),
+) -> dict[str, Any]:
+    """The run's outcome: the last validation beside the best baseline on the same seeds,
+    whether the scenario's SLO target is met, and the model files written."""
+    best = reference.get("best")
+    base = reference.get("baselines", {}).get(best, {}) if best else {}
+    slo = float(last["slo_attainment"])
+    return {
+        "timesteps": int(last["timesteps"]),
+        "eval_seeds": [int(s) for s in (reference.get("seeds") or seeds)],
+        "agent": {"jct_mean_s": float(last["jct_mean_s"]), "slo_attainment": slo},
+        "best_baseline": {
+            "name": best,
+            "jct_mean_s": float(base.get("jct_mean_s", float("nan"))),
+            "slo_attainment": float(base.get("slo_attainment", float("nan"))),
+        },
+        "slo_target": float(slo_target),
+        # None: no online services, no SLO (slo_attainment is NaN)
+        "meets_slo": None if math.isnan(slo) else bool(slo >= slo_target - 1e-12),
+        "model_files": files,
+    }
+
+
+def summary_text(s: dict[str, Any]) -> str:
+    """:func:`outcome` for people: a few lines."""
+    a, b = s["agent"], s["best_baseline"]
+    seeds = s["eval_seeds"]
+    where = ", ".join(map(str, seeds)) if len(seeds) <= 5 else f"{seeds[0]}, ..., {seeds[-1]}"
+    lines = [
+        f"validation at {s['timesteps']} timesteps on seeds {where}:",
+        f"  agent: jct_mean_s {a['jct_mean_s']:.0f}, slo_attainment {a['slo_attainment']:.4f}",
+    ]
+    if b["name"] is not None:
+        lines.append(
+            f"  best baseline {b['name']}: jct_mean_s {b['jct_mean_s']:.0f}, "
+            f"slo_attainment {b['slo_attainment']:.4f}"
+        )
+    if s["meets_slo"] is None:
+        lines.append("  no SLO to meet (the scenario has no online services)")
+    elif s["meets_slo"]:
+        lines.append(f"  meets the SLO target {s['slo_target']:g}")
+    else:
+        lines.append(
+            f"  MISSES the SLO target {s['slo_target']:g} "
+            f"(slo_attainment {a['slo_attainment']:.4f})"
+        )
+    if s["model_files"]:
+        lines.append("models:")
+        for f in s["model_files"]:
+            at = f" at {f['timesteps']} timesteps" if f["timesteps"] is not None else ""
+            lines.append(f"  {f['path']}  ({f['role']}{at})")
+    if not any(f["path"].endswith("best_model.zip") for f in s["model_files"]):
+        lines.append("  (no best_model.zip: no validation met the SLO target)")
+    return "\n".join(lines)
+
+
+def _recipe_algo(config: str | None, algos: Any) -> str:
+    """The algorithm a shipped recipe is for, by its name (``maskable_ppo_v1`` ->
+    ``maskable_ppo``, ``dqn`` -> ``dqn``: the longest algorithm name it starts with); the
+    default ``maskable_ppo`` for a path or no ``--config``."""
+    if config is None or Path(config).suffix in (".yaml", ".yml"):
+        return "maskable_ppo"
+    name = Path(config).name
+    fits = [a for a in algos if name == a or name.startswith(f"{a}_")]
+    return max(fits, key=len) if fits else "maskable_ppo"
 
 
 def _close_quietly(venv: Any) -> None:
@@ -359,18 +519,6 @@ def _close_quietly(venv: Any) -> None:
 #: ``VecNormalize``'s clip on normalised rewards: high, since a few decisions (a gang that
 #: waits for hours) legitimately cost many standard deviations.
 REWARD_CLIP = 100.0
-
-
-def _checkpoint_steps(path: Path) -> int:
-    """Timesteps of a checkpoint (``last.json`` beside it, else its metadata)."""
-    side = path.with_suffix(".json")
-    try:
-        return int(json.loads(side.read_text())["timesteps"])
-    except (OSError, ValueError, KeyError):
-        import zipfile
-
-        with zipfile.ZipFile(path) as z:
-            return int(json.loads(z.read("gpu_sharing_agent.json")).get("timesteps", 0))
 
 
 def _pretrain(
@@ -386,14 +534,14 @@ def _pretrain(
     """Behaviour cloning (and DAgger rounds) into ``model.policy`` from expert-labelled
     episodes (``gpu_sharing_gym.agents.expert``; the planner as expert is expert iteration)."""
     import numpy as np
-    from tqdm import tqdm
 
+    from gpu_sharing_env.progress import progress
     from gpu_sharing_gym.agents.bc import Demos, pretrain
     from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
 
     pt = settings.pretrain
     total = pt.episodes + pt.lookahead_episodes + pt.dagger_rounds * pt.dagger_episodes
-    bar = tqdm(total=total, desc="pretrain", unit="ep", disable=True if quiet else None)
+    bar = progress(total, "pretrain", "ep", disable=quiet)
     common: dict[str, Any] = {
         "gamma": gamma,
         "env_id": settings.env_id,

@@ -17,12 +17,31 @@ __all__ = ["HeuristicPolicy", "Policy", "fastest_exclusive"]
 
 
 def fastest_exclusive(view: ClusterView, job: JobView) -> Decision | None:
-    """Run ``job`` alone: an exclusive GPU, the fastest for its model (lowest index on ties)."""
+    """Run ``job`` alone: an exclusive GPU, the fastest for its model (lowest index on ties).
+
+    A gang runs at its slowest member's speed (``docs/simulator.md``), so a gang's start is
+    rated by the slowest GPU it takes."""
     excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
     if not excl:
         return None
     legal = np.flatnonzero(view.mask(job.job_id)[:, excl[0]])
     if not legal.size:
         return None
-    g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(job.model, g), -g))
+    model, n = job.model, job.num_gpus
+    if n == 1:
+        g = max((int(g) for g in legal), key=lambda g: (view.solo_speed(model, g), -g))
+    else:
+        starts = legal.tolist()
+
+        def slowest(i: int) -> float:
+            # the gang at ``starts[i]`` takes the next ``n`` legal starts, unless it reaches
+            # the last ``n - 1`` GPUs legal one by one (the gang mask hides them)
+            gpus = (
+                starts[i : i + n]
+                if i + n <= len(starts)
+                else view.gang_gpus(job.job_id, starts[i], excl[0])
+            )
+            return min(view.solo_speed(model, m) for m in gpus)
+
+        g = starts[max(range(len(starts)), key=lambda i: (slowest(i), -i))]
     return Decision(job.job_id, g, excl[0])

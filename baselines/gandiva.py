@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
@@ -146,7 +145,7 @@ class Gandiva(HeuristicPolicy):
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
         # The action codec encodes placements of queued jobs only.
         d = self.placement(view)
-        return WAIT if d is None or view.codec is None else view.codec.from_decision(view._sim, d)
+        return view.action_of(d)
 
     # ------------------------------------------------------------------ introspection
     def hurting(self, view: ClusterView, gpu: int) -> bool:

@@ -7,19 +7,35 @@ Mechanisms implemented:
 * **Per-model offline profiles.** The batch latency of a model on each GPU type
   (:meth:`ClusterView.profile_latency_ms`) and its speed in each MPS partition (one profiling run
   per (model, partition, load), :meth:`ClusterView.profile` with the service alone).
-* **Elastic partitioning, fewest GPUs first.** For each arriving service the scheduler searches
-  (GPU, partition) pairs: MPS partitions (spatial) on GPUs already serving inference, then on an
-  empty GPU; or a whole GPU time-shared among low-load services (temporal). A candidate is
-  feasible when the predicted p99 latency meets the SLO at the service's peak rate; among the
-  feasible ones it takes the one that opens no new GPU, then the smallest partition (best fit).
-* **Batch size per placement** (the third dimension of the paper's search). For each
-  candidate (GPU, partition) the scheduler tries ``batch_sizes`` (1, 2, 4, ..., 32 by default,
-  plus the service's configured batch) and keeps those that satisfy the paper's rule (Nexus'):
-  the batch latency in that partition is at most half the SLO (a request may wait for the
-  batch in flight, then runs in the next), and that meet the SLO at peak in the queueing
-  estimate below; among them the one that keeps the GPU least busy (largest requests per GPU
-  second; ties: the smaller batch). The chosen size goes in the decision
-  (``Decision.batch_size``) and the simulator runs the service with it.
+* **Elastic partitioning, spatial first, fewest GPUs first.** GPULet splits a GPU into (at most)
+  two gpulets with its partitioning algorithm, fills them, and shares a gpulet in time only
+  inside it (the paper's Sec. 4; notes ``../shared/seeds/003_*``). For each arriving service
+  the scheduler searches (GPU, partition) pairs; a candidate is feasible when the predicted p99
+  meets the SLO at the service's peak rate. Among the feasible ones: no new GPU first; then the
+  free second gpulet of a split GPU (MPS, best fit: the smallest partition that meets the SLO);
+  then temporal sharing inside a whole-GPU gpulet that already serves (time-sharing); on a new
+  GPU, a split with the smallest feasible partition (the rest stays free for the next service),
+  else a whole-GPU gpulet others may later share in time, else an exclusive GPU. The simulator's
+  MPS partitions never overlap (their shares sum to at most 100 %), so temporal sharing inside
+  a *partial* gpulet is not representable: a temporal gpulet here is a whole GPU.
+* **Batch size per placement and rate** (the third dimension of the paper's search). For
+  each candidate (GPU, partition) the scheduler tries ``batch_sizes`` (1, 2, 4, ..., 32 by
+  default, plus the service's configured batch) and keeps, as GPULet's artifact does for a
+  gpulet serving a rate ``r`` below its saturation (casys-kaist/glet, commit 3c1c2aa,
+  ``src/scheduler/scheduler_base.cpp`` ``getMaxBatch(is_residue)`` and
+  ``scheduler_incremental.cpp`` ``getMinPart``), the largest batch ``b`` whose latency ``L``
+  in that partition keeps up with the rate (``L <= b / r``) and whose collection time plus
+  execution meets the SLO (``b / r + L <= SLO``; at saturation, ``b / r = L``, this is the
+  paper's and Nexus' ``2 L <= SLO``), and that meets the SLO at peak in the queueing estimate
+  below. A low-rate service gets a small batch and a short batch latency, so others can share
+  its gpulet's time; the largest batch under ``SLO / 2`` regardless of the rate (before v4)
+  left no room beside a service. At rates too low for any batch to fill within the SLO the
+  artifact runs batches of 1 when ``L(1)`` is below the gap between requests; so does this
+  planner. The chosen size goes in the decision (``Decision.batch_size``) and the simulator
+  runs the service with it.
+* **Batch-aware SM-share profile.** The partition profile is taken at the candidate batch size
+  (``Resident.batch``): small batches fill few SMs and gain less from a larger partition
+  (``interference.sm_share_k``, fitted on iGniter's V100 MPS solo profile per batch size).
 * **Interference prediction by a linear model** (the paper's linear regression on two pair
   factors), fitted on profiled pairs (:func:`gpu_sharing_gym.baselines.predictors.train_linear_interference`).
   A placement is rejected if it would push an already placed service over its SLO.
@@ -27,11 +43,11 @@ Mechanisms implemented:
   inference GPUs when the linear model predicts every service there still meets its SLO.
 
 Simplified: latency at a load is estimated with Kingman's G/G/1 approximation (queueing on top
-of the profiled batch latency) besides the paper's "batch latency x 2 <= SLO" rule, and
+of the profiled batch latency) besides the paper's batch rule above, and
 services are planned for their peak rate instead of periodic re-partitioning (no
 reorganisation, no migration, so a service keeps the batch size it was placed with). The
 simulator's latency model has no batch-formation delay (a large batch at a low rate is not
-penalised for waiting to fill), which the half-SLO rule bounds. Time-sharing gives services
+penalised for waiting to fill), which the batch rule's collection-time term bounds. Time-sharing gives services
 priority over offline co-runners (the cluster's ``online_priority``), so a temporal gpulet's
 offline fill is not counted as interference.
 """
@@ -44,6 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu_sharing_env.cluster import PlacementOption
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
@@ -79,8 +96,9 @@ class GPULet(HeuristicPolicy):
 
     Args:
         slo_margin: Plan for a p99 latency of at most ``slo_margin * SLO``.
-        temporal_max_duty: A service this lightly loaded (SM activity at peak on a whole GPU)
-            opens a time-shared GPU rather than an MPS partition.
+        temporal_max_duty: Kept for compatibility; unused since placement is spatial first (a
+            new GPU is time-shared only when no partition below 100 % meets the SLO).
+        max_gpulets: MPS gpulets per GPU (the paper splits a GPU in two).
         batch_sizes: Batch sizes to search per placement (the service's configured size is
             always a candidate); None or empty: only the configured size, and decisions leave
             ``Decision.batch_size`` at 0.
@@ -93,9 +111,11 @@ class GPULet(HeuristicPolicy):
         slo_margin: float = 0.8,
         temporal_max_duty: float = 0.15,
         batch_sizes: Sequence[int] | None = DEFAULT_BATCH_SIZES,
+        max_gpulets: int = 2,
     ) -> None:
         self.slo_margin = slo_margin
         self.temporal_max_duty = temporal_max_duty
+        self.max_gpulets = max_gpulets
         self.batch_sizes = tuple(batch_sizes) if batch_sizes else None
         self.reset(0)
 
@@ -103,7 +123,8 @@ class GPULet(HeuristicPolicy):
         super().reset(seed)
         self.seed = seed
         self._lin: LinearInterference | None = None
-        self._speed: dict[tuple[str, str, int, float], float] = {}
+        self._speed: dict[tuple[str, str, int, float, int], float] = {}
+        self._wait = False
 
     def interference(self, view: ClusterView) -> LinearInterference:
         if self._lin is None:
@@ -112,15 +133,18 @@ class GPULet(HeuristicPolicy):
 
     # ------------------------------------------------------------------ latency model
     def partition_speed(
-        self, view: ClusterView, model: str, gpu: int, pct: int, duty: float
+        self, view: ClusterView, model: str, gpu: int, pct: int, duty: float, batch: int = 0
     ) -> float:
         """Profiled speed of a service alone in an MPS partition of ``pct`` % at SM activity
-        ``duty`` (GPULet's per-model profile), as a fraction of the whole GPU."""
+        ``duty`` running batches of ``batch`` (GPULet's per-model, per-batch profile), as a
+        fraction of the whole GPU."""
         gt = view.type_name[gpu]
-        key = (model, gt, pct, round(duty, 3))
+        key = (model, gt, pct, round(duty, 3), batch)
         hit = self._speed.get(key)
         if hit is None:
-            res = [Resident(model, sm_frac=pct / 100.0, duty=max(duty, 1e-3), online=True)]
+            res = [
+                Resident(model, sm_frac=pct / 100.0, duty=max(duty, 1e-3), online=True, batch=batch)
+            ]
             hit = self._speed[key] = view.profile(gt, SharingMode.MPS, res)[0]
         return hit
 
@@ -143,7 +167,7 @@ class GPULet(HeuristicPolicy):
         solo_ms = view.profile_latency_ms(svc.model, view.type_name[gpu], b)
         duty = min(1.0, rps * solo_ms / 1000.0 / b)
         if mode is SharingMode.MPS:
-            f = self.partition_speed(view, svc.model, gpu, pct, duty)
+            f = self.partition_speed(view, svc.model, gpu, pct, duty, b)
             f /= 1.0 + self.interference(view).slowdown(
                 svc.model, [(o.model, o.duty) for o in others]
             )
@@ -181,24 +205,35 @@ class GPULet(HeuristicPolicy):
         pct: int,
         others: Sequence[Load],
     ) -> int | None:
-        """The batch size for ``svc`` in this gpulet: among the candidates whose batch latency
-        is at most half the SLO (the paper's rule) and that meet the SLO at peak, the one with
-        the lowest GPU duty (ties: the smaller); None if none does. Without a search
-        (``batch_sizes`` None) the configured size, checked against the SLO only."""
+        """The batch size for ``svc`` in this gpulet at its (peak) rate, GPULet's rule for a
+        gpulet serving a given rate (its artifact, ``getMaxBatch`` / ``getMinPart``, module
+        docstring): the largest candidate ``b`` whose batch latency ``L`` in this gpulet keeps
+        up with the rate (``L <= b / rate``, the batch fills no faster than it runs) and whose
+        batch-collection time plus execution meets the SLO (``b / rate + L <= SLO``, which
+        implies ``2 L <= SLO``), and that meets the SLO at peak in the queueing estimate. At a
+        rate so low that no batch fills within the SLO, a batch of 1 if it runs within the
+        SLO and within the gap between requests (the artifact's low-rate case). None if none
+        does. Without a search (``batch_sizes`` None) the configured size, checked against the
+        SLO only."""
         assert svc.service is not None
         slo = svc.service.slo_ms
         if self.batch_sizes is None:
             ok = self.service_ok(view, svc, gpu, mode, pct, others)
             return svc.service.batch_size if ok else None
-        best: tuple[float, int] | None = None
+        rps = max(svc.service.peak_rps, svc.rps)
+        best: int | None = None
         for b in sorted({*self.batch_sizes, svc.service.batch_size}):
             batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, b)
-            if batch_ms > slo / 2.0 or p99 > self.slo_margin * slo:
+            fill_ms = 1000.0 * b / rps if rps > 0 else math.inf
+            if batch_ms > fill_ms or batch_ms + fill_ms > slo or p99 > self.slo_margin * slo:
                 continue
-            key = (self.service_duty(view, svc, gpu, b), b)
-            if best is None or key < best:
-                best = key
-        return None if best is None else best[1]
+            best = b
+        if best is None:
+            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, 1)
+            gap_ms = 1000.0 / rps if rps > 0 else math.inf
+            if batch_ms < min(gap_ms, slo) and p99 <= self.slo_margin * slo:
+                best = 1
+        return best
 
     def service_duty(
         self, view: ClusterView, svc: JobView, gpu: int, batch: int | None = None
@@ -236,11 +271,12 @@ class GPULet(HeuristicPolicy):
 
     # ------------------------------------------------------------------ decisions
     def decide(self, view: ClusterView) -> Decision | None:
+        self._wait = False
         for job in view.window:
             if job.online:
                 d = self.place_service(view, job)
-                if d is not None:
-                    return d
+                if d is not None or self._wait:
+                    return d  # a plan deploys in order: wait for the gpulet being set up
         for job in view.window:
             if not job.online:
                 d = self.place_offline(view, job)
@@ -249,8 +285,9 @@ class GPULet(HeuristicPolicy):
         return None
 
     def place_service(self, view: ClusterView, svc: JobView) -> Decision | None:
-        """The feasible gpulet that opens the fewest GPUs, then the smallest partition, with
-        the batch size :meth:`choose_batch` picks for it."""
+        """The feasible gpulet that opens the fewest GPUs, spatial first (a split GPU's free
+        gpulet, then temporal sharing of a whole-GPU gpulet; on a new GPU the smallest
+        partition), with the batch size :meth:`choose_batch` picks for it."""
         mask = view.mask(svc.job_id)
         opts = view.options
         assert svc.service is not None
@@ -263,33 +300,57 @@ class GPULet(HeuristicPolicy):
             loads = [ld for _, ld in self.loads(view, g)]
             speed = -view.solo_speed(svc.model, g)
             pcts = self._resident_pcts(view, g)
+            pending = not empty and not bool(view.ready[g])
             for o, opt in enumerate(opts):
-                if not mask[g, o]:
+                if not (self._pending_ok(view, svc, g, opt, pcts) if pending else mask[g, o]):
                     continue
                 if opt.mode is SharingMode.MPS:
-                    rank = opt.sm_pct
+                    if not empty and view.n_res[g] >= self.max_gpulets:
+                        continue  # the GPU is already split in its gpulets
+                    # a partial gpulet first; a whole GPU as an MPS partition after a temporal one
+                    tier, size = (0 if opt.sm_pct < 100 else 2), opt.sm_pct
                 elif opt.mode is SharingMode.TIME_SHARING:
-                    rank = 0
+                    tier, size = 1, 100  # temporal sharing inside a whole-GPU gpulet
                 elif opt.mode is SharingMode.EXCLUSIVE:
-                    rank = 101  # a whole GPU: only if no partition meets the SLO
+                    tier, size = 3, 101  # a whole GPU nobody may share: last
                 else:
                     continue
                 b = self.choose_batch(view, svc, g, opt.mode, opt.sm_pct, loads)
                 if b is None:
                     continue
                 duty = self.service_duty(view, svc, g, b)
-                if opt.mode is SharingMode.TIME_SHARING and empty and duty > self.temporal_max_duty:
-                    continue  # a loaded service gets a spatial partition, not a time slice
                 me = Load(svc.model, duty, True)
                 if not empty and not self.residents_ok(view, g, me, pcts):
                     continue
-                key = (float(empty), float(rank), speed, float(g))
+                key = (float(empty), float(tier), float(size), speed, float(g))
                 if best is None or key < best[0]:
                     best = (key, g, o, b)
         if best is None:  # nothing meets the SLO: the fastest empty GPU, whole
             return self._fastest_whole(view, svc)
+        if not view.ready[best[1]]:
+            self._wait = True  # its gpulet is being set up (a plan's earlier split): wait for it
+            return None
         batch = best[3] if self.batch_sizes is not None else 0
         return Decision(svc.job_id, best[1], best[2], batch_size=batch)
+
+    def _pending_ok(
+        self, view: ClusterView, svc: JobView, gpu: int, opt: PlacementOption, pcts: dict[int, int]
+    ) -> bool:
+        """Would (``gpu``, ``opt``) be legal for ``svc`` once ``gpu`` has finished the
+        reconfiguration an earlier placement of this plan started? GPULet plans the whole set
+        of models before deploying (the paper's Sec. 4), so a GPU split for one model offers its
+        second gpulet to the next at once; the simulator's legality mask hides a GPU while its
+        mode changes, so the plan checks the same rules itself: the GPU's mode, partitions
+        summing to at most 100 %, the resident limit and declared memory."""
+        if opt.mode is not SharingMode(int(view.mode[gpu])) or opt.mode is SharingMode.EXCLUSIVE:
+            return False
+        if view.n_res[gpu] >= view.max_residents:
+            return False
+        if view.mem_used_gb[gpu] + svc.mem_gb > view.mem_cap_gb[gpu]:
+            return False
+        if svc.gpu_types and view.type_name[gpu] not in svc.gpu_types:
+            return False
+        return opt.mode is not SharingMode.MPS or opt.sm_pct + sum(pcts.values()) <= 100
 
     def place_offline(self, view: ClusterView, job: JobView) -> Decision | None:
         """Empty GPUs first; then what inference gpulets leave, if every SLO still holds."""

@@ -175,6 +175,8 @@ class Horus(HeuristicPolicy):
         """Horus' placement cost on ``gpus`` (None if it would over-commit utilisation/memory)."""
         cost = 0.0
         best_speed = max(view.solo_speed(job.model, g) for g in range(view.n_gpus))
+        # a gang runs at its slowest member's speed (docs/simulator.md): every member pays it
+        speed = min(view.solo_speed(job.model, g) for g in gpus)
         for g in gpus:
             u_job = self.util(view, job, g)
             u_gpu, m_gpu = self.gpu_load(view, g)
@@ -187,7 +189,7 @@ class Horus(HeuristicPolicy):
                 cost += min(1.0, u_gpu + u_job) + self.w_int * u_gpu * u_job
             else:  # best fit on utilisation, plus the contention of co-location
                 cost += (1.0 - min(1.0, u_gpu + u_job)) + self.w_int * u_gpu * u_job
-            cost += self.w_speed * (1.0 - view.solo_speed(job.model, g) / best_speed)
+            cost += self.w_speed * (1.0 - speed / best_speed)
         nodes = len({int(view.node_of[g]) for g in gpus})
         return cost / len(gpus) + self.w_comm * (nodes - 1)
 

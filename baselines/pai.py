@@ -55,6 +55,8 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 import numpy as np
 
 from gpu_sharing_env.hardware import GpuType
@@ -297,6 +299,8 @@ class ReservePack(HeuristicPolicy):
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, tuple[bool, tuple[str, ...], JobView]] = {}
+        #: What the last decision that found nothing was a function of (see :meth:`decide`).
+        self._none_key: tuple[object, ...] | None = None
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -363,6 +367,17 @@ class ReservePack(HeuristicPolicy):
         ids = view.decidable_ids()
         info = [self._plan_info_id(view, jid) for jid in ids]
         waits = view.queued_wait_s(ids)
+        timeout = self.plan_timeout_s
+        usables = [
+            min(1 + int(w // timeout) if timeout > 0 else 99, len(plans))
+            for w, (_, plans, _) in zip(waits, info, strict=True)
+        ]
+        # A decision is a function of the cluster's state (``view.version``), the decidable
+        # jobs and how many plans each may use: when none of them changed since a decision that
+        # found nothing (time passed, no plan opened), it finds nothing again.
+        none_key = (view.episode, view.version, tuple(ids), tuple(usables))
+        if none_key == self._none_key:
+            return None
         ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
             k for k, (h, _, _) in enumerate(info) if not h
         ]
@@ -370,8 +385,7 @@ class ReservePack(HeuristicPolicy):
         no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
         for k in ordered:
             _, plans, request = info[k]
-            usable = 1 + int(waits[k] // self.plan_timeout_s) if self.plan_timeout_s > 0 else 99
-            usable = min(usable, len(plans))
+            usable = usables[k]
             key = (plans, usable, request.mem_gb, request.gpu_frac)
             if key in no_room:
                 continue
@@ -390,6 +404,7 @@ class ReservePack(HeuristicPolicy):
             load = alloc.node[alloc.node_of[gpus]]
             g = lexmin(gpus, gpu_rank, load, -alloc.gpu[gpus])
             return Decision(job.job_id, g, o)
+        self._none_key = none_key
         return None
 
     def _plan_info_id(
@@ -497,19 +512,61 @@ def first_fit(view: ClusterView, job: JobView) -> Decision | None:
     )
     mask = view.mask(job.job_id)
     for o in ranked + excl:
-        gpus = np.flatnonzero(mask[:, o])
-        if gpus.size:
-            return Decision(job.job_id, int(gpus[0]), o)
+        col = mask[:, o]
+        g = int(col.argmax())  # the first legal GPU, if there is one
+        if col[g]:
+            return Decision(job.job_id, g, o)
     return None
 
 
+#: An SJF queue entry: (not online, est_remaining_s, submit_s, job id, queue-log position).
+_SjfKey = tuple[bool, float, float, int, int]
+
+
 class SjfPredicted(HeuristicPolicy):
-    """Shortest (predicted) job first over the whole queue, first-fit placement."""
+    """Shortest (predicted) job first over the whole queue, first-fit placement.
+
+    Over the whole queue (the runner's ``decision_scope = "queue"``) the queue is kept here,
+    one heap per mask signature (the jobs whose masks are equal: a request), keyed by the SJF
+    order; the heaps learn what entered the queue from ``ClusterView.queue_log`` and drop
+    entries lazily (a job no longer queued, or queued again since). A decision looks at each
+    signature's first job (a few dozen in a PAI trace), not at every queued job: the first
+    queued job in SJF order that fits is the least head among signatures that fit. A queued
+    job's key never changes while it waits (its progress only moves while it runs), so this is
+    the same job as a stable sort of the queue by (not online, est_remaining_s) picks.
+    """
 
     name = "sjf_predicted"
     decision_scope = "queue"
 
+    def __init__(self) -> None:
+        self._episode: object = None
+        self._mark = 0
+        self._latest: dict[int, int] = {}
+        self._heaps: dict[tuple[object, ...], list[_SjfKey]] = {}
+
+    def _sync(self, view: ClusterView) -> None:
+        """Take in the queue entries since the last look (per episode)."""
+        if self._episode is not view.episode:
+            self._episode, self._mark, self._latest, self._heaps = view.episode, 0, {}, {}
+        new = view.queue_log(self._mark)
+        if not new:
+            return
+        base, self._mark = self._mark, self._mark + len(new)
+        est = view.est_remaining_s(new).tolist()
+        online = view.online_flags(new).tolist()
+        submit = view.submit_times(new)
+        heaps, latest = self._heaps, self._latest
+        for k, (jid, sig) in enumerate(zip(new, view.mask_signatures(new), strict=True)):
+            latest[jid] = base + k
+            h = heaps.get(sig)
+            if h is None:
+                h = heaps[sig] = []
+            heappush(h, (not online[k], est[k], submit[k], jid, base + k))
+
     def decide(self, view: ClusterView) -> Decision | None:
+        if view.decision_scope == "queue":
+            return self._decide_queue(view)
         ids = view.decidable_ids()
         if not ids:
             return None
@@ -518,6 +575,28 @@ class SjfPredicted(HeuristicPolicy):
         order = np.lexsort((view.est_remaining_s(ids), ~view.online_flags(ids)))
         for i in order.tolist():
             jid = ids[i]
+            if not view.placeable(jid):
+                continue
+            d = first_fit(view, view.job(jid))
+            if d is not None:
+                return d
+        return None
+
+    def _decide_queue(self, view: ClusterView) -> Decision | None:
+        self._sync(view)
+        latest, heads, empty = self._latest, [], []
+        for sig, h in self._heaps.items():
+            while h and not (latest[h[0][3]] == h[0][4] and view.is_queued(h[0][3])):
+                heappop(h)
+            if h:
+                heads.append(h[0])
+            else:
+                empty.append(sig)
+        for sig in empty:
+            del self._heaps[sig]
+        heads.sort()
+        for key in heads:
+            jid = key[3]
             if not view.placeable(jid):
                 continue
             d = first_fit(view, view.job(jid))

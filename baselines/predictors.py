@@ -274,7 +274,16 @@ def train_pair_speed(
         mae = float(np.mean(np.abs(np.clip(net.predict(x[cut:]), 0.01, 1.0) - y[cut:])))
         return PairSpeedPredictor(net, mae)
 
-    key = ("muxflow", seed, n, fingerprint(view), kernel_priority)
+    key: tuple[Any, ...] = ("muxflow", seed, n, fingerprint(view), kernel_priority)
+    if kernel_priority:
+        # the profiler's kernel-priority coefficients (its protection level) are part of what
+        # it measures: a throttled probe pair tells them apart
+        probe = [
+            Resident("resnet50", sm_frac=0.5),
+            Resident("bert", sm_frac=0.5, duty=0.5, online=True, priority=1),
+        ]
+        mps = view.profile(key[3][0][0], SharingMode.MPS, probe)
+        key += (tuple(round(x, 9) for x in mps),)
     pred: PairSpeedPredictor = cached(key, build)
     return pred
 

@@ -49,6 +49,8 @@ class FirstFit(HeuristicPolicy):
         fallback = _option_indices(view, SharingMode.EXCLUSIVE)
         # the window, unless a subclass declares the whole queue (``decision_scope``)
         for job in view.iter_decidable():
+            if not view.placeable(job.job_id):
+                continue  # an all-False mask (known without building it)
             mask = view.mask(job.job_id)
             want = job.gpu_frac * 100.0
             # SM options ordered: smallest share that covers the request, then larger, then
@@ -58,9 +60,10 @@ class FirstFit(HeuristicPolicy):
                 key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
             )
             for o in ranked + fallback:
-                gpus = np.flatnonzero(mask[:, o])
-                if gpus.size:
-                    return Decision(job.job_id, int(gpus[0]), o)
+                col = mask[:, o]
+                g = int(col.argmax())  # the first legal GPU, if there is one
+                if col[g]:
+                    return Decision(job.job_id, g, o)
         return None
 
 

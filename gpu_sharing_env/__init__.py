@@ -12,21 +12,23 @@ imported when the env is made)::
 
 import warnings
 
-from gymnasium.envs.registration import register, registry
+# (aliased: ``gpu_sharing_env.registry`` is our policy registry module, not Gymnasium's dict)
+from gymnasium.envs.registration import register as _register
+from gymnasium.envs.registration import registry as _gym_registry
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
-if "GpuSharing-v0" not in registry:
+if "GpuSharing-v0" not in _gym_registry:
     # No max_episode_steps: the simulated horizon ends every episode (see the env docstring).
-    register(
+    _register(
         id="GpuSharing-v0",
         entry_point="gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv",
         max_episode_steps=None,
         nondeterministic=False,
     )
-if "GpuSharing-v1" not in registry:
+if "GpuSharing-v1" not in _gym_registry:
     # v1: option-agnostic observations (option and job x GPU features), padded layouts.
-    register(
+    _register(
         id="GpuSharing-v1",
         entry_point="gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
         max_episode_steps=None,

@@ -9,7 +9,9 @@ model with each dataset three ways and returns ``{dataset: {...}}``:
 - ``fit_median_abs_rel_err``: a fresh least-squares fit (log residuals, soft-L1 loss);
 - ``heldout_median_abs_rel_err``: leave-one-model-out. The model's own parameters are dropped,
   the rest (global coefficients included) are refitted without its rows, and it is predicted
-  with population defaults (the median of the other models' fitted parameters).
+  with population defaults: for the pair datasets one pooled profile fitted to predict every
+  other model (:meth:`_PairArrays.population_default`), elsewhere the median of the other
+  models' fitted parameters.
 
 Only numpy/pandas/scipy; data is read only from the path given. The files are never copied.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -315,6 +317,25 @@ def fit_igniter_solo(df: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
     return out
 
 
+def fit_sm_curve(df: pd.DataFrame) -> tuple[dict[str, float], float]:
+    """Per network large-batch ``sm_k`` and the global ``SM_BATCH_BETA`` of the batch-dependent
+    SM-share curve ``g(sm_k (1 + beta / batch), s)``, fitted on the latency relative to each
+    (model, batch)'s anchor share (what ``igniter_solo`` scores)."""
+    d = df[df.s < df.anchor_s]
+    models = sorted(d.model.unique())
+    mi = d.model.map({m: i for i, m in enumerate(models)}).to_numpy()
+    b, s, y = d.batch.to_numpy(float), d.s.to_numpy(float), d.latency_ms.to_numpy(float)
+    sa, la = d.anchor_s.to_numpy(float), d.anchor_ms.to_numpy(float)
+    n = len(models)
+
+    def res(x: np.ndarray) -> np.ndarray:
+        k = x[:n][mi] * (1.0 + x[n] / b)
+        return np.asarray(np.log(la * _g(k, sa) / _g(k, s) / y))
+
+    x = _lsq(res, [1.0] * n + [1.0], [0.0] * (n + 1), [50.0] * n + [100.0])
+    return dict(zip(models, map(float, x[:n]))), float(x[n])
+
+
 def _solo_relative(df: pd.DataFrame, ks: Any) -> tuple[np.ndarray, np.ndarray]:
     """Predicted vs measured latency below each (model, batch)'s anchor SM share."""
     rows = (df.s < df.anchor_s).to_numpy()
@@ -325,11 +346,18 @@ def _solo_relative(df: pd.DataFrame, ks: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _igniter_solo_fit_heldout(df: pd.DataFrame) -> tuple[float, float]:
-    fits = fit_igniter_solo(df)
-    fit = _err(*_solo_relative(df, df.model.map(lambda m: fits[m][2]).to_numpy()))
-    held = df.model.map(
-        lambda m: float(np.median([v[2] for k, v in fits.items() if k != m]))
-    ).to_numpy()
+    """Fitted and leave-one-network-out error of the batch-dependent SM-share curve (the
+    held-out network takes the others' median ``sm_k`` and their refitted ``beta``)."""
+    ks, beta = fit_sm_curve(df)
+    mult = 1.0 + beta / df.batch.to_numpy(float)
+    fit = _err(*_solo_relative(df, df.model.map(ks).to_numpy() * mult))
+    held = np.empty(len(df))
+    for m in ks:
+        own = (df.model == m).to_numpy()
+        ks_o, beta_o = fit_sm_curve(df[~own])
+        k_o = float(np.median(list(ks_o.values())))
+        held[own] = k_o * (1.0 + beta_o / df.batch.to_numpy(float)[own])
+    held[~np.isin(df.model.to_numpy(), list(ks))] = np.nan
     return fit, _err(*_solo_relative(df, held))
 
 
@@ -344,12 +372,18 @@ class PairFit:
     kappa_bw: float
     igniter_bw: dict[str, float]
     gavel: dict[str, tuple[float, float]]  # family -> (duty, bw)
+    #: The parameters of a model without its own: the medians of the others' when ``None``,
+    #: else the pooled profile of :meth:`_PairArrays.population_default`.
+    igniter_bw_default: float | None = None
+    gavel_default: tuple[float, float] | None = None
 
 
 class _PairArrays:
     """The three pair datasets as integer-coded numpy arrays (fitting calls this many times)."""
 
-    def __init__(self, data: Data, solo: Mapping[str, tuple[float, float, float]]) -> None:
+    def __init__(
+        self, data: Data, solo: Mapping[str, tuple[float, float, float]], sm_beta: float = 0.0
+    ) -> None:
         ip, gv, lu = data.igniter_pairs, data.gavel, data.lucid
         self.ig = sorted(solo)
         self.fams = sorted(set(gv.family) | set(gv.other_family))
@@ -360,7 +394,7 @@ class _PairArrays:
         self.i_o = ip.other.map(ic).to_numpy(int)
         self.i_s = ip.s.to_numpy(float)
         self.i_solo = acks[self.i_m, 0] + acks[self.i_m, 1] * ip.batch.to_numpy(float)
-        self.i_k = acks[self.i_m, 2]
+        self.i_k = acks[self.i_m, 2] * (1.0 + sm_beta / ip.batch.to_numpy(float))
         self.i_y = ip.latency_ms.to_numpy(float)
         self.g_f = gv.family.map(fc).to_numpy(int)
         self.g_o = gv.other_family.map(fc).to_numpy(int)
@@ -377,26 +411,37 @@ class _PairArrays:
             "mps_sharing": (ms.source.to_numpy(), ms.source.to_numpy()),
         }
 
-    def preds(self, p: PairFit) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Predicted and measured values; models without parameters get population medians."""
-        med_bw = float(np.median(list(p.igniter_bw.values())))
+    def _igniter(self, p: PairFit) -> tuple[np.ndarray, np.ndarray]:
+        med_bw = (
+            float(np.median(list(p.igniter_bw.values())))
+            if p.igniter_bw_default is None
+            else p.igniter_bw_default
+        )
         bw = np.array([p.igniter_bw.get(m, med_bw) for m in self.ig])
         r = _mps_pair(1.0, self.i_s, self.i_k, bw[self.i_m], 1.0, 1.0 - self.i_s,
                       bw[self.i_o], p.kappa_compute, p.kappa_bw)  # fmt: skip
-        med = (
+        return self.i_solo / r, self.i_y
+
+    def _gavel(self, p: PairFit) -> tuple[np.ndarray, np.ndarray]:
+        med = p.gavel_default or (
             float(np.median([v[0] for v in p.gavel.values()])),
             float(np.median([v[1] for v in p.gavel.values()])),
         )
         fam = np.array([p.gavel.get(f, med) for f in self.fams])
         rg = _mps_pair(fam[self.g_f, 0], 1.0, 0.0, fam[self.g_f, 1], fam[self.g_o, 0], 1.0,
                        fam[self.g_o, 1], p.kappa_compute, p.kappa_bw)  # fmt: skip
+        return rg, self.g_y
+
+    def preds(self, p: PairFit) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Predicted and measured values; models without parameters get population defaults
+        (the medians of the others' unless ``p`` carries a pooled profile)."""
         d, b, do, bo = self.l_cols
         rl = _mps_pair(d, 1.0, 0.0, b, do, 1.0, bo, p.kappa_compute, p.kappa_bw)
         di, bi, dj, bj, nj = self.m_cols
         rm = _mps_pair(di, 1.0, 0.0, bi, nj * dj, 1.0, bj, p.kappa_compute, p.kappa_bw)
         return {
-            "igniter_pairs": (self.i_solo / r, self.i_y),
-            "gavel_pairs": (rg, self.g_y),
+            "igniter_pairs": self._igniter(p),
+            "gavel_pairs": self._gavel(p),
             "lucid_pairs": (rl, self.l_y),
             "mps_sharing": (rm, self.m_y),
         }
@@ -439,6 +484,44 @@ class _PairArrays:
         hi = [5.0, 20.0] + [1.0] * ni + [1.0] * nf + [1.0] * nf
         return unpack(_lsq(res, x0, lo, hi))
 
+    def population_default(self, p: PairFit, ds: str, keep: np.ndarray) -> PairFit:
+        """``p`` with the profile of a model that has no parameters of its own fitted as one
+        pooled population profile: the single value that best predicts each of the other
+        models' own rows of ``ds`` (among ``keep``) when it stands in for that model's fitted
+        one (its co-runners keep theirs; a model's pairs with itself are skipped), each model
+        weighted equally. Unlike the median of the per-model fits, this is the profile that
+        predicts a typical model best, whatever the spread and the bounds of the fitted ones
+        (Gavel's: several families sit at ``bw = 1``). Only ``igniter_pairs`` and
+        ``gavel_pairs`` have per-model parameters; other datasets return ``p``."""
+        if ds == "igniter_pairs":
+            models, x0, lo, hi = list(p.igniter_bw), [0.3], [0.0], [1.0]
+            predict = self._igniter
+        elif ds == "gavel_pairs":
+            models, x0, lo, hi = list(p.gavel), [0.8, 0.3], [0.05, 0.0], [1.0, 1.0]
+            predict = self._gavel
+        else:
+            return p
+        a, o = self.names[ds]
+
+        def stand_in(model: str, x: np.ndarray) -> PairFit:
+            if ds == "igniter_pairs":
+                return replace(p, igniter_bw={**p.igniter_bw, model: float(x[0])})
+            return replace(p, gavel={**p.gavel, model: (float(x[0]), float(x[1]))})
+
+        rows = {m: keep & (a == m) & (o != m) for m in models}
+
+        def res(x: np.ndarray) -> np.ndarray:
+            parts = []
+            for m, r in rows.items():
+                pred, y = predict(stand_in(m, x))
+                parts.append(np.log(pred[r] / y[r]) / np.sqrt(max(int(r.sum()), 1)))
+            return np.concatenate(parts)
+
+        x = _lsq(res, x0, lo, hi)
+        if ds == "igniter_pairs":
+            return replace(p, igniter_bw_default=float(x[0]))
+        return replace(p, gavel_default=(float(x[0]), float(x[1])))
+
 
 def fit_pairs(data: Data, solo: Mapping[str, tuple[float, float, float]]) -> PairFit:
     """Fit the pair-interference parameters on all three pair datasets."""
@@ -456,14 +539,17 @@ def _shipped_pair_fit(arr: _PairArrays) -> PairFit:
 
 
 def _pairs_heldout(arr: _PairArrays) -> dict[str, float]:
-    """Leave-one-model-out for the pair datasets: the model's own rows, predicted with
-    population-median parameters (its co-runners keep their refitted ones)."""
+    """Leave-one-model-out for the pair datasets: the model's own rows, predicted with the
+    pooled population profile of the others (:meth:`_PairArrays.population_default`; its
+    co-runners keep their refitted parameters)."""
     out = {}
-    for ds, (col, _) in arr.names.items():
+    for ds, (col, other) in arr.names.items():
         preds = np.full(len(col), np.nan)
         for model in sorted(set(col)):
             own = col == model
-            preds[own] = arr.preds(arr.fit((ds, model)))[ds][0][own]
+            refit = arr.fit((ds, model))
+            refit = arr.population_default(refit, ds, (col != model) & (other != model))
+            preds[own] = arr.preds(refit)[ds][0][own]
         out[ds] = _err(preds, arr.preds(arr.fit())[ds][1])
     return out
 
@@ -513,15 +599,15 @@ def shipped_errors(data: Data, model: AnalyticSpeedModel | None = None) -> dict[
     # iGniter solo: the SM-share curve relative to the (model, batch)'s largest measured share.
     so = data.igniter_solo[data.igniter_solo.s < data.igniter_solo.anchor_s]
     pred = []
-    for m, s, sa, la in zip(so.model, so.s, so.anchor_s, so.anchor_ms):
-        k = sm.profile(f"igniter:{m}").sm_k
+    for m, b, s, sa, la in zip(so.model, so.batch, so.s, so.anchor_s, so.anchor_ms):
+        k = itf.sm_share_k(sm.profile(f"igniter:{m}").sm_k, int(b), sm.sm_batch_beta)
         pred.append(la * itf.sm_share_curve(k, sa) / itf.sm_share_curve(k, s))
     out["igniter_solo"] = _err(pred, so.latency_ms)
     mps = SharingMode.MPS
     ip = data.igniter_pairs
     pred = []
     for m, o, b, s in zip(ip.model, ip.other, ip.batch, ip.s):
-        r = sm.rates(V100, mps, [Resident(f"igniter:{m}", sm_frac=s),
+        r = sm.rates(V100, mps, [Resident(f"igniter:{m}", sm_frac=s, batch=int(b)),
                                  Resident(f"igniter:{o}", sm_frac=1.0 - s)])[0]  # fmt: skip
         pred.append(sm.batch_latency_ms(f"igniter:{m}", V100, int(b)) / r)
     out["igniter_pairs"] = _err(pred, ip.latency_ms)
@@ -574,7 +660,8 @@ def run(root: str | Path, *, heldout: bool = True) -> Report:
     miso_fit, miso_held = _miso_fit_heldout(data.miso)
     solo = fit_igniter_solo(data.igniter_solo)
     solo_fit, solo_held = _igniter_solo_fit_heldout(data.igniter_solo)
-    arr = _PairArrays(data, solo)
+    sm_ks, sm_beta = fit_sm_curve(data.igniter_solo)
+    arr = _PairArrays(data, {m: (a, c, sm_ks[m]) for m, (a, c, _) in solo.items()}, sm_beta)
     pf = arr.fit()
     pair_fit = {k: _err(*v) for k, v in arr.preds(pf).items()}
     pair_held = _pairs_heldout(arr) if heldout else dict.fromkeys(pair_fit, np.nan)
@@ -608,9 +695,11 @@ def run(root: str | Path, *, heldout: bool = True) -> Report:
     fitted = {
         "MIG_MEM_WEIGHT": round(w, 3),
         "mig_k": {k: round(v, 3) for k, v in mig_k.items()},
-        "igniter_solo (a_ms, c_ms, sm_k)": {
+        "igniter_solo (a_ms, c_ms; batch-blind sm_k)": {
             k: tuple(round(x, 3) for x in v) for k, v in solo.items()
         },
+        "igniter_solo sm_k (large-batch)": {k: round(v, 3) for k, v in sm_ks.items()},
+        "SM_BATCH_BETA": round(sm_beta, 3),
         "KAPPA_COMPUTE": round(pf.kappa_compute, 3),
         "KAPPA_BW": round(pf.kappa_bw, 3),
         "IGNITER_BW": {k: round(v, 3) for k, v in pf.igniter_bw.items()},

@@ -13,6 +13,9 @@ The measurements are *derived ratios* shipped with the package, ``data/sharing_p
 - ``tally_priority``: Tally's own column of the same artifact (kernel-level priority: the
   training job's kernels are sliced and launched only while the inference job is idle), the
   measurement behind kernel-level priority under MPS (``interference.KP_*``; MuxFlow's xCUDA).
+- ``tally_no_transform``: the same pairs under Tally with kernel transformation disabled (whole,
+  unsliced training kernels held back while the inference job runs): the low end of xCUDA's
+  protection bracket (``interference.KP_*_LOW``, fitted here with their own three coefficients).
 - ``orion_mps``: Orion (EuroSys'24) V100 MPS point: ResNet50 inference at 30 requests/s beside
   ResNet50 training (training speed over solo, inference p50 and p99 in ms).
 
@@ -38,16 +41,24 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from gpu_sharing_env.interference import AnalyticSpeedModel, Resident
+from gpu_sharing_env.interference import AnalyticSpeedModel, Resident, kp_coefficients
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.online import latency
 from gpu_sharing_env.zoo import ZOO
 
-SHARING_DATASETS = ("tally_pairs", "tally_priority", "nos_sharing", "orion_mps")
+SHARING_DATASETS = (
+    "tally_pairs", "tally_priority", "tally_no_transform", "nos_sharing", "orion_mps"
+)  # fmt: skip
 _MODES = {"time_sharing": SharingMode.TIME_SHARING, "tgs": SharingMode.TIME_SHARING,
-          "mps": SharingMode.MPS, "tally": SharingMode.MPS, "mig": SharingMode.MIG}  # fmt: skip
+          "mps": SharingMode.MPS, "tally": SharingMode.MPS, "tally_no_transform": SharingMode.MPS,
+          "mig": SharingMode.MIG}  # fmt: skip
 #: Mechanisms where the inference job has priority (TGS; Tally's kernel-level priority).
-_PRIORITY = ("tgs", "tally")
+_PRIORITY = ("tgs", "tally", "tally_no_transform")
+#: Tally's mechanism label -> its calibration dataset (the others go to ``tally_pairs``).
+_TALLY_DATASET = {"tally": "tally_priority", "tally_no_transform": "tally_no_transform"}
+#: Datasets predicted at the low end of the kernel-priority bracket: the ``*_low`` entries of
+#: :data:`PARAMS` stand in for the model's ``kp_*`` keywords (``interference.kp_coefficients(0)``).
+_LOW_DATASETS = ("tally_no_transform",)
 #: Tally's inference load (fraction of solo capacity): the duty of the inference context.
 TALLY_LOAD = 0.5
 #: Orion's inference load: 32.2 requests/s x 6.498 ms solo kernel time per request.
@@ -94,7 +105,7 @@ def _tally_cases(df: pd.DataFrame) -> list[Case]:
         zip(t[t.metric == "latency_ms_solo"].victim, t[t.metric == "latency_ms_solo"].value)
     )
     cases = []
-    rows = t[t.mechanism.isin(["time_sharing", "tgs", "mps", "tally"])]
+    rows = t[t.mechanism.isin(["time_sharing", "tgs", "mps", *_TALLY_DATASET])]
     for r in rows.pipe(_rows):
         online = r.victim_role == "online"
         if r.metric not in ("throughput_frac", "latency_mean_x", "latency_p99_x"):
@@ -122,7 +133,7 @@ def _tally_cases(df: pd.DataFrame) -> list[Case]:
             batch = ms / rates[0] + wait
             return (batch + (tail if metric == "latency_p99_x" else 0.0)) / ms
 
-        dataset = "tally_priority" if r.mechanism == "tally" else "tally_pairs"
+        dataset = _TALLY_DATASET.get(r.mechanism, "tally_pairs")
         cases.append(Case(dataset, "", (inf, trn), float(r.value), pred))
     return cases
 
@@ -204,7 +215,9 @@ def cases(df: pd.DataFrame | None = None) -> list[Case]:
 
 # -- fitting ---------------------------------------------------------------------------------
 
-#: The coefficients fitted here: (AnalyticSpeedModel keyword, start, lower, upper).
+#: The coefficients fitted here: (AnalyticSpeedModel keyword, start, lower, upper). A ``_low``
+#: suffix marks the same keyword at the low end of the kernel-priority bracket
+#: (``interference.KP_*_LOW``), used only for :data:`_LOW_DATASETS`.
 PARAMS = (
     ("context_switch_overhead", 0.05, 0.0, 0.5),
     ("ts_online_weight", 1.5, 0.0, 10.0),
@@ -215,20 +228,45 @@ PARAMS = (
     ("kp_block", 1.0, 0.0, 2.0),
     ("kp_residual", 0.1, 0.0, 10.0),
     ("kp_tail_ms", 1.0, 0.0, 500.0),
+    ("kp_block_low", 1.0, 0.0, 2.0),
+    ("kp_residual_low", 0.1, 0.0, 10.0),
+    ("kp_tail_ms_low", 1.0, 0.0, 500.0),
 )
+_LOW = "_low"
 
 
 def shipped() -> dict[str, float]:
-    """The shipped values of :data:`PARAMS`: the model's defaults (``interference``'s constants)."""
+    """The shipped values of :data:`PARAMS`: the model's defaults (``interference``'s constants),
+    and for the ``_low`` ones the low end of the kernel-priority bracket."""
     defaults = inspect.signature(AnalyticSpeedModel).parameters
-    return {name: float(defaults[name].default) for name, *_ in PARAMS}
+    low = kp_coefficients(0.0)
+    return {
+        name: float(low[name.removesuffix(_LOW)])
+        if name.endswith(_LOW)
+        else float(defaults[name].default)
+        for name, *_ in PARAMS
+    }
 
 
-def _model(params: dict[str, float], kappas: tuple[float, float] | None) -> AnalyticSpeedModel:
-    kw: dict[str, Any] = dict(params)
+@dataclass(frozen=True)
+class Models:
+    """The model at the shipped protection level and at the low end of the kernel-priority
+    bracket (only the ``kp_*`` keywords differ); :meth:`predict` picks by dataset."""
+
+    main: AnalyticSpeedModel
+    low: AnalyticSpeedModel
+
+    def predict(self, case: Case) -> float:
+        """``case``'s prediction by the model its dataset is measured at."""
+        return case.predict(self.low if case.dataset in _LOW_DATASETS else self.main)
+
+
+def _model(params: dict[str, float], kappas: tuple[float, float] | None) -> Models:
+    kw: dict[str, Any] = {k: v for k, v in params.items() if not k.endswith(_LOW)}
     if kappas is not None:
         kw["kappa_compute"], kw["kappa_bw"] = kappas
-    return AnalyticSpeedModel(ZOO, **kw)
+    low = {k.removesuffix(_LOW): v for k, v in params.items() if k.endswith(_LOW)}
+    return Models(AnalyticSpeedModel(ZOO, **kw), AnalyticSpeedModel(ZOO, **{**kw, **low}))
 
 
 def _fitted_cases(cs: list[Case]) -> list[Case]:
@@ -246,7 +284,7 @@ def fit(cs: list[Case], kappas: tuple[float, float] | None = None) -> dict[str, 
 
     def res(x: np.ndarray) -> np.ndarray:
         m = _model(dict(zip(names, map(float, x), strict=True)), kappas)
-        pred = np.array([c.predict(m) for c in cs])
+        pred = np.array([m.predict(c) for c in cs])
         return np.asarray(np.log(np.maximum(pred, 1e-9) / y) * w)
 
     x = least_squares(
@@ -258,23 +296,24 @@ def fit(cs: list[Case], kappas: tuple[float, float] | None = None) -> dict[str, 
     return dict(zip(names, map(float, x), strict=True))
 
 
-def errors(cs: list[Case], model: AnalyticSpeedModel) -> dict[str, float]:
+def errors(cs: list[Case], models: Models) -> dict[str, float]:
     """Median |pred/meas - 1| per dataset."""
     out = {}
     for d in SHARING_DATASETS:
         sub = [c for c in cs if c.dataset == d]
-        out[d] = float(np.median([abs(c.predict(model) / c.measured - 1.0) for c in sub]))
+        out[d] = float(np.median([abs(models.predict(c) / c.measured - 1.0) for c in sub]))
     return out
 
 
 def heldout_errors(cs: list[Case], kappas: tuple[float, float] | None = None) -> dict[str, float]:
-    """Leave one out and refit the coefficients above (kappas fixed): Tally one model at a time
-    (every pair it takes part in), nos one (mechanism, pod count) at a time, Orion as a whole."""
+    """Leave one out and refit the coefficients above (kappas fixed): each Tally dataset one
+    model at a time (every pair of that dataset it takes part in), nos one
+    (mechanism, pod count) at a time, Orion as a whole."""
     out = {}
     for d in SHARING_DATASETS:
         sub = [c for c in cs if c.dataset == d]
         errs = []
-        if d in ("tally_pairs", "tally_priority"):
+        if d in ("tally_pairs", *_TALLY_DATASET.values()):
             groups = sorted({m for c in sub for m in c.models})
             members = [[c for c in sub if g in c.models] for g in groups]
         else:
@@ -283,7 +322,7 @@ def heldout_errors(cs: list[Case], kappas: tuple[float, float] | None = None) ->
         for left in members:
             keep = [c for c in cs if all(c is not x for x in left)]
             m = _model(fit(keep, kappas), kappas)
-            errs += [abs(c.predict(m) / c.measured - 1.0) for c in left]
+            errs += [abs(m.predict(c) / c.measured - 1.0) for c in left]
         out[d] = float(np.median(errs))
     return out
 
@@ -345,7 +384,7 @@ class SharingReport:
 def run(kappas: tuple[float, float] | None = None, *, heldout: bool = True) -> SharingReport:
     """Evaluate the shipped coefficients, refit, and hold out (see :func:`heldout_errors`)."""
     cs = cases()
-    shipped_err = errors(cs, AnalyticSpeedModel(ZOO))
+    shipped_err = errors(cs, _model(shipped(), None))
     fitted = fit(cs, kappas)
     fit_err = errors(cs, _model(fitted, kappas))
     held = heldout_errors(cs, kappas) if heldout else dict.fromkeys(SHARING_DATASETS, np.nan)
@@ -361,4 +400,6 @@ def run(kappas: tuple[float, float] | None = None, *, heldout: bool = True) -> S
     return SharingReport(out, {k: round(v, 3) for k, v in fitted.items()})
 
 
-__all__ = ["SHARING_DATASETS", "Case", "SharingReport", "cases", "fit", "load_sharing", "run"]
+__all__ = [
+    "SHARING_DATASETS", "Case", "Models", "SharingReport", "cases", "fit", "load_sharing", "run"
+]  # fmt: skip

@@ -256,6 +256,16 @@ class Cluster:
         # Computed option-major (contiguous rows per option); returned as a (gpu, option) view.
         return m.T
 
+    def placeable(self, job: JobSpec) -> bool:
+        """Whether :meth:`placement_mask` of ``job`` allows anything, without building a
+        gang's mask: a gang fits under an option iff the option has ``num_gpus`` legal GPUs
+        (:meth:`_gang_mask` starts one at each of the first ``k - n + 1`` of ``k``)."""
+        single = self._single_cached(job)
+        if job.num_gpus > 1:
+            n = job.num_gpus  # (row by row: ``count_nonzero`` with an axis is a slow sum)
+            return any(np.count_nonzero(row) >= n for row in single)
+        return bool(single.any())
+
     def _dynamic(self) -> tuple[np.ndarray, ...]:
         """The job-independent parts of the mask: recomputed once per ``version``, and then
         only on the GPUs changed since (O(GPUs touched) per event, not O(cluster))."""

@@ -113,6 +113,9 @@ class OfflineWorkloadConfig:
     job rather than only the short ones."""
     estimate_sigma: float = field(default=0.5, metadata=non_negative())
     """Lognormal sigma of duration-estimate error (PAI's predictor; 0 = perfect estimates)."""
+    estimate_groups: bool = True
+    """Estimate a recurring job from its group's earlier members (PAI's predictor with the group
+    tag, NSDI'22 Sec. 5.2); false: every job from its own noisy run time (no group tag)."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,13 @@ class MechanismConfig:
     online service of higher priority (``sharing.online_priority``) launches its kernels into
     the service's idle time, so the service keeps near-solo latency (fitted on Tally's A100
     pairs, ``interference.KP_*``). Without it MPS ignores priorities."""
+    kernel_priority_level: float = field(
+        default=1.0, metadata=rule(lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    )
+    """Protection level of ``kernel_priority`` (xCUDA's is unpublished): 0 = Tally without
+    kernel transformation (whole kernels held back), 1 = Tally's default (sliced, preemptible
+    kernels; the documented central choice, ``KP_LEVEL_CENTRAL``); linear in between
+    (``interference.kp_coefficients``, ``KP_LEVEL_CENTRAL``). Read when the simulator is built."""
 
 
 @dataclass(frozen=True)

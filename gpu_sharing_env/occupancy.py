@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpu_sharing_env.sim.observe import SimObserver
+
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
 
@@ -24,39 +26,30 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-class PlacementRecorder:
+class PlacementRecorder(SimObserver):
     """Records every placement segment of every job during one episode.
 
     The engine keeps only a job's *current* GPUs (they are cleared when it stops), so the
-    occupancy chart needs this log: it wraps the simulator's start/remove steps on the instance
-    (the engine itself is untouched) and notes ``[t_start, t_end, gpus, option]`` per run.
+    occupancy chart needs this log: it observes the simulator's starts and stops
+    (:mod:`gpu_sharing_env.sim.observe`) and notes ``[t_start, t_end, gpus, option]`` per run.
     """
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.segments: dict[int, list[list[Any]]] = {}
         self._open: dict[int, tuple[float, list[int], int]] = {}
-        self.active = hasattr(sim, "_start") and hasattr(sim, "_remove")
-        if not self.active:
-            return
-        start, remove = sim._start, sim._remove
+        self.active = True
+        sim.add_observer(self)
 
-        def _start(st: Any, *args: Any, **kwargs: Any) -> Any:
-            out = start(st, *args, **kwargs)
-            self._open[st.spec.job_id] = (sim.now, [int(g) for g in st.gpus], int(st.option))
-            return out
+    def on_start(self, sim: Simulator, job_id: int, gpus: list[int], option: int) -> None:
+        self._open[job_id] = (sim.now, [int(g) for g in gpus], int(option))
 
-        def _remove(st: Any, *args: Any, **kwargs: Any) -> Any:
-            self._close(st.spec.job_id)
-            return remove(st, *args, **kwargs)
-
-        setattr(sim, "_start", _start)  # noqa: B010  (instance attribute shadows the method)
-        setattr(sim, "_remove", _remove)  # noqa: B010
+    def on_stop(self, sim: Simulator, job_id: int) -> None:
+        self._close(job_id)
 
     def detach(self) -> None:
-        """Unhook from the simulator (later episodes run on the plain methods)."""
-        for attr in ("_start", "_remove"):
-            self.sim.__dict__.pop(attr, None)
+        """Stop observing the simulator (later episodes are not recorded)."""
+        self.sim.remove_observer(self)
 
     def _close(self, job_id: int) -> None:
         seg = self._open.pop(job_id, None)

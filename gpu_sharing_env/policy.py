@@ -17,7 +17,6 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 
@@ -71,10 +70,7 @@ class HeuristicPolicy:
         raise NotImplementedError
 
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
-        d = self.decide(view)
-        if d is None or view.codec is None:
-            return WAIT
-        return view.codec.from_decision(view._sim, d)
+        return view.action_of(self.decide(view))
 
 
 __all__ = ["HeuristicPolicy", "Policy"]

@@ -8,8 +8,9 @@ Where the figures come from (datasets in ``../shared/data``, see its PROVENANCE.
 - ``bw_intensity``: the per-family value fitted on Gavel V100 pairs (``gavel_pairs``) where Gavel
   has the family; else Lucid's measured memory-controller utilisation (``gmem_util``/100); else the
   population median of the fitted values (0.40).
-- ``sm_k`` (MPS SM-share curve): fitted on iGniter's V100 MPS solo profile (``igniter_solo``) for
-  the nearest iGniter network; else the median of the four fits (0.79).
+- ``sm_k`` (MPS SM-share curve, large-batch limit; a service's batch of ``b`` saturates with
+  ``sm_k * (1 + interference.SM_BATCH_BETA / b)``): fitted on iGniter's V100 MPS solo profile
+  (``igniter_solo``) for the nearest iGniter network; else the median of the four fits (0.62).
 - ``mig_k`` (MIG curve): fitted on MISO's A100 MIG iteration times (``miso_mig``); else the
   median of the eight MISO fits (1.70).
 - ``batch_a_ms``/``batch_c_ms`` (V100 latency of a batch of ``b`` at 100 % SM is ``a + c*b``):
@@ -52,7 +53,9 @@ class ModelProfile:
         bw_intensity: Memory-bandwidth / L2 pressure in [0, 1]; drives MPS co-location slowdown
             and the roofline extrapolation across GPU types.
         cpu_cores: Typical vCPUs per GPU.
-        sm_k: Saturation of the MPS SM-share curve ``(1-e^{-k s})/(1-e^{-k})`` (0 = linear).
+        sm_k: Saturation of the MPS SM-share curve ``(1-e^{-k s})/(1-e^{-k})`` (0 = linear) at
+            large batches (training); smaller inference batches saturate earlier
+            (``interference.sm_share_k``).
         mig_k: Saturation of the MIG curve, same form in the instance's effective size.
         solo_speed: Exclusive throughput per canonical GPU type relative to V100-16GB (= 1).
         batch_a_ms: Fixed part of the V100 inference latency of one batch at 100 % SM.
@@ -83,7 +86,7 @@ class ModelProfile:
 
 #: Population medians used where a model has no measurement (see the module docstring).
 MEDIAN_BW = 0.40  # median of the 7 Gavel family bw_intensity fits (gavel_pairs)
-MEDIAN_SM_K = 0.79  # median of the 4 iGniter sm_k fits (igniter_solo)
+MEDIAN_SM_K = 0.62  # median of the 4 iGniter sm_k fits (igniter_solo)
 MEDIAN_MIG_K = 1.70  # median of the 8 MISO mig_k fits (miso_mig)
 MEDIAN_BATCH_A_MS = 0.87  # median of the 4 iGniter batch_a fits (igniter_solo)
 #: P100 where Gavel has no job of the family: median of Gavel's P100/V100 solo ratios over the
@@ -161,7 +164,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         mem_gb=8.4,  # L: gmem 8570 MiB (bs64)
         bw=1.0,  # G: ResNet-50
         cpu=4,
-        sm_k=0.94,  # I: resnet50
+        sm_k=0.73,  # I: resnet50
         mig_k=3.52,  # M: resnet
         measured={"P100": 0.63, "T4": 0.41, "A100-40GB": 1.37},  # GP; S: imagenet bsz 163/462
         a_ms=0.92,  # I: resnet50
@@ -173,7 +176,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         mem_gb=3.0,  # L: gmem 3072 MiB
         bw=0.11,  # G: ResNet-18
         cpu=4,
-        sm_k=0.94,  # I: resnet50 (nearest measured network)
+        sm_k=0.73,  # I: resnet50 (nearest measured network)
         mig_k=3.52,  # M: resnet
         measured={"P100": 0.93, "T4": 0.34, "A100-40GB": 1.96},  # GP; S: cifar10 bsz 725/1025
         c_ms=1.81 * _C_PER_GFLOP,  # torchvision resnet18: 1.81 GFLOPs
@@ -184,7 +187,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         mem_gb=3.9,  # L: gmem 3990 MiB
         bw=0.34,  # L: gmem_util 34.0
         cpu=4,
-        sm_k=0.33,  # I: vgg19
+        sm_k=0.25,  # I: vgg19
         a_ms=0.83,  # I: vgg19
         c_ms=1.742,  # I: vgg19
     ),
@@ -210,7 +213,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         mem_gb=4.0,  # L: gmem 4078 MiB
         bw=0.65,  # L: gmem_util 65.3
         cpu=4,
-        sm_k=1.39,  # I: alexnet (small network that saturates the GPU early)
+        sm_k=0.98,  # I: alexnet (small network that saturates the GPU early)
         mig_k=6.48,  # M: mobilenet
         a_ms=0.56,  # I: alexnet
         c_ms=0.155,  # I: alexnet
@@ -286,7 +289,7 @@ _PROFILES: tuple[ModelProfile, ...] = (
         mem_gb=10.0,  # assumed
         bw=MEDIAN_BW,
         cpu=4,
-        sm_k=0.64,  # I: ssd (nearest: single-shot detector)
+        sm_k=0.51,  # I: ssd (nearest: single-shot detector)
         # S: yolov3 T4 at bsz 16. Sia's A100 ratios (0.84-1.0) are below 1 and were rejected as
         # input-pipeline bound; A100 uses the roofline rule.
         measured={"T4": 0.57},

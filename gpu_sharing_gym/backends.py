@@ -8,11 +8,15 @@ backend: each cell builds its own simulator and the simulator is deterministic p
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
-from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+import signal
+import threading
+from collections.abc import Generator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
+from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_gym.cells import Cell, run_cell
 
 BACKENDS = ("local", "ray")
@@ -29,38 +33,39 @@ def _mp_context() -> Any:
     return mp.get_context(method)
 
 
-def run_local(cells: Sequence[Cell], workers: int) -> Iterator[tuple[Cell, dict[str, Any]]]:
+def run_local(
+    cells: Sequence[Cell], workers: int
+) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
     """Run ``cells`` in this process (``workers == 1``) or in a pool of ``workers`` processes.
 
-    At most ``2 * workers`` cells are in flight, so an interrupt leaves little work queued.
+    At most ``2 * workers`` cells are in flight; an interrupt (Ctrl-C, SIGTERM) stops the
+    workers within seconds, losing only the cells they were running.
     """
     if workers <= 1:
         for c in cells:
             yield c, run_cell(c)
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_mp_context()) as pool:
+    # process_pool: on an interrupt (or the caller closing this generator) the workers are
+    # terminated at once instead of finishing their cells; they ignore Ctrl-C themselves.
+    with process_pool(workers, _mp_context()) as pool:
         todo = iter(cells)
         running: dict[Future[dict[str, Any]], Cell] = {}
-        try:
-            while True:
-                while len(running) < 2 * workers:
-                    nxt = next(todo, None)
-                    if nxt is None:
-                        break
-                    running[pool.submit(run_cell, nxt)] = nxt
-                if not running:
-                    return
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    yield running.pop(fut), fut.result()
-        finally:
-            for fut in running:
-                fut.cancel()
+        while True:
+            while len(running) < 2 * workers:
+                nxt = next(todo, None)
+                if nxt is None:
+                    break
+                running[pool.submit(run_cell, nxt)] = nxt
+            if not running:
+                return
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                yield running.pop(fut), fut.result()
 
 
 def run_ray(
     cells: Sequence[Cell], workers: int, address: str | None = None
-) -> Iterator[tuple[Cell, dict[str, Any]]]:
+) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
     """Run ``cells`` as Ray tasks: on an existing cluster (``address``) or a local Ray with
     ``workers`` CPUs. Ray is an optional extra: ``pip install 'gpu-sharing-gym[ray]'``."""
     try:
@@ -71,6 +76,10 @@ def run_ray(
         ) from None
     started = False
     if not ray.is_initialized():
+        # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
+        # gpu_sharing_env.interrupt), so that SIGTERM cancels the tasks and shuts Ray down below.
+        main_thread = threading.current_thread() is threading.main_thread()
+        sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
         try:
             if address:
                 ray.init(address=address, log_to_driver=False)
@@ -80,7 +89,11 @@ def run_ray(
             first = str(e).strip().splitlines()
             msg = first[0] if first else type(e).__name__
             raise BackendError(f"ray.init failed: {msg}") from None
+        finally:
+            if sigterm is not None:
+                signal.signal(signal.SIGTERM, sigterm)
         started = True
+    pending: list[Any] = []
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_cell)
         refs = {task.remote(c): c for c in cells}
@@ -89,6 +102,13 @@ def run_ray(
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 yield refs[ref], ray.get(ref)
+    except BaseException:
+        # An interrupt: cancel what is left (force: kill the workers running it); on a cluster
+        # we did not start this is all that stops them. A local Ray is shut down below.
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
     finally:
         if started:
             ray.shutdown()
@@ -96,7 +116,7 @@ def run_ray(
 
 def run_cells(
     cells: Sequence[Cell], backend: str = "local", workers: int = 1, address: str | None = None
-) -> Iterator[tuple[Cell, dict[str, Any]]]:
+) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
     """Dispatch to a backend by name (:data:`BACKENDS`)."""
     if backend == "local":
         return run_local(cells, workers)

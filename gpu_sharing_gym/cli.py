@@ -8,7 +8,8 @@
     gsg bench [--quick] | gsg bench replay ... | gsg bench markdown out/bench.json
     gsg trace stats PODS.csv --format openb
 
-``gsg COMMAND --help`` shows a command's options. The ``scripts/*.py`` files are the same
+``gsg COMMAND --help`` shows a command's options. Ctrl-C exits with status 130 and SIGTERM with
+143, after the command has saved what it can (each command's help says what it keeps). The ``scripts/*.py`` files are the same
 commands for a source checkout.
 """
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+
+from gpu_sharing_env.interrupt import exit_code, sigterm_raises, stopped_by
 
 #: command -> (module with ``main(argv) -> int``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -92,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "bench" and rest and rest[0] in BENCH_SUBCOMMANDS:
         module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]
     try:
-        return int(_load(module)(rest) or 0)
+        with sigterm_raises():
+            return int(_load(module)(rest) or 0)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM that the command did not handle itself
+        print(f"\ngsg {command}: {stopped_by(e)}", file=sys.stderr)
+        return exit_code(e)
     except ModuleNotFoundError as e:
         missing = _missing_rl(e)
         if missing is None:

@@ -10,7 +10,8 @@ same directory, then :func:`os.replace`), so a kill never leaves a half-written 
 
 Ranking (DESIGN.md, "Metric schema"): lowest mean ``jct_mean_s`` among the policies whose mean
 ``slo_attainment`` meets the scenario's ``slo_target`` (NaN, i.e. no online services, meets it);
-policies that miss it rank below all that meet it.
+policies that miss it rank below all that meet it. Policies equal on both (SLO met or not, and
+the same mean ``jct_mean_s``) tie and share a rank: 1, 1, 3.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ import pandas as pd
 from gpu_sharing_env.fileio import atomic_write_bytes as atomic_write_bytes
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.progress import progress as progress_bar
 from gpu_sharing_gym.backends import run_cells
 from gpu_sharing_gym.cells import CELL_FORMAT as CELL_FORMAT
 from gpu_sharing_gym.cells import Cell, pending_cells, save_cell
@@ -67,18 +70,27 @@ def rank_policies(summary: pd.DataFrame) -> pd.Series:
     ``meets_slo`` and ``<PRIMARY_METRIC>_mean`` columns.
 
     Order: policies meeting the SLO first, then by mean primary metric (lower is better; NaN,
-    e.g. no job completed, after numbers), ties by policy name. Policies without a single
-    successful cell get no rank (NaN).
+    e.g. no job completed, after numbers). A rank is computed from exactly two things, whether
+    the policy meets the SLO and its mean primary metric, so policies equal on both (the same
+    float, or both NaN) *tie* and share a rank, standard competition style (1, 1, 3).
+    Policies without a single successful cell get no rank (NaN).
     """
     ranks = pd.Series(np.nan, index=summary.index, dtype=float)
     col = f"{PRIMARY_METRIC}_mean"
     for _, grp in summary[summary["n"] > 0].groupby("scenario", sort=False):
-        key = grp.assign(
-            _miss=~grp["meets_slo"].astype(bool),
-            _nan=grp[col].isna(),
-        ).sort_values(["_miss", "_nan", col, "policy"], kind="stable")
-        ranks.loc[key.index] = np.arange(1, len(key) + 1, dtype=float)
+        miss = ~grp["meets_slo"].astype(bool)
+        value = grp[col].astype(float)
+        keys = [rank_key(bool(m), float(v)) for m, v in zip(miss, value)]
+        for idx, key in zip(grp.index, keys):  # 1 + how many policies are strictly better
+            ranks.loc[idx] = 1.0 + sum(k < key for k in keys)
     return ranks
+
+
+def rank_key(misses_slo: bool, primary_mean: float) -> tuple[bool, bool, float]:
+    """What a rank is computed from, as a sort key (smaller is better): missing the SLO, then
+    having no primary metric (NaN), then the primary metric itself. Equal keys are a tie."""
+    nan = math.isnan(primary_mean)
+    return (misses_slo, nan, 0.0 if nan else primary_mean)
 
 
 def summarize(cells: pd.DataFrame, slo_targets: Mapping[str, float]) -> pd.DataFrame:
@@ -108,9 +120,9 @@ def summarize(cells: pd.DataFrame, slo_targets: Mapping[str, float]) -> pd.DataF
     if summary.empty:
         return summary
     summary["rank"] = rank_policies(summary)
-    # Scenario order as given, best policy first, unranked policies last.
+    # Scenario order as given, best policy first (tied ones by name), unranked policies last.
     summary["_s"] = pd.factorize(summary["scenario"])[0]
-    summary = summary.sort_values(["_s", "rank"], na_position="last", kind="stable")
+    summary = summary.sort_values(["_s", "rank", "policy"], na_position="last", kind="stable")
     summary = summary.drop(columns="_s").reset_index(drop=True)
     lead = ["scenario", "rank", "policy", "oracle", "n", "n_error", "slo_target", "meets_slo"]
     rest = [c for c in summary.columns if c not in lead]
@@ -134,13 +146,11 @@ def run_leaderboard(
     """Run the cells not yet saved ``ok`` under ``out`` and return every cell's result, in the
     order of ``cells``. Each result is saved as soon as it arrives, so an interrupted run
     (KeyboardInterrupt propagates) resumes where it stopped."""
-    from tqdm import tqdm
-
     todo, done = pending_cells(out, cells)
-    with tqdm(
-        total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress
-    ) as bar:
-        for cell, res in run_cells(todo, backend, workers, address):
+    bar = progress_bar(len(cells), "cells", "cell", initial=len(done), disable=not progress)
+    # closing(): an interrupt in this loop stops the backend's workers now, not at collection
+    with bar, closing(run_cells(todo, backend, workers, address)) as results:
+        for cell, res in results:
             save_cell(out, cell, res)
             done[cell] = res
             bar.update(1)

@@ -11,6 +11,9 @@
   axis covers first placement to last completion.
 
 Legends sit right of the axes (they cover no data); time axes are in hours above a 2 h span.
+Lines cycle line style and marker per policy (:func:`policy_styles`), and a policy whose curve is
+identical to an earlier one's is labelled ``= <that policy>`` in the legend, so lines lying on
+each other stay distinguishable.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gpu_sharing_env.occupancy import (
-    N_COLOURS,
     activity_span,
     empty_axes,
     fig_png,
@@ -42,22 +44,57 @@ Results = Mapping[str, Sequence[Mapping[str, Any]]]
 PLOT_KINDS = ("jct_cdf", "latency_slo", "utilization", "occupancy")
 
 
-#: Line styles telling apart policies that share a colour (more than :data:`N_COLOURS`).
+#: Line styles and markers, cycled per policy (coprime lengths: 4 × 7 = 28 distinct pairs), so
+#: that curves lying exactly on each other (two policies placing every job the same way) stay
+#: distinguishable: the upper line's gaps show the lower one, and their markers sit at staggered
+#: positions along the curve.
 LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+#: Marker spacing along a line, as a fraction of the axes diagonal.
+MARK_EVERY = 0.12
 
 
 def policy_colours(policies: Sequence[str]) -> dict[str, Any]:
     """A stable colour per policy: tab10 up to ten, else tab20 ordered so neighbours differ in
-    hue, cycling (:func:`policy_linestyles` separates those that share one)."""
+    hue, cycling (:func:`policy_styles` separates those that share one)."""
     if len(policies) <= 10:
         cmap = plt.get_cmap("tab10")
         return {p: cmap(i) for i, p in enumerate(policies)}
     return {p: job_style(i)[0] for i, p in enumerate(policies)}
 
 
-def policy_linestyles(policies: Sequence[str]) -> dict[str, str]:
-    """A line style per policy: solid for the first :data:`N_COLOURS`, then dashed, dotted..."""
-    return {p: LINESTYLES[(i // N_COLOURS) % len(LINESTYLES)] for i, p in enumerate(policies)}
+def policy_styles(policies: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Line keyword arguments per policy: line style and marker cycling, markers staggered
+    (``markevery`` offset) so that coincident lines show every policy's markers."""
+    n_off = len(MARKERS)
+    return {
+        p: {
+            "ls": LINESTYLES[i % len(LINESTYLES)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "markevery": ((i % n_off) * MARK_EVERY / n_off, MARK_EVERY),
+            "markersize": 4.5,
+            "markerfacecolor": "none" if (i // len(MARKERS)) % 2 else None,
+        }
+        for i, p in enumerate(policies)
+    }
+
+
+def same_as(curves: Mapping[str, Any]) -> dict[str, str]:
+    """For each curve equal to an earlier one (numpy arrays, compared exactly), that earlier
+    policy: ``{later: first}``. The legend says so, since such lines hide each other."""
+    seen: list[tuple[str, Any]] = []
+    out: dict[str, str] = {}
+    for pol, arr in curves.items():
+        a = np.asarray(arr)
+        twin = next(
+            (q for q, b in seen if b.shape == a.shape and np.array_equal(a, b, equal_nan=True)),
+            None,
+        )
+        if twin is None:
+            seen.append((pol, a))
+        else:
+            out[pol] = twin
+    return out
 
 
 def _legend_outside(ax: Any, **kwargs: Any) -> None:
@@ -82,21 +119,18 @@ def job_jcts(result: Mapping[str, Any]) -> list[float]:
 
 def plot_jct_cdf(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    styles = policy_linestyles(list(results))
+    styles = policy_styles(list(results))
+    curves = {
+        pol: np.sort([x for r in cells for x in job_jcts(r) if x > 0])
+        for pol, cells in results.items()
+    }
+    curves = {pol: jct for pol, jct in curves.items() if jct.size}
+    twins = same_as(curves)
     drawn = False
-    for pol, cells in results.items():
-        jct = np.sort([x for r in cells for x in job_jcts(r) if x > 0])
-        if jct.size == 0:
-            continue
+    for pol, jct in curves.items():
         y = np.arange(1, jct.size + 1) / jct.size
-        ax.step(
-            jct / 3600.0,
-            y,
-            where="post",
-            color=colours[pol],
-            ls=styles[pol],
-            label=f"{pol} ({jct.size})",
-        )
+        label = f"{pol} ({jct.size})" + (f" = {twins[pol]}" if pol in twins else "")
+        ax.step(jct / 3600.0, y, where="post", color=colours[pol], label=label, **styles[pol])
         drawn = True
     if not drawn:
         _empty(ax, "no completed offline jobs")
@@ -192,19 +226,22 @@ def utilization_span(results: Results) -> tuple[float, float] | None:
 
 def plot_utilization(scenario: str, results: Results, colours: Mapping[str, Any]) -> bytes:
     fig, axes = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
-    styles = policy_linestyles(list(results))
+    styles = policy_styles(list(results))
+    series = {
+        pol: np.array([[np.nan if v is None else v for v in row] for row in cells[0]["timeseries"]])
+        for pol, cells in results.items()
+        if cells and cells[0].get("timeseries")
+    }
+    twins = same_as({pol: ts[:, :3] for pol, ts in series.items()})
     span = utilization_span(results)
     unit, per = time_unit(span[1] - span[0]) if span else ("h", 3600.0)
     seeds = set()
-    for pol, cells in results.items():
-        if not cells or not cells[0].get("timeseries"):
-            continue
-        r = cells[0]
-        seeds.add(r["record"]["seed"])
-        ts = np.array([[np.nan if v is None else v for v in row] for row in r["timeseries"]])
+    for pol, ts in series.items():
+        seeds.add(results[pol][0]["record"]["seed"])
+        label = pol + (f" = {twins[pol]}" if pol in twins else "")
         for ax, col in zip(axes, (1, 2)):
             ax.plot(
-                ts[:, 0] / per, ts[:, col], color=colours[pol], ls=styles[pol], lw=1.2, label=pol
+                ts[:, 0] / per, ts[:, col], color=colours[pol], lw=1.2, label=label, **styles[pol]
             )
     if not seeds:
         _empty(axes[0], "no timeseries")

@@ -148,7 +148,9 @@ def numeric_stack() -> str:
 
     simd = ",".join(sorted(k for k, on in __cpu_features__.items() if on))
     cpu = hashlib.sha256(simd.encode()).hexdigest()[:8]
-    return f"numpy {numpy.__version__}, scipy {scipy.__version__}, blas {'; '.join(blas)}, simd {cpu}"
+    return (
+        f"numpy {numpy.__version__}, scipy {scipy.__version__}, blas {'; '.join(blas)}, simd {cpu}"
+    )
 
 
 def assert_golden_metrics(got: dict[str, str], want: dict[str, str], exact: bool) -> None:

@@ -5,22 +5,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
+import yaml
 from sb3_contrib import MaskablePPO
 
 import gpu_sharing_env  # noqa: F401
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.runner import evaluate
 from gpu_sharing_gym.agents.agent import AgentLoadError, load_agent, pretrained_names
+from gpu_sharing_gym.agents.callbacks import latest_checkpoint
 from gpu_sharing_gym.agents.envs import TRAIN_SEED_MIN, make_env
 from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
 from gpu_sharing_gym.baselines import UnknownPolicyError, make_policy
@@ -59,7 +63,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = run(["--algo", "maskable_ppo", "--scenario", "default", "--out", str(out),
              "--config", str(cfg), "--quiet"])  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "validation jct_mean_s" in r.stdout
+    assert "validation at 512 timesteps on seeds 1000:" in r.stdout
     return out
 
 
@@ -73,6 +77,14 @@ def test_cli_run_directory(trained: Path) -> None:
     assert m["final_eval"]["jobs_submitted"] > 0
     assert m["best_baseline"] in ("first_fit", "time_sharing")
     assert "--config" in (trained / "command.txt").read_text()
+    s = m["summary"]
+    assert s["best_baseline"]["name"] == m["best_baseline"] and s["eval_seeds"] == [1000]
+    assert s["agent"]["jct_mean_s"] == m["final_eval"]["jct_mean_s"]
+    # only files that exist, best_model.zip only if some validation met the SLO target
+    assert [Path(f["path"]).name for f in s["model_files"]] == ["model.zip"] + (
+        ["best_model.zip"] if any(h["meets_slo"] for h in m["eval_history"]) else []
+    )
+    assert all(Path(f["path"]).is_file() for f in s["model_files"])
 
 
 def test_tensorboard_tags(trained: Path) -> None:
@@ -113,31 +125,58 @@ def test_save_load_round_trip_same_actions(trained: Path) -> None:
     assert n > 10
 
 
+def saved_steps(out: Path) -> int | None:
+    """Timesteps of the run's latest *complete* checkpoint (None while there is none): the
+    pointer ``last.json`` is replaced atomically and names a directory whose manifest is
+    written last, so a checkpoint being written is never read."""
+    ckpt = latest_checkpoint(out / "checkpoints")
+    return None if ckpt is None else ckpt.timesteps
+
+
+def duplicate_points(tb: Path) -> dict[tuple[str, int], int]:
+    """(tag, step) pairs written more than once across a run's TensorBoard event files."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    seen: Counter[tuple[str, int]] = Counter()
+    for f in sorted(tb.glob("events.out.tfevents.*")):
+        for ev in EventFileLoader(str(f)).Load():
+            for v in ev.summary.value:
+                seen[(v.tag, ev.step)] += 1
+    assert seen, f"no events in {tb}"
+    return {k: n for k, n in seen.items() if n > 1}
+
+
 def test_resume_after_kill_continues_step_count(tmp_path: Path) -> None:
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text(TINY.replace("n_timesteps: 512", "n_timesteps: 100000").replace(
-        "pretrain: {expert: antman, episodes: 2, epochs: 1, dagger_rounds: 1, dagger_episodes: 1}",
-        "pretrain: null"))  # fmt: skip
+    cfg.write_text(TINY.replace("n_timesteps: 512", "n_timesteps: 100000"))
     out = tmp_path / "run"
-    args = [*TRAIN, "--algo", "maskable_ppo", "--out", str(out), "--config", str(cfg), "--quiet"]
+    args = [*TRAIN, "--algo", "maskable_ppo", "--out", str(out), "--config", str(cfg), "--quiet",
+            "--no-pretrain"]  # fmt: skip
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    last = out / "checkpoints" / "last.json"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (
-        last.exists() and json.loads(last.read_text())["timesteps"] >= 256
-    ):
+    deadline = time.time() + 300
+    while (saved_steps(out) or 0) < 256:
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(
+                f"no checkpoint at 256+ timesteps (exit {proc.returncode}): {err[-2000:]!r}"
+            )
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)  # no chance to save: the last checkpoint must do
-    proc.wait()
-    saved = json.loads(last.read_text())["timesteps"]
-    assert saved >= 256
+    proc.communicate()
+    saved = saved_steps(out)
+    assert saved is not None and saved >= 256
+    ckpt = latest_checkpoint(out / "checkpoints")
+    assert ckpt is not None and ckpt.model.is_file()
     r = run(["--algo", "maskable_ppo", "--out", str(out), "--resume", "--timesteps",
-             str(saved + 256), "--quiet"])  # fmt: skip
+             str(saved + 256)])  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"resuming {out} at {saved} timesteps" in r.stderr
     m = json.loads((out / "metrics.json").read_text())
     assert saved + 256 <= m["timesteps"] <= saved + 256 + 128
     assert len((out / "command.txt").read_text().splitlines()) == 2
+    # what the killed run logged after its checkpoint is logged again once, not twice
+    assert duplicate_points(out / "tb") == {}
 
 
 def test_ctrl_c_saves_checkpoint(tmp_path: Path) -> None:
@@ -171,7 +210,7 @@ def test_ctrl_c_saves_checkpoint(tmp_path: Path) -> None:
         pytest.fail(f"no exit 300 s after Ctrl-C; stderr: {err[-2000:]}")
     assert proc.returncode == 130, err
     assert "continue with --resume" in err
-    assert (out / "checkpoints" / "last.zip").is_file()
+    assert latest_checkpoint(out / "checkpoints") is not None
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path: Path, trained: Path) -> None:
@@ -278,3 +317,100 @@ def test_rollout_labels_never_lose_to_the_base_heuristic() -> None:
     assert demos.masks[np.arange(len(demos)), demos.actions].all()
     assert stats["lookahead_rollouts"] > 0
     assert demos.obs["hint"].sum(axis=1).tolist() == [1.0] * len(demos)
+
+
+# ------------------------------------------------------------------ recipes by name, summary
+def test_list_configs_names_every_shipped_recipe(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_sharing_gym.agents import train
+    from gpu_sharing_gym.agents.config import AGENT_CONFIG_DIR
+
+    assert train.main(["--list-configs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shipped = sorted(p.stem for p in AGENT_CONFIG_DIR.glob("*.yaml"))
+    assert [line.split()[0] for line in lines] == shipped
+    (v1,) = [line for line in lines if line.split()[0] == "maskable_ppo_v1"]
+    assert "GpuSharing-v1" in v1  # the first line of the recipe's comment
+
+
+def test_unknown_config_name_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpu_sharing_gym.agents import train
+
+    assert train.main(["--config", "maskable_ppo_v9", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "'maskable_ppo_v9'" in err[0] and "maskable_ppo_v1," in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.fixture(scope="module")
+def missed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A tiny run on a scenario whose SLO target (0.95) no policy meets (an Xid fault per GPU
+    every half hour, services down an hour each time), resumed twice from its 256-step
+    checkpoint: the second resume redoes steps the first one logged, as after a kill."""
+    d = tmp_path_factory.mktemp("missed")
+    scenario = (ROOT / "configs" / "scenarios" / "default.yaml").read_text()
+    faults = "rate_per_gpu_h: {user_signal: 0.002, app_error: 0.001, xid: 0.0002}"
+    assert faults in scenario
+    scenario = scenario.replace(
+        faults, "rate_per_gpu_h: {user_signal: 0.0, app_error: 0.0, xid: 2.0}\n"
+        "  restart_delay_s: 3600"
+    )  # fmt: skip
+    (d / "faulty.yaml").write_text(scenario)
+    (d / "tiny.yaml").write_text(TINY.replace("n_timesteps: 512", "n_timesteps: 256"))
+    out = d / "run"
+    r = run(["--config", str(d / "tiny.yaml"), "--scenario", str(d / "faulty.yaml"),
+             "--out", str(out), "--no-pretrain", "--quiet"])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr  # --quiet: errors and the summary only
+    shutil.copytree(out / "checkpoints", d / "at256")
+    r = run(["--out", str(out), "--resume", "--timesteps", "512", "--quiet"])
+    assert r.returncode == 0, r.stderr
+    shutil.rmtree(out / "checkpoints")  # as if killed after logging up to 512
+    shutil.copytree(d / "at256", out / "checkpoints")
+    r = run(["--out", str(out), "--resume", "--quiet"])
+    assert r.returncode == 0, r.stderr
+    return out, r.stdout
+
+
+def test_summary_says_the_run_misses_its_slo_target(missed: tuple[Path, str]) -> None:
+    out, stdout = missed
+    m = json.loads((out / "metrics.json").read_text())
+    s = m["summary"]
+    assert s["meets_slo"] is False and s["slo_target"] == 0.95 and s["timesteps"] == 512
+    assert s["agent"]["slo_attainment"] == m["final_eval"]["slo_attainment"] < 0.95
+    assert s["best_baseline"]["name"] in ("first_fit", "time_sharing")
+    assert "MISSES the SLO target 0.95" in stdout
+    assert f"best baseline {s['best_baseline']['name']}: jct_mean_s" in stdout
+    # no validation met the target: no best_model.zip, and the summary names none
+    assert not (out / "best_model.zip").exists()
+    assert [f["path"] for f in s["model_files"]] == [str(out / "model.zip")]
+    assert str(out / "model.zip") in stdout and "best_model.zip  (" not in stdout
+    assert yaml.safe_load((out / "config.yaml").read_text())["hyperparams"]["pretrain"] is None
+
+
+def test_tensorboard_one_point_per_tag_and_step_after_resume(missed: tuple[Path, str]) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, _ = missed
+    assert duplicate_points(out / "tb") == {}
+    ea = EventAccumulator(str(out / "tb"))
+    ea.Reload()
+    assert [e.step for e in ea.Scalars("eval/jct_mean_s")] == [256, 512]
+    assert [e.step for e in ea.Scalars("sim/jct_mean_s")] == sorted(
+        {e.step for e in ea.Scalars("sim/jct_mean_s")}
+    )
+    assert not any(t.startswith("pretrain/") for t in ea.Tags()["scalars"])  # --no-pretrain
+
+
+def test_recipe_name_picks_its_algorithm() -> None:
+    """``--config dqn`` trains DQN without ``--algo dqn``: a shipped recipe's name says its
+    algorithm (rl-zoo style, one file per algorithm and variant)."""
+    from gpu_sharing_gym.agents.config import ALGOS, recipe_names
+    from gpu_sharing_gym.agents.train import _recipe_algo
+
+    assert _recipe_algo("dqn", ALGOS) == "dqn"
+    assert _recipe_algo("maskable_ppo_v1", ALGOS) == "maskable_ppo"
+    assert _recipe_algo(None, ALGOS) == _recipe_algo("my/recipe.yaml", ALGOS) == "maskable_ppo"
+    assert all(_recipe_algo(n, ALGOS) in ALGOS for n in recipe_names())

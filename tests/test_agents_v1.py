@@ -360,7 +360,7 @@ def test_v1_training_resume_keeps_progress_and_eval_schedule(tmp_path: Path) -> 
     m = json.loads((out / "metrics.json").read_text())
     assert [h["timesteps"] for h in m["eval_history"]] == [256, 384]
     # resume with a larger budget: rows kept, evaluations at the next multiples, then the end
-    r = run(["--out", str(out), "--resume", "--timesteps", "768", "--quiet"])
+    r = run(["--out", str(out), "--resume", "--timesteps", "768"])  # (not --quiet: the line)
     assert r.returncode == 0, r.stderr
     assert "resuming" in r.stderr and "at 384 timesteps" in r.stderr
     rows = csv.read_text().splitlines()
@@ -376,8 +376,8 @@ def test_v1_training_resume_keeps_progress_and_eval_schedule(tmp_path: Path) -> 
 
     ea = EventAccumulator(str(out / "tb"))
     ea.Reload()
-    steps = sorted({e.step for e in ea.Scalars("eval/jct_mean_s")})
-    assert steps == [256, 384, 512, 768]
+    steps = sorted(e.step for e in ea.Scalars("eval/jct_mean_s"))
+    assert steps == [256, 384, 512, 768]  # one point per step
     # a finished run says so
     r = run(["--out", str(out), "--resume", "--quiet"])
     assert r.returncode == 0 and "the run is finished (768 of 768 timesteps)" in r.stdout

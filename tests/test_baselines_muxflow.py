@@ -218,12 +218,19 @@ def test_xcuda_kernel_priority_protects_the_service_and_still_runs_offline_work(
     # One GPU: a service and a training job beside it under MPS. With kernel-level priority
     # (xCUDA) the service keeps near-solo latency; without it the training job's kernels in
     # flight slow it (and SysMonitor may throttle or evict the job).
-    def episode(policy: MuxFlow) -> Simulator:
+    # Physics v4: the protection level spans Tally's measured kernel-level priority configurations
+    # (interference.kp_coefficients): 1 = Tally's strict priority, 0 (the central choice) = whole
+    # kernels held back, whose kernels in flight cost the service more.
+    def episode(policy: MuxFlow, level: float = 1.0) -> Simulator:
         jobs = [svc(0, "resnet50", rps=60.0, slo_ms=500.0), job(1, 3000.0, submit_s=1.0)]
-        return run_policy(policy, make(jobs, nodes(gpus=1)))
+        mech = {"kernel_priority_level": level}
+        return run_policy(policy, make(jobs, nodes(gpus=1), mechanisms=mech))
 
     with_kp, without = episode(MuxFlow()), episode(_NoXcuda())
-    assert with_kp.jobs[1].status is Status.DONE
+    low = episode(MuxFlow(), 0.0)
+    assert with_kp.jobs[1].status is Status.DONE and low.jobs[1].status is Status.DONE
     assert with_kp.metrics()["online_slowdown"] < 1.1 < without.metrics()["online_slowdown"]
+    slow = [s.metrics()["online_slowdown"] for s in (with_kp, low, without)]
+    assert slow == sorted(slow)
     # without it, SysMonitor evicts the job over and over: it never finishes beside the service
     assert without.jobs[1].status is not Status.DONE

@@ -32,22 +32,24 @@ TARGETS = {
     "mps_sharing": 0.25,
     "tally_pairs": 0.25,
     "tally_priority": 0.25,
+    "tally_no_transform": 0.25,
     "nos_sharing": 0.25,
     "orion_mps": 0.25,
 }
 HELDOUT_TARGET = 0.35
-#: Gavel's held-out figure sits at the line: its per-family bandwidth intensities span 0.18
-#: (ResNet-18) to 1.0 (ResNet-50, Recommendation) and nothing in the data predicts them, so a
-#: held-out family predicted with the population median is off for the extremes. Achieved:
-#: 0.352. Orion is one setup: predicted from the Tally and nos fit alone its p50/p99 are far
-#: off (its ResNet50 training kernels are much longer than the Tally jobs'; the zoo has no
-#: per-model kernel lengths). Achieved: 1.13. We assert what we reach, with a little slack.
-HELDOUT_ACHIEVED = {"gavel_pairs": 0.37, "orion_mps": 1.2}
+#: Orion is one setup, so "leave one model out" leaves all of it out: predicted from the Tally
+#: and nos fit alone its p50/p99 are far off (its ResNet50 training kernels are much longer than
+#: the Tally jobs'; the zoo has no per-model kernel lengths). Achieved: 1.13; the held-out target
+#: cannot apply to a one-setup dataset (docs/calibration.md). We assert what we reach, with a
+#: little slack. (Gavel, 0.352 with median population profiles, meets the target since the held-out
+#: family is predicted with the pooled profile: 0.316.)
+HELDOUT_ACHIEVED = {"orion_mps": 1.2}
 #: Points per dataset (the shipped pair datasets are small).
 MIN_N = {
     "mps_sharing": 10,
     "tally_pairs": 100,
     "tally_priority": 30,
+    "tally_no_transform": 30,
     "nos_sharing": 6,
     "orion_mps": 3,
 }

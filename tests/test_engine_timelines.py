@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, IllegalDecision
 from gpu_sharing_env.sim.state import Status
 from tests.helpers import job, make_sim, nodes, option
@@ -114,6 +115,59 @@ def test_gang_across_nodes_is_slower():
     assert sim.jobs[0].gpus == [0, 1]
     sim.advance()
     assert finish_times(sim)[0] == pytest.approx(100.0)  # 85 / 0.85
+
+
+def _v100_t4(second: str = "T4", vcpus: float = 64.0) -> list[NodeSpec]:
+    """Two one-GPU nodes: a V100 (GPU 0) and a ``second`` (GPU 1); a gang on both crosses
+    nodes (CROSS_NODE_FACTOR 0.85)."""
+    return [
+        NodeSpec("n0", "V100-16GB", 1, vcpus, 256.0, Interconnect.NVLINK),
+        NodeSpec("n1", second, 1, 64.0, 256.0, Interconnect.NVLINK),
+    ]
+
+
+@pytest.mark.parametrize(("second", "finish"), [("T4", 200.0), ("V100-16GB", 100.0)])
+def test_gang_runs_at_its_slowest_member(second, finish):
+    # LinearSpeed: V100 1.0, T4 0.5. A V100 + T4 gang waits for the T4 at every step:
+    # 85 / (0.5 x 0.85) = 200 s; the same gang on two V100s: 85 / 0.85 = 100 s.
+    sim = make_sim([job(0, 85.0, num_gpus=2)], _v100_t4(second))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "excl")))
+    assert sim.jobs[0].gpus == [0, 1]
+    sim.advance()
+    assert finish_times(sim)[0] == pytest.approx(finish)
+    # alone and exclusive on its GPUs: normalised throughput 1 (its solo rate is the slowest's)
+    assert sim.metrics()["norm_throughput_mean"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("co_runners", "finish"), [(1, 200.0), (2, 300.0)])
+def test_gang_rate_is_the_least_member_rate_with_interference(co_runners, finish):
+    # A V100 + T4 gang time-shared with ``co_runners`` jobs on the V100 (GPU 0). Each member's
+    # rate is its solo speed x 0.85 x its time share: V100 0.85 / (1 + co_runners), T4 0.425.
+    # One co-runner: V100 member 0.425, as slow as the T4: still T4-bound, 85 / 0.425 = 200 s
+    # (not 0.5 x 0.5 x 0.85: the slowest type and the most shared GPU are different members).
+    # Two co-runners: the V100 member is the slowest, 0.85 / 3: 85 / (0.85 / 3) = 300 s.
+    others = [job(j, 1000.0) for j in range(1, co_runners + 1)]
+    sim = make_sim([*others, job(0, 85.0, num_gpus=2)], _v100_t4())
+    sim.reset(0)
+    ts = option(sim, "ts")
+    for j in range(1, co_runners + 1):
+        sim.apply(Decision(j, 0, ts))
+    sim.apply(Decision(0, 0, ts))
+    assert sim.jobs[0].gpus == [0, 1]
+    sim.advance()
+    assert finish_times(sim)[0] == pytest.approx(finish)
+
+
+def test_gang_cpu_factor_is_its_members_own():
+    # A V100 + T4 gang whose V100 node has half the vCPUs it wants (CPU factor 0.5): the V100
+    # member runs at 1.0 x 0.85 x 0.5 = 0.425, the T4 member (its node uncontended) at
+    # 0.5 x 0.85 = 0.425: the gang at 0.425, 85 s of work in 200 s.
+    sim = make_sim([job(0, 85.0, num_gpus=2, cpu=2.0)], _v100_t4(vcpus=1.0))
+    sim.reset(0)
+    sim.apply(Decision(0, 0, option(sim, "excl")))
+    sim.advance()
+    assert finish_times(sim)[0] == pytest.approx(200.0)
 
 
 def test_cpu_contention_slows_the_node():

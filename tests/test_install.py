@@ -9,17 +9,41 @@ wheel. ``test_wheel_fully_isolated`` (slow) installs everything from the package
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "custom_policy.md"
+#: A few jobs on a small cluster: `gsg train` in the fresh venv takes seconds.
+SMALL_SCENARIO = """
+description: a few jobs on a small cluster (install test)
+horizon_h: 24
+cluster:
+  nodes:
+    - {gpu_type: A100-40GB, count: 1, gpus_per_node: 4, vcpus: 64, host_mem_gb: 512, interconnect: nvlink}
+    - {gpu_type: T4, count: 1, gpus_per_node: 2, vcpus: 32, host_mem_gb: 128, interconnect: pcie}
+workload:
+  offline:
+    source: synthetic
+    params: {arrivals_per_h: 8.0, duration_max_s: 7200.0}
+    arrival_window_h: 1
+    max_jobs: 6
+  online:
+    num_services: 1
+env:
+  queue_window: 2
+"""
 IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "runs", "out", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
     ".hypothesis", "tests",
@@ -67,6 +91,53 @@ def _wheel(tmp: Path) -> Path:
     )  # fmt: skip
     (wheel,) = dist.glob("gpu_sharing_gym-*.whl")
     return wheel
+
+
+def _top_level_names(wheel: Path) -> set[str]:
+    """The import names a wheel installs: its top-level entries other than its metadata."""
+    with zipfile.ZipFile(wheel) as z:
+        tops = {n.split("/")[0] for n in z.namelist()}
+    return {t.removesuffix(".py") for t in tops if not t.endswith((".dist-info", ".data"))}
+
+
+def _check_wheel_contents(wheel: Path) -> None:
+    # The project's own two names only: agents/, baselines/ and configs/ install beneath them;
+    # scripts/ and tests/ stay in the checkout.
+    assert _top_level_names(wheel) == {"gpu_sharing_env", "gpu_sharing_gym"}
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    assert "gpu_sharing_env/configs/recipes/maskable_ppo_v1.yaml" in names
+    assert "gpu_sharing_gym/agents/train.py" in names
+
+
+def _doc_plugin(work: Path) -> str:
+    """docs/custom_policy.md's walkthrough as a throwaway package: the page's policy module and
+    its entry-point snippet; returns the policy's registered name."""
+    text = DOC.read_text()
+    code = re.findall(r"```python\n(# my_sched\.py\n.*?)```", text, re.S)[0]
+    (snippet,) = re.findall(
+        r"```toml\n(\[project\.entry-points\.\"gpu_sharing_gym\.policies\"\]\n.*?)```", text, re.S
+    )
+    (name,) = re.findall(r"^(\w+) = ", snippet, re.M)
+    pkg = work / "doc_plugin"
+    pkg.mkdir()
+    (pkg / "my_sched.py").write_text(code)
+    (pkg / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=68"]
+            build-backend = "setuptools.build_meta"
+            [project]
+            name = "my-sched"
+            version = "0.0.1"
+            [tool.setuptools]
+            py-modules = ["my_sched"]
+            """
+        )
+        + snippet
+    )
+    return name
 
 
 def _venv(tmp: Path) -> tuple[Path, Path]:
@@ -137,10 +208,37 @@ def _use_the_product(venv: Path, py: Path, work: Path) -> None:
          work, env)  # fmt: skip
     out = _run([str(venv / "bin" / "gsg"), "evaluate", "--help"], work, env)
     assert "emptiest" in out  # listed among the registered names
+    # docs/custom_policy.md's walkthrough, as written there, installed beside ours
+    name = _doc_plugin(work)
+    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+          str(work / "doc_plugin")], work, env)  # fmt: skip
+    out = _run([str(venv / "bin" / "gsg"), "evaluate", "--help"], work, env)
+    assert name in out
+    out = _run(
+        [str(venv / "bin" / "gsg"), "evaluate", "--policy", name, "--scenario", "default",
+         "--seeds", "1", "--quiet", "--json", "mine.json"],
+        work, env,
+    )  # fmt: skip
+    assert name in out and (work / "mine.json").is_file()
+    # Training from the wheel: a shipped recipe by name, seconds on a small scenario.
+    (work / "small.yaml").write_text(SMALL_SCENARIO)
+    out = _run(
+        [str(venv / "bin" / "gsg"), "train", "--config", "maskable_ppo_v1", "--scenario",
+         "small.yaml", "--timesteps", "64", "--n-envs", "1", "--no-pretrain", "--quiet",
+         "--out", "run"],
+        work, env,
+    )  # fmt: skip
+    assert "validation at" in out and str(Path("run") / "model.zip") in out
+    summary = json.loads((work / "run" / "metrics.json").read_text())["summary"]
+    assert all((work / f["path"]).is_file() for f in summary["model_files"])
+    # the recipe came from the installed package data, not from a checkout
+    recipe = Path(yaml.safe_load((work / "run" / "config.yaml").read_text())["config_file"])
+    assert recipe.name == "maskable_ppo_v1.yaml" and recipe.is_relative_to(venv), recipe
 
 
 def test_wheel_in_fresh_venv_outside_the_repo(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path)
+    _check_wheel_contents(wheel)
     venv, py = _venv(tmp_path)
     # Dependencies from the project's environment (not under test); pip itself too.
     site = Path(
@@ -165,6 +263,7 @@ def test_wheel_in_fresh_venv_outside_the_repo(tmp_path: Path) -> None:
 def test_wheel_fully_isolated(tmp_path: Path) -> None:
     """Everything from the index (CPU torch first, as the README says); about a minute."""
     wheel = _wheel(tmp_path)
+    _check_wheel_contents(wheel)
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
     py = venv / "bin" / "python"

@@ -48,8 +48,9 @@ def test_mps_half_shares_slower_than_alone_and_monotone(model: AnalyticSpeedMode
     assert alone == 1.0
     pair = model.rates(V100, MPS, [Resident("resnet50", 0.5), Resident("bert", 0.5)])
     assert all(0 < r < alone for r in pair)
-    # Disjoint 50/50 split, duty 1: rate = g(0.5) / (1 + kb * b_r * b_b), g from sm_k = 0.94.
-    g = sm_share_curve(0.94, 0.5)
+    # Disjoint 50/50 split, duty 1: rate = g(0.5) / (1 + kb * b_r * b_b), g from resnet50's sm_k
+    # (training: the large-batch curve).
+    g = sm_share_curve(ZOO["resnet50"].sm_k, 0.5)
     assert pair[0] == pytest.approx(g / (1 + model.kappa_bw * 1.0 * 0.62), rel=1e-9)
     shares = [0.2, 0.4, 0.6, 0.8]
     rates = [model.rates(V100, MPS, [Resident("resnet50", s), Resident("bert", 1 - s)])[0]

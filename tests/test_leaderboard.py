@@ -386,3 +386,63 @@ def test_reused_simulator_does_not_keep_previous_policy_mechanisms() -> None:
     reused = run_episode(make_policy("time_sharing"), sim, 0)
     assert sim.mechanisms == cfg.mechanisms
     assert reused == fresh
+
+
+# ------------------------------------------------------------------------------ ties
+def test_ties_share_a_rank_in_csv_markdown_and_html(tmp_path: Path) -> None:
+    """A tie is equality on what the rank is computed from: SLO met (or missed) and the same
+    mean jct_mean_s (or NaN for both). Tied policies share a rank: 1, 1, 3 (competition)."""
+    from gpu_sharing_gym import report
+    from gpu_sharing_gym.leaderboard import write_csv
+
+    nan = float("nan")
+    rows = [
+        _row("zeta", 0, 100.0, 0.95),  # zeta and alpha: same mean (from other seeds), both meet
+        _row("zeta", 1, 140.0, 0.99),
+        _row("alpha", 0, 140.0, 0.91),
+        _row("alpha", 1, 100.0, 0.97),
+        _row("close", 0, 120.0 + 1e-9, 0.95),  # a hair slower: no tie
+        _row("close", 1, 120.0 + 1e-9, 0.95),
+        _row("nojct_a", 0, nan, 1.0),  # both meet, neither completed a job: tie
+        _row("nojct_b", 0, nan, 1.0),
+        _row("miss_a", 0, 50.0, 0.5),  # both miss with the same mean: tie below all that meet
+        _row("miss_b", 0, 50.0, 0.6),
+        _row("same_jct_miss", 0, 120.0, 0.5),  # same jct as the leaders but misses: no tie
+        _row("broken", 0, nan, nan, status="error"),
+    ]
+    summ = summarize(cells_frame(rows), {"s": 0.9})
+    expected = [
+        ("alpha", 1),
+        ("zeta", 1),
+        ("close", 3),
+        ("nojct_a", 4),
+        ("nojct_b", 4),
+        ("miss_a", 6),
+        ("miss_b", 6),
+        ("same_jct_miss", 8),
+    ]
+    got = [(p, r) for p, r in zip(summ["policy"], summ["rank"]) if not math.isnan(r)]
+    assert got == expected  # tied policies listed by name
+    assert math.isnan(summ.loc[summ["policy"] == "broken", "rank"].iloc[0])
+    # CSV
+    write_csv(tmp_path / "summary.csv", summ)
+    csv = pd.read_csv(tmp_path / "summary.csv")
+    assert [(p, r) for p, r in zip(csv["policy"], csv["rank"]) if r == r] == expected
+    # Markdown and HTML
+    cells = cells_frame(rows)
+    md = report.markdown(cells, summ, "gsg leaderboard", [0, 1])
+    page = report.html_page(cells, summ, {}, "gsg leaderboard", [0, 1]).replace("<wbr>", "")
+    for pol, rank in expected:
+        assert re.search(rf"^\| {rank} \| {pol} \|", md, re.M), pol
+        assert re.search(rf"<tr[^>]*><td>{rank}</td><td>{pol}</td>", page), pol
+    assert "share a rank (1, 1, 3)" in md and "share a rank (1, 1, 3)" in page
+
+
+def test_rank_key_defines_the_tie() -> None:
+    from gpu_sharing_gym.leaderboard import rank_key
+
+    nan = float("nan")
+    assert rank_key(False, 10.0) == rank_key(False, 10.0)
+    assert rank_key(False, nan) == rank_key(False, nan)  # NaN ties NaN (NaN != NaN elsewhere)
+    assert rank_key(False, 10.0) != rank_key(True, 10.0)
+    assert rank_key(False, 1e9) < rank_key(False, nan) < rank_key(True, 0.0)

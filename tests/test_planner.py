@@ -18,7 +18,7 @@ from gpu_sharing_env.sim.build import ScenarioWorkload, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_gym.agents.planner import PlannerError, RolloutPlanner, copy_world, sample_belief
+from gpu_sharing_gym.agents.planner import PlannerError, RolloutPlanner, sample_belief
 from gpu_sharing_gym.baselines import make_policy
 from gpu_sharing_gym.baselines.antman import AntMan
 
@@ -115,10 +115,10 @@ def test_belief_redraws_durations_around_estimates() -> None:
     assert not {s.spec.job_id for s in fut} & set(sim.jobs)
 
 
-def test_copy_world_is_an_exact_copy() -> None:
+def test_copy_is_an_exact_copy() -> None:
     sim = mid_episode(small(), 1, 5)
-    ref = copy_world(sim)
-    m1 = run_to_end(AntMan(), copy_world(sim))
+    ref = sim.copy()
+    m1 = run_to_end(AntMan(), sim.copy())
     m2 = run_to_end(AntMan(), ref)
     m3 = run_to_end(AntMan(), sim)  # the original, last: copies must not share state with it
     assert m1 == m2 == m3
@@ -150,9 +150,9 @@ def test_planner_slo_reference() -> None:
     assert run_episode(p, sim, 11) == run_episode(p, sim, 11) and p.n_planned > 0
 
 
-def test_planner_leaves_instance_hooks_to_the_original() -> None:
-    """The leaderboard's PlacementRecorder wraps the simulator's methods on the instance;
-    rollouts on copies must neither call them nor change the episode."""
+def test_planner_leaves_observers_to_the_original() -> None:
+    """The leaderboard's PlacementRecorder observes the simulator; rollouts on copies must
+    neither call it nor change the episode."""
     cfg = small()
     p = RolloutPlanner(samples=1, horizon=1)
     plain = run_episode(p, make_simulator(cfg), 4)
@@ -169,3 +169,73 @@ def test_planner_refuses_a_trace_workload() -> None:
     sim.workload = replace(sim.workload, trace_jobs=[])  # as a trace-driven scenario has
     with pytest.raises(PlannerError, match="synthetic workload"):
         sample_belief(sim, np.random.default_rng(0))
+
+
+class _Spy(AntMan):
+    """AntMan that notes the simulated time of every decision it is asked for."""
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self.seen: list[float] = []
+
+    def decide(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        self.seen.append(view.now_s)
+        return super().decide(view)
+
+
+def test_rollouts_never_write_into_the_live_policies() -> None:
+    """Policy state is part of the world: the rollouts run on copies of the base and of the
+    candidates, so the live policies only ever see the real episode's times."""
+    sim = mid_episode(small(), 1, 3)
+    p = RolloutPlanner(samples=2, horizon=2)
+    p.base = _Spy()
+    p.base.reset(1)
+    rng_state = p.base.rng.bit_generator.state
+    for _ in range(4):
+        if sim.done:
+            break
+        if not sim.needs_decision():
+            sim.advance()
+            continue
+        d = p.decide(ClusterView(sim))
+        assert all(t <= sim.now for t in p.base.seen), "a rollout's future reached the base"
+        if d is None:
+            sim.advance()
+        else:
+            sim.apply(d)
+    assert p.n_planned > 0
+    assert p.base.rng.bit_generator.state == rng_state  # no rollout drew from its stream
+
+
+def test_observed_belief_follows_the_episode() -> None:
+    from gpu_sharing_gym.agents.planner import MAX_RATE_FACTOR, PRIOR_JOBS, observed_belief
+
+    sim = mid_episode(small(), 2, 6)
+    seen = sum(1 for st in sim.jobs.values() if not st.online and st.status is not Status.FUTURE)
+    assert seen > 0
+    # a generator draw with no arrivals by now: the episode runs heavier than the prior
+    rate, mu, sigma = observed_belief(sim, [], 0.5)
+    assert rate == min(MAX_RATE_FACTOR, (seen + PRIOR_JOBS) / PRIOR_JOBS) and rate > 1.0
+    # no finished job yet (or a few): the duration error stays near the scenario's
+    done = [st for st in sim.jobs.values() if not st.online and st.status is Status.DONE]
+    if not done:
+        assert (mu, sigma) == (0.0, 0.5)
+    # the belief reads nothing hidden: tampering with the future leaves it unchanged
+    before = observed_belief(sim, [], 0.5)
+    tamper(sim)
+    assert observed_belief(sim, [], 0.5) == before
+
+
+def test_oracle_planner_is_marked_and_reads_the_true_future() -> None:
+    from gpu_sharing_gym.agents.planner import OraclePlanner
+
+    p = OraclePlanner(samples=4, horizon=2)
+    assert p.oracle and p.samples == 1 and p.belief == "oracle"
+    assert isinstance(make_policy("planner_oracle"), OraclePlanner)
+    assert not RolloutPlanner().oracle
+    with pytest.raises(ValueError, match="belief"):
+        RolloutPlanner(belief="psychic")
+    with pytest.raises(ValueError, match="OraclePlanner"):
+        RolloutPlanner(belief="oracle")
+    sim = make_simulator(small())
+    assert run_episode(p, sim, 11) == run_episode(p, sim, 11) and p.n_planned > 0

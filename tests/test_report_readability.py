@@ -5,6 +5,7 @@ episode keeps the progress bar moving."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -117,10 +118,12 @@ def test_html_fits_the_page_and_labels_the_interval() -> None:
     page = _html(("only",))
     css = page.split("<style>", 1)[1].split("</style>", 1)[0]
     assert re.search(r"(^|\n)table\{[^}]*border-collapse:collapse[^}]*font-size:", css)
-    assert re.search(r"\.scroll\{[^}]*overflow-x:auto", css)
-    assert re.search(r"th\{[^}]*white-space:normal", css)  # long headers wrap
-    assert page.count('<div class="scroll"><table>') == 1
+    # tables fit the page instead of scrolling in a box: cells wrap, values before their "±"
+    assert "overflow-x" not in css and page.count("<table>") == 1
+    assert re.search(r"th,td\{[^}]*white-space:normal", css)
+    assert re.search(r"img\{[^}]*max-width:100%[^}]*height:auto", css)
     assert "<th>norm_<wbr>throughput_<wbr>mean</th>" in page
+    assert re.search(r"<td>[0-9.,]+ ±&nbsp;[0-9.,]+</td>", page)
     assert page.count(CI_LABEL) >= 2  # the preamble and the note under the table
     assert "<nav" not in page and 'href="#' not in page  # one scenario: no table of contents
 
@@ -302,8 +305,7 @@ class _Bar:
 
 class _Sim:
     now = 5.5 * 3600.0
-    _offline_total = 60
-    _offline_left = 20
+    offline_jobs = (60, 20)  # (offline jobs, not yet done), as Simulator.offline_jobs
 
 
 def test_heartbeat_keeps_the_bar_moving_during_an_episode() -> None:
@@ -321,3 +323,60 @@ def test_heartbeat_keeps_the_bar_moving_during_an_episode() -> None:
     with Heartbeat(quiet, _Sim(), every=0.01) as hb:
         time.sleep(0.05)
     assert quiet.postfix == [] and hb._thread is None
+
+
+def _capture_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Keep the figures the plot functions draw (instead of their PNG bytes)."""
+    from gpu_sharing_gym import plots
+
+    figs: list[Any] = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figs.append(fig) or b"")
+    return figs
+
+
+def test_line_styles_and_markers_tell_policies_apart() -> None:
+    from gpu_sharing_gym.plots import policy_colours, policy_styles
+
+    pols = [f"p{i}" for i in range(25)]
+    styles, colours = policy_styles(pols), policy_colours(pols)
+    looks = [(colours[p], styles[p]["ls"], styles[p]["marker"]) for p in pols]
+    assert len(set(looks)) == len(pols)
+    # neighbours differ in both line style and marker, and their markers are staggered
+    for a, b in itertools.pairwise(pols):
+        assert styles[a]["ls"] != styles[b]["ls"] and styles[a]["marker"] != styles[b]["marker"]
+        assert styles[a]["markevery"][0] != styles[b]["markevery"][0]
+
+
+def test_coincident_lines_stay_distinguishable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two policies with the very same results: both lines are drawn with different line style
+    and marker, and the legend names the one hidden beneath (``= first``)."""
+    import matplotlib.pyplot as plt
+
+    from gpu_sharing_gym.plots import plot_jct_cdf, plot_utilization, policy_colours
+
+    h = 3600.0
+    rows = [[t * 600.0, 0.5, 0.4, 0.5, 0.3, 0.0] for t in range(12)]
+    cell = {"jobs": [_job(0, 0.0, 2 * h, [0]), _job(1, h, 4 * h, [1])], "timeseries": rows}
+    cell["record"] = {"seed": 0}
+    other = {
+        **cell,
+        "jobs": [_job(0, 0.0, 3 * h, [0])],
+        "timeseries": [r[:1] + [0.2] * 5 for r in rows],
+    }
+    results = {"first": [cell], "twin": [cell], "other": [other]}
+    colours = policy_colours(list(results))
+    figs = _capture_figures(monkeypatch)
+    plot_jct_cdf("s", results, colours)
+    plot_utilization("s", results, colours)
+    for fig in figs:
+        ax = fig.axes[0]
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        twin = next(lab for lab in lines if lab.startswith("twin"))
+        first = next(lab for lab in lines if lab.startswith("first"))
+        assert twin.endswith("= first") and not first.endswith("= first") and twin in labels
+        assert not any(lab.startswith("other") and "=" in lab for lab in lines)
+        a, b = lines[first], lines[twin]
+        assert (a.get_xdata() == b.get_xdata()).all() and (a.get_ydata() == b.get_ydata()).all()
+        assert a.get_linestyle() != b.get_linestyle() and a.get_marker() != b.get_marker()
+        plt.close(fig)

@@ -1,6 +1,7 @@
-"""scripts/reproduce.py and the fidelity experiments: record fields and types, ``holds`` equal
-to the claim's direction recomputed from the record's own detail values, the CLI's errors and
-its JSON output. Never a hard-coded simulated value: the experiments may or may not reproduce
+"""scripts/reproduce.py and the fidelity experiments: record fields and types, each check's
+confidence interval, ``ok``, the ``verdict`` and ``holds`` recomputed from the record's own
+detail and per-seed values, brackets, sweeps, parallel workers, the CLI's errors and its
+outputs. Never a hard-coded simulated value: the experiments may or may not reproduce
 their papers; these tests check that each record says honestly which."""
 
 from __future__ import annotations
@@ -12,37 +13,97 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 from gpu_sharing_gym.commands.reproduce import table
-from gpu_sharing_gym.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS
-from gpu_sharing_gym.fidelity.common import check
+from gpu_sharing_gym.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS, common
+from gpu_sharing_gym.fidelity.common import (
+    PARAMS,
+    Bracket,
+    Param,
+    check,
+    declare_bracket,
+    derive,
+    record,
+    register_param,
+    run_experiment,
+    setting,
+)
 from gpu_sharing_gym.fidelity.pai import PAI_QUEUEING, FifoQueue, LoadBalanceQueue, ReservePackQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "reproduce.py"
 
 
-def _recompute(rec: dict[str, Any]) -> bool:
+def _series(rec: dict[str, Any], key: str) -> list[float] | None:
+    vals = rec["per_seed"].get(key)
+    return None if vals is None else [math.nan if v is None else float(v) for v in vals]
+
+
+def _recompute_check(rec: dict[str, Any], c: dict[str, Any]) -> bool:
+    """The check's mean, 95 % Student t interval over seeds and ``ok`` from the record's own
+    numbers (``docs/fidelity.md``, "How verdicts are computed")."""
     detail = rec["detail"]
-    ok = []
-    for c in rec["checks"]:
-        if c["den"] is None:
-            value = detail[c["num"]]
-        else:  # a ratio over zero is NaN (``fidelity.common.ratio``)
-            den = detail[c["den"]]
-            value = detail[c["num"]] / den if den != 0 else math.nan
-        assert value == pytest.approx(c["value"], nan_ok=True)
-        passed = math.isfinite(value) and OPS[c["op"]](value, c["bound"])
-        assert passed == c["ok"]
-        ok.append(passed)
-    return all(ok)
+
+    def div(a: float, b: float) -> float:  # a ratio over zero is NaN (``common.ratio``)
+        return a / b if b != 0 else math.nan
+
+    pooled = detail[c["num"]] if c["den"] is None else div(detail[c["num"]], detail[c["den"]])
+    assert pooled == pytest.approx(c["pooled"], nan_ok=True)
+    sn = _series(rec, c["num"])
+    sd = _series(rec, c["den"]) if c["den"] is not None else None
+    if sn is None and sd is None:  # pooled over seeds: the point
+        value = lo = hi = pooled
+        assert c["n"] is None
+    else:
+        k = len(rec["seeds"])
+        nums = sn if sn is not None else [detail[c["num"]]] * k
+        q = (
+            nums
+            if c["den"] is None
+            else [div(a, b) for a, b in zip(nums, sd if sd is not None else [detail[c["den"]]] * k)]
+        )
+        x = np.array([v for v in q if math.isfinite(v)])
+        assert c["n"] == x.size
+        # A positive quantity is judged on the log scale (geometric mean), any other linearly.
+        log = c["bound"] > 0 and bool(np.all(x > 0))
+        assert c["scale"] == ("log" if log else "linear")
+        y = np.log(x) if log else x
+        mean = float(y.mean()) if x.size else math.nan
+        half = (
+            stats.t.ppf(0.975, x.size - 1) * y.std(ddof=1) / math.sqrt(x.size) if x.size > 1 else 0
+        )
+        back = np.exp if log else float
+        value, lo, hi = back(mean), back(mean - half), back(mean + half)
+    assert value == pytest.approx(c["value"], nan_ok=True)
+    assert [lo, hi] == pytest.approx(c["ci"], nan_ok=True)
+    edge = lo if c["op"] in (">", ">=") else hi
+    passed = math.isfinite(lo) and math.isfinite(hi) and OPS[c["op"]](edge, c["bound"])
+    assert passed == c["ok"]
+    return passed
+
+
+def _recompute(rec: dict[str, Any]) -> bool:
+    """``holds`` and ``verdict`` from the checks (and the bracket's ends, if any)."""
+    central = all([_recompute_check(rec, c) for c in rec["checks"]])
+    b = rec.get("bracket")
+    if b is None:
+        verdict = "holds" if central else "does not hold"
+    else:
+        ends = [all(c["ok"] for c in b["ends"][e]["checks"]) for e in ("low", "high")]
+        verdict = (
+            "does not hold" if not central else "holds" if all(ends) else "holds within bracket"
+        )
+    assert rec["verdict"] == verdict
+    return verdict != "does not hold"
 
 
 @pytest.fixture(scope="module")
 def records() -> dict[str, dict[str, Any]]:
-    return {exp_id: fn([0], True) for exp_id, fn in EXPERIMENTS.items()}
+    return {exp_id: run_experiment(exp_id, fn, [0], True) for exp_id, fn in EXPERIMENTS.items()}
 
 
 def test_registry_covers_the_issue() -> None:
@@ -67,9 +128,11 @@ def test_record_fields_and_direction(records: dict[str, dict[str, Any]], exp_id:
     for key in ("paper", "claim", "paper_value", "sim_value"):
         assert isinstance(rec[key], str) and rec[key]
     assert isinstance(rec["holds"], bool)
+    assert rec["verdict"] in common.VERDICTS
     assert rec["checks"] and rec["seeds"] == [0]
     assert all(isinstance(v, float) for v in rec["detail"].values())
-    # Every number a check reads is in the detail, and ``holds`` is their conjunction.
+    assert all(len(v) == 1 for v in rec["per_seed"].values())
+    # Every number a check reads is in the detail or per_seed; intervals and verdict recompute.
     assert rec["holds"] == _recompute(rec)
 
 
@@ -84,7 +147,7 @@ def test_records_say_what_kind_of_check_they_are(records: dict[str, dict[str, An
     assert {r["kind"] for i, r in records.items() if i != "muxflow-errors"} == {"claim"}
     assert set(RECORD_KINDS) == {"claim", "mechanism"}
     rows = table([records["muxflow-errors"], records["gpulet"]]).splitlines()
-    assert rows[0].startswith("| id | kind |")
+    assert rows[0].startswith("| id | kind |") and "| verdict |" in rows[0]
     assert rows[2].startswith("| `muxflow-errors` | mechanism |")
     assert "(mechanism check)" in rows[2]
     assert rows[3].startswith("| `gpulet` | claim |")
@@ -172,3 +235,123 @@ def test_cli_writes_json(tmp_path: Path) -> None:
         assert set(RECORD_FIELDS) <= set(r)
     assert "| `gpulet` |" in proc.stdout
     assert not list(out.parent.glob("*.tmp"))
+
+
+def test_checks_judge_the_interval_over_paired_seeds() -> None:
+    # Seed 0 and 1 of two arms: ratios 1.2 and 1.4, t(0.975, 1) = 12.71: the interval (log
+    # scale, around the geometric mean) straddles 1, so the check fails though the mean is
+    # above the bound.
+    d = {"a.x": 1.3, "a.x@0": 1.2, "a.x@1": 1.4, "b.x": 1.0, "b.x@0": 1.0, "b.x@1": 1.0}
+    c = check("r", d, "a.x", ">", 1.0, "b.x")
+    logs = np.log([1.2, 1.4])
+    half = stats.t.ppf(0.975, 1) * np.std(logs, ddof=1) / math.sqrt(2)
+    assert c["value"] == pytest.approx(math.sqrt(1.2 * 1.4)) and c["n"] == 2
+    assert c["ci"] == pytest.approx(list(np.exp([logs.mean() - half, logs.mean() + half])))
+    assert c["scale"] == "log" and c["point_ok"] and not c["ok"]
+    # The log scale makes A/B > 1 and B/A < 1 the same verdict, with mirrored intervals.
+    d2 = {"a.x": 1.3, "a.x@0": 1.29, "a.x@1": 1.31, "b.x": 1.0, "b.x@0": 1.0, "b.x@1": 1.0}
+    ab, ba = check("r", d2, "a.x", ">", 1.0, "b.x"), check("r", d2, "b.x", "<", 1.0, "a.x")
+    assert ab["ok"] and ba["ok"] and ab["ci"] == pytest.approx([1 / x for x in ba["ci"][::-1]])
+    # An upper bound reads the interval's high end.
+    assert not check("r", d2, "a.x", "<", 1.305)["ok"]
+    # A quantity that is not positive is judged linearly.
+    d3 = {"y": 0.0, "y@0": -1.0, "y@1": 1.0}
+    c3 = check("r", d3, "y", "<", 5.0)
+    assert c3["scale"] == "linear" and c3["value"] == 0.0 and not c3["ok"]
+    # A quantity with no per-seed values (pooled over seeds) is judged at its point.
+    c4 = check("s", {"x_sum": 0.0}, "x_sum", "<=", 0.0)
+    assert c4["ok"] and c4["n"] is None and c4["ci"] == [0.0, 0.0] and c4["scale"] == "point"
+
+
+def test_derive_keeps_per_seed_values() -> None:
+    d = {"a": 2.0, "a@0": 1.0, "a@1": 3.0, "k": 10.0}
+    assert derive(d, "y", lambda a, k: a * k, "a", "k") == 20.0
+    assert (d["y@0"], d["y@1"]) == (10.0, 30.0)
+    rec = record("x", "p", "c", "v", [check("y", d, "y", ">", 0.0)], d, [0, 1], 0.0)
+    assert rec["per_seed"]["y"] == [10.0, 30.0] and "y@0" not in rec["detail"]
+
+
+@pytest.fixture
+def toy_param() -> Any:
+    """A parameter ``toy`` and an experiment whose effect is the parameter's value (with a
+    small spread over seeds), so the bracket's verdicts can be steered."""
+    register_param(Param("toy", "test parameter", experiments=frozenset({"toy"})))
+
+    def fn(seeds: Any, quick: bool) -> dict[str, Any]:
+        v = float(setting("toy", 1.0))
+        d: dict[str, float] = {"arm.x": v, "one": 1.0}
+        d.update({f"arm.x@{s}": v + 0.001 * (s - 0.5) for s in seeds})
+        return record("toy", "p", "c", "v", [check("x", d, "arm.x", ">", 1.0)], d, seeds, 0.0)
+
+    yield fn
+    PARAMS.pop("toy")
+    common.BRACKETS.pop("toy", None)
+
+
+@pytest.mark.parametrize(
+    ("low", "central", "high", "verdict"),
+    [
+        (1.5, 2.0, 2.5, "holds"),
+        (0.5, 2.0, 2.5, "holds within bracket"),
+        (0.5, 0.8, 2.5, "does not hold"),
+    ],
+)
+def test_bracketed_claims(
+    toy_param: Any, low: float, central: float, high: float, verdict: str
+) -> None:
+    declare_bracket("toy", Bracket("toy", low, central, high, "test"))
+    rec = run_experiment("toy", toy_param, [0, 1], True)
+    assert rec["verdict"] == verdict and rec["holds"] == (verdict != "does not hold")
+    assert rec["settings"] == {"toy": central}
+    assert set(rec["bracket"]["ends"]) == {"low", "high"} and rec["bracket"]["source"] == "test"
+    assert rec["holds"] == _recompute(rec)
+
+
+def test_parallel_workers_give_the_sequential_numbers() -> None:
+    one = run_experiment("horus", EXPERIMENTS["horus"], [0, 1], True, workers=1)
+    two = run_experiment("horus", EXPERIMENTS["horus"], [0, 1], True, workers=2)
+    assert one["detail"] == two["detail"] and one["per_seed"] == two["per_seed"]
+    assert one["checks"] == two["checks"]
+    assert one["holds"] == _recompute(one)
+
+
+def test_sweep_writes_json_csv_png(tmp_path: Path) -> None:
+    prefix = tmp_path / "sw"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--experiment", "horus", "--quick", "--quiet"),
+            *("--sweep", "load=0.5:1:2", "--out", str(prefix)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "sw.json").read_text())
+    assert doc["param"] == "load" and [p["value"] for p in doc["points"]] == [0.5, 1.0]
+    names = [c["name"] for c in doc["points"][0]["checks"]]
+    rows = (tmp_path / "sw.csv").read_text().splitlines()
+    assert rows[0].startswith("load,check,") and len(rows) == 1 + 2 * len(names)
+    assert (tmp_path / "sw.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--experiment", "gpulet", "--sweep", "load=1:2:3"], "unknown parameter 'load'"),
+        (["--experiment", "horus", "--sweep", "nope=1:2:3"], "(known: load)"),
+        (["--experiment", "horus", "--sweep", "load=1:2"], "expected NAME=LO:HI:N"),
+        (["--experiment", "all", "--sweep", "load=1:2:3"], "name one --experiment"),
+    ],
+)
+def test_bad_sweep_is_one_line_error(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--out", str(tmp_path / "sw")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert not list(tmp_path.iterdir())

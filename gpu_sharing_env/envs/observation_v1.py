@@ -249,7 +249,7 @@ class ObservationEncoderV1:
         key = (spec.model, spec.gpu_types)
         hit = self._speed.get(key)
         if hit is None:
-            by_type = np.array([sim._solo_speed(spec.model, t) for t in self._type_names])
+            by_type = np.array([sim.solo_speed(spec.model, t) for t in self._type_names])
             allowed = [
                 i
                 for i, t in enumerate(self._type_names)

@@ -20,6 +20,7 @@ from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.interference import SpeedModel
 from gpu_sharing_env.metrics import Accumulator
 from gpu_sharing_env.sim.events import EventQueue
+from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.workload.job import JobSpec
@@ -87,6 +88,7 @@ class SimulatorBase:
     _live_c: list[tuple[Any, ...]]
     _live_version: int
     _queue_version: int
+    _queue_log: list[int]
     _frag_val: float
     _offline_total: int
     _offline_left: int
@@ -94,9 +96,11 @@ class SimulatorBase:
     _mask_cache: dict[int, tuple[int, np.ndarray, bool]]
     _sig_masks: dict[tuple[Any, ...], tuple[int, np.ndarray, bool]]
     _sig_version: int
+    _sig_ok: dict[tuple[Any, ...], bool]
     _queue_sigs: dict[tuple[Any, ...], list[Any]]
     _view_cache: dict[int, tuple[Any, ...]]
     timeseries: list[tuple[float, float, float, float, float, float]]
+    _observers: list[SimObserver]
 
     if TYPE_CHECKING:
         # Defined by ``engine.Simulator``.

@@ -82,7 +82,7 @@ class ScenarioWorkload:
                 jobs = jobs[: off.max_jobs]
         else:
             jobs = list(self.trace_jobs)
-        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma)
+        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups)
         first_id = max((j.job_id for j in jobs), default=-1) + 1
         if on.num_services:
             jobs += generate_services(self.svc_cfg, rng, horizon_s, first_id)

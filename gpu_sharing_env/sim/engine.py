@@ -20,17 +20,18 @@ type checkers; ``constants.py`` the model's constants (the public ones re-export
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from heapq import heappop
+from heapq import heapify, heappop
 from typing import Any
 
 import numpy as np
 
 from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.interference import AnalyticSpeedModel, SpeedModel
+from gpu_sharing_env.interference import AnalyticSpeedModel, SpeedModel, kp_coefficients
 from gpu_sharing_env.metrics import Accumulator, compute_metrics
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.base import WorkloadFn
@@ -52,6 +53,7 @@ from gpu_sharing_env.sim.constants import (
 from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause
 from gpu_sharing_env.sim.lifecycle import _Lifecycle, mask_signature
+from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds
 from gpu_sharing_env.sim.rates import _Rates
 from gpu_sharing_env.sim.state import JobState, Status
@@ -130,7 +132,11 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.cfg = cfg
         self.cluster = Cluster(nodes, cfg.sharing)
         self.options = self.cluster.options
-        self.speed = speed if speed is not None else AnalyticSpeedModel()
+        self.speed = (
+            speed
+            if speed is not None
+            else AnalyticSpeedModel(None, **kp_coefficients(cfg.mechanisms.kernel_priority_level))
+        )
         self.workload = workload
         self.mechanisms = cfg.mechanisms
         self.horizon_s = cfg.horizon_h * 3600.0
@@ -160,6 +166,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.now = 0.0
         self.n_events = 0
         self.n_service_ticks = 0
+        #: Registered :class:`~gpu_sharing_env.sim.observe.SimObserver` objects (kept across
+        #: resets; not copied by :meth:`copy`).
+        self._observers: list[SimObserver] = []
 
     # ================================================================== public API
     @property
@@ -174,6 +183,22 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._solo_cache = {}
         self._batch_ms = {}
         self._terms_cache = {}
+
+    def add_observer(self, observer: SimObserver) -> None:
+        """Call ``observer`` back on starts, stops, faults, evictions, re-partitions and ticks
+        of every later event (:mod:`gpu_sharing_env.sim.observe`)."""
+        if observer not in self._observers:
+            self._observers.append(observer)
+
+    def remove_observer(self, observer: SimObserver) -> None:
+        """Stop calling ``observer`` back (no error if it is not registered)."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    @property
+    def observers(self) -> tuple[SimObserver, ...]:
+        """The registered observers, in the order they are called."""
+        return tuple(self._observers)
 
     def set_mechanisms(self, **flags: bool) -> None:
         """Switch cluster mechanisms (``protection``, ``dynamic_sm``) for the next reset."""
@@ -218,6 +243,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._live_c = []
         self._live_version = -1
         self._queue_version = 0
+        #: Job ids in the order they entered the queue this episode (append-only; a re-queued
+        #: job appears again): lets a policy keep its own ordered queue in O(log n) per change.
+        self._queue_log = []
         self._frag_val = 0.0
         self._offline_total = sum(not s.online for s in specs)
         self._offline_left = self._offline_total
@@ -226,6 +254,8 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         #: Mask entries shared by the jobs of one ``mask_signature`` (for cluster version
         #: ``_sig_version``), and the queued jobs' signatures: signature -> [count, a spec].
         self._sig_masks = {}
+        #: Whether a signature's mask allows anything, for ``_sig_version`` (without the mask).
+        self._sig_ok = {}
         self._sig_version = -1
         self._queue_sigs = {}
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
@@ -238,6 +268,8 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.timeseries = []
         self._schedule_next_arrival()
         self.events.push(self.cfg.tick_s, EventKind.TICK, 0)
+        for o in self._observers:
+            o.on_reset(self)
         self.advance()
 
     @property
@@ -277,6 +309,14 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         """Offline jobs queued or running now."""
         return self._in_system
 
+    @property
+    def offline_jobs(self) -> tuple[int, int]:
+        """(offline jobs in the episode, of which not yet done or failed); (0, 0) before the
+        first ``reset``."""
+        if not hasattr(self, "jobs"):
+            return 0, 0
+        return self._offline_total, self._offline_left
+
     def window_jobs(self) -> list[JobSpec]:
         """The first ``queue_window`` queued jobs: the ones a decision may place."""
         return [self.jobs[jid].spec for _, jid in self.queue[: self.window]]
@@ -289,8 +329,24 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         return self._mask_entry(job_id)[1]
 
     def placeable(self, job_id: int) -> bool:
-        """Whether ``mask(job_id)`` allows anything."""
-        return self._mask_entry(job_id)[2]
+        """Whether ``mask(job_id)`` allows anything (the mask itself is not built for it)."""
+        hit = self._mask_cache.get(job_id)
+        if hit is not None and hit[0] == self.cluster.version:
+            return hit[2]
+        spec = self.jobs[job_id].spec
+        return self._sig_placeable(mask_signature(spec), spec)
+
+    def _sig_placeable(self, sig: tuple[Any, ...], spec: JobSpec) -> bool:
+        """``_sig_entry(sig, spec)[2]`` without building the mask where there is none yet
+        (``Cluster.placeable``: a gang's mask is not needed to know whether it fits)."""
+        if self._sig_version != self.cluster.version:
+            self._sig_masks, self._sig_ok = {}, {}
+            self._sig_version = self.cluster.version
+        ok = self._sig_ok.get(sig)
+        if ok is None:
+            hit = self._sig_masks.get(sig)
+            ok = self._sig_ok[sig] = hit[2] if hit is not None else self.cluster.placeable(spec)
+        return ok
 
     def _mask_entry(self, job_id: int) -> tuple[int, np.ndarray, bool]:
         version = self.cluster.version
@@ -306,7 +362,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         for the cluster's current version (the masks are read-only and shared)."""
         version = self.cluster.version
         if self._sig_version != version:
-            self._sig_masks = {}
+            self._sig_masks, self._sig_ok = {}, {}
             self._sig_version = version
         hit = self._sig_masks.get(sig)
         if hit is None:
@@ -321,16 +377,21 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         if self._scope_n > self.window:
             # The whole queue: one mask per signature of the queued jobs (counted as they
             # enter and leave the queue), not one per job.
-            entry = self._sig_entry
-            return any(entry(sig, spec)[2] for sig, (_, spec) in self._queue_sigs.items())
-        # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined
+            ok = self._sig_placeable
+            return any(ok(sig, spec) for sig, (_, spec) in self._queue_sigs.items())
+        # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined (no mask is
+        # built to answer: ``_sig_placeable``)
         version = self.cluster.version
         cache = self._mask_cache
+        jobs = self.jobs
         for _, jid in self.queue[: self._scope_n]:
             hit = cache.get(jid)
-            if hit is None or hit[0] != version:
-                hit = self._mask_entry(jid)
-            if hit[2]:
+            if hit is not None and hit[0] == version:
+                if hit[2]:
+                    return True
+                continue
+            spec = jobs[jid].spec
+            if self._sig_placeable(mask_signature(spec), spec):
                 return True
         return False
 
@@ -384,7 +445,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         # tick is the only event of its kind, so its sequence number never breaks a tie).
         heap = self.events.heap
         handle = self._handle
-        tick = self._tick
+        tick = self._observed_tick if self._observers else self._tick
         tick_s = self.cfg.tick_s
         jobs = self.jobs
         horizon = self.horizon_s
@@ -432,6 +493,107 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
                 return
             if changed and self.needs_decision():
                 return
+
+    # ================================================================== lookahead
+    # What a planner needs to imagine futures on a copy of the world (``agents.planner``): the
+    # copy, and the steps that replace its hidden future with a sampled one. The caller decides
+    # what to sample (what a scheduler may know); these keep the engine's state consistent.
+    def copy(self) -> Simulator:
+        """An independent copy of the simulator in its current state (``copy.deepcopy``
+        semantics), sharing what never changes (the scenario, the speed model, the workload
+        generator, frozen job specs, pure memo tables) and leaving out the views' caches and
+        the observers: about 3-4x cheaper than a plain deep copy on ``default``."""
+        memo: dict[int, object] = {id(x): x for x in (self.cfg, self.speed, self.workload)}
+        for name in ("_speed", "_rates_cache", "_solo_cache"):
+            if hasattr(self, name):
+                memo[id(getattr(self, name))] = getattr(self, name)
+        memo[id(self._observers)] = []
+        if self.done and not hasattr(self, "jobs"):
+            return copy.deepcopy(self, memo)  # never reset: nothing else to share
+        for sp in self._arrivals:
+            memo[id(sp)] = sp
+        for st in self.jobs.values():
+            memo[id(st.spec)] = st.spec
+            new = copy.copy(st)  # fields are numbers, enums, frozen specs, and these three:
+            new.gpus, new.frac = list(st.gpus), dict(st.frac)
+            new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
+            memo[id(st)] = new  # (MIG instances through the memo: the cluster shares them)
+        memo[id(self._view_cache)] = {}
+        memo[id(self._mask_cache)] = {}
+        memo[id(self.timeseries)] = list(self.timeseries)  # tuples of floats: immutable
+        return copy.deepcopy(self, memo)
+
+    def reseed(self, fault_seed: int, noise_seed: int) -> None:
+        """Fresh random streams for faults and online-load noise (a sampled future's own)."""
+        self.rng_fault = np.random.default_rng(fault_seed)
+        self.rng_noise = np.random.default_rng(noise_seed)
+        self._noise_buf, self._noise_i = [], 0
+
+    def progress(self, job_id: int) -> float:
+        """Work done by a job so far (in solo-V100 seconds), brought up to ``now``."""
+        st = self.jobs[job_id]
+        if st.status is Status.RUNNING:
+            self._accrue(st)
+        return st.work_done
+
+    def set_true_spec(self, job_id: int, spec: JobSpec) -> None:
+        """Replace a job's hidden truth (``work_s``, ``true_mem_gb``: a sampled belief); a
+        running job's completion is rescheduled at its new duration."""
+        st = self.jobs[job_id]
+        if spec.job_id != job_id:
+            raise ValueError(f"set_true_spec: spec.job_id {spec.job_id} != {job_id}")
+        if st.status is Status.RUNNING:
+            self._accrue(st)
+            st.spec = spec
+            self._set_rate(st)  # reschedules the completion (lazily stales the old event)
+        else:
+            st.spec = spec
+
+    def redraw_faults(self) -> None:
+        """Drop the pending fault events and draw new ones for the running jobs (in job id
+        order) from the fault stream (after :meth:`reseed`: a sampled future's faults)."""
+        heap = [e for e in self.events.heap if e[1] != _K_FAULT]
+        heapify(heap)
+        self.events.heap = heap
+        for st in sorted(self.jobs.values(), key=lambda st: st.spec.job_id):
+            if st.status is Status.RUNNING:
+                self._schedule_fault(st)
+
+    def replace_future_offline(self, specs: Sequence[JobSpec]) -> None:
+        """Replace the offline jobs that have not arrived yet by ``specs`` (a sampled future;
+        each must arrive after ``now``). They get fresh job ids after every id in use, in the
+        given order; future online arrivals are kept."""
+        if any(sp.online or sp.submit_s <= self.now for sp in specs):
+            raise ValueError("replace_future_offline: offline jobs arriving after now only")
+        future = Status.FUTURE
+        heap = [e for e in self.events.heap if e[1] != _K_ARRIVAL]
+        heapify(heap)
+        self.events.heap = heap
+        arrived = [sp for sp in self._arrivals if self.jobs[sp.job_id].status is not future]
+        kept = [sp for sp in self._arrivals if self.jobs[sp.job_id].status is future and sp.online]
+        for sp in self._arrivals:
+            if self.jobs[sp.job_id].status is future and not sp.online:
+                del self.jobs[sp.job_id]
+        first = max(self.jobs) + 1
+        fresh = [replace(sp, job_id=first + i) for i, sp in enumerate(specs)]
+        for sp in fresh:
+            self.jobs[sp.job_id] = JobState(sp)
+        self._arrivals = arrived + sorted(kept + fresh, key=lambda sp: (sp.submit_s, sp.job_id))
+        self._next_arrival = len(arrived)
+        offline = [st for st in self.jobs.values() if not st.online]
+        self._offline_total = len(offline)
+        self._offline_left = sum(st.status not in (Status.DONE, Status.FAILED) for st in offline)
+        self._schedule_next_arrival()
+
+    def solo_speed(self, model: str, gpu_type: str) -> float:
+        """A model class's solo speed on a GPU type (memoised ``speed.solo_speed``)."""
+        return self._solo_speed(model, gpu_type)
+
+    def _observed_tick(self) -> bool:
+        changed = self._tick()
+        for o in self._observers:
+            o.on_tick(self, changed)
+        return changed
 
     def metrics(self) -> dict[str, float]:
         """Episode metrics under the schema's names (final once ``done``)."""

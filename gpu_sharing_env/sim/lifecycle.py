@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.base import SimulatorBase
@@ -15,6 +15,9 @@ from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.faults import FaultCause, propagates
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.sim.engine import Simulator
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
@@ -67,6 +70,7 @@ class _Lifecycle(SimulatorBase):
         st.enqueue_t = self.now
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
         self._queue_version += 1
+        self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
         if not st.spec.online:
             self._in_system += 1
@@ -103,6 +107,7 @@ class _Lifecycle(SimulatorBase):
         """Put a running job back in the queue without counting it as re-queued work."""
         bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
         self._queue_version += 1
+        self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
 
     def _sig_add(self, spec: JobSpec) -> None:
@@ -138,6 +143,8 @@ class _Lifecycle(SimulatorBase):
             if d > 0:
                 self.cluster.set_ready(g, False)
                 self.events.push(self.now + d, EventKind.READY, g)
+                for o in self._observers:
+                    o.on_repartition(cast("Simulator", self), g, d)
             delay = max(delay, d)
         self.queue.remove((spec.submit_s, spec.job_id))
         self._queue_version += 1
@@ -171,6 +178,8 @@ class _Lifecycle(SimulatorBase):
             t_oom = self.now + delay + self.cfg.faults.oom_delay_s
             self.events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
         self._refresh(gpus)
+        for o in self._observers:
+            o.on_start(cast("Simulator", self), spec.job_id, list(gpus), option)
 
     def _schedule_fault(self, st: JobState) -> None:
         if self._fault_rate_per_s <= 0:
@@ -179,6 +188,8 @@ class _Lifecycle(SimulatorBase):
         self.events.push(self.now + dt, EventKind.FAULT, st.spec.job_id, st.run_id)
 
     def _remove(self, st: JobState) -> list[int]:
+        for o in self._observers:
+            o.on_stop(cast("Simulator", self), st.spec.job_id)
         self._accrue(st)
         opt = self.options[st.option]
         for g in st.gpus:
@@ -200,6 +211,8 @@ class _Lifecycle(SimulatorBase):
             self._offline_left -= 1
             self._in_system -= 1
         self._refresh(gpus)
+        for o in self._observers:
+            o.on_finish(cast("Simulator", self), st.spec.job_id, status)
 
     def _lose_since_checkpoint(self, st: JobState) -> float:
         """Roll back to the last checkpoint; returns the wall seconds of progress lost."""
@@ -231,6 +244,8 @@ class _Lifecycle(SimulatorBase):
         acc.errors_total += 1
         acc.errors_propagated += int(victim)
         acc.errors_by_cause[cause.value] = acc.errors_by_cause.get(cause.value, 0) + 1
+        for o in self._observers:
+            o.on_fault(cast("Simulator", self), st.spec.job_id, cause, victim)
         gpus = list(st.gpus)
         mode = SharingMode(int(self.cluster.mode[gpus[0]]))
         others = sorted({j for g in gpus for j in self.cluster.residents[g]} - {st.spec.job_id})
@@ -254,5 +269,7 @@ class _Lifecycle(SimulatorBase):
         st = self.jobs[job_id]
         st.evictions += 1
         self.acc.evictions += 1
+        for o in self._observers:
+            o.on_evict(cast("Simulator", self), job_id)
         gpus, _ = self._preempt(st)
         self._refresh(gpus)

@@ -123,6 +123,7 @@ class _Rates(SimulatorBase):
                         1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                         online,
                         (spec.priority + (100 if online and prio_online else 0)) if prio_on else 0,
+                        r.effective_batch_size if online else 0,  # its SM-share curve
                     )
                 )
             gpu_type = c.type_name_of[g]
@@ -210,21 +211,29 @@ class _Rates(SimulatorBase):
             solo = self._solo_cache.get((spec.model, self._type_of[g]))
             if solo is None:
                 solo = self._solo_speed(spec.model, self._type_of[g])
-            net = 1.0
-            cpu = self._node_factor[node_of[g]]
-            frac = st.frac[g]
+            st.solo_rate = solo
+            rate = st.rate = solo * st.frac[g] * self._node_factor[node_of[g]]
         else:
-            solo = min(self._solo_speed(spec.model, self._type_of[g]) for g in gpus)
+            # A gang is synchronous data-parallel: every step waits for its slowest worker, so
+            # the whole job progresses at the least of its members' rates, each member's rate
+            # its GPU type's solo speed x the gang factor x its sharing fraction on that GPU x
+            # its node's CPU factor (Gavel, OSDI'20, and Sia, SOSP'23: throughput on a
+            # heterogeneous allocation is bounded by the slowest worker). A member's rate is
+            # multiplied in the single-GPU order, so a gang whose members differ only in
+            # fraction gets the bits of ``solo * net * min(frac) * cpu``.
             net = 1.0
             nodes = {node_of[g] for g in gpus}
             if len(nodes) > 1:
                 net = CROSS_NODE_FACTOR
             elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-            cpu = min(self._node_factor[node_of[g]] for g in gpus)
-            frac = min(st.frac[g] for g in gpus)
-        st.solo_rate = solo * net
-        rate = st.rate = solo * net * frac * cpu
+            solo_of = [self._solo_speed(spec.model, self._type_of[g]) for g in gpus]
+            frac = st.frac
+            factor = self._node_factor
+            st.solo_rate = min(solo_of) * net  # alone and exclusive: its slowest GPU type
+            rate = st.rate = min(
+                s * net * frac[g] * factor[node_of[g]] for s, g in zip(solo_of, gpus, strict=True)
+            )
         if not st.online:
             epoch = st.epoch = st.epoch + 1
             remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined

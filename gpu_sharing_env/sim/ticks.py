@@ -12,6 +12,8 @@ from typing import Any
 from gpu_sharing_env.sim.base import SimulatorBase
 from gpu_sharing_env.sim.constants import (
     _HEALTHY,
+    _MODES,
+    _MPS,
     _NOISE_CHUNK,
     _NOISE_SCALE,
     _QUEUED,
@@ -253,12 +255,32 @@ class _Ticks(SimulatorBase):
                 self.evict(r.spec.job_id)
             return bool(offline) or changed
         throttle = self.thresholds.throttle_factor if new is Health.OVERLOADED else 1.0
+        if throttle != 1.0 and self._kernel_throttled(g, offline):
+            # One mechanism throttles (physics version 4): with kernel-level priority deployed
+            # (xCUDA) the offline client's launches are already held back while the service
+            # runs, which is MuxFlow's workload-level protection; SysMonitor's OVERLOADED state
+            # then only closes the GPU to new offline work (``healthy``), and it evicts
+            # (UNHEALTHY) only if the service is still slowed by what remains.
+            throttle = 1.0
         if any(r.throttle != throttle for r in offline):
             for r in offline:
                 self._accrue(r)
                 r.throttle = throttle
             self._refresh([g])
         return changed
+
+    def _kernel_throttled(self, g: int, offline: list[JobState]) -> bool:
+        """Whether kernel-level priority already throttles every offline resident of ``g``:
+        the mechanism is deployed, the GPU shares by MPS and each offline resident has a lower
+        priority than an online co-resident (as ``_gpu_fractions`` keys them for the speed
+        model)."""
+        if not self.mechanisms.kernel_priority or _MODES[self.cluster.mode.item(g)] is not _MPS:
+            return False
+        bonus = 100 if self.cfg.sharing.online_priority else 0
+        top = max(
+            (r.spec.priority + bonus for r in self._residents(g) if r.spec.online), default=None
+        )
+        return top is not None and all(r.spec.priority < top for r in offline)
 
     def _sample_frag(self) -> None:
         """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits

@@ -10,9 +10,9 @@ themselves oracles (they are marked on the leaderboard).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,9 +21,12 @@ from gpu_sharing_env.hardware import GpuType
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
-from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
+
+E = TypeVar("E")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,9 @@ class ClusterView:
         #: and in every copy of the simulator. Facts about a job that never change (its model,
         #: its request) may be cached under it.
         self.episode = _episode(sim)
+        #: Identifies the simulator object (``id``): the same across its episodes, as long as
+        #: it lives (an encoder built for it may be reused after its ``reset``).
+        self.simulator_id = id(sim)
         #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
         #: readiness change (equal within one simulator: the same GPU state).
         self.version = c.version
@@ -252,6 +258,33 @@ class ClusterView:
         """Whether ``mask(job_id)`` allows anything."""
         return self._sim.placeable(job_id)
 
+    def queue_log(self, start: int = 0) -> list[int]:
+        """Job ids in the order they entered the queue this episode, from position ``start``
+        (append-only; a job re-queued after a fault, an eviction or a migration appears again).
+        A policy that keeps its own ordered queue reads only what is new since its last look
+        and drops entries that :meth:`is_queued` no longer holds."""
+        return self._sim._queue_log[start:]
+
+    @property
+    def decision_scope(self) -> str:
+        """``"queue"`` when :meth:`decidable_ids` is the whole queue, else ``"window"``."""
+        return "queue" if self._sim.decision_scope == "queue" else "window"
+
+    def submit_times(self, ids: Sequence[int]) -> list[float]:
+        """``JobView.submit_s`` of jobs ``ids`` (the queue's order: by submission, then id)."""
+        jobs = self._sim.jobs
+        return [jobs[i].spec.submit_s for i in ids]
+
+    def is_queued(self, job_id: int) -> bool:
+        """Whether job ``job_id`` waits in the queue now."""
+        return self._sim.jobs[job_id].status is Status.QUEUED
+
+    def mask_signatures(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
+        """What the placement masks of jobs ``ids`` depend on (their request): jobs with equal
+        signatures have equal :meth:`mask` and :meth:`placeable` in every snapshot."""
+        jobs = self._sim.jobs
+        return [mask_signature(jobs[i].spec) for i in ids]
+
     def residents(self, gpu: int) -> list[JobView]:
         return [self.job(j) for j in self._sim.cluster.residents[gpu]]
 
@@ -300,6 +333,12 @@ class ClusterView:
             return single[option]
         return _ro(c._gang_mask(single[option : option + 1], spec.num_gpus)[0])
 
+    def gang_gpus(self, job_id: int, gpu: int, option: int) -> list[int]:
+        """The GPUs a legal placement of queued ``job_id`` at (``gpu``, ``option``) takes: the
+        first ``num_gpus`` GPUs from ``gpu`` that are legal for it one by one (``[gpu]`` for a
+        single-GPU job). A gang runs at its slowest member's rate (``docs/simulator.md``)."""
+        return self._sim.cluster.gang_gpus(self._sim.jobs[job_id].spec, gpu, option)
+
     def solo_speed(self, model: str, gpu: int) -> float:
         """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
         return self._sim._solo_speed(model, self.type_name[gpu])  # memoised speed.solo_speed
@@ -332,6 +371,28 @@ class ClusterView:
         if v is None:
             v = memo[key] = speed.batch_latency_ms(model, gpu_type, batch_size)
         return v
+
+    def action_of(self, d: Decision | None) -> int:
+        """The env action that stands for decision ``d`` (wait: ``d`` None or no codec)."""
+        if d is None or self.codec is None:
+            return 0  # ``codec.WAIT``
+        return self.codec.from_decision(self._sim, d)
+
+    def lookahead_copy(self) -> Simulator:
+        """A copy of the world for planning (:meth:`Simulator.copy`): changing it never touches
+        the episode. It holds the hidden truth too; a planner that may not read it replaces it
+        first (``set_true_spec``, ``redraw_faults``, ``replace_future_offline``, ``reseed``), as
+        :func:`gpu_sharing_gym.agents.planner.sample_belief` does."""
+        return self._sim.copy()
+
+    def make_encoder(self, encoder_cls: Callable[[Simulator, int], E], max_gpus: int) -> E:
+        """An observation encoder of ``gpu_sharing_env.envs`` for this simulator's layout."""
+        return encoder_cls(self._sim, max_gpus)
+
+    def encode(self, encoder: Any) -> dict[str, np.ndarray]:
+        """The env's observation of the current state through ``encoder`` (as the env's own
+        ``step`` would return it)."""
+        return encoder.encode(self._sim)  # type: ignore[no-any-return]
 
     def oracle_spec(self, job_id: int) -> JobSpec:
         """The true job spec (duration, true memory). Only for policies marked ``oracle``."""

@@ -353,6 +353,10 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             + ".",
             "",
         ]
+    if "side_by_side" in data:
+        from gpu_sharing_gym.bench.side_by_side import render as render_sbs
+
+        lines += render_sbs(data["side_by_side"])
     lines += [NOTES]
     return "\n".join(lines)
 

@@ -15,11 +15,16 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gpu_sharing_env.config import NodeGroupConfig, load_scenario
-from gpu_sharing_env.registry import make_policy
+from gpu_sharing_env.interrupt import exit_code, stopped_by
+from gpu_sharing_env.progress import is_tty, progress
+from gpu_sharing_env.registry import UnknownPolicyError, make_policy
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
+
+PROG = "gsg bench replay"
 
 
 def scaled(n_gpus: int, jobs_per_gpu: float, horizon_h: float):
@@ -52,26 +57,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--horizon-h", type=float, default=24.0)
     ap.add_argument("--policy", default="first_fit")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--quiet", action="store_true", help="no periodic progress lines (off a TTY)")
     args = ap.parse_args(argv)
-    rows = []
-    for size in [int(s) for s in args.sizes.split(",")]:
-        cfg = scaled(size, args.jobs_per_gpu, args.horizon_h)
-        sim = make_simulator(cfg)
-        t0 = time.perf_counter()
-        m = run_episode(make_policy(args.policy), sim, seed=0)
-        wall = time.perf_counter() - t0
-        rows.append(
-            {
-                "gpus": sim.n_gpus,
-                "jobs": int(m["jobs_submitted"]),
-                "events": sim.n_events,
-                "decisions": int(m["decisions"]),
-                "wall_s": round(wall, 3),
-                "events_per_s": round(sim.n_events / wall),
-                "decisions_per_s": round(m["decisions"] / wall),
-            }
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        make_policy(args.policy)
+    except ValueError as e:  # UnknownPolicyError lists the known names
+        msg = str(e) if isinstance(e, UnknownPolicyError) else f"--sizes: integers expected ({e})"
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    rows: list[dict[str, Any]] = []
+    # Each size prints its row; off a terminal (CI, nohup) a plain line every 30 s tells how
+    # far a long replay is. --json is written only when every size is done.
+    bar = progress(len(sizes), "replay", "size", disable=args.quiet or is_tty(sys.stderr))
+    try:
+        with bar:
+            for size in sizes:
+                cfg = scaled(size, args.jobs_per_gpu, args.horizon_h)
+                sim = make_simulator(cfg)
+                bar.set_postfix_str(f"{size} GPUs")
+                t0 = time.perf_counter()
+                m = run_episode(make_policy(args.policy), sim, seed=0)
+                wall = time.perf_counter() - t0
+                rows.append(
+                    {
+                        "gpus": sim.n_gpus,
+                        "jobs": int(m["jobs_submitted"]),
+                        "events": sim.n_events,
+                        "decisions": int(m["decisions"]),
+                        "wall_s": round(wall, 3),
+                        "events_per_s": round(sim.n_events / wall),
+                        "decisions_per_s": round(m["decisions"] / wall),
+                    }
+                )
+                bar.update(1)
+                print(rows[-1], flush=True)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM
+        print(
+            f"\n{PROG}: {stopped_by(e)} after {len(rows)} sizes; nothing written", file=sys.stderr
         )
-        print(rows[-1], flush=True)
+        return exit_code(e)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -42,6 +42,10 @@ Sections (``--only``, comma-separated; default all):
     MaskablePPO (sb3-contrib) as ``agents.make_model`` builds it, trained on ``default``; the
     env is wrapped to time ``step`` and ``reset``: ``ppo_env_share`` = time in the env /
     training wall time.
+``sbs``
+    Only when ``SBS_PEER_GIT`` is set (a local git dir of alibaba/clusterdata): our trace
+    replay beside Alibaba's PAI v2020 simulator, whole process, at the trace's own arrivals
+    and at 1,000 jobs/min (:mod:`gpu_sharing_gym.bench.side_by_side`; issue 24).
 
 ``checks`` holds every target of issue 9 with its measured value. Given ``--sizes`` (or
 ``--seconds``) without ``--only``, only the ``env`` section runs (issue 4's command line).
@@ -68,9 +72,11 @@ import numpy as np
 
 import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0)
 from gpu_sharing_env.config import NodeGroupConfig, ScenarioConfig, load_scenario
+from gpu_sharing_env.interrupt import exit_code, stopped_by
+from gpu_sharing_env.progress import is_tty, progress
 from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
 
-SECTIONS = ("replay", "openb", "env", "ppo")
+SECTIONS = ("replay", "openb", "env", "ppo", "sbs")
 SIZES = (16, 64, 256, 1024)
 TARGETS = {"16": 0.25, "1024": 0.05}
 #: GPUs in the default scenario (4 A100 + 4 V100 + 2x2 T4): the unit jobs are scaled from.
@@ -601,6 +607,10 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
             "target": PPO_ENV_SHARE_TARGET,
             "lower_is_better": True,
         }
+    if "side_by_side" in out:
+        from gpu_sharing_gym.bench import side_by_side
+
+        res.update(side_by_side.checks(out["side_by_side"]))
     for v in res.values():
         low = v.get("lower_is_better", False)
         v["met"] = bool(v["value"] <= v["target"] if low else v["value"] >= v["target"])
@@ -636,7 +646,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--ppo-steps", type=int, default=None, help="ppo: training steps")
     ap.add_argument("--openb-jobs", type=int, default=0, help="openb: first N pods (0: all)")
+    ap.add_argument("--quiet", action="store_true", help="no periodic progress lines (off a TTY)")
     args = ap.parse_args(argv)
+    from gpu_sharing_env.registry import make_policy
+
     if args.only is not None:
         sections = [s.strip() for s in args.only.split(",") if s.strip()]
     elif args.sizes is not None or args.seconds is not None:
@@ -669,17 +682,53 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--replay-repeat: must be >= 1 (got {repeat})")
         ppo_steps = args.ppo_steps or (QUICK_PPO_STEPS if q else PPO_STEPS)
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        for p in policies:
+            make_policy(p)  # UnknownPolicyError (a ValueError) lists the known names
         base = load_scenario(args.scenario)
         cfgs = {n: scaled_scenario(base, n) for n in env_sizes}
     except ValueError as e:
         print(f"bench.py: error: {e}", file=sys.stderr)
         return 2
+    # The measurements print a line each; off a terminal (CI, nohup) a plain progress line
+    # every 30 s also says how far the suite is. JSON is written only when all is done.
+    try:
+        with progress(
+            len(sections), "bench", "section", disable=args.quiet or is_tty(sys.stderr)
+        ) as bar:
+            out = _run_sections(args, sections, bar, q, policies, replay_sizes, replay_jobs,
+                                repeat, cfgs, seconds, ppo_steps)  # fmt: skip
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; the replay subprocess is killed
+        print(f"\nbench.py: {stopped_by(e)}; nothing written", file=sys.stderr)
+        return exit_code(e)
+    for name, c in out["checks"].items():
+        print(f"[{'met' if c['met'] else 'NOT met'}] {name}: {c['value']}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _run_sections(
+    args: argparse.Namespace,
+    sections: list[str],
+    bar: Any,
+    q: bool,
+    policies: list[str],
+    replay_sizes: list[int],
+    replay_jobs: Any,
+    repeat: int,
+    cfgs: dict[int, ScenarioConfig],
+    seconds: Any,
+    ppo_steps: Any,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"machine_info": machine_info(), "quick": bool(q)}
     if "replay" in sections:
+        bar.set_postfix_str("replay")
         out["replay"] = bench_replay(
             policies,
             replay_sizes,
-            int(replay_jobs),  # type: ignore[call-overload,arg-type]
+            int(replay_jobs),
             args.replay_max_s,
             repeat,
         )
@@ -694,7 +743,9 @@ def main(argv: list[str] | None = None) -> int:
             "peak_mem": "ru_maxrss of a fresh subprocess per replay (interpreter included)",
             "pai_simulator_jobs_per_s": list(PAI_SIM_JOBS_PER_S),
         }
+        bar.update(1)
     if "openb" in sections:
+        bar.set_postfix_str("openb")
         if openb_available():
             r = _child(["openb", str(args.openb_jobs or (300 if q else 0))])
             out["openb_replay_s"] = r["wall_s"]
@@ -703,20 +754,26 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out["openb_replay_s"] = None
             out["openb"] = {"skipped": "openb data not found (configs/scenarios/openb.yaml)"}
+        bar.update(1)
     if "env" in sections:
-        out.update(bench_env(cfgs, float(seconds)))  # type: ignore[arg-type]
+        bar.set_postfix_str("env")
+        out.update(bench_env(cfgs, float(seconds)))
+        bar.update(1)
     if "ppo" in sections:
+        bar.set_postfix_str("ppo")
         out.update(bench_ppo(int(ppo_steps)))
+        bar.update(1)
+    if "sbs" in sections:
+        from gpu_sharing_gym.bench import side_by_side
+
+        if side_by_side.enabled():
+            bar.set_postfix_str("side by side")
+            out["side_by_side"] = side_by_side.run()
+        bar.update(1)
     out["checks"] = checks(out)
     out["python"] = platform.python_version()
     out["machine"] = platform.machine()
-    for name, c in out["checks"].items():
-        print(f"[{'met' if c['met'] else 'NOT met'}] {name}: {c['value']}")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
-        print(f"wrote {args.json}")
-    return 0
+    return out
 
 
 if __name__ == "__main__":

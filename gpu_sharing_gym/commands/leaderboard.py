@@ -1,17 +1,21 @@
 """Run the leaderboard: every policy × scenario × seed cell through the one evaluation loop.
 
 gsg leaderboard --scenarios default --policies all --seeds 3 --out runs/demo
+gsg leaderboard --suite standard --out runs/standard     (configs/leaderboards/standard.yaml)
 gsg leaderboard --policies first_fit,time_sharing --seed-list 0,1,2,3 --out runs/lb
 gsg leaderboard --scenarios heldout --backend ray --ray-address auto --out runs/lb
 gsg leaderboard --policies all,my_pkg.sched:MyPolicy --scenarios default --out runs/mine
 
 Seeds are fixed and published: --seeds N means seeds 0..N-1; --seed-list gives them explicitly.
 --scenarios takes names, YAML paths, `heldout` (the held-out set, configs/scenarios/heldout/,
-the default) or `all` (the shipped scenarios). A rerun with the same --out computes only the
+the default) or `all` (the shipped scenarios). --suite NAME (or a YAML path) takes scenarios,
+policies and seeds from a leaderboard suite (configs/leaderboards/; --list-suites lists them);
+--scenarios, --policies and --seeds/--seed-list given beside it override the suite's. A rerun with the same --out computes only the
 cells that are missing or failed. Writes DIR/leaderboard.csv, summary.csv, LEADERBOARD.md,
 index.html, plots/, tb/ (tensorboard --logdir DIR/tb) and cells/.
 Exit status: 0 all cells ok, 1 some cells failed (recorded; rerun to retry), 2 bad input,
-130 interrupted (rerun to resume).
+130 Ctrl-C, 143 SIGTERM (finished cells are saved and the workers stopped; rerun to resume).
+Off a terminal, progress is a plain line every 30 s (GSG_PROGRESS_INTERVAL); --quiet: none.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from typing import NoReturn
 
 from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, scenario_names
 from gpu_sharing_env.fileio import atomic_write_text
+from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
 from gpu_sharing_gym.backends import BACKENDS, BackendError, check_backend
 from gpu_sharing_gym.cells import plan_cells
 from gpu_sharing_gym.ci import CI_NOTE
 from gpu_sharing_gym.leaderboard import run_leaderboard, write_outputs
 from gpu_sharing_gym.report import text_table
+from gpu_sharing_gym.suites import load_suite, suite_names
 
 PROG = "gsg leaderboard"
 HELDOUT_DIR = SCENARIO_DIR / "heldout"
@@ -115,10 +121,12 @@ def prepare_out(out: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--scenarios", default="heldout", help="comma list (default: heldout)")
+    ap.add_argument("--suite", default=None, help=f"a suite ({', '.join(suite_names())}) or YAML")
+    ap.add_argument("--list-suites", action="store_true", help="list the shipped suites, exit")
+    ap.add_argument("--scenarios", default=None, help="comma list (default: heldout)")
     ap.add_argument(
         "--policies",
-        default="all",
+        default=None,
         help="comma list of 'all' (the heuristic policies), registered names "
         f"({', '.join(policy_names())}), module:Class, or a model.zip path",
     )
@@ -137,7 +145,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.list_suites:
+        for name in suite_names():
+            print(f"{name:<10}  {load_suite(name).description}")
+        return 0
     try:
+        if args.suite is not None:
+            suite = load_suite(args.suite)
+            if args.scenarios is None:
+                args.scenarios = ",".join(suite.scenarios)
+            if args.policies is None:
+                args.policies = ",".join(suite.policies)
+            if args.seeds is None and args.seed_list is None:
+                args.seeds = suite.seeds
+                if suite.seed_list is not None:
+                    args.seed_list = ",".join(map(str, suite.seed_list))
+        args.scenarios = "heldout" if args.scenarios is None else args.scenarios
+        args.policies = "all" if args.policies is None else args.policies
         policies = parse_policies(args.policies)
         scenarios = parse_scenarios(args.scenarios)
         seeds = parse_seeds(
@@ -159,21 +183,24 @@ def main(argv: list[str] | None = None) -> int:
         results = run_leaderboard(
             args.out, cells, args.backend, args.workers, args.ray_address, not args.quiet
         )
+        command = "gsg leaderboard " + shlex.join(argv)
+        summary = write_outputs(
+            args.out,
+            results,
+            {n: t for n, (_, t) in scenarios.items()},
+            command,
+            seeds,
+            args.occupancy_policy,
+        )
     except BackendError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted; finished cells are saved, rerun to resume", file=sys.stderr)
-        return 130
-    command = "gsg leaderboard " + shlex.join(argv)
-    summary = write_outputs(
-        args.out,
-        results,
-        {n: t for n, (_, t) in scenarios.items()},
-        command,
-        seeds,
-        args.occupancy_policy,
-    )
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; the workers are stopped by now
+        print(
+            f"\n{PROG}: {stopped_by(e)}; finished cells are saved, rerun to resume",
+            file=sys.stderr,
+        )
+        return exit_code(e)
     for name, (_, target) in scenarios.items():
         print(f"\n{name}: mean over seeds {','.join(map(str, seeds))} (SLO target {target:g})")
         print(text_table(summary, name))

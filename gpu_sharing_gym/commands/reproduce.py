@@ -1,12 +1,17 @@
 """Reproduce the seed papers' published findings with the simulator (docs/fidelity.md).
 
-gsg reproduce --experiment all --json out/fidelity.json
+gsg reproduce --experiment all --json out/fidelity.json          # seeds 0-4, 2 workers
 gsg reproduce --experiment muxflow-online,pai-sjf --quick --seeds 1
+gsg reproduce --experiment pai-sjf --sweep predictor_sigma=0:1.5:7 --out out/sweep-sigma
 
 Each experiment (``fidelity.EXPERIMENTS``) runs on a scenario built to match its paper's setup
-and yields a record ``{"id", "paper", "claim", "paper_value", "sim_value", "holds", ...}``;
-``holds`` is computed from the simulated numbers. Exit status: 0 done (whether or not the
-claims hold), 2 bad input.
+over paired seeds and yields a record ``{"id", "paper", "claim", "paper_value", "sim_value",
+"holds", "verdict", ...}``; the verdict is computed from the simulated numbers (each check's
+95 % confidence interval over seeds, ``fidelity.common``). ``--sweep`` runs one experiment
+along a setup parameter and writes PREFIX.json/.csv/.png (``fidelity.sweep``). Episodes run
+in ``--workers`` forked processes (the same numbers as one). Exit status: 0 done (whether or not the
+claims hold), 2 bad input, 130 Ctrl-C, 143 SIGTERM (nothing written then). A progress bar
+counts experiments (off a terminal, a plain line every 30 s; --quiet: none).
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpu_sharing_env.interrupt import exit_code, stopped_by
+from gpu_sharing_env.progress import progress
 from gpu_sharing_gym.fidelity import EXPERIMENTS
+from gpu_sharing_gym.fidelity.common import params_for, run_experiment
+from gpu_sharing_gym.fidelity.sweep import SweepError, parse_spec, sweep, write
 
 
 def _json_safe(x: Any) -> Any:
@@ -42,12 +51,14 @@ def write_json(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def table(records: list[dict[str, Any]]) -> str:
-    """A Markdown table: id, kind, paper value, simulated value, holds, wall time. A
-    ``mechanism`` record's verdict says so (it checks wiring, not the paper's finding)."""
-    rows = ["| id | kind | paper | simulated | holds | s |", "|---|---|---|---|---|---|"]
+    """A Markdown table: id, kind, paper value, simulated value (mean [95 % CI]), verdict,
+    wall time. A ``mechanism`` record's verdict says so (it checks wiring, not the paper's
+    finding)."""
+    rows = ["| id | kind | paper | simulated | verdict | s |", "|---|---|---|---|---|---|"]
     for r in records:
         kind = r.get("kind", "claim")
-        holds = "yes" if r["holds"] else "**no**"
+        verdict = r.get("verdict", "holds" if r["holds"] else "does not hold")
+        holds = verdict if r["holds"] else f"**{verdict}**"
         if kind != "claim":
             holds += f" ({kind} check)"
         rows.append(
@@ -57,36 +68,105 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def _error(msg: str) -> int:
+    print(f"reproduce.py: error: {msg}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="reproduce.py", description=__doc__.split("\n")[0])
     ap.add_argument("--experiment", default="all", help="an id, a comma list or 'all'")
     ap.add_argument("--json", type=Path, default=None, help="write the records here")
     ap.add_argument("--quick", action="store_true", help="smaller scenarios (tests)")
-    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3; quick 1)")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 5; quick 1)")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="episode processes (default 2; quick 1)"
+    )
+    ap.add_argument(
+        "--sweep",
+        default=None,
+        metavar="NAME=LO:HI:N",
+        help="run one --experiment at N values of setup parameter NAME; writes --out.{json,csv,png}",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="--sweep's output prefix (default out/sweep-ID-NAME)"
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     ids = list(EXPERIMENTS) if args.experiment == "all" else args.experiment.split(",")
     unknown = [i for i in ids if i not in EXPERIMENTS]
     if unknown:
         known = ", ".join(EXPERIMENTS)
+        return _error(f"unknown experiment {unknown[0]!r} (known: {known}, all)")
+    n = args.seeds if args.seeds is not None else (1 if args.quick else 5)
+    if n < 1:
+        return _error("--seeds: must be >= 1")
+    workers = args.workers if args.workers is not None else (1 if args.quick else 2)
+    if workers < 1:
+        return _error("--workers: must be >= 1")
+    seeds = list(range(n))
+    if args.sweep is not None:
+        return _sweep(args, ids, seeds, workers)
+    records = []
+    try:
+        with progress(len(ids), "reproduce", "experiment", disable=args.quiet) as bar:
+            for exp_id in ids:
+                bar.set_postfix_str(exp_id)
+                rec = run_experiment(exp_id, EXPERIMENTS[exp_id], seeds, args.quick, workers)
+                records.append(rec)
+                bar.update(1)
+                kind = rec.get("kind", "claim")
+                line = f"{exp_id} [{kind}]: {rec['verdict']} ({rec['wall_s']} s)"
+                bar.write(line, file=sys.stderr)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: --json is written only when done
         print(
-            f"reproduce.py: error: unknown experiment {unknown[0]!r} (known: {known}, all)",
+            f"\nreproduce.py: {stopped_by(e)} after {len(records)} of {len(ids)} experiments; "
+            "nothing written",
             file=sys.stderr,
         )
-        return 2
-    n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    if n < 1:
-        print("reproduce.py: error: --seeds: must be >= 1", file=sys.stderr)
-        return 2
-    seeds = list(range(n))
-    records = []
-    for exp_id in ids:
-        rec = EXPERIMENTS[exp_id](seeds, args.quick)
-        records.append(rec)
-        kind = rec.get("kind", "claim")
-        print(f"{exp_id} [{kind}]: holds={rec['holds']} ({rec['wall_s']} s)", file=sys.stderr)
+        return exit_code(e)
     print(table(records))
+    total = sum(r["wall_s"] for r in records)
+    print(f"wall time: {total:.1f} s ({workers} worker(s), seeds 0-{n - 1})", file=sys.stderr)
     if args.json is not None:
         write_json(args.json, records)
+    return 0
+
+
+def _sweep(args: argparse.Namespace, ids: list[str], seeds: list[int], workers: int) -> int:
+    """``--sweep``: one experiment along one setup parameter."""
+    if len(ids) != 1:
+        return _error("--sweep: name one --experiment (not a list, not 'all')")
+    exp_id = ids[0]
+    try:
+        name, values = parse_spec(args.sweep)
+    except SweepError as e:
+        return _error(str(e))
+    known = params_for(exp_id)
+    if name not in known:
+        return _error(
+            f"--sweep: unknown parameter {name!r} for experiment {exp_id!r} "
+            f"(known: {', '.join(known) or 'none'})"
+        )
+    prefix = args.out if args.out is not None else Path("out") / f"sweep-{exp_id}-{name}"
+    try:
+        with progress(len(values), "sweep", "point", disable=args.quiet) as bar:
+
+            def on_point(p: dict[str, Any]) -> None:
+                bar.update(1)
+                bar.write(
+                    f"{name}={p['value']:g}: {p['verdict']} ({p['wall_s']} s)", file=sys.stderr
+                )
+
+            doc = sweep(
+                exp_id, EXPERIMENTS[exp_id], name, values, seeds, args.quick, workers, on_point
+            )
+    except KeyboardInterrupt as e:
+        print(f"\nreproduce.py: {stopped_by(e)}; nothing written", file=sys.stderr)
+        return exit_code(e)
+    text = json.dumps(_json_safe(doc), indent=1, allow_nan=False) + "\n"
+    for path in write(doc, prefix, text):
+        print(path)
     return 0
 
 

@@ -1,13 +1,14 @@
 """Fidelity: the seed papers' published findings, reproduced (or not) with the simulator.
 
 ``EXPERIMENTS[id](seeds, quick)`` runs one experiment on a scenario built to match the paper's
-setup (``configs/scenarios/fidelity/``) and returns its record: ``id``, ``paper``, ``claim``,
-``paper_value``, ``sim_value``, ``holds`` (computed from the simulated numbers by the claim's
-direction), ``kind`` (``"claim"``, or ``"mechanism"`` where the paper's number is an input of
-the setup and the check only confirms a mechanism is wired), plus ``checks``, ``detail``,
-``seeds`` and ``wall_s``. ``gsg reproduce`` is
-the command line; ``docs/fidelity.md`` the table and the reasons behind every claim that does
-not hold.
+setup (``configs/scenarios/fidelity/``) over paired seeds and returns its record: ``id``,
+``paper``, ``claim``, ``paper_value``, ``sim_value``, ``verdict`` and ``holds`` (computed from
+the simulated numbers: each check's 95 % interval over seeds against the claim's bound,
+``fidelity.common``), ``kind`` (``"claim"``, or ``"mechanism"`` where the paper's number is an
+input of the setup and the check only confirms a mechanism is wired), plus ``checks``,
+``detail``, ``per_seed``, ``seeds`` and ``wall_s``. ``common.run_experiment`` adds parameter
+settings, parallel workers and declared brackets; ``gsg reproduce`` is the command line;
+``docs/fidelity.md`` the table and the reasons behind every claim that does not hold.
 """
 
 from __future__ import annotations

@@ -1,31 +1,41 @@
 """What every fidelity experiment shares: scenario variants, an instrumented episode, records.
 
 An experiment runs policies (``baselines``) on a scenario built to match a paper's setup
-(``configs/scenarios/fidelity/``), averages the metrics over seeds and states the paper's claim
-as *checks*: a quantity read off the averaged metrics (one detail value, or a ratio of two)
-compared with a bound. ``holds`` is the conjunction of the checks, computed here from the
-simulated numbers and nothing else; the record carries the detail values and the checks so
-anyone can recompute it (``tests/test_reproduce.py`` does).
+(``configs/scenarios/fidelity/``) over paired seeds (every arm runs each seed's workload) and
+states the paper's claim as *checks*: a quantity (one detail value, or a ratio of two arms'
+values) compared with a bound. Each check's quantity is computed per seed and judged on its
+95 % confidence interval (:data:`CI_METHOD`): the record's ``verdict`` is ``"holds"`` when every
+check's interval lies on the paper's side of its bound, ``"holds within bracket"`` when a
+bracketed unpublished parameter (:class:`Bracket`) makes it hold at the documented central
+choice only, else ``"does not hold"``; ``holds`` is true for the first two. The record carries
+the detail values, the per-seed values and the checks so anyone can recompute it
+(``tests/test_reproduce.py`` does). Setup parameters (:class:`Param`, :data:`PARAMS`) can be
+set for a run (``gsg reproduce --sweep``) without touching the experiment's code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import multiprocessing as mp
 import operator
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from scipy.stats import t as t_dist
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
+from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.faults import FaultCause
+from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import latency_tuple
-from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.baselines.base import Policy
 
 #: Comparison operators a check may use.
@@ -37,7 +47,16 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 #: Fields every record has (``gsg reproduce`` writes them).
-RECORD_FIELDS = ("id", "paper", "claim", "paper_value", "sim_value", "holds", "kind")
+RECORD_FIELDS = (
+    "id",
+    "paper",
+    "claim",
+    "paper_value",
+    "sim_value",
+    "holds",
+    "verdict",
+    "kind",
+)
 
 #: What a record's ``holds`` says (``kind``): ``"claim"``, the paper's finding reproduced (or not)
 #: as an outcome of the simulation; ``"mechanism"``, a check that a mechanism the simulator
@@ -68,16 +87,27 @@ def _set(obj: Any, keys: list[str], value: Any) -> Any:
     return replace(obj, **{head: _set(inner, rest, value) if rest else value})
 
 
-class InstrumentedSimulator(Simulator):
-    """The simulator unchanged, plus per-tick bookkeeping the metric schema does not hold.
+class EpisodeRecorder(SimObserver):
+    """Per-tick bookkeeping the metric schema does not hold, observed from outside the engine
+    (:mod:`gpu_sharing_env.sim.observe`).
 
     After each load tick it records, per running online service, its request count, the mean
     latency the tick charged and the latency the same service would have alone at that load
-    (the same Kingman model as ``online_slowdown``), and the number of GPUs hosting a service.
-    Nothing it does feeds back into the episode.
+    (the same Kingman model as ``online_slowdown``), and the number of GPUs hosting a service;
+    and it counts faults per cause. Nothing it does feeds back into the episode.
     """
 
-    def reset(self, seed: int) -> None:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.online_ids: list[int] = []
+        self._clear()
+        sim.add_observer(self)
+
+    def on_reset(self, sim: Simulator) -> None:
+        self._clear()
+        self.online_ids = [jid for jid, st in sim.jobs.items() if st.spec.online]
+
+    def _clear(self) -> None:
         #: Faults per cause: the ones that struck a job (``root``) and the co-located jobs they
         #: took down with them (``propagated``).
         self.faults_root: dict[str, int] = {}
@@ -86,18 +116,16 @@ class InstrumentedSimulator(Simulator):
         self.svc_lat_w: dict[int, float] = {}
         self.svc_solo_w: dict[int, float] = {}
         self.online_gpus_max = 0
-        super().reset(seed)
+        self.online_ids = []
 
-    def _fail(self, st: JobState, cause: FaultCause, victim: bool = False) -> None:
+    def on_fault(self, sim: Simulator, job_id: int, cause: FaultCause, victim: bool) -> None:
         counts = self.faults_propagated if victim else self.faults_root
         counts[cause.value] = counts.get(cause.value, 0) + 1
-        super()._fail(st, cause, victim)
 
-    def _tick(self) -> bool:
-        changed = super()._tick()
-        tick = self.cfg.tick_s
-        for jid in self._online_ids:
-            st = self.jobs[jid]
+    def on_tick(self, sim: Simulator, changed: bool) -> None:
+        tick = sim.cfg.tick_s
+        for jid in self.online_ids:
+            st = sim.jobs[jid]
             if st.status is not Status.RUNNING or st.spec.service is None:
                 continue
             svc = st.spec.service
@@ -107,9 +135,8 @@ class InstrumentedSimulator(Simulator):
             self.svc_req[jid] = self.svc_req.get(jid, 0.0) + req
             self.svc_lat_w[jid] = self.svc_lat_w.get(jid, 0.0) + req * st.latency_ms
             self.svc_solo_w[jid] = self.svc_solo_w.get(jid, 0.0) + req * solo
-        hosting = int(np.count_nonzero(np.asarray(self.cluster.online_count) > 0))
+        hosting = int(np.count_nonzero(np.asarray(sim.cluster.online_count) > 0))
         self.online_gpus_max = max(self.online_gpus_max, hosting)
-        return changed
 
     def extras(self, qos: float = 0.5) -> dict[str, float]:
         """Episode quantities beyond the schema, prefixed ``f_``.
@@ -135,7 +162,7 @@ class InstrumentedSimulator(Simulator):
         slow = [
             self.svc_lat_w[j] / self.svc_solo_w[j] for j in self.svc_req if self.svc_solo_w[j] > 0
         ]
-        offline = [s for s in self.jobs.values() if not s.spec.online]
+        offline = [s for s in self.sim.jobs.values() if not s.spec.online]
         started = [s for s in offline if not math.isnan(s.first_start_t)]
 
         def qd(jobs: list[Any]) -> float:
@@ -143,7 +170,7 @@ class InstrumentedSimulator(Simulator):
             return float(np.mean(d)) if d else math.nan
 
         ran = [s for s in offline if s.run_time_s > 0]
-        day1 = [row[3] for row in self.timeseries if row[0] <= 86_400.0]
+        day1 = [row[3] for row in self.sim.timeseries if row[0] <= 86_400.0]
         np_ = [s.norm_integral / s.run_time_s for s in ran]
 
         def delays(jobs: list[Any]) -> np.ndarray:
@@ -182,9 +209,10 @@ class InstrumentedSimulator(Simulator):
 
 def episode(policy: Policy, cfg: ScenarioConfig, seed: int) -> dict[str, float]:
     """One seeded episode on a fresh simulator (mechanisms never leak between policies)."""
-    sim = InstrumentedSimulator(cfg, build_nodes(cfg), build_workload(cfg))
+    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg))
+    recorder = EpisodeRecorder(sim)
     m = run_episode(policy, sim, seed)
-    return {**m, **sim.extras()}
+    return {**m, **recorder.extras()}
 
 
 @dataclass(frozen=True)
@@ -196,23 +224,274 @@ class Variant:
     cfg: ScenarioConfig
 
 
+# --------------------------------------------------------------------------------------------
+# Setup parameters an experiment can be run at (``gsg reproduce --sweep``, brackets)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A named setup parameter that a run can set (``gsg reproduce --sweep NAME=LO:HI:N``, a
+    :class:`Bracket`): ``cfg(cfg, value)`` rewrites an arm's scenario, ``policy(factory,
+    value)`` its policy factory (either or both). ``arms``: the arm labels it applies to
+    (``None``: every arm); ``experiments``: the experiment ids it is meaningful for (``None``:
+    every experiment). Register with :func:`register_param`; :func:`run_variants` applies the
+    values set by :func:`run_settings` to every arm it runs, so an experiment module needs no
+    code beyond the registration."""
+
+    name: str
+    doc: str
+    cfg: Callable[[ScenarioConfig, float], ScenarioConfig] | None = None
+    policy: Callable[[Callable[[], Policy], float], Callable[[], Policy]] | None = None
+    arms: frozenset[str] | None = None
+    experiments: frozenset[str] | None = None
+
+    def applies_to(self, exp_id: str) -> bool:
+        return self.experiments is None or exp_id in self.experiments
+
+    def apply(self, v: Variant, value: float) -> Variant:
+        if self.arms is not None and v.label not in self.arms:
+            return v
+        cfg = self.cfg(v.cfg, value) if self.cfg is not None else v.cfg
+        policy = self.policy(v.policy, value) if self.policy is not None else v.policy
+        return Variant(v.label, policy, cfg)
+
+
+#: Sweepable parameters by name (:func:`register_param`).
+PARAMS: dict[str, Param] = {}
+
+
+def register_param(param: Param) -> Param:
+    """Add ``param`` to :data:`PARAMS` (a name registered twice must be the same parameter:
+    a module imported again re-registers harmlessly)."""
+    old = PARAMS.get(param.name)
+    if old is not None and old != param:
+        raise ValueError(f"sweep parameter {param.name!r} registered twice, differently")
+    PARAMS[param.name] = param
+    return param
+
+
+def params_for(exp_id: str) -> list[str]:
+    """Names of the parameters experiment ``exp_id`` can be run at, sorted."""
+    return sorted(n for n, p in PARAMS.items() if p.applies_to(exp_id))
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """An unpublished setup parameter whose plausible values span measured alternatives:
+    ``central`` is the documented choice, ``low`` and ``high`` the ends of the measured span;
+    ``source`` cites the measurements. :func:`run_experiment` runs the claim at all three and
+    judges it at ``central`` (``docs/fidelity.md``, "How verdicts are computed")."""
+
+    param: str
+    low: float
+    central: float
+    high: float
+    source: str
+
+
+#: Bracketed parameter per experiment id (:func:`declare_bracket`).
+BRACKETS: dict[str, Bracket] = {}
+
+
+def declare_bracket(exp_id: str, bracket: Bracket) -> Bracket:
+    """Declare that experiment ``exp_id`` is judged over ``bracket`` (its ``param`` must be
+    registered, :func:`register_param`, by the time the experiment runs)."""
+    if not bracket.low <= bracket.central <= bracket.high:
+        raise ValueError(f"{exp_id}: bracket {bracket.param}: need low <= central <= high")
+    BRACKETS[exp_id] = bracket
+    return bracket
+
+
+def _scale_arrivals(cfg: ScenarioConfig, factor: float) -> ScenarioConfig:
+    rate = float(cfg.workload.offline.params.get("arrivals_per_h", 0.0))
+    return _set(cfg, ["workload", "offline", "params", "arrivals_per_h"], rate * factor)
+
+
+def _set_estimate_sigma(cfg: ScenarioConfig, sigma: float) -> ScenarioConfig:
+    return _set(cfg, ["workload", "offline", "estimate_sigma"], float(sigma))
+
+
+register_param(
+    Param(
+        "load",
+        "multiplier on every arm's offline arrival rate (workload.offline.params.arrivals_per_h)",
+        cfg=_scale_arrivals,
+        experiments=frozenset(
+            {
+                "muxflow-online",
+                "muxflow-offline",
+                "muxflow-ablation",
+                "muxflow-errors",
+                "pai-reserve-pack",
+                "pai-sjf",
+                "gpupool-stp",
+                "horus",
+            }
+        ),  # gpulet has no offline arrivals
+    )
+)
+register_param(
+    Param(
+        "predictor_sigma",
+        "lognormal sigma of the PAI predictor's duration estimates (the sjf_predicted arm's "
+        "workload.offline.estimate_sigma; FIFO, the coarse arm and the oracle keep theirs)",
+        cfg=_set_estimate_sigma,
+        arms=frozenset({"sjf_predicted"}),
+        experiments=frozenset({"pai-sjf"}),
+    )
+)
+
+
+@dataclass
+class _Run:
+    """What :func:`run_settings` sets for the experiment being run."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    workers: int = 1
+
+
+_RUN = _Run()
+
+
+@contextlib.contextmanager
+def run_settings(
+    values: Mapping[str, float] | None = None, workers: int | None = None
+) -> Iterator[None]:
+    """Within this block :func:`run_variants` applies the parameter ``values`` (names in
+    :data:`PARAMS`) to every arm and runs episodes in ``workers`` processes."""
+    global _RUN
+    unknown = sorted(set(values or {}) - set(PARAMS))
+    if unknown:
+        raise KeyError(f"unknown setup parameter {unknown[0]!r} (known: {', '.join(PARAMS)})")
+    old = _RUN
+    _RUN = _Run(
+        {**old.values, **(values or {})}, old.workers if workers is None else max(1, workers)
+    )
+    try:
+        yield
+    finally:
+        _RUN = old
+
+
+def setting(name: str, default: Any = None) -> Any:
+    """The value :func:`run_settings` set for parameter ``name`` (``default`` when unset), for
+    an experiment that reads a parameter itself rather than through :attr:`Param.cfg` or
+    :attr:`Param.policy`."""
+    return _RUN.values.get(name, default)
+
+
+# --------------------------------------------------------------------------------------------
+# Episodes, per seed and in parallel
+
+#: (variant, seed) tasks of the running :func:`run_variants`; forked workers inherit it, so
+#: nothing (policy factories included) needs to pickle but the metrics coming back.
+_TASKS: list[tuple[Variant, int]] = []
+
+
+def _run_task(i: int) -> dict[str, float]:
+    v, seed = _TASKS[i]
+    return episode(v.policy(), v.cfg, seed)
+
+
+def _episodes(tasks: list[tuple[Variant, int]], workers: int) -> list[dict[str, float]]:
+    """Every task's episode metrics, in task order. Each episode is a pure function of its
+    (policy, scenario, seed) on a fresh simulator, so ``workers`` > 1 (forked processes)
+    returns exactly what one process does."""
+    global _TASKS
+    n = min(workers, len(tasks))
+    if n <= 1 or "fork" not in mp.get_all_start_methods():
+        return [episode(v.policy(), v.cfg, s) for v, s in tasks]
+    _TASKS = tasks
+    try:
+        with process_pool(n, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_run_task, range(len(tasks))))
+    finally:
+        _TASKS = []
+
+
+#: Separator of a per-seed detail key: ``"label.key@seed"`` holds seed ``seed``'s value.
+SEED_SEP = "@"
+
+
 def run_variants(
     variants: Sequence[Variant], seeds: Sequence[int], keys: Sequence[str]
 ) -> dict[str, float]:
-    """Mean over ``seeds`` of each metric in ``keys`` per variant: ``{"label.key": value}``.
+    """Mean over ``seeds`` of each metric in ``keys`` per variant: ``{"label.key": value}``,
+    and each seed's value, ``{"label.key@seed": value}`` (the arms share each seed's workload:
+    paired); :func:`check` reads those to give a quantity's confidence interval and
+    :func:`record` moves them to the record's ``per_seed``.
 
     Also ``label.<key>_sum`` for error and fault counts (``errors_*``, ``f_faults_*``,
-    ``f_propagated_*``), summed over seeds.
+    ``f_propagated_*``), summed over seeds. The parameter values set by :func:`run_settings`
+    apply to every arm first.
     """
+    arms = list(variants)
+    for name, value in _RUN.values.items():
+        arms = [PARAMS[name].apply(v, value) for v in arms]
+    tasks = [(v, s) for v in arms for s in seeds]
+    results = iter(_episodes(tasks, _RUN.workers))
     out: dict[str, float] = {}
-    for v in variants:
-        rows = [episode(v.policy(), v.cfg, s) for s in seeds]
+    for v in arms:
+        rows = [next(results) for _ in seeds]
         for k in keys:
             vals = np.array([r[k] for r in rows], dtype=float)
             out[f"{v.label}.{k}"] = float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan
+            for s, x in zip(seeds, vals, strict=True):
+                out[f"{v.label}.{k}{SEED_SEP}{s}"] = float(x)
             if k.startswith(("errors_", "f_faults_", "f_propagated_")):
                 out[f"{v.label}.{k}_sum"] = float(np.nansum(vals))
     return out
+
+
+def per_seed(detail: Mapping[str, float], key: str) -> dict[int, float] | None:
+    """Seed -> value of ``key`` from ``detail``'s ``key@seed`` entries; ``None`` when it has
+    none (a constant, or a quantity pooled over seeds)."""
+    pre = key + SEED_SEP
+    out = {
+        int(k[len(pre) :]): v
+        for k, v in detail.items()
+        if k.startswith(pre) and k[len(pre) :].isdigit()
+    }
+    return out or None
+
+
+def derive(detail: dict[str, float], name: str, fn: Callable[..., float], *keys: str) -> float:
+    """``detail[name] = fn(*(detail[k] for k in keys))`` and the same per seed (a key without
+    per-seed values enters every seed as its constant), so a check on ``name`` gets a
+    confidence interval; returns the seed-averaged inputs' value."""
+    detail[name] = fn(*(detail[k] for k in keys))
+    series = [per_seed(detail, k) for k in keys]
+    seeds = _common_seeds(series)
+    for s in seeds or ():
+        args = [detail[k] if sr is None else sr[s] for k, sr in zip(keys, series, strict=True)]
+        detail[f"{name}{SEED_SEP}{s}"] = fn(*args)
+    return detail[name]
+
+
+def _common_seeds(series: Sequence[Mapping[int, float] | None]) -> list[int] | None:
+    present = [set(sr) for sr in series if sr is not None]
+    if not present:
+        return None
+    return sorted(set.intersection(*present))
+
+
+# --------------------------------------------------------------------------------------------
+# Checks, confidence intervals and verdicts
+
+#: Confidence level of a check's interval.
+CI_LEVEL = 0.95
+
+#: How a check's interval is computed (recorded with every record).
+CI_METHOD = (
+    "Student t over paired seeds: the check's quantity (a detail value or a ratio of two arms' "
+    "values) per seed; a positive quantity (every seed's value and the bound > 0) on the log "
+    "scale, exp(mean(log q) +- t(0.975, n-1) * sd(log q) / sqrt(n)) around the geometric "
+    "mean (so A/B > 1 and B/A < 1 get the same verdict), any other linearly, mean +- "
+    "t(0.975, n-1) * sd / sqrt(n); one seed, or a quantity pooled over seeds: the point"
+)
+
+#: A record's ``verdict`` (``holds`` is true for the first two).
+VERDICTS = ("holds", "holds within bracket", "does not hold")
 
 
 def ratio(num: float, den: float) -> float:
@@ -220,13 +499,59 @@ def ratio(num: float, den: float) -> float:
     return num / den if den != 0 else math.nan
 
 
+def t_interval(
+    values: Sequence[float], log: bool = False, level: float = CI_LEVEL
+) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the finite ``values``: the Student t interval of their mean
+    (``log``: of their logs, mapped back, around the geometric mean); the point for one value;
+    NaNs for none."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    n = int(x.size)
+    if n == 0:
+        return math.nan, math.nan, math.nan, 0
+    y = np.log(x) if log else x
+    mean = float(np.mean(y))
+    half = 0.0
+    if n > 1:
+        half = float(t_dist.ppf(0.5 + level / 2, n - 1)) * float(np.std(y, ddof=1)) / math.sqrt(n)
+    if log:
+        return math.exp(mean), math.exp(mean - half), math.exp(mean + half), n
+    return mean, mean - half, mean + half, n
+
+
+def beyond(op: str, lo: float, hi: float, bound: float) -> bool:
+    """Whether the whole interval ``[lo, hi]`` is on the ``op bound`` side (NaN never is)."""
+    edge = lo if op in (">", ">=") else hi
+    return bool(math.isfinite(lo) and math.isfinite(hi) and OPS[op](edge, bound))
+
+
 def check(
     name: str, detail: Mapping[str, float], num: str, op: str, bound: float, den: str | None = None
 ) -> dict[str, Any]:
-    """A claim's direction: ``detail[num] (/ detail[den]) op bound``; NaN never passes (a
-    ratio over zero is NaN)."""
-    value = ratio(detail[num], detail[den]) if den is not None else detail[num]
-    ok = bool(math.isfinite(value) and OPS[op](value, bound))
+    """A claim's direction: ``detail[num] (/ detail[den]) op bound``, judged on the quantity's
+    95 % confidence interval over seeds (:data:`CI_METHOD`): ``ok`` when the whole interval is
+    on the ``op bound`` side. ``value`` is the quantity's mean over seeds (geometric on the
+    ``"log"`` ``scale``), ``ci`` its interval, ``n`` the seeds it has a finite value for
+    (``None``: pooled, no per-seed values; ``scale`` ``"point"``),
+    ``pooled`` the quantity read off the seed-averaged detail, ``point_ok`` whether ``value``
+    alone is on the side. NaN never passes (a ratio over zero is NaN)."""
+    pooled = ratio(detail[num], detail[den]) if den is not None else detail[num]
+    series = [per_seed(detail, num), per_seed(detail, den) if den is not None else None]
+    seeds = _common_seeds(series)
+    scale = "point"
+    if seeds is None:
+        value, lo, hi, n = pooled, pooled, pooled, None
+    else:
+        sn, sd = series
+        q = [
+            (detail[num] if sn is None else sn[s])
+            if den is None
+            else ratio(detail[num] if sn is None else sn[s], detail[den] if sd is None else sd[s])
+            for s in seeds
+        ]
+        log = bound > 0 and all(v > 0 for v in q if math.isfinite(v))
+        value, lo, hi, n = t_interval(q, log=log)
+        scale = "log" if log else "linear"
     return {
         "name": name,
         "num": num,
@@ -234,8 +559,22 @@ def check(
         "op": op,
         "bound": bound,
         "value": value,
-        "ok": ok,
+        "ci": [lo, hi],
+        "n": n,
+        "scale": scale,
+        "pooled": pooled,
+        "point_ok": bool(math.isfinite(value) and OPS[op](value, bound)),
+        "ok": beyond(op, lo, hi, bound),
     }
+
+
+def _sim_value(checks: Sequence[Mapping[str, Any]]) -> str:
+    parts = []
+    for c in checks:
+        lo, hi = c["ci"]
+        ci = "" if c.get("n") is None or lo == hi else f" [{lo:.3g}, {hi:.3g}]"
+        parts.append(f"{c['name']} = {c['value']:.3g}{ci}")
+    return "; ".join(parts)
 
 
 def record(
@@ -249,21 +588,102 @@ def record(
     t0: float,
     kind: str = "claim",
 ) -> dict[str, Any]:
-    """The experiment's record; ``sim_value`` lists every check's simulated value; ``kind`` is
-    one of :data:`RECORD_KINDS`."""
+    """The experiment's record; ``sim_value`` lists every check's mean and 95 % interval;
+    ``verdict`` is ``"holds"`` when every check's interval is on the paper's side, else
+    ``"does not hold"`` (:func:`run_experiment` adds ``"holds within bracket"``); ``holds``
+    is true for the first two. The detail's per-seed values move to ``per_seed`` (``{key:
+    [value per seed in seeds order]}``). ``kind`` is one of :data:`RECORD_KINDS`."""
     if kind not in RECORD_KINDS:
         raise ValueError(f"kind={kind!r}: must be one of {RECORD_KINDS}")
-    sim_value = "; ".join(f"{c['name']} = {c['value']:.3g}" for c in checks)
+    plain: dict[str, float] = {}
+    seeded: dict[str, dict[int, float]] = {}
+    for k, v in detail.items():
+        base, sep, tail = k.rpartition(SEED_SEP)
+        if sep and tail.isdigit():
+            seeded.setdefault(base, {})[int(tail)] = v
+        else:
+            plain[k] = v
+    ok = all(c["ok"] for c in checks)
     return {
         "id": exp_id,
         "kind": kind,
         "paper": paper,
         "claim": claim,
         "paper_value": paper_value,
-        "sim_value": sim_value,
-        "holds": all(c["ok"] for c in checks),
+        "sim_value": _sim_value(checks),
+        "holds": ok,
+        "verdict": VERDICTS[0] if ok else VERDICTS[2],
+        "ci_method": CI_METHOD,
         "checks": list(checks),
-        "detail": dict(detail),
+        "detail": plain,
+        "per_seed": {k: [s.get(i, math.nan) for i in seeds] for k, s in seeded.items()},
         "seeds": list(seeds),
+        "settings": dict(_RUN.values),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
+
+
+def _end(rec: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("name", "value", "ci", "ok", "op", "bound")
+    return {
+        "verdict": rec["verdict"],
+        "sim_value": rec["sim_value"],
+        "checks": [{k: c[k] for k in keep} for c in rec["checks"]],
+        "wall_s": rec["wall_s"],
+    }
+
+
+def bracket_verdict(central: bool, low: bool, high: bool) -> str:
+    """The verdict of a bracketed claim from whether it holds at each value: at all three,
+    ``"holds"``; at the central choice only (or with one end), ``"holds within bracket"``;
+    not at the central choice, ``"does not hold"``."""
+    if not central:
+        return VERDICTS[2]
+    return VERDICTS[0] if low and high else VERDICTS[1]
+
+
+def run_experiment(
+    exp_id: str,
+    fn: Callable[[Sequence[int], bool], dict[str, Any]],
+    seeds: Sequence[int],
+    quick: bool = False,
+    workers: int = 1,
+    values: Mapping[str, float] | None = None,
+    brackets: bool = True,
+) -> dict[str, Any]:
+    """Run experiment ``exp_id`` (``fn(seeds, quick)``) at the parameter ``values`` with
+    ``workers`` processes. With a bracket declared for it (:data:`BRACKETS`; ``brackets``
+    true and its parameter not set in ``values``) it runs at the central value, then at both
+    ends: the record is the central run's, with ``bracket`` (the parameter, its source and each
+    end's verdict and checks) and the verdict of :func:`bracket_verdict`. ``wall_s`` is the
+    whole time. With ``brackets`` false the bracketed parameter, unless set, runs at its
+    central value only."""
+    t0 = time.perf_counter()
+    values = dict(values or {})
+    b = BRACKETS.get(exp_id)
+    if b is None or not brackets or b.param in values:
+        if b is not None:  # a bracketed parameter not set runs at its documented choice
+            values.setdefault(b.param, b.central)
+        with run_settings(values, workers):
+            rec = fn(seeds, quick)
+        rec["wall_s"] = round(time.perf_counter() - t0, 2)
+        return rec
+    runs = {}
+    for end in ("central", "low", "high"):
+        with run_settings({**values, b.param: getattr(b, end)}, workers):
+            runs[end] = fn(seeds, quick)
+    rec = runs["central"]
+    rec["bracket"] = {
+        "param": b.param,
+        "source": b.source,
+        "low": b.low,
+        "central": b.central,
+        "high": b.high,
+        "ends": {end: _end(runs[end]) for end in ("low", "high")},
+    }
+    rec["verdict"] = bracket_verdict(
+        *(runs[e]["verdict"] == VERDICTS[0] for e in ("central", "low", "high"))
+    )
+    rec["holds"] = rec["verdict"] != VERDICTS[2]
+    rec["wall_s"] = round(time.perf_counter() - t0, 2)
+    return rec

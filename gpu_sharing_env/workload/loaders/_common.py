@@ -59,10 +59,16 @@ NAME_HINTS: tuple[tuple[str, str], ...] = (
     ("gan", "cyclegan"),
     ("lstm", "lstm"),
 )
-_HINT_RE = [
-    (re.compile(rf"(?<![a-z]){re.escape(k)}" + ("(?![a-z])" if len(k) <= 3 else ""), re.I), m)
-    for k, m in NAME_HINTS
-]
+
+
+def _hint_pattern(key: str) -> str:
+    return rf"(?<![a-z]){re.escape(key)}" + ("(?![a-z])" if len(key) <= 3 else "")
+
+
+_HINT_RE = [(re.compile(_hint_pattern(k), re.I), m) for k, m in NAME_HINTS]
+#: Any hint at all (the alternation of every key): a name matches it iff it matches some
+#: pattern of :data:`_HINT_RE`, so names without a hint (most of a trace) cost one search.
+_ANY_HINT = re.compile("|".join(_hint_pattern(k) for k, _ in NAME_HINTS), re.I)
 
 
 class TraceError(ValueError):
@@ -252,8 +258,12 @@ def assign_models(n: int, seed: int, names: pd.Series | None = None) -> np.ndarr
     """Model per row: a name hint when there is one, else the seeded draw for that row."""
     models = draw_models(n, seed)
     if names is not None:
-        for i, nm in enumerate(names.astype(str).tolist()):
-            hint = model_from_name(nm)
+        # One vectorised pass finds the rows with any hint; only those walk the ordered keys.
+        text = names.astype(str)
+        hinted = np.flatnonzero(text.str.contains(_ANY_HINT, regex=True).to_numpy(dtype=bool))
+        found: dict[str, str | None] = {}
+        for i, nm in zip(hinted.tolist(), text.iloc[hinted].tolist(), strict=True):
+            hint = found[nm] if nm in found else found.setdefault(nm, model_from_name(nm))
             if hint is not None:
                 models[i] = hint
     return models
@@ -262,7 +272,8 @@ def assign_models(n: int, seed: int, names: pd.Series | None = None) -> np.ndarr
 def mem_for(models: np.ndarray, gpu_frac: np.ndarray) -> np.ndarray:
     """Declared GPU memory: a share of :data:`REF_GPU_MEM_GB` for fractional requests, else the
     model's typical training memory (``zoo.ZOO[model].mem_gb``)."""
-    model_mem = np.array([ZOO[m].mem_gb for m in models], dtype=float)
+    table = {m: ZOO[m].mem_gb for m in set(models.tolist())}
+    model_mem = np.array([table[m] for m in models.tolist()], dtype=float)
     return np.where(gpu_frac < 1.0, np.maximum(gpu_frac * REF_GPU_MEM_GB, 0.5), model_mem)
 
 
@@ -314,30 +325,49 @@ def build_jobs(
     clamped = int(np.sum(cols.work_s[idx] < MIN_WORK_S))
     work = np.maximum(cols.work_s, MIN_WORK_S)
     mem = cols.mem_gb if cols.mem_gb is not None else mem_for(cols.models, cols.gpu_frac)
-    jobs: list[JobSpec] = []
-    censored: list[int] = []
-    for jid, i in enumerate(idx.tolist()):
-        w = float(work[i])
-        jobs.append(
-            JobSpec(
-                job_id=jid,
-                kind=JobKind.OFFLINE,
-                model=str(cols.models[i]),
-                submit_s=max(0.0, float(cols.submit_s[i]) - shift),
-                num_gpus=int(cols.num_gpus[i]),
-                gpu_frac=float(cols.gpu_frac[i]),
-                mem_gb=float(mem[i]),
-                cpu_cores=float(cols.cpu_cores[i]),
-                work_s=w,
-                est_work_s=w,
-                gpu_types=cols.gpu_types[i] if cols.gpu_types is not None else (),
-                group=cols.groups[i] if cols.groups is not None else "",
-                user=cols.users[i] if cols.users is not None else "",
-                priority=int(cols.priority[i]) if cols.priority is not None else 0,
-            )
+    # Whole columns to Python values at once (the same floats and ints as element by element).
+    n_keep = idx.size
+    models = [str(m) for m in np.asarray(cols.models, dtype=object)[idx].tolist()]
+    submit = (np.asarray(cols.submit_s, dtype=float)[idx] - shift).tolist()
+    n_gpus = np.asarray(cols.num_gpus)[idx].astype(np.int64).tolist()
+    frac = np.asarray(cols.gpu_frac, dtype=float)[idx].tolist()
+    mem_l = np.asarray(mem, dtype=float)[idx].tolist()
+    cpu = np.asarray(cols.cpu_cores, dtype=float)[idx].tolist()
+    works = np.asarray(work, dtype=float)[idx].tolist()
+    ix = idx.tolist()
+    types = [cols.gpu_types[i] for i in ix] if cols.gpu_types is not None else [()] * n_keep
+    groups = [cols.groups[i] for i in ix] if cols.groups is not None else [""] * n_keep
+    users = [cols.users[i] for i in ix] if cols.users is not None else [""] * n_keep
+    prio = (
+        np.asarray(cols.priority)[idx].astype(np.int64).tolist()
+        if cols.priority is not None
+        else [0] * n_keep
+    )
+    offline = JobKind.OFFLINE
+    jobs = [
+        JobSpec(
+            job_id=jid,
+            kind=offline,
+            model=models[jid],
+            submit_s=max(0.0, submit[jid]),
+            num_gpus=n_gpus[jid],
+            gpu_frac=frac[jid],
+            mem_gb=mem_l[jid],
+            cpu_cores=cpu[jid],
+            work_s=works[jid],
+            est_work_s=works[jid],
+            gpu_types=types[jid],
+            group=groups[jid],
+            user=users[jid],
+            priority=prio[jid],
         )
-        if cols.censored is not None and cols.censored[i]:
-            censored.append(jid)
+        for jid in range(n_keep)
+    ]
+    censored: list[int] = (
+        np.flatnonzero(np.asarray(cols.censored, dtype=bool)[idx]).tolist()
+        if cols.censored is not None
+        else []
+    )
     return TraceLoad(jobs, str(path), rows, dict(skipped), tuple(censored), clamped)
 
 

@@ -222,18 +222,28 @@ def read_pai_tasks(
         if cpu is not None
         else np.zeros(rows.size)
     )
-    gtype = df["gpu_type"].astype(str).str.strip() if "gpu_type" in df else None
-    types: list[tuple[str, ...]] = []
-    for i in rows.tolist():
-        raw = "" if gtype is None else gtype.iloc[i]
-        if raw.upper() in ("", "NAN", "MISC"):
-            types.append(())
-        else:
-            types.append((_map_type(raw, table, path, i + 1, "gpu_type"),))
+    types: list[tuple[str, ...]] = [()] * rows.size
+    if "gpu_type" in df:
+        # Mapped once per distinct value (a trace names a handful), in row order so the first
+        # bad row is the one reported.
+        raw_types = df["gpu_type"].astype(str).str.strip().to_numpy()[rows].tolist()
+        mapped: dict[str, tuple[str, ...]] = {}
+        for k, (i, raw) in enumerate(zip(rows.tolist(), raw_types, strict=True)):
+            hit = mapped.get(raw)
+            if hit is None:
+                hit = (
+                    ()
+                    if raw.upper() in ("", "NAN", "MISC")
+                    else (_map_type(raw, table, path, i + 1, "gpu_type"),)
+                )
+                mapped[raw] = hit
+            types[k] = hit
     hint = None
     name_cols = [c for c in ("job_name", "task_name") if c in df]
     if name_cols:
-        hint = df[name_cols].astype(str).agg(" ".join, axis=1)
+        hint = df[name_cols[0]].astype(str)
+        for c in name_cols[1:]:
+            hint = hint.str.cat(df[c].astype(str), sep=" ")
     models = assign_models(len(df), model_seed, hint)[rows]
     origin = day_origin(s[rows])
     ends = np.where(np.isnan(e), last_end, e)
@@ -272,16 +282,21 @@ def _read_nodes(
     first_bad(names.eq("").to_numpy(), df, name_c, path, "must not be empty")
     first_bad(names.duplicated().to_numpy(), df, name_c, path, "must be unique")
     out: list[NodeSpec] = []
+    name_l, type_l = names.tolist(), df[type_c].astype(str).tolist()
+    gpus_l, cpu_l, mem_l = gpus.tolist(), cpu.tolist(), mem.tolist()
+    mapped: dict[str, str] = {}
     for i in np.flatnonzero(gpus > 0).tolist():
-        gtype = _map_type(str(df[type_c].iloc[i]), table, path, i + 1, type_c)
+        gtype = mapped.get(type_l[i])
+        if gtype is None:
+            gtype = mapped[type_l[i]] = _map_type(type_l[i], table, path, i + 1, type_c)
         out.append(
             NodeSpec(
-                name=names.iloc[i],
+                name=name_l[i],
                 gpu_type=gtype,
-                num_gpus=int(gpus[i]),
-                vcpus=float(cpu[i]),
-                host_mem_gb=float(mem[i]),
-                interconnect=_interconnect(gtype, int(gpus[i])),
+                num_gpus=gpus_l[i],
+                vcpus=cpu_l[i],
+                host_mem_gb=mem_l[i],
+                interconnect=_interconnect(gtype, gpus_l[i]),
             )
         )
     return out

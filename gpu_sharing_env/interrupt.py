@@ -1,0 +1,137 @@
+"""Stopping cleanly on Ctrl-C (SIGINT) and SIGTERM.
+
+Python turns SIGINT into :class:`KeyboardInterrupt`; SIGTERM, by default, kills the process
+on the spot: no ``finally`` runs, nothing is saved, and worker processes are left computing.
+Within :func:`sigterm_raises`, SIGTERM raises :class:`Terminated` instead, a subclass of
+``KeyboardInterrupt``, so every ``except KeyboardInterrupt`` path (save a checkpoint, keep the
+finished cells, stop the workers) handles both; :func:`exit_code` gives the shell's status for
+each (130 = 128 + SIGINT, 143 = 128 + SIGTERM).
+
+Worker processes leave the decision to their parent: Ctrl-C on a terminal reaches the whole
+foreground process group, so pool workers ignore SIGINT (:func:`worker_init`) and the parent
+stops them (:func:`stop_pool`, or :func:`process_pool` which does it on any exception).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+#: Exit status of a command stopped by Ctrl-C (SIGINT) or by SIGTERM (the shell's 128 + signal).
+SIGINT_EXIT = 128 + int(signal.SIGINT)
+SIGTERM_EXIT = 128 + int(signal.SIGTERM)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received (see :func:`sigterm_raises`); a ``KeyboardInterrupt`` so that the same
+    handlers stop the work."""
+
+
+#: Set when :func:`sigterm_raises`'s handler ran (reset when a block starts): some libraries
+#: (Ray's ``wait``) catch the exception and raise a plain ``KeyboardInterrupt`` in its place.
+_sigterm_received = False
+
+
+def _is_sigterm(exc: BaseException) -> bool:
+    return isinstance(exc, Terminated) or (_sigterm_received and isinstance(exc, KeyboardInterrupt))
+
+
+def exit_code(exc: BaseException) -> int:
+    """130 for Ctrl-C (``KeyboardInterrupt``), 143 for SIGTERM (:class:`Terminated`)."""
+    return SIGTERM_EXIT if _is_sigterm(exc) else SIGINT_EXIT
+
+
+def stopped_by(exc: BaseException) -> str:
+    """``"terminated (SIGTERM)"`` or ``"interrupted"``, for a command's last line."""
+    return "terminated (SIGTERM)" if _is_sigterm(exc) else "interrupted"
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within this block SIGTERM raises :class:`Terminated` in the main thread of this process;
+    the previous handler comes back after it. A no-op outside the main thread (only it may set
+    handlers). A process forked inside the block inherits the handler; there it restores the
+    default and re-sends the signal, so such a child dies of SIGTERM as it would have."""
+    global _sigterm_received
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+    _sigterm_received = False
+
+    def handler(signum: int, frame: Any) -> None:
+        global _sigterm_received
+        if os.getpid() != owner:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        _sigterm_received = True
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def worker_init() -> None:
+    """Initializer of pool workers: ignore SIGINT (the parent, which gets the same Ctrl-C,
+    decides and stops them) and die of SIGTERM (the default, even if a forked worker inherited
+    another handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stop_pool(pool: ProcessPoolExecutor, grace_s: float = 3.0) -> None:
+    """Stop ``pool`` now: cancel the work not started, SIGTERM the workers, and SIGKILL those
+    still alive after ``grace_s`` seconds. Running work is lost (its caller saves only what
+    finished)."""
+    # The executor keeps its processes in a private dict; there is no public way to reach them.
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        with contextlib.suppress(Exception):
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+
+
+@contextlib.contextmanager
+def process_pool(max_workers: int, mp_context: Any = None) -> Iterator[ProcessPoolExecutor]:
+    """A ``ProcessPoolExecutor`` whose workers run :func:`worker_init`: closed normally
+    (waiting for its work) when the block ends, stopped with :func:`stop_pool` (not waiting)
+    when it ends by an exception, Ctrl-C and SIGTERM included."""
+    pool = ProcessPoolExecutor(max_workers, mp_context=mp_context, initializer=worker_init)
+    try:
+        yield pool
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+__all__ = [
+    "SIGINT_EXIT",
+    "SIGTERM_EXIT",
+    "Terminated",
+    "exit_code",
+    "process_pool",
+    "sigterm_raises",
+    "stop_pool",
+    "stopped_by",
+    "worker_init",
+]
