@@ -1,0 +1,75 @@
+"""The headroom tool (gpu_sharing_gym/headroom.py): cells saved as they finish, a rerun computes
+only the missing ones, and the table pairs both planners against the best heuristic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpu_sharing_gym import headroom
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A few heuristics instead of all (the tool's own list is every registered one).
+HEURISTICS = ["antman", "gandiva", "time_sharing", "first_fit"]
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """``default`` with 8 jobs over one hour."""
+    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
+    data["workload"]["offline"].update(max_jobs=8, arrival_window_h=1)
+    data["name"] = "tiny"
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(tiny: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Run the command on ``tiny``; return the cells it computed."""
+    ran: list[str] = []
+    real = headroom.run_cell
+
+    def counting(cell: headroom.Cell) -> dict[str, Any]:
+        ran.append(f"{cell.policy}/{cell.seed}")
+        return real(cell)
+
+    monkeypatch.setattr(headroom, "run_cell", counting)
+    monkeypatch.setattr(headroom, "_heuristics", lambda: HEURISTICS)
+    argv = ["--scenarios", str(tiny), "--seeds", "1-2", "--out", str(out)]
+    assert headroom.main([*argv, "--samples", "1", "--horizon", "1", "--top", "3", "--quiet"]) == 0
+    return ran
+
+
+def test_resume_and_table(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "hr"
+    ran = _run(tiny, out, monkeypatch)
+    assert len(ran) == 2 * (len(HEURISTICS) + 2)
+    cells = sorted(p.relative_to(out / "cells").as_posix() for p in (out / "cells").rglob("*.json"))
+    assert len(cells) == len(ran)
+    assert "tiny/planner_oracle/1.json" in cells and "tiny/planner/2.json" in cells
+    table = (out / "headroom.md").read_text()
+    summary = json.loads((out / "headroom.json").read_text())[0]
+    assert summary["oracle"]["oracle"] is True and summary["planner"]["oracle"] is False
+    assert summary["candidates"][-1] == "pack" and summary["base"] in HEURISTICS
+    assert f"best heuristic: **{summary['base']}**" in table
+    assert "planner_oracle (**oracle**" in table and "Headroom (oracle − best)" in table
+    assert table in capsys.readouterr().out
+
+    # a rerun computes nothing; with one cell gone, only that one
+    assert _run(tiny, out, monkeypatch) == []
+    (out / "cells/tiny/planner/2.json").unlink()
+    assert _run(tiny, out, monkeypatch) == ["planner/2"]
+    again = json.loads((out / "headroom.json").read_text())[0]
+    assert again["planner"]["jct_by_seed"] == summary["planner"]["jct_by_seed"]  # same episode
+
+
+def test_bad_seeds_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert headroom.main(["--seeds", "9-3", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--seeds" in err
