@@ -187,6 +187,15 @@ def _use_the_product(venv: Path, py: Path, work: Path) -> None:
         work, env_pp,
     )  # fmt: skip
     assert "emptiest" in out
+    # The leaderboard from the wheel: a shipped suite by name (configs installed as package
+    # data), overridden to one seed and two policies, the third-party one among them.
+    out = _run(
+        [str(venv / "bin" / "gsg"), "leaderboard", "--suite", "demo", "--policies",
+         "first_fit,my_sched:Emptiest", "--seeds", "1", "--workers", "1", "--quiet",
+         "--out", str(work / "lb")],
+        work, env_pp,
+    )  # fmt: skip
+    assert "my_sched:Emptiest" in out and (work / "lb" / "index.html").is_file()
     plugin = work / "plugin"
     (plugin / "my_plugin").mkdir(parents=True)
     (plugin / "my_plugin" / "__init__.py").write_text(PLUGIN)
