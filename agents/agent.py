@@ -105,6 +105,17 @@ def write_metadata(path: str | os.PathLike[str], meta: Mapping[str, Any]) -> Non
     os.replace(tmp, p)
 
 
+def save_model(model: Any, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:
+    """``model.save`` with the agent metadata, atomically: written beside ``path`` under a
+    temporary name, then renamed over it, so a kill never leaves a half-written zip nor loses
+    the previous one."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.stem}.partial.zip")
+    model.save(tmp)
+    write_metadata(tmp, meta)
+    os.replace(tmp, p)
+
+
 def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
     """(metadata, policy state dict) of a checkpoint, without unpickling anything."""
     try:

@@ -48,7 +48,7 @@ from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate
-from gpu_sharing_gym.agents.agent import write_metadata
+from gpu_sharing_gym.agents.agent import save_model, write_metadata
 from gpu_sharing_gym.agents.config import MASKED_ALGOS
 from gpu_sharing_gym.agents.envs import ExpertHint, work_conserving
 
@@ -90,8 +90,9 @@ class ResumableCSV(CSVOutputFormat):
             except ValueError:
                 return True
 
-        with path.open("w", newline="") as f:
-            csv.writer(f, lineterminator="\n").writerows([header, *filter(keep, body)])
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([header, *filter(keep, body)])
+        atomic_write_text(path, buf.getvalue())  # a kill here keeps the old file whole
         self.file = path.open("r+")
         self.file.seek(0, os.SEEK_END)
         self.keys = list(header)
@@ -117,14 +118,18 @@ def prune_event_files(folder: Path, resume_step: int) -> int:
         if len(keep) == len(records):
             continue
         dropped += len(records) - len(keep)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("wb") as f:
-            writer = RecordWriter(f)
-            for r in keep:
-                writer.write(r)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # (a name without "tfevents": TensorBoard would read a leftover as a second file)
+        tmp = path.with_name(f".pruning-{os.getpid()}.tmp")
+        try:
+            with tmp.open("wb") as f:
+                writer = RecordWriter(f)
+                for r in keep:
+                    writer.write(r)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return dropped
 
 
@@ -365,8 +370,7 @@ class EvalCallback(BaseCallback):
         if meets and s["jct_mean_s"] < self.best_jct:
             self.best_jct = s["jct_mean_s"]
             path = self.out_dir / "best_model.zip"
-            self.model.save(path)
-            write_metadata(path, {**self.meta, "timesteps": int(self.num_timesteps)})
+            save_model(self.model, path, {**self.meta, "timesteps": int(self.num_timesteps)})
         # eval/ values only: training's pending values (train/, sim/) stay for the
         # algorithm's own dump at its own step
         dump_only(self.logger, "eval/", self.num_timesteps)

@@ -128,6 +128,15 @@ class TrainSettings:
     normalize_reward: bool = False
     """Scale rewards by a running estimate of the return's standard deviation (SB3's
     ``VecNormalize``, with the algorithm's ``gamma``), saved with every checkpoint."""
+    train_seed_pool: int = field(default=0, metadata=non_negative())
+    """Training episodes draw their seeds from this many fixed training seeds
+    (``gpu_sharing_gym.agents.envs.train_seed_pool``; the same in every run) instead of the
+    whole training range: episodes repeat, so per-seed work is cached (the paired reward's
+    reference curve). 0: the whole range."""
+    paired_cache_dir: str | None = None
+    """A directory where the paired reward's reference curves are kept as ``.npz`` files and
+    reused across processes and runs (``gpu_sharing_gym.agents.envs.ReferenceCurveCache``). None:
+    in memory only."""
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

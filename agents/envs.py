@@ -4,12 +4,21 @@ paired rewards, monitored and vectorised over one or several scenarios.
 Episode seeds below :data:`TRAIN_SEED_MIN` are reserved for evaluation: the leaderboard and
 ``scripts/evaluate.py`` use seeds ``0..N-1``, the training script's periodic evaluation uses
 ``1000..``. Training episodes draw their seeds from ``[TRAIN_SEED_MIN, 2**31)``, so an agent
-never trains on an episode it is later evaluated on.
+never trains on an episode it is later evaluated on; or, with a seed pool
+(:func:`train_seed_pool`), from a fixed set of ``N`` seeds in that range, so that per-episode
+work keyed by the seed (the paired reward's reference curve, :class:`ReferenceCurveCache`) is
+done once per seed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -18,7 +27,9 @@ from gymnasium import spaces
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0 and -v1)
+import gpu_sharing_env  # registers GpuSharing-v0 and -v1
+from gpu_sharing_env.config import ScenarioConfig
+from gpu_sharing_env.interference import MODEL_VERSION
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
@@ -34,6 +45,12 @@ _SEED_BOUND = 2**31 - 1
 HINT = "hint"
 #: Env ids the training tools build.
 ENV_IDS = ("GpuSharing-v0", "GpuSharing-v1")
+#: Reference curves kept in memory per process (each a few hundred floats on `default`).
+CURVE_CACHE_SIZE = 256
+#: Bump when what a reference curve file holds, or how a curve is computed, changes.
+CURVE_CACHE_VERSION = 1
+#: Seeds the fixed stream of pooled training seeds (:func:`train_seed_pool`).
+_POOL_STREAM = 20_240_601
 
 
 def work_conserving(mask: np.ndarray) -> np.ndarray:
@@ -123,6 +140,110 @@ def reference_curve(
     return np.asarray(times), np.asarray(integral)
 
 
+def _file_stamp(cfg: ScenarioConfig, path: str) -> list[Any]:
+    """(resolved path, size, mtime) of a file a scenario reads, or the bare path if absent."""
+    p = Path(path).expanduser()
+    if not p.is_absolute() and cfg.source_path:
+        cand = Path(cfg.source_path).parent / p
+        if cand.exists() or not p.exists():
+            p = cand
+    try:
+        st = p.stat()
+    except OSError:
+        return [str(p)]
+    return [str(p.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def scenario_digest(cfg: ScenarioConfig) -> str:
+    """A hash of a scenario's resolved content: every field of ``cfg``, and the size and time
+    of the trace or fleet file it reads."""
+    files = []
+    if cfg.workload.offline.trace_path:
+        files.append(_file_stamp(cfg, cfg.workload.offline.trace_path))
+    if cfg.cluster.fleet is not None:
+        files.append(_file_stamp(cfg, cfg.cluster.fleet.path))
+    text = json.dumps([dataclasses.asdict(cfg), files], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def curve_key(cfg: ScenarioConfig | str, reference: str, seed: int) -> str:
+    """What a reference curve depends on, hashed: the scenario's content (``cfg``, or its
+    :func:`scenario_digest`), the reference's name, the episode seed, the sharing physics
+    (``MODEL_VERSION``) and the package version (the heuristics' code)."""
+    digest = cfg if isinstance(cfg, str) else scenario_digest(cfg)
+    spec = [CURVE_CACHE_VERSION, MODEL_VERSION, gpu_sharing_env.__version__, digest, reference]
+    return hashlib.sha256(json.dumps([*spec, int(seed)]).encode()).hexdigest()[:32]
+
+
+class ReferenceCurveCache:
+    """Reference curves (:func:`reference_curve`) by :func:`curve_key`: a bounded in-process LRU
+    and, with ``directory``, ``<key>.npz`` files there (two float64 arrays, loaded without
+    pickle; written to a temporary name and renamed, so readers never see half a file, and
+    several processes may share the directory). A curve is a pure function of its key, so a
+    hit returns the same floats as computing it again."""
+
+    def __init__(self, maxsize: int = CURVE_CACHE_SIZE) -> None:
+        self.maxsize = maxsize
+        self._mem: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.hits = self.disk_hits = self.misses = 0
+
+    def clear(self) -> None:
+        self._mem.clear()
+        self.hits = self.disk_hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._mem)
+
+    def get(
+        self,
+        key: str,
+        compute: Callable[[], tuple[np.ndarray, np.ndarray]],
+        directory: str | Path | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The curve for ``key``: from memory, else from ``directory``, else ``compute()``."""
+        if key in self._mem:
+            self._mem.move_to_end(key)
+            self.hits += 1
+            return self._mem[key]
+        curve = self._load(Path(directory) / f"{key}.npz") if directory else None
+        if curve is not None:
+            self.disk_hits += 1
+        else:
+            self.misses += 1
+            times, integral = compute()
+            curve = (np.asarray(times, dtype=np.float64), np.asarray(integral, dtype=np.float64))
+            if directory:
+                self._save(Path(directory) / f"{key}.npz", curve)
+        for a in curve:
+            a.flags.writeable = False  # shared between episodes and envs
+        self._mem[key] = curve
+        while len(self._mem) > self.maxsize:
+            self._mem.popitem(last=False)
+        return curve
+
+    @staticmethod
+    def _load(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                times, integral = f["times"], f["integral"]
+        except (OSError, KeyError, ValueError):  # absent, or not a curve file: recompute
+            return None
+        if times.dtype != np.float64 or times.shape != integral.shape or times.ndim != 1:
+            return None
+        return times, integral
+
+    @staticmethod
+    def _save(path: Path, curve: tuple[np.ndarray, np.ndarray]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npz")
+        np.savez(tmp, times=curve[0], integral=curve[1])
+        os.replace(tmp, path)
+
+
+#: The process's reference curves (shared by every :class:`PairedReward` in it).
+CURVES = ReferenceCurveCache()
+
+
 class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
     """Rewards relative to a reference heuristic on the same episode: an input-dependent
     baseline (Mao et al., "Variance Reduction for Reinforcement Learning in Input-Driven
@@ -143,20 +264,38 @@ class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
     variance (most of it: `default`'s JCT varies 3x across seeds) cancels. An agent that acts
     like the reference earns 0. The SLO term is left as it is. ``info["reference_jct_return"]``
     holds the reference's own return at the end of an episode.
+
+    The curve ``I_ref`` is computed once per (scenario content, seed, reference, physics
+    version) and kept in :data:`CURVES` (bounded, in memory) and, with ``cache_dir``, on disk;
+    ``cache=False`` recomputes it on every reset (the rewards are the same either way).
     """
 
-    def __init__(self, env: gym.Env[Any, Any], reference: str) -> None:
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        reference: str,
+        cache: bool = True,
+        cache_dir: str | Path | None = None,
+    ) -> None:
         super().__init__(env)
         base: Any = env.unwrapped
         if base.reward_name != "jct":
             raise ValueError(f"paired reward: needs the 'jct' reward (got {base.reward_name!r})")
         self.reference_name = reference
         self.reference = make_expert(reference)
-        self._sim = make_simulator(base.cfg)
+        self.cache = cache
+        self.cache_dir = cache_dir
+        self._sim: Simulator | None = None  # built on the first miss
+        self._digest: tuple[Any, str] | None = None  # (cfg, scenario_digest(cfg))
         self._times = np.zeros(1)
         self._integral = np.zeros(1)
         self._scale = 1.0
         self._prev = 0.0
+
+    def _compute(self, base: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._sim is None:
+            self._sim = make_simulator(base.cfg)
+        return reference_curve(self.reference, self._sim, seed)
 
     def _i_ref(self, t: float) -> float:
         return float(np.interp(t, self._times, self._integral))
@@ -166,9 +305,16 @@ class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         base: Any = self.env.unwrapped
-        self._times, self._integral = reference_curve(
-            self.reference, self._sim, int(base.episode_seed)
-        )
+        ep_seed = int(base.episode_seed)
+        if self.cache:
+            if self._digest is None or self._digest[0] is not base.cfg:
+                self._digest = (base.cfg, scenario_digest(base.cfg))
+            key = curve_key(self._digest[1], self.reference_name, ep_seed)
+            self._times, self._integral = CURVES.get(
+                key, lambda: self._compute(base, ep_seed), self.cache_dir
+            )
+        else:
+            self._times, self._integral = self._compute(base, ep_seed)
         n = sum(not st.spec.online for st in base.sim.jobs.values())
         self._scale = 3600.0 * max(1, n)
         self._prev = self._i_ref(base.sim.now)
@@ -186,17 +332,34 @@ class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
         return obs, shaped, terminated, truncated, info
 
 
+def train_seed_pool(n: int) -> np.ndarray:
+    """``n`` distinct episode seeds in the training range, the same in every process and run
+    (the first ``n`` distinct draws of a fixed stream: pool ``n`` is a prefix of pool ``n+1``)."""
+    if n < 1:
+        raise ValueError(f"train_seed_pool: must be >= 1 (got {n})")
+    rng = np.random.default_rng(_POOL_STREAM)
+    seen: dict[int, None] = {}
+    while len(seen) < n:
+        seen.setdefault(int(rng.integers(TRAIN_SEED_MIN, _SEED_BOUND)), None)
+    return np.fromiter(seen, dtype=np.int64, count=n)
+
+
 class TrainSeeds(gym.Wrapper[Any, Any, Any, Any]):
-    """``reset()`` without a seed draws the episode seed from the training range.
+    """``reset()`` without a seed draws the episode seed from the training range, or, with
+    ``seed_pool`` N > 0, uniformly from the N fixed seeds of :func:`train_seed_pool` (episodes
+    then repeat, so per-seed work such as the paired reward's reference curve is cached).
 
     With ``conserving``, the action mask also hides *wait* whenever a job can be placed (a
     work-conserving scheduler; see :func:`work_conserving`).
     """
 
-    def __init__(self, env: gym.Env[Any, Any], conserving: bool = False) -> None:
+    def __init__(
+        self, env: gym.Env[Any, Any], conserving: bool = False, seed_pool: int = 0
+    ) -> None:
         super().__init__(env)
         self._rng = np.random.default_rng(0)
         self.conserving = conserving
+        self.pool = train_seed_pool(seed_pool) if seed_pool else None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -204,7 +367,10 @@ class TrainSeeds(gym.Wrapper[Any, Any, Any, Any]):
         if seed is not None:
             # A seed here seeds the stream of training seeds (SB3 seeds each env once).
             self._rng = np.random.default_rng(seed)
-        episode_seed = int(self._rng.integers(TRAIN_SEED_MIN, _SEED_BOUND))
+        if self.pool is None:
+            episode_seed = int(self._rng.integers(TRAIN_SEED_MIN, _SEED_BOUND))
+        else:
+            episode_seed = int(self.pool[self._rng.integers(self.pool.size)])
         return self.env.reset(seed=episode_seed, options=options)
 
     def action_masks(self) -> np.ndarray:
@@ -246,19 +412,22 @@ def make_env(
     env_id: str = "GpuSharing-v0",
     paired: str | None = None,
     train_seeds: bool = True,
+    seed_pool: int = 0,
+    paired_cache_dir: str | Path | None = None,
 ) -> gym.Env[Any, Any]:
     """One monitored training env (episode seeds from the training range unless
-    ``train_seeds`` is False); ``paired`` names the reference of :class:`PairedReward`."""
+    ``train_seeds`` is False; from ``seed_pool`` fixed seeds if > 0); ``paired`` names the
+    reference of :class:`PairedReward` (curves also kept in ``paired_cache_dir`` if given)."""
     if env_id not in ENV_IDS:
         raise ValueError(f"env_id: must be one of {', '.join(ENV_IDS)} (got {env_id!r})")
     env: gym.Env[Any, Any] = gym.make(env_id, scenario=scenario, **dict(env_kwargs or {}))
     if paired:
-        env = PairedReward(env, paired)
+        env = PairedReward(env, paired, cache_dir=paired_cache_dir)
     if hint:
         env = ExpertHint(env, hint)
     if not train_seeds:
         return env
-    return Monitor(TrainSeeds(env, conserving))
+    return Monitor(TrainSeeds(env, conserving, seed_pool))
 
 
 def make_vec_env(
@@ -270,6 +439,8 @@ def make_vec_env(
     hint: str | None = None,
     env_id: str = "GpuSharing-v0",
     paired: str | None = None,
+    seed_pool: int = 0,
+    paired_cache_dir: str | Path | None = None,
 ) -> VecEnv:
     """``n_envs`` training envs (env ``i`` on the ``i % k``-th of ``k`` scenarios): in this
     process for 1, in subprocesses for more."""
@@ -281,7 +452,9 @@ def make_vec_env(
         kwargs.update(common_layout(names, kwargs))
 
     def factory(name: str) -> Callable[[], gym.Env[Any, Any]]:
-        return lambda: make_env(name, kwargs, conserving, hint, env_id, paired)
+        return lambda: make_env(
+            name, kwargs, conserving, hint, env_id, paired, True, seed_pool, paired_cache_dir
+        )
 
     fns = [factory(names[i % len(names)]) for i in range(n_envs)]
     venv: VecEnv = DummyVecEnv(fns) if n_envs == 1 else SubprocVecEnv(fns, start_method="spawn")

@@ -13,6 +13,21 @@ the luck of the draw. This is the rollout algorithm of Bertsekas and Tsitsiklis
 2018, §8.10) with the simulator as the model, as in model-predictive control: one step of
 policy improvement over the base heuristic, done online, for the state actually reached.
 
+*Fortified* (the default, ``fortified=True``; Bertsekas, Tsitsiklis and Wu, "Rollout algorithms
+for combinatorial optimization", *J. Heuristics* 3, 1997; Bertsekas, *Rollout, Policy Iteration,
+and Distributed Reinforcement Learning*, 2020, §2.3): the rollout policy of the candidate taken
+(the candidate's copy for the rest of its ``horizon`` decisions, then the base's copy), as it
+stood after its first action, is kept as the *committed plan*. At every later decision point
+it is asked first (exactly once, as its rollout asked it, so its state stays that of the
+trajectory it was scored on), and its action, with itself as the continuation, is the first
+candidate: the reference column of the comparison (ties, ``margin`` and ``min_t`` keep it,
+and with ``slo_ref="base"`` it sets the SLO reference). Any candidate that beats it replaces
+it. Without this, a first step scored under "this heuristic for 8 decisions" was followed
+by a continuation re-chosen at each step, and on the true future (:class:`OraclePlanner`) the
+planner could end worse than its base (``docs/agents.md``, Headroom). With it, on the true
+future the cost of the committed plan never rises from one decision to the next, so the
+episode is never worse than the base heuristic's (``tests/test_planner.py``).
+
 What the planner may know is what any policy may know (:class:`ClusterView`): the queue with
 *estimated* durations, the progress of running jobs, the cluster state, the scenario's workload
 *distribution* and the speed model. :func:`sample_belief` replaces everything else in its copy:
@@ -201,6 +216,8 @@ class RolloutPlanner(HeuristicPolicy):
             target, or the base action's attainment in the same sampled future where that is
             lower: where the base misses the target, JCT is not traded for SLO; a JCT
             teacher, ``docs/agents.md``).
+        fortified: Keep the committed plan as the first candidate at every later decision
+            (module doc); on the true future the planner is then never worse than ``base``.
     """
 
     name = "planner"
@@ -216,6 +233,7 @@ class RolloutPlanner(HeuristicPolicy):
         seed: int = 0,
         slo_ref: str = "target",
         belief: str = "observed",
+        fortified: bool = True,
     ) -> None:
         if samples < 1 or horizon < 0 or margin < 0 or min_t < 0:
             raise ValueError("planner: samples >= 1, horizon >= 0, margin >= 0, min_t >= 0")
@@ -233,6 +251,7 @@ class RolloutPlanner(HeuristicPolicy):
         self.candidate_names = tuple(candidates)
         self.samples, self.horizon, self.margin, self.seed = samples, horizon, margin, seed
         self.min_t = min_t
+        self.fortified = fortified
         self.reset(0)
 
     def reset(self, seed: int) -> None:
@@ -248,47 +267,80 @@ class RolloutPlanner(HeuristicPolicy):
         self.plan_rng = np.random.default_rng([seed, self.seed, 0x9E3779B9])
         #: Decisions planned / where a candidate other than the base one was taken.
         self.n_planned = self.n_changed = 0
+        #: The committed plan (``fortified``): the rollout policy whose trajectory the episode
+        #: follows, as it stood after the last real decision.
+        self.plan: Then | None = None
 
     def decide(self, view: ClusterView) -> Decision | None:
+        # The committed plan (fortified) is asked first, once per real decision point, as its
+        # rollout asked it: its state then stays that of the trajectory it was scored on.
+        plan = self.plan if self.fortified else None
+        d_plan = plan.decide(view) if plan is not None else None
         d_base = self.base.decide(view)
-        if d_base is None:
+        if d_base is None and d_plan is None:
             return None
         sim = view.lookahead_copy()  # the model: its hidden future redrawn, never read
         window = {st.job_id for st in sim.window_jobs()}
-        cands: list[tuple[Decision, HeuristicPolicy | None]] = [(d_base, None)]
-        seen = {(d_base.job_id, d_base.gpu, d_base.option)}
+        # (first action, the rollout policy after it; None: built from the live policies)
+        cands: list[tuple[Decision | None, HeuristicPolicy | None, Then | None]] = []
+        seen: set[tuple[int, int, int] | None] = set()
+        if plan is not None:
+            cands.append((d_plan, None, plan))  # the incumbent: its ties and margins win
+            seen.add(_key(d_plan))
+        if d_base is not None and _key(d_base) not in seen:
+            cands.append((d_base, None, None))
+            seen.add(_key(d_base))
         for p in self.others.values():
             d = p.decide(view)
             if d is None or d.job_id not in window:
                 continue  # waits and migrations are not candidates
-            key = (d.job_id, d.gpu, d.option)
-            if key not in seen:
-                seen.add(key)
-                cands.append((d, p))
+            if _key(d) not in seen:
+                seen.add(_key(d))
+                cands.append((d, p, None))
+        if len(cands) == 1 and not self.fortified:
+            return cands[0][0]  # nothing to choose (a plan is judged by its first action)
+        # each candidate's rollout policy as it stands after the first action: its own copies
+        # of the policies (policy state is part of the world: imagined futures never write
+        # into the live ones, e.g. Gandiva's migration cool-downs, any policy's random stream)
+        starts = [
+            start if start is not None
+            else Then(copy.deepcopy(then), self.horizon, copy.deepcopy(self.base))
+            for _, then, start in cands
+        ]  # fmt: skip
         if len(cands) == 1:
-            return d_base  # nothing to choose (a plan is judged by its first action)
-        self.n_planned += 1
+            best = 0  # nothing to choose: the plan goes on
+        else:
+            self.n_planned += 1
+            best = self._choose(self._scores(sim, [d for d, _, _ in cands], starts))
+        first = cands[best][0]
+        self.n_changed += _key(first) != _key(d_base)
+        if self.fortified:
+            self.plan = starts[best]  # followed from here on unless a candidate beats it
+        return first
+
+    def _scores(
+        self, sim: Simulator, firsts: Sequence[Decision | None], starts: Sequence[Then]
+    ) -> np.ndarray:
+        """``scores[sample, candidate]``: the objective of ``firsts[i]`` then ``starts[i]``
+        (run on a copy) to the end, in each sampled future (column 0: the reference)."""
         target = sim.cfg.slo_target
-        scores = np.zeros((self.samples, len(cands)))
+        scores = np.zeros((self.samples, len(firsts)))
         for k in range(self.samples):
             if self.oracle:
                 world = sim.copy()  # the true future, its random streams included
             else:
                 world = sample_belief(sim, self.plan_rng, observed=self.belief == "observed")
-            for i, (first, then) in enumerate(cands):
-                s2 = world if i == len(cands) - 1 else world.copy()
-                s2.apply(first)
-                # Policy state is part of the world: each rollout continues with its own copies
-                # of the policies, so imagined futures never write into the live ones (e.g.
-                # Gandiva's migration cool-downs, any policy's random stream).
-                rollout = Then(copy.deepcopy(then), self.horizon, copy.deepcopy(self.base))
-                m = run_to_end(rollout, s2)
-                if i == 0:  # the base comes first: it sets the sample's SLO reference
+            for i, (first, start) in enumerate(zip(firsts, starts, strict=True)):
+                s2 = world if i == len(firsts) - 1 else world.copy()
+                if first is None:
+                    s2.advance()  # the plan waits here (as the runner does on a wait)
+                else:
+                    s2.apply(first)
+                m = run_to_end(copy.deepcopy(start), s2)
+                if i == 0:  # the reference comes first: it sets the sample's SLO reference
                     target = self.slo_reference(sim.cfg.slo_target, m["slo_attainment"])
                 scores[k, i] = _objective(m, target)
-        best = self._choose(scores)
-        self.n_changed += best != 0
-        return cands[best][0]
+        return scores
 
     def slo_reference(self, slo_target: float, base_slo: float) -> float:
         """The SLO attainment a candidate is held to in one sampled future (``slo_ref``)."""
@@ -308,6 +360,11 @@ class RolloutPlanner(HeuristicPolicy):
             if float(diff.mean()) < self.min_t * se:
                 return 0
         return best
+
+
+def _key(d: Decision | None) -> tuple[int, int, int] | None:
+    """What makes two first actions the same (None: a wait)."""
+    return None if d is None else (d.job_id, d.gpu, d.option)
 
 
 class OraclePlanner(RolloutPlanner):

@@ -65,7 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--timesteps", type=int, default=None, help="total timesteps (overrides YAML)")
     p.add_argument("--out", default=None, help="run directory (required to train)")
-    p.add_argument("--resume", action="store_true", help="continue from DIR's last checkpoint")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from DIR's last checkpoint (SB3 unpickles it: resume only run "
+        "directories you made or trust)",
+    )
     p.add_argument(
         "--config",
         default=None,
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
     from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
     from gpu_sharing_env.fileio import atomic_write_text
-    from gpu_sharing_gym.agents.agent import write_metadata
+    from gpu_sharing_gym.agents.agent import save_model
     from gpu_sharing_gym.agents.callbacks import (
         CheckpointCallback,
         EvalCallback,
@@ -157,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         if resolved_prev.get("algo") != args.algo:
             return fail(f"{saved_cfg}: algo: the run used {resolved_prev.get('algo')!r}")
         args.scenario = resolved_prev["scenario_arg"]
-    elif (out / "config.yaml").exists():
+    elif (out / "config.yaml").exists() and ckpt is not None:
         return fail(f"{out}: already holds a run (use --resume, or another --out)")
+    # (a config.yaml with no checkpoint is a start that failed or was stopped before its first
+    # checkpoint: nothing to resume, so the same command starts it again)
     try:
         names = split_scenarios(args.scenario)
         scenarios = [load_scenario(n) for n in names]
@@ -194,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         assert ckpt is not None
         done_steps = ckpt.timesteps
-        if done_steps >= settings.n_timesteps:
+        finished = (out / "model.zip").is_file() and "summary" in _read_json(out / "metrics.json")
+        if done_steps >= settings.n_timesteps and finished:
             print(
                 f"{out}: the run is finished ({done_steps} of {settings.n_timesteps} timesteps);"
                 f" nothing to do (raise --timesteps to continue it)"
@@ -241,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         venv = make_vec_env(
             names, settings.n_envs, settings.seed, env_kwargs, conserving,
             settings.expert_hint, settings.env_id, settings.paired_reference,
+            settings.train_seed_pool, settings.paired_cache_dir,
         )  # fmt: skip
     except Exception as e:  # environment construction from a validated config: report briefly
         return fail(f"could not build the environment: {e}")
@@ -395,8 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     timing["train_steps_per_s"] = (int(model.num_timesteps) - steps0) / max(learn_s, 1e-9)
     checkpoint.init_callback(model)
     checkpoint.save()
-    model.save(out / "model.zip")
-    write_metadata(out / "model.zip", {**meta, "timesteps": int(model.num_timesteps)})
+    save_model(model, out / "model.zip", {**meta, "timesteps": int(model.num_timesteps)})
     # The final validation goes through the evaluator: eval/ tags and best_model.zip for it too.
     evaluator.init_callback(model)
     if not history or history[-1]["timesteps"] != model.num_timesteps or not evaluator.last_records:
@@ -498,13 +506,21 @@ def summary_text(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _recipe_algo(config: str | None, algos: Any) -> str:
-    """The algorithm a shipped recipe is for, by its name (``maskable_ppo_v1`` ->
-    ``maskable_ppo``, ``dqn`` -> ``dqn``: the longest algorithm name it starts with); the
-    default ``maskable_ppo`` for a path or no ``--config``."""
-    if config is None or Path(config).suffix in (".yaml", ".yml"):
+    """The algorithm a recipe is for, by its name (``maskable_ppo_v1`` -> ``maskable_ppo``,
+    ``dqn`` -> ``dqn``, ``my/dqn_fast.yaml`` -> ``dqn``: the longest algorithm name its file
+    name starts with); ``maskable_ppo`` otherwise."""
+    if config is None:
         return "maskable_ppo"
-    name = Path(config).name
+    name = Path(config).stem if Path(config).suffix in (".yaml", ".yml") else Path(config).name
     fits = [a for a in algos if name == a or name.startswith(f"{a}_")]
     return max(fits, key=len) if fits else "maskable_ppo"
 

@@ -112,6 +112,7 @@ def planner_params(
         "candidates": tuple(candidates),
         "samples": 1 if oracle else samples,
         "horizon": horizon,
+        "fortified": True,  # the planner's default (recorded: older cells were not)
     }
     if not oracle:
         kw["belief"] = "observed"

@@ -13,7 +13,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser from PyPI (dev extra)
+    import tomli as tomllib
 from mypy import build
 from mypy.config_parser import parse_config_file
 from mypy.errors import CompileError

@@ -198,9 +198,12 @@ def test_ctrl_c_saves_checkpoint(tmp_path: Path) -> None:
     # The first checkpoint is written after pretraining; from then on Ctrl-C saves one.
     first = out / "checkpoints" / "last.json"
     deadline = time.time() + 480
-    while time.time() < deadline and not first.exists() and proc.poll() is None:
-        time.sleep(0.2)
-    time.sleep(1.0)
+    while not first.exists():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"no first checkpoint (exit {proc.returncode}): {err[-2000:]}")
+        time.sleep(0.2)  # polling for the file that says it started, not a fixed wait
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=300)

@@ -239,3 +239,25 @@ def test_oracle_planner_is_marked_and_reads_the_true_future() -> None:
         RolloutPlanner(belief="oracle")
     sim = make_simulator(small())
     assert run_episode(p, sim, 11) == run_episode(p, sim, 11) and p.n_planned > 0
+
+
+@pytest.mark.parametrize("seed", [2, 3, 9])
+def test_fortified_oracle_is_never_worse_than_its_base(seed: int) -> None:
+    """Fortified rollout (Bertsekas, Tsitsiklis and Wu, 1997): the committed plan stays a
+    candidate, so on the true future the planner's episode is never worse than its base's.
+    (Without it, seed 3 with base gandiva and horizon 8 ends 493 s of JCT worse than
+    gandiva: the first step was scored under a continuation then abandoned.)"""
+    from gpu_sharing_gym.agents.lookahead import _objective
+    from gpu_sharing_gym.agents.planner import OraclePlanner
+
+    cfg = small()
+    sim = make_simulator(cfg)
+    for base in ("antman", "gandiva"):
+        p = OraclePlanner(base=base, horizon=8)
+        assert p.fortified
+        m = run_episode(p, sim, seed)
+        m_base = run_episode(make_policy(base), sim, seed)
+        assert _objective(m, cfg.slo_target) <= _objective(m_base, cfg.slo_target) + 1e-6
+        if m_base["slo_attainment"] >= cfg.slo_target:
+            assert m["jct_mean_s"] <= m_base["jct_mean_s"] + 1e-6
+        assert run_episode(p, sim, seed) == m  # deterministic

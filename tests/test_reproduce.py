@@ -82,6 +82,7 @@ def _recompute_check(rec: dict[str, Any], c: dict[str, Any]) -> bool:
     assert [lo, hi] == pytest.approx(c["ci"], nan_ok=True)
     edge = lo if c["op"] in (">", ">=") else hi
     passed = math.isfinite(lo) and math.isfinite(hi) and OPS[c["op"]](edge, c["bound"])
+    passed = passed and (c["n"] is None or c["n"] == len(rec["seeds"]))  # no seed left out
     assert passed == c["ok"]
     return passed
 
@@ -355,3 +356,14 @@ def test_bad_sweep_is_one_line_error(tmp_path: Path, args: list[str], message: s
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_seed_without_a_value_fails_the_check() -> None:
+    """A NaN seed (a ratio over zero) is not dropped from the interval: the check fails."""
+    from gpu_sharing_gym.fidelity.common import SEED_SEP
+
+    d = {"a.x": 1.5, **{f"a.x{SEED_SEP}{s}": v for s, v in enumerate([1.3, 1.4, math.nan])}}
+    c = check("r", d, "a.x", ">", 1.0)
+    assert c["n"] == 2 and c["point_ok"] and not c["ok"]
+    d[f"a.x{SEED_SEP}2"] = 1.35
+    assert check("r", d, "a.x", ">", 1.0)["ok"]

@@ -21,6 +21,7 @@ type checkers; ``constants.py`` the model's constants (the public ones re-export
 from __future__ import annotations
 
 import copy
+import itertools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -112,6 +113,10 @@ def _check_batch(st: JobState, batch_size: int) -> str | None:
     return None
 
 
+#: Source of ``Simulator.uid``.
+_UIDS = itertools.count()
+
+
 class Simulator(_Lifecycle, _Rates, _Ticks):
     """Event-driven GPU cluster simulator (no Gymnasium, torch or YAML here).
 
@@ -166,6 +171,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.now = 0.0
         self.n_events = 0
         self.n_service_ticks = 0
+        #: This simulator object's own number (unique in the process, never reused; copies get
+        #: their own): what a cache keyed on "the same simulator" may use.
+        self.uid = next(_UIDS)
         #: Registered :class:`~gpu_sharing_env.sim.observe.SimObserver` objects (kept across
         #: resets; not copied by :meth:`copy`).
         self._observers: list[SimObserver] = []
@@ -508,8 +516,11 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
             if hasattr(self, name):
                 memo[id(getattr(self, name))] = getattr(self, name)
         memo[id(self._observers)] = []
+        clone_uid = next(_UIDS)
         if self.done and not hasattr(self, "jobs"):
-            return copy.deepcopy(self, memo)  # never reset: nothing else to share
+            fresh = copy.deepcopy(self, memo)  # never reset: nothing else to share
+            fresh.uid = clone_uid
+            return fresh
         for sp in self._arrivals:
             memo[id(sp)] = sp
         for st in self.jobs.values():
@@ -521,7 +532,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         memo[id(self._view_cache)] = {}
         memo[id(self._mask_cache)] = {}
         memo[id(self.timeseries)] = list(self.timeseries)  # tuples of floats: immutable
-        return copy.deepcopy(self, memo)
+        clone = copy.deepcopy(self, memo)
+        clone.uid = clone_uid
+        return clone
 
     def reseed(self, fault_seed: int, noise_seed: int) -> None:
         """Fresh random streams for faults and online-load noise (a sampled future's own)."""
@@ -540,8 +553,11 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         """Replace a job's hidden truth (``work_s``, ``true_mem_gb``: a sampled belief); a
         running job's completion is rescheduled at its new duration."""
         st = self.jobs[job_id]
-        if spec.job_id != job_id:
-            raise ValueError(f"set_true_spec: spec.job_id {spec.job_id} != {job_id}")
+        if replace(spec, work_s=st.spec.work_s, true_mem_gb=st.spec.true_mem_gb) != st.spec:
+            raise ValueError(
+                f"set_true_spec: job {job_id}: only work_s and true_mem_gb (the hidden truth) "
+                f"may change"
+            )
         if st.status is Status.RUNNING:
             self._accrue(st)
             st.spec = spec

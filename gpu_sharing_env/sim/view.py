@@ -142,9 +142,9 @@ class ClusterView:
         #: and in every copy of the simulator. Facts about a job that never change (its model,
         #: its request) may be cached under it.
         self.episode = _episode(sim)
-        #: Identifies the simulator object (``id``): the same across its episodes, as long as
-        #: it lives (an encoder built for it may be reused after its ``reset``).
-        self.simulator_id = id(sim)
+        #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
+        #: episodes (an encoder built for it may be reused after its ``reset``).
+        self.simulator_id = sim.uid
         #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
         #: readiness change (equal within one simulator: the same GPU state).
         self.version = c.version

@@ -209,6 +209,45 @@ def _f(v: Any, nd: int = 0) -> str:
     return str(v)
 
 
+def render_training(t: dict[str, Any]) -> list[str]:
+    """The ``training`` section (issue 22): a table of one run with its machine."""
+    mi = t.get("machine_info", {})
+    ours, theirs = t["maskable_ppo"], t["cartpole_ppo"]
+    lines = [
+        "## Training loop beside CartPole (issue 22)",
+        "",
+        f"`gsg bench --training`, one process, torch threads {t['torch_threads']}, on "
+        f"{mi.get('cpu', '?')} ({mi.get('cores', '?')} cores), {mi.get('date', '?')}; torch "
+        f"{mi.get('torch')}, SB3 {mi.get('stable_baselines3')}, sb3-contrib "
+        f"{mi.get('sb3_contrib')}. The default recipe (`configs/recipes/{t['recipe']}.yaml` on "
+        f"`{t['scenario']}`, PPO phase: no pretraining, evaluation or checkpoints) and SB3 PPO "
+        "(default `MlpPolicy` and hyperparameters) on CartPole-v1, "
+        f"{_f(t['steps'])} steps each; raw steps/s under random legal actions, "
+        f"{t['seconds']:g} s each. Ratios are within the run"
+        + (
+            f"; the 1-minute load average was {load[0]} before and {load[1]} after (other "
+            "jobs share the cores: absolute rates are low, ratios are what to compare)."
+            if (load := t.get("load_avg_1m")) and None not in load
+            else "."
+        ),
+        "",
+        "| | steps | rollout (n_steps x envs) | wall s | steps/s | x CartPole |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| MaskablePPO, `{t['recipe']}` on `{t['scenario']}` | {_f(ours['steps'])} "
+        f"| {ours['n_steps']} x {ours['n_envs']} | {_f(ours['wall_s'], 1)} "
+        f"| {_f(ours['steps_per_s'])} | **{t['x_cartpole_ppo']:.3f}** |",
+        f"| SB3 PPO on CartPole-v1 | {_f(theirs['steps'])} "
+        f"| {theirs['n_steps']} x {theirs['n_envs']} | {_f(theirs['wall_s'], 1)} "
+        f"| {_f(theirs['steps_per_s'])} | 1 |",
+    ]
+    for k, v in t["env_steps_per_s"].items():
+        lines.append(
+            f"| raw `{k}` on `{t['scenario']}` | | | | {_f(v)} | **{t['env_x_cartpole'][k]:.4f}** |"
+        )
+    lines += [f"| raw CartPole-v1 | | | | {_f(t['cartpole_steps_per_s'])} | 1 |", ""]
+    return lines
+
+
 def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     mi = data.get("machine_info", {})
     lines = [
@@ -353,6 +392,8 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
             + ".",
             "",
         ]
+    if "training" in data:
+        lines += render_training(data["training"])
     if "side_by_side" in data:
         from gpu_sharing_gym.bench.side_by_side import render as render_sbs
 

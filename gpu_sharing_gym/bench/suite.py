@@ -42,6 +42,15 @@ Sections (``--only``, comma-separated; default all):
     MaskablePPO (sb3-contrib) as ``agents.make_model`` builds it, trained on ``default``; the
     env is wrapped to time ``step`` and ``reset``: ``ppo_env_share`` = time in the env /
     training wall time.
+``training``
+    Only with ``--training`` (or ``--only training``; issue 22), in this one process, one torch
+    thread: the default recipe (``configs/recipes/maskable_ppo.yaml`` on ``default``: its env
+    wrappers, policy and hyperparameters as ``gsg train`` builds them; the PPO phase only: no
+    pretraining, evaluation or checkpoints) trained for ``--training-steps`` (16,384) beside
+    SB3 PPO (default ``MlpPolicy`` and hyperparameters, the same SB3) on CartPole-v1 for as
+    many steps, and raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal
+    actions beside CartPole's raw steps/s, with the ratios. Fewer steps than one rollout
+    (``n_steps``) shorten the rollout of both learners to the steps (CI sizes).
 ``sbs``
     Only when ``SBS_PEER_GIT`` is set (a local git dir of alibaba/clusterdata): our trace
     replay beside Alibaba's PAI v2020 simulator, whole process, at the trace's own arrivals
@@ -76,7 +85,9 @@ from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import is_tty, progress
 from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
 
-SECTIONS = ("replay", "openb", "env", "ppo", "sbs")
+SECTIONS = ("replay", "openb", "env", "ppo", "sbs", "training")
+#: Sections of a plain run (``training`` runs when asked: ``--training``).
+DEFAULT_SECTIONS = ("replay", "openb", "env", "ppo", "sbs")
 SIZES = (16, 64, 256, 1024)
 TARGETS = {"16": 0.25, "1024": 0.05}
 #: GPUs in the default scenario (4 A100 + 4 V100 + 2x2 T4): the unit jobs are scaled from.
@@ -107,6 +118,14 @@ REPLAY_REPEAT = 2
 #: hours at 6,500 GPUs; their rate is then measured on the part replayed.
 REPLAY_MAX_S = 60.0
 PPO_STEPS = 4096
+#: ``training``: steps of each learner (issue 22 measures ``time/fps`` at 16k steps).
+TRAINING_STEPS = 16_384
+QUICK_TRAINING_STEPS = 1024
+#: ``training``: the recipe and scenario measured.
+TRAINING_RECIPE = "maskable_ppo"
+TRAINING_SCENARIO = "default"
+#: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
+TRAINING_TARGETS = {"steps_per_s": 1000.0, "x_cartpole_ppo": 0.7, "env_x_cartpole": 0.1}
 #: Issue 9's targets.
 REPLAY_TARGETS = {"first_fit@6500": 2000.0, "muxflow@6500": 500.0}
 SCALING_TARGET = 1 / 3
@@ -544,6 +563,140 @@ def bench_ppo(steps: int) -> dict[str, Any]:
     }
 
 
+# ====================================================================== training
+def _rollout_kwargs(
+    algo_kwargs: dict[str, Any], steps: int, n_envs: int, defaults: Any
+) -> dict[str, Any]:
+    """``algo_kwargs`` with the rollout shortened to ``steps`` when a rollout (``n_steps`` x
+    ``n_envs``) is longer (and the minibatch no larger than the rollout)."""
+    kw = dict(algo_kwargs)
+    n_steps = int(kw.get("n_steps", defaults["n_steps"].default))
+    if n_steps * n_envs > steps:
+        kw["n_steps"] = max(2, steps // n_envs)
+        batch = int(kw.get("batch_size", defaults["batch_size"].default))
+        kw["batch_size"] = min(batch, kw["n_steps"] * n_envs)
+    return kw
+
+
+def _timed_learn(model: Any, steps: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    model.learn(steps)
+    wall = time.perf_counter() - t0
+    done = int(model.num_timesteps)
+    return {
+        "steps": done,
+        "wall_s": round(wall, 3),
+        "steps_per_s": round(done / wall, 1),
+        "n_steps": int(model.n_steps),
+        "batch_size": int(model.batch_size),
+        "n_envs": int(model.n_envs),
+    }
+
+
+def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> Any:
+    """A MaskablePPO recipe's model before learning, as ``gsg train`` builds it (its vector
+    env and wrappers, policy, hyperparameters), without pretraining; the rollout shortened to
+    ``steps`` if longer."""
+    import inspect
+
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from gpu_sharing_gym.agents.config import load_hyperparams, resolve_config
+    from gpu_sharing_gym.agents.envs import make_vec_env
+    from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
+    from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
+
+    settings, algo_kwargs, _ = load_hyperparams(resolve_config(recipe), scenario, "maskable_ppo")
+    venv: Any = make_vec_env(
+        scenario, settings.n_envs, settings.seed, settings.env_kwargs, settings.work_conserving,
+        settings.expert_hint, settings.env_id, settings.paired_reference,
+        settings.train_seed_pool, settings.paired_cache_dir,
+    )  # fmt: skip
+    if settings.normalize_reward:
+        venv = VecNormalize(venv, norm_obs=False, norm_reward=True,
+                            gamma=float(algo_kwargs.get("gamma", 0.99)))  # fmt: skip
+    v1 = settings.env_id == "GpuSharing-v1"
+    defaults = inspect.signature(MaskablePPO.__init__).parameters
+    kw = _rollout_kwargs(algo_kwargs, steps, settings.n_envs, defaults)
+    return MaskablePPO(
+        OptionActorCriticPolicy if v1 else SetActorCriticPolicy, venv,
+        policy_kwargs=dict(settings.policy_kwargs), seed=seed, device="cpu", verbose=0, **kw,
+    )  # fmt: skip
+
+
+def _load_avg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # not on every platform
+        return None
+
+
+def bench_training(steps: int, seconds: float) -> dict[str, Any]:
+    """Issue 22's figures, measured in this process: the default recipe's training steps/s
+    beside SB3 PPO on CartPole-v1, and raw env steps/s beside CartPole's."""
+    import inspect
+
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import PPO
+
+    torch.set_num_threads(1)  # as gsg train: small networks, 2 cores
+    load_before = _load_avg()
+    cartpole = cartpole_steps_per_s(seconds)
+    raw: dict[str, float] = {}
+    for env_id in ("GpuSharing-v1", "GpuSharing-v0"):
+        env = gym.make(env_id, scenario=TRAINING_SCENARIO)
+        raw[env_id] = env_steps_per_s(env, seconds)[0]
+        env.close()
+
+    ours = _timed_learn(recipe_model(TRAINING_RECIPE, TRAINING_SCENARIO, steps), steps)
+    defaults = inspect.signature(PPO.__init__).parameters
+    cp_model = PPO("MlpPolicy", gym.make("CartPole-v1"), seed=0, device="cpu", verbose=0,
+                   **_rollout_kwargs({}, steps, 1, defaults))  # fmt: skip
+    theirs = _timed_learn(cp_model, steps)
+
+    x_ppo = ours["steps_per_s"] / theirs["steps_per_s"]
+    env_ratio = {k: v / cartpole for k, v in raw.items()}
+    w = 56
+    print(
+        f"training, one process, torch threads {torch.get_num_threads()}, "
+        f"SB3 {stable_baselines3.__version__}:"
+    )
+    print(f"  {'':<{w}} {'steps':>7} {'wall s':>8} {'steps/s':>9} {'x CartPole':>11}")
+    rows = (
+        (f"MaskablePPO, recipe {TRAINING_RECIPE} on {TRAINING_SCENARIO} (PPO phase)", ours, x_ppo),
+        ("SB3 PPO (MlpPolicy) on CartPole-v1", theirs, 1.0),
+    )
+    for name, r, x in rows:
+        print(
+            f"  {name:<{w}} {r['steps']:>7} {r['wall_s']:>8.1f} {r['steps_per_s']:>9.0f} {x:>11.3f}"
+        )
+    print(f"raw env, random legal actions ({seconds:g} s each):")
+    for k, v in [*raw.items(), ("CartPole-v1", cartpole)]:
+        name = k if k == "CartPole-v1" else f"{k} on {TRAINING_SCENARIO}"
+        x = v / cartpole
+        print(f"  {name:<{w}} {'':>7} {'':>8} {v:>9.0f} {x:>11.4f}")
+    sys.stdout.flush()
+    return {
+        "recipe": TRAINING_RECIPE,
+        "scenario": TRAINING_SCENARIO,
+        "steps": steps,
+        "torch_threads": torch.get_num_threads(),
+        "maskable_ppo": ours,
+        "cartpole_ppo": theirs,
+        "x_cartpole_ppo": round(x_ppo, 4),
+        "env_steps_per_s": {k: round(v, 1) for k, v in raw.items()},
+        "cartpole_steps_per_s": round(cartpole, 1),
+        "env_x_cartpole": {k: round(v, 5) for k, v in env_ratio.items()},
+        "seconds": seconds,
+        "targets": dict(TRAINING_TARGETS),
+        "machine_info": machine_info(),
+        # other jobs on the machine: 1-minute load average before and after the section
+        "load_avg_1m": [load_before, _load_avg()],
+    }
+
+
 # ====================================================================== machine
 def machine_info() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
@@ -566,7 +719,7 @@ def machine_info() -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         **versions,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
@@ -611,6 +764,20 @@ def checks(out: dict[str, Any]) -> dict[str, Any]:
         from gpu_sharing_gym.bench import side_by_side
 
         res.update(side_by_side.checks(out["side_by_side"]))
+    if "training" in out:
+        t, tt = out["training"], TRAINING_TARGETS
+        res[f"training steps/s of the default recipe >= {tt['steps_per_s']:g} (issue 22)"] = {
+            "value": t["maskable_ppo"]["steps_per_s"],
+            "target": tt["steps_per_s"],
+        }
+        res[f"training steps/s / SB3 PPO on CartPole >= {tt['x_cartpole_ppo']:g} (issue 22)"] = {
+            "value": t["x_cartpole_ppo"],
+            "target": tt["x_cartpole_ppo"],
+        }
+        res[f"GpuSharing-v1 steps/s / CartPole >= {tt['env_x_cartpole']:g} (issue 22)"] = {
+            "value": t["env_x_cartpole"]["GpuSharing-v1"],
+            "target": tt["env_x_cartpole"],
+        }
     for v in res.values():
         low = v.get("lower_is_better", False)
         v["met"] = bool(v["value"] <= v["target"] if low else v["value"] >= v["target"])
@@ -645,6 +812,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"replay: runs of each, fastest reported (default {REPLAY_REPEAT}; --quick 1)",
     )
     ap.add_argument("--ppo-steps", type=int, default=None, help="ppo: training steps")
+    ap.add_argument(
+        "--training",
+        action="store_true",
+        help="the training section only (issue 22): the default recipe's steps/s beside SB3 "
+        "PPO on CartPole, raw env steps/s beside CartPole's",
+    )
+    ap.add_argument(
+        "--training-steps",
+        type=int,
+        default=None,
+        help=f"training: steps of each learner (default {TRAINING_STEPS:,}; --quick "
+        f"{QUICK_TRAINING_STEPS:,})",
+    )
     ap.add_argument("--openb-jobs", type=int, default=0, help="openb: first N pods (0: all)")
     ap.add_argument("--quiet", action="store_true", help="no periodic progress lines (off a TTY)")
     args = ap.parse_args(argv)
@@ -652,10 +832,14 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.only is not None:
         sections = [s.strip() for s in args.only.split(",") if s.strip()]
+        if args.training and "training" not in sections:
+            sections.append("training")
+    elif args.training:
+        sections = ["training"]
     elif args.sizes is not None or args.seconds is not None:
         sections = ["env"]  # issue 4's command line
     else:
-        sections = list(SECTIONS)
+        sections = list(DEFAULT_SECTIONS)
     bad = [s for s in sections if s not in SECTIONS]
     try:
         if bad:
@@ -681,6 +865,9 @@ def main(argv: list[str] | None = None) -> int:
         if repeat < 1:
             raise ValueError(f"--replay-repeat: must be >= 1 (got {repeat})")
         ppo_steps = args.ppo_steps or (QUICK_PPO_STEPS if q else PPO_STEPS)
+        training_steps = args.training_steps or (QUICK_TRAINING_STEPS if q else TRAINING_STEPS)
+        if training_steps < 2:
+            raise ValueError(f"--training-steps: must be >= 2 (got {training_steps})")
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         for p in policies:
             make_policy(p)  # UnknownPolicyError (a ValueError) lists the known names
@@ -696,7 +883,7 @@ def main(argv: list[str] | None = None) -> int:
             len(sections), "bench", "section", disable=args.quiet or is_tty(sys.stderr)
         ) as bar:
             out = _run_sections(args, sections, bar, q, policies, replay_sizes, replay_jobs,
-                                repeat, cfgs, seconds, ppo_steps)  # fmt: skip
+                                repeat, cfgs, seconds, ppo_steps, training_steps)  # fmt: skip
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; the replay subprocess is killed
         print(f"\nbench.py: {stopped_by(e)}; nothing written", file=sys.stderr)
         return exit_code(e)
@@ -721,6 +908,7 @@ def _run_sections(
     cfgs: dict[int, ScenarioConfig],
     seconds: Any,
     ppo_steps: Any,
+    training_steps: int = TRAINING_STEPS,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"machine_info": machine_info(), "quick": bool(q)}
     if "replay" in sections:
@@ -762,6 +950,10 @@ def _run_sections(
     if "ppo" in sections:
         bar.set_postfix_str("ppo")
         out.update(bench_ppo(int(ppo_steps)))
+        bar.update(1)
+    if "training" in sections:
+        bar.set_postfix_str("training")
+        out["training"] = bench_training(int(training_steps), float(seconds))
         bar.update(1)
     if "sbs" in sections:
         from gpu_sharing_gym.bench import side_by_side

@@ -534,7 +534,8 @@ def check(
     ``"log"`` ``scale``), ``ci`` its interval, ``n`` the seeds it has a finite value for
     (``None``: pooled, no per-seed values; ``scale`` ``"point"``),
     ``pooled`` the quantity read off the seed-averaged detail, ``point_ok`` whether ``value``
-    alone is on the side. NaN never passes (a ratio over zero is NaN)."""
+    alone is on the side. NaN never passes (a ratio over zero is NaN), nor does a check some
+    seed has no finite value for."""
     pooled = ratio(detail[num], detail[den]) if den is not None else detail[num]
     series = [per_seed(detail, num), per_seed(detail, den) if den is not None else None]
     seeds = _common_seeds(series)
@@ -564,7 +565,9 @@ def check(
         "scale": scale,
         "pooled": pooled,
         "point_ok": bool(math.isfinite(value) and OPS[op](value, bound)),
-        "ok": beyond(op, lo, hi, bound),
+        # every seed must have a value: a seed whose quantity is NaN (a ratio over zero) fails
+        # the check instead of dropping out of the interval
+        "ok": beyond(op, lo, hi, bound) and (seeds is None or n == len(seeds)),
     }
 
 
