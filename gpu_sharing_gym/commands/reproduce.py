@@ -69,12 +69,12 @@ def table(records: list[dict[str, Any]]) -> str:
 
 
 def _error(msg: str) -> int:
-    print(f"reproduce.py: error: {msg}", file=sys.stderr)
+    print(f"gsg reproduce: error: {msg}", file=sys.stderr)
     return 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="reproduce.py", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="gsg reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("--experiment", default="all", help="an id, a comma list or 'all'")
     ap.add_argument("--json", type=Path, default=None, help="write the records here")
     ap.add_argument("--quick", action="store_true", help="smaller scenarios (tests)")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 bar.write(line, file=sys.stderr)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: --json is written only when done
         print(
-            f"\nreproduce.py: {stopped_by(e)} after {len(records)} of {len(ids)} experiments; "
+            f"\ngsg reproduce: {stopped_by(e)} after {len(records)} of {len(ids)} experiments; "
             "nothing written",
             file=sys.stderr,
         )
@@ -162,7 +162,7 @@ def _sweep(args: argparse.Namespace, ids: list[str], seeds: list[int], workers: 
                 exp_id, EXPERIMENTS[exp_id], name, values, seeds, args.quick, workers, on_point
             )
     except KeyboardInterrupt as e:
-        print(f"\nreproduce.py: {stopped_by(e)}; nothing written", file=sys.stderr)
+        print(f"\ngsg reproduce: {stopped_by(e)}; nothing written", file=sys.stderr)
         return exit_code(e)
     text = json.dumps(_json_safe(doc), indent=1, allow_nan=False) + "\n"
     for path in write(doc, prefix, text):
