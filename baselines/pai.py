@@ -55,6 +55,7 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from heapq import heappop, heappush
 
 import numpy as np
@@ -573,14 +574,7 @@ class SjfPredicted(HeuristicPolicy):
         # Order by (not online, est_remaining_s), ties in queue order, i.e. (submit_s, job_id):
         # a stable sort of the queue (the same order as sorting its views by that key).
         order = np.lexsort((view.est_remaining_s(ids), ~view.online_flags(ids)))
-        for i in order.tolist():
-            jid = ids[i]
-            if not view.placeable(jid):
-                continue
-            d = first_fit(view, view.job(jid))
-            if d is not None:
-                return d
-        return None
+        return _first_fit_in_order(view, (ids[i] for i in order.tolist()))
 
     def _decide_queue(self, view: ClusterView) -> Decision | None:
         self._sync(view)
@@ -595,11 +589,14 @@ class SjfPredicted(HeuristicPolicy):
         for sig in empty:
             del self._heaps[sig]
         heads.sort()
-        for key in heads:
-            jid = key[3]
-            if not view.placeable(jid):
-                continue
+        return _first_fit_in_order(view, (key[3] for key in heads))
+
+
+def _first_fit_in_order(view: ClusterView, job_ids: Iterable[int]) -> Decision | None:
+    """The first of ``job_ids`` (in their order) that first-fit can place, placed so."""
+    for jid in job_ids:
+        if view.placeable(jid):
             d = first_fit(view, view.job(jid))
             if d is not None:
                 return d
-        return None
+    return None

@@ -517,7 +517,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
                 memo[id(getattr(self, name))] = getattr(self, name)
         memo[id(self._observers)] = []
         clone_uid = next(_UIDS)
-        if self.done and not hasattr(self, "jobs"):
+        if not hasattr(self, "jobs"):
             fresh = copy.deepcopy(self, memo)  # never reset: nothing else to share
             fresh.uid = clone_uid
             return fresh

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as t_dist
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.interrupt import process_pool
@@ -37,6 +36,7 @@ from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import latency_tuple
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.baselines.base import Policy
+from gpu_sharing_gym.ci import mean_ci95
 
 #: Comparison operators a check may use.
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -478,9 +478,6 @@ def _common_seeds(series: Sequence[Mapping[int, float] | None]) -> list[int] | N
 # --------------------------------------------------------------------------------------------
 # Checks, confidence intervals and verdicts
 
-#: Confidence level of a check's interval.
-CI_LEVEL = 0.95
-
 #: How a check's interval is computed (recorded with every record).
 CI_METHOD = (
     "Student t over paired seeds: the check's quantity (a detail value or a ratio of two arms' "
@@ -499,21 +496,15 @@ def ratio(num: float, den: float) -> float:
     return num / den if den != 0 else math.nan
 
 
-def t_interval(
-    values: Sequence[float], log: bool = False, level: float = CI_LEVEL
-) -> tuple[float, float, float, int]:
-    """(mean, low, high, n) of the finite ``values``: the Student t interval of their mean
-    (``log``: of their logs, mapped back, around the geometric mean); the point for one value;
-    NaNs for none."""
-    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    n = int(x.size)
-    if n == 0:
+def t_interval(values: Sequence[float], log: bool = False) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the finite ``values``: the leaderboard's Student t interval of
+    their mean (:func:`gpu_sharing_gym.ci.mean_ci95`; ``log``: of their logs, mapped back,
+    around the geometric mean); the point for one value; NaNs for none."""
+    x = [v for v in values if math.isfinite(v)]
+    if not x:
         return math.nan, math.nan, math.nan, 0
-    y = np.log(x) if log else x
-    mean = float(np.mean(y))
-    half = 0.0
-    if n > 1:
-        half = float(t_dist.ppf(0.5 + level / 2, n - 1)) * float(np.std(y, ddof=1)) / math.sqrt(n)
+    mean, half, n = mean_ci95(np.log(x).tolist() if log else x)
+    half = 0.0 if n == 1 else half
     if log:
         return math.exp(mean), math.exp(mean - half), math.exp(mean + half), n
     return mean, mean - half, mean + half, n
