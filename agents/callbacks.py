@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -303,8 +304,11 @@ class EvalCallback(BaseCallback):
         hint: str | None = None,
         env_id: str = "GpuSharing-v0",
         best_jct: float = math.inf,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__()
+        #: The run's wall-clock seconds so far (recorded with each evaluation), if given.
+        self.clock = clock
         self.conserving = conserving
         self.hint = hint
         self.env_id = env_id
@@ -366,6 +370,8 @@ class EvalCallback(BaseCallback):
         # the step column of progress.csv (TensorBoard has the step itself)
         self.logger.record(STEP_KEY, int(self.num_timesteps), exclude="tensorboard")
         entry = {"timesteps": int(self.num_timesteps), "meets_slo": bool(meets), **s}
+        if self.clock is not None:
+            entry["wall_s"] = round(self.clock(), 1)
         self.history.append(entry)
         if meets and s["jct_mean_s"] < self.best_jct:
             self.best_jct = s["jct_mean_s"]
@@ -501,6 +507,23 @@ class CheckpointCallback(BaseCallback):
             elif old.name in ("last.zip", "vecnormalize.pkl", "replay_buffer.pkl"):
                 old.unlink(missing_ok=True)
         return final
+
+
+class WallClockLimit(BaseCallback):
+    """Stops learning once ``seconds`` of wall-clock time have passed since training started
+    (``gsg train --max-minutes``): the learning-curve comparisons give each recipe the same
+    wall-clock, not the same steps."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self._deadline = math.inf
+
+    def _on_training_start(self) -> None:
+        self._deadline = time.perf_counter() + self.seconds
+
+    def _on_step(self) -> bool:
+        return time.perf_counter() < self._deadline
 
 
 class ProgressBar(BaseCallback):

@@ -85,6 +85,13 @@ class TrainSettings:
 
     n_timesteps: int = field(default=100_000, metadata=positive())
     n_envs: int = field(default=1, metadata=positive())
+    vec_env: str = field(
+        default="in_process",
+        metadata=rule(lambda v: v in ("in_process", "subprocess"), "in_process or subprocess"),
+    )
+    """How the ``n_envs`` envs are stepped: one after another in the training process, with one
+    batched policy forward (``in_process``, SB3's ``DummyVecEnv``), or one process each
+    (``subprocess``). The episodes are the same."""
     seed: int = field(default=0, metadata=non_negative())
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -135,7 +142,8 @@ class TrainSettings:
     reference curve). 0: the whole range."""
     paired_cache_dir: str | None = None
     """A directory where the paired reward's reference curves are kept as ``.npz`` files and
-    reused across processes and runs (``gpu_sharing_gym.agents.envs.ReferenceCurveCache``). None:
+    reused across processes and runs (``gpu_sharing_gym.agents.envs.ReferenceCurveCache``);
+    ``user``: the user's cache (``$GSG_CACHE_DIR``, else ``~/.cache/gpu-sharing-gym``). None:
     in memory only."""
 
 

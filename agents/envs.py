@@ -43,6 +43,8 @@ _SEED_BOUND = 2**31 - 1
 #: Observation key added by :class:`ExpertHint`: a heuristic's proposed action, one-hot over
 #: the action space (residual policy learning: the net learns when to deviate).
 HINT = "hint"
+#: How several training envs are stepped (:func:`make_vec_env`).
+VEC_ENVS = ("in_process", "subprocess")
 #: Env ids the training tools build.
 ENV_IDS = ("GpuSharing-v0", "GpuSharing-v1")
 #: Reference curves kept in memory per process (each a few hundred floats on `default`).
@@ -240,6 +242,29 @@ class ReferenceCurveCache:
         os.replace(tmp, path)
 
 
+#: ``paired_cache_dir`` value naming the user's cache (:func:`user_cache_dir`).
+USER_CACHE = "user"
+
+
+def user_cache_dir() -> Path:
+    """Where this project keeps what it can recompute: ``$GSG_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/gpu-sharing-gym``, else ``~/.cache/gpu-sharing-gym``."""
+    if os.environ.get("GSG_CACHE_DIR"):
+        return Path(os.environ["GSG_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base) / "gpu-sharing-gym"
+
+
+def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
+    """A reference-curve directory as a recipe names it: None (memory only), ``"user"``
+    (``user_cache_dir()/reference-curves``) or a path (``~`` expanded)."""
+    if cache_dir is None:
+        return None
+    if str(cache_dir) == USER_CACHE:
+        return user_cache_dir() / "reference-curves"
+    return Path(cache_dir).expanduser()
+
+
 #: The process's reference curves (shared by every :class:`PairedReward` in it).
 CURVES = ReferenceCurveCache()
 
@@ -284,7 +309,7 @@ class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
         self.reference_name = reference
         self.reference = make_expert(reference)
         self.cache = cache
-        self.cache_dir = cache_dir
+        self.cache_dir = resolve_cache_dir(cache_dir)
         self._sim: Simulator | None = None  # built on the first miss
         self._digest: tuple[Any, str] | None = None  # (cfg, scenario_digest(cfg))
         self._times = np.zeros(1)
@@ -441,9 +466,15 @@ def make_vec_env(
     paired: str | None = None,
     seed_pool: int = 0,
     paired_cache_dir: str | Path | None = None,
+    vec_env: str = "in_process",
 ) -> VecEnv:
-    """``n_envs`` training envs (env ``i`` on the ``i % k``-th of ``k`` scenarios): in this
-    process for 1, in subprocesses for more."""
+    """``n_envs`` training envs (env ``i`` on the ``i % k``-th of ``k`` scenarios).
+
+    ``vec_env="in_process"`` steps them one after another in this process (SB3's
+    ``DummyVecEnv``): the policy still runs one batched forward over all of them, and no
+    observation is pickled between processes, which on two cores is the faster choice (issue
+    22); ``"subprocess"``: one process per env (``SubprocVecEnv``). The episodes are the same
+    either way."""
     names = split_scenarios(scenario)
     kwargs = dict(env_kwargs or {})
     if len(names) > 1:
@@ -457,6 +488,11 @@ def make_vec_env(
         )
 
     fns = [factory(names[i % len(names)]) for i in range(n_envs)]
-    venv: VecEnv = DummyVecEnv(fns) if n_envs == 1 else SubprocVecEnv(fns, start_method="spawn")
+    if vec_env not in VEC_ENVS:
+        raise ValueError(f"vec_env {vec_env!r}: one of {', '.join(VEC_ENVS)}")
+    if n_envs == 1 or vec_env == "in_process":
+        venv: VecEnv = DummyVecEnv(fns)
+    else:
+        venv = SubprocVecEnv(fns, start_method="spawn")
     venv.seed(seed)
     return venv

@@ -19,19 +19,27 @@ cluster runs on another with the same GPU/job feature layout and placement optio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch as th
 from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import MaskableCategorical
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
+from torch.distributions import Categorical
 
 from gpu_sharing_env.envs.observation import GLOBAL_FEATURES, GPU_FEATURES, JOB_FEATURES
 from gpu_sharing_gym.agents.envs import (
     HINT,  # (optional key: an expert's proposed action, gpu_sharing_gym.agents.envs.ExpertHint)
 )
+
+#: The logit of an action outside the legal candidates (as the masked distribution's own).
+_ILLEGAL = -1e8
 
 #: Observation keys in the order the flat feature vector concatenates them.
 KEYS = ("gpus", "jobs", "global")
@@ -158,11 +166,59 @@ class SetScorer(nn.Module):
         # weight of the expert hint in the logits (used only if the observation has one)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
         nn.init.normal_(self.option_emb, std=0.1)
+        # the legal actions while scoring candidates only (:meth:`candidates`)
+        self._mask: th.Tensor | None = None
+
+    @contextmanager
+    def candidates(self, action_masks: Any) -> Iterator[None]:
+        """Within the block, score only the legal actions of ``action_masks`` (B x actions;
+        None: every action), as a candidate-scoring policy does: the pairwise MLP runs once per
+        legal (job, GPU, option) candidate, not over the padded action space. The illegal
+        entries' logits are left at a large negative number (the masked distribution replaces
+        them anyway), the legal ones are the same as the dense computation's."""
+        old = self._mask
+        if action_masks is not None:
+            m = th.as_tensor(action_masks, dtype=th.bool)
+            self._mask = m.reshape(-1, self.latent_dim_pi)
+        try:
+            yield
+        finally:
+            self._mask = old
+
+    def _candidate_logits(self, hg: th.Tensor, hj: th.Tensor, ctx: th.Tensor) -> th.Tensor:
+        mask = self._mask
+        assert mask is not None
+        b, n_gpu, window = ctx.shape[0], hg.shape[1], hj.shape[1]
+        n_place = self.latent_dim_pi - 1
+        # legal placements (batch row, action), flat and row-major; index_select on flattened
+        # tables (far cheaper than advanced indexing for the small tensors here)
+        flat = mask[:, 1:].reshape(-1).nonzero().squeeze(1)
+        rows = th.div(flat, n_place, rounding_mode="floor")
+        act = flat - rows * n_place
+        slot = th.div(act, n_gpu * self.n_options, rounding_mode="floor")
+        gpu_opt = act - slot * (n_gpu * self.n_options)
+        gpu = th.div(gpu_opt, self.n_options, rounding_mode="floor")
+        opt = gpu_opt - gpu * self.n_options
+        jobs = (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1)).reshape(b * window, -1)
+        gpus = self.p_gpu(hg).reshape(b * n_gpu, -1)
+        z = (
+            jobs.index_select(0, rows * window + slot)
+            + gpus.index_select(0, rows * n_gpu + gpu)
+            + self.option_emb.index_select(0, opt)
+        )
+        scores = self.pair_out(th.relu(z)).squeeze(-1)
+        place = th.full((b * n_place,), _ILLEGAL, dtype=scores.dtype)
+        return place.index_copy(0, flat, scores).reshape(b, n_place)
 
     def logits(
         self, hg: th.Tensor, hj: th.Tensor, ctx: th.Tensor, hint: th.Tensor | None = None
     ) -> th.Tensor:
         b = ctx.shape[0]
+        if self._mask is not None and self._mask.shape[0] == b:
+            out = th.cat([self.wait(ctx), self._candidate_logits(hg, hj, ctx)], dim=1)
+            if hint is not None and hint.shape[1] == out.shape[1]:
+                out = out + self.hint_gain * hint
+            return out
         z = (
             (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1))[:, :, None, None, :]  # B,W,1,1,H
             + self.p_gpu(hg)[:, None, :, None, :]  # B,1,G,1,H
@@ -184,6 +240,20 @@ class SetScorer(nn.Module):
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
         return self.value(self.enc(features)[2])
+
+
+class _MaskedCategorical(MaskableCategorical):
+    """sb3-contrib's masked categorical built from logits and masks in one normalisation (the
+    same distribution as ``MaskableCategorical(logits=l, masks=m)``)."""
+
+    def __init__(self, logits: th.Tensor, masks: th.Tensor) -> None:
+        self.masks = masks
+        self._original_logits = logits
+        Categorical.__init__(
+            self,
+            logits=th.where(masks, logits, th.tensor(_ILLEGAL, dtype=logits.dtype)),
+            validate_args=False,
+        )
 
 
 def _make_scorer(policy: Any) -> SetScorer:
@@ -242,11 +312,59 @@ class _SetNets:
 class SetActorCriticPolicy(_SetNets, MaskableActorCriticPolicy):  # type: ignore[misc]
     """MaskablePPO policy over the set networks.
 
+    Given the action masks (as MaskablePPO always gives them: rollouts, updates, ``predict``),
+    it scores only the legal (job, GPU, option) candidates: the cost grows with the legal
+    candidates, not with the padded action space (issue 22). Without masks it scores every
+    action, with the same result on the legal ones.
+
     Args (besides SB3's):
         hidden: Width of every embedding.
         n_layers: Depth of the per-GPU and per-job encoders.
         hint_gain: Initial weight of the expert hint in the logits (when observed).
     """
+
+    def _masked(self, latent_pi: th.Tensor, action_masks: Any) -> Any:
+        """SB3's masked distribution over ``latent_pi`` (the logits), normalised once: SB3's
+        own path normalises the logits three times (unmasked, unmasked again, masked)."""
+        dist = self.action_dist
+        dist.distribution = _MaskedCategorical(  # type: ignore[attr-defined]
+            latent_pi.view(-1, dist.action_dim),  # type: ignore[attr-defined]
+            th.as_tensor(action_masks, dtype=th.bool).reshape(-1, dist.action_dim),  # type: ignore[attr-defined]
+        )
+        return dist
+
+    def forward(
+        self, obs: th.Tensor, deterministic: bool = False, action_masks: np.ndarray | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        if action_masks is None or not self.share_features_extractor:
+            return super().forward(obs, deterministic, action_masks)  # type: ignore[no-any-return]
+        with self.mlp_extractor.candidates(action_masks):
+            latent_pi, latent_vf = self.mlp_extractor(self.extract_features(obs))
+        values = self.value_net(latent_vf)
+        distribution = self._masked(latent_pi, action_masks)
+        actions = distribution.get_actions(deterministic=deterministic)
+        return actions, values, distribution.log_prob(actions)
+
+    def evaluate_actions(
+        self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        if action_masks is None or not self.share_features_extractor:
+            return super().evaluate_actions(obs, actions, action_masks)  # type: ignore[no-any-return]
+        with self.mlp_extractor.candidates(action_masks):
+            latent_pi, latent_vf = self.mlp_extractor(self.extract_features(obs))
+        distribution = self._masked(latent_pi, action_masks)
+        log_prob = distribution.log_prob(actions)
+        return self.value_net(latent_vf), log_prob, distribution.entropy()
+
+    def get_distribution(self, obs: Any, action_masks: np.ndarray | None = None) -> Any:
+        if action_masks is None:
+            return super().get_distribution(obs, action_masks)
+        features = super(MaskableActorCriticPolicy, self).extract_features(
+            obs, self.pi_features_extractor
+        )
+        with self.mlp_extractor.candidates(action_masks):
+            latent_pi = self.mlp_extractor.forward_actor(features)
+        return self._masked(latent_pi, action_masks)
 
 
 class SetPPOPolicy(_SetNets, ActorCriticPolicy):  # type: ignore[misc]

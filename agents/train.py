@@ -84,6 +84,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-pretrain", action="store_true", help="skip the behaviour-cloning warm start"
     )
     p.add_argument("--quiet", action="store_true", help="print errors and the summary only")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="stop learning once the run has used M minutes of wall-clock time (pretraining "
+        "included; the model is saved and evaluated as at the end; --resume goes on)",
+    )
     return p.parse_args(argv)
 
 
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         EvalCallback,
         ProgressBar,
         SimMetricsCallback,
+        WallClockLimit,
         best_baseline,
         latest_checkpoint,
         log_hparams,
@@ -249,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         venv = make_vec_env(
             names, settings.n_envs, settings.seed, env_kwargs, conserving,
             settings.expert_hint, settings.env_id, settings.paired_reference,
-            settings.train_seed_pool, settings.paired_cache_dir,
+            settings.train_seed_pool, settings.paired_cache_dir, settings.vec_env,
         )  # fmt: skip
     except Exception as e:  # environment construction from a validated config: report briefly
         return fail(f"could not build the environment: {e}")
@@ -377,8 +386,12 @@ def main(argv: list[str] | None = None) -> int:
             out, meta, settings.figure_every, history, on_eval=lambda h: write_metrics(),
             conserving=conserving, hint=settings.expert_hint, env_id=settings.env_id,
             best_jct=best_so_far,
+            clock=lambda: float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start,
         )  # fmt: skip
         callbacks = [SimMetricsCallback(), evaluator, checkpoint]
+        if args.max_minutes is not None:
+            spent = float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start
+            callbacks.append(WallClockLimit(60.0 * args.max_minutes - spent))
         callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))
         remaining = settings.n_timesteps - model.num_timesteps
         if remaining > 0:

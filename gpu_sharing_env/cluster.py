@@ -12,6 +12,8 @@ here and nowhere else.
 
 from __future__ import annotations
 
+import struct
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -225,6 +227,11 @@ class Cluster:
         self._dirty: set[int] | None = None  # None: recompute everything
         self._single_version = -1
         self._single_memo: dict[tuple[float, tuple[str, ...], bool, bool], np.ndarray] = {}
+        #: "Does anything fit" indexes (:class:`_FitIndex`), per job kind (online or not),
+        #: built on first use and kept up to date with the GPUs changed since.
+        self._fit_ix: dict[bool, _FitIndex] = {}
+        self._fit_last = True  # the last answer of ``placeable``, and the version asked at
+        self._fit_asked = -1
 
     def gpu_type(self, gpu: int) -> GpuType:
         return self.types[int(self.type_idx[gpu])]
@@ -257,9 +264,33 @@ class Cluster:
         return m.T
 
     def placeable(self, job: JobSpec) -> bool:
-        """Whether :meth:`placement_mask` of ``job`` allows anything, without building a
-        gang's mask: a gang fits under an option iff the option has ``num_gpus`` legal GPUs
-        (:meth:`_gang_mask` starts one at each of the first ``k - n + 1`` of ``k``)."""
+        """Whether :meth:`placement_mask` of ``job`` allows anything.
+
+        Two exact ways, chosen for speed only: from the cluster's :class:`_FitIndex`
+        (:meth:`placeable_index`: no mask), or, for the first question after a change when the
+        last answer was "yes", from the job's single-GPU mask (:meth:`placeable_scan`,
+        memoised for this version): on a lightly loaded fleet nearly every answer is "yes"
+        and is followed by a decision that needs that mask; on a busy one most are "no", and
+        a decision looks through several jobs at one version)."""
+        if self._fit_last and self._fit_asked != self.version:
+            ok = self.placeable_scan(job)
+        else:
+            ok = self.placeable_index(job)
+        self._fit_last, self._fit_asked = ok, self.version
+        return ok
+
+    def placeable_index(self, job: JobSpec) -> bool:
+        """:meth:`placeable` from the cluster's :class:`_FitIndex` (kept up to date as GPUs
+        change, so a question costs O(GPU types x options), not O(GPUs))."""
+        ix = self._fit_ix.get(job.online)
+        if ix is None:
+            ix = self._fit_ix[job.online] = _FitIndex(self, job.online)
+        return ix.placeable(job)
+
+    def placeable_scan(self, job: JobSpec) -> bool:
+        """:meth:`placeable` from the masks (the reference the index is tested against): a gang
+        fits under an option iff the option has ``num_gpus`` legal GPUs (:meth:`_gang_mask`
+        starts one at each of the first ``k - n + 1`` of ``k``)."""
         single = self._single_cached(job)
         if job.num_gpus > 1:
             n = job.num_gpus  # (row by row: ``count_nonzero`` with an axis is a slow sum)
@@ -321,6 +352,8 @@ class Cluster:
         """Note that ``gpu``'s state changed (for :meth:`_dynamic`)."""
         if self._dirty is not None:
             self._dirty.add(gpu)
+        for ix in self._fit_ix.values():
+            ix.touch(gpu)
 
     def set_ready(self, gpu: int, ready: bool) -> None:
         """Mark ``gpu`` ready (or being reconfigured)."""
@@ -577,3 +610,212 @@ class Cluster:
                 assert mig_layout_legal(self.gpu_type(g), layout), f"gpu {g}: illegal {layout}"
             if self.n_res[g] > 1:
                 assert self.mode[g] != SharingMode.EXCLUSIVE, f"gpu {g}: shared while exclusive"
+
+
+def _float_order(x: float) -> int:
+    """An integer that orders floats as their values do (bijective on non-NaN floats, up to
+    the two zeros)."""
+    i = struct.unpack("<q", struct.pack("<d", x))[0]
+    return i if i >= 0 else -(i & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _from_order(i: int) -> float:
+    bits = i if i >= 0 else (-i) | -0x8000_0000_0000_0000
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
+
+
+def _last_fitting(mem: float, cap: float) -> float:
+    """The greatest float ``x`` with ``x + mem <= cap`` (IEEE addition, as the masks do):
+    ``x + mem`` is monotone in ``x``, so the floats that fit are exactly those ``<= x``."""
+    # (``cap >= 0`` and ``mem > 0``, finite: ``-2 mem - 1`` fits, ``2 cap + 1`` does not)
+    lo, hi = _float_order(-2.0 * mem - 1.0), _float_order(2.0 * cap + 1.0)
+    assert _from_order(lo) + mem <= cap < _from_order(hi) + mem
+    while hi - lo > 1:  # invariant: lo fits, hi does not
+        mid = (lo + hi) // 2
+        if _from_order(mid) + mem <= cap:
+            lo = mid
+        else:
+            hi = mid
+    return _from_order(lo)
+
+
+class _FitIndex:
+    """Whether a job of one kind (online or offline) fits anywhere, kept incrementally.
+
+    Under every non-MIG option a single GPU is legal for a job iff the job-independent part of
+    the mask holds (ready/healthy, residents, mode, MPS share: :meth:`Cluster._single_mask`),
+    the GPU's type is allowed, and ``mem_decl + mem <= cap + eps`` (exclusive use: a free GPU
+    and ``mem <= cap + eps``, i.e. the same test with ``0.0``). For a fixed type the test is
+    monotone in the GPU's value (IEEE addition is monotone), so per (option, type) the sorted
+    values of the GPUs whose job-independent part holds answer "does a job of ``mem`` fit" by
+    their least value, and "how many GPUs fit" (gangs) by a binary search. MIG rows (single-GPU
+    jobs only) need no memory test: per type, a count of the GPUs by their creatable-profile
+    bits. A GPU's entries are replaced when it changes (:meth:`touch`, applied lazily).
+    """
+
+    def __init__(self, cluster: Cluster, online: bool) -> None:
+        c = self.c = cluster
+        self.online = online
+        pcts = c._mps_pct_list
+        #: The MPS option with the least SM share: a GPU legal under any MPS option is legal
+        #: under it (``sm_used + pct <= 100`` is monotone in ``pct``), so it alone answers.
+        self.mps_k = pcts.index(min(pcts)) if pcts else -1
+        n_opt = c._n_excl + c._n_ts + (1 if pcts else 0)  # entries: excl, ts, least MPS
+        n_t = len(c.types)
+        self.cap_eps = [t.mem_gb + _EPS for t in c.types]
+        self.vals: list[list[list[float]]] = [[[] for _ in range(n_t)] for _ in range(n_opt)]
+        #: Per non-MIG option, per GPU: the value in ``vals`` (NaN: none).
+        self.cur: list[list[float]] = []
+        self.mig: list[dict[int, int]] = [{} for _ in range(n_t)]
+        self.cur_mig: list[int] = []  # per GPU: its bits counted in ``mig`` (-1: none)
+        self.type_l: list[int] = c.type_idx.tolist()
+        self._thr: dict[tuple[float, tuple[str, ...]], list[tuple[int, float]]] = {}
+        self._mig_bits: dict[float, list[int]] = {}
+        self.dirty: set[int] = set()
+        self._build()
+
+    def touch(self, gpu: int) -> None:
+        self.dirty.add(gpu)
+
+    def _build(self) -> None:
+        """Every entry from the cluster's state (vectorised)."""
+        c = self.c
+        free, ready_healthy, ts, mps, mig_base, mig_bits = c._dynamic()
+        base = c.ready if self.online else ready_healthy
+        mem = c.mem_decl
+        nan = np.nan
+        rows: list[np.ndarray] = []
+        if c._n_excl:
+            rows.append(np.where(base & free, 0.0, nan))
+        if c._n_ts:
+            rows.append(np.where(base & ts, mem, nan))
+        if self.mps_k >= 0:
+            rows.append(np.where(base & mps[self.mps_k], mem, nan))
+        self.cur = [r.tolist() for r in rows]
+        tidx = c.type_idx
+        for o, r in enumerate(rows):
+            for t in range(len(c.types)):
+                v = r[tidx == t]
+                v = np.sort(v[~np.isnan(v)])
+                self.vals[o][t] = v.tolist()
+        self.mig = [{} for _ in c.types]
+        if c._mig_slices:
+            bits = np.where(base & mig_base, mig_bits, -1)
+            self.cur_mig = bits.tolist()
+            for g, b in enumerate(self.cur_mig):
+                if b >= 0:
+                    d = self.mig[self.type_l[g]]
+                    d[b] = d.get(b, 0) + 1
+        else:
+            self.cur_mig = [-1] * c.n_gpus
+        self.dirty = set()
+
+    def _sync(self) -> None:
+        """Replace the entries of the GPUs changed since the last question."""
+        dirty = self.dirty
+        if not dirty:
+            return
+        if 8 * len(dirty) > self.c.n_gpus:
+            self._build()
+            return
+        self.dirty = set()
+        c = self.c
+        mr = c.sharing.max_residents
+        n_excl, n_ts = c._n_excl, c._n_ts
+        online = self.online
+        for g in dirty:
+            t = self.type_l[g]
+            n = c.n_res.item(g)
+            mode = c.mode.item(g)
+            free = n == 0
+            room = n < mr
+            ok = c.ready.item(g) if online else c.ready.item(g) and c.healthy.item(g)
+            mem = c.mem_decl.item(g)
+            new: list[float] = []
+            nan = float("nan")
+            if n_excl:
+                new.append(0.0 if ok and free else nan)
+            if n_ts:
+                new.append(mem if ok and room and (free or mode == _TS) else nan)
+            if self.mps_k >= 0:
+                mps_ok = ok and room and (free or mode == _MPS)
+                sm = c.sm_used.item(g)
+                no_limit = not c._mps_limit_l[g]
+                p = c._mps_pct_list[self.mps_k]
+                new.append(mem if mps_ok and (sm + p <= 100 or no_limit) else nan)
+            for o, v in enumerate(new):
+                row = self.cur[o]
+                old = row[g]
+                if old == v or (old != old and v != v):
+                    continue
+                lst = self.vals[o][t]
+                if old == old:
+                    del lst[bisect_left(lst, old)]
+                if v == v:
+                    insort(lst, v)
+                row[g] = v
+            if c._mig_slices:
+                b = -1
+                if ok and room and c.mig_capable.item(g) and (free or mode == _MIG):
+                    b = int(c.mig.creatable_bits[t, c.mig_occ.item(g), c.mig_used.item(g)])
+                old_b = self.cur_mig[g]
+                if old_b != b:
+                    d = self.mig[t]
+                    if old_b >= 0:
+                        d[old_b] -= 1
+                        if not d[old_b]:
+                            del d[old_b]
+                    if b >= 0:
+                        d[b] = d.get(b, 0) + 1
+                    self.cur_mig[g] = b
+
+    def _thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
+        """Per allowed type ``t``: the greatest float ``x`` with ``x + mem <= cap_eps[t]`` (the
+        values that fit a job of ``mem`` are exactly those ``<= x``: the test is monotone)."""
+        key = (mem, allowed)
+        hit = self._thr.get(key)
+        if hit is None:
+            if allowed:
+                names = {get_gpu_type(a).name for a in allowed}
+                types = [t for t, n in enumerate(self.c.type_names) if n in names]
+            else:
+                types = list(range(len(self.c.types)))
+            hit = []
+            for t in types:
+                hit.append((t, _last_fitting(mem, self.cap_eps[t])))
+            if len(self._thr) >= 4096:
+                self._thr.clear()
+            self._thr[key] = hit
+        return hit
+
+    def placeable(self, job: JobSpec) -> bool:
+        """Whether ``Cluster.placement_mask(job)`` allows anything (``job.online`` must be this
+        index's kind)."""
+        if self.dirty:
+            self._sync()
+        mem = job.mem_gb
+        thr = self._thresholds(mem, job.gpu_types)
+        n = job.num_gpus
+        if n <= 1:
+            for per_type in self.vals:
+                for t, x in thr:
+                    lst = per_type[t]
+                    if lst and lst[0] <= x:
+                        return True
+            if self.c._mig_slices:
+                pb = self._mig_bits.get(mem)
+                if pb is None:
+                    bits = self.c.mig.profile_bits(mem, self.c._mig_slices)
+                    pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
+                for t, _ in thr:
+                    want = pb[t]
+                    if want and any(b & want for b in self.mig[t]):
+                        return True
+            return False
+        for per_type in self.vals:  # a gang: n legal GPUs under one option (no MIG)
+            k = 0
+            for t, x in thr:
+                k += bisect_right(per_type[t], x)
+            if k >= n:
+                return True
+        return False

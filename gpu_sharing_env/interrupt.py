@@ -107,7 +107,9 @@ def stop_pool(pool: ProcessPoolExecutor, grace_s: float = 3.0) -> None:
         with contextlib.suppress(Exception):
             if p.is_alive():
                 p.kill()
-                p.join(1.0)
+                # SIGKILL cannot be ignored; reaping it can still take a while on a loaded
+                # machine, so wait generously (a bounded wait: never hang the caller)
+                p.join(10.0)
 
 
 @contextlib.contextmanager

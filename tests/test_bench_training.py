@@ -28,6 +28,12 @@ def test_training_section_runs_and_prints_ratios(tmp_path: Path) -> None:
     assert ours["n_steps"] * ours["n_envs"] == theirs["n_steps"] == 256
     assert ours["steps_per_s"] > 0 and theirs["steps_per_s"] > 0
     assert t["x_cartpole_ppo"] == round(ours["steps_per_s"] / theirs["steps_per_s"], 4)
+    # the previous default recipe, measured in the same run as a comparison row
+    before = t["maskable_ppo_before"]
+    assert t["before_recipe"] == "maskable_ppo_antman" and before["steps"] == 256
+    assert t["x_cartpole_ppo_before"] == round(before["steps_per_s"] / theirs["steps_per_s"], 4)
+    rc = ours["reference_curves"]
+    assert rc["computed"] + rc["from_disk"] >= ours["n_envs"]  # one per episode started
     assert set(t["env_steps_per_s"]) == {"GpuSharing-v1", "GpuSharing-v0"}
     for k, v in t["env_steps_per_s"].items():
         assert v > 0

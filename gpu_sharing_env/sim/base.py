@@ -98,6 +98,7 @@ class SimulatorBase:
     _sig_version: int
     _sig_ok: dict[tuple[Any, ...], bool]
     _queue_sigs: dict[tuple[Any, ...], list[Any]]
+    _queue_front: list[tuple[tuple[Any, ...], JobSpec]] | None
     _view_cache: dict[int, tuple[Any, ...]]
     timeseries: list[tuple[float, float, float, float, float, float]]
     _observers: list[SimObserver]

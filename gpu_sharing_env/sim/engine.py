@@ -113,6 +113,24 @@ def _check_batch(st: JobState, batch_size: int) -> str | None:
     return None
 
 
+def _front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...], JobSpec]]:
+    """The mask signatures of ``sigs`` (``mask_signature``: memory, GPU types, kind, gang size)
+    that no other one dominates, with a spec of each. Of two signatures with the same GPU types
+    and kind, the one with no more memory and no more GPUs fits wherever the other does (every
+    memory test of ``Cluster.placement_mask`` is ``mem <= bound`` or ``x + mem <= bound``, a
+    gang of ``n`` needs ``n`` legal GPUs under one option, and a single GPU job may also use
+    MIG), so "does any of ``sigs`` fit" is "does any of the front fit"."""
+    out: list[tuple[tuple[Any, ...], JobSpec]] = []
+    least: dict[tuple[Any, ...], float] = {}  # per (types, kind): the least memory kept
+    for sig, (_, spec) in sorted(sigs.items(), key=lambda kv: (kv[0][3], kv[0][0])):
+        group = (sig[1], sig[2])
+        m = least.get(group)
+        if m is None or sig[0] < m:  # (by gang size, then memory: earlier ones have <= GPUs)
+            least[group] = sig[0]
+            out.append((sig, spec))
+    return out
+
+
 #: Source of ``Simulator.uid``.
 _UIDS = itertools.count()
 
@@ -266,6 +284,8 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._sig_ok = {}
         self._sig_version = -1
         self._queue_sigs = {}
+        #: ``_front(_queue_sigs)``, or None when the signatures in the queue have changed.
+        self._queue_front = None
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
         self._view_cache = {}
         self.done = False
@@ -383,10 +403,14 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         if self.done:
             return False
         if self._scope_n > self.window:
-            # The whole queue: one mask per signature of the queued jobs (counted as they
-            # enter and leave the queue), not one per job.
+            # The whole queue: one question per signature of the queued jobs (counted as they
+            # enter and leave the queue), not one per job, and only for the signatures no
+            # other one dominates (``_queue_front``).
+            front = self._queue_front
+            if front is None:
+                front = self._queue_front = _front(self._queue_sigs)
             ok = self._sig_placeable
-            return any(ok(sig, spec) for sig, (_, spec) in self._queue_sigs.items())
+            return any(ok(sig, spec) for sig, spec in front)
         # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined (no mask is
         # built to answer: ``_sig_placeable``)
         version = self.cluster.version

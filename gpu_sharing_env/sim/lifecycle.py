@@ -116,6 +116,7 @@ class _Lifecycle(SimulatorBase):
         e = self._queue_sigs.get(sig)
         if e is None:
             self._queue_sigs[sig] = [1, spec]
+            self._queue_front = None
         else:
             e[0] += 1
 
@@ -125,6 +126,7 @@ class _Lifecycle(SimulatorBase):
         e[0] -= 1
         if not e[0]:
             del self._queue_sigs[sig]
+            self._queue_front = None
 
     # ================================================================== start / stop
     def _start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
@@ -146,7 +148,12 @@ class _Lifecycle(SimulatorBase):
                 for o in self._observers:
                     o.on_repartition(cast("Simulator", self), g, d)
             delay = max(delay, d)
-        self.queue.remove((spec.submit_s, spec.job_id))
+        # (sorted, entries unique: found by bisection, not by a scan of the queue)
+        key = (spec.submit_s, spec.job_id)
+        i = bisect.bisect_left(self.queue, key)
+        if i == len(self.queue) or self.queue[i] != key:
+            raise ValueError(f"job {spec.job_id} is not queued")
+        del self.queue[i]
         self._queue_version += 1
         self._sig_remove(spec)
         # Only queued jobs have masks: a started job's would be kept for nothing (at 6,500 GPUs

@@ -236,6 +236,15 @@ def render_training(t: dict[str, Any]) -> list[str]:
         f"| MaskablePPO, `{t['recipe']}` on `{t['scenario']}` | {_f(ours['steps'])} "
         f"| {ours['n_steps']} x {ours['n_envs']} | {_f(ours['wall_s'], 1)} "
         f"| {_f(ours['steps_per_s'])} | **{t['x_cartpole_ppo']:.3f}** |",
+    ]
+    if "maskable_ppo_before" in t:
+        b = t["maskable_ppo_before"]
+        lines.append(
+            f"| before: `{t['before_recipe']}` | {_f(b['steps'])} | {b['n_steps']} x "
+            f"{b['n_envs']} | {_f(b['wall_s'], 1)} | {_f(b['steps_per_s'])} "
+            f"| {t['x_cartpole_ppo_before']:.3f} |"
+        )
+    lines += [
         f"| SB3 PPO on CartPole-v1 | {_f(theirs['steps'])} "
         f"| {theirs['n_steps']} x {theirs['n_envs']} | {_f(theirs['wall_s'], 1)} "
         f"| {_f(theirs['steps_per_s'])} | 1 |",
@@ -245,6 +254,13 @@ def render_training(t: dict[str, Any]) -> list[str]:
             f"| raw `{k}` on `{t['scenario']}` | | | | {_f(v)} | **{t['env_x_cartpole'][k]:.4f}** |"
         )
     lines += [f"| raw CartPole-v1 | | | | {_f(t['cartpole_steps_per_s'])} | 1 |", ""]
+    if "reference_curves" in ours:
+        rc = ours["reference_curves"]
+        lines += [
+            f"`{t['recipe']}`'s paired reward: {rc['computed']} reference curves computed in "
+            f"the run, {rc['from_disk']} read from the user's cache (`paired_cache_dir: user`).",
+            "",
+        ]
     return lines
 
 

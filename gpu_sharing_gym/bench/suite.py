@@ -48,8 +48,11 @@ Sections (``--only``, comma-separated; default all):
     wrappers, policy and hyperparameters as ``gsg train`` builds them; the PPO phase only: no
     pretraining, evaluation or checkpoints) trained for ``--training-steps`` (16,384) beside
     SB3 PPO (default ``MlpPolicy`` and hyperparameters, the same SB3) on CartPole-v1 for as
-    many steps, and raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal
-    actions beside CartPole's raw steps/s, with the ratios. Fewer steps than one rollout
+    many steps, the previous default recipe (``maskable_ppo_antman``) as a comparison row, and
+    raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
+    CartPole's raw steps/s, with the ratios. The default recipe's paired reward reads its
+    reference curves from the user's cache when an earlier run left them there (the counts are
+    reported: ``reference_curves``). Fewer steps than one rollout
     (``n_steps``) shorten the rollout of both learners to the steps (CI sizes).
 ``sbs``
     Only when ``SBS_PEER_GIT`` is set (a local git dir of alibaba/clusterdata): our trace
@@ -123,6 +126,8 @@ TRAINING_STEPS = 16_384
 QUICK_TRAINING_STEPS = 1024
 #: ``training``: the recipe and scenario measured.
 TRAINING_RECIPE = "maskable_ppo"
+#: ``training``: the previous default recipe, measured beside it as a comparison row.
+TRAINING_BEFORE = "maskable_ppo_antman"
 TRAINING_SCENARIO = "default"
 #: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
 TRAINING_TARGETS = {"steps_per_s": 1000.0, "x_cartpole_ppo": 0.7, "env_x_cartpole": 0.1}
@@ -611,7 +616,7 @@ def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> Any:
     venv: Any = make_vec_env(
         scenario, settings.n_envs, settings.seed, settings.env_kwargs, settings.work_conserving,
         settings.expert_hint, settings.env_id, settings.paired_reference,
-        settings.train_seed_pool, settings.paired_cache_dir,
+        settings.train_seed_pool, settings.paired_cache_dir, settings.vec_env,
     )  # fmt: skip
     if settings.normalize_reward:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True,
@@ -650,7 +655,14 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         raw[env_id] = env_steps_per_s(env, seconds)[0]
         env.close()
 
+    from gpu_sharing_gym.agents.envs import CURVES
+
+    CURVES.clear()
     ours = _timed_learn(recipe_model(TRAINING_RECIPE, TRAINING_SCENARIO, steps), steps)
+    # the paired reward's reference curves: computed here, or read from the user's cache
+    # (a later run, or any run after the first, reads them)
+    ours["reference_curves"] = {"computed": CURVES.misses, "from_disk": CURVES.disk_hits}
+    before = _timed_learn(recipe_model(TRAINING_BEFORE, TRAINING_SCENARIO, steps), steps)
     defaults = inspect.signature(PPO.__init__).parameters
     cp_model = PPO("MlpPolicy", gym.make("CartPole-v1"), seed=0, device="cpu", verbose=0,
                    **_rollout_kwargs({}, steps, 1, defaults))  # fmt: skip
@@ -666,12 +678,17 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
     print(f"  {'':<{w}} {'steps':>7} {'wall s':>8} {'steps/s':>9} {'x CartPole':>11}")
     rows = (
         (f"MaskablePPO, recipe {TRAINING_RECIPE} on {TRAINING_SCENARIO} (PPO phase)", ours, x_ppo),
+        (f"  before: recipe {TRAINING_BEFORE}", before,
+         before["steps_per_s"] / theirs["steps_per_s"]),
         ("SB3 PPO (MlpPolicy) on CartPole-v1", theirs, 1.0),
-    )
+    )  # fmt: skip
     for name, r, x in rows:
         print(
             f"  {name:<{w}} {r['steps']:>7} {r['wall_s']:>8.1f} {r['steps_per_s']:>9.0f} {x:>11.3f}"
         )
+    rc = ours["reference_curves"]
+    print(f"  ({TRAINING_RECIPE}'s reference curves: {rc['computed']} computed, "
+          f"{rc['from_disk']} read from the cache)")  # fmt: skip
     print(f"raw env, random legal actions ({seconds:g} s each):")
     for k, v in [*raw.items(), ("CartPole-v1", cartpole)]:
         name = k if k == "CartPole-v1" else f"{k} on {TRAINING_SCENARIO}"
@@ -684,6 +701,9 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         "steps": steps,
         "torch_threads": torch.get_num_threads(),
         "maskable_ppo": ours,
+        "before_recipe": TRAINING_BEFORE,
+        "maskable_ppo_before": before,
+        "x_cartpole_ppo_before": round(before["steps_per_s"] / theirs["steps_per_s"], 4),
         "cartpole_ppo": theirs,
         "x_cartpole_ppo": round(x_ppo, 4),
         "env_steps_per_s": {k: round(v, 1) for k, v in raw.items()},

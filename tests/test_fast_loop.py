@@ -1,0 +1,165 @@
+"""The fast learning loop (issue 22): candidate scoring, one-pass masked distribution, in-process
+batched envs, the wall-clock limit and the user cache of reference curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+import gpu_sharing_env  # noqa: F401
+from gpu_sharing_gym.agents.callbacks import WallClockLimit
+from gpu_sharing_gym.agents.config import TrainSettings, load_hyperparams, resolve_config
+from gpu_sharing_gym.agents.envs import make_vec_env, resolve_cache_dir, user_cache_dir
+from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
+
+
+@pytest.fixture(scope="module")
+def states() -> tuple[MaskablePPO, dict[str, th.Tensor], th.Tensor]:
+    """A small model on ``default`` and 60 observations with their masks, from its own play."""
+    env = gym.make("GpuSharing-v0", scenario="default")
+    model = MaskablePPO(SetActorCriticPolicy, env, policy_kwargs={"hidden": 16}, device="cpu",
+                        seed=0)  # fmt: skip
+    obs, _ = env.reset(seed=3)
+    rows, masks = [], []
+    for _ in range(60):
+        mask = env.unwrapped.action_masks().astype(bool)
+        rows.append(obs)
+        masks.append(mask)
+        a, _ = model.predict(obs, action_masks=mask)
+        obs, _, done, _, _ = env.step(a)
+        if done:
+            obs, _ = env.reset(seed=4)
+    batch = {k: th.as_tensor(np.stack([o[k] for o in rows])) for k in rows[0]}
+    return model, batch, th.as_tensor(np.stack(masks))
+
+
+def test_candidate_logits_equal_the_dense_ones_on_legal_actions(
+    states: tuple[MaskablePPO, dict[str, th.Tensor], th.Tensor],
+) -> None:
+    model, obs, masks = states
+    pol = model.policy
+    assert int(masks[:, 1:].sum(1).max()) < masks.shape[1] - 1  # some actions are illegal
+    with th.no_grad():
+        feats = pol.extract_features(obs)
+        dense = pol.mlp_extractor.forward_actor(feats)
+        with pol.mlp_extractor.candidates(masks):
+            cand = pol.mlp_extractor.forward_actor(feats)
+    np.testing.assert_allclose(cand[masks].numpy(), dense[masks].numpy(), rtol=1e-5, atol=1e-6)
+    assert bool((cand[~masks] <= -1e7).all())  # illegal: left out, not scored
+
+
+def test_masked_policy_paths_equal_sb3s(
+    states: tuple[MaskablePPO, dict[str, th.Tensor], th.Tensor],
+) -> None:
+    """The candidate path with its one-pass distribution gives SB3's values, log-probabilities,
+    entropies and action probabilities (SB3's own methods run the dense scorer)."""
+    model, obs, masks = states
+    pol = model.policy
+    legal = [int(np.flatnonzero(m)[-1]) for m in masks.numpy()]
+    actions = th.as_tensor(legal)
+    with th.no_grad():
+        ours = pol.evaluate_actions(obs, actions, masks)
+        sb3 = MaskableActorCriticPolicy.evaluate_actions(pol, obs, actions, masks)
+        for a, b in zip(ours, sb3, strict=True):
+            assert a is not None and b is not None
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+        p1 = pol.get_distribution(obs, masks).distribution.probs
+        p2 = MaskableActorCriticPolicy.get_distribution(pol, obs, masks).distribution.probs
+    np.testing.assert_allclose(p1.numpy(), p2.numpy(), rtol=1e-5, atol=1e-7)
+    assert float(p1[~masks].max()) == 0.0
+
+
+def test_gradients_reach_the_pair_scorer_through_the_candidates(
+    states: tuple[MaskablePPO, dict[str, th.Tensor], th.Tensor],
+) -> None:
+    model, obs, masks = states
+    pol = model.policy
+    pol.zero_grad()
+    actions = th.as_tensor([int(np.flatnonzero(m)[0]) for m in masks.numpy()])
+    _, log_prob, entropy = pol.evaluate_actions(obs, actions, masks)
+    assert entropy is not None
+    (log_prob.mean() + entropy.mean()).backward()
+    for layer in (pol.mlp_extractor.pair_out, pol.mlp_extractor.p_gpu, pol.mlp_extractor.p_job):
+        assert layer.weight.grad is not None and float(layer.weight.grad.abs().sum()) > 0
+
+
+def test_in_process_envs_are_one_dummy_vec_env_and_bad_kinds_are_refused() -> None:
+    venv = make_vec_env("default", 2, seed=0, vec_env="in_process")
+    try:
+        assert isinstance(venv, DummyVecEnv) and venv.num_envs == 2
+    finally:
+        venv.close()
+    with pytest.raises(ValueError, match="vec_env 'threads': one of in_process, subprocess"):
+        make_vec_env("default", 2, seed=0, vec_env="threads")
+
+
+def test_default_recipe_is_the_fast_loop() -> None:
+    settings, _kwargs, _ = load_hyperparams(resolve_config("maskable_ppo"), "default",
+                                           "maskable_ppo")  # fmt: skip
+    assert isinstance(settings, TrainSettings)
+    assert settings.n_envs > 1 and settings.vec_env == "in_process"
+    assert settings.paired_reference and settings.paired_cache_dir == "user"
+
+
+def test_wall_clock_limit_stops_learning_at_once() -> None:
+    """No time budget left: learning stops at the first step (no timing involved)."""
+    env = gym.make("GpuSharing-v0", scenario="default")
+    model = MaskablePPO(SetActorCriticPolicy, env, policy_kwargs={"hidden": 8}, n_steps=64,
+                        batch_size=64, n_epochs=1, device="cpu", seed=0)  # fmt: skip
+    model.learn(10_000, callback=WallClockLimit(0.0))
+    assert model.num_timesteps <= 64
+
+
+def test_user_cache_dir_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GSG_CACHE_DIR", str(tmp_path / "c"))
+    assert user_cache_dir() == tmp_path / "c"
+    assert resolve_cache_dir("user") == tmp_path / "c" / "reference-curves"
+    monkeypatch.delenv("GSG_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert user_cache_dir() == tmp_path / "x" / "gpu-sharing-gym"
+    assert resolve_cache_dir(None) is None
+    assert resolve_cache_dir("~/curves") == Path("~/curves").expanduser()
+
+
+TINY = """
+default:
+  n_timesteps: 100000
+  policy_kwargs: {hidden: 8, n_layers: 1}
+  eval_freq: 50000
+  eval_seeds: [1000]
+  eval_baselines: [first_fit]
+  checkpoint_freq: 50000
+  n_steps: 64
+  batch_size: 64
+  n_epochs: 1
+"""
+
+
+def test_train_max_minutes_stops_saves_and_evaluates(tmp_path: Path) -> None:
+    """``--max-minutes 0``: learning stops at its first step (no timing involved), the model is
+    saved and evaluated as at the end, and evaluations carry the run's wall-clock."""
+    import json
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(TINY)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gpu_sharing_gym.cli", "train", "--config", str(cfg),
+           "--no-pretrain", "--max-minutes", "0", "--quiet", "--out", str(out)]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert 0 < metrics["timesteps"] <= 64 < metrics["target_timesteps"]
+    assert (out / "model.zip").is_file()
+    last = metrics["eval_history"][-1]
+    assert last["timesteps"] == metrics["timesteps"] and last["wall_s"] >= 0

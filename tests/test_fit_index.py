@@ -1,0 +1,175 @@
+"""Issue 24: ``Cluster.placeable`` answers "does anything fit" from an index kept up to date as
+GPUs change (``cluster._FitIndex``), not from the masks. On random fleets, sharing settings and
+random sequences of placements, removals and readiness/health changes, every answer must equal
+the mask's (``Cluster.placeable_scan``), for single-GPU jobs and gangs, offline and online,
+with and without GPU-type constraints, and memory sizes whose sums round (0.1 + 0.2 ...).
+Over the whole queue, ``Simulator.needs_decision`` asks only the signatures no other one
+dominates: checked against asking every queued signature's mask in a congested episode."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pytest
+
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.config import SharingConfig, load_scenario
+from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_gym.baselines.pai import SjfPredicted
+
+_MEMS = (0.1, 0.2, 0.3, 0.7, 1.5, 3.3, 4.0, 5.9, 8.0, 10.1, 16.0, 20.0, 24.0, 32.0, 40.0, 80.0)
+_TYPES = ((), ("T4",), ("P100", "V100-32GB"), ("A100-40GB",), ("A10", "H100-80GB", "T4"))
+_SHARING = (
+    SharingConfig(),
+    SharingConfig(modes=("exclusive", "time_sharing", "mps"), mps_sm_pcts=(50, 25, 100, 75)),
+    SharingConfig(modes=("time_sharing", "mps"), mps_sm_pcts=(30, 60), max_residents=2),
+    SharingConfig(modes=("exclusive", "mig"), mig_compute_slices=(1, 2, 3, 7)),
+    SharingConfig(modes=("exclusive",), max_residents=1),
+    SharingConfig(modes=("mps", "mig"), mps_sm_pcts=(25, 50), mig_compute_slices=(1, 3)),
+)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What the cluster reads of a job (a ``JobSpec`` stand-in: online ones need no service)."""
+
+    job_id: int
+    mem_gb: float
+    gpu_types: tuple[str, ...]
+    online: bool
+    num_gpus: int
+    true_mem_gb: float
+    gpu_frac: float = 1.0
+    cpu_cores: float = 1.0
+
+
+def _fleet(rng: np.random.Generator) -> list[NodeSpec]:
+    names = ("T4", "P100", "V100-32GB", "A10", "A100-40GB", "H100-80GB")
+    return [
+        NodeSpec(f"n{i}", str(rng.choice(names)), int(rng.choice([1, 2, 4, 8])), 64.0, 256.0)
+        for i in range(int(rng.integers(3, 12)))
+    ]
+
+
+def _job(rng: np.random.Generator, jid: int, gangs: bool = True) -> JobSpec:
+    mem = float(rng.choice(_MEMS))
+    n = int(rng.choice([1, 1, 1, 2, 3, 4, 8])) if gangs else 1
+    types = _TYPES[int(rng.integers(len(_TYPES)))]
+    job = _Job(jid, mem, types, bool(rng.random() < 0.2), n, mem)
+    return cast(JobSpec, job)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fit_index_answers_as_the_masks(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    placed: list[tuple[JobSpec, list[int], int]] = []
+    probes = [_job(rng, -1 - k) for k in range(40)]
+    asked = fits = 0
+    for step in range(600):
+        if step == 300:
+            c.reset()
+            placed = []
+        r = rng.random()
+        if r < 0.55:  # place a random job at a random legal (gpu, option)
+            job = _job(rng, step)
+            legal = np.argwhere(c.placement_mask(job))
+            if len(legal):
+                g, o = (int(x) for x in legal[int(rng.integers(len(legal)))])
+                gpus = c.gang_gpus(job, g, o)
+                for gg in gpus:
+                    c.add(job, gg, c.options[o])
+                placed.append((job, gpus, o))
+        elif r < 0.9 and placed:
+            job, gpus, o = placed.pop(int(rng.integers(len(placed))))
+            for gg in gpus:
+                c.remove(job, gg, c.options[o])
+        else:
+            g = int(rng.integers(c.n_gpus))
+            if rng.random() < 0.5:
+                c.set_ready(g, not c.ready[g])
+            else:
+                c.set_healthy(g, not c.healthy[g])
+        if rng.random() < 0.7:  # ask (or let changes pile up: the index's rebuild path)
+            for job in probes:
+                want = c.placeable_scan(job)
+                assert c.placeable_index(job) == want, (step, job)
+                assert c.placeable(job) == want, (step, job)
+                asked += 1
+                fits += want
+    c.check_invariants()
+    assert asked and 0 < fits < asked  # both answers were exercised
+
+
+def test_fit_index_at_the_memory_boundary() -> None:
+    """A job whose memory fits a GPU's headroom to the last bit, and the next float up."""
+    c = Cluster([NodeSpec("n", "T4", 8, 64.0, 256.0)], SharingConfig(modes=("time_sharing",)))
+    assert c.placeable_index(cast(JobSpec, _Job(-1, 1.0, (), False, 1, 1.0)))  # (index built)
+    for g in range(2, 8):
+        c.set_ready(g, False)
+    for mem in (0.1, 0.2, 5.9):  # three residents of four on GPUs 0 and 1
+        for g in (0, 1):
+            c.add(
+                cast(JobSpec, _Job(10 * g + int(mem * 10), mem, (), False, 1, mem)), g, c.options[0]
+            )
+    used, cap = float(c.mem_decl[0]), 16.0 + 1e-9
+    # the largest job memory that fits, where GPU 0's own value is the last value that fits it
+    m = cap - used
+    while used + m > cap:
+        m = float(np.nextafter(m, 0))
+    while used + float(np.nextafter(m, 99)) <= cap:
+        m = float(np.nextafter(m, 99))
+    assert float(np.nextafter(used, 99)) + m > cap  # ``used`` is the boundary for ``m``
+    for mem in (float(np.nextafter(m, 0)), m, float(np.nextafter(m, 99)), 99.0):
+        for n in (1, 2):
+            job = cast(JobSpec, _Job(-1, mem, (), False, n, mem))
+            assert c.placeable_index(job) == c.placeable_scan(job), (mem, n)
+    assert c.placeable_index(cast(JobSpec, _Job(-1, m, (), False, 2, m)))
+
+
+def test_fit_index_mig_residents() -> None:
+    """MIG: a GPU with free slices but ``max_residents`` instances in use hosts no more."""
+    c = Cluster(
+        [NodeSpec("n", "A100-40GB", 8, 64.0, 256.0)],  # (8: changes are applied one by one)
+        SharingConfig(modes=("mig",), mig_compute_slices=(1,), max_residents=3),
+    )
+    small = cast(JobSpec, _Job(-1, 4.0, (), False, 1, 4.0))
+    assert c.placeable_index(small)  # (index built here)
+    for g in range(1, 8):
+        c.set_healthy(g, False)
+    for jid in range(3):
+        assert c.placeable_index(small) and c.placeable_scan(small)
+        c.add(cast(JobSpec, _Job(jid, 4.0, (), False, 1, 4.0)), 0, c.options[0])
+    assert not c.placeable_index(small) and not c.placeable_scan(small)
+    c.remove(cast(JobSpec, _Job(1, 4.0, (), False, 1, 4.0)), 0, c.options[0])
+    assert c.placeable_index(small) and c.placeable_scan(small)
+
+
+def test_needs_decision_over_the_queue_asks_the_front_only() -> None:
+    sc = load_scenario("pai-hetero")
+    nodes = tuple(dataclasses.replace(g, count=max(1, g.count // 8)) for g in sc.cluster.nodes)
+    sim = make_simulator(
+        dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=nodes))
+    )
+    fast = sim.needs_decision
+    seen = {True: 0, False: 0, "pruned": 0}
+
+    def checked() -> bool:
+        got = fast()
+        if not sim.done:
+            sigs = sim._queue_sigs
+            want = any(sim.cluster.placeable_scan(spec) for _, spec in sigs.values())
+            assert got == want
+            seen[got] += 1
+            seen["pruned"] += len(sim._queue_front or ()) < len(sigs)
+        return got
+
+    sim.needs_decision = checked  # type: ignore[method-assign]
+    run_episode(SjfPredicted(), sim, 0)
+    assert seen[True] > 50 and seen[False] > 50 and seen["pruned"] > 50
