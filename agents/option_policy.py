@@ -30,6 +30,8 @@ the actor's features are not shaped by value regression, and vice versa.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -239,18 +241,56 @@ class OptionScorer(nn.Module):
         self.critic = _Trunk(hidden, n_layers)
         self.value = _mlp(5 * hidden, hidden, 1)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
+        # the legal actions while scoring candidates only (:meth:`candidates`)
+        self._mask: th.Tensor | None = None
+
+    @contextmanager
+    def candidates(self, action_masks: Any) -> Iterator[None]:
+        """Within the block, score only the legal placements of ``action_masks`` (B x actions;
+        None: every action); the legal scores equal the dense ones (as
+        :meth:`gpu_sharing_gym.agents.policy.SetScorer.candidates`)."""
+        old = self._mask
+        if action_masks is not None:
+            self._mask = th.as_tensor(action_masks, dtype=th.bool).reshape(-1, self.latent_dim_pi)
+        try:
+            yield
+        finally:
+            self._mask = old
+
+    def _place_scores(self, hp: th.Tensor, ho: th.Tensor, hg: th.Tensor) -> th.Tensor:
+        b, w, g = hp.shape[0], hp.shape[1], hp.shape[2]
+        o = ho.shape[1]
+        mask = self._mask
+        if mask is None or mask.shape[0] != b:
+            z = th.relu(
+                self.q_pair(hp)[:, :, :, None, :]  # B,W,G,1,P
+                + self.q_opt(ho)[:, None, None, :, :]  # B,1,1,O,P
+                + self.u_gpu(hg)[:, None, :, None, :] * self.u_opt(ho)[:, None, None, :, :]
+            )
+            return self.out(z).reshape(b, -1)  # (slot, gpu, option) row-major
+        n_place = w * g * o
+        flat = mask[:, 1:].reshape(-1).nonzero().squeeze(1)
+        rows = th.div(flat, n_place, rounding_mode="floor")
+        act = flat - rows * n_place
+        pair = th.div(act, o, rounding_mode="floor")  # slot * g + gpu
+        opt = act - pair * o
+        gpu = pair % g
+        o_ix = rows * o + opt
+        z = th.relu(
+            self.q_pair(hp).reshape(b * w * g, -1).index_select(0, rows * (w * g) + pair)
+            + self.q_opt(ho).reshape(b * o, -1).index_select(0, o_ix)
+            + self.u_gpu(hg).reshape(b * g, -1).index_select(0, rows * g + gpu)
+            * self.u_opt(ho).reshape(b * o, -1).index_select(0, o_ix)
+        )
+        scores = self.out(z).squeeze(-1)
+        place = th.full((b * n_place,), _NEG, dtype=scores.dtype)
+        return place.index_copy(0, flat, scores).reshape(b, n_place)
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         gpus, jobs, glob, opts, pairs, hint = self.tables(features)
         hg, _, ctx, hp = self.actor(gpus, jobs, glob, pairs)
         ho = self.opt(opts)  # B,O,H
-        b = features.shape[0]
-        z = th.relu(
-            self.q_pair(hp)[:, :, :, None, :]  # B,W,G,1,P
-            + self.q_opt(ho)[:, None, None, :, :]  # B,1,1,O,P
-            + self.u_gpu(hg)[:, None, :, None, :] * self.u_opt(ho)[:, None, None, :, :]
-        )
-        place = self.out(z).reshape(b, -1)  # (slot, gpu, option) row-major
+        place = self._place_scores(hp, ho, hg)
         p_mean, p_max = _pool(hp.flatten(1, 2), pairs[..., 0].flatten(1, 2), 1)
         wait = self.wait(th.cat([ctx, p_mean, p_max], dim=1))
         out = th.cat([wait, place], dim=1)
@@ -318,6 +358,23 @@ class OptionActorCriticPolicy(MaskableActorCriticPolicy):
         data = super()._get_constructor_parameters()
         data.update(self.net_kwargs)
         return data
+
+    # Given the masks (rollouts, updates, ``predict``), only the legal placements are scored.
+    def forward(
+        self, obs: th.Tensor, deterministic: bool = False, action_masks: np.ndarray | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        with self.mlp_extractor.candidates(action_masks):  # type: ignore[operator]
+            return super().forward(obs, deterministic, action_masks)
+
+    def evaluate_actions(
+        self, obs: th.Tensor, actions: th.Tensor, action_masks: th.Tensor | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        with self.mlp_extractor.candidates(action_masks):  # type: ignore[operator]
+            return super().evaluate_actions(obs, actions, action_masks)
+
+    def get_distribution(self, obs: Any, action_masks: np.ndarray | None = None) -> Any:
+        with self.mlp_extractor.candidates(action_masks):  # type: ignore[operator]
+            return super().get_distribution(obs, action_masks)
 
 
 __all__ = [

@@ -163,3 +163,38 @@ def test_train_max_minutes_stops_saves_and_evaluates(tmp_path: Path) -> None:
     assert (out / "model.zip").is_file()
     last = metrics["eval_history"][-1]
     assert last["timesteps"] == metrics["timesteps"] and last["wall_s"] >= 0
+
+
+def test_option_policy_scores_only_legal_candidates_with_the_dense_result() -> None:
+    """``GpuSharing-v1``'s option-agnostic policy: the candidate path's log-probabilities,
+    entropies and values equal SB3's path over the dense scorer."""
+    from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
+
+    env = gym.make("GpuSharing-v1", scenario="default")
+    model = MaskablePPO(OptionActorCriticPolicy, env, device="cpu", seed=0,
+                        policy_kwargs={"hidden": 16, "pair_hidden": 8})  # fmt: skip
+    obs, _ = env.reset(seed=5)
+    rows, masks = [], []
+    for _ in range(40):
+        mask = env.unwrapped.action_masks().astype(bool)
+        rows.append(obs)
+        masks.append(mask)
+        a, _ = model.predict(obs, action_masks=mask)
+        obs, _, done, _, _ = env.step(a)
+        if done:
+            obs, _ = env.reset(seed=6)
+    batch = {k: th.as_tensor(np.stack([o[k] for o in rows])) for k in rows[0]}
+    m = th.as_tensor(np.stack(masks))
+    pol = model.policy
+    actions = th.as_tensor([int(np.flatnonzero(r)[-1]) for r in m.numpy()])
+    with th.no_grad():
+        feats = pol.extract_features(batch)
+        dense = pol.mlp_extractor.forward_actor(feats)
+        with pol.mlp_extractor.candidates(m):
+            cand = pol.mlp_extractor.forward_actor(feats)
+        ours = pol.evaluate_actions(batch, actions, m)
+        sb3 = MaskableActorCriticPolicy.evaluate_actions(pol, batch, actions, m)
+    np.testing.assert_allclose(cand[m].numpy(), dense[m].numpy(), rtol=1e-5, atol=1e-6)
+    for a, b in zip(ours, sb3, strict=True):
+        assert a is not None and b is not None
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
