@@ -26,18 +26,23 @@ def states() -> tuple[MaskablePPO, dict[str, th.Tensor], th.Tensor]:
     env = gym.make("GpuSharing-v0", scenario="default")
     model = MaskablePPO(SetActorCriticPolicy, env, policy_kwargs={"hidden": 16}, device="cpu",
                         seed=0)  # fmt: skip
-    obs, _ = env.reset(seed=3)
+    return (model, *_play(env, model, 60, seed=3))
+
+
+def _play(env: gym.Env, model: MaskablePPO, n: int, seed: int) -> tuple[dict, th.Tensor]:
+    """``n`` observations (batched) and their masks from ``model`` playing ``env``."""
+    obs, _ = env.reset(seed=seed)
     rows, masks = [], []
-    for _ in range(60):
-        mask = env.unwrapped.action_masks().astype(bool)
+    for _ in range(n):
+        mask = env.unwrapped.action_masks().astype(bool)  # type: ignore[attr-defined]
         rows.append(obs)
         masks.append(mask)
         a, _ = model.predict(obs, action_masks=mask)
         obs, _, done, _, _ = env.step(a)
         if done:
-            obs, _ = env.reset(seed=4)
+            obs, _ = env.reset(seed=seed + 1)
     batch = {k: th.as_tensor(np.stack([o[k] for o in rows])) for k in rows[0]}
-    return model, batch, th.as_tensor(np.stack(masks))
+    return batch, th.as_tensor(np.stack(masks))
 
 
 def test_candidate_logits_equal_the_dense_ones_on_legal_actions(
@@ -173,18 +178,7 @@ def test_option_policy_scores_only_legal_candidates_with_the_dense_result() -> N
     env = gym.make("GpuSharing-v1", scenario="default")
     model = MaskablePPO(OptionActorCriticPolicy, env, device="cpu", seed=0,
                         policy_kwargs={"hidden": 16, "pair_hidden": 8})  # fmt: skip
-    obs, _ = env.reset(seed=5)
-    rows, masks = [], []
-    for _ in range(40):
-        mask = env.unwrapped.action_masks().astype(bool)
-        rows.append(obs)
-        masks.append(mask)
-        a, _ = model.predict(obs, action_masks=mask)
-        obs, _, done, _, _ = env.step(a)
-        if done:
-            obs, _ = env.reset(seed=6)
-    batch = {k: th.as_tensor(np.stack([o[k] for o in rows])) for k in rows[0]}
-    m = th.as_tensor(np.stack(masks))
+    batch, m = _play(env, model, 40, seed=5)
     pol = model.policy
     actions = th.as_tensor([int(np.flatnonzero(r)[-1]) for r in m.numpy()])
     with th.no_grad():
