@@ -88,20 +88,21 @@ class PlainProgress:
         while not self._stop.wait(self.interval):
             self.emit()
 
-    def line(self) -> str:
-        """The progress line as of now."""
+    def line(self, count: float | None = None) -> str:
+        """The progress line as of now (``count``: the count to show, default ``self.n``)."""
+        cur = self.n if count is None else count
         elapsed = self.clock() - self.t0
         unit = self.unit if self.unit.endswith("s") else f"{self.unit}s"
-        n = f"{self.n:g}"
+        n = f"{cur:g}"
         text = f"{self.desc}: " if self.desc else ""
         if self.total:
-            text += f"{n}/{self.total:g} {unit} ({100.0 * self.n / self.total:.0f}%)"
+            text += f"{n}/{self.total:g} {unit} ({100.0 * cur / self.total:.0f}%)"
         else:
             text += f"{n} {unit}"
         text += f", elapsed {hms(elapsed)}"
-        done = self.n - self.initial
+        done = cur - self.initial
         if self.total and done > 0:
-            text += f", ETA {hms(elapsed / done * max(0.0, self.total - self.n))}"
+            text += f", ETA {hms(elapsed / done * max(0.0, self.total - cur))}"
         if self.postfix:
             text += f", {self.postfix}"
         return text
@@ -109,14 +110,17 @@ class PlainProgress:
     def emit(self) -> None:
         """Write :meth:`line` now."""
         with self._lock:
+            # the count read once: the caller's thread may update it while this one writes,
+            # and ``close`` must know which count the last line showed
+            n = self.n
             out = self._out()
             try:
-                out.write(self.line() + "\n")
+                out.write(self.line(n) + "\n")
                 out.flush()
             except (OSError, ValueError):  # a closed or broken stream: progress is not vital
                 return
             self.lines += 1
-            self._emitted_n = self.n
+            self._emitted_n = n
 
     # ---------------------------------------------------------------- tqdm's API
     def update(self, n: float = 1) -> None:
