@@ -322,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     bc_info: dict[str, Any] = dict(prev.get("pretrain", {}))
     timing: dict[str, Any] = dict(prev.get("timing", {}))
 
+    def run_wall_s() -> float:
+        """The run's wall-clock seconds so far (earlier processes of a resumed run included)."""
+        return float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start
+
     def write_metrics(
         final: dict[str, Any] | None = None, summary: dict[str, Any] | None = None
     ) -> None:
@@ -331,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             "scenarios": [s.name for s in scenarios],
             "timesteps": int(model.num_timesteps),
             "target_timesteps": settings.n_timesteps,
-            "wall_s": float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start,
+            "wall_s": run_wall_s(),
             "timing": timing,
             "eval_seeds": list(settings.eval_seeds),
             "best_baseline": reference.get("best"),
@@ -386,12 +390,11 @@ def main(argv: list[str] | None = None) -> int:
             out, meta, settings.figure_every, history, on_eval=lambda h: write_metrics(),
             conserving=conserving, hint=settings.expert_hint, env_id=settings.env_id,
             best_jct=best_so_far,
-            clock=lambda: float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start,
+            clock=run_wall_s,
         )  # fmt: skip
         callbacks = [SimMetricsCallback(), evaluator, checkpoint]
         if args.max_minutes is not None:
-            spent = float(prev.get("wall_s", 0.0)) + time.perf_counter() - t_start
-            callbacks.append(WallClockLimit(60.0 * args.max_minutes - spent))
+            callbacks.append(WallClockLimit(60.0 * args.max_minutes - run_wall_s()))
         callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))
         remaining = settings.n_timesteps - model.num_timesteps
         if remaining > 0:
