@@ -15,9 +15,10 @@ Mechanisms implemented:
   free second gpulet of a split GPU (MPS, best fit: the smallest partition that meets the SLO);
   then temporal sharing inside a whole-GPU gpulet that already serves (time-sharing); on a new
   GPU, a split with the smallest feasible partition (the rest stays free for the next service),
-  else a whole-GPU gpulet others may later share in time, else an exclusive GPU. The simulator's
-  MPS partitions never overlap (their shares sum to at most 100 %), so temporal sharing inside
-  a *partial* gpulet is not representable: a temporal gpulet here is a whole GPU.
+  else a whole-GPU gpulet others may later share in time, else an exclusive GPU. Where the
+  scenario enables gpulets (``sharing.gpulets``, opt-in), temporal sharing happens inside any
+  gpulet, partial ones included (the placement options ``gpulet1``/``gpulet2``: join the GPU's
+  k-th partition); without them a temporal gpulet is a whole GPU (time-sharing mode).
 * **Batch size per placement and rate** (the third dimension of the paper's search). For
   each candidate (GPU, partition) the scheduler tries ``batch_sizes`` (1, 2, 4, ..., 32 by
   default, plus the service's configured batch) and keeps, as GPULet's artifact does for a
@@ -75,11 +76,15 @@ DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """A co-runner as the interference model sees it: model class and SM activity."""
+    """A co-runner as the interference model sees it: model class and SM activity; with
+    gpulets (``SharingConfig.gpulets``) also its partition on the GPU and the share of that
+    partition's time it keeps busy (its duty over its profiled speed there)."""
 
     model: str
     duty: float
     online: bool
+    part: int = -1
+    occ: float = 0.0
 
 
 def p99_ms(batch_ms: float, rps: float, batch: int) -> float:
@@ -157,10 +162,13 @@ class GPULet(HeuristicPolicy):
         pct: int,
         others: Sequence[Load],
         batch: int | None = None,
+        part: int = -1,
     ) -> tuple[float, float]:
         """Predicted (batch latency, p99 latency) in ms of ``svc`` at peak rate on ``gpu`` in
         ``mode`` / ``pct`` beside ``others``, with batch size ``batch`` (default: the one it
-        runs with, ``JobView.batch_size``); (inf, inf) if it gets no GPU time."""
+        runs with, ``JobView.batch_size``); (inf, inf) if it gets no GPU time. With gpulets,
+        ``part`` is the partition ``svc`` is in: the others in it share its time (the time
+        their occupancies leave), the rest interfere as MPS co-runners."""
         assert svc.service is not None
         b = batch or svc.batch_size or svc.service.batch_size
         rps = max(svc.service.peak_rps, svc.rps)
@@ -168,9 +176,13 @@ class GPULet(HeuristicPolicy):
         duty = min(1.0, rps * solo_ms / 1000.0 / b)
         if mode is SharingMode.MPS:
             f = self.partition_speed(view, svc.model, gpu, pct, duty, b)
+            mates = [o for o in others if part >= 0 and o.part == part]
+            rest = [o for o in others if part < 0 or o.part != part]
             f /= 1.0 + self.interference(view).slowdown(
-                svc.model, [(o.model, o.duty) for o in others]
+                svc.model, [(o.model, o.duty) for o in rest]
             )
+            if mates:  # temporal sharing inside the gpulet: the time its mates leave
+                f *= 1.0 - sum(o.occ for o in mates if o.online)
         elif mode is SharingMode.TIME_SHARING:
             # Temporal sharing: the time the other services leave (duty cycle), offline co-runners
             # run at lower priority.
@@ -190,10 +202,11 @@ class GPULet(HeuristicPolicy):
         pct: int,
         others: Sequence[Load],
         batch: int | None = None,
+        part: int = -1,
     ) -> bool:
         """Does ``svc`` meet its SLO at peak rate on ``gpu`` beside ``others``?"""
         assert svc.service is not None
-        _, p99 = self.service_latency(view, svc, gpu, mode, pct, others, batch)
+        _, p99 = self.service_latency(view, svc, gpu, mode, pct, others, batch, part)
         return p99 <= self.slo_margin * svc.service.slo_ms
 
     def choose_batch(
@@ -204,6 +217,7 @@ class GPULet(HeuristicPolicy):
         mode: SharingMode,
         pct: int,
         others: Sequence[Load],
+        part: int = -1,
     ) -> int | None:
         """The batch size for ``svc`` in this gpulet at its (peak) rate, GPULet's rule for a
         gpulet serving a given rate (its artifact, ``getMaxBatch`` / ``getMinPart``, module
@@ -218,18 +232,18 @@ class GPULet(HeuristicPolicy):
         assert svc.service is not None
         slo = svc.service.slo_ms
         if self.batch_sizes is None:
-            ok = self.service_ok(view, svc, gpu, mode, pct, others)
+            ok = self.service_ok(view, svc, gpu, mode, pct, others, part=part)
             return svc.service.batch_size if ok else None
         rps = max(svc.service.peak_rps, svc.rps)
         best: int | None = None
         for b in sorted({*self.batch_sizes, svc.service.batch_size}):
-            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, b)
+            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, b, part)
             fill_ms = 1000.0 * b / rps if rps > 0 else math.inf
             if batch_ms > fill_ms or batch_ms + fill_ms > slo or p99 > self.slo_margin * slo:
                 continue
             best = b
         if best is None:
-            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, 1)
+            batch_ms, p99 = self.service_latency(view, svc, gpu, mode, pct, others, 1, part)
             gap_ms = 1000.0 / rps if rps > 0 else math.inf
             if batch_ms < min(gap_ms, slo) and p99 <= self.slo_margin * slo:
                 best = 1
@@ -247,10 +261,24 @@ class GPULet(HeuristicPolicy):
 
     def loads(self, view: ClusterView, gpu: int) -> list[tuple[JobView, Load]]:
         out = []
+        where = {j: (k, pct) for k, (pct, ids) in enumerate(view.gpulets(gpu)) for j in ids}
         for r in view.residents(gpu):
             duty = self.service_duty(view, r, gpu) if r.online else ZOO[r.model].duty
-            out.append((r, Load(r.model, duty, r.online)))
+            part, pct = where.get(r.job_id, (-1, 100))
+            occ = 0.0
+            if part >= 0 and r.online:
+                assert r.service is not None
+                b = r.batch_size or r.service.batch_size
+                occ = self.occupancy(view, r.model, gpu, pct, duty, b)
+            out.append((r, Load(r.model, duty, r.online, part, occ)))
         return out
+
+    def occupancy(
+        self, view: ClusterView, model: str, gpu: int, pct: int, duty: float, batch: int
+    ) -> float:
+        """The share of a ``pct`` % gpulet's time a service at SM activity ``duty`` keeps busy:
+        its duty over its profiled speed in the gpulet (its batches run that much longer)."""
+        return min(1.0, duty / self.partition_speed(view, model, gpu, pct, duty, batch))
 
     def residents_ok(
         self, view: ClusterView, gpu: int, newcomer: Load, pcts: dict[int, int]
@@ -258,15 +286,20 @@ class GPULet(HeuristicPolicy):
         """Do the services already on ``gpu`` still meet their SLOs with ``newcomer`` added?"""
         mode = SharingMode(int(view.mode[gpu]))
         loads = self.loads(view, gpu)
-        for r, _ in loads:
+        for r, me in loads:
             if not r.online:
                 continue
             others = [ld for q, ld in loads if q.job_id != r.job_id] + [newcomer]
-            if not self.service_ok(view, r, gpu, mode, pcts.get(r.job_id, 100), others):
+            pct = pcts.get(r.job_id, 100)
+            if not self.service_ok(view, r, gpu, mode, pct, others, part=me.part):
                 return False
         return True
 
     def _resident_pcts(self, view: ClusterView, gpu: int) -> dict[int, int]:
+        """Each resident's SM percentage (its gpulet's, with gpulets)."""
+        gl = view.gpulets(gpu)
+        if gl:
+            return {j: pct for pct, ids in gl for j in ids}
         return {r.job_id: view.options[r.option].sm_pct for r in view.residents(gpu)}
 
     # ------------------------------------------------------------------ decisions
@@ -292,6 +325,7 @@ class GPULet(HeuristicPolicy):
         opts = view.options
         assert svc.service is not None
         best: tuple[tuple[float, ...], int, int, int] | None = None
+        gpulets_on = any(opt.gpulet for opt in opts)
         for g in range(view.n_gpus):
             empty = view.n_res[g] == 0
             hosts_services = view.online_count[g] > 0
@@ -300,13 +334,22 @@ class GPULet(HeuristicPolicy):
             loads = [ld for _, ld in self.loads(view, g)]
             speed = -view.solo_speed(svc.model, g)
             pcts = self._resident_pcts(view, g)
+            gl = view.gpulets(g)
             pending = not empty and not bool(view.ready[g])
             for o, opt in enumerate(opts):
                 if not (self._pending_ok(view, svc, g, opt, pcts) if pending else mask[g, o]):
                     continue
-                if opt.mode is SharingMode.MPS:
-                    if not empty and view.n_res[g] >= self.max_gpulets:
+                pct, part = opt.sm_pct, -1
+                if opt.mode is SharingMode.MPS and opt.gpulet:
+                    # temporal sharing inside the GPU's k-th gpulet (gpulets on)
+                    part = opt.gpulet - 1
+                    pct = gl[part][0]
+                    tier, size = 1, pct
+                elif opt.mode is SharingMode.MPS:
+                    n_gl = len(gl) if gpulets_on else view.n_res[g]
+                    if not empty and n_gl >= self.max_gpulets:
                         continue  # the GPU is already split in its gpulets
+                    part = len(gl) if gpulets_on else -1
                     # a partial gpulet first; a whole GPU as an MPS partition after a temporal one
                     tier, size = (0 if opt.sm_pct < 100 else 2), opt.sm_pct
                 elif opt.mode is SharingMode.TIME_SHARING:
@@ -315,11 +358,12 @@ class GPULet(HeuristicPolicy):
                     tier, size = 3, 101  # a whole GPU nobody may share: last
                 else:
                     continue
-                b = self.choose_batch(view, svc, g, opt.mode, opt.sm_pct, loads)
+                b = self.choose_batch(view, svc, g, opt.mode, pct, loads, part)
                 if b is None:
                     continue
                 duty = self.service_duty(view, svc, g, b)
-                me = Load(svc.model, duty, True)
+                occ = self.occupancy(view, svc.model, g, pct, duty, b) if part >= 0 else 0.0
+                me = Load(svc.model, duty, True, part, occ)
                 if not empty and not self.residents_ok(view, g, me, pcts):
                     continue
                 key = (float(empty), float(tier), float(size), speed, float(g))
@@ -341,7 +385,8 @@ class GPULet(HeuristicPolicy):
         of models before deploying (the paper's Sec. 4), so a GPU split for one model offers its
         second gpulet to the next at once; the simulator's legality mask hides a GPU while its
         mode changes, so the plan checks the same rules itself: the GPU's mode, partitions
-        summing to at most 100 %, the resident limit and declared memory."""
+        summing to at most 100 %, the resident limit and declared memory (with gpulets: the
+        partition to join exists, or a new one is within the GPU's gpulets)."""
         if opt.mode is not SharingMode(int(view.mode[gpu])) or opt.mode is SharingMode.EXCLUSIVE:
             return False
         if view.n_res[gpu] >= view.max_residents:
@@ -350,7 +395,15 @@ class GPULet(HeuristicPolicy):
             return False
         if svc.gpu_types and view.type_name[gpu] not in svc.gpu_types:
             return False
-        return opt.mode is not SharingMode.MPS or opt.sm_pct + sum(pcts.values()) <= 100
+        if opt.mode is not SharingMode.MPS:
+            return True
+        gl = view.gpulets(gpu)
+        if opt.gpulet:
+            return opt.gpulet <= len(gl)
+        if gl:
+            n_max = sum(1 for o in view.options if o.gpulet)
+            return len(gl) < n_max and opt.sm_pct + sum(p for p, _ in gl) <= 100
+        return opt.sm_pct + sum(pcts.values()) <= 100
 
     def place_offline(self, view: ClusterView, job: JobView) -> Decision | None:
         """Empty GPUs first; then what inference gpulets leave, if every SLO still holds."""
@@ -367,6 +420,8 @@ class GPULet(HeuristicPolicy):
             for o, opt in enumerate(opts):
                 if not mask[g, o] or opt.mode not in (SharingMode.MPS, SharingMode.TIME_SHARING):
                     continue
+                if opt.gpulet:
+                    continue  # offline work fills leftover partitions, never a service's gpulet
                 if not self.residents_ok(view, g, me, pcts):
                     continue
                 left = (

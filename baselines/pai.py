@@ -131,6 +131,8 @@ class Allocation:
         self._type_min: list[float] | None = None
         self._one_node: dict[int, np.ndarray] = {}
         self._view = view
+        #: Where set (a policy's, kept across decisions), :meth:`one_node` reads its empty runs.
+        self.node_state: NodeState | None = None
 
     @property
     def node(self) -> np.ndarray:
@@ -157,6 +159,9 @@ class Allocation:
             n_gpus = self.gpu.size
             if not self.contiguous:
                 ok = one_node_empty_starts(self._view, np.arange(n_gpus), n, self)
+            elif self.node_state is not None:
+                # n empty GPUs of one node from g on (nodes contiguous: the span's ends agree)
+                ok = self.node_state.empty_runs(self._view) >= n
             else:
                 ok = np.zeros(n_gpus, dtype=bool)
                 if n <= n_gpus:
@@ -186,6 +191,92 @@ class Allocation:
 
     def node_load(self, gpu: int) -> float:
         return float(self.node[self.node_of[gpu]])
+
+
+class NodeState:
+    """Per-node facts of :class:`Allocation` kept across the decisions of one episode, updated
+    only for the nodes whose GPUs changed since (``ClusterView.watch_gpus``):
+
+    * :meth:`loads`: :attr:`Allocation.node`, each node summed over its GPUs in GPU order from
+      0.0 as ``np.bincount`` sums, so the same floats as a recomputation over the fleet;
+    * :meth:`empty_runs`: per GPU, how many empty GPUs of its node start there (itself and
+      those after it), so that on a fleet whose nodes are contiguous in GPU order a span of
+      ``n`` empty GPUs on one node starts at ``g`` iff ``runs[g] >= n``
+      (:meth:`Allocation.one_node`).
+    """
+
+    def __init__(self) -> None:
+        self._episode: object = None
+        self._changed: set[int] = set()
+        self._dirty_load: set[int] = set()
+        self._dirty_runs: set[int] = set()
+        self._node: np.ndarray | None = None
+        self._runs: np.ndarray | None = None
+        self._gpus: list[list[int]] = []
+        self._node_of: list[int] = []
+        self._n_gpus: list[int] = []
+        self._mem_cap: list[float] = []
+
+    def _sync(self, view: ClusterView) -> None:
+        if self._episode is not view.episode:
+            self._episode = view.episode
+            self._changed = view.watch_gpus()
+            self._node = self._runs = None
+            self._dirty_load, self._dirty_runs = set(), set()
+            if not self._gpus or len(self._node_of) != view.n_gpus:
+                n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
+                self._node_of = np.asarray(view.node_of).tolist()
+                self._gpus = [[] for _ in range(n_nodes)]
+                for g, n in enumerate(self._node_of):
+                    self._gpus[n].append(g)
+                self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
+            return
+        changed = self._changed
+        if changed:
+            node_of = self._node_of
+            nodes = {node_of[g] for g in changed}
+            changed.clear()
+            self._dirty_load |= nodes
+            self._dirty_runs |= nodes
+
+    def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
+        """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
+        self._sync(view)
+        out = self._node
+        if out is None:
+            out = self._node = alloc.node.copy()
+            self._dirty_load = set()
+            return out
+        if self._dirty_load:
+            frac, mem = view.frac_used, view.mem_used_gb
+            for n in self._dirty_load:
+                gs = 0.0
+                ms = 0.0
+                for g in self._gpus[n]:
+                    f = frac.item(g)
+                    gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
+                    ms += mem.item(g)
+                out[n] = (gs / self._n_gpus[n] + ms / self._mem_cap[n]) / 2.0
+            self._dirty_load = set()
+        return out
+
+    def empty_runs(self, view: ClusterView) -> np.ndarray:
+        """Per GPU: the empty GPUs of its node from it on without a gap (0: it is not empty)."""
+        self._sync(view)
+        n_res = view.n_res
+        runs = self._runs
+        if runs is None:
+            runs = self._runs = np.zeros(view.n_gpus, dtype=np.int64)
+            dirty: Iterable[int] = range(len(self._gpus))
+        else:
+            dirty = self._dirty_runs
+        for n in dirty:
+            k = 0
+            for g in reversed(self._gpus[n]):
+                k = k + 1 if n_res.item(g) == 0 else 0
+                runs[g] = k
+        self._dirty_runs = set()
+        return runs
 
 
 def pai_candidates(view: ClusterView, job: JobView, alloc: Allocation) -> list[tuple[int, int]]:
@@ -302,6 +393,8 @@ class ReservePack(HeuristicPolicy):
         self._info: dict[int, tuple[bool, tuple[str, ...], JobView]] = {}
         #: What the last decision that found nothing was a function of (see :meth:`decide`).
         self._none_key: tuple[object, ...] | None = None
+        #: Node loads and empty runs, kept incrementally (per episode).
+        self._nodes = NodeState()
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -383,7 +476,11 @@ class ReservePack(HeuristicPolicy):
             k for k, (h, _, _) in enumerate(info) if not h
         ]
         alloc = Allocation(view)
+        alloc.node_state = self._nodes
         no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
+        #: requests found without a candidate in this decision (a function of the request,
+        #: the usable plans and the state: so is every job asking the same)
+        no_cand: set[tuple[object, ...]] = set()
         for k in ordered:
             _, plans, request = info[k]
             usable = usables[k]
@@ -396,13 +493,17 @@ class ReservePack(HeuristicPolicy):
             if not alloc.room(usable_types, request):
                 no_room.add(key)
                 continue
+            req = (*key, request.num_gpus, request.gpu_types, request.online)
+            if req in no_cand:
+                continue
             job = view.job(ids[k])
             gpus, o = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
+                no_cand.add(req)
                 continue
             # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
             gpu_rank = type_rank[np.asarray(view.type_idx)[gpus]]
-            load = alloc.node[alloc.node_of[gpus]]
+            load = self._nodes.loads(view, alloc)[alloc.node_of[gpus]]
             g = lexmin(gpus, gpu_rank, load, -alloc.gpu[gpus])
             return Decision(job.job_id, g, o)
         self._none_key = none_key
@@ -503,19 +604,23 @@ class LoadBalance(HeuristicPolicy):
         return None
 
 
-def first_fit(view: ClusterView, job: JobView) -> Decision | None:
-    """``first_fit``'s placement of one job (see ``gpu_sharing_gym.baselines.reference.FirstFit``)."""
+def first_fit_options(view: ClusterView, job: JobView) -> list[int]:
+    """The options ``first_fit`` tries, in order: the MPS shares from the one nearest above the
+    job's GPU fraction, then exclusive use."""
     mps = [i for i, o in enumerate(view.options) if o.mode is SharingMode.MPS]
     excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
     want = job.gpu_frac * 100.0
     ranked = sorted(
         mps, key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want))
     )
-    mask = view.mask(job.job_id)
-    for o in ranked + excl:
-        col = mask[:, o]
-        g = int(col.argmax())  # the first legal GPU, if there is one
-        if col[g]:
+    return ranked + excl
+
+
+def first_fit(view: ClusterView, job: JobView) -> Decision | None:
+    """``first_fit``'s placement of one job (see ``gpu_sharing_gym.baselines.reference.FirstFit``)."""
+    for o in first_fit_options(view, job):
+        g = view.first_legal(job.job_id, o)  # the first legal GPU (mask column argmax)
+        if g >= 0:
             return Decision(job.job_id, g, o)
     return None
 

@@ -51,7 +51,6 @@ class FirstFit(HeuristicPolicy):
         for job in view.iter_decidable():
             if not view.placeable(job.job_id):
                 continue  # an all-False mask (known without building it)
-            mask = view.mask(job.job_id)
             want = job.gpu_frac * 100.0
             # SM options ordered: smallest share that covers the request, then larger, then
             # smaller ones (a job asking for a full GPU still packs at a partial share).
@@ -60,9 +59,8 @@ class FirstFit(HeuristicPolicy):
                 key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
             )
             for o in ranked + fallback:
-                col = mask[:, o]
-                g = int(col.argmax())  # the first legal GPU, if there is one
-                if col[g]:
+                g = view.first_legal(job.job_id, o)  # the first legal GPU (mask column argmax)
+                if g >= 0:
                     return Decision(job.job_id, g, o)
         return None
 

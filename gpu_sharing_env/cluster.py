@@ -36,6 +36,7 @@ from gpu_sharing_env.workload.job import JobSpec
 MODE_NONE = -1
 #: Floating-point slack for memory comparisons (GB).
 _EPS = 1e-9
+_INF = float("inf")
 #: From this many GPUs on, gang masks are cut per row at the n-th legal GPU from the end
 #: instead of by a suffix sum (measured on a 10-option mask, half its rows empty: equal at
 #: ~256 GPUs, 15 vs 12 us at 512, 34 vs 13 us at 1,024, 179 vs 43 us at 6,500).
@@ -53,11 +54,15 @@ class PlacementOption:
         mode: Sharing mode the GPU must be in (or is switched to if empty).
         sm_pct: MPS active-thread percentage (100 outside MPS).
         mig_slices: MIG compute slices (of 7) of the instance to use (0 outside MIG).
+        gpulet: ``k >= 1``: join the k-th MPS partition (gpulet, in creation order) of the GPU
+            and share its SM share in time (``SharingConfig.gpulets``); 0: an MPS option opens
+            a partition of its own.
     """
 
     mode: SharingMode
     sm_pct: int = 100
     mig_slices: int = 0
+    gpulet: int = 0
 
     @property
     def label(self) -> str:
@@ -66,7 +71,7 @@ class PlacementOption:
         if self.mode is SharingMode.TIME_SHARING:
             return "ts"
         if self.mode is SharingMode.MPS:
-            return f"mps{self.sm_pct}"
+            return f"gpulet{self.gpulet}" if self.gpulet else f"mps{self.sm_pct}"
         return f"mig{self.mig_slices}g"
 
 
@@ -79,6 +84,10 @@ def build_options(sharing: SharingConfig) -> tuple[PlacementOption, ...]:
         opts.append(PlacementOption(SharingMode.TIME_SHARING))
     if "mps" in sharing.modes:
         opts.extend(PlacementOption(SharingMode.MPS, sm_pct=p) for p in sharing.mps_sm_pcts)
+        # gpulets (opt-in): join the k-th partition of a GPU (its share is the partition's)
+        opts.extend(
+            PlacementOption(SharingMode.MPS, gpulet=k) for k in range(1, sharing.gpulets + 1)
+        )
     if "mig" in sharing.modes:
         opts.extend(
             PlacementOption(SharingMode.MIG, mig_slices=c) for c in sharing.mig_compute_slices
@@ -186,15 +195,20 @@ class Cluster:
         self._n_excl = modes.count(SharingMode.EXCLUSIVE)
         self._n_ts = modes.count(SharingMode.TIME_SHARING)
         self._mps_pcts = np.array(
-            [o.sm_pct for o in self.options if o.mode is SharingMode.MPS], dtype=np.int64
+            [o.sm_pct for o in self.options if o.mode is SharingMode.MPS and not o.gpulet],
+            dtype=np.int64,
         )
+        #: GPULet's gpulets (``SharingConfig.gpulets``; 0: off): the most MPS partitions a GPU
+        #: holds, and the join options ``gpulet1..N`` (after the MPS percentages).
+        self.gpulets = sum(1 for o in self.options if o.gpulet)
         self._mps_pct_list: list[int] = self._mps_pcts.tolist()
         #: ``100 - pct`` per MPS option (a column), and GPUs without an MPS SM limit (static).
         self._mps_headroom = (100 - self._mps_pcts)[:, None]
         self._no_mps_limit = ~self.mps_limit
         self._mig_slices = [o.mig_slices for o in self.options if o.mode is SharingMode.MIG]
         self._mps0 = self._n_excl + self._n_ts
-        self._mig0 = self._mps0 + len(self._mps_pcts)
+        self._join0 = self._mps0 + len(self._mps_pcts)
+        self._mig0 = self._join0 + self.gpulets
         self._job_static: dict[tuple[float, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
         self.reset()
 
@@ -219,6 +233,10 @@ class Cluster:
         #: order, and their sum (summed in that order: what PAI's allocation accounting sees).
         self.res_frac: list[list[float]] = [[] for _ in range(g)]
         self.frac_decl = np.zeros(g, dtype=np.float64)
+        #: Per GPU (gpulets on): its MPS partitions in creation order, ``[sm_pct, [job ids]]``,
+        #: and how many there are.
+        self.parts: list[list[list]] = [[] for _ in range(g)]
+        self.n_parts = np.zeros(g, dtype=np.int64)
         self.node_cpu_used = np.zeros(self.n_nodes, dtype=np.float64)
         self.version = 0
         self._type_ok_cache: dict[tuple[str, ...], np.ndarray] = {}
@@ -230,8 +248,8 @@ class Cluster:
         #: "Does anything fit" indexes (:class:`_FitIndex`), per job kind (online or not),
         #: built on first use and kept up to date with the GPUs changed since.
         self._fit_ix: dict[bool, _FitIndex] = {}
-        self._fit_last = True  # the last answer of ``placeable``, and the version asked at
-        self._fit_asked = -1
+        #: Sets of GPUs changed since their owner last emptied them (:meth:`watch`).
+        self._watchers: list[set[int]] = []
 
     def gpu_type(self, gpu: int) -> GpuType:
         return self.types[int(self.type_idx[gpu])]
@@ -266,26 +284,70 @@ class Cluster:
     def placeable(self, job: JobSpec) -> bool:
         """Whether :meth:`placement_mask` of ``job`` allows anything.
 
-        Two exact ways, chosen for speed only: from the cluster's :class:`_FitIndex`
-        (:meth:`placeable_index`: no mask), or, for the first question after a change when the
-        last answer was "yes", from the job's single-GPU mask (:meth:`placeable_scan`,
-        memoised for this version): on a lightly loaded fleet nearly every answer is "yes"
-        and is followed by a decision that needs that mask; on a busy one most are "no", and
-        a decision looks through several jobs at one version)."""
-        if self._fit_last and self._fit_asked != self.version:
-            ok = self.placeable_scan(job)
-        else:
-            ok = self.placeable_index(job)
-        self._fit_last, self._fit_asked = ok, self.version
-        return ok
+        From the cluster's :class:`_FitIndex` (:meth:`placeable_index`: no mask); with gpulets
+        on, from the masks (:meth:`placeable_scan`: the index knows no join options). A
+        decision that follows needs no mask either where the index answers
+        (:meth:`first_legal`, :meth:`legal`, :meth:`gang_gpus`)."""
+        if self.gpulets:  # the fit index knows no join options: the masks answer
+            return self.placeable_scan(job)
+        return self.placeable_index(job)
 
     def placeable_index(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the cluster's :class:`_FitIndex` (kept up to date as GPUs
         change, so a question costs O(GPU types x options), not O(GPUs))."""
-        ix = self._fit_ix.get(job.online)
+        return self._index(job.online).placeable(job)
+
+    def _index(self, online: bool) -> _FitIndex:
+        """The :class:`_FitIndex` of jobs of this kind, up to date (built on first use)."""
+        ix = self._fit_ix.get(online)
         if ix is None:
-            ix = self._fit_ix[job.online] = _FitIndex(self, job.online)
-        return ix.placeable(job)
+            ix = self._fit_ix[online] = _FitIndex(self, online)
+        elif ix.dirty:
+            ix.sync()
+        return ix
+
+    def _indexed(self, option: int) -> bool:
+        """Whether the :class:`_FitIndex` answers legality under ``option``: exclusive,
+        time-sharing and the MPS shares (its rows), not MIG nor gpulet joins."""
+        return option < self._join0 and not self.gpulets
+
+    def first_legal(self, job: JobSpec, option: int) -> int:
+        """The lowest GPU ``g`` with ``placement_mask(job)[g, option]`` (-1: none), what
+        ``argmax`` of that column gives. From the :class:`_FitIndex` where it answers (a gang
+        may start at its first single-GPU legal GPU iff the option has ``num_gpus`` of them:
+        :meth:`_gang_mask`), else from the mask."""
+        if self._indexed(option):
+            ix = self._index(job.online)
+            thr = ix.thresholds(job.mem_gb, job.gpu_types)
+            n = job.num_gpus
+            if n <= 1:
+                return ix.first(thr, option)
+            gang = ix.walk(thr, option, 0, n)
+            return gang[0] if len(gang) == n else -1
+        col = self.placement_mask(job)[:, option]
+        g = int(col.argmax())
+        return g if col[g] else -1
+
+    def single_row(self, job: JobSpec, option: int) -> np.ndarray:
+        """``_single_cached(job)[option]``: per GPU, ``job``'s single-GPU legality under
+        ``option`` (what a gang's row of :meth:`_gang_mask` starts from), from the
+        :class:`_FitIndex` where it answers (one comparison over the fleet, no mask)."""
+        if self._indexed(option):
+            return self._index(job.online).row_fits(job.mem_gb, job.gpu_types, option)
+        return self._single_cached(job)[option]
+
+    def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
+        """``placement_mask(job)[gpu, option]`` (in range), from the :class:`_FitIndex` where it
+        answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
+        the first being ``gpu`` (:meth:`_gang_mask`)."""
+        if self._indexed(option):
+            ix = self._index(job.online)
+            thr = ix.thresholds(job.mem_gb, job.gpu_types)
+            if not ix.legal(thr, option, gpu):
+                return False
+            n = job.num_gpus
+            return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n
+        return bool(self.placement_mask(job)[gpu, option])
 
     def placeable_scan(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the masks (the reference the index is tested against): a gang
@@ -322,6 +384,8 @@ class Cluster:
         mps_room = room & (free | (mode == _MPS))
         sm_ok = (self.sm_used <= self._mps_headroom) | self._no_mps_limit
         mps = mps_room & sm_ok  # (n_mps, n_gpus)
+        if self.gpulets:
+            mps &= self.n_parts < self.gpulets  # a new partition: at most ``gpulets`` a GPU
         mig_base = room & self.mig_capable & (free | (mode == _MIG))
         if self._mig_slices:
             mig_bits = self.mig.creatable_bits[self.type_idx, self.mig_occ, self.mig_used]
@@ -342,6 +406,8 @@ class Cluster:
         mps_room = room and (free or mode == _MPS)
         sm = self.sm_used.item(g)
         no_limit = not self._mps_limit_l[g]
+        if self.gpulets and self.n_parts.item(g) >= self.gpulets:
+            mps_room = False
         mps[:, g] = [mps_room and (sm + p <= 100 or no_limit) for p in self._mps_pct_list]
         mig_base[g] = room and self.mig_capable.item(g) and (free or mode == _MIG)
         if self._mig_slices:
@@ -354,6 +420,16 @@ class Cluster:
             self._dirty.add(gpu)
         for ix in self._fit_ix.values():
             ix.touch(gpu)
+        for w in self._watchers:
+            w.add(gpu)
+
+    def watch(self) -> set[int]:
+        """A set that every GPU whose state changes (residents, declared memory and fractions,
+        mode, health, readiness) is added to from now on, until :meth:`reset`: its owner reads
+        and empties it to keep something derived from the GPUs up to date incrementally."""
+        w: set[int] = set()
+        self._watchers.append(w)
+        return w
 
     def set_ready(self, gpu: int, ready: bool) -> None:
         """Mark ``gpu`` ready (or being reconfigured)."""
@@ -406,8 +482,17 @@ class Cluster:
         shared = base & (self.mem_decl + job.mem_gb <= self._cap_eps)
         if self._n_ts:
             np.logical_and(shared, ts, out=out[n_excl])
-        if mig0 > mps0:
-            np.logical_and(shared, mps, out=out[mps0:mig0])
+        join0 = self._join0
+        if join0 > mps0:
+            np.logical_and(shared, mps, out=out[mps0:join0])
+        if self.gpulets:
+            # join the k-th partition: a GPU in MPS mode that has it, with room and memory;
+            # gangs span whole GPUs (no joins)
+            joinable = shared & (self.mode == _MPS) & (self.n_res < self.sharing.max_residents)
+            for k in range(1, self.gpulets + 1):
+                np.logical_and(joinable, self.n_parts >= k, out=out[join0 + k - 1])
+                if job.num_gpus > 1:
+                    out[join0 + k - 1] = False
         if self._mig_slices:
             rows = out[mig0:]
             if job.num_gpus > 1:
@@ -428,7 +513,7 @@ class Cluster:
         # gang, so clear the row after its n-th legal GPU from the end (the same booleans; a
         # nonzero scan is ~4x cheaper than the int32 suffix sum at 1,000+ GPUs).
         out = single.copy()
-        counts = np.count_nonzero(single, axis=1).tolist()
+        counts = [np.count_nonzero(row) for row in single]  # (with an axis: a slow sum)
         for r, k in enumerate(counts):
             if k >= n:
                 row = out[r]
@@ -441,6 +526,11 @@ class Cluster:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
         if job.num_gpus == 1:
             return [first_gpu]
+        if self._indexed(option):
+            ix = self._index(job.online)
+            return ix.walk(
+                ix.thresholds(job.mem_gb, job.gpu_types), option, first_gpu, job.num_gpus
+            )
         single = self._single_cached(job)[option]
         idx = np.flatnonzero(single[first_gpu:])[: job.num_gpus] + first_gpu
         return [int(i) for i in idx]
@@ -451,7 +541,7 @@ class Cluster:
             return f"option {option} out of range 0..{len(self.options) - 1}"
         if not 0 <= gpu < self.n_gpus:
             return f"gpu {gpu} out of range 0..{self.n_gpus - 1}"
-        if self.placement_mask(job)[gpu, option]:
+        if self.legal(job, gpu, option):
             return None
         return self._explain(job, gpu, self.options[option])
 
@@ -475,7 +565,16 @@ class Cluster:
             return f"gpu {gpu} ({gt.name}) does not support MIG"
         if opt.mode is SharingMode.MIG:
             return f"no free MIG {opt.mig_slices}g instance with {job.mem_gb:g} GB on gpu {gpu}"
-        if opt.mode is SharingMode.MPS and self.sm_used[gpu] + opt.sm_pct > 100:
+        if opt.mode is SharingMode.MPS and opt.gpulet and self.n_parts[gpu] < opt.gpulet:
+            return f"gpu {gpu} has {self.n_parts[gpu]} gpulet(s), no gpulet {opt.gpulet} to share"
+        if (
+            opt.mode is SharingMode.MPS
+            and not opt.gpulet
+            and self.gpulets
+            and self.n_parts[gpu] >= self.gpulets
+        ):
+            return f"gpu {gpu} is split in its {self.gpulets} gpulets already"
+        if opt.mode is SharingMode.MPS and not opt.gpulet and self.sm_used[gpu] + opt.sm_pct > 100:
             return f"gpu {gpu} MPS SM share would be {self.sm_used[gpu] + opt.sm_pct}% > 100%"
         return (
             f"job {job.job_id} needs {job.mem_gb:g} GB, gpu {gpu} has "
@@ -507,7 +606,9 @@ class Cluster:
             inst, created = self._mig_take(job, gpu, opt.mig_slices)
             if created:
                 delay += self.sharing.mig_reconfig_s
-        if opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+        if opt.mode is SharingMode.MPS and self.gpulets:
+            self._gpulet_add(job, gpu, opt)
+        elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
         self.n_res[gpu] = n + 1
         self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
@@ -523,6 +624,39 @@ class Cluster:
         self._touch(gpu)
         self.version += 1
         return delay, inst
+
+    def _gpulet_add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
+        """Put ``job`` in a partition of ``gpu``: the k-th (``opt.gpulet``) or a new one."""
+        parts = self.parts[gpu]
+        if opt.gpulet:
+            if opt.gpulet > len(parts):
+                raise RuntimeError(
+                    f"gpu {gpu} has no gpulet {opt.gpulet}: legality was not checked"
+                )
+            parts[opt.gpulet - 1][1].append(job.job_id)
+            return
+        parts.append([opt.sm_pct, [job.job_id]])
+        self.n_parts[gpu] = len(parts)
+        if self._mps_limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+
+    def _gpulet_remove(self, job: JobSpec, gpu: int) -> None:
+        """Take ``job`` out of its partition of ``gpu``; an emptied partition is freed."""
+        parts = self.parts[gpu]
+        for k, (pct, members) in enumerate(parts):
+            if job.job_id in members:
+                members.remove(job.job_id)
+                if not members:
+                    del parts[k]
+                    self.n_parts[gpu] = len(parts)
+                    if self._mps_limit_l[gpu]:
+                        self.sm_used[gpu] = self.sm_used.item(gpu) - pct
+                return
+        raise RuntimeError(f"job {job.job_id} is in no gpulet of gpu {gpu}")
+
+    def gpulet_of(self, gpu: int) -> dict[int, tuple[int, int]]:
+        """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
+        return {j: (k, pct) for k, (pct, members) in enumerate(self.parts[gpu]) for j in members}
 
     def _mig_take(self, job: JobSpec, gpu: int, slices: int) -> tuple[MigInstance, bool]:
         t = int(self.type_idx[gpu])
@@ -575,7 +709,9 @@ class Cluster:
             self.online_count[gpu] = self.online_count.item(gpu) - 1
         node = self._node_of_l[gpu]
         self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        if opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+        if opt.mode is SharingMode.MPS and self.gpulets:
+            self._gpulet_remove(job, gpu)
+        elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
         if opt.mode is SharingMode.MIG:
             for inst in self.mig_instances[gpu]:
@@ -610,6 +746,17 @@ class Cluster:
                 assert mig_layout_legal(self.gpu_type(g), layout), f"gpu {g}: illegal {layout}"
             if self.n_res[g] > 1:
                 assert self.mode[g] != SharingMode.EXCLUSIVE, f"gpu {g}: shared while exclusive"
+            if self.gpulets:
+                parts = self.parts[g]
+                assert len(parts) == self.n_parts[g] <= self.gpulets, f"gpu {g}: gpulets {parts}"
+                members = sorted(j for _, m in parts for j in m)
+                if self.mode[g] == SharingMode.MPS:
+                    assert members == sorted(self.residents[g]), f"gpu {g}: gpulets {parts}"
+                    assert all(m for _, m in parts), f"gpu {g}: an empty gpulet"
+                    if self.mps_limit[g]:
+                        assert self.sm_used[g] == sum(p for p, _ in parts), f"gpu {g}: SM use"
+                else:
+                    assert not parts, f"gpu {g}: gpulets outside MPS"
 
 
 def _float_order(x: float) -> int:
@@ -639,38 +786,121 @@ def _last_fitting(mem: float, cap: float) -> float:
     return _from_order(lo)
 
 
+def _tree_build(vals: list[float]) -> list[float]:
+    """A min segment tree over ``vals`` (leaves from ``len(tree) // 2``, padded with inf)."""
+    size = 1
+    while size < len(vals):
+        size *= 2
+    tree = [_INF] * (2 * size)
+    tree[size : size + len(vals)] = vals
+    for i in range(size - 1, 0, -1):
+        a, b = tree[2 * i], tree[2 * i + 1]
+        tree[i] = a if a < b else b
+    return tree
+
+
+def _tree_set(tree: list[float], pos: int, v: float) -> None:
+    """Set leaf ``pos`` to ``v`` and the minima above it (up to the first one unchanged)."""
+    i = pos + (len(tree) >> 1)
+    tree[i] = v
+    i >>= 1
+    while i:
+        a, b = tree[2 * i], tree[2 * i + 1]
+        m = a if a < b else b
+        if tree[i] == m:
+            return
+        tree[i] = m
+        i >>= 1
+
+
+def _tree_first(tree: list[float], lo: int, x: float) -> int:
+    """The least leaf position ``>= lo`` whose value is ``<= x`` (-1: none)."""
+    size = len(tree) >> 1
+    if lo <= 0:
+        i = 1
+    elif lo >= size:
+        return -1
+    else:
+        i = lo + size
+    # Walk the canonical segments of [lo, size) left to right up to one holding a value <= x,
+    # then descend to its leftmost such leaf.
+    while tree[i] > x:
+        while i & 1:  # a right child (or the root): its right neighbour is above
+            i >>= 1
+        if not i:
+            return -1
+        i += 1
+    while i < size:
+        i <<= 1
+        if tree[i] > x:
+            i += 1
+    return i - size
+
+
 class _FitIndex:
-    """Whether a job of one kind (online or offline) fits anywhere, kept incrementally.
+    """Whether a job of one kind (online or offline) fits anywhere, and where first, kept
+    incrementally.
 
     Under every non-MIG option a single GPU is legal for a job iff the job-independent part of
     the mask holds (ready/healthy, residents, mode, MPS share: :meth:`Cluster._single_mask`),
     the GPU's type is allowed, and ``mem_decl + mem <= cap + eps`` (exclusive use: a free GPU
     and ``mem <= cap + eps``, i.e. the same test with ``0.0``). For a fixed type the test is
-    monotone in the GPU's value (IEEE addition is monotone), so per (option, type) the sorted
-    values of the GPUs whose job-independent part holds answer "does a job of ``mem`` fit" by
-    their least value, and "how many GPUs fit" (gangs) by a binary search. MIG rows (single-GPU
-    jobs only) need no memory test: per type, a count of the GPUs by their creatable-profile
-    bits. A GPU's entries are replaced when it changes (:meth:`touch`, applied lazily).
+    monotone in the GPU's value (IEEE addition is monotone), so per (option, type) the values
+    of the GPUs whose job-independent part holds (inf: it does not) answer
+
+    * "does a job of ``mem`` fit": their least value (the sorted ``vals``);
+    * "how many GPUs fit" (gangs): a binary search in ``vals``;
+    * "which GPU (lowest index) fits first, from GPU ``lo`` on": a min segment tree over the
+      type's GPUs in GPU order (``trees``), descended to the first leaf ``<= x``.
+
+    Rows are the options up to the gpulet joins (exclusive, time-sharing, each MPS share:
+    row ``r`` is option ``r``); ``vals`` are kept for the rows :meth:`placeable` reads
+    (``fit_rows``), the trees of a row from its first :meth:`first` question on, and brought
+    up to date at the next (a row's pending GPUs). MIG rows (single-GPU jobs only) need no
+    memory test: per type, a count of the GPUs by their creatable-profile bits. A GPU's
+    entries are replaced when it changes (:meth:`touch`, applied lazily by :meth:`sync`).
     """
 
     def __init__(self, cluster: Cluster, online: bool) -> None:
         c = self.c = cluster
         self.online = online
         pcts = c._mps_pct_list
-        #: The MPS option with the least SM share: a GPU legal under any MPS option is legal
-        #: under it (``sm_used + pct <= 100`` is monotone in ``pct``), so it alone answers.
-        self.mps_k = pcts.index(min(pcts)) if pcts else -1
-        n_opt = c._n_excl + c._n_ts + (1 if pcts else 0)  # entries: excl, ts, least MPS
+        self.n_rows = c._n_excl + c._n_ts + len(pcts)
+        #: The rows :meth:`placeable` reads: exclusive, time-sharing and the MPS option with
+        #: the least SM share (a GPU legal under any MPS option is legal under it:
+        #: ``sm_used + pct <= 100`` is monotone in ``pct``, so it alone answers).
+        self.fit_rows = list(range(c._n_excl + c._n_ts))
+        if pcts:
+            self.fit_rows.append(c._mps0 + pcts.index(min(pcts)))
         n_t = len(c.types)
         self.cap_eps = [t.mem_gb + _EPS for t in c.types]
-        self.vals: list[list[list[float]]] = [[[] for _ in range(n_t)] for _ in range(n_opt)]
-        #: Per non-MIG option, per GPU: the value in ``vals`` (NaN: none).
+        self.vals: list[list[list[float]]] = [[[] for _ in range(n_t)] for _ in range(self.n_rows)]
+        self.keep_vals = [r in self.fit_rows for r in range(self.n_rows)]
+        #: Per row: per type, its segment tree (None: not built yet), and the GPUs changed
+        #: since the trees were last brought up to date.
+        self.trees: list[list[list[float]] | None] = [None] * self.n_rows
+        self.pending: list[set[int]] = [set() for _ in range(self.n_rows)]
+        #: Per row: ``cur`` as an array (None: not built yet; :meth:`row_fits`), and the GPUs
+        #: changed since it was last brought up to date.
+        self.arrays: list[np.ndarray | None] = [None] * self.n_rows
+        self.pending_arr: list[set[int]] = [set() for _ in range(self.n_rows)]
+        self._xs: dict[tuple[float, tuple[str, ...]], np.ndarray] = {}
+        #: Per row, per GPU: its value (inf: not legal under the row whatever the job).
         self.cur: list[list[float]] = []
         self.mig: list[dict[int, int]] = [{} for _ in range(n_t)]
         self.cur_mig: list[int] = []  # per GPU: its bits counted in ``mig`` (-1: none)
         self.type_l: list[int] = c.type_idx.tolist()
+        #: Per type: its GPUs in GPU order; per GPU: its position there.
+        self.gpus_of: list[list[int]] = [
+            np.flatnonzero(c.type_idx == t).tolist() for t in range(n_t)
+        ]
+        self.pos_l: list[int] = [0] * c.n_gpus
+        for gl in self.gpus_of:
+            for p, g in enumerate(gl):
+                self.pos_l[g] = p
         self._thr: dict[tuple[float, tuple[str, ...]], list[tuple[int, float]]] = {}
         self._mig_bits: dict[float, list[int]] = {}
+        self._walk_memo: tuple[object, object, list[int]] = (None, None, [])
         self.dirty: set[int] = set()
         self._build()
 
@@ -683,21 +913,25 @@ class _FitIndex:
         free, ready_healthy, ts, mps, mig_base, mig_bits = c._dynamic()
         base = c.ready if self.online else ready_healthy
         mem = c.mem_decl
-        nan = np.nan
+        inf = np.inf
         rows: list[np.ndarray] = []
         if c._n_excl:
-            rows.append(np.where(base & free, 0.0, nan))
+            rows.append(np.where(base & free, 0.0, inf))
         if c._n_ts:
-            rows.append(np.where(base & ts, mem, nan))
-        if self.mps_k >= 0:
-            rows.append(np.where(base & mps[self.mps_k], mem, nan))
+            rows.append(np.where(base & ts, mem, inf))
+        for k in range(len(c._mps_pct_list)):
+            rows.append(np.where(base & mps[k], mem, inf))
         self.cur = [r.tolist() for r in rows]
         tidx = c.type_idx
         for o, r in enumerate(rows):
-            for t in range(len(c.types)):
-                v = r[tidx == t]
-                v = np.sort(v[~np.isnan(v)])
-                self.vals[o][t] = v.tolist()
+            self.trees[o] = None
+            self.pending[o] = set()
+            self.arrays[o] = None
+            self.pending_arr[o] = set()
+            if self.keep_vals[o]:
+                for t in range(len(c.types)):
+                    v = r[tidx == t]
+                    self.vals[o][t] = np.sort(v[v < inf]).tolist()
         self.mig = [{} for _ in c.types]
         if c._mig_slices:
             bits = np.where(base & mig_base, mig_bits, -1)
@@ -710,7 +944,7 @@ class _FitIndex:
             self.cur_mig = [-1] * c.n_gpus
         self.dirty = set()
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question."""
         dirty = self.dirty
         if not dirty:
@@ -722,38 +956,52 @@ class _FitIndex:
         c = self.c
         mr = c.sharing.max_residents
         n_excl, n_ts = c._n_excl, c._n_ts
+        pcts = c._mps_pct_list
         online = self.online
+        inf = _INF
+        cur, vals, type_l = self.cur, self.vals, self.type_l
+        keep, trees, pending = self.keep_vals, self.trees, self.pending
+        arrays, pending_arr = self.arrays, self.pending_arr
+        n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
+        mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, c._mps_limit_l
         for g in dirty:
-            t = self.type_l[g]
-            n = c.n_res.item(g)
-            mode = c.mode.item(g)
+            t = type_l[g]
+            n = n_res(g)
+            mode = mode_of(g)
             free = n == 0
             room = n < mr
-            ok = c.ready.item(g) if online else c.ready.item(g) and c.healthy.item(g)
-            mem = c.mem_decl.item(g)
+            ok = ready(g) if online else ready(g) and healthy(g)
+            mem = mem_of(g)
             new: list[float] = []
-            nan = float("nan")
             if n_excl:
-                new.append(0.0 if ok and free else nan)
+                new.append(0.0 if ok and free else inf)
             if n_ts:
-                new.append(mem if ok and room and (free or mode == _TS) else nan)
-            if self.mps_k >= 0:
-                mps_ok = ok and room and (free or mode == _MPS)
-                sm = c.sm_used.item(g)
-                no_limit = not c._mps_limit_l[g]
-                p = c._mps_pct_list[self.mps_k]
-                new.append(mem if mps_ok and (sm + p <= 100 or no_limit) else nan)
+                new.append(mem if ok and room and (free or mode == _TS) else inf)
+            if pcts:
+                if ok and room and (free or mode == _MPS):
+                    if limit[g]:
+                        sm = sm_of(g)
+                        new.extend(mem if sm + p <= 100 else inf for p in pcts)
+                    else:
+                        new.extend(mem for _ in pcts)
+                else:
+                    new.extend(inf for _ in pcts)
             for o, v in enumerate(new):
-                row = self.cur[o]
+                row = cur[o]
                 old = row[g]
-                if old == v or (old != old and v != v):
+                if old == v:
                     continue
-                lst = self.vals[o][t]
-                if old == old:
-                    del lst[bisect_left(lst, old)]
-                if v == v:
-                    insort(lst, v)
                 row[g] = v
+                if keep[o]:
+                    lst = vals[o][t]
+                    if old < inf:
+                        del lst[bisect_left(lst, old)]
+                    if v < inf:
+                        insort(lst, v)
+                if trees[o] is not None:
+                    pending[o].add(g)
+                if arrays[o] is not None:
+                    pending_arr[o].add(g)
             if c._mig_slices:
                 b = -1
                 if ok and room and c.mig_capable.item(g) and (free or mode == _MIG):
@@ -769,7 +1017,7 @@ class _FitIndex:
                         d[b] = d.get(b, 0) + 1
                     self.cur_mig[g] = b
 
-    def _thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
+    def thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
         """Per allowed type ``t``: the greatest float ``x`` with ``x + mem <= cap_eps[t]`` (the
         values that fit a job of ``mem`` are exactly those ``<= x``: the test is monotone)."""
         key = (mem, allowed)
@@ -792,12 +1040,13 @@ class _FitIndex:
         """Whether ``Cluster.placement_mask(job)`` allows anything (``job.online`` must be this
         index's kind)."""
         if self.dirty:
-            self._sync()
+            self.sync()
         mem = job.mem_gb
-        thr = self._thresholds(mem, job.gpu_types)
+        thr = self.thresholds(mem, job.gpu_types)
         n = job.num_gpus
         if n <= 1:
-            for per_type in self.vals:
+            for r in self.fit_rows:
+                per_type = self.vals[r]
                 for t, x in thr:
                     lst = per_type[t]
                     if lst and lst[0] <= x:
@@ -812,10 +1061,115 @@ class _FitIndex:
                     if want and any(b & want for b in self.mig[t]):
                         return True
             return False
-        for per_type in self.vals:  # a gang: n legal GPUs under one option (no MIG)
-            k = 0
-            for t, x in thr:
-                k += bisect_right(per_type[t], x)
-            if k >= n:
-                return True
+        # a gang: n legal GPUs under one option (no MIG)
+        return any(self.count_at_least(thr, r, n) for r in self.fit_rows)
+
+    def count_at_least(self, thr: list[tuple[int, float]], row: int, n: int) -> bool:
+        """Whether ``n`` GPUs are single-GPU legal under ``row`` (``thr``: :meth:`thresholds`):
+        counted in ``vals`` where the row keeps them, else found one by one."""
+        if not self.keep_vals[row]:
+            return len(self.walk(thr, row, 0, n)) >= n
+        per_type = self.vals[row]
+        k = 0
+        for t, x in thr:
+            k += bisect_right(per_type[t], x)
+        return k >= n
+
+    def _trees(self, row: int) -> list[list[float]]:
+        """The row's segment trees, built or brought up to date."""
+        trees = self.trees[row]
+        if trees is None:
+            cur = self.cur[row]
+            trees = self.trees[row] = [_tree_build([cur[g] for g in gl]) for gl in self.gpus_of]
+            self.pending[row] = set()
+            return trees
+        pending = self.pending[row]
+        if pending:
+            cur, type_l, pos_l = self.cur[row], self.type_l, self.pos_l
+            for g in pending:
+                _tree_set(trees[type_l[g]], pos_l[g], cur[g])
+            pending.clear()
+        return trees
+
+    def row_fits(self, mem: float, allowed: tuple[str, ...], row: int) -> np.ndarray:
+        """Per GPU: single-GPU legal under ``row`` for a job of ``mem`` GB allowed on the types
+        ``allowed``: its value ``<=`` its type's threshold (-inf where the type is not allowed)."""
+        arr = self.arrays[row]
+        if arr is None:
+            arr = self.arrays[row] = np.array(self.cur[row], dtype=np.float64)
+            self.pending_arr[row] = set()
+        elif self.pending_arr[row]:
+            cur = self.cur[row]
+            for g in self.pending_arr[row]:
+                arr[g] = cur[g]
+            self.pending_arr[row] = set()
+        key = (mem, allowed)
+        xs = self._xs.get(key)
+        if xs is None:
+            per_type = np.full(len(self.c.types), -np.inf)
+            for t, x in self.thresholds(mem, allowed):
+                per_type[t] = x
+            if len(self._xs) >= 256:
+                self._xs.clear()
+            xs = self._xs[key] = per_type[self.c.type_idx]
+        return arr <= xs
+
+    def first(self, thr: list[tuple[int, float]], row: int, lo: int = 0) -> int:
+        """The lowest GPU index ``>= lo`` single-GPU legal under ``row`` (-1: none)."""
+        best = -1
+        trees, gpus_of = self._trees(row), self.gpus_of
+        for t, x in thr:
+            tree = trees[t]
+            if tree[1] > x:
+                continue
+            gl = gpus_of[t]
+            if best >= 0 and gl[0] > best:
+                continue  # (every GPU of the type comes after the best so far)
+            p = _tree_first(tree, bisect_left(gl, lo) if lo else 0, x)
+            if p >= 0:
+                g = gl[p]
+                if best < 0 or g < best:
+                    best = g
+        return best
+
+    def legal(self, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
+        """Whether ``gpu`` is single-GPU legal under ``row``."""
+        t = self.type_l[gpu]
+        for tt, x in thr:
+            if tt == t:
+                return self.cur[row][gpu] <= x
         return False
+
+    def walk(self, thr: list[tuple[int, float]], row: int, lo: int, n: int) -> list[int]:
+        """The first ``n`` GPUs from ``lo`` on (fewer if there are not as many) single-GPU
+        legal under ``row``: a gang's GPUs (:meth:`Cluster.gang_gpus`). Each type's GPUs are
+        found in order from its tree and merged; the last answer is kept for the cluster's
+        version (a decision asks it three times: where, whether legal, which GPUs)."""
+        key = (self.c.version, row, lo, n)
+        memo = self._walk_memo
+        if memo[0] == key and memo[1] is thr:
+            return memo[2]
+        trees, gpus_of = self._trees(row), self.gpus_of
+        heads: list[tuple[int, int, int]] = []  # (gpu, type, position)
+        for t, x in thr:
+            tree = trees[t]
+            if tree[1] > x:
+                continue
+            gl = gpus_of[t]
+            p = _tree_first(tree, bisect_left(gl, lo) if lo else 0, x)
+            if p >= 0:
+                heads.append((gl[p], t, p))
+        out: list[int] = []
+        xs = dict(thr)
+        while heads and len(out) < n:
+            k = min(range(len(heads)), key=heads.__getitem__) if len(heads) > 1 else 0
+            g, t, p = heads[k]
+            out.append(g)
+            q = _tree_first(trees[t], p + 1, xs[t])
+            if q >= 0:
+                heads[k] = (gpus_of[t][q], t, q)
+            else:
+                del heads[k]
+        if out:  # the walk from any GPU in lo..out[0] is the same
+            self._walk_memo = ((self.c.version, row, out[0], n), thr, out)
+        return out

@@ -173,6 +173,12 @@ class SharingConfig:
     seconds to about a minute; assumption: 30 s)."""
     online_priority: bool = True
     """Time-sharing gives online services priority (AntMan / PB-time-sharing)."""
+    gpulets: int = field(default=0, metadata=rule(lambda v: 0 <= v <= 7, "in 0..7"))
+    """GPULet's gpulets (Choi et al., ATC'22), opt-in. 0 (default): every MPS client is its own
+    SM partition. N >= 1 (with ``mps`` among the modes): a GPU in MPS mode holds at most N SM
+    partitions (gpulets), and the placement options ``gpulet1`` .. ``gpuletN`` place a job in
+    the k-th partition of a GPU, where it shares that partition's SM share in time with the
+    jobs already there (``interference.AnalyticSpeedModel``; ``docs/fidelity.md``, GPULet)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -48,6 +48,10 @@ class Resident:
         batch: Inference batch size an online service runs with (sets its MPS SM-share curve,
             :func:`sm_share_k`); 0 (training, or unknown) takes the large-batch curve. Left out
             of the repr (profiling noise is seeded by it) so batch-blind callers draw as before.
+        gpulet: Under MPS with gpulets (``SharingConfig.gpulets``): the index of the SM partition
+            the resident shares in time with the other residents of the same index
+            (:meth:`AnalyticSpeedModel.rates`); -1 (the default): a partition of its own. Left
+            out of the repr like ``batch``.
     """
 
     model: str
@@ -58,6 +62,7 @@ class Resident:
     online: bool = False
     priority: int = 0
     batch: int = field(default=0, repr=False)
+    gpulet: int = field(default=-1, repr=False)
 
 
 class SpeedModel(Protocol):
@@ -288,6 +293,14 @@ class AnalyticSpeedModel:
       (:meth:`latency_terms`).
     - MIG: ``h_m(c, m) * (1 - crosstalk * (n - 1))`` with ``h_m`` the model's saturating curve of
       the instance's effective size (:func:`mig_effective_fraction`).
+    - MPS with gpulets (GPULet, ATC'22: residents with the same ``Resident.gpulet`` share one SM
+      partition in time): ``rate_i = a_i * t_i``. ``a_i`` is i's MPS rate as the partition's
+      only client beside the other partitions' residents (the MPS formula above, i's
+      partition-mates left out); ``t_i`` is the TIME_SHARING formula above among the
+      partition's residents, each entering with its *occupancy of the partition*
+      (:meth:`gpulet_occupancy`: its duty at the partition's speed), i.e. the time-sharing
+      model applied to the partition's capacity. Online batches wait for both (MPS terms from
+      the other partitions, time-slice terms from the partition-mates, :meth:`latency_terms`).
 
     Args:
         profiles: Model profiles; defaults to ``gpu_sharing_env.zoo.ZOO``.
@@ -404,7 +417,10 @@ class AnalyticSpeedModel:
         if hit is not None:
             return list(hit)
         if mode is SharingMode.MPS:
-            out = self._mps(gpu_type, residents)
+            if any(r.gpulet >= 0 for r in residents):
+                out = self._gpulet_rates(gpu_type, residents)
+            else:
+                out = self._mps(gpu_type, residents)
         elif mode is SharingMode.TIME_SHARING:
             out = self._time_sharing(residents)
         elif mode is SharingMode.MIG:
@@ -478,6 +494,73 @@ class AnalyticSpeedModel:
             out.append(MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate))
         return out
 
+    # -- gpulets (GPULet: temporal sharing inside an MPS partition) ---------------------------
+
+    @staticmethod
+    def gpulet_groups(residents: Sequence[Resident]) -> list[list[int]]:
+        """Resident indices per SM partition, in first-appearance order (``gpulet`` -1: alone)."""
+        groups: dict[int, list[int]] = {}
+        for i, r in enumerate(residents):
+            groups.setdefault(r.gpulet if r.gpulet >= 0 else -1 - i, []).append(i)
+        return list(groups.values())
+
+    def _gpulet_space(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
+        """``a_i``: each resident's MPS rate as its partition's only client, beside every
+        resident of the other partitions."""
+        out = [0.0] * len(residents)
+        for group in self.gpulet_groups(residents):
+            others = [o for j, o in enumerate(residents) if j not in group]
+            for i in group:
+                out[i] = self._mps(gpu_type, [residents[i], *others])[0]
+        return out
+
+    @staticmethod
+    def gpulet_occupancy(r: Resident, a: float) -> float:
+        """The fraction of its partition's time resident ``r`` keeps busy when it runs there at
+        rate ``a`` (:meth:`rates` alone in the partition): an online service's load ``d / a``
+        (its batches run ``1 / a`` times longer); an offline job's ``1 - (1 - d) a`` (its GPU
+        part ``d`` stretched by the partition, its idle part not). Clipped to [0, 1]."""
+        d = min(1.0, max(r.duty, 0.0))
+        occ = d / a if r.online else 1.0 - (1.0 - d) * a
+        return 0.0 if occ < 0.0 else (1.0 if occ > 1.0 else occ)
+
+    def _gpulet_members(
+        self, residents: Sequence[Resident], group: list[int], space: list[float]
+    ) -> list[Resident]:
+        """The partition's residents as the time-sharing formula takes them: duty = occupancy."""
+        return [
+            replace(residents[i], duty=self.gpulet_occupancy(residents[i], space[i])) for i in group
+        ]
+
+    def _gpulet_rates(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
+        space = self._gpulet_space(gpu_type, residents)
+        out = list(space)
+        for group in self.gpulet_groups(residents):
+            if len(group) < 2:
+                continue
+            ts = self._time_sharing(self._gpulet_members(residents, group, space))
+            for i, t in zip(group, ts, strict=True):
+                rate = space[i] * t
+                out[i] = MIN_RATE if rate < MIN_RATE else rate
+        return out
+
+    def gpulet_slices(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
+        """Each resident's time slice of its SM partition: its occupancy
+        (:meth:`gpulet_occupancy`), scaled down in proportion when the partition's residents
+        together ask for more than all of its time (the time-sharing stretch then slows every
+        one of them). A partition's slices sum to at most 1. 1 for a resident alone."""
+        space = self._gpulet_space(gpu_type, residents)
+        out = [1.0] * len(residents)
+        for group in self.gpulet_groups(residents):
+            if len(group) < 2:
+                continue
+            occ = [self.gpulet_occupancy(residents[i], space[i]) for i in group]
+            total = sum(occ)
+            scale = 1.0 / total if total > 1.0 else 1.0
+            for i, o in zip(group, occ, strict=True):
+                out[i] = o * scale
+        return out
+
     def _time_sharing(self, residents: Sequence[Resident]) -> list[float]:
         n = len(residents)
         duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
@@ -521,6 +604,8 @@ class AnalyticSpeedModel:
         out = [(0.0, 0.0)] * n
         if n < 2 or mode not in (SharingMode.TIME_SHARING, SharingMode.MPS):
             return out
+        if mode is SharingMode.MPS and any(r.gpulet >= 0 for r in residents):
+            return self._gpulet_terms(gpu_type, residents)
         duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
         throttled = _throttled(residents) if mode is SharingMode.MPS else [False] * n
         for i, r in enumerate(residents):
@@ -551,6 +636,32 @@ class AnalyticSpeedModel:
                         tail += w
                 half = (self.mps_tail_ms * tail + self.kp_tail_ms * tail_kp) / 2.0
                 out[i] = (half, half)
+        return out
+
+    def _gpulet_terms(
+        self, gpu_type: str, residents: Sequence[Resident]
+    ) -> list[tuple[float, float]]:
+        """:meth:`latency_terms` with gpulets: an online batch waits for the kernels of the
+        other partitions (the MPS terms, its partition-mates left out) and for its
+        partition-mates' time slices (the TIME_SHARING terms at their occupancies)."""
+        n = len(residents)
+        out = [(0.0, 0.0)] * n
+        space = self._gpulet_space(gpu_type, residents)
+        plain = [replace(r, gpulet=-1) for r in residents]  # one client per partition
+        for group in self.gpulet_groups(residents):
+            others = [o for j, o in enumerate(plain) if j not in group]
+            ts_terms = (
+                self.latency_terms(
+                    gpu_type,
+                    SharingMode.TIME_SHARING,
+                    self._gpulet_members(residents, group, space),
+                )
+                if len(group) > 1
+                else [(0.0, 0.0)] * len(group)
+            )
+            for i, (tw, tt) in zip(group, ts_terms, strict=True):
+                mw, mt = self.latency_terms(gpu_type, SharingMode.MPS, [plain[i], *others])[0]
+                out[i] = (mw + tw, mt + tt)
         return out
 
     def _mig(self, residents: Sequence[Resident]) -> list[float]:

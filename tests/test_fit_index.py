@@ -65,6 +65,45 @@ def _job(rng: np.random.Generator, jid: int, gangs: bool = True) -> JobSpec:
     return cast(JobSpec, job)
 
 
+def _random_change(
+    c: Cluster,
+    rng: np.random.Generator,
+    step: int,
+    placed: list[tuple[JobSpec, list[int], int]],
+    via_first_legal: bool = False,
+) -> None:
+    """One random change to ``c``: place a random job at a random legal (GPU, option) (half the
+    time, with ``via_first_legal``, where ``first_legal`` puts it, checking ``legal``, ``check``
+    and ``gang_gpus`` against the mask on the way), remove a placed one, or flip a GPU's
+    readiness or health."""
+    r = rng.random()
+    if r < 0.55:
+        job = _job(rng, step)
+        legal = np.argwhere(c.placement_mask(job))
+        if len(legal):
+            g, o = (int(x) for x in legal[int(rng.integers(len(legal)))])
+            if via_first_legal:
+                if rng.random() < 0.5:
+                    g = c.first_legal(job, o)
+                assert c.legal(job, g, o) and c.check(job, g, o) is None
+            gpus = c.gang_gpus(job, g, o)
+            if via_first_legal:
+                assert gpus == _mask_gang_gpus(c, job, g, o)
+            for gg in gpus:
+                c.add(job, gg, c.options[o])
+            placed.append((job, gpus, o))
+    elif r < 0.9 and placed:
+        job, gpus, o = placed.pop(int(rng.integers(len(placed))))
+        for gg in gpus:
+            c.remove(job, gg, c.options[o])
+    else:
+        g = int(rng.integers(c.n_gpus))
+        if rng.random() < 0.5:
+            c.set_ready(g, not c.ready[g])
+        else:
+            c.set_healthy(g, not c.healthy[g])
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_fit_index_answers_as_the_masks(seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -76,26 +115,7 @@ def test_fit_index_answers_as_the_masks(seed: int) -> None:
         if step == 300:
             c.reset()
             placed = []
-        r = rng.random()
-        if r < 0.55:  # place a random job at a random legal (gpu, option)
-            job = _job(rng, step)
-            legal = np.argwhere(c.placement_mask(job))
-            if len(legal):
-                g, o = (int(x) for x in legal[int(rng.integers(len(legal)))])
-                gpus = c.gang_gpus(job, g, o)
-                for gg in gpus:
-                    c.add(job, gg, c.options[o])
-                placed.append((job, gpus, o))
-        elif r < 0.9 and placed:
-            job, gpus, o = placed.pop(int(rng.integers(len(placed))))
-            for gg in gpus:
-                c.remove(job, gg, c.options[o])
-        else:
-            g = int(rng.integers(c.n_gpus))
-            if rng.random() < 0.5:
-                c.set_ready(g, not c.ready[g])
-            else:
-                c.set_healthy(g, not c.healthy[g])
+        _random_change(c, rng, step, placed)
         if rng.random() < 0.7:  # ask (or let changes pile up: the index's rebuild path)
             for job in probes:
                 want = c.placeable_scan(job)
@@ -173,3 +193,68 @@ def test_needs_decision_over_the_queue_asks_the_front_only() -> None:
     sim.needs_decision = checked  # type: ignore[method-assign]
     run_episode(SjfPredicted(), sim, 0)
     assert seen[True] > 50 and seen[False] > 50 and seen["pruned"] > 50
+
+
+def _mask_first(c: Cluster, job: JobSpec, o: int) -> int:
+    col = c.placement_mask(job)[:, o]
+    g = int(col.argmax())
+    return g if col[g] else -1
+
+
+def _mask_gang_gpus(c: Cluster, job: JobSpec, g: int, o: int) -> list[int]:
+    single = c._single_cached(job)[o]
+    return [int(i) for i in np.flatnonzero(single[g:])[: job.num_gpus] + g]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_first_legal_gpu_answers_as_the_masks(seed: int) -> None:
+    """``Cluster.first_legal`` (the lowest legal GPU: the mask column's ``argmax``),
+    ``Cluster.legal`` (one mask entry), ``Cluster.gang_gpus`` and ``Cluster.single_row`` (one
+    option's single-GPU row) answer from the fit index's segment trees and rows where it can:
+    every answer equals the mask's, under every option (MIG ones from the masks), for random
+    jobs on random fleets (GPU types interleaved over the GPU order) and histories."""
+    rng = np.random.default_rng(100 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    placed: list[tuple[JobSpec, list[int], int]] = []
+    probes = [_job(rng, -1 - k) for k in range(16)]
+    found = asked = 0
+    for step in range(400):
+        if step == 200:
+            c.reset()
+            placed = []
+        _random_change(c, rng, step, placed, via_first_legal=True)
+        if rng.random() < 0.6:  # ask (or let changes pile up: the lazy and rebuild paths)
+            for job in probes:
+                mask = c.placement_mask(job)
+                for o in range(len(c.options)):
+                    want = _mask_first(c, job, o)
+                    assert c.first_legal(job, o) == want, (step, job, o)
+                    np.testing.assert_array_equal(
+                        c.single_row(job, o), c._single_cached(job)[o], err_msg=str((step, o))
+                    )
+                    for g in {int(rng.integers(c.n_gpus)), max(want, 0), c.n_gpus - 1}:
+                        assert c.legal(job, g, o) == bool(mask[g, o]), (step, job, g, o)
+                        if job.num_gpus > 1:
+                            assert c.gang_gpus(job, g, o) == _mask_gang_gpus(c, job, g, o)
+                    asked += 1
+                    found += want >= 0
+    c.check_invariants()
+    assert asked and 0 < found < asked  # both answers were exercised
+
+
+def test_segment_tree_first_leaf() -> None:
+    """The tree's "first leaf >= lo with value <= x" against a scan, on random values."""
+    from gpu_sharing_env.cluster import _tree_build, _tree_first, _tree_set
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 5, 8, 13, 64, 100):
+        vals = [float(v) if v < 8 else float("inf") for v in rng.integers(0, 10, n)]
+        tree = _tree_build(vals)
+        for _ in range(200):
+            if rng.random() < 0.3:
+                p = int(rng.integers(n))
+                vals[p] = float(rng.integers(0, 10)) if rng.random() < 0.8 else float("inf")
+                _tree_set(tree, p, vals[p])
+            lo, x = int(rng.integers(0, n + 2)), float(rng.integers(-1, 10))
+            want = next((i for i in range(lo, n) if vals[i] <= x), -1)
+            assert _tree_first(tree, lo, x) == want, (n, lo, x, vals)

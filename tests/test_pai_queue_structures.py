@@ -2,7 +2,10 @@
 skips a decision whose inputs have not changed since one that found nothing. Neither may change
 a decision: every call is checked against the plain scan of the queue (a stable sort by
 (not online, est_remaining_s), the first job that fits), on a fleet small enough to build a
-long queue, including faults (re-queued jobs) and migrations-free gangs."""
+long queue, including faults (re-queued jobs) and migrations-free gangs. ``first_fit`` finds its
+GPU from the cluster's fit index (``ClusterView.first_legal``), checked against the mask's
+``argmax``; ``reserve_pack`` keeps node loads and empty runs incrementally (``NodeState``),
+checked against a recomputation over the fleet at every decision."""
 
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
-from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_gym.baselines.pai import ReservePack, SjfPredicted, first_fit
+from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.pai import Allocation, ReservePack, SjfPredicted, first_fit_options
 
 
 def _congested(faults: bool) -> object:
@@ -29,13 +32,24 @@ def _congested(faults: bool) -> object:
     return sc
 
 
+def _mask_first_fit(view: ClusterView, job: JobView) -> Decision | None:
+    """``first_fit`` from the job's mask (the first legal GPU: a column's ``argmax``)."""
+    mask = view.mask(job.job_id)
+    for o in first_fit_options(view, job):
+        col = mask[:, o]
+        g = int(col.argmax())
+        if col[g]:
+            return Decision(job.job_id, g, o)
+    return None
+
+
 def _scan(view: ClusterView) -> Decision | None:
-    """The reference: sort the whole queue, place the first job that fits."""
+    """The reference: sort the whole queue, place the first job that fits (from its mask)."""
     ids = view.decidable_ids()
     order = np.lexsort((view.est_remaining_s(ids), ~view.online_flags(ids)))
     for i in order.tolist():
         if view.placeable(ids[i]):
-            d = first_fit(view, view.job(ids[i]))
+            d = _mask_first_fit(view, view.job(ids[i]))
             if d is not None:
                 return d
     return None
@@ -67,6 +81,13 @@ class _CheckedReservePack(ReservePack):
         d = super().decide(view)
         self._none_key = None  # the same call without the memo
         assert d == super().decide(view)
+        # the incremental node loads and empty runs equal a recomputation over the fleet
+        fresh = Allocation(view)
+        assert np.array_equal(self._nodes.loads(view, Allocation(view)), fresh.node)
+        kept = Allocation(view)
+        kept.node_state = self._nodes
+        for n in (2, 3, 4, 8):
+            assert np.array_equal(kept.one_node(n), fresh.one_node(n)), n
         return d
 
 

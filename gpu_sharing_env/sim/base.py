@@ -78,6 +78,8 @@ class SimulatorBase:
     _online_ids: list[int]
     health: np.ndarray
     _node_factor: list[float]
+    _dirty: set[int]
+    _fr_mech: MechanismConfig
     _noise_buf: list[float]
     _noise_i: int
     _online_arrived: list[JobState]

@@ -259,6 +259,9 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._online_ids = [s.job_id for s in specs if s.online]
         self.health = np.zeros(g, dtype=np.int64)
         self._node_factor = [1.0] * self.cluster.n_nodes
+        #: GPUs whose residents changed since their fractions were last computed (``_refresh``)
+        self._dirty = set()
+        self._fr_mech = self.mechanisms  # the mechanisms those fractions were computed under
         self._noise_buf = []
         self._noise_i = 0
         #: Online services that arrived and have not ended, in arrival (= ``_online_ids``) order.
@@ -443,8 +446,15 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         n = self._scope_n
         if n < len(self.queue) and d.job_id not in [jid for _, jid in self.queue[:n]]:
             return f"job {d.job_id} is queued but outside the window of {self.window}"
+        # A mask at hand answers; else the cluster's legality (its fit index: no mask built)
+        hit = self._mask_cache.get(d.job_id)
         in_range = 0 <= d.gpu < self.n_gpus and 0 <= d.option < len(self.options)
-        if in_range and self.mask(d.job_id)[d.gpu, d.option]:
+        if (
+            in_range
+            and hit is not None
+            and hit[0] == self.cluster.version
+            and hit[1][d.gpu, d.option]
+        ):
             return None
         return self.cluster.check(st.spec, d.gpu, d.option)
 

@@ -9,6 +9,7 @@ import bisect
 import math
 from typing import TYPE_CHECKING, Any, cast
 
+from gpu_sharing_env.cluster import PlacementOption
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.base import SimulatorBase
 from gpu_sharing_env.sim.events import EventKind
@@ -81,13 +82,27 @@ class _Lifecycle(SimulatorBase):
             return self.cluster.check(st.spec, gpu, option)
         c = self.cluster
         old = self.options[st.option]
+        # gpulets: the partitions as they were (leaving may free one; rejoining it is undone)
+        saved = (
+            [([[p, list(m)] for p, m in c.parts[g]], c.sm_used.item(g)) for g in st.gpus]
+            if c.gpulets and old.mode is SharingMode.MPS
+            else None
+        )
+        # its GPUs' residents are re-added in a new order: fractions to recompute (``_refresh``)
+        self._dirty.update(st.gpus)
         for g in st.gpus:  # legality as if the job had left its GPUs
             c.remove(st.spec, g, old)
         why = c.check(st.spec, gpu, option)
         mig = []
+        back = PlacementOption(SharingMode.MPS, sm_pct=0) if saved is not None else old
         for g in st.gpus:
-            _, inst = c.add(st.spec, g, old)
+            _, inst = c.add(st.spec, g, back)
             mig.append(inst)
+        if saved is not None:
+            for g, (parts, sm) in zip(st.gpus, saved, strict=True):
+                c.parts[g] = parts
+                c.n_parts[g] = len(c.parts[g])
+                c.sm_used[g] = sm
         st.mig = mig
         return why
 
@@ -202,6 +217,7 @@ class _Lifecycle(SimulatorBase):
         for g in st.gpus:
             self.cluster.remove(st.spec, g, opt)
         gpus, st.gpus = st.gpus, []
+        self._dirty.update(gpus)  # fractions to recompute (``_refresh``)
         st.epoch += 1
         st.run_id += 1
         st.frac = {}

@@ -5,7 +5,8 @@ speed model (memoised), job rates and their completion events, progress accrual.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
+from heapq import heappush
 from typing import Any
 
 from gpu_sharing_env.interference import Resident
@@ -22,6 +23,8 @@ from gpu_sharing_env.sim.constants import (
 )
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.zoo import ZOO
+
+_NO_SKIP: frozenset[int] = frozenset()
 
 
 class _Rates(SimulatorBase):
@@ -61,92 +64,197 @@ class _Rates(SimulatorBase):
         return shares
 
     def _refresh(self, gpus: Sequence[int]) -> None:
-        """Recompute sharing fractions on ``gpus`` and the rates of every job they host."""
+        """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
+
+        A node whose CPU factor moves has the rates of all its GPUs' residents set again; the
+        fractions of such a GPU outside ``gpus`` are recomputed only when it is in ``_dirty``
+        (its residents changed since they were last computed): otherwise they would come out
+        as the same bits, and the fleet sums would move by ``x - x``, i.e. not at all.
+        """
         c = self.cluster
-        todo = set(gpus)
         node_of = self._node_of
+        factor = self._node_factor
         used_of = c.node_cpu_used
         vcpus_of = self._node_vcpus
-        factor = self._node_factor
-        for node in {node_of[g] for g in gpus}:
+        extra: list[int] | None = None
+        for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
             # Python floats (``.item``): the same values as the numpy scalars, cheaper to use
             used = used_of.item(node)
             f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
             if f != factor[node]:
                 factor[node] = f
-                todo.update(self._node_gpus[node])
-        affected: dict[int, JobState] = {}
+                if extra is None:
+                    extra = []
+                extra.extend(self._node_gpus[node])
+        dirty = self._dirty
         jobs = self.jobs
         residents = c.residents
-        accrue = self._accrue
         fractions = self._gpu_fractions
-        for g in sorted(todo):
-            res = [jobs[j] for j in residents[g]]
-            for r in res:
-                jid = r.spec.job_id
-                if jid not in affected:
-                    accrue(r)
-                    affected[jid] = r
+        now = self.now
+        affected: dict[int, JobState] = {}
+        if extra is None:
+            todo = gpus if len(gpus) == 1 else sorted(set(gpus))
+            skip: Set[int] = _NO_SKIP
+        else:
+            own = set(gpus)
+            todo = sorted(own.union(extra))
+            if self._fr_mech is not self.mechanisms:  # (not mid-episode, as documented)
+                self._fr_mech = self.mechanisms
+                dirty.update(range(self.n_gpus))
+            skip = {g for g in extra if g not in own and g not in dirty}
+        for g in todo:
+            ids = residents[g]
+            res: list[JobState] = []
+            for j in ids:
+                r = jobs[j]
+                res.append(r)
+                if j not in affected:
+                    affected[j] = r
+                    if r.status is _RUNNING:  # ``_accrue``, inlined
+                        t0 = r.last_t
+                        su = r.setup_until
+                        if su > t0:  # max(last_t, setup_until)
+                            t0 = su
+                        rate = r.rate
+                        if now > t0 and rate > 0:
+                            dt = now - t0
+                            r.work_done += rate * dt
+                            r.norm_integral += (rate / r.solo_rate) * dt
+                            r.run_time_s += dt
+                        r.last_t = now
+            if g in skip and not any(len(r.gpus) > 1 for r in res):
+                # (a gang's ``sm_eff`` is its last computed GPU's: those are recomputed)
+                continue
             fractions(g, res)
+            if dirty:
+                dirty.discard(g)
+        # ``_set_rate`` for every affected job, its single-GPU case inlined
         set_rate = self._set_rate
+        solo_cache = self._solo_cache
+        type_of = self._type_of
+        events = self.events
+        heap = events.heap
+        counter = events._counter
         for st in affected.values():
-            set_rate(st)
+            gs = st.gpus
+            if len(gs) != 1:
+                set_rate(st)
+                continue
+            g = gs[0]
+            spec = st.spec
+            solo = solo_cache.get((spec.model, type_of[g]))
+            if solo is None:
+                solo = self._solo_speed(spec.model, type_of[g])
+            st.solo_rate = solo
+            rate = st.rate = solo * st.frac[g] * factor[node_of[g]]
+            if not st.online:
+                epoch = st.epoch = st.epoch + 1
+                remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
+                remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
+                su = st.setup_until
+                t_done = (su if su > now else now) + remaining / rate  # max(now, setup_until)
+                # ``events.push``, inlined (the same tuple, the same sequence number)
+                heappush(heap, (t_done, _K_COMPLETE, next(counter), spec.job_id, epoch))
 
     def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
         c = self.cluster
         util = sm = stp = over = 0.0
+        n_online = c.online_count.item(g)
         if res:
             mode = _MODES[c.mode.item(g)]
-            if self.mechanisms.dynamic_sm:
-                shares = self._sm_shares(g, res)
-            else:  # ``_sm_shares`` without dynamic SM: each option's static share
-                opt_share = self._opt_share
-                shares = [opt_share[r.option] for r in res]
-            prio_online = self.cfg.sharing.online_priority
+            mech = self.mechanisms
+            gpulet_of = c.gpulet_of(g) if c.gpulets and mode is _MPS else None
             # priorities matter under time-slicing, and under MPS only with kernel-level
             # priority deployed (Tally / MuxFlow's xCUDA); plain MPS shares without them
-            prio_on = mode is not _MPS or self.mechanisms.kernel_priority
-            is_mig = mode is _MIG
-            keys = []
-            for r, share in zip(res, shares, strict=True):
-                inst = r.mig[r.gpus.index(g)] if is_mig else None
-                spec = r.spec
-                online = r.online
-                duty = r.duty if online else ZOO[spec.model].duty * r.throttle
-                r.sm_eff = share
-                keys.append(
-                    (
+            prio_on = mode is not _MPS or mech.kernel_priority
+            bonus = 100 if self.cfg.sharing.online_priority else 0
+            keys: list[tuple[Any, ...]] = []
+            add = keys.append
+            if mode is _MIG or gpulet_of is not None or mech.dynamic_sm:
+                if mech.dynamic_sm:
+                    shares = self._sm_shares(g, res)
+                else:  # ``_sm_shares`` without dynamic SM: each option's static share
+                    opt_share = self._opt_share
+                    shares = [opt_share[r.option] for r in res]
+                if gpulet_of is not None:
+                    # gpulets: a resident's SM share is its partition's (``Resident.gpulet``)
+                    shares = [gpulet_of[r.spec.job_id][1] / 100.0 for r in res]
+                is_mig = mode is _MIG
+                for r, share in zip(res, shares, strict=True):
+                    inst = r.mig[r.gpus.index(g)] if is_mig else None
+                    spec = r.spec
+                    online = r.online
+                    duty = r.duty if online else ZOO[spec.model].duty * r.throttle
+                    r.sm_eff = share
+                    key: tuple[Any, ...] = (
                         spec.model,
                         share,
                         inst.compute if inst else 0,
                         bin(inst.mask).count("1") if inst else 0,
                         1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                         online,
-                        (spec.priority + (100 if online and prio_online else 0)) if prio_on else 0,
+                        (spec.priority + (bonus if online else 0)) if prio_on else 0,
                         r.effective_batch_size if online else 0,  # its SM-share curve
                     )
-                )
+                    if gpulet_of is not None:
+                        key = (*key, gpulet_of[spec.job_id][0])
+                    add(key)
+            else:  # the same tuples: static shares, neither MIG instance nor gpulet
+                opt_share = self._opt_share
+                for r in res:
+                    spec = r.spec
+                    share = r.sm_eff = opt_share[r.option]
+                    if r.online:
+                        duty = r.duty
+                        add(
+                            (
+                                spec.model,
+                                share,
+                                0,
+                                0,
+                                1e-3 if duty < 1e-3 else duty,
+                                True,
+                                (spec.priority + bonus) if prio_on else 0,
+                                r.effective_batch_size,
+                            )
+                        )
+                    else:
+                        duty = ZOO[spec.model].duty * r.throttle
+                        add(
+                            (
+                                spec.model,
+                                share,
+                                0,
+                                0,
+                                1e-3 if duty < 1e-3 else duty,
+                                False,
+                                (spec.priority + 0) if prio_on else 0,
+                                0,
+                            )
+                        )
             gpu_type = c.type_name_of[g]
             fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
             if fr is None:
                 fr = self._rates(gpu_type, mode, keys)
-            if c.online_count.item(g) > 0:
+            if n_online > 0:
                 self._online_terms(g, gpu_type, mode, res, keys)
             for r, k, f in zip(res, keys, fr, strict=True):
-                online = r.online
-                f *= 1.0 if online else r.throttle
-                r.frac[g] = f
                 d = k[4]
-                # an online rate is per batch: its load ``d`` is served while it stays stable
-                util += d if online else d * f
+                if r.online:  # ``f * 1.0`` is ``f``
+                    r.frac[g] = f
+                    # an online rate is per batch: its load ``d`` is served while it stays stable
+                    util += d
+                else:
+                    f *= r.throttle
+                    r.frac[g] = f
+                    util += d * f
+                    over += f
                 sm += d * f * (k[2] / 7.0 if k[2] else k[1])
                 stp += f
-                if not online:
-                    over += f
         # ``min(1.0, x)`` as ``x if x < 1.0 else 1.0`` (the same value, NaN included)
         util = util if util < 1.0 else 1.0
         sm = sm if sm < 1.0 else 1.0
-        hosts_online = 1.0 if c.online_count.item(g) > 0 else 0.0
+        hosts_online = 1.0 if n_online > 0 else 0.0
         over = over if hosts_online else 0.0
         mem = c.mem_true.item(g) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
@@ -171,9 +279,13 @@ class _Rates(SimulatorBase):
         """Set the per-batch wait and extra p99 (``wait_ms``, ``tail_ms``) of the online
         residents of GPU ``g`` from the speed model's ``latency_terms`` (memoised; zero for a
         speed model without it)."""
+        cache = self._rates_cache
         for r, k in zip(res, keys, strict=True):
             if r.online and r.gpus[0] == g:
-                r.alone_frac = self._rates(gpu_type, mode, [k])[0]
+                alone = cache.get((gpu_type, mode, k))  # ``_rates``' memo, inlined
+                if alone is None:
+                    alone = self._rates(gpu_type, mode, [k])
+                r.alone_frac = alone[0]
         terms_of = getattr(self.speed, "latency_terms", None)
         if terms_of is None or len(res) < 2:
             for r in res:
@@ -227,7 +339,14 @@ class _Rates(SimulatorBase):
                 net = CROSS_NODE_FACTOR
             elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-            solo_of = [self._solo_speed(spec.model, self._type_of[g]) for g in gpus]
+            solo_cache = self._solo_cache
+            type_of = self._type_of
+            solo_of = []
+            for g in gpus:  # ``_solo_speed``, its memo inlined
+                solo = solo_cache.get((spec.model, type_of[g]))
+                if solo is None:
+                    solo = self._solo_speed(spec.model, type_of[g])
+                solo_of.append(solo)
             frac = st.frac
             factor = self._node_factor
             st.solo_rate = min(solo_of) * net  # alone and exclusive: its slowest GPU type
@@ -239,7 +358,8 @@ class _Rates(SimulatorBase):
             remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             t_done = max(self.now, st.setup_until) + remaining / rate
-            self.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
+            events = self.events  # ``events.push``, inlined (the same tuple and sequence)
+            heappush(events.heap, (t_done, _K_COMPLETE, next(events._counter), spec.job_id, epoch))
 
     # ================================================================== solo speeds
     def _solo_speed(self, model: str, gpu_type: str) -> float:

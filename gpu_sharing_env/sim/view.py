@@ -302,6 +302,11 @@ class ClusterView:
         jobs = self._sim.jobs
         return np.array([jobs[i].rps for i in ids], dtype=np.float64)
 
+    def gpulets(self, gpu: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """The MPS partitions (gpulets) of ``gpu`` in creation order, as (SM percentage, job
+        ids); empty unless the scenario enables gpulets (``SharingConfig.gpulets``)."""
+        return tuple((p, tuple(m)) for p, m in self._sim.cluster.parts[gpu])
+
     def mig_instances(self, gpu: int) -> tuple[MigInstance, ...]:
         return tuple(
             MigInstance(i.profile, i.start, i.mask, i.compute, i.job_id)
@@ -328,10 +333,27 @@ class ClusterView:
             return self.mask(job_id)[:, option]
         c = self._sim.cluster
         spec = self._sim.jobs[job_id].spec
-        single = c._single_cached(spec)  # option-major
+        single = c.single_row(spec, option)  # (from the cluster's fit index where it answers)
         if spec.num_gpus == 1:
-            return single[option]
-        return _ro(c._gang_mask(single[option : option + 1], spec.num_gpus)[0])
+            return _ro(single)
+        return _ro(c._gang_mask(single[None], spec.num_gpus)[0])
+
+    def watch_gpus(self) -> set[int]:
+        """A set the simulator's cluster adds every GPU whose state changes to, from now until
+        the episode ends (``Cluster.watch``): a policy that keeps something per GPU or node
+        across decisions (compare ``episode`` to know it is the same one) updates only those
+        GPUs and empties the set."""
+        return self._sim.cluster.watch()
+
+    def first_legal(self, job_id: int, option: int) -> int:
+        """The lowest GPU ``g`` with ``mask(job_id)[g, option]`` (-1: none), without building the
+        mask where the cluster's fit index answers (``Cluster.first_legal``)."""
+        hit = self._masks.get(job_id)
+        if hit is not None and hit[0] == self._sim.cluster.version:
+            col = hit[1][:, option]
+            g = int(col.argmax())
+            return g if col[g] else -1
+        return self._sim.cluster.first_legal(self._sim.jobs[job_id].spec, option)
 
     def gang_gpus(self, job_id: int, gpu: int, option: int) -> list[int]:
         """The GPUs a legal placement of queued ``job_id`` at (``gpu``, ``option``) takes: the

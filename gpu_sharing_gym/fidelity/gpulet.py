@@ -8,6 +8,9 @@ planner, ``gpu_sharing_gym.baselines.gpulet.GPULet``, restricted to the sharing 
 spatio-temporal (exclusive, time-sharing, MPS), temporal-only (exclusive, time-sharing),
 spatial-only (exclusive, MPS). Each chooses the batch size per placement for the service's
 rate (GPULet's third dimension and its artifact's rule, ``Decision.batch_size``).
+Spatio-temporal runs with gpulets on (``sharing.gpulets: 2``, :data:`GPULETS`): a GPU holds at
+most two MPS partitions and services share a partition, partial ones included, in time (the
+paper's Sec. 4); spatial-only keeps one service per partition (no joins).
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ SCHEMES = {
     "temporal": ("exclusive", "time_sharing"),
     "spatial": ("exclusive", "mps"),
 }
+#: ``sharing.gpulets`` per scheme: the most MPS partitions a GPU holds, with temporal sharing
+#: inside each (GPULet splits a GPU in at most two gpulets, Sec. 4); 0: no temporal sharing
+#: inside a partition (the schemes without the temporal dimension, or without MPS).
+GPULETS = {"spatio_temporal": 2, "temporal": 0, "spatial": 0}
 
 
 def fleet(cfg: ScenarioConfig, n_gpus: int) -> ScenarioConfig:
@@ -83,7 +90,13 @@ def gpulet(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
     over: dict[str, Any] = {"horizon_h": 6.0} if quick else {}
     arms = [
-        Variant(label, GPULet, scenario("gpulet", **over, **{"sharing.modes": modes}))
+        Variant(
+            label,
+            GPULet,
+            scenario(
+                "gpulet", **over, **{"sharing.modes": modes, "sharing.gpulets": GPULETS[label]}
+            ),
+        )
         for label, modes in SCHEMES.items()
     ]
     target = scenario("gpulet").slo_target
