@@ -30,8 +30,6 @@ the actor's features are not shaped by value regression, and vice versa.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -57,6 +55,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     layout_v1,
 )
 from gpu_sharing_gym.agents.envs import HINT
+from gpu_sharing_gym.agents.policy import CandidateScoring, _MaskedCategorical
 
 _NEG = -1e8
 
@@ -92,19 +91,33 @@ class WaitOrPlace(MaskableCategoricalDistribution):
 
     def proba_distribution(self, action_logits: th.Tensor) -> WaitOrPlace:  # type: ignore[override]
         self._raw = action_logits.view(-1, self.action_dim)
-        self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, None))
+        self._dist: MaskableCategorical | None = None  # built when first read (below)
         return self
+
+    # SB3 calls ``proba_distribution`` and then, given masks, ``apply_masking``: the unmasked
+    # distribution is built only if it is read, so a masked one costs one normalisation.
+    @property  # type: ignore[override]
+    def distribution(self) -> MaskableCategorical | None:
+        if self.__dict__.get("_dist") is None and "_raw" in self.__dict__:
+            self._dist = MaskableCategorical(logits=two_level_logits(self._raw, None))
+        return self.__dict__.get("_dist")
+
+    @distribution.setter
+    def distribution(self, value: MaskableCategorical | None) -> None:
+        self._dist = value
 
     def apply_masking(self, masks: MaybeMasks) -> None:
         if masks is None:
-            self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, None))
+            self._dist = MaskableCategorical(logits=two_level_logits(self._raw, None))
             return
         m = th.as_tensor(masks, dtype=th.bool, device=self._raw.device).reshape(self._raw.shape)
-        self.distribution = MaskableCategorical(logits=two_level_logits(self._raw, m), masks=m)
+        self._dist = _MaskedCategorical(two_level_logits(self._raw, m), m)
 
     def mode(self) -> th.Tensor:
         """Wait if its probability is at least 1/2, else the most likely placement."""
-        p = self.distribution.probs
+        dist = self.distribution
+        assert dist is not None, "mode() before proba_distribution()"
+        p = dist.probs
         place = th.argmax(p[:, 1:], dim=1) + 1
         return th.where(p[:, 0] >= 0.5, th.zeros_like(place), place)
 
@@ -208,7 +221,7 @@ class _Trunk(nn.Module):
         return hg, hj, ctx, hp
 
 
-class OptionScorer(nn.Module):
+class OptionScorer(CandidateScoring):
     """``mlp_extractor`` of :class:`OptionActorCriticPolicy`: (raw action scores, value
     latent) from the flat features (module doc).
 
@@ -241,21 +254,6 @@ class OptionScorer(nn.Module):
         self.critic = _Trunk(hidden, n_layers)
         self.value = _mlp(5 * hidden, hidden, 1)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
-        # the legal actions while scoring candidates only (:meth:`candidates`)
-        self._mask: th.Tensor | None = None
-
-    @contextmanager
-    def candidates(self, action_masks: Any) -> Iterator[None]:
-        """Within the block, score only the legal placements of ``action_masks`` (B x actions;
-        None: every action); the legal scores equal the dense ones (as
-        :meth:`gpu_sharing_gym.agents.policy.SetScorer.candidates`)."""
-        old = self._mask
-        if action_masks is not None:
-            self._mask = th.as_tensor(action_masks, dtype=th.bool).reshape(-1, self.latent_dim_pi)
-        try:
-            yield
-        finally:
-            self._mask = old
 
     def _place_scores(self, hp: th.Tensor, ho: th.Tensor, hg: th.Tensor) -> th.Tensor:
         b, w, g = hp.shape[0], hp.shape[1], hp.shape[2]
@@ -269,12 +267,8 @@ class OptionScorer(nn.Module):
             )
             return self.out(z).reshape(b, -1)  # (slot, gpu, option) row-major
         n_place = w * g * o
-        flat = mask[:, 1:].reshape(-1).nonzero().squeeze(1)
-        rows = th.div(flat, n_place, rounding_mode="floor")
-        act = flat - rows * n_place
-        pair = th.div(act, o, rounding_mode="floor")  # slot * g + gpu
-        opt = act - pair * o
-        gpu = pair % g
+        flat, rows, slot, gpu, opt = self._legal(g, o)
+        pair = slot * g + gpu
         o_ix = rows * o + opt
         z = th.relu(
             self.q_pair(hp).reshape(b * w * g, -1).index_select(0, rows * (w * g) + pair)

@@ -135,7 +135,53 @@ class SetEncoder(nn.Module):
         return hg, hj, ctx, g_present
 
 
-class SetScorer(nn.Module):
+class CandidateScoring(nn.Module):
+    """Base of the candidate-scoring ``mlp_extractor``s (:class:`SetScorer`, and
+    ``option_policy.OptionScorer``): the legal-action mask they score under, and the legal
+    candidates' (batch row, slot, GPU, option) indices in the flat action layout
+    ``1 + (slot, GPU, option)`` row-major."""
+
+    latent_dim_pi: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        # the legal actions while scoring candidates only (:meth:`candidates`)
+        self._mask: th.Tensor | None = None
+
+    @contextmanager
+    def candidates(self, action_masks: Any) -> Iterator[None]:
+        """Within the block, score only the legal actions of ``action_masks`` (B x actions;
+        None: every action), as a candidate-scoring policy does: the pairwise MLP runs once per
+        legal (job, GPU, option) candidate, not over the padded action space. The illegal
+        entries' scores are left at a large negative number (the masked distribution replaces
+        them anyway), the legal ones are the same as the dense computation's."""
+        old = self._mask
+        if action_masks is not None:
+            m = th.as_tensor(action_masks, dtype=th.bool)
+            self._mask = m.reshape(-1, self.latent_dim_pi)
+        try:
+            yield
+        finally:
+            self._mask = old
+
+    def _legal(
+        self, n_gpu: int, n_options: int
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor, th.Tensor]:
+        """(flat index among the B x placements, batch row, slot, GPU, option) of every legal
+        placement under :meth:`candidates`' mask, row-major."""
+        mask = self._mask
+        assert mask is not None
+        n_place = self.latent_dim_pi - 1
+        flat = mask[:, 1:].reshape(-1).nonzero().squeeze(1)
+        rows = th.div(flat, n_place, rounding_mode="floor")
+        act = flat - rows * n_place
+        slot = th.div(act, n_gpu * n_options, rounding_mode="floor")
+        gpu_opt = act - slot * (n_gpu * n_options)
+        gpu = th.div(gpu_opt, n_options, rounding_mode="floor")
+        return flat, rows, slot, gpu, gpu_opt - gpu * n_options
+
+
+class SetScorer(CandidateScoring):
     """``mlp_extractor`` replacement: (action logits, value latent) from the flat features.
 
     ``latent_dim_pi`` is the number of actions (the logits themselves), ``latent_dim_vf`` the
@@ -166,39 +212,13 @@ class SetScorer(nn.Module):
         # weight of the expert hint in the logits (used only if the observation has one)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
         nn.init.normal_(self.option_emb, std=0.1)
-        # the legal actions while scoring candidates only (:meth:`candidates`)
-        self._mask: th.Tensor | None = None
-
-    @contextmanager
-    def candidates(self, action_masks: Any) -> Iterator[None]:
-        """Within the block, score only the legal actions of ``action_masks`` (B x actions;
-        None: every action), as a candidate-scoring policy does: the pairwise MLP runs once per
-        legal (job, GPU, option) candidate, not over the padded action space. The illegal
-        entries' logits are left at a large negative number (the masked distribution replaces
-        them anyway), the legal ones are the same as the dense computation's."""
-        old = self._mask
-        if action_masks is not None:
-            m = th.as_tensor(action_masks, dtype=th.bool)
-            self._mask = m.reshape(-1, self.latent_dim_pi)
-        try:
-            yield
-        finally:
-            self._mask = old
 
     def _candidate_logits(self, hg: th.Tensor, hj: th.Tensor, ctx: th.Tensor) -> th.Tensor:
-        mask = self._mask
-        assert mask is not None
         b, n_gpu, window = ctx.shape[0], hg.shape[1], hj.shape[1]
         n_place = self.latent_dim_pi - 1
-        # legal placements (batch row, action), flat and row-major; index_select on flattened
-        # tables (far cheaper than advanced indexing for the small tensors here)
-        flat = mask[:, 1:].reshape(-1).nonzero().squeeze(1)
-        rows = th.div(flat, n_place, rounding_mode="floor")
-        act = flat - rows * n_place
-        slot = th.div(act, n_gpu * self.n_options, rounding_mode="floor")
-        gpu_opt = act - slot * (n_gpu * self.n_options)
-        gpu = th.div(gpu_opt, self.n_options, rounding_mode="floor")
-        opt = gpu_opt - gpu * self.n_options
+        # index_select on flattened tables (far cheaper than advanced indexing for the small
+        # tensors here)
+        flat, rows, slot, gpu, opt = self._legal(n_gpu, self.n_options)
         jobs = (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1)).reshape(b * window, -1)
         gpus = self.p_gpu(hg).reshape(b * n_gpu, -1)
         z = (
@@ -323,14 +343,13 @@ class SetActorCriticPolicy(_SetNets, MaskableActorCriticPolicy):  # type: ignore
         hint_gain: Initial weight of the expert hint in the logits (when observed).
     """
 
-    def _masked(self, latent_pi: th.Tensor, action_masks: Any) -> Any:
-        """SB3's masked distribution over ``latent_pi`` (the logits), normalised once: SB3's
-        own path normalises the logits three times (unmasked, unmasked again, masked)."""
+    def _masked(self, latent_pi: th.Tensor, masks: th.Tensor) -> Any:
+        """SB3's masked distribution over ``latent_pi`` (the logits) under ``masks`` (bool),
+        normalised once: SB3's own path normalises the logits three times (unmasked, unmasked
+        again, masked)."""
         dist = self.action_dist
-        dist.distribution = _MaskedCategorical(  # type: ignore[attr-defined]
-            latent_pi.view(-1, dist.action_dim),  # type: ignore[attr-defined]
-            th.as_tensor(action_masks, dtype=th.bool).reshape(-1, dist.action_dim),  # type: ignore[attr-defined]
-        )
+        n = dist.action_dim  # type: ignore[attr-defined]
+        dist.distribution = _MaskedCategorical(latent_pi.view(-1, n), masks.reshape(-1, n))  # type: ignore[attr-defined]
         return dist
 
     def forward(
@@ -338,10 +357,11 @@ class SetActorCriticPolicy(_SetNets, MaskableActorCriticPolicy):  # type: ignore
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         if action_masks is None or not self.share_features_extractor:
             return super().forward(obs, deterministic, action_masks)  # type: ignore[no-any-return]
-        with self.mlp_extractor.candidates(action_masks):
+        masks = th.as_tensor(action_masks, dtype=th.bool)  # (converted once)
+        with self.mlp_extractor.candidates(masks):
             latent_pi, latent_vf = self.mlp_extractor(self.extract_features(obs))
         values = self.value_net(latent_vf)
-        distribution = self._masked(latent_pi, action_masks)
+        distribution = self._masked(latent_pi, masks)
         actions = distribution.get_actions(deterministic=deterministic)
         return actions, values, distribution.log_prob(actions)
 
@@ -350,9 +370,10 @@ class SetActorCriticPolicy(_SetNets, MaskableActorCriticPolicy):  # type: ignore
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
         if action_masks is None or not self.share_features_extractor:
             return super().evaluate_actions(obs, actions, action_masks)  # type: ignore[no-any-return]
-        with self.mlp_extractor.candidates(action_masks):
+        masks = th.as_tensor(action_masks, dtype=th.bool)
+        with self.mlp_extractor.candidates(masks):
             latent_pi, latent_vf = self.mlp_extractor(self.extract_features(obs))
-        distribution = self._masked(latent_pi, action_masks)
+        distribution = self._masked(latent_pi, masks)
         log_prob = distribution.log_prob(actions)
         return self.value_net(latent_vf), log_prob, distribution.entropy()
 
@@ -362,9 +383,10 @@ class SetActorCriticPolicy(_SetNets, MaskableActorCriticPolicy):  # type: ignore
         features = super(MaskableActorCriticPolicy, self).extract_features(
             obs, self.pi_features_extractor
         )
-        with self.mlp_extractor.candidates(action_masks):
+        masks = th.as_tensor(action_masks, dtype=th.bool)
+        with self.mlp_extractor.candidates(masks):
             latent_pi = self.mlp_extractor.forward_actor(features)
-        return self._masked(latent_pi, action_masks)
+        return self._masked(latent_pi, masks)
 
 
 class SetPPOPolicy(_SetNets, ActorCriticPolicy):  # type: ignore[misc]

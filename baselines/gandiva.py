@@ -104,6 +104,8 @@ def gang_gpus(col: np.ndarray, start: int, n: int) -> list[int]:
     """The GPUs a placement at ``start`` takes, read off the legal mask column: the first ``n``
     legal starts from ``start`` (exact unless the gang reaches the last ``n - 1`` individually
     legal GPUs, which the gang mask hides; then the visible ones)."""
+    if n == 1 and col[start]:
+        return [start]  # (the common case, without a scan)
     return [int(g) for g in np.flatnonzero(col[start:])[:n] + start]
 
 

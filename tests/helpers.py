@@ -181,3 +181,21 @@ def installed_modules() -> dict[str, Path]:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return {s.module: root / s.path for s in mod.sources()}
+
+
+def tiny_scenario_yaml(max_jobs: int, name: str | None = None) -> str:
+    """A scenario YAML small enough for CLI tests: one node of two V100s, ``max_jobs`` synthetic
+    jobs and one service over two hours, no faults."""
+    head = f"name: {name}\n" if name else ""
+    return head + (
+        "horizon_h: 2\n"
+        "slo_target: 0.9\n"
+        "cluster:\n"
+        "  nodes:\n"
+        "    - {gpu_type: V100-16GB, count: 1, gpus_per_node: 2, vcpus: 32, host_mem_gb: 128}\n"
+        "workload:\n"
+        f"  offline: {{source: synthetic, params: {{}}, max_jobs: {max_jobs}}}\n"
+        "  online: {num_services: 1}\n"
+        "faults:\n"
+        "  rate_per_gpu_h: {user_signal: 0.0, app_error: 0.0, xid: 0.0}\n"
+    )

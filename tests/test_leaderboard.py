@@ -31,23 +31,13 @@ from gpu_sharing_gym.leaderboard import (
     run_leaderboard,
     summarize,
 )
+from tests.helpers import tiny_scenario_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "leaderboard.py"
 POLS = ["first_fit", "fifo_exclusive"]
 
-TINY = """\
-horizon_h: 2
-slo_target: 0.9
-cluster:
-  nodes:
-    - {gpu_type: V100-16GB, count: 1, gpus_per_node: 2, vcpus: 32, host_mem_gb: 128}
-workload:
-  offline: {source: synthetic, params: {}, max_jobs: 6}
-  online: {num_services: 1}
-faults:
-  rate_per_gpu_h: {user_signal: 0.0, app_error: 0.0, xid: 0.0}
-"""
+TINY = tiny_scenario_yaml(max_jobs=6)
 
 
 from gpu_sharing_gym.commands import leaderboard as cli  # noqa: E402

@@ -19,23 +19,14 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import tiny_scenario_yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTEFACT = ROOT / "runs" / "test-artifacts" / "report-1100px.png"
 WIDTH = 1100
 
-TINY = """\
-name: tiny_browser
-horizon_h: 2
-slo_target: 0.9
-cluster:
-  nodes:
-    - {gpu_type: V100-16GB, count: 1, gpus_per_node: 2, vcpus: 32, host_mem_gb: 128}
-workload:
-  offline: {source: synthetic, params: {}, max_jobs: 4}
-  online: {num_services: 1}
-faults:
-  rate_per_gpu_h: {user_signal: 0.0, app_error: 0.0, xid: 0.0}
-"""
+TINY = tiny_scenario_yaml(max_jobs=4, name="tiny_browser")
+
 #: Flags that work headless as root, in a container, without a network.
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -311,36 +311,47 @@ class ObservationEncoderV1:
         jobs = np.zeros((self.window, len(JOB_FEATURES_V1)), dtype=np.float32)
         jobs[: sim.window, :n_j0] = base.jobs(sim, window).reshape(sim.window, n_j0)
         pairs = np.zeros((self.window, self.max_gpus, len(PAIR_FEATURES)), dtype=np.float32)
-        idle = 1.0 - np.asarray(sim.gpu_util, dtype=np.float64)
-        free_mem = c.mem_cap - c.mem_decl
-        pred = []
-        for k, spec in enumerate(window):
-            st = sim.jobs[spec.job_id]
-            speed, best = self._speeds(sim, spec)
-            duty = ZOO[spec.model].duty if not spec.online else max(st.duty, 0.05)
-            remaining = max(0.0, spec.est_work_s - st.work_done)
-            dur = remaining / best
-            pred.append(dur)
-            row = jobs[k]
-            row[n_j0] = guarantee(spec)
-            row[n_j0 + 1] = min(1.0, duty)
-            row[n_j0 + 2] = _log_norm(remaining, LOG_TIME_SCALE)
-            row[n_j0 + 3] = _log_norm(dur, LOG_TIME_SCALE)
-            share = np.minimum(1.0, np.maximum(idle, 0.0) / max(duty, 1e-3))
+        n = len(window)
+        pred: list[float] = []
+        if n:
+            # per window job (rows), then every (job, GPU) pair at once: one numpy pass per
+            # feature for the whole window, not per job
+            speed = np.empty((n, g))
+            best = np.empty((n, 1))
+            duty = np.empty((n, 1))
+            remaining = np.empty((n, 1))
+            mem = np.empty((n, 1))
+            legal = np.empty((n, g), dtype=bool)
+            for k, spec in enumerate(window):
+                st = sim.jobs[spec.job_id]
+                speed[k], b = self._speeds(sim, spec)
+                d = ZOO[spec.model].duty if not spec.online else max(st.duty, 0.05)
+                left = max(0.0, spec.est_work_s - st.work_done)
+                dur = left / b
+                pred.append(dur)
+                best[k], duty[k], remaining[k], mem[k] = b, d, left, spec.mem_gb
+                legal[k] = sim.mask(spec.job_id).any(axis=1)
+                row = jobs[k]
+                row[n_j0] = guarantee(spec)
+                row[n_j0 + 1] = min(1.0, d)
+                row[n_j0 + 2] = _log_norm(left, LOG_TIME_SCALE)
+                row[n_j0 + 3] = _log_norm(dur, LOG_TIME_SCALE)
+            idle = np.maximum(1.0 - np.asarray(sim.gpu_util, dtype=np.float64), 0.0)
+            free_mem = c.mem_cap - c.mem_decl
+            share = np.minimum(1.0, idle / np.maximum(duty, 1e-3))
             rate = speed * share
-            p = pairs[k, :g]
-            p[:, 0] = sim.mask(spec.job_id).any(axis=1)
-            p[:, 1] = np.minimum(1.0, speed / SPEED_SCALE)
-            p[:, 2] = np.minimum(1.0, speed / best)  # (> 1 only on GPUs it may not use)
-            p[:, 3] = share
-            p[:, 4] = np.minimum(1.0, rate / best)
-            p[:, 5] = np.minimum(
+            p = pairs[:n, :g]
+            p[..., 0] = legal
+            p[..., 1] = np.minimum(1.0, speed / SPEED_SCALE)
+            p[..., 2] = np.minimum(1.0, speed / best)  # (> 1 only on GPUs it may not use)
+            p[..., 3] = share
+            p[..., 4] = np.minimum(1.0, rate / best)
+            p[..., 5] = np.minimum(
                 1.0, np.log10(1.0 + remaining / np.maximum(rate, 1e-3)) / LOG_TIME_SCALE
             )
-            p[:, 6] = free_mem >= spec.mem_gb - 1e-9
-        if pred:
+            p[..., 6] = free_mem >= mem - 1e-9
             ranks = np.argsort(np.argsort(np.asarray(pred), kind="stable"), kind="stable")
-            jobs[: len(pred), n_j0 + 4] = ranks / max(1, self.window - 1)
+            jobs[:n, n_j0 + 4] = ranks / max(1, self.window - 1)
 
         # --- global: v0's values, then the queue beyond the window
         beyond = [sim.jobs[jid] for _, jid in sim.queue[sim.window :]]
