@@ -16,7 +16,7 @@ import struct
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -771,6 +771,7 @@ def _from_order(i: int) -> float:
     return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
+@lru_cache(maxsize=4096)  # a pure function; the fit indexes are rebuilt every reset
 def _last_fitting(mem: float, cap: float) -> float:
     """The greatest float ``x`` with ``x + mem <= cap`` (IEEE addition, as the masks do):
     ``x + mem`` is monotone in ``x``, so the floats that fit are exactly those ``<= x``."""
@@ -949,7 +950,9 @@ class _FitIndex:
         dirty = self.dirty
         if not dirty:
             return
-        if 8 * len(dirty) > self.c.n_gpus:
+        # a rebuild is a few numpy passes (~0.1 ms at 16 GPUs), an entry ~5 us: rebuild only
+        # when more than an eighth of a fleet of 256+ GPUs changed
+        if len(dirty) > max(32, self.c.n_gpus >> 3):
             self._build()
             return
         self.dirty = set()
