@@ -6,7 +6,6 @@ speed model (memoised), job rates and their completion events, progress accrual.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from heapq import heappush
 from typing import Any
 
 from gpu_sharing_env.interference import Resident
@@ -89,8 +88,8 @@ class _Rates(SimulatorBase):
         dirty = self._dirty
         jobs = self.jobs
         residents = c.residents
+        accrue = self._accrue
         fractions = self._gpu_fractions
-        now = self.now
         affected: dict[int, JobState] = {}
         if extra is None:
             todo = gpus if len(gpus) == 1 else sorted(set(gpus))
@@ -103,58 +102,21 @@ class _Rates(SimulatorBase):
                 dirty.update(range(self.n_gpus))
             skip = {g for g in extra if g not in own and g not in dirty}
         for g in todo:
-            ids = residents[g]
-            res: list[JobState] = []
-            for j in ids:
-                r = jobs[j]
-                res.append(r)
-                if j not in affected:
-                    affected[j] = r
-                    if r.status is _RUNNING:  # ``_accrue``, inlined
-                        t0 = r.last_t
-                        su = r.setup_until
-                        if su > t0:  # max(last_t, setup_until)
-                            t0 = su
-                        rate = r.rate
-                        if now > t0 and rate > 0:
-                            dt = now - t0
-                            r.work_done += rate * dt
-                            r.norm_integral += (rate / r.solo_rate) * dt
-                            r.run_time_s += dt
-                        r.last_t = now
+            res = [jobs[j] for j in residents[g]]
+            for r in res:
+                jid = r.spec.job_id
+                if jid not in affected:
+                    accrue(r)
+                    affected[jid] = r
             if g in skip and not any(len(r.gpus) > 1 for r in res):
                 # (a gang's ``sm_eff`` is its last computed GPU's: those are recomputed)
                 continue
             fractions(g, res)
             if dirty:
                 dirty.discard(g)
-        # ``_set_rate`` for every affected job, its single-GPU case inlined
         set_rate = self._set_rate
-        solo_cache = self._solo_cache
-        type_of = self._type_of
-        events = self.events
-        heap = events.heap
-        counter = events._counter
         for st in affected.values():
-            gs = st.gpus
-            if len(gs) != 1:
-                set_rate(st)
-                continue
-            g = gs[0]
-            spec = st.spec
-            solo = solo_cache.get((spec.model, type_of[g]))
-            if solo is None:
-                solo = self._solo_speed(spec.model, type_of[g])
-            st.solo_rate = solo
-            rate = st.rate = solo * st.frac[g] * factor[node_of[g]]
-            if not st.online:
-                epoch = st.epoch = st.epoch + 1
-                remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
-                remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
-                su = st.setup_until
-                t_done = (su if su > now else now) + remaining / rate  # max(now, setup_until)
-                # ``events.push``, inlined (the same tuple, the same sequence number)
-                heappush(heap, (t_done, _K_COMPLETE, next(counter), spec.job_id, epoch))
+            set_rate(st)
 
     def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
         c = self.cluster
@@ -170,68 +132,34 @@ class _Rates(SimulatorBase):
             bonus = 100 if self.cfg.sharing.online_priority else 0
             keys: list[tuple[Any, ...]] = []
             add = keys.append
-            if mode is _MIG or gpulet_of is not None or mech.dynamic_sm:
-                if mech.dynamic_sm:
-                    shares = self._sm_shares(g, res)
-                else:  # ``_sm_shares`` without dynamic SM: each option's static share
-                    opt_share = self._opt_share
-                    shares = [opt_share[r.option] for r in res]
-                if gpulet_of is not None:
-                    # gpulets: a resident's SM share is its partition's (``Resident.gpulet``)
-                    shares = [gpulet_of[r.spec.job_id][1] / 100.0 for r in res]
-                is_mig = mode is _MIG
-                for r, share in zip(res, shares, strict=True):
-                    inst = r.mig[r.gpus.index(g)] if is_mig else None
-                    spec = r.spec
-                    online = r.online
-                    duty = r.duty if online else ZOO[spec.model].duty * r.throttle
-                    r.sm_eff = share
-                    key: tuple[Any, ...] = (
-                        spec.model,
-                        share,
-                        inst.compute if inst else 0,
-                        bin(inst.mask).count("1") if inst else 0,
-                        1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
-                        online,
-                        (spec.priority + (bonus if online else 0)) if prio_on else 0,
-                        r.effective_batch_size if online else 0,  # its SM-share curve
-                    )
-                    if gpulet_of is not None:
-                        key = (*key, gpulet_of[spec.job_id][0])
-                    add(key)
-            else:  # the same tuples: static shares, neither MIG instance nor gpulet
+            if gpulet_of is not None:
+                # gpulets: a resident's SM share is its partition's (``Resident.gpulet``)
+                shares = [gpulet_of[r.spec.job_id][1] / 100.0 for r in res]
+            elif mech.dynamic_sm:
+                shares = self._sm_shares(g, res)
+            else:  # ``_sm_shares`` without dynamic SM: each option's static share
                 opt_share = self._opt_share
-                for r in res:
-                    spec = r.spec
-                    share = r.sm_eff = opt_share[r.option]
-                    if r.online:
-                        duty = r.duty
-                        add(
-                            (
-                                spec.model,
-                                share,
-                                0,
-                                0,
-                                1e-3 if duty < 1e-3 else duty,
-                                True,
-                                (spec.priority + bonus) if prio_on else 0,
-                                r.effective_batch_size,
-                            )
-                        )
-                    else:
-                        duty = ZOO[spec.model].duty * r.throttle
-                        add(
-                            (
-                                spec.model,
-                                share,
-                                0,
-                                0,
-                                1e-3 if duty < 1e-3 else duty,
-                                False,
-                                (spec.priority + 0) if prio_on else 0,
-                                0,
-                            )
-                        )
+                shares = [opt_share[r.option] for r in res]
+            is_mig = mode is _MIG
+            for r, share in zip(res, shares, strict=True):
+                inst = r.mig[r.gpus.index(g)] if is_mig else None
+                spec = r.spec
+                online = r.online
+                duty = r.duty if online else ZOO[spec.model].duty * r.throttle
+                r.sm_eff = share
+                key: tuple[Any, ...] = (
+                    spec.model,
+                    share,
+                    inst.compute if inst else 0,
+                    bin(inst.mask).count("1") if inst else 0,
+                    1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
+                    online,
+                    (spec.priority + (bonus if online else 0)) if prio_on else 0,
+                    r.effective_batch_size if online else 0,  # its SM-share curve
+                )
+                if gpulet_of is not None:
+                    key = (*key, gpulet_of[spec.job_id][0])
+                add(key)
             gpu_type = c.type_name_of[g]
             fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
             if fr is None:
@@ -358,8 +286,7 @@ class _Rates(SimulatorBase):
             remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             t_done = max(self.now, st.setup_until) + remaining / rate
-            events = self.events  # ``events.push``, inlined (the same tuple and sequence)
-            heappush(events.heap, (t_done, _K_COMPLETE, next(events._counter), spec.job_id, epoch))
+            self.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
 
     # ================================================================== solo speeds
     def _solo_speed(self, model: str, gpu_type: str) -> float:
