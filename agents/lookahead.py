@@ -64,6 +64,23 @@ class Then(HeuristicPolicy):
         return d
 
 
+class EnvActions(HeuristicPolicy):
+    """``inner`` as the Gymnasium env runs it: its :meth:`~HeuristicPolicy.env_decision`, never
+    a decision the action codec cannot encode (Gandiva's migrations). Rollouts for a teacher
+    that labels env states use it, so the futures they score are ones the env can reach."""
+
+    name = "env_actions"
+
+    def __init__(self, inner: HeuristicPolicy) -> None:
+        self.inner = inner
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        return self.inner.env_decision(view)
+
+
 class Pack(HeuristicPolicy):
     """``inner``'s choice of job, time-shared on the busiest GPU that takes it."""
 

@@ -69,7 +69,7 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig
 from gpu_sharing_gym.agents.envs import make_expert
-from gpu_sharing_gym.agents.lookahead import CANDIDATES, Pack, Then, _objective
+from gpu_sharing_gym.agents.lookahead import CANDIDATES, EnvActions, Pack, Then, _objective
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 #: Redraws of a running job's duration before falling back to "done work + 10 % of estimate".
@@ -270,6 +270,21 @@ class RolloutPlanner(HeuristicPolicy):
         #: The committed plan (``fortified``): the rollout policy whose trajectory the episode
         #: follows, as it stood after the last real decision.
         self.plan: Then | None = None
+        #: Whether the policies run as the env runs them (set by :meth:`act`).
+        self.env_actions = False
+
+    def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
+        # Under the env (a teacher labelling env states), the base, the candidates and every
+        # rollout run as the env runs them: nothing the action codec cannot encode (Gandiva's
+        # migrations) is proposed or imagined. Switched at the episode's first action, before
+        # any policy has state.
+        if not self.env_actions:
+            self.env_actions = True
+            self.base = EnvActions(self.base)
+            self.others = {
+                n: Pack(self.base) if n == "pack" else EnvActions(p) for n, p in self.others.items()
+            }
+        return view.action_of(self.decide(view))
 
     def decide(self, view: ClusterView) -> Decision | None:
         # The committed plan (fortified) is asked first, once per real decision point, as its

@@ -35,8 +35,6 @@ back to MPS at 100 % SM (the simulator's closest duty-driven sharing).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from gpu_sharing_env.modes import SharingMode
@@ -144,10 +142,9 @@ class Gandiva(HeuristicPolicy):
     def decide(self, view: ClusterView) -> Decision | None:
         return self.migration(view) or self.placement(view)
 
-    def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
+    def env_decision(self, view: ClusterView) -> Decision | None:
         # The action codec encodes placements of queued jobs only.
-        d = self.placement(view)
-        return view.action_of(d)
+        return self.placement(view)
 
     # ------------------------------------------------------------------ introspection
     def hurting(self, view: ClusterView, gpu: int) -> bool:

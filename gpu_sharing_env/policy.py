@@ -69,8 +69,15 @@ class HeuristicPolicy:
         """The next placement, or None to wait for the next event."""
         raise NotImplementedError
 
+    def env_decision(self, view: ClusterView) -> Decision | None:
+        """The decision :meth:`act` encodes: :meth:`decide`'s, for a policy whose decisions
+        are all env actions (placements of window jobs). A policy that also decides what the
+        action codec cannot express (Gandiva's migrations) returns what it does under the
+        env instead, so a planner can roll it out as the env would run it."""
+        return self.decide(view)
+
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
-        return view.action_of(self.decide(view))
+        return view.action_of(self.env_decision(view))
 
 
 __all__ = ["HeuristicPolicy", "Policy"]
