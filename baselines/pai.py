@@ -558,18 +558,18 @@ class ReservePack(HeuristicPolicy):
         if o < 0:
             return _NONE, -1
         col = pai_column(view, job, alloc, o)
-        starts = col & usable
-        if job.num_gpus == 1 or not starts.any():
-            return np.flatnonzero(starts), o
+        starts = np.flatnonzero(col & usable)
+        if job.num_gpus == 1 or not starts.size:
+            return starts, o
         one = alloc.one_node(job.num_gpus)
-        local = starts & one
-        if local.any():
-            return np.flatnonzero(local), o
+        local = starts[one[starts]]  # (the usable starts that are one-node, ascending)
+        if local.size:
+            return local, o
         # No one-node start among usable GPUs: the usable starts count only if there is no
         # one-node start elsewhere either.
         if (col & one).any():
             return _NONE, o
-        return np.flatnonzero(starts), o
+        return starts, o
 
 
 class LoadBalance(HeuristicPolicy):

@@ -61,14 +61,22 @@ NAME_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _hint_pattern(key: str) -> str:
-    return rf"(?<![a-z]){re.escape(key)}" + ("(?![a-z])" if len(key) <= 3 else "")
+#: A key starts a word (no letter before it), as :func:`_hint_key` requires.
+_WORD_START = "(?<![a-z])"
 
 
-_HINT_RE = [(re.compile(_hint_pattern(k), re.I), m) for k, m in NAME_HINTS]
-#: Any hint at all (the alternation of every key): a name matches it iff it matches some
-#: pattern of :data:`_HINT_RE`, so names without a hint (most of a trace) cost one search.
-_ANY_HINT = re.compile("|".join(_hint_pattern(k) for k, _ in NAME_HINTS), re.I)
+def _hint_key(key: str) -> str:
+    """``key`` as a pattern (a short one must also end a word), less :data:`_WORD_START`."""
+    return re.escape(key) + ("(?![a-z])" if len(key) <= 3 else "")
+
+
+_HINT_RE = [(re.compile(_WORD_START + _hint_key(k), re.I), m) for k, m in NAME_HINTS]
+#: Any hint at all (the alternation of every key, the shared lookbehind tested once per
+#: position): a name matches it iff it matches some pattern of :data:`_HINT_RE`, so names
+#: without a hint (most of a trace) cost one search.
+_ANY_HINT = re.compile(
+    _WORD_START + "(?:" + "|".join(_hint_key(k) for k, _ in NAME_HINTS) + ")", re.I
+)
 
 
 class TraceError(ValueError):
