@@ -13,6 +13,7 @@ a horizontal line.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -59,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.8))
-    for (label, hist, _), marker in zip(curves, "os^dv", strict=False):
+    fig, ax = plt.subplots(figsize=(7, 4.8 + 0.18 * max(0, len(curves) - 4)))
+    # one marker per run, cycling (a fixed-length zip would drop the runs after the fifth)
+    for (label, hist, _), marker in zip(curves, itertools.cycle("os^dvPX*"), strict=False):
         x = [h["wall_s"] / 60 for h in hist]
         y = [h["jct_mean_s"] for h in hist]
         (line,) = ax.plot(x, y, label=label, marker=marker, markersize=4)
