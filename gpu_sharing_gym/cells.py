@@ -47,7 +47,17 @@ class Cell:
 
     def path(self, out: Path) -> Path:
         """Where this cell's result file lives under the output directory ``out``."""
-        return out / "cells" / self.scenario / self.policy / f"{self.seed}.json"
+        return out / "cells" / self.scenario / policy_dir(self.policy) / f"{self.seed}.json"
+
+
+def policy_dir(policy: str) -> str:
+    """A policy's directory name under the output directory: its name, or for a path (a
+    ``model.zip``) the file name and a hash of the whole path, so that the files stay inside the
+    output directory and two checkpoints both named ``model.zip`` stay apart."""
+    if "/" not in policy and "\\" not in policy:
+        return policy
+    digest = hashlib.sha256(policy.encode()).hexdigest()[:8]
+    return f"{Path(policy).name}-{digest}"
 
 
 def scenario_digest(path: str | Path) -> str:

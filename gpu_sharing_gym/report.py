@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_gym.cells import policy_dir
 from gpu_sharing_gym.ci import CI_NOTE as CI_NOTE
 from gpu_sharing_gym.ci import fmt_mean_ci as fmt_mean_ci
 from gpu_sharing_gym.ci import fmt_num as fmt_num
@@ -275,7 +276,7 @@ def write_tensorboard(tb_dir: Path, cells: pd.DataFrame, summary: pd.DataFrame) 
     shutil.rmtree(new, ignore_errors=True)
     ok = cells[cells["status"] == "ok"]
     for r in summary.to_dict("records"):
-        run = new / str(r["policy"]) / str(r["scenario"])
+        run = new / policy_dir(str(r["policy"])) / str(r["scenario"])
         with SummaryWriter(log_dir=str(run)) as w:
             mine = ok[(ok["policy"] == r["policy"]) & (ok["scenario"] == r["scenario"])]
             for c in mine.sort_values("seed").to_dict("records"):

@@ -138,6 +138,30 @@ def test_full_run_writes_schema_tables_reports_and_no_tmp(tiny: Path, tmp_path: 
     assert steps == [0, 1]
 
 
+def test_checkpoint_path_policy_writes_only_inside_out(tiny: Path, tmp_path: Path) -> None:
+    """A policy given as a model.zip path (absolute here) gets a cell and TensorBoard directory
+    named after the file plus a hash of the path, inside ``--out``: before, the path was joined
+    as a directory name, so an absolute one escaped the output directory and failed with
+    ``FileExistsError`` on the checkpoint itself."""
+    import shutil
+
+    from gpu_sharing_gym.agents.agent import PRETRAINED_DIR
+    from gpu_sharing_gym.cells import policy_dir
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    model = agent / "model.zip"
+    shutil.copy(PRETRAINED_DIR / "ppo_v1.zip", model)
+    out = tmp_path / "out"
+    assert cli.main([*_common(tiny, out), "--policies", f"first_fit,{model}", "--seeds", "1"]) == 0
+    assert sorted(p.name for p in agent.iterdir()) == ["model.zip"]
+    name = policy_dir(str(model))
+    assert name.startswith("model.zip-") and name != policy_dir(str(tmp_path / "x" / "model.zip"))
+    assert (out / "cells" / "tiny" / name / "0.json").is_file()
+    assert (out / "tb" / name / "tiny").is_dir()
+    assert set(pd.read_csv(out / "leaderboard.csv")["policy"]) == {"first_fit", str(model)}
+
+
 def test_mean_ci95_is_student_t() -> None:
     mean, half, n = mean_ci95([1.0, 2.0, 3.0])
     # t_{0.975, 2} = 4.302653; sample sd = 1; half = 4.302653 / sqrt(3)
