@@ -307,6 +307,13 @@ def load_agent(name_or_path: str | os.PathLike[str], deterministic: bool = True)
     return RLAgent(meta, state, name=name, deterministic=deterministic)
 
 
+def ppo() -> RLAgent:
+    """The shipped learned agent ``ppo``, option-agnostic (``GpuSharing-v1``: any scenario's
+    option set and cluster size); its model card is ``agents/pretrained/ppo.md`` (entry point of
+    the policy registry)."""
+    return load_agent("ppo")
+
+
 def ppo_default() -> RLAgent:
     """The shipped ``ppo_default`` agent (entry point of the policy registry)."""
     return load_agent("ppo_default")
