@@ -9,6 +9,7 @@ dominates: checked against asking every queued signature's mask in a congested e
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -104,25 +105,35 @@ def _random_change(
             c.set_healthy(g, not c.healthy[g])
 
 
+def _random_history(
+    c: Cluster, rng: np.random.Generator, steps: int, ask: float, via_first_legal: bool = False
+) -> Iterator[int]:
+    """``steps`` random changes to ``c`` (:func:`_random_change`; a reset halfway), yielding
+    the step after each change with probability ``ask`` (otherwise changes pile up: the index's
+    lazy and rebuild paths)."""
+    placed: list[tuple[JobSpec, list[int], int]] = []
+    for step in range(steps):
+        if step == steps // 2:
+            c.reset()
+            placed = []
+        _random_change(c, rng, step, placed, via_first_legal=via_first_legal)
+        if rng.random() < ask:
+            yield step
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_fit_index_answers_as_the_masks(seed: int) -> None:
     rng = np.random.default_rng(seed)
     c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
-    placed: list[tuple[JobSpec, list[int], int]] = []
     probes = [_job(rng, -1 - k) for k in range(40)]
     asked = fits = 0
-    for step in range(600):
-        if step == 300:
-            c.reset()
-            placed = []
-        _random_change(c, rng, step, placed)
-        if rng.random() < 0.7:  # ask (or let changes pile up: the index's rebuild path)
-            for job in probes:
-                want = c.placeable_scan(job)
-                assert c.placeable_index(job) == want, (step, job)
-                assert c.placeable(job) == want, (step, job)
-                asked += 1
-                fits += want
+    for step in _random_history(c, rng, 600, ask=0.7):
+        for job in probes:
+            want = c.placeable_scan(job)
+            assert c.placeable_index(job) == want, (step, job)
+            assert c.placeable(job) == want, (step, job)
+            asked += 1
+            fits += want
     c.check_invariants()
     assert asked and 0 < fits < asked  # both answers were exercised
 
@@ -215,29 +226,23 @@ def test_first_legal_gpu_answers_as_the_masks(seed: int) -> None:
     jobs on random fleets (GPU types interleaved over the GPU order) and histories."""
     rng = np.random.default_rng(100 + seed)
     c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
-    placed: list[tuple[JobSpec, list[int], int]] = []
     probes = [_job(rng, -1 - k) for k in range(16)]
     found = asked = 0
-    for step in range(400):
-        if step == 200:
-            c.reset()
-            placed = []
-        _random_change(c, rng, step, placed, via_first_legal=True)
-        if rng.random() < 0.6:  # ask (or let changes pile up: the lazy and rebuild paths)
-            for job in probes:
-                mask = c.placement_mask(job)
-                for o in range(len(c.options)):
-                    want = _mask_first(c, job, o)
-                    assert c.first_legal(job, o) == want, (step, job, o)
-                    np.testing.assert_array_equal(
-                        c.single_row(job, o), c._single_cached(job)[o], err_msg=str((step, o))
-                    )
-                    for g in {int(rng.integers(c.n_gpus)), max(want, 0), c.n_gpus - 1}:
-                        assert c.legal(job, g, o) == bool(mask[g, o]), (step, job, g, o)
-                        if job.num_gpus > 1:
-                            assert c.gang_gpus(job, g, o) == _mask_gang_gpus(c, job, g, o)
-                    asked += 1
-                    found += want >= 0
+    for step in _random_history(c, rng, 400, ask=0.6, via_first_legal=True):
+        for job in probes:
+            mask = c.placement_mask(job)
+            for o in range(len(c.options)):
+                want = _mask_first(c, job, o)
+                assert c.first_legal(job, o) == want, (step, job, o)
+                np.testing.assert_array_equal(
+                    c.single_row(job, o), c._single_cached(job)[o], err_msg=str((step, o))
+                )
+                for g in {int(rng.integers(c.n_gpus)), max(want, 0), c.n_gpus - 1}:
+                    assert c.legal(job, g, o) == bool(mask[g, o]), (step, job, g, o)
+                    if job.num_gpus > 1:
+                        assert c.gang_gpus(job, g, o) == _mask_gang_gpus(c, job, g, o)
+                asked += 1
+                found += want >= 0
     c.check_invariants()
     assert asked and 0 < found < asked  # both answers were exercised
 
