@@ -130,12 +130,18 @@ def _mlp(n_in: int, hidden: int, n_layers: int) -> nn.Sequential:
 
 
 def _pool(h: th.Tensor, present: th.Tensor, dim: int) -> tuple[th.Tensor, th.Tensor]:
-    """Masked mean and max of ``h`` over ``dim`` (rows with ``present`` 0 are left out)."""
+    """Masked mean and max of ``h`` over ``dim`` (rows with ``present`` 0 are left out; both
+    are 0 where no row is present).
+
+    ``h`` must be non-negative (every pooled embedding here is a ReLU output): then the max of
+    ``h * present`` is the max over the present rows, since an absent row's 0 never exceeds it,
+    with no separate masking pass (the pair table's pooling was the largest elementwise cost of
+    a PPO update). A tie at 0 may route the max's gradient to an absent row instead of a
+    present one; both get 0 (ReLU's gradient at 0 is 0, and the absent row's is masked).
+    """
     w = present.unsqueeze(-1)
-    n = w.sum(dim)
-    mean = (h * w).sum(dim) / n.clamp(min=1.0)
-    mx = (h * w - (1.0 - w) * 1e4).max(dim).values
-    return mean, th.where(n > 0, mx, th.zeros_like(mx))
+    hw = h * w
+    return hw.sum(dim) / w.sum(dim).clamp(min=1.0), hw.max(dim).values
 
 
 def keys_v1(observation_space: spaces.Dict) -> tuple[str, ...]:
@@ -185,27 +191,82 @@ class _Tables(nn.Module):
         )
 
 
+class _PairRows:
+    """Which (job, GPU) pairs one forward pass embeds, shared by the actor's and the critic's
+    trunks: the legal pairs (the ``legal`` pair feature, the only ones the wait head and the
+    critic pool over) and the pairs of the legal candidates, as flat indices into the
+    B x W x G pair table; every pair when no mask is scored (the dense path).
+
+    Only ~40 % of the pair table is legal on ``default``, and the table is most of a PPO
+    update's arithmetic, so the trunks embed these rows only (docs/agents.md, "The learning
+    loop"): the scores of the legal candidates and the pooled embeddings are the dense table's.
+    """
+
+    def __init__(self, pairs: th.Tensor, cand_mask: th.Tensor | None) -> None:
+        b, w, g = pairs.shape[0], pairs.shape[1], pairs.shape[2]
+        legal = pairs[..., 0].reshape(-1)
+        if cand_mask is None:
+            self.idx = th.arange(b * w * g)
+        else:
+            self.idx = ((legal > 0) | cand_mask.reshape(-1)).nonzero().squeeze(1)
+        self.dense = cand_mask is None
+        self.b, self.w, self.g = b, w, g
+        self.batch = th.div(self.idx, w * g, rounding_mode="floor")
+        pair = self.idx - self.batch * (w * g)
+        slot = th.div(pair, g, rounding_mode="floor")
+        self.job_row = self.batch * w + slot
+        self.gpu_row = self.batch * g + (pair - slot * g)
+        self.features = pairs.reshape(b * w * g, -1).index_select(0, self.idx)
+        self.weight = legal.index_select(0, self.idx).unsqueeze(1)
+        self.count = pairs[..., 0].reshape(b, -1).sum(1, keepdim=True)
+
+    def position(self, flat_pair: th.Tensor) -> th.Tensor:
+        """Row positions of flat pair indices (each must be one of :attr:`idx`)."""
+        if self.dense:
+            return flat_pair
+        pos = th.full((self.b * self.w * self.g,), -1, dtype=th.long)
+        pos[self.idx] = th.arange(self.idx.shape[0])
+        return pos.index_select(0, flat_pair)
+
+    def pool(self, hp: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """Mean and max of the legal rows' embeddings per batch row (as :func:`_pool`: ``hp``
+        is a ReLU output, so the max over the legal rows is the max of ``hp * legal`` with 0 as
+        the floor)."""
+        hw = hp * self.weight
+        h = hp.shape[1]
+        mean = hw.new_zeros(self.b, h).index_add(0, self.batch, hw) / self.count.clamp(min=1.0)
+        mx = hw.new_zeros(self.b, h).scatter_reduce(
+            0, self.batch.unsqueeze(1).expand(-1, h), hw, "amax", include_self=True
+        )
+        return mean, mx
+
+
 class _Trunk(nn.Module):
     """Row encoders, pooling and one round of context feedback (shared by actor and critic
-    designs; each owns an instance)."""
+    designs; each owns an instance). Without ``pairs`` it stops before the (job, GPU) pair
+    table (``hp`` is None): the light critic's trunk."""
 
-    def __init__(self, hidden: int, n_layers: int) -> None:
+    def __init__(self, hidden: int, n_layers: int, pairs: bool = True) -> None:
         super().__init__()
+        self.pairs = pairs
         self.gpu = _mlp(len(GPU_FEATURES_V1), hidden, n_layers)
         self.job = _mlp(len(JOB_FEATURES_V1), hidden, n_layers)
         self.glob = _mlp(len(GLOBAL_FEATURES_V1), hidden, 1)
         self.ctx = _mlp(5 * hidden, hidden, 1)
         self.gpu_ctx = nn.Linear(hidden, hidden)
         self.job_ctx = nn.Linear(hidden, hidden)
+        if not pairs:
+            return
         self.p_job = nn.Linear(hidden, hidden)
         self.p_gpu = nn.Linear(hidden, hidden, bias=False)
         self.p_ctx = nn.Linear(hidden, hidden, bias=False)
         self.p_pair = nn.Linear(len(PAIR_FEATURES), hidden, bias=False)
 
     def forward(
-        self, gpus: th.Tensor, jobs: th.Tensor, glob: th.Tensor, pairs: th.Tensor
-    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor]:
-        """(GPU rows [B,G,H], job rows [B,W,H], context [B,H], pair rows [B,W,G,H])."""
+        self, gpus: th.Tensor, jobs: th.Tensor, glob: th.Tensor, rows: _PairRows
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor | None]:
+        """(GPU rows [B,G,H], job rows [B,W,H], context [B,H], the embeddings of ``rows``'
+        pairs [N,H] or None without ``pairs``)."""
         hg = self.gpu(gpus)
         hj = self.job(jobs)
         g_mean, g_max = _pool(hg, gpus[..., 0], 1)
@@ -213,10 +274,14 @@ class _Trunk(nn.Module):
         ctx = self.ctx(th.cat([g_mean, g_max, j_mean, j_max, self.glob(glob)], dim=1))
         hg = th.relu(hg + self.gpu_ctx(ctx).unsqueeze(1))
         hj = th.relu(hj + self.job_ctx(ctx).unsqueeze(1))
+        if not self.pairs:
+            return hg, hj, ctx, None
+        h = hj.shape[-1]
+        pj = (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1)).reshape(-1, h)
         hp = th.relu(
-            (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1))[:, :, None, :]
-            + self.p_gpu(hg)[:, None, :, :]
-            + self.p_pair(pairs)
+            pj.index_select(0, rows.job_row)
+            + self.p_gpu(hg).reshape(-1, h).index_select(0, rows.gpu_row)
+            + self.p_pair(rows.features)
         )
         return hg, hj, ctx, hp
 
@@ -238,11 +303,13 @@ class OptionScorer(CandidateScoring):
         n_layers: int = 2,
         pair_hidden: int = 32,
         hint_gain: float = 0.0,
+        critic_pairs: bool = True,
     ) -> None:
         super().__init__()
         self.tables = _Tables(max_gpus, window, n_options)
         self.latent_dim_pi = 1 + window * max_gpus * n_options
         self.latent_dim_vf = hidden
+        self.n_options = n_options
         self.actor = _Trunk(hidden, n_layers)
         self.opt = _mlp(len(OPTION_FEATURES), hidden, n_layers)
         self.q_pair = nn.Linear(hidden, pair_hidden)
@@ -251,57 +318,81 @@ class OptionScorer(CandidateScoring):
         self.u_opt = nn.Linear(hidden, pair_hidden, bias=False)
         self.out = nn.Linear(pair_hidden, 1)
         self.wait = nn.Sequential(_mlp(3 * hidden, hidden, 1), nn.Linear(hidden, 1))
-        self.critic = _Trunk(hidden, n_layers)
+        self.critic = _Trunk(hidden, n_layers, pairs=critic_pairs)
         self.value = _mlp(5 * hidden, hidden, 1)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
 
-    def _place_scores(self, hp: th.Tensor, ho: th.Tensor, hg: th.Tensor) -> th.Tensor:
-        b, w, g = hp.shape[0], hp.shape[1], hp.shape[2]
-        o = ho.shape[1]
+    def _rows(self, pairs: th.Tensor) -> _PairRows:
+        """The pairs to embed under :meth:`candidates`' mask (every pair without one)."""
         mask = self._mask
+        b = pairs.shape[0]
         if mask is None or mask.shape[0] != b:
+            return _PairRows(pairs, None)
+        cand = mask[:, 1:].reshape(b, pairs.shape[1], pairs.shape[2], self.n_options)
+        return _PairRows(pairs, cand.any(-1))
+
+    def _place_scores(
+        self, hp: th.Tensor, rows: _PairRows, ho: th.Tensor, hg: th.Tensor
+    ) -> th.Tensor:
+        b, w, g = rows.b, rows.w, rows.g
+        o = ho.shape[1]
+        if rows.dense:
             z = th.relu(
-                self.q_pair(hp)[:, :, :, None, :]  # B,W,G,1,P
+                self.q_pair(hp).reshape(b, w, g, 1, -1)  # B,W,G,1,P
                 + self.q_opt(ho)[:, None, None, :, :]  # B,1,1,O,P
                 + self.u_gpu(hg)[:, None, :, None, :] * self.u_opt(ho)[:, None, None, :, :]
             )
             return self.out(z).reshape(b, -1)  # (slot, gpu, option) row-major
         n_place = w * g * o
-        flat, rows, slot, gpu, opt = self._legal(g, o)
-        pair = slot * g + gpu
-        o_ix = rows * o + opt
+        flat, brow, slot, gpu, opt = self._legal(g, o)
+        o_ix = brow * o + opt
         z = th.relu(
-            self.q_pair(hp).reshape(b * w * g, -1).index_select(0, rows * (w * g) + pair)
+            self.q_pair(hp).index_select(0, rows.position(brow * (w * g) + slot * g + gpu))
             + self.q_opt(ho).reshape(b * o, -1).index_select(0, o_ix)
-            + self.u_gpu(hg).reshape(b * g, -1).index_select(0, rows * g + gpu)
+            + self.u_gpu(hg).reshape(b * g, -1).index_select(0, brow * g + gpu)
             * self.u_opt(ho).reshape(b * o, -1).index_select(0, o_ix)
         )
         scores = self.out(z).squeeze(-1)
         place = th.full((b * n_place,), _NEG, dtype=scores.dtype)
         return place.index_copy(0, flat, scores).reshape(b, n_place)
 
-    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+    def _actor(self, features: th.Tensor, rows: _PairRows | None = None) -> th.Tensor:
         gpus, jobs, glob, opts, pairs, hint = self.tables(features)
-        hg, _, ctx, hp = self.actor(gpus, jobs, glob, pairs)
+        rows = rows if rows is not None else self._rows(pairs)
+        hg, _, ctx, hp = self.actor(gpus, jobs, glob, rows)
+        assert hp is not None
         ho = self.opt(opts)  # B,O,H
-        place = self._place_scores(hp, ho, hg)
-        p_mean, p_max = _pool(hp.flatten(1, 2), pairs[..., 0].flatten(1, 2), 1)
+        place = self._place_scores(hp, rows, ho, hg)
+        p_mean, p_max = rows.pool(hp)
         wait = self.wait(th.cat([ctx, p_mean, p_max], dim=1))
         out = th.cat([wait, place], dim=1)
         if hint.shape[1] == out.shape[1]:
             out = out + self.hint_gain * hint
         return out
 
-    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+    def _critic(self, features: th.Tensor, rows: _PairRows | None = None) -> th.Tensor:
         gpus, jobs, glob, _, pairs, _ = self.tables(features)
-        hg, hj, ctx, hp = self.critic(gpus, jobs, glob, pairs)
-        p_mean, p_max = _pool(hp.flatten(1, 2), pairs[..., 0].flatten(1, 2), 1)
-        g_mean, _ = _pool(hg, gpus[..., 0], 1)
-        j_mean, _ = _pool(hj, jobs[..., 0], 1)
+        if rows is None and self.critic.pairs:
+            rows = self._rows(pairs)
+        hg, hj, ctx, hp = self.critic(gpus, jobs, glob, rows)  # type: ignore[arg-type]
+        g_mean, g_max = _pool(hg, gpus[..., 0], 1)
+        j_mean, j_max = _pool(hj, jobs[..., 0], 1)
+        if hp is None:  # the light critic: GPU and job rows only
+            return self.value(th.cat([ctx, g_mean, j_mean, g_max, j_max], dim=1))
+        assert rows is not None
+        p_mean, p_max = rows.pool(hp)
         return self.value(th.cat([ctx, g_mean, j_mean, p_mean, p_max], dim=1))
 
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        return self._actor(features)
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        return self._critic(features)
+
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        return self.forward_actor(features), self.forward_critic(features)
+        # one set of pair rows for both trunks
+        rows = self._rows(self.tables(features)[4])
+        return self._actor(features, rows), self._critic(features, rows)
 
 
 class OptionActorCriticPolicy(MaskableActorCriticPolicy):
@@ -313,6 +404,10 @@ class OptionActorCriticPolicy(MaskableActorCriticPolicy):
         n_layers: Depth of the row encoders.
         pair_hidden: Width of the (job, GPU, option) scoring layer.
         hint_gain: Initial weight of an expert hint in the scores (when observed).
+        critic_pairs: Whether the critic's trunk builds its own (job, GPU) pair table (the
+            ``ppo`` and ``ppo_v1`` checkpoints' design). False: the light critic, which values
+            a state from its GPU and job rows only: the pair table is most of a PPO update's
+            arithmetic, so this roughly halves it (docs/agents.md, "The learning loop").
     """
 
     def __init__(
@@ -322,6 +417,7 @@ class OptionActorCriticPolicy(MaskableActorCriticPolicy):
         n_layers: int = 2,
         pair_hidden: int = 32,
         hint_gain: float = 0.0,
+        critic_pairs: bool = True,
         **kwargs: Any,
     ) -> None:
         self.net_kwargs: dict[str, Any] = {
@@ -329,6 +425,7 @@ class OptionActorCriticPolicy(MaskableActorCriticPolicy):
             "n_layers": n_layers,
             "pair_hidden": pair_hidden,
             "hint_gain": hint_gain,
+            "critic_pairs": critic_pairs,
         }
         kwargs.setdefault("features_extractor_class", FlatDictV1)
         kwargs.setdefault("ortho_init", False)

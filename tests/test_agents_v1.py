@@ -187,6 +187,24 @@ def test_network_is_equivariant_in_gpus_and_options() -> None:
     assert base[0] == pytest.approx(got[0], abs=1e-5)
 
 
+def test_light_critic_is_saved_with_the_checkpoint(tmp_path: Path) -> None:
+    """``critic_pairs: false`` (the critic without a pair table) is a constructor argument
+    saved in the checkpoint: the loaded policy has the same layers and the same values. A
+    checkpoint saved before the argument existed loads with the pair-table critic."""
+    env = GpuSharingEnvV1("default")
+    kwargs = {"hidden": 16, "n_layers": 1, "pair_hidden": 8, "critic_pairs": False}
+    model = MaskablePPO(OptionActorCriticPolicy, env, policy_kwargs=kwargs, device="cpu", seed=0)
+    model.save(tmp_path / "light.zip")
+    back = MaskablePPO.load(tmp_path / "light.zip", device="cpu")
+    assert not hasattr(back.policy.mlp_extractor.critic, "p_pair")
+    obs, _ = env.reset(seed=3)
+    t = {k: th.as_tensor(v)[None] for k, v in obs.items()}
+    with th.no_grad():
+        assert back.policy.predict_values(t).item() == model.policy.predict_values(t).item()
+    # the default (and every checkpoint saved without the argument): the pair-table critic
+    assert hasattr(_v1_model().policy.mlp_extractor.critic, "p_pair")
+
+
 @pytest.fixture(scope="module")
 def v1_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An (untrained) option-agnostic agent saved as a checkpoint of `default`."""

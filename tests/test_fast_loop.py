@@ -170,14 +170,19 @@ def test_train_max_minutes_stops_saves_and_evaluates(tmp_path: Path) -> None:
     assert last["timesteps"] == metrics["timesteps"] and last["wall_s"] >= 0
 
 
-def test_option_policy_scores_only_legal_candidates_with_the_dense_result() -> None:
-    """``GpuSharing-v1``'s option-agnostic policy: the candidate path's log-probabilities,
-    entropies and values equal SB3's path over the dense scorer."""
+@pytest.mark.parametrize("critic_pairs", [True, False])
+def test_option_policy_scores_only_legal_candidates_with_the_dense_result(
+    critic_pairs: bool,
+) -> None:
+    """``GpuSharing-v1``'s option-agnostic policy: the candidate path (the legal pairs' rows
+    only) gives the log-probabilities, entropies and values of SB3's path over the dense
+    scorer (every pair's row), with either critic."""
     from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
 
     env = gym.make("GpuSharing-v1", scenario="default")
-    model = MaskablePPO(OptionActorCriticPolicy, env, device="cpu", seed=0,
-                        policy_kwargs={"hidden": 16, "pair_hidden": 8})  # fmt: skip
+    kwargs = {"hidden": 16, "pair_hidden": 8, "critic_pairs": critic_pairs}
+    model = MaskablePPO(OptionActorCriticPolicy, env, device="cpu", seed=0, policy_kwargs=kwargs)
+    assert hasattr(model.policy.mlp_extractor.critic, "p_pair") is critic_pairs
     batch, m = _play(env, model, 40, seed=5)
     pol = model.policy
     actions = th.as_tensor([int(np.flatnonzero(r)[-1]) for r in m.numpy()])
