@@ -31,7 +31,8 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
-from torch.distributions import Categorical
+from torch.distributions import Distribution
+from torch.nn import functional as F
 
 from gpu_sharing_env.envs.observation import GLOBAL_FEATURES, GPU_FEATURES, JOB_FEATURES
 from gpu_sharing_gym.agents.envs import (
@@ -269,11 +270,15 @@ class _MaskedCategorical(MaskableCategorical):
     def __init__(self, logits: th.Tensor, masks: th.Tensor) -> None:
         self.masks = masks
         self._original_logits = logits
-        Categorical.__init__(
-            self,
-            logits=th.where(masks, logits, th.tensor(_ILLEGAL, dtype=logits.dtype)),
-            validate_args=False,
-        )
+        # Categorical.__init__ normalises with ``logsumexp``, whose ``exp`` (and its backward's)
+        # takes ~10x longer on the masked entries' -1e8 than on ordinary values (an underflow
+        # path, ~1.3 ms per 256 x 481 batch: ~7 % of a v1 PPO update); ``log_softmax`` is the
+        # same normalisation through a kernel without that path.
+        lp = F.log_softmax(th.where(masks, logits, th.tensor(_ILLEGAL, dtype=logits.dtype)), -1)
+        self.logits = lp
+        self._param = lp
+        self._num_events = lp.size(-1)
+        Distribution.__init__(self, lp.size()[:-1], validate_args=False)
 
 
 def _make_scorer(policy: Any) -> SetScorer:

@@ -244,6 +244,11 @@ def render_training(t: dict[str, Any]) -> list[str]:
             f"{b['n_envs']} | {_f(b['wall_s'], 1)} | {_f(b['steps_per_s'])} "
             f"| {t['x_cartpole_ppo_before']:.3f} |"
         )
+    for r, v in t.get("learners", {}).items():
+        lines.append(
+            f"| learning recipe: `{r}` | {_f(v['steps'])} | {v['n_steps']} x {v['n_envs']} "
+            f"| {_f(v['wall_s'], 1)} | {_f(v['steps_per_s'])} | {v['x_cartpole_ppo']:.3f} |"
+        )
     lines += [
         f"| SB3 PPO on CartPole-v1 | {_f(theirs['steps'])} "
         f"| {theirs['n_steps']} x {theirs['n_envs']} | {_f(theirs['wall_s'], 1)} "

@@ -48,8 +48,9 @@ Sections (``--only``, comma-separated; default all):
     wrappers, policy and hyperparameters as ``gsg train`` builds them; the PPO phase only: no
     pretraining, evaluation or checkpoints) trained for ``--training-steps`` (16,384) beside
     SB3 PPO (default ``MlpPolicy`` and hyperparameters, the same SB3) on CartPole-v1 for as
-    many steps, the previous default recipe (``maskable_ppo_antman``) as a comparison row, and
-    raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
+    many steps, the previous default recipe (``maskable_ppo_antman``) as a comparison row, the
+    option-agnostic learning recipes (``maskable_ppo_v1_pool``, ``ppo``'s, and
+    ``maskable_ppo_v1_light``) as rows of their own, and raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
     CartPole's raw steps/s, with the ratios. The default recipe's paired reward reads its
     reference curves from the user's cache when an earlier run left them there (the counts are
     reported: ``reference_curves``). Fewer steps than one rollout
@@ -128,6 +129,9 @@ QUICK_TRAINING_STEPS = 1024
 TRAINING_RECIPE = "maskable_ppo"
 #: ``training``: the previous default recipe, measured beside it as a comparison row.
 TRAINING_BEFORE = "maskable_ppo_antman"
+#: ``training``: the option-agnostic learning recipes (``ppo``'s, and the same with the light
+#: critic), measured beside it: the recipes that learn, at their own speed.
+TRAINING_LEARNERS = ("maskable_ppo_v1_pool", "maskable_ppo_v1_light")
 TRAINING_SCENARIO = "default"
 #: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
 TRAINING_TARGETS = {"steps_per_s": 1000.0, "x_cartpole_ppo": 0.7, "env_x_cartpole": 0.1}
@@ -663,6 +667,9 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
     # (a later run, or any run after the first, reads them)
     ours["reference_curves"] = {"computed": CURVES.misses, "from_disk": CURVES.disk_hits}
     before = _timed_learn(recipe_model(TRAINING_BEFORE, TRAINING_SCENARIO, steps), steps)
+    learners = {
+        r: _timed_learn(recipe_model(r, TRAINING_SCENARIO, steps), steps) for r in TRAINING_LEARNERS
+    }
     defaults = inspect.signature(PPO.__init__).parameters
     cp_model = PPO("MlpPolicy", gym.make("CartPole-v1"), seed=0, device="cpu", verbose=0,
                    **_rollout_kwargs({}, steps, 1, defaults))  # fmt: skip
@@ -680,6 +687,8 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         (f"MaskablePPO, recipe {TRAINING_RECIPE} on {TRAINING_SCENARIO} (PPO phase)", ours, x_ppo),
         (f"  before: recipe {TRAINING_BEFORE}", before,
          before["steps_per_s"] / theirs["steps_per_s"]),
+        *((f"  learning recipe {r}", v, v["steps_per_s"] / theirs["steps_per_s"])
+          for r, v in learners.items()),
         ("SB3 PPO (MlpPolicy) on CartPole-v1", theirs, 1.0),
     )  # fmt: skip
     for name, r, x in rows:
@@ -704,6 +713,10 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         "before_recipe": TRAINING_BEFORE,
         "maskable_ppo_before": before,
         "x_cartpole_ppo_before": round(before["steps_per_s"] / theirs["steps_per_s"], 4),
+        "learners": {
+            r: {**v, "x_cartpole_ppo": round(v["steps_per_s"] / theirs["steps_per_s"], 4)}
+            for r, v in learners.items()
+        },
         "cartpole_ppo": theirs,
         "x_cartpole_ppo": round(x_ppo, 4),
         "env_steps_per_s": {k: round(v, 1) for k, v in raw.items()},
