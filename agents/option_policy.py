@@ -25,7 +25,12 @@ masked when something can be placed. Deterministic play takes the mode of each l
 ``σ(w) >= 1/2``, else the most likely placement.
 
 **Critic.** The value head has its own trunk (its own GPU, job, pair and global encoders):
-the actor's features are not shaped by value regression, and vice versa.
+the actor's features are not shaped by value regression, and vice versa. With
+``critic_pairs=False`` (the light critic) its trunk has no pair table: it values a state from
+its GPU and job rows.
+
+**Cost.** Both trunks embed only the legal (job, GPU) pairs (:class:`_PairRows`): the pools
+and the scores read nothing else, and the pair table is most of a PPO update's arithmetic.
 """
 
 from __future__ import annotations
@@ -263,7 +268,7 @@ class _Trunk(nn.Module):
         self.p_pair = nn.Linear(len(PAIR_FEATURES), hidden, bias=False)
 
     def forward(
-        self, gpus: th.Tensor, jobs: th.Tensor, glob: th.Tensor, rows: _PairRows
+        self, gpus: th.Tensor, jobs: th.Tensor, glob: th.Tensor, rows: _PairRows | None
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor | None]:
         """(GPU rows [B,G,H], job rows [B,W,H], context [B,H], the embeddings of ``rows``'
         pairs [N,H] or None without ``pairs``)."""
@@ -276,6 +281,7 @@ class _Trunk(nn.Module):
         hj = th.relu(hj + self.job_ctx(ctx).unsqueeze(1))
         if not self.pairs:
             return hg, hj, ctx, None
+        assert rows is not None, "a trunk with a pair table needs the pair rows"
         h = hj.shape[-1]
         pj = (self.p_job(hj) + self.p_ctx(ctx).unsqueeze(1)).reshape(-1, h)
         hp = th.relu(
@@ -374,7 +380,7 @@ class OptionScorer(CandidateScoring):
         gpus, jobs, glob, _, pairs, _ = self.tables(features)
         if rows is None and self.critic.pairs:
             rows = self._rows(pairs)
-        hg, hj, ctx, hp = self.critic(gpus, jobs, glob, rows)  # type: ignore[arg-type]
+        hg, hj, ctx, hp = self.critic(gpus, jobs, glob, rows)
         g_mean, g_max = _pool(hg, gpus[..., 0], 1)
         j_mean, j_max = _pool(hj, jobs[..., 0], 1)
         if hp is None:  # the light critic: GPU and job rows only
