@@ -140,8 +140,8 @@ def _pool(h: th.Tensor, present: th.Tensor, dim: int) -> tuple[th.Tensor, th.Ten
 
     ``h`` must be non-negative (every pooled embedding here is a ReLU output): then the max of
     ``h * present`` is the max over the present rows, since an absent row's 0 never exceeds it,
-    with no separate masking pass (the pair table's pooling was the largest elementwise cost of
-    a PPO update). A tie at 0 may route the max's gradient to an absent row instead of a
+    with no separate masking pass (:meth:`_PairRows.pool` pools the pair rows the same way). A
+    tie at 0 may route the max's gradient to an absent row instead of a
     present one; both get 0 (ReLU's gradient at 0 is 0, and the absent row's is masked).
     """
     w = present.unsqueeze(-1)
@@ -223,7 +223,7 @@ class _PairRows:
         self.gpu_row = self.batch * g + (pair - slot * g)
         self.features = pairs.reshape(b * w * g, -1).index_select(0, self.idx)
         self.weight = legal.index_select(0, self.idx).unsqueeze(1)
-        self.count = pairs[..., 0].reshape(b, -1).sum(1, keepdim=True)
+        self.count = legal.reshape(b, -1).sum(1, keepdim=True)
 
     def position(self, flat_pair: th.Tensor) -> th.Tensor:
         """Row positions of flat pair indices (each must be one of :attr:`idx`)."""

@@ -49,8 +49,9 @@ Sections (``--only``, comma-separated; default all):
     pretraining, evaluation or checkpoints) trained for ``--training-steps`` (16,384) beside
     SB3 PPO (default ``MlpPolicy`` and hyperparameters, the same SB3) on CartPole-v1 for as
     many steps, the previous default recipe (``maskable_ppo_antman``) as a comparison row, the
-    option-agnostic learning recipes (``maskable_ppo_v1_pool``, ``ppo``'s, and
-    ``maskable_ppo_v1_light``) as rows of their own, and raw ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
+    option-agnostic learning recipes (``maskable_ppo_v1_pool``, the first ``ppo``'s, and
+    ``maskable_ppo_v1_light``, the current one's) as rows of their own, and raw
+    ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
     CartPole's raw steps/s, with the ratios. The default recipe's paired reward reads its
     reference curves from the user's cache when an earlier run left them there (the counts are
     reported: ``reference_curves``). Fewer steps than one rollout
@@ -129,8 +130,9 @@ QUICK_TRAINING_STEPS = 1024
 TRAINING_RECIPE = "maskable_ppo"
 #: ``training``: the previous default recipe, measured beside it as a comparison row.
 TRAINING_BEFORE = "maskable_ppo_antman"
-#: ``training``: the option-agnostic learning recipes (``ppo``'s, and the same with the light
-#: critic), measured beside it: the recipes that learn, at their own speed.
+#: ``training``: the option-agnostic learning recipes (the first ``ppo``'s, and the same with the
+#: light critic: the current ``ppo``'s), measured beside it: the recipes that learn, at their
+#: own speed.
 TRAINING_LEARNERS = ("maskable_ppo_v1_pool", "maskable_ppo_v1_light")
 TRAINING_SCENARIO = "default"
 #: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
