@@ -3,13 +3,16 @@
     gsg train --algo maskable_ppo --scenario default --timesteps 200000 --out runs/ppo
     gsg train --config maskable_ppo_v1 --out runs/v1
     gsg train --algo maskable_ppo --scenario default --out runs/ppo --resume
+    gsg train --config maskable_ppo_v1_light --init-from ppo --scenario mig-a100 --out runs/ft
     gsg train --list-configs
     tensorboard --logdir runs/ppo
 
 Hyperparameters come from ``configs/recipes/<algo>.yaml``, or ``--config`` (a shipped recipe's
 name, see ``--list-configs``, or a YAML path), rl-zoo style: the ``default:`` entry, overridden
 by the scenario's own entry; ``--timesteps``, ``--n-envs`` and ``--seed`` override the file,
-``--no-pretrain`` skips its behaviour-cloning warm start. ``--scenario a,b`` trains on several scenarios at once (env ``i``
+``--no-pretrain`` skips its behaviour-cloning warm start; ``--init-from AGENT`` starts from a saved
+agent's weights instead (fine-tuning: ``ppo``, or a checkpoint zip of the same network, read as
+a state dict, nothing unpickled). ``--scenario a,b`` trains on several scenarios at once (env ``i``
 on the ``i % k``-th; ``env_id: GpuSharing-v1`` only, whose padded layouts they share) and
 validates on the first. ``--out DIR`` receives ``config.yaml`` (resolved), ``command.txt``
 (every invocation), ``model.zip`` (final), ``best_model.zip`` (best validation result meeting
@@ -82,6 +85,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="training seed (overrides YAML)")
     p.add_argument(
         "--no-pretrain", action="store_true", help="skip the behaviour-cloning warm start"
+    )
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="AGENT|ZIP",
+        help="start from a saved agent's weights (a pretrained name such as ppo, or a checkpoint "
+        "zip with the same network), skipping the warm start: fine-tuning",
     )
     p.add_argument("--quiet", action="store_true", help="print errors and the summary only")
     p.add_argument(
@@ -198,7 +208,17 @@ def main(argv: list[str] | None = None) -> int:
     settings = dataclasses.replace(
         settings, **{k: v for k, v in overrides.items() if v is not None}
     )
-    if args.no_pretrain and not args.resume:
+    init_from: str | None = None
+    if args.init_from is not None:
+        if args.resume:
+            return fail("--init-from: a resumed run continues from its own checkpoint")
+        from gpu_sharing_gym.agents.agent import AgentLoadError, resolve
+
+        try:
+            init_from = str(resolve(args.init_from))
+        except (AgentLoadError, OSError, ValueError) as e:
+            return fail(f"--init-from: {e}")
+    if (args.no_pretrain or init_from is not None) and not args.resume:
         settings = dataclasses.replace(settings, pretrain=None)
         resolved["pretrain"] = None  # config.yaml says what the run did
     masked = args.algo in MASKED_ALGOS
@@ -235,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             yaml.safe_dump(
                 {"algo": args.algo, "scenario": scenario.name, "scenario_arg": args.scenario,
                  "config_file": resolved_prev["config_file"] if args.resume else str(cfg_path),
-                 "hyperparams": resolved}, sort_keys=False,
+                 "hyperparams": resolved,
+                 "init_from": resolved_prev.get("init_from") if args.resume else init_from},
+                sort_keys=False,
             ),
         )  # fmt: skip
 
@@ -301,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
         except (TypeError, ValueError) as e:
             return fail(f"{cfg_path}: {scenario.name}: {e}")
+        if init_from is not None:
+            try:
+                _init_weights(model, init_from, meta)
+            except ValueError as e:
+                _close_quietly(venv)
+                return fail(f"--init-from: {e}")
     resume_step = int(model.num_timesteps) if args.resume else None
     model.set_logger(make_logger(out / "tb", resume_step))
 
@@ -539,6 +567,28 @@ def _recipe_algo(config: str | None, algos: Any) -> str:
     name = Path(config).stem if Path(config).suffix in (".yaml", ".yml") else Path(config).name
     fits = [a for a in algos if name == a or name.startswith(f"{a}_")]
     return max(fits, key=len) if fits else "maskable_ppo"
+
+
+def _init_weights(model: Any, path: str, meta: dict[str, Any]) -> None:
+    """Load a saved agent's policy weights into ``model`` (a fine-tuning start). The agent must
+    have been trained with the same env, policy class, ``policy_kwargs`` and hint as the run's
+    recipe; the weights are read as a state dict (nothing is unpickled)."""
+    from gpu_sharing_gym.agents.agent import AgentLoadError, read_checkpoint
+
+    try:
+        saved, state = read_checkpoint(Path(path))
+    except (AgentLoadError, OSError, ValueError) as e:
+        raise ValueError(str(e)) from None
+    for key in ("env_id", "policy", "policy_kwargs", "expert_hint"):
+        if saved.get(key) != meta.get(key):
+            raise ValueError(
+                f"{path}: {key} is {saved.get(key)!r}, the recipe's is {meta.get(key)!r} "
+                f"(fine-tune with the recipe that trained it)"
+            )
+    try:
+        model.policy.load_state_dict(state)
+    except RuntimeError as e:
+        raise ValueError(f"{path}: weights do not fit the recipe's network ({e})") from None
 
 
 def _close_quietly(venv: Any) -> None:

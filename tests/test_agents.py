@@ -125,6 +125,36 @@ def test_save_load_round_trip_same_actions(trained: Path) -> None:
     assert n > 10
 
 
+def test_init_from_starts_with_the_saved_weights(trained: Path, tmp_path: Path) -> None:
+    """``--init-from`` fine-tunes: the run starts from the saved agent's weights (with a zero
+    learning rate they come out unchanged), skips the warm start, and says so in config.yaml;
+    a network that differs from the checkpoint's, or a resume, is refused in one line."""
+    from gpu_sharing_gym.agents.agent import read_checkpoint
+
+    cfg = tmp_path / "tiny0.yaml"
+    cfg.write_text(TINY + "  learning_rate: 0.0\n")
+    out = tmp_path / "ft"
+    src = trained / "model.zip"
+    r = run(["--config", str(cfg), "--init-from", str(src), "--out", str(out),
+             "--timesteps", "128", "--quiet"])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["init_from"] == str(src) and saved["hyperparams"]["pretrain"] is None
+    (_, before), (_, after) = read_checkpoint(src), read_checkpoint(out / "model.zip")
+    assert before.keys() == after.keys()
+    assert all(th.equal(before[k], after[k]) for k in before)
+
+    wide = tmp_path / "wide.yaml"
+    wide.write_text(TINY.replace("hidden: 16", "hidden: 32"))
+    r = run(["--config", str(wide), "--init-from", str(src), "--out", str(tmp_path / "w"),
+             "--quiet"])  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.startswith("gsg train: error: --init-from: ") and "policy_kwargs" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run(["--out", str(out), "--resume", "--init-from", str(src), "--quiet"])
+    assert r.returncode == 2 and "--init-from" in r.stderr
+
+
 def saved_steps(out: Path) -> int | None:
     """Timesteps of the run's latest *complete* checkpoint (None while there is none): the
     pointer ``last.json`` is replaced atomically and names a directory whose manifest is
