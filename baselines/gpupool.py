@@ -17,6 +17,11 @@ Mechanisms implemented:
   system throughput (STP, sum of NP) is taken.
 * **Dispatch.** Matched pairs share one GPU under MPS with the chosen SM split; unmatched jobs run
   alone (exclusive GPU).
+* **Per-launch quota.** The paper's thread-block quota is a kernel-launch parameter chosen for
+  the pair, so a job whose partner has finished launches with the solo setting and has the GPU
+  to itself (the write-up: "the remaining GPU time is monopolized by the longer job"): the
+  policy deploys ``MechanismConfig.launch_quota``, under which a lone MPS client runs at its
+  full speed; a new partner brings the pair's split back.
 
 Simplified: the paper's kernel-wise predictor and modified thread-block scheduler (hardware
 co-design in GPGPU-Sim) become a job-level predictor and MPS SM percentages. The QoS target is
@@ -30,6 +35,8 @@ services are not paired (the paper handles single-GPU throughput jobs): they run
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from typing import ClassVar
 
 import networkx as nx
 import numpy as np
@@ -59,6 +66,9 @@ class GPUPool(HeuristicPolicy):
     """
 
     name = "gpupool"
+    #: The paper's thread-block quota is a kernel-launch parameter set per pair: a job whose
+    #: partner has finished launches with the solo setting (``MechanismConfig.launch_quota``).
+    mechanisms: ClassVar[Mapping[str, bool]] = {"launch_quota": True}
 
     def __init__(self, qos: float = 0.5, delta: float = 0.1, batch_s: float = 30.0) -> None:
         self.qos = qos

@@ -219,6 +219,12 @@ class MechanismConfig:
     mixed_error_handling: bool = False
     """MuxFlow's mixed error handling (same effect as ``faults.mixed_handling``; a scheduler
     that deploys it switches it on here)."""
+    launch_quota: bool = False
+    """GPUPool's per-launch thread-block quota (its hardware co-design, Tan et al., PACT'22):
+    the SM share of an MPS client is a kernel-launch parameter set for the pair it runs in, so
+    a client alone on its GPU (its partner finished) launches with the solo setting and runs at
+    full speed, and a partner joining restores the pair's split. Without it an MPS client keeps
+    its SM limit for its whole run, as ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` does."""
     kernel_priority: bool = False
     """Kernel-level priority under MPS (MuxFlow's xCUDA; Tally): an offline client beside an
     online service of higher priority (``sharing.online_priority``) launches its kernels into

@@ -98,3 +98,35 @@ def test_a_gpu_whose_partner_left_is_refilled() -> None:
 
 def test_gpupool_completes_the_default_episode() -> None:
     default_episode(GPUPool())
+
+
+def test_a_job_whose_partner_finished_runs_at_full_speed_with_launch_quota() -> None:
+    # GPUPool sets the thread-block quota per kernel launch for the pair a job runs in
+    # (``MechanismConfig.launch_quota``): alone on its GPU at mps50 a job runs as fast as with
+    # every SM; a partner joining brings back the split; without the mechanism an MPS client
+    # keeps its SM limit.
+    from gpu_sharing_env.sim.engine import Decision
+
+    def rates(quota: bool) -> tuple[float, float, float]:
+        jobs = [job(0, 1e5, model="vgg16"), job(1, 50.0, model="ncf")]
+        sim = make(jobs, nodes(gpus=1))
+        sim.set_mechanisms(launch_quota=quota)
+        sim.reset(0)
+        o50 = [o.label for o in sim.options].index("mps50")
+        sim.apply(Decision(0, 0, o50))
+        alone0 = sim.jobs[0].rate
+        sim.apply(Decision(1, 0, o50))
+        paired = sim.jobs[0].rate
+        while sim.jobs[1].status.name != "DONE":
+            sim.advance()
+        return alone0, paired, sim.jobs[0].rate
+
+    solo = make([job(0, 1e5, model="vgg16")], nodes(gpus=1))
+    solo.reset(0)
+    solo.apply(Decision(0, 0, [o.label for o in solo.options].index("mps100")))
+    full = solo.jobs[0].rate
+    a, p, after = rates(True)
+    assert a == after == full and p < full
+    a0, p0, after0 = rates(False)
+    assert a0 == after0 < full and p0 == p
+    assert GPUPool.mechanisms == {"launch_quota": True}

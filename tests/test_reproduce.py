@@ -47,8 +47,11 @@ def _recompute_check(rec: dict[str, Any], c: dict[str, Any]) -> bool:
     """The check's mean, 95 % Student t interval over seeds and ``ok`` from the record's own
     numbers (``docs/fidelity.md``, "How verdicts are computed")."""
     detail = rec["detail"]
+    fl = c.get("floor")
 
     def div(a: float, b: float) -> float:  # a ratio over zero is NaN (``common.ratio``)
+        if fl is not None:  # durations below the floor count as it
+            a, b = max(a, fl), max(b, fl)
         return a / b if b != 0 else math.nan
 
     pooled = detail[c["num"]] if c["den"] is None else div(detail[c["num"]], detail[c["den"]])
@@ -356,6 +359,24 @@ def test_bad_sweep_is_one_line_error(tmp_path: Path, args: list[str], message: s
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_floor_reads_a_zero_wait_as_the_resolution() -> None:
+    """A queueing delay of 0 s under arm b is its best case, not a NaN: with ``floor`` (the
+    trace's 1 s resolution) the seed's ratio is a / 1 s, and a seed where neither waits is 1."""
+    from gpu_sharing_gym.fidelity.common import SEED_SEP
+
+    a, b = [300.0, 50.0, 0.0, 120.0], [100.0, 0.0, 0.0, 60.0]
+    d = {"a.w": float(np.mean(a)), "b.w": float(np.mean(b))}
+    d.update({f"a.w{SEED_SEP}{s}": v for s, v in enumerate(a)})
+    d.update({f"b.w{SEED_SEP}{s}": v for s, v in enumerate(b)})
+    plain = check("r", d, "a.w", ">", 1.0, "b.w")
+    assert plain["n"] == 2 and not plain["ok"]  # seeds 1 and 2 have no ratio: the check fails
+    c = check("r", d, "a.w", ">", 1.0, "b.w", floor=1.0)
+    assert c["n"] == 4 and c["floor"] == 1.0
+    assert c["value"] == pytest.approx(float(np.exp(np.mean(np.log([3.0, 50.0, 1.0, 2.0])))))
+    # the floor only touches the two arms' values, never the caller's detail
+    assert d["b.w@1"] == 0.0
 
 
 def test_a_seed_without_a_value_fails_the_check() -> None:

@@ -137,6 +137,8 @@ class _Rates(SimulatorBase):
                 shares = [gpulet_of[r.spec.job_id][1] / 100.0 for r in res]
             elif mech.dynamic_sm:
                 shares = self._sm_shares(g, res)
+            elif mech.launch_quota and mode is _MPS and len(res) == 1:
+                shares = [1.0]  # GPUPool: alone, a client launches with the solo quota
             else:  # ``_sm_shares`` without dynamic SM: each option's static share
                 opt_share = self._opt_share
                 shares = [opt_share[r.option] for r in res]

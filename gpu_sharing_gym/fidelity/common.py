@@ -517,7 +517,13 @@ def beyond(op: str, lo: float, hi: float, bound: float) -> bool:
 
 
 def check(
-    name: str, detail: Mapping[str, float], num: str, op: str, bound: float, den: str | None = None
+    name: str,
+    detail: Mapping[str, float],
+    num: str,
+    op: str,
+    bound: float,
+    den: str | None = None,
+    floor: float | None = None,
 ) -> dict[str, Any]:
     """A claim's direction: ``detail[num] (/ detail[den]) op bound``, judged on the quantity's
     95 % confidence interval over seeds (:data:`CI_METHOD`): ``ok`` when the whole interval is
@@ -526,7 +532,16 @@ def check(
     (``None``: pooled, no per-seed values; ``scale`` ``"point"``),
     ``pooled`` the quantity read off the seed-averaged detail, ``point_ok`` whether ``value``
     alone is on the side. NaN never passes (a ratio over zero is NaN), nor does a check some
-    seed has no finite value for."""
+    seed has no finite value for.
+
+    ``floor`` (a ratio of durations): values below it count as it, the measurement's
+    resolution. A queueing delay of 0 s is "no wait", not an infinitely better arm: with a
+    floor of 1 s (the PAI trace's timestamps are whole seconds) a seed where one arm never
+    waits gives the ratio of the other's wait to 1 s, and a seed where neither waits gives 1
+    (no effect), where a plain ratio would be infinite or undefined and fail the check."""
+    if floor is not None:
+        detail = {k: (max(v, floor) if k.partition(SEED_SEP)[0] in (num, den) else v)
+                  for k, v in detail.items()}  # fmt: skip
     pooled = ratio(detail[num], detail[den]) if den is not None else detail[num]
     series = [per_seed(detail, num), per_seed(detail, den) if den is not None else None]
     seeds = _common_seeds(series)
@@ -555,6 +570,7 @@ def check(
         "n": n,
         "scale": scale,
         "pooled": pooled,
+        **({"floor": floor} if floor is not None else {}),
         "point_ok": bool(math.isfinite(value) and OPS[op](value, bound)),
         # every seed must have a value: a seed whose quantity is NaN (a ratio over zero) fails
         # the check instead of dropping out of the interval
