@@ -1,8 +1,9 @@
 """PAI fidelity setups (issue 23): the coarse SJF predictor has no group tag; the busy PAI
-scenario is the pinned fidelity load and is in the standard leaderboard set."""
+scenario is the pinned fidelity setup at a higher load and is in the standard leaderboard set."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +42,14 @@ def test_coarse_predictor_ignores_the_group_tag() -> None:
     assert moved > 0
 
 
-def test_busy_pai_is_the_pinned_load_and_a_standard_scenario() -> None:
+def test_busy_pai_is_the_pinned_setup_busier_and_a_standard_scenario() -> None:
+    # pai-busy: the fidelity PAI fleet and tasks at 95/h, above the 80/h pin (its YAML says why)
     busy, pinned = load_scenario("pai-busy"), scenario("pai")
     assert busy.cluster == pinned.cluster
-    assert busy.workload.offline == pinned.workload.offline
+    rate = busy.workload.offline.params["arrivals_per_h"]
+    assert rate == 95.0 > pinned.workload.offline.params["arrivals_per_h"] == 80.0
+    same_rate = {**busy.workload.offline.params, "arrivals_per_h": 80.0}
+    assert dataclasses.replace(busy.workload.offline, params=same_rate) == pinned.workload.offline
     assert busy.workload.online.num_services > 0 and busy.slo_target == 0.95
     board = yaml.safe_load((ROOT / "configs/leaderboards/standard.yaml").read_text())
     assert "pai-busy" in board["scenarios"]
