@@ -501,10 +501,15 @@ class ReservePack(HeuristicPolicy):
             if not gpus.size:
                 no_cand.add(req)
                 continue
-            # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
+            # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu):
+            # ``lexmin`` with each key read only on the GPUs the keys before it left (on an
+            # idle fleet every GPU is a candidate, and the first key leaves one type's)
             gpu_rank = type_rank[np.asarray(view.type_idx)[gpus]]
-            load = self._nodes.loads(view, alloc)[alloc.node_of[gpus]]
-            g = lexmin(gpus, gpu_rank, load, -alloc.gpu[gpus])
+            sel = gpus[gpu_rank == gpu_rank.min()]
+            load = self._nodes.loads(view, alloc)[alloc.node_of[sel]]
+            sel = sel[load == load.min()]
+            frac = alloc.gpu[sel]
+            g = int(sel[frac == frac.max()][0])  # (the least -allocation: the most allocation)
             return Decision(job.job_id, g, o)
         self._none_key = none_key
         return None
