@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.gpupool import GPUPool
@@ -105,8 +106,6 @@ def test_a_job_whose_partner_finished_runs_at_full_speed_with_launch_quota() -> 
     # (``MechanismConfig.launch_quota``): alone on its GPU at mps50 a job runs as fast as with
     # every SM; a partner joining brings back the split; without the mechanism an MPS client
     # keeps its SM limit.
-    from gpu_sharing_env.sim.engine import Decision
-
     def rates(quota: bool) -> tuple[float, float, float]:
         jobs = [job(0, 1e5, model="vgg16"), job(1, 50.0, model="ncf")]
         sim = make(jobs, nodes(gpus=1))
