@@ -55,7 +55,7 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
 
 import numpy as np
@@ -310,13 +310,16 @@ def one_node_empty_starts(
     return ok
 
 
-def lexmin(gpus: np.ndarray, *keys: np.ndarray) -> int:
+def lexmin(gpus: np.ndarray, *keys: Callable[[np.ndarray], np.ndarray]) -> int:
     """The GPU of ``gpus`` (ascending) with the lexicographically smallest ``(*keys, gpu)``:
-    ``min(zip(*keys, gpus))`` on arrays, by successive filtering (exact, no NaN keys)."""
-    sel = np.ones(gpus.size, dtype=bool)
-    for k in keys:
-        sel &= k == k[sel].min()
-    return int(gpus[sel][0])
+    ``min(zip(*keys, gpus))`` by successive filtering (exact, no NaN keys). Each key maps GPUs
+    to their values and is read only on the GPUs the keys before it left (on an idle fleet
+    every GPU is a candidate, and the first key usually leaves few)."""
+    sel = gpus
+    for key in keys:
+        k = key(sel)
+        sel = sel[k == k.min()]
+    return int(sel[0])
 
 
 def pai_candidate_gpus(
@@ -501,15 +504,16 @@ class ReservePack(HeuristicPolicy):
             if not gpus.size:
                 no_cand.add(req)
                 continue
-            # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu):
-            # ``lexmin`` with each key read only on the GPUs the keys before it left (on an
-            # idle fleet every GPU is a candidate, and the first key leaves one type's)
-            gpu_rank = type_rank[np.asarray(view.type_idx)[gpus]]
-            sel = gpus[gpu_rank == gpu_rank.min()]
-            load = self._nodes.loads(view, alloc)[alloc.node_of[sel]]
-            sel = sel[load == load.min()]
-            frac = alloc.gpu[sel]
-            g = int(sel[frac == frac.max()][0])  # (the least -allocation: the most allocation)
+            # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
+            # (``lexmin`` calls the keys here, before the loop moves on: B023 does not apply)
+            type_idx = np.asarray(view.type_idx)
+            loads = self._nodes.loads(view, alloc)
+            g = lexmin(
+                gpus,
+                lambda s: type_rank[type_idx[s]],  # noqa: B023
+                lambda s: loads[alloc.node_of[s]],  # noqa: B023
+                lambda s: -alloc.gpu[s],
+            )
             return Decision(job.job_id, g, o)
         self._none_key = none_key
         return None
@@ -603,7 +607,7 @@ class LoadBalance(HeuristicPolicy):
                 continue
             gpus, o = pai_candidate_gpus(view, job, alloc)
             if gpus.size:
-                g = lexmin(gpus, alloc.node[alloc.node_of[gpus]], alloc.gpu[gpus])
+                g = lexmin(gpus, lambda s: alloc.node[alloc.node_of[s]], lambda s: alloc.gpu[s])
                 return Decision(job.job_id, g, o)
             none.add(key)
         return None
