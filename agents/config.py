@@ -87,11 +87,20 @@ class TrainSettings:
     n_envs: int = field(default=1, metadata=positive())
     vec_env: str = field(
         default="in_process",
-        metadata=rule(lambda v: v in ("in_process", "subprocess"), "in_process or subprocess"),
+        metadata=rule(
+            lambda v: v in ("in_process", "two_process", "subprocess"),
+            "in_process, two_process or subprocess",
+        ),
     )
     """How the ``n_envs`` envs are stepped: one after another in the training process, with one
-    batched policy forward (``in_process``, SB3's ``DummyVecEnv``), or one process each
-    (``subprocess``). The episodes are the same."""
+    batched policy forward (``in_process``, SB3's ``DummyVecEnv``); half here and half in one
+    worker process at the same time (``two_process``, :class:`~gpu_sharing_gym.agents.vec.TwoProcessVecEnv`:
+    two cores busy during rollouts); or one process each (``subprocess``). The episodes are the
+    same."""
+    update_threads: int = field(default=1, metadata=positive())
+    """Torch threads during the policy update (rollouts keep one: with ``two_process`` the
+    worker has the second core, and an idle OpenMP team spins). Two on a two-core machine: the
+    update's minibatches are large enough to share (docs/agents.md, "The learning loop")."""
     seed: int = field(default=0, metadata=non_negative())
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)

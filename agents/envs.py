@@ -44,7 +44,7 @@ _SEED_BOUND = 2**31 - 1
 #: the action space (residual policy learning: the net learns when to deviate).
 HINT = "hint"
 #: How several training envs are stepped (:func:`make_vec_env`).
-VEC_ENVS = ("in_process", "subprocess")
+VEC_ENVS = ("in_process", "two_process", "subprocess")
 #: Env ids the training tools build.
 ENV_IDS = ("GpuSharing-v0", "GpuSharing-v1")
 #: Reference curves kept in memory per process (each a few hundred floats on `default`).
@@ -267,6 +267,26 @@ def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
 
 #: The process's reference curves (shared by every :class:`PairedReward` in it).
 CURVES = ReferenceCurveCache()
+
+
+def _curve_counts() -> tuple[int, int]:
+    return CURVES.misses, CURVES.disk_hits
+
+
+def reference_curve_counts(venv: VecEnv) -> dict[str, int]:
+    """Reference curves ``computed`` and read ``from_disk`` by ``venv``'s envs since
+    ``CURVES.clear()`` (in this process, and in a ``two_process`` worker, whose cache is its
+    own)."""
+    from gpu_sharing_gym.agents.vec import TwoProcessVecEnv
+
+    inner = venv
+    while hasattr(inner, "venv"):  # VecNormalize and other wrappers
+        inner = inner.venv
+    computed, from_disk = _curve_counts()
+    if isinstance(inner, TwoProcessVecEnv):
+        c, d = inner.call_in_worker(_curve_counts)
+        computed, from_disk = computed + c, from_disk + d
+    return {"computed": computed, "from_disk": from_disk}
 
 
 class PairedReward(gym.Wrapper[Any, Any, Any, Any]):
@@ -492,6 +512,10 @@ def make_vec_env(
         raise ValueError(f"vec_env {vec_env!r}: one of {', '.join(VEC_ENVS)}")
     if n_envs == 1 or vec_env == "in_process":
         venv: VecEnv = DummyVecEnv(fns)
+    elif vec_env == "two_process":
+        from gpu_sharing_gym.agents.vec import TwoProcessVecEnv
+
+        venv = TwoProcessVecEnv(fns)
     else:
         venv = SubprocVecEnv(fns, start_method="spawn")
     venv.seed(seed)

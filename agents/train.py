@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         EvalCallback,
         ProgressBar,
         SimMetricsCallback,
+        TorchThreads,
         WallClockLimit,
         best_baseline,
         latest_checkpoint,
@@ -421,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
             clock=run_wall_s,
         )  # fmt: skip
         callbacks = [SimMetricsCallback(), evaluator, checkpoint]
+        if settings.update_threads != 1:
+            callbacks.append(TorchThreads(settings.update_threads))
         if args.max_minutes is not None:
             callbacks.append(WallClockLimit(60.0 * args.max_minutes - run_wall_s()))
         callbacks.append(ProgressBar(settings.n_timesteps, disable=True if args.quiet else None))

@@ -33,7 +33,11 @@ def test_training_section_runs_and_prints_ratios(tmp_path: Path) -> None:
     assert t["before_recipe"] == "maskable_ppo_antman" and before["steps"] == 256
     assert t["x_cartpole_ppo_before"] == round(before["steps_per_s"] / theirs["steps_per_s"], 4)
     # the option-agnostic learning recipes, likewise
-    assert set(t["learners"]) == {"maskable_ppo_v1_pool", "maskable_ppo_v1_light"}
+    assert set(t["learners"]) == {
+        "maskable_ppo_v1_pool",
+        "maskable_ppo_v1_light",
+        "maskable_ppo_v1_fast",
+    }
     for v in t["learners"].values():
         assert v["steps"] == 256
         assert v["x_cartpole_ppo"] == round(v["steps_per_s"] / theirs["steps_per_s"], 4)

@@ -11,13 +11,15 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 import gpu_sharing_env  # noqa: F401
-from gpu_sharing_gym.agents.callbacks import WallClockLimit
+from gpu_sharing_gym.agents.callbacks import TorchThreads, WallClockLimit
 from gpu_sharing_gym.agents.config import TrainSettings, load_hyperparams, resolve_config
 from gpu_sharing_gym.agents.envs import make_vec_env, resolve_cache_dir, user_cache_dir
 from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
+from gpu_sharing_gym.agents.vec import TwoProcessVecEnv
 
 
 @pytest.fixture(scope="module")
@@ -101,15 +103,78 @@ def test_in_process_envs_are_one_dummy_vec_env_and_bad_kinds_are_refused() -> No
         assert isinstance(venv, DummyVecEnv) and venv.num_envs == 2
     finally:
         venv.close()
-    with pytest.raises(ValueError, match="vec_env 'threads': one of in_process, subprocess"):
+    with pytest.raises(
+        ValueError, match="vec_env 'threads': one of in_process, two_process, subprocess"
+    ):
         make_vec_env("default", 2, seed=0, vec_env="threads")
+
+
+def _first_legal(venv: VecEnv) -> np.ndarray:
+    return np.array([int(np.flatnonzero(m)[0]) for m in venv.env_method("action_masks")])
+
+
+def test_two_process_envs_play_the_in_process_episodes() -> None:
+    """Half the envs in a worker process: the same observations, rewards, masks and episode
+    ends as ``DummyVecEnv``, env by env, in order; per-env access reaches both halves."""
+    kw = {"env_id": "GpuSharing-v1", "hint": "speed_sjf", "seed_pool": 4}
+    here = make_vec_env("default", 3, seed=5, vec_env="in_process", **kw)
+    split = make_vec_env("default", 3, seed=5, vec_env="two_process", **kw)
+    try:
+        assert isinstance(split, TwoProcessVecEnv) and split.n_local == 2
+        a, b = here.reset(), split.reset()
+        ends = 0
+        for _ in range(150):
+            assert isinstance(a, dict) and isinstance(b, dict)
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k])
+            masks = _first_legal(here)
+            np.testing.assert_array_equal(masks, _first_legal(split))
+            a, ra, da, _ = here.step(masks)
+            b, rb, db, _ = split.step(masks)
+            np.testing.assert_array_equal(ra, rb)
+            np.testing.assert_array_equal(da, db)
+            ends += int(da.sum())
+        assert ends > 0  # auto-reset on both sides
+        assert split.has_attr("action_masks") and not split.has_attr("no_such_attribute")
+        assert split.get_attr("spec", [0, 2])[1].id == "GpuSharing-v1"
+        split.set_attr("marker", 7, indices=[2])
+        assert split.get_attr("marker", [2]) == [7]
+        # the mask asked of the worker (the cache is dropped after set_attr) is the env's own
+        np.testing.assert_array_equal(
+            split.env_method("action_masks", indices=[2])[0],
+            here.env_method("action_masks", indices=[2])[0],
+        )
+    finally:
+        here.close()
+        split.close()
+    split.close()  # twice: nothing left to close
+
+
+def test_torch_threads_one_for_rollouts_more_for_the_update() -> None:
+    """``update_threads``: one torch thread while collecting, N while updating, one after."""
+    seen: dict[str, set[int]] = {"rollout": set(), "update": set()}
+
+    class Spy(BaseCallback):
+        def _on_step(self) -> bool:
+            seen["rollout"].add(th.get_num_threads())
+            return True
+
+        def _on_rollout_end(self) -> None:
+            seen["update"].add(th.get_num_threads())
+
+    env = gym.make("GpuSharing-v0", scenario="default")
+    model = MaskablePPO(SetActorCriticPolicy, env, policy_kwargs={"hidden": 8}, n_steps=32,
+                        batch_size=32, n_epochs=1, device="cpu", seed=0)  # fmt: skip
+    model.learn(64, callback=[TorchThreads(2), Spy()])
+    assert seen == {"rollout": {1}, "update": {2}}
+    assert th.get_num_threads() == 1
 
 
 def test_default_recipe_is_the_fast_loop() -> None:
     settings, _kwargs, _ = load_hyperparams(resolve_config("maskable_ppo"), "default",
                                            "maskable_ppo")  # fmt: skip
     assert isinstance(settings, TrainSettings)
-    assert settings.n_envs > 1 and settings.vec_env == "in_process"
+    assert settings.n_envs > 1 and settings.vec_env == "two_process"
     assert settings.paired_reference and settings.paired_cache_dir == "user"
 
 

@@ -78,6 +78,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,10 +131,10 @@ QUICK_TRAINING_STEPS = 1024
 TRAINING_RECIPE = "maskable_ppo"
 #: ``training``: the previous default recipe, measured beside it as a comparison row.
 TRAINING_BEFORE = "maskable_ppo_antman"
-#: ``training``: the option-agnostic learning recipes (the first ``ppo``'s, and the same with the
-#: light critic: the current ``ppo``'s), measured beside it: the recipes that learn, at their
-#: own speed.
-TRAINING_LEARNERS = ("maskable_ppo_v1_pool", "maskable_ppo_v1_light")
+#: ``training``: the option-agnostic learning recipes (the first ``ppo``'s; the same with the
+#: light critic, the current ``ppo``'s; and that on both cores), measured beside it: the
+#: recipes that learn, at their own speed.
+TRAINING_LEARNERS = ("maskable_ppo_v1_pool", "maskable_ppo_v1_light", "maskable_ppo_v1_fast")
 TRAINING_SCENARIO = "default"
 #: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
 TRAINING_TARGETS = {"steps_per_s": 1000.0, "x_cartpole_ppo": 0.7, "env_x_cartpole": 0.1}
@@ -589,11 +590,15 @@ def _rollout_kwargs(
     return kw
 
 
-def _timed_learn(model: Any, steps: int) -> dict[str, Any]:
+def _timed_learn(
+    model: Any, steps: int, callbacks: Sequence[Any] = (), close: bool = True
+) -> dict[str, Any]:
     t0 = time.perf_counter()
-    model.learn(steps)
+    model.learn(steps, callback=list(callbacks))
     wall = time.perf_counter() - t0
     done = int(model.num_timesteps)
+    if close:
+        model.env.close()  # a two-process vector env's worker
     return {
         "steps": done,
         "wall_s": round(wall, 3),
@@ -604,15 +609,17 @@ def _timed_learn(model: Any, steps: int) -> dict[str, Any]:
     }
 
 
-def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> Any:
+def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> tuple[Any, list[Any]]:
     """A MaskablePPO recipe's model before learning, as ``gsg train`` builds it (its vector
     env and wrappers, policy, hyperparameters), without pretraining; the rollout shortened to
-    ``steps`` if longer."""
+    ``steps`` if longer. With the callbacks ``gsg train`` adds for the recipe's speed (torch
+    threads for the update)."""
     import inspect
 
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import VecNormalize
 
+    from gpu_sharing_gym.agents.callbacks import TorchThreads
     from gpu_sharing_gym.agents.config import load_hyperparams, resolve_config
     from gpu_sharing_gym.agents.envs import make_vec_env
     from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
@@ -630,10 +637,18 @@ def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> Any:
     v1 = settings.env_id == "GpuSharing-v1"
     defaults = inspect.signature(MaskablePPO.__init__).parameters
     kw = _rollout_kwargs(algo_kwargs, steps, settings.n_envs, defaults)
-    return MaskablePPO(
+    model = MaskablePPO(
         OptionActorCriticPolicy if v1 else SetActorCriticPolicy, venv,
         policy_kwargs=dict(settings.policy_kwargs), seed=seed, device="cpu", verbose=0, **kw,
     )  # fmt: skip
+    threads = settings.update_threads
+    return model, [TorchThreads(threads)] if threads != 1 else []
+
+
+def _recipe(recipe: str, steps: int) -> tuple[Any, int, list[Any]]:
+    """``_timed_learn``'s arguments for ``recipe`` on the training scenario."""
+    model, callbacks = recipe_model(recipe, TRAINING_SCENARIO, steps)
+    return model, steps, callbacks
 
 
 def _load_avg() -> float | None:
@@ -661,17 +676,17 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         raw[env_id] = env_steps_per_s(env, seconds)[0]
         env.close()
 
-    from gpu_sharing_gym.agents.envs import CURVES
+    from gpu_sharing_gym.agents.envs import CURVES, reference_curve_counts
 
     CURVES.clear()
-    ours = _timed_learn(recipe_model(TRAINING_RECIPE, TRAINING_SCENARIO, steps), steps)
+    model, _, callbacks = _recipe(TRAINING_RECIPE, steps)
+    ours = _timed_learn(model, steps, callbacks, close=False)
     # the paired reward's reference curves: computed here, or read from the user's cache
     # (a later run, or any run after the first, reads them)
-    ours["reference_curves"] = {"computed": CURVES.misses, "from_disk": CURVES.disk_hits}
-    before = _timed_learn(recipe_model(TRAINING_BEFORE, TRAINING_SCENARIO, steps), steps)
-    learners = {
-        r: _timed_learn(recipe_model(r, TRAINING_SCENARIO, steps), steps) for r in TRAINING_LEARNERS
-    }
+    ours["reference_curves"] = reference_curve_counts(model.env)
+    model.env.close()
+    before = _timed_learn(*_recipe(TRAINING_BEFORE, steps))
+    learners = {r: _timed_learn(*_recipe(r, steps)) for r in TRAINING_LEARNERS}
     defaults = inspect.signature(PPO.__init__).parameters
     cp_model = PPO("MlpPolicy", gym.make("CartPole-v1"), seed=0, device="cpu", verbose=0,
                    **_rollout_kwargs({}, steps, 1, defaults))  # fmt: skip
