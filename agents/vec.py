@@ -13,6 +13,7 @@ episodes are the same as in-process (tests/test_fast_loop.py).
 from __future__ import annotations
 
 import multiprocessing as mp
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,49 +35,62 @@ def _masks(venv: DummyVecEnv) -> np.ndarray:
     return np.stack(venv.env_method(MASKS))
 
 
+def _answer(venv: DummyVecEnv, cmd: str, data: Any) -> Any:
+    """The worker's answer to one command."""
+    if cmd == "step":
+        obs, rew, done, infos = venv.step(data)
+        return obs, rew, done, infos, _masks(venv)
+    if cmd == "reset":
+        seed, options = data
+        if seed is not None:
+            venv.seed(seed)
+        venv.set_options(options)
+        obs = venv.reset()
+        return obs, list(venv.reset_infos), _masks(venv)
+    if cmd == "env_method":
+        name, args, kwargs, indices = data
+        return venv.env_method(name, *args, indices=indices, **kwargs)
+    if cmd == "call":
+        fn, args = data
+        return fn(*args)
+    if cmd == "has_attr":
+        return venv.has_attr(data)
+    if cmd == "get_attr":
+        return venv.get_attr(*data)
+    if cmd == "set_attr":
+        return venv.set_attr(*data)
+    if cmd == "env_is_wrapped":
+        return venv.env_is_wrapped(*data)
+    raise ValueError(f"unknown command {cmd!r}")
+
+
 def _worker(conn: Any, parent: Any, fns: CloudpickleWrapper) -> None:
-    """The worker's loop: a ``DummyVecEnv`` of its envs, answering one command at a time."""
+    """The worker's loop: a ``DummyVecEnv`` of its envs, answering one command at a time with
+    ``(True, answer)``, or ``(False, traceback)`` when the command raised (the training process
+    raises it there, so an env's error reads as it would in process)."""
     parent.close()
     venv = DummyVecEnv(fns.var)
     try:
         while True:
             cmd, data = conn.recv()
-            if cmd == "step":
-                obs, rew, done, infos = venv.step(data)
-                conn.send((obs, rew, done, infos, _masks(venv)))
-            elif cmd == "reset":
-                seed, options = data
-                if seed is not None:
-                    venv.seed(seed)
-                venv.set_options(options)
-                obs = venv.reset()
-                conn.send((obs, list(venv.reset_infos), _masks(venv)))
-            elif cmd == "env_method":
-                name, args, kwargs, indices = data
-                conn.send(venv.env_method(name, *args, indices=indices, **kwargs))
-            elif cmd == "call":
-                fn, args = data
-                conn.send(fn(*args))
-            elif cmd == "has_attr":
-                conn.send(venv.has_attr(data))
-            elif cmd == "get_attr":
-                conn.send(venv.get_attr(data[0], data[1]))
-            elif cmd == "set_attr":
-                venv.set_attr(data[0], data[1], data[2])
-                conn.send(None)
-            elif cmd == "env_is_wrapped":
-                conn.send(venv.env_is_wrapped(data[0], data[1]))
-            elif cmd == "close":
+            if cmd == "close":
                 venv.close()
                 conn.close()
                 return
-            else:
-                raise ValueError(f"unknown command {cmd!r}")
-    except (EOFError, KeyboardInterrupt):  # the parent went away
+            try:
+                reply = (True, _answer(venv, cmd, data))
+            except Exception:  # any env error goes back to the trainer
+                reply = (False, traceback.format_exc())
+            conn.send(reply)
+    except (EOFError, KeyboardInterrupt):  # the parent went away, or the same Ctrl-C
         venv.close()
 
 
-def _concat(space: gym.Space[Any], a: VecEnvObs, b: VecEnvObs) -> VecEnvObs:
+class WorkerError(RuntimeError):
+    """A command raised in the worker process; the message ends with its traceback."""
+
+
+def _concat(a: VecEnvObs, b: VecEnvObs) -> VecEnvObs:
     if isinstance(a, dict):
         assert isinstance(b, dict)
         return {k: np.concatenate([a[k], b[k]]) for k in a}
@@ -116,10 +130,10 @@ class TwoProcessVecEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         assert self._actions is not None
         obs, rew, done, infos = self.local.step(self._actions[: self.n_local])
-        r_obs, r_rew, r_done, r_infos, self._remote_masks = self._conn.recv()
+        r_obs, r_rew, r_done, r_infos, self._remote_masks = self._recv()
         self._actions = None
         return (
-            _concat(self.observation_space, obs, r_obs),
+            _concat(obs, r_obs),
             np.concatenate([rew, r_rew]),
             np.concatenate([done, r_done]),
             list(infos) + list(r_infos),
@@ -134,11 +148,11 @@ class TwoProcessVecEnv(VecEnv):
             self.local.seed(seed0)
         self.local.set_options(options[:k])
         obs = self.local.reset()
-        r_obs, r_infos, self._remote_masks = self._conn.recv()
+        r_obs, r_infos, self._remote_masks = self._recv()
         self.reset_infos = list(self.local.reset_infos) + list(r_infos)
         self._reset_seeds()
         self._reset_options()
-        return _concat(self.observation_space, obs, r_obs)
+        return _concat(obs, r_obs)
 
     def close(self) -> None:
         if self.closed:
@@ -160,9 +174,15 @@ class TwoProcessVecEnv(VecEnv):
         k = self.n_local
         return [i for i in idx if i < k], [i - k for i in idx if i >= k]
 
+    def _recv(self) -> Any:
+        ok, answer = self._conn.recv()
+        if not ok:
+            raise WorkerError(f"in the worker process of TwoProcessVecEnv:\n{answer}")
+        return answer
+
     def _ask(self, cmd: str, data: Any) -> Any:
         self._conn.send((cmd, data))
-        return self._conn.recv()
+        return self._recv()
 
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:  # fmt: skip

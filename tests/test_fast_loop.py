@@ -19,7 +19,7 @@ from gpu_sharing_gym.agents.callbacks import TorchThreads, WallClockLimit
 from gpu_sharing_gym.agents.config import TrainSettings, load_hyperparams, resolve_config
 from gpu_sharing_gym.agents.envs import make_vec_env, resolve_cache_dir, user_cache_dir
 from gpu_sharing_gym.agents.policy import SetActorCriticPolicy
-from gpu_sharing_gym.agents.vec import TwoProcessVecEnv
+from gpu_sharing_gym.agents.vec import TwoProcessVecEnv, WorkerError
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +139,9 @@ def test_two_process_envs_play_the_in_process_episodes() -> None:
         assert split.get_attr("spec", [0, 2])[1].id == "GpuSharing-v1"
         split.set_attr("marker", 7, indices=[2])
         assert split.get_attr("marker", [2]) == [7]
+        # an error in the worker is raised here, with its traceback, and the worker carries on
+        with pytest.raises(WorkerError, match="AttributeError"):
+            split.env_method("no_such_method", indices=[2])
         # the mask asked of the worker (the cache is dropped after set_attr) is the env's own
         np.testing.assert_array_equal(
             split.env_method("action_masks", indices=[2])[0],
