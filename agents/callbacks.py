@@ -512,12 +512,17 @@ class CheckpointCallback(BaseCallback):
 
 class TorchThreads(BaseCallback):
     """One torch thread while collecting rollouts, ``update`` threads while PPO updates the
-    policy (``update_threads`` in a recipe). A rollout's forwards are batches of a few
-    observations, which a second thread slows; the update's minibatches gain from it."""
+    policy (``update_threads`` in a recipe), and the count from before after learning. A
+    rollout's forwards are batches of a few observations, which a second thread slows; the
+    update's minibatches gain from it."""
 
     def __init__(self, update: int) -> None:
         super().__init__()
         self.update = update
+        self._before = 1
+
+    def _on_training_start(self) -> None:
+        self._before = th.get_num_threads()
 
     def _on_rollout_start(self) -> None:
         th.set_num_threads(1)
@@ -526,7 +531,7 @@ class TorchThreads(BaseCallback):
         th.set_num_threads(self.update)
 
     def _on_training_end(self) -> None:
-        th.set_num_threads(1)
+        th.set_num_threads(self._before)
 
     def _on_step(self) -> bool:
         return True

@@ -98,9 +98,10 @@ class TrainSettings:
     two cores busy during rollouts); or one process each (``subprocess``). The episodes are the
     same."""
     update_threads: int = field(default=1, metadata=positive())
-    """Torch threads during the policy update (rollouts keep one: with ``two_process`` the
-    worker has the second core, and an idle OpenMP team spins). Two on a two-core machine: the
-    update's minibatches are large enough to share (docs/agents.md, "The learning loop")."""
+    """Torch threads during the policy update and the warm start's fitting (rollouts keep one:
+    with ``two_process`` the worker has the second core, and an idle OpenMP team spins). Two on
+    a two-core machine: the minibatches are large enough to share (docs/agents.md, "The
+    learning loop")."""
     seed: int = field(default=0, metadata=non_negative())
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     env_kwargs: dict[str, Any] = field(default_factory=dict)

@@ -619,6 +619,7 @@ def _pretrain(
     """Behaviour cloning (and DAgger rounds) into ``model.policy`` from expert-labelled
     episodes (``gpu_sharing_gym.agents.expert``; the planner as expert is expert iteration)."""
     import numpy as np
+    import torch as th
 
     from gpu_sharing_env.progress import progress
     from gpu_sharing_gym.agents.bc import Demos, pretrain
@@ -667,8 +668,12 @@ def _pretrain(
     scale = _value_scale(model, Demos.concat(data))
 
     def fit(seed: int) -> dict[str, float]:
-        return pretrain(model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size,
-                        seed=seed, value_scale=scale)  # fmt: skip
+        th.set_num_threads(settings.update_threads)  # minibatches, as in the PPO update
+        try:
+            return pretrain(model.policy, Demos.concat(data), pt.epochs, pt.lr, pt.batch_size,
+                            seed=seed, value_scale=scale)  # fmt: skip
+        finally:
+            th.set_num_threads(1)
 
     t0 = time.perf_counter()
     result = fit(settings.seed)

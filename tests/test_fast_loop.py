@@ -154,7 +154,8 @@ def test_two_process_envs_play_the_in_process_episodes() -> None:
 
 
 def test_torch_threads_one_for_rollouts_more_for_the_update() -> None:
-    """``update_threads``: one torch thread while collecting, N while updating, one after."""
+    """``update_threads``: one torch thread while collecting, N while updating, and the count
+    from before after learning."""
     seen: dict[str, set[int]] = {"rollout": set(), "update": set()}
 
     class Spy(BaseCallback):
@@ -168,6 +169,7 @@ def test_torch_threads_one_for_rollouts_more_for_the_update() -> None:
     env = gym.make("GpuSharing-v0", scenario="default")
     model = MaskablePPO(SetActorCriticPolicy, env, policy_kwargs={"hidden": 8}, n_steps=32,
                         batch_size=32, n_epochs=1, device="cpu", seed=0)  # fmt: skip
+    th.set_num_threads(1)
     model.learn(64, callback=[TorchThreads(2), Spy()])
     assert seen == {"rollout": {1}, "update": {2}}
     assert th.get_num_threads() == 1
