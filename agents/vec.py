@@ -69,21 +69,29 @@ def _worker(conn: Any, parent: Any, fns: CloudpickleWrapper) -> None:
     ``(True, answer)``, or ``(False, traceback)`` when the command raised (the training process
     raises it there, so an env's error reads as it would in process)."""
     parent.close()
-    venv = DummyVecEnv(fns.var)
+    venv: DummyVecEnv | None = None
+    failed = None
+    try:
+        venv = DummyVecEnv(fns.var)
+    except Exception:  # the envs could not be built: every command answers with why
+        failed = traceback.format_exc()
     try:
         while True:
             cmd, data = conn.recv()
             if cmd == "close":
-                venv.close()
-                conn.close()
-                return
+                break
             try:
+                if venv is None:
+                    raise RuntimeError(f"the worker's envs could not be built:\n{failed}")
                 reply = (True, _answer(venv, cmd, data))
             except Exception:  # any env error goes back to the trainer
                 reply = (False, traceback.format_exc())
             conn.send(reply)
     except (EOFError, KeyboardInterrupt):  # the parent went away, or the same Ctrl-C
+        pass
+    if venv is not None:
         venv.close()
+    conn.close()
 
 
 class WorkerError(RuntimeError):
@@ -120,7 +128,11 @@ class TwoProcessVecEnv(VecEnv):
         self._remote_masks: np.ndarray | None = None
         self._actions: np.ndarray | None = None
         self.closed = False
-        super().__init__(n, self.local.observation_space, self.local.action_space)
+        try:  # VecEnv's constructor reads an attribute of every env, the worker's included
+            super().__init__(n, self.local.observation_space, self.local.action_space)
+        except BaseException:
+            self.close()
+            raise
 
     # -- stepping ------------------------------------------------------------------------
     def step_async(self, actions: np.ndarray) -> None:

@@ -3,6 +3,7 @@ batched envs, the wall-clock limit and the user cache of reference curves."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from pathlib import Path
 
 import gymnasium as gym
@@ -151,6 +152,20 @@ def test_two_process_envs_play_the_in_process_episodes() -> None:
         here.close()
         split.close()
     split.close()  # twice: nothing left to close
+
+
+def test_two_process_worker_that_cannot_build_its_envs_says_why() -> None:
+    def cartpole() -> gym.Env:
+        return gym.make("CartPole-v1")
+
+    def broken() -> gym.Env:
+        raise ValueError("no such env")
+
+    before = set(mp.active_children())
+    # VecEnv's constructor asks every env for its render mode: the worker answers with why
+    with pytest.raises(WorkerError, match=r"could not be built(?s:.)*no such env"):
+        TwoProcessVecEnv([cartpole, broken])
+    assert set(mp.active_children()) <= before  # the worker was closed, not left behind
 
 
 def test_torch_threads_one_for_rollouts_more_for_the_update() -> None:
