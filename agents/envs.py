@@ -279,9 +279,7 @@ def reference_curve_counts(venv: VecEnv) -> dict[str, int]:
     own)."""
     from gpu_sharing_gym.agents.vec import TwoProcessVecEnv
 
-    inner = venv
-    while hasattr(inner, "venv"):  # VecNormalize and other wrappers
-        inner = inner.venv
+    inner = venv.unwrapped  # below VecNormalize and other wrappers
     computed, from_disk = _curve_counts()
     if isinstance(inner, TwoProcessVecEnv):
         c, d = inner.call_in_worker(_curve_counts)
