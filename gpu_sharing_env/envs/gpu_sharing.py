@@ -197,7 +197,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         self.encoder.reset()
         self.reward_fn.reset(self.sim)
         self._mask = self._build_mask()
-        return self.encoder.encode(self.sim), self._info(invalid=None)
+        return self._observe(), self._info(invalid=None)
 
     def step(self, action: SupportsInt) -> tuple[Obs, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one decision (or wait); advance to the next decision point if none is left."""
@@ -225,7 +225,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         info = self._info(invalid=invalid)
         if terminated:
             info["metrics"] = sim.metrics()
-        return self.encoder.encode(sim), reward, terminated, False, info
+        return self._observe(), reward, terminated, False, info
 
     def action_masks(self) -> np.ndarray:
         """Legal actions now (int8, 1 = legal; index 0, wait, is always legal)."""
@@ -277,6 +277,10 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
             # (gpu, option) rows into the action layout, whatever the mask's memory order
             m[start : start + g * n_opt].reshape(g, n_opt)[...] = legal
         return m
+
+    def _observe(self) -> Obs:
+        """The observation now (after :meth:`_build_mask`)."""
+        return self.encoder.encode(self.sim)
 
     def _info(self, invalid: bool | None) -> dict[str, Any]:
         info: dict[str, Any] = {"action_mask": self._mask.copy(), "sim_time_s": self.sim.now}

@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv, Obs
 from gpu_sharing_env.envs.observation_v1 import ObservationEncoderV1
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
 
@@ -103,8 +103,18 @@ class GpuSharingEnvV1(GpuSharingEnv):
         if sim.done:
             return m
         g, n_opt = sim.n_gpus, len(sim.options)
-        block, pad_opt, pad_g = self._block, self.codec.n_options, self.max_gpus
+        # (slot, gpu, option) view of the placement actions
+        blocks = m[1:].reshape(self.max_window, self.max_gpus, self.codec.n_options)
         for slot, spec in enumerate(sim.window_jobs()):
-            start = 1 + slot * block
-            m[start : start + block].reshape(pad_g, pad_opt)[:g, :n_opt] = sim.mask(spec.job_id)
+            blocks[slot, :g, :n_opt] = sim.mask(spec.job_id)
         return m
+
+    def _observe(self) -> Obs:
+        """The observation now; the window's legal (job, GPU) pairs come from the mask just
+        built (the same ``sim.mask`` rows the encoder would otherwise ask for again)."""
+        sim = self.sim
+        if sim.done:
+            return self.encoder.encode(sim)
+        blocks = self._mask[1:].reshape(self.max_window, self.max_gpus, self.codec.n_options)
+        legal = blocks[: sim.window, : sim.n_gpus].any(axis=2)
+        return self.encoder.encode(sim, legal)  # type: ignore[call-arg]

@@ -124,6 +124,25 @@ def _log_norm(x: float, scale: float) -> float:
     return min(1.0, math.log10(1.0 + max(0.0, x)) / scale)
 
 
+def static_job_values(spec: JobSpec) -> list[float]:
+    """The ``JOB_FEATURES`` of a job that do not change while it waits (the per-step ones 0),
+    as Python numbers (each rounded to float32 once, when written into a table)."""
+    row = [0.0] * len(JOB_FEATURES)
+    row[_J["present"]] = 1.0
+    row[_J["online"]] = spec.online
+    row[_J["gang"]] = min(1.0, math.log2(spec.num_gpus) / LOG_GANG_SCALE)
+    row[_J["gpu_frac"]] = spec.gpu_frac
+    row[_J["mem"]] = min(1.0, spec.mem_gb / MEM_SCALE_GB)
+    row[_J["cpu"]] = min(1.0, spec.cpu_cores / CPU_SCALE)
+    row[_J["est_work"]] = _log_norm(spec.est_work_s, LOG_WORK_SCALE)
+    row[_J["type_constrained"]] = bool(spec.gpu_types)
+    row[_J["priority"]] = min(1.0, max(0.0, spec.priority / PRIORITY_SCALE))
+    if spec.service is not None:
+        row[_J["slo"]] = _log_norm(spec.service.slo_ms, LOG_SLO_SCALE)
+    row[_MODEL_COL[spec.model]] = 1.0
+    return row
+
+
 class ObservationEncoder:
     """Encodes one simulator's state; holds the static GPU table and per-job caches.
 
@@ -153,63 +172,86 @@ class ObservationEncoder:
         #: observation starts from a copy of it.
         self._template = np.zeros((max_gpus, len(GPU_FEATURES)), dtype=np.float32)
         self._template[:g, :_DYN0] = static
-        self._rows = np.arange(g)
         self._inv_res = 1.0 / max(1, c.sharing.max_residents)
         self._neg_inv_cap = -1.0 / c.mem_cap
         self._mig_capable = c.mig_capable.astype(np.float64)
         self._neg_mig7 = -self._mig_capable / 7.0
         # node CPU demand / vCPUs, halved: 1 means twice over-subscribed
         self._half_inv_vcpus = 0.5 / np.maximum(c.node_vcpus, 1e-9)
-        self._dyn = np.empty((len(GPU_FEATURES) - _DYN1, g))
+        self._half_inv_gpu = self._half_inv_vcpus[c.node_of]  # per GPU: its node's
+        #: The GPU table's columns from the mode one-hot on, as float64 rows (one per column).
+        self._dyn = np.empty((len(GPU_FEATURES) - _MODE0, g))
+        self._views()
+        #: Per mode column, the ``cluster.mode`` value it stands for (MODE_NONE, -1: "unset").
+        self._mode_vals = np.arange(-1, len(_MODE_COLS) - 1).reshape(-1, 1)
         self._job_static: dict[int, np.ndarray] = {}
+        #: The zero GPU table with the static columns filled in, by width (:meth:`gpu_table`).
+        self._templates = {len(GPU_FEATURES): self._template}
+
+    def _views(self) -> None:
+        # Views of ``_dyn`` (rebuilt after unpickling, which would make them copies).
+        self._dyn_rows = list(self._dyn[_DYN1 - _MODE0 :])
+        self._mode_rows = self._dyn[: _DYN1 - _MODE0]
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        del state["_dyn_rows"], state["_mode_rows"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     def reset(self) -> None:
         """Forget per-episode caches (job ids are only unique within an episode)."""
         self._job_static.clear()
 
     # ------------------------------------------------------------------ parts
-    def gpus(self, sim: Simulator) -> np.ndarray:
+    def gpu_table(self, sim: Simulator, width: int) -> np.ndarray:
+        """A fresh ``max_gpus × width`` float32 GPU table (``width`` >= ``len(GPU_FEATURES)``):
+        ``GPU_FEATURES`` in its first columns, zero elsewhere."""
         c = sim.cluster
         g = c.n_gpus
         # Dynamic columns are computed as contiguous float64 rows (one ufunc each, written in
-        # place), then transposed into the float32 table in one copy: ~20 numpy calls in all.
+        # place), then transposed into the float32 table in one copy: ~15 numpy calls in all.
         d = self._dyn
-        np.multiply(c.n_res, self._inv_res, out=d[0])
-        np.multiply(c.mem_decl, self._neg_inv_cap, out=d[1])
-        d[1] += 1.0
-        np.multiply(c.sm_used, -0.01, out=d[2])
-        d[2] += 1.0
-        np.multiply(c.mig_used, self._neg_mig7, out=d[3])
-        d[3] += self._mig_capable
-        d[4] = c.healthy
-        d[5] = c.ready
-        np.greater(c.online_count, 0, out=d[6])  # bool written as 0.0 / 1.0
-        d[7] = sim.gpu_util
-        np.take(c.node_cpu_used * self._half_inv_vcpus, c.node_of, out=d[8])
+        r0, r1, r2, r3, r4, r5, r6, r7, r8 = self._dyn_rows
+        np.equal(c.mode, self._mode_vals, out=self._mode_rows)  # the mode one-hot
+        np.multiply(c.n_res, self._inv_res, out=r0)
+        np.multiply(c.mem_decl, self._neg_inv_cap, out=r1)
+        r1 += 1.0
+        np.multiply(c.sm_used, -0.01, out=r2)
+        r2 += 1.0
+        np.multiply(c.mig_used, self._neg_mig7, out=r3)
+        r3 += self._mig_capable
+        r4[...] = c.healthy
+        r5[...] = c.ready
+        np.greater(c.online_count, 0, out=r6)  # bool written as 0.0 / 1.0
+        r7[...] = sim.gpu_util
+        np.multiply(c.node_cpu_used[c.node_of], self._half_inv_gpu, out=r8)
         # Clipped to [0, 1] before the cast to float32 (contiguous, so faster): the same
         # numbers, as the cast's rounding is monotonic and 0 and 1 are exact.
-        np.clip(d, 0.0, 1.0, out=d)
-        out = self._template.copy()
-        t = out[:g]
-        # mode one-hot: MODE_NONE (-1) lands in the "unset" column
-        t[self._rows, _MODE0 + 1 + c.mode] = 1.0
-        t[:, _DYN1:] = d.T
-        return out.ravel()
+        d.clip(0.0, 1.0, out=d)
+        out = self._templates.get(width)
+        if out is None:
+            out = self._templates[width] = np.zeros((self.max_gpus, width), dtype=np.float32)
+            out[:, : len(GPU_FEATURES)] = self._template
+        out = out.copy()
+        out[:g, _MODE0 : len(GPU_FEATURES)] = d.T
+        return out
+
+    def gpus(self, sim: Simulator) -> np.ndarray:
+        return self.gpu_table(sim, len(GPU_FEATURES)).ravel()
 
     def _static_job(self, spec: JobSpec) -> np.ndarray:
-        row = np.zeros(len(JOB_FEATURES), dtype=np.float32)
-        row[_J["present"]] = 1.0
-        row[_J["online"]] = spec.online
-        row[_J["gang"]] = min(1.0, math.log2(spec.num_gpus) / LOG_GANG_SCALE)
-        row[_J["gpu_frac"]] = spec.gpu_frac
-        row[_J["mem"]] = min(1.0, spec.mem_gb / MEM_SCALE_GB)
-        row[_J["cpu"]] = min(1.0, spec.cpu_cores / CPU_SCALE)
-        row[_J["est_work"]] = _log_norm(spec.est_work_s, LOG_WORK_SCALE)
-        row[_J["type_constrained"]] = bool(spec.gpu_types)
-        row[_J["priority"]] = min(1.0, max(0.0, spec.priority / PRIORITY_SCALE))
-        if spec.service is not None:
-            row[_J["slo"]] = _log_norm(spec.service.slo_ms, LOG_SLO_SCALE)
-        row[_MODEL_COL[spec.model]] = 1.0
+        return np.array(static_job_values(spec), dtype=np.float32)
+
+    def static_row(self, spec: JobSpec) -> np.ndarray:
+        """The static columns of a job's ``jobs`` row (float32, the per-step columns 0;
+        cached per job id until :meth:`reset`: do not modify it)."""
+        row = self._job_static.get(spec.job_id)
+        if row is None:
+            row = self._job_static[spec.job_id] = self._static_job(spec)
         return row
 
     def jobs(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
@@ -222,10 +264,7 @@ class ObservationEncoder:
         step = []
         for spec in window:
             jid = spec.job_id
-            row = self._job_static.get(jid)
-            if row is None:
-                row = self._job_static[jid] = self._static_job(spec)
-            rows.append(row)
+            rows.append(self.static_row(spec))
             st = sim.jobs[jid]
             step.append(
                 (
@@ -240,29 +279,31 @@ class ObservationEncoder:
         out[:n, _J_STEP] = step
         return out.ravel()
 
-    def global_(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
-        c = sim.cluster
+    def global_values(self, sim: Simulator, n_window: int, n_busy: int) -> list[float]:
+        """The ``global`` values as Python numbers (``n_window`` jobs in the window, ``n_busy``
+        GPUs with a resident)."""
         acc = sim.acc
         now = sim.now
         phase = 2.0 * math.pi * (now % DAY_S) / DAY_S
         att = acc.requests_ok / acc.requests if acc.requests > 0 else 1.0
-        g = c.n_gpus
-        return np.array(
-            [
-                math.sin(phase),
-                math.cos(phase),
-                min(1.0, now / sim.horizon_s),
-                _log_norm(len(sim.queue), LOG_COUNT_SCALE),
-                _log_norm(sim.offline_in_system, LOG_COUNT_SCALE),
-                len(window) / self.window,
-                g / self.max_gpus,
-                (g - np.count_nonzero(c.n_res)) / g,
-                min(1.0, sim.util_sum / g),
-                min(1.0, max(0.0, att)),
-                sim.cfg.slo_target,
-            ],
-            dtype=np.float32,
-        )
+        g = sim.cluster.n_gpus
+        return [
+            math.sin(phase),
+            math.cos(phase),
+            min(1.0, now / sim.horizon_s),
+            _log_norm(len(sim.queue), LOG_COUNT_SCALE),
+            _log_norm(sim.offline_in_system, LOG_COUNT_SCALE),
+            n_window / self.window,
+            g / self.max_gpus,
+            (g - n_busy) / g,
+            min(1.0, sim.util_sum / g),
+            min(1.0, max(0.0, att)),
+            sim.cfg.slo_target,
+        ]
+
+    def global_(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
+        n_busy = int(np.count_nonzero(sim.cluster.n_res))
+        return np.array(self.global_values(sim, len(window), n_busy), dtype=np.float32)
 
     def encode(self, sim: Simulator) -> dict[str, np.ndarray]:
         """The current observation of ``sim`` (fresh arrays every call)."""

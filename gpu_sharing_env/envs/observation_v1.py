@@ -41,6 +41,7 @@ from gpu_sharing_env.envs.observation import (
     LOG_GANG_SCALE,
     LOG_WAIT_SCALE,
     ObservationEncoder,
+    static_job_values,
 )
 from gpu_sharing_env.hardware import GPU_TYPES, MIG_COMPUTE_SLICES, MIG_MEM_SLICES
 from gpu_sharing_env.modes import SharingMode
@@ -206,6 +207,52 @@ def time_left_s(st: JobState, now: float) -> float:
     return setup + left / max(st.rate, 1e-6)
 
 
+#: Column of the first v1-only GPU and job feature.
+_G1 = len(GPU_FEATURES)
+_J1 = len(JOB_FEATURES)
+#: Per-step ``jobs`` columns, in :meth:`ObservationEncoderV1.encode`'s order.
+_J_STEP_V1 = np.array(
+    [JOB_FEATURES_V1.index(f) for f in ("wait", "attempts", "placeable", "duty")]
+    + [JOB_FEATURES_V1.index(f) for f in ("est_remaining", "pred_duration", "duration_rank")],
+    dtype=np.intp,
+)
+
+
+class _Job:
+    """What the encoder reads of a job's spec, cached per job id (checked against the spec
+    object, which a simulator may replace)."""
+
+    __slots__ = (
+        "best",
+        "duty",
+        "end_s",
+        "est",
+        "gang",
+        "guarantee",
+        "mem",
+        "online",
+        "row",
+        "share_gpus",
+        "spec",
+        "speed",
+    )
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.online = spec.online
+        self.guarantee = guarantee(spec)
+        self.duty = ZOO[spec.model].duty
+        self.est = spec.est_work_s
+        self.end_s = spec.submit_s + spec.est_work_s
+        self.gang = spec.num_gpus
+        self.share_gpus = spec.num_gpus * spec.gpu_frac
+        self.mem = spec.mem_gb
+        self.speed: np.ndarray | None = None
+        self.best = 0.0
+        #: The ``jobs`` row's static columns (float32; built when the job enters the window).
+        self.row: np.ndarray | None = None
+
+
 class ObservationEncoderV1:
     """Encodes one simulator's state for ``GpuSharing-v1`` (module doc).
 
@@ -238,10 +285,21 @@ class ObservationEncoderV1:
         self._type_names = tuple(c.type_names)
         self._type_idx = np.asarray(c.type_idx)
         self._speed: dict[tuple[str, tuple[str, ...]], tuple[np.ndarray, float]] = {}
+        g = c.n_gpus
+        #: Per GPU: time until free, until the first resident leaves, guarantee residents,
+        #: online load, offline duty (float64, rows written per step).
+        self._times = np.zeros((g, 5))
+        #: What the five columns are divided by (times: after their log).
+        self._times_div = np.array(
+            [LOG_TIME_SCALE, LOG_TIME_SCALE, max(1, c.sharing.max_residents), 1.0, DUTY_SCALE]
+        )
+        self._jobs: dict[int, _Job] = {}
+        self._rank_div = max(1, self.window - 1)
 
     def reset(self) -> None:
         """Forget per-episode caches."""
         self.base.reset()
+        self._jobs.clear()
 
     # ------------------------------------------------------------------ parts
     def _speeds(self, sim: Simulator, spec: JobSpec) -> tuple[np.ndarray, float]:
@@ -259,125 +317,225 @@ class ObservationEncoderV1:
             hit = self._speed[key] = (by_type[self._type_idx], max(best, 1e-9))
         return hit
 
-    def _gpu_times(self, sim: Simulator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per GPU: (time until free, time until the first resident leaves, guarantee
-        residents), plus online load and offline demand in :meth:`gpus`."""
-        c = sim.cluster
-        g = c.n_gpus
-        now = sim.now
-        free_in = np.zeros(g)
-        next_in = np.zeros(g)
-        extra = np.zeros((3, g))  # guarantee residents, online load, offline duty
-        jobs = sim.jobs
-        for i, res in enumerate(c.residents):
-            if not res:
-                continue
-            lo, hi = math.inf, 0.0
-            for jid in res:
-                st = jobs[jid]
-                t = time_left_s(st, now)
-                hi = t if t > hi else hi
-                lo = t if t < lo else lo
-                spec = st.spec
-                if guarantee(spec):
-                    extra[0, i] += 1.0
-                if spec.online:
-                    extra[1, i] += st.duty
-                else:
-                    extra[2, i] += ZOO[spec.model].duty
-            free_in[i], next_in[i] = hi, lo
-        return free_in, next_in, extra
+    def _job(self, spec: JobSpec) -> _Job:
+        info = self._jobs.get(spec.job_id)
+        if info is None or info.spec is not spec:
+            info = self._jobs[spec.job_id] = _Job(spec)
+        return info
 
-    def encode(self, sim: Simulator) -> dict[str, np.ndarray]:
-        """The current v1 observation of ``sim`` (fresh arrays every call)."""
-        base = self.base
-        window = sim.window_jobs()
+    def _gpu_times(self, sim: Simulator) -> tuple[np.ndarray, float, int]:
+        """Per GPU (rows): the time until it is free and until its first resident leaves
+        (:func:`time_left_s`), its guarantee residents, the load of its online residents and
+        the profiled demand of its offline ones (float64, 0 on empty GPUs); then the soonest
+        time a busy GPU frees a slot (inf: none busy) and the number of busy GPUs."""
+        c = sim.cluster
+        now = sim.now
+        states = sim.jobs
+        residents = c.residents
+        out = self._times
+        out.fill(0.0)
+        busy = c.n_res.nonzero()[0].tolist()
+        soonest = math.inf
+        if not busy:
+            return out, soonest, 0
+        cache = self._jobs
+        for i in busy:
+            lo, hi = math.inf, 0.0
+            n_g = on = off = 0.0
+            for jid in residents[i]:
+                st = states[jid]
+                spec = st.spec
+                info = cache.get(jid)
+                if info is None or info.spec is not spec:
+                    info = cache[jid] = _Job(spec)
+                # time_left_s, inlined (max(a, b) is ``b if b > a else a``)
+                if info.online:
+                    t = info.end_s - now
+                    if not t > 0.0:
+                        t = 0.0
+                    on += st.duty
+                else:
+                    su = st.setup_until
+                    t0 = st.last_t
+                    if su > t0:
+                        t0 = su
+                    rate = st.rate
+                    done = st.work_done + (rate * (now - t0) if now > t0 else 0.0)
+                    left = info.est - done
+                    if left <= 0.0:
+                        left = OVERRUN_FRACTION * info.est
+                    setup = su - now
+                    if not setup > 0.0:
+                        setup = 0.0
+                    t = setup + left / (1e-6 if rate < 1e-6 else rate)
+                    off += info.duty
+                if t > hi:
+                    hi = t
+                if t < lo:
+                    lo = t
+                if info.guarantee:
+                    n_g += 1.0
+            if lo < soonest:
+                soonest = lo
+            out[i] = (hi, lo, n_g, on, off)
+        return out, soonest, len(busy)
+
+    def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The current v1 observation of ``sim`` (fresh arrays every call).
+
+        ``legal``: optionally, per queue-window slot (rows, at least the window's jobs) and
+        GPU (at least the cluster's), whether any option places the slot's job there, as the
+        env's action mask holds it; None: from ``sim.mask``.
+        """
         c = sim.cluster
         g = c.n_gpus
-        n_g0, n_j0 = len(GPU_FEATURES), len(JOB_FEATURES)
+        window = sim.window_jobs()
+        n = len(window)
 
         # --- GPUs: v0's table, widened
-        free_in, next_in, extra = self._gpu_times(sim)
-        gpus = np.zeros((self.max_gpus, len(GPU_FEATURES_V1)), dtype=np.float32)
-        gpus[:, :n_g0] = base.gpus(sim).reshape(self.max_gpus, n_g0)
-        log_t = np.log10(1.0 + free_in) / LOG_TIME_SCALE
-        gpus[:g, n_g0] = np.minimum(1.0, log_t)
-        gpus[:g, n_g0 + 1] = np.minimum(1.0, np.log10(1.0 + next_in) / LOG_TIME_SCALE)
-        gpus[:g, n_g0 + 2] = np.minimum(1.0, extra[0] / max(1, c.sharing.max_residents))
-        gpus[:g, n_g0 + 3] = np.minimum(1.0, extra[1])
-        gpus[:g, n_g0 + 4] = np.minimum(1.0, extra[2] / DUTY_SCALE)
+        times, soonest, n_busy = self._gpu_times(sim)
+        gpus = self.base.gpu_table(sim, len(GPU_FEATURES_V1))
+        ext = np.log10(times[:, :2] + 1.0)
+        times[:, :2] = ext
+        times /= self._times_div
+        np.minimum(times, 1.0, out=times)
+        gpus[:g, _G1:] = times
 
         # --- window jobs and pairs
         jobs = np.zeros((self.window, len(JOB_FEATURES_V1)), dtype=np.float32)
-        jobs[: sim.window, :n_j0] = base.jobs(sim, window).reshape(sim.window, n_j0)
         pairs = np.zeros((self.window, self.max_gpus, len(PAIR_FEATURES)), dtype=np.float32)
-        n = len(window)
-        pred: list[float] = []
+        placeable = 0
         if n:
-            # per window job (rows), then every (job, GPU) pair at once: one numpy pass per
-            # feature for the whole window, not per job
-            speed = np.empty((n, g))
-            best = np.empty((n, 1))
-            duty = np.empty((n, 1))
-            remaining = np.empty((n, 1))
-            mem = np.empty((n, 1))
-            legal = np.empty((n, g), dtype=bool)
+            if legal is None:
+                ok: list[bool] = [sim.placeable(s.job_id) for s in window]
+                legal_rows = np.array([sim.mask(s.job_id).any(axis=1) for s in window])
+            else:
+                legal_rows = legal[:n, :g]
+                ok = legal_rows.any(axis=1).tolist()  # type: ignore[assignment]
+            now = sim.now
+            states = sim.jobs
+            max_att = float(sim.cfg.faults.max_attempts)
+            rows = []
+            speeds = []
+            cols = []
+            pred = []
+            step = []
             for k, spec in enumerate(window):
-                st = sim.jobs[spec.job_id]
-                speed[k], b = self._speeds(sim, spec)
-                d = ZOO[spec.model].duty if not spec.online else max(st.duty, 0.05)
-                left = max(0.0, spec.est_work_s - st.work_done)
+                st = states[spec.job_id]
+                info = self._job(spec)
+                if info.row is None:
+                    info.speed, info.best = self._speeds(sim, spec)
+                    info.row = np.array(
+                        [*static_job_values(spec), info.guarantee, 0.0, 0.0, 0.0, 0.0],
+                        dtype=np.float32,
+                    )
+                b = info.best
+                if info.online:
+                    d = st.duty
+                    if d < 0.05:
+                        d = 0.05
+                else:
+                    d = info.duty
+                left = info.est - st.work_done
+                if not left > 0.0:
+                    left = 0.0
                 dur = left / b
                 pred.append(dur)
-                best[k], duty[k], remaining[k], mem[k] = b, d, left, spec.mem_gb
-                legal[k] = sim.mask(spec.job_id).any(axis=1)
-                row = jobs[k]
-                row[n_j0] = guarantee(spec)
-                row[n_j0 + 1] = min(1.0, d)
-                row[n_j0 + 2] = _log_norm(left, LOG_TIME_SCALE)
-                row[n_j0 + 3] = _log_norm(dur, LOG_TIME_SCALE)
-            idle = np.maximum(1.0 - np.asarray(sim.gpu_util, dtype=np.float64), 0.0)
+                rows.append(info.row)
+                speeds.append(info.speed)
+                cols.append((b, d, left, info.mem))
+                step.append(
+                    (
+                        _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE),
+                        min(1.0, st.attempts / max_att),
+                        ok[k],
+                        min(1.0, d),
+                        _log_norm(left, LOG_TIME_SCALE),
+                        _log_norm(dur, LOG_TIME_SCALE),
+                        0.0,
+                    )
+                )
+                placeable += bool(ok[k])
+            # the rank of each predicted duration in the window (stable: ties in queue order)
+            if n > 1:
+                if all(x == x for x in pred):  # (no NaN: Python's sort orders as numpy's)
+                    order = sorted(range(n), key=pred.__getitem__)  # stable, as numpy's
+                else:
+                    order = np.argsort(np.asarray(pred), kind="stable").tolist()
+                rank_div = self._rank_div
+                for r, k in enumerate(order):
+                    step[k] = (*step[k][:6], r / rank_div)
+            jobs[:n] = rows
+            jobs[:n, _J_STEP_V1] = step
+
+            # every (job, GPU) pair at once: one numpy pass per feature for the whole window
+            speed = np.array(speeds)
+            per_job = np.array(cols)
+            best = per_job[:, 0:1]
+            duty = per_job[:, 1:2]
+            remaining = per_job[:, 2:3]
+            mem = per_job[:, 3:4]
+            idle = np.subtract(1.0, sim.gpu_util, dtype=np.float64)
+            np.maximum(idle, 0.0, out=idle)
             free_mem = c.mem_cap - c.mem_decl
-            share = np.minimum(1.0, idle / np.maximum(duty, 1e-3))
-            rate = speed * share
-            p = pairs[:n, :g]
-            p[..., 0] = legal
-            p[..., 1] = np.minimum(1.0, speed / SPEED_SCALE)
-            p[..., 2] = np.minimum(1.0, speed / best)  # (> 1 only on GPUs it may not use)
-            p[..., 3] = share
-            p[..., 4] = np.minimum(1.0, rate / best)
-            p[..., 5] = np.minimum(
-                1.0, np.log10(1.0 + remaining / np.maximum(rate, 1e-3)) / LOG_TIME_SCALE
-            )
-            p[..., 6] = free_mem >= mem - 1e-9
-            ranks = np.argsort(np.argsort(np.asarray(pred), kind="stable"), kind="stable")
-            jobs[:n, n_j0 + 4] = ranks / max(1, self.window - 1)
+            f = np.empty((len(PAIR_FEATURES), n, g))
+            f[0] = legal_rows
+            np.divide(speed, SPEED_SCALE, out=f[1])
+            np.divide(speed, best, out=f[2])  # (> 1 only on GPUs it may not use)
+            share = f[3]
+            np.maximum(duty, 1e-3, out=duty)
+            np.divide(idle, duty, out=share)
+            np.minimum(share, 1.0, out=share)
+            rate = f[4]
+            np.multiply(speed, share, out=rate)
+            t = np.maximum(rate, 1e-3)
+            np.divide(remaining, t, out=t)
+            t += 1.0
+            np.log10(t, out=t)
+            np.divide(t, LOG_TIME_SCALE, out=f[5])
+            rate /= best
+            np.greater_equal(free_mem, mem - 1e-9, out=f[6])
+            np.minimum(f[1:6], 1.0, out=f[1:6])
+            pairs[:n, :g] = f.transpose(1, 2, 0)
 
         # --- global: v0's values, then the queue beyond the window
-        beyond = [sim.jobs[jid] for _, jid in sim.queue[sim.window :]]
-        queued = [sim.jobs[jid].spec for _, jid in sim.queue]
-        b_work = [max(0.0, st.spec.est_work_s - st.work_done) for st in beyond]
-        b_gpus = sum(st.spec.num_gpus * st.spec.gpu_frac for st in beyond)
-        running_offline = sim.offline_in_system - sum(not s.online for s in queued)
-        busy = next_in[np.asarray(c.n_res) > 0]
-        placeable = sum(bool(sim.placeable(s.job_id)) for s in window)
-        extra_global = np.array(
+        queue = sim.queue
+        cache = self._jobs
+        states = sim.jobs
+        b_work: list[float] = []
+        b_share: list[float] = []
+        n_guarantee = n_online = gang_max = 0
+        for k, (_, jid) in enumerate(queue):
+            st = states[jid]
+            spec = st.spec
+            hit = cache.get(jid)
+            info = hit if hit is not None and hit.spec is spec else _Job(spec)
+            cache[jid] = info
+            n_guarantee += info.guarantee
+            n_online += info.online
+            if info.gang > gang_max:
+                gang_max = info.gang
+            if k >= sim.window:
+                w = info.est - st.work_done
+                b_work.append(w if w > 0.0 else 0.0)
+                b_share.append(info.share_gpus)
+        n_beyond = len(b_work)
+        running_offline = sim.offline_in_system - (len(queue) - n_online)
+        glob = np.array(
             [
-                _log_norm(len(beyond), LOG_COUNT_SCALE),
+                *self.base.global_values(sim, n, n_busy),
+                _log_norm(n_beyond, LOG_COUNT_SCALE),
                 _log_norm(sum(b_work), LOG_QUEUE_WORK_SCALE),
-                min(1.0, b_gpus / g / QUEUE_GPU_SCALE),
+                min(1.0, sum(b_share) / g / QUEUE_GPU_SCALE),
                 _log_norm(min(b_work), LOG_TIME_SCALE) if b_work else 0.0,
-                _log_norm(sum(guarantee(s) for s in queued), LOG_COUNT_SCALE),
-                min(1.0, math.log2(max(s.num_gpus for s in queued)) / LOG_GANG_SCALE)
-                if queued
-                else 0.0,
+                _log_norm(n_guarantee, LOG_COUNT_SCALE),
+                min(1.0, math.log2(gang_max) / LOG_GANG_SCALE) if queue else 0.0,
                 _log_norm(running_offline, LOG_COUNT_SCALE),
-                _log_norm(float(busy.min()), LOG_TIME_SCALE) if busy.size else 0.0,
-                placeable / len(window) if window else 0.0,
+                _log_norm(soonest, LOG_TIME_SCALE) if n_busy else 0.0,
+                placeable / n if n else 0.0,
             ],
             dtype=np.float32,
         )
-        glob = np.concatenate([base.global_(sim, window), extra_global])
         return {
             "gpus": gpus.ravel(),
             "jobs": jobs.ravel(),
