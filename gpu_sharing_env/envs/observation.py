@@ -243,15 +243,14 @@ class ObservationEncoder:
     def gpus(self, sim: Simulator) -> np.ndarray:
         return self.gpu_table(sim, len(GPU_FEATURES)).ravel()
 
-    def _static_job(self, spec: JobSpec) -> np.ndarray:
-        return np.array(static_job_values(spec), dtype=np.float32)
-
     def static_row(self, spec: JobSpec) -> np.ndarray:
         """The static columns of a job's ``jobs`` row (float32, the per-step columns 0;
         cached per job id until :meth:`reset`: do not modify it)."""
         row = self._job_static.get(spec.job_id)
         if row is None:
-            row = self._job_static[spec.job_id] = self._static_job(spec)
+            row = self._job_static[spec.job_id] = np.array(
+                static_job_values(spec), dtype=np.float32
+            )
         return row
 
     def jobs(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:

@@ -225,7 +225,6 @@ class _Job:
     __slots__ = (
         "best",
         "duty",
-        "end_s",
         "est",
         "gang",
         "guarantee",
@@ -243,7 +242,6 @@ class _Job:
         self.guarantee = guarantee(spec)
         self.duty = ZOO[spec.model].duty
         self.est = spec.est_work_s
-        self.end_s = spec.submit_s + spec.est_work_s
         self.gang = spec.num_gpus
         self.share_gpus = spec.num_gpus * spec.gpu_frac
         self.mem = spec.mem_gb
@@ -338,36 +336,17 @@ class ObservationEncoderV1:
         soonest = math.inf
         if not busy:
             return out, soonest, 0
-        cache = self._jobs
+        job = self._job
         for i in busy:
             lo, hi = math.inf, 0.0
             n_g = on = off = 0.0
             for jid in residents[i]:
                 st = states[jid]
-                spec = st.spec
-                info = cache.get(jid)
-                if info is None or info.spec is not spec:
-                    info = cache[jid] = _Job(spec)
-                # time_left_s, inlined (max(a, b) is ``b if b > a else a``)
+                info = job(st.spec)
+                t = time_left_s(st, now)
                 if info.online:
-                    t = info.end_s - now
-                    if not t > 0.0:
-                        t = 0.0
                     on += st.duty
                 else:
-                    su = st.setup_until
-                    t0 = st.last_t
-                    if su > t0:
-                        t0 = su
-                    rate = st.rate
-                    done = st.work_done + (rate * (now - t0) if now > t0 else 0.0)
-                    left = info.est - done
-                    if left <= 0.0:
-                        left = OVERRUN_FRACTION * info.est
-                    setup = su - now
-                    if not setup > 0.0:
-                        setup = 0.0
-                    t = setup + left / (1e-6 if rate < 1e-6 else rate)
                     off += info.duty
                 if t > hi:
                     hi = t
@@ -500,17 +479,13 @@ class ObservationEncoderV1:
 
         # --- global: v0's values, then the queue beyond the window
         queue = sim.queue
-        cache = self._jobs
         states = sim.jobs
         b_work: list[float] = []
         b_share: list[float] = []
         n_guarantee = n_online = gang_max = 0
         for k, (_, jid) in enumerate(queue):
             st = states[jid]
-            spec = st.spec
-            hit = cache.get(jid)
-            info = hit if hit is not None and hit.spec is spec else _Job(spec)
-            cache[jid] = info
+            info = self._job(st.spec)
             n_guarantee += info.guarantee
             n_online += info.online
             if info.gang > gang_max:
