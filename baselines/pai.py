@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
+from typing import Any
 
 import numpy as np
 
@@ -336,9 +337,28 @@ def pai_candidate_gpus(
     return starts, o
 
 
+#: ``pai_option`` per option tuple (a simulator's, the same object in every snapshot):
+#: id -> (the tuple, GPU fraction -> option).
+_PAI_OPTION: dict[int, tuple[tuple[object, ...], dict[float, int]]] = {}
+
+
 def pai_option(view: ClusterView, job: JobView) -> int:
     """The option PAI grants ``job`` (-1: none): a fractional request time-shares (or, without
-    time-sharing, MPS at the smallest share covering it); a whole GPU is exclusive."""
+    time-sharing, MPS at the smallest share covering it); a whole GPU is exclusive (memoised: a
+    function of the options and the request's fraction)."""
+    opts = view.options
+    hit = _PAI_OPTION.get(id(opts))
+    if hit is None or hit[0] is not opts:
+        if len(_PAI_OPTION) > 16:
+            _PAI_OPTION.clear()
+        hit = _PAI_OPTION[id(opts)] = (opts, {})
+    o = hit[1].get(job.gpu_frac)
+    if o is None:
+        o = hit[1][job.gpu_frac] = _pai_option(view, job)
+    return o
+
+
+def _pai_option(view: ClusterView, job: JobView) -> int:
     if job.gpu_frac < 1.0:
         o = shared_option(view)
         if o is None:
@@ -396,6 +416,11 @@ class ReservePack(HeuristicPolicy):
         self._info: dict[int, tuple[bool, tuple[str, ...], JobView]] = {}
         #: What the last decision that found nothing was a function of (see :meth:`decide`).
         self._none_key: tuple[object, ...] | None = None
+        #: (episode, decidable job ids, their ``_plan_info_id``, plan counts, the order they
+        #: are tried in: high-GPU first) of the last decision.
+        self._ids_memo: tuple[object, tuple[int, ...], list[Any], list[int], list[int]] = (
+            None, (), [], [], [],
+        )  # fmt: skip
         #: Node loads and empty runs, kept incrementally (per episode).
         self._nodes = NodeState()
         self.plan_timeout_s = plan_timeout_s
@@ -462,22 +487,29 @@ class ReservePack(HeuristicPolicy):
         # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
         # job's view built only when it may have a candidate (a long queue has thousands).
         ids = view.decidable_ids()
-        info = [self._plan_info_id(view, jid) for jid in ids]
+        tids = tuple(ids)
+        memo = self._ids_memo
+        if memo[0] is view.episode and memo[1] == tids:
+            info, n_plans, ordered = memo[2], memo[3], memo[4]
+        else:  # (the same jobs as at the last decision: most decisions)
+            info = [self._plan_info_id(view, jid) for jid in ids]
+            n_plans = [len(plans) for _, plans, _ in info]
+            ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
+                k for k, (h, _, _) in enumerate(info) if not h
+            ]
+            self._ids_memo = (view.episode, tids, info, n_plans, ordered)
         waits = view.queued_wait_s(ids)
         timeout = self.plan_timeout_s
         usables = [
-            min(1 + int(w // timeout) if timeout > 0 else 99, len(plans))
-            for w, (_, plans, _) in zip(waits, info, strict=True)
+            min(1 + int(w // timeout) if timeout > 0 else 99, n)
+            for w, n in zip(waits, n_plans, strict=True)
         ]
         # A decision is a function of the cluster's state (``view.version``), the decidable
         # jobs and how many plans each may use: when none of them changed since a decision that
         # found nothing (time passed, no plan opened), it finds nothing again.
-        none_key = (view.episode, view.version, tuple(ids), tuple(usables))
+        none_key = (view.episode, view.version, tids, tuple(usables))
         if none_key == self._none_key:
             return None
-        ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
-            k for k, (h, _, _) in enumerate(info) if not h
-        ]
         alloc = Allocation(view)
         alloc.node_state = self._nodes
         no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
@@ -499,7 +531,8 @@ class ReservePack(HeuristicPolicy):
             req = (*key, request.num_gpus, request.gpu_types, request.online)
             if req in no_cand:
                 continue
-            job = view.job(ids[k])
+            # (the request's view as first seen: what a candidate reads never changes)
+            job = request
             gpus, o = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -566,6 +599,10 @@ class ReservePack(HeuristicPolicy):
         o = pai_option(view, job)
         if o < 0:
             return _NONE, -1
+        if job.num_gpus > 1:
+            hit = ReservePack._gang_quick(view, job, alloc, usable, o)
+            if hit is not None:
+                return hit, o
         col = pai_column(view, job, alloc, o)
         starts = np.flatnonzero(col & usable)
         if job.num_gpus == 1 or not starts.size:
@@ -579,6 +616,43 @@ class ReservePack(HeuristicPolicy):
         if (col & one).any():
             return _NONE, o
         return starts, o
+
+    @staticmethod
+    def _gang_quick(
+        view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray, o: int
+    ) -> np.ndarray | None:
+        """:meth:`_usable_candidates` of a gang from the single-GPU legality and the one-node
+        runs, a few passes over the fleet instead of the gang mask's; None where the answer
+        is a non-empty set of starts without a one-node one (the full computation gives it).
+
+        A gang may start at ``g`` iff ``g`` is legal and ``num_gpus`` legal GPUs lie from ``g``
+        on (``Cluster._gang_mask``): the legal GPUs up to a cut. So a set of legal GPUs holds a
+        gang start iff its first does, and is all gang starts iff its last is.
+        """
+        n = job.num_gpus
+        single = view.single_column(job.job_id, o)
+
+        def gang_start(g: int) -> bool:
+            return bool(single[g : g + n].all()) or int(np.count_nonzero(single[g:])) >= n
+
+        if np.count_nonzero(single) < n:  # no gang start anywhere
+            return _NONE
+        # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
+        a = single & alloc.one_node(n)
+        idx = np.flatnonzero(a)
+        if idx.size and gang_start(int(idx[0])):
+            # some one-node start: the usable ones if any, else none
+            local = idx[usable[idx]]
+            if not local.size:
+                return _NONE
+            return local if gang_start(int(local[-1])) else None
+        # no one-node start anywhere: every usable start counts; none if the first usable
+        # legal GPU cannot start a gang (nor can any after it; room aside)
+        b = single & usable
+        g0 = int(b.argmax())
+        if not b[g0] or not gang_start(g0):
+            return _NONE
+        return None
 
 
 class LoadBalance(HeuristicPolicy):

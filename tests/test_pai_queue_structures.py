@@ -10,16 +10,25 @@ checked against a recomputation over the fleet at every decision."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_gym.baselines.pai import Allocation, ReservePack, SjfPredicted, first_fit_options
+from gpu_sharing_gym.baselines.pai import (
+    Allocation,
+    ReservePack,
+    SjfPredicted,
+    first_fit_options,
+    pai_column,
+    pai_option,
+)
 
 
 def _congested(faults: bool) -> object:
@@ -93,3 +102,103 @@ class _CheckedReservePack(ReservePack):
 
 def test_reserve_pack_memo_decides_as_without() -> None:
     run_episode(_CheckedReservePack(), make_simulator(_congested(True)), 0)  # type: ignore[arg-type]
+
+
+def _full_candidates(
+    view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
+) -> np.ndarray:
+    """``reserve_pack``'s candidates from the gang mask (``pai_column``), as before its
+    one-node shortcut: the usable one-node starts if any; else none if a one-node start exists
+    elsewhere; else every usable start."""
+    o = pai_option(view, job)
+    col = pai_column(view, job, alloc, o)
+    starts = np.flatnonzero(col & usable)
+    if job.num_gpus == 1 or not starts.size:
+        return starts
+    one = alloc.one_node(job.num_gpus)
+    local = starts[one[starts]]
+    if local.size:
+        return local
+    return np.zeros(0, dtype=np.int64) if (col & one).any() else starts
+
+
+class _CheckedCandidates(ReservePack):
+    gangs = 0
+
+    @staticmethod
+    def _usable_candidates(
+        view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        gpus, o = ReservePack._usable_candidates(view, job, alloc, usable)
+        assert np.array_equal(gpus, _full_candidates(view, job, alloc, usable))
+        _CheckedCandidates.gangs += job.num_gpus > 1
+        return gpus, o
+
+
+@pytest.mark.parametrize("modes", [("exclusive", "time_sharing", "mps"), ("time_sharing",)])
+def test_reserve_pack_gang_shortcut_finds_the_mask_candidates(modes: tuple[str, ...]) -> None:
+    """The gang shortcut (single-GPU legality and one-node runs instead of the gang mask) gives
+    the same candidates at every call, with faults (unhealthy GPUs are empty but not legal) and
+    without an exclusive option (gangs time-share: a legal GPU may be allocated)."""
+    sc = _congested(True)
+    # GPU faults 100x as often: unhealthy GPUs are empty but not legal, so a one-node run of
+    # empty GPUs need not hold a gang
+    rates = {k: v * 100 for k, v in sc.faults.rate_per_gpu_h.items()}
+    sc = dataclasses.replace(
+        sc,
+        sharing=dataclasses.replace(sc.sharing, modes=modes),
+        faults=dataclasses.replace(sc.faults, rate_per_gpu_h=rates),
+    )
+    _CheckedCandidates.gangs = 0
+    run_episode(_CheckedCandidates(), make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert _CheckedCandidates.gangs > 50
+
+
+class _StubView:
+    """What ``ReservePack._gang_quick`` and ``pai_column`` read of a view, on given arrays."""
+
+    def __init__(self, single: np.ndarray, n: int, option: object) -> None:
+        self.single, self.n, self.options = single, n, (option,)
+        suffix = np.cumsum(single[::-1])[::-1]
+        self.gang = single & (suffix >= n)  # ``Cluster._gang_mask``
+
+    def single_column(self, job_id: int, option: int) -> np.ndarray:
+        return self.single
+
+    def mask_column(self, job_id: int, option: int) -> np.ndarray:
+        return self.gang
+
+
+class _StubAlloc:
+    def __init__(self, gpu: np.ndarray, one: np.ndarray) -> None:
+        self.gpu, self._one = gpu, one
+
+    def one_node(self, n: int) -> np.ndarray:
+        return self._one
+
+
+def test_gang_shortcut_on_random_fleets() -> None:
+    """Where the shortcut answers, it is the mask's answer, including one-node runs of empty
+    GPUs that are not all legal and runs near the fleet's end (the last legal GPUs cannot start
+    a gang)."""
+    rng = np.random.default_rng(0)
+    answered = 0
+    for _ in range(3000):
+        g, n = int(rng.integers(4, 40)), int(rng.integers(2, 6))
+        node_size = int(rng.choice([2, 4, 8]))
+        empty = rng.random(g) < rng.uniform(0.1, 0.9)
+        single = empty & (rng.random(g) < rng.uniform(0.5, 1.0))  # some empty GPUs not legal
+        runs = np.zeros(g, dtype=np.int64)  # empty GPUs of one node from g on
+        for i in range(g - 1, -1, -1):
+            same = i + 1 < g and (i + 1) // node_size == i // node_size
+            runs[i] = (runs[i + 1] + 1 if same else 1) if empty[i] else 0
+        alloc = _StubAlloc(np.where(empty, 0.0, 1.0), runs >= n)
+        usable = rng.random(g) < rng.uniform(0.0, 1.0)
+        view = _StubView(single, n, SimpleNamespace(mode=SharingMode.EXCLUSIVE))
+        job = SimpleNamespace(job_id=0, num_gpus=n, gpu_frac=1.0)
+        got = ReservePack._gang_quick(view, job, alloc, usable, 0)  # type: ignore[arg-type]
+        if got is not None:
+            answered += 1
+            want = _full_candidates(view, job, alloc, usable)  # type: ignore[arg-type]
+            assert np.array_equal(got, want), (single, runs, usable, n)
+    assert answered > 1500

@@ -78,6 +78,10 @@ _LATENCY: dict[int, tuple[Any, dict[tuple[str, str, int], float]]] = {}
 _EPISODE_KEY = "episode"
 
 
+#: The key of the read-only state arrays in the simulator's ``_view_cache`` (see ``_EPISODE_KEY``).
+_ARRAYS_KEY = "arrays"
+
+
 def _episode(sim: Simulator) -> object:
     cache: dict[Any, Any] = sim._view_cache
     tok = cache.get(_EPISODE_KEY)
@@ -123,19 +127,35 @@ class ClusterView:
         self.type_name: tuple[str, ...] = c.type_name_of
         #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
         self.type_names: tuple[str, ...] = c.type_names
-        self.type_idx = _ro_shared(c.type_idx)
-        self.node_of = _ro_shared(c.node_of)
-        self.mode = _ro_shared(c.mode)
-        self.n_res = _ro_shared(c.n_res)
-        self.mem_cap_gb = _ro_shared(c.mem_cap)
-        self.mem_used_gb = _ro_shared(c.mem_decl)  # declared (what a scheduler's accounting sees)
-        #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
-        self.frac_used = _ro_shared(c.frac_decl)
-        self.sm_used_pct = _ro_shared(c.sm_used)
-        self.online_count = _ro_shared(c.online_count)
-        self.healthy = _ro_shared(c.healthy)
-        self.ready = _ro_shared(c.ready)
-        self.util = _ro_shared(sim._g_util)  # observed GPU utilisation (nvidia-smi style)
+        # Read-only views of the state arrays, made once per episode (the arrays are allocated
+        # at reset and updated in place; a copy of the simulator starts with an empty cache).
+        cache: dict[Any, Any] = sim._view_cache
+        arrays = cache.get(_ARRAYS_KEY)
+        if arrays is None:
+            arrays = cache[_ARRAYS_KEY] = tuple(
+                _ro_shared(a)
+                for a in (
+                    c.type_idx, c.node_of, c.mode, c.n_res, c.mem_cap, c.mem_decl, c.frac_decl,
+                    c.sm_used, c.online_count, c.healthy, c.ready, sim._g_util,
+                )
+            )  # fmt: skip
+        (
+            self.type_idx,
+            self.node_of,
+            self.mode,
+            self.n_res,
+            self.mem_cap_gb,
+            #: Declared GPU memory in use per GPU (what a scheduler's accounting sees).
+            self.mem_used_gb,
+            #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
+            self.frac_used,
+            self.sm_used_pct,
+            self.online_count,
+            self.healthy,
+            self.ready,
+            #: Observed GPU utilisation per GPU (nvidia-smi style).
+            self.util,
+        ) = arrays
         self.max_residents = c.sharing.max_residents
         self.slo_target = sim.cfg.slo_target
         #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
@@ -337,6 +357,12 @@ class ClusterView:
         if spec.num_gpus == 1:
             return _ro(single)
         return _ro(c._gang_mask(single[None], spec.num_gpus)[0])
+
+    def single_column(self, job_id: int, option: int) -> np.ndarray:
+        """Per GPU: queued ``job_id`` may take that GPU alone under ``option`` (read-only). A
+        single-GPU job's :meth:`mask_column` is this; a gang may start at ``g`` iff ``g`` is
+        legal here and so are ``num_gpus`` GPUs from ``g`` on (``Cluster._gang_mask``)."""
+        return _ro(self._sim.cluster.single_row(self._sim.jobs[job_id].spec, option))
 
     def watch_gpus(self) -> set[int]:
         """A set the simulator's cluster adds every GPU whose state changes to, from now until
