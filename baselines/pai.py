@@ -55,6 +55,7 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
 from typing import Any
@@ -179,7 +180,11 @@ class Allocation:
         allocated for a whole GPU, ``gpu_frac`` more within 1 otherwise). Its candidates are a
         subset of those GPUs: without any, it has none there."""
         if self._type_min is None:
-            self._type_min = np.minimum.reduceat(self.gpu[self._by_type], self._type_start).tolist()
+            if self.node_state is not None:
+                self._type_min = self.node_state.type_min(self._view)
+            else:
+                by_type = self.gpu[self._by_type]
+                self._type_min = np.minimum.reduceat(by_type, self._type_start).tolist()
         # (Allocations are sums of positive fractions: some GPU has none iff the least is 0;
         # adding ``frac`` is monotonic in floats, so the least fits iff some GPU does.)
         least, cap, mem, frac = self._type_min, self._type_mem, job.mem_gb, job.gpu_frac
@@ -203,42 +208,77 @@ class NodeState:
     * :meth:`empty_runs`: per GPU, how many empty GPUs of its node start there (itself and
       those after it), so that on a fleet whose nodes are contiguous in GPU order a span of
       ``n`` empty GPUs on one node starts at ``g`` iff ``runs[g] >= n``
-      (:meth:`Allocation.one_node`).
+      (:meth:`Allocation.one_node`);
+    * :meth:`type_min`: per GPU type, the least allocation of its GPUs (what
+      :meth:`Allocation.room` asks), from each type's allocations kept sorted.
     """
 
     def __init__(self) -> None:
         self._episode: object = None
+        self._fleet: object = None
         self._changed: set[int] = set()
         self._dirty_load: set[int] = set()
         self._dirty_runs: set[int] = set()
+        self._dirty_alloc: set[int] = set()
         self._node: np.ndarray | None = None
         self._runs: np.ndarray | None = None
         self._gpus: list[list[int]] = []
         self._node_of: list[int] = []
         self._n_gpus: list[int] = []
         self._mem_cap: list[float] = []
+        self._type_of: list[int] = []
+        #: Per GPU type, its GPUs' allocations (``frac_used``) sorted; per GPU, its value there.
+        self._alloc_sorted: list[list[float]] | None = None
+        self._alloc_of: list[float] = []
 
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
             self._episode = view.episode
             self._changed = view.watch_gpus()
-            self._node = self._runs = None
-            self._dirty_load, self._dirty_runs = set(), set()
-            if not self._gpus or len(self._node_of) != view.n_gpus:
+            self._node = self._runs = self._alloc_sorted = None
+            self._dirty_load, self._dirty_runs, self._dirty_alloc = set(), set(), set()
+            if self._fleet is not view.type_name:  # (the key of ``_fleet_static``)
+                self._fleet = view.type_name
                 n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
                 self._node_of = np.asarray(view.node_of).tolist()
                 self._gpus = [[] for _ in range(n_nodes)]
                 for g, n in enumerate(self._node_of):
                     self._gpus[n].append(g)
                 self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
+                self._type_of = np.asarray(view.type_idx).tolist()
             return
         changed = self._changed
         if changed:
             node_of = self._node_of
             nodes = {node_of[g] for g in changed}
+            self._dirty_alloc |= changed
             changed.clear()
             self._dirty_load |= nodes
             self._dirty_runs |= nodes
+
+    def type_min(self, view: ClusterView) -> list[float]:
+        """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs."""
+        self._sync(view)
+        frac = view.frac_used
+        lists = self._alloc_sorted
+        if lists is None:
+            self._alloc_of = np.asarray(frac).tolist()
+            lists = self._alloc_sorted = [[] for _ in view.type_names]
+            for g, v in enumerate(self._alloc_of):
+                lists[self._type_of[g]].append(v)
+            for lst in lists:
+                lst.sort()
+        elif self._dirty_alloc:
+            alloc_of, type_of = self._alloc_of, self._type_of
+            for g in self._dirty_alloc:
+                v, old = frac.item(g), alloc_of[g]
+                if v != old:
+                    lst = lists[type_of[g]]
+                    del lst[bisect_left(lst, old)]
+                    insort(lst, v)
+                    alloc_of[g] = v
+            self._dirty_alloc = set()
+        return [lst[0] for lst in lists]
 
     def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
@@ -492,7 +532,10 @@ class ReservePack(HeuristicPolicy):
         if memo[0] is view.episode and memo[1] == tids:
             info, n_plans, ordered = memo[2], memo[3], memo[4]
         else:  # (the same jobs as at the last decision: most decisions)
-            info = [self._plan_info_id(view, jid) for jid in ids]
+            if self._info_episode is not view.episode:
+                self._info_episode, self._info = view.episode, {}
+            get, plan_info = self._info.get, self._plan_info_id
+            info = [get(jid) or plan_info(view, jid) for jid in ids]
             n_plans = [len(plans) for _, plans, _ in info]
             ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
                 k for k, (h, _, _) in enumerate(info) if not h

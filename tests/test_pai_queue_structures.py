@@ -4,8 +4,9 @@ a decision: every call is checked against the plain scan of the queue (a stable 
 (not online, est_remaining_s), the first job that fits), on a fleet small enough to build a
 long queue, including faults (re-queued jobs) and migrations-free gangs. ``first_fit`` finds its
 GPU from the cluster's fit index (``ClusterView.first_legal``), checked against the mask's
-``argmax``; ``reserve_pack`` keeps node loads and empty runs incrementally (``NodeState``),
-checked against a recomputation over the fleet at every decision."""
+``argmax``; ``reserve_pack`` keeps node loads, empty runs and each GPU type's least allocation
+incrementally (``NodeState``), checked against a recomputation over the fleet at every
+decision."""
 
 from __future__ import annotations
 
@@ -97,6 +98,10 @@ class _CheckedReservePack(ReservePack):
         kept.node_state = self._nodes
         for n in (2, 3, 4, 8):
             assert np.array_equal(kept.one_node(n), fresh.one_node(n)), n
+        # the per-type least allocation, kept sorted, equals the fleet-wide reduction
+        by_type = fresh.gpu[fresh._by_type]
+        least = np.minimum.reduceat(by_type, fresh._type_start).tolist()
+        assert self._nodes.type_min(view) == least
         return d
 
 
