@@ -676,7 +676,8 @@ class ReservePack(HeuristicPolicy):
         single = view.single_column(job.job_id, o)
 
         def gang_start(g: int) -> bool:
-            return bool(single[g : g + n].all()) or int(np.count_nonzero(single[g:])) >= n
+            head = single[g : g + n]
+            return (head.size == n and bool(head.all())) or int(np.count_nonzero(single[g:])) >= n
 
         if np.count_nonzero(single) < n:  # no gang start anywhere
             return _NONE
