@@ -6,6 +6,8 @@ re-exported here, so ``from gpu_sharing_gym.baselines.base import HeuristicPolic
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpu_sharing_env.modes import SharingMode
@@ -13,7 +15,20 @@ from gpu_sharing_env.policy import HeuristicPolicy, Policy
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 
-__all__ = ["HeuristicPolicy", "Policy", "fastest_exclusive"]
+__all__ = ["HeuristicPolicy", "Policy", "fastest_exclusive", "per_options"]
+
+
+def per_options(memo: dict[int, tuple[Any, dict[Any, Any]]], view: ClusterView) -> dict[Any, Any]:
+    """``memo``'s table for ``view``'s placement options: a policy's answers that depend only on
+    the options (and what the caller keys them by) are kept per options tuple, which is one
+    object per simulator, the same in every snapshot (id -> (the tuple, table))."""
+    opts = view.options
+    hit = memo.get(id(opts))
+    if hit is None or hit[0] is not opts:
+        if len(memo) > 16:
+            memo.clear()
+        hit = memo[id(opts)] = (opts, {})
+    return hit[1]
 
 
 def fastest_exclusive(view: ClusterView, job: JobView) -> Decision | None:

@@ -67,8 +67,9 @@ from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.zoo import ZOO
-from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, per_options
 from gpu_sharing_gym.baselines.gandiva import est_duty, exclusive_option, shared_option
+from gpu_sharing_gym.baselines.reference import first_fit_options
 
 #: Dense FP16 tensor TFLOPS from which a GPU type counts as high-end (V100: 125; T4: 65).
 HIGH_END_TFLOPS = 100.0
@@ -377,24 +378,18 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: ``pai_option`` per option tuple (a simulator's, the same object in every snapshot):
-#: id -> (the tuple, GPU fraction -> option).
-_PAI_OPTION: dict[int, tuple[tuple[object, ...], dict[float, int]]] = {}
+#: ``pai_option`` per options tuple and GPU fraction (``per_options``).
+_PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
 
 
 def pai_option(view: ClusterView, job: JobView) -> int:
     """The option PAI grants ``job`` (-1: none): a fractional request time-shares (or, without
     time-sharing, MPS at the smallest share covering it); a whole GPU is exclusive (memoised: a
     function of the options and the request's fraction)."""
-    opts = view.options
-    hit = _PAI_OPTION.get(id(opts))
-    if hit is None or hit[0] is not opts:
-        if len(_PAI_OPTION) > 16:
-            _PAI_OPTION.clear()
-        hit = _PAI_OPTION[id(opts)] = (opts, {})
-    o = hit[1].get(job.gpu_frac)
+    table = per_options(_PAI_OPTION, view)
+    o: int | None = table.get(job.gpu_frac)
     if o is None:
-        o = hit[1][job.gpu_frac] = _pai_option(view, job)
+        o = table[job.gpu_frac] = _pai_option(view, job)
     return o
 
 
@@ -729,18 +724,6 @@ class LoadBalance(HeuristicPolicy):
                 return Decision(job.job_id, g, o)
             none.add(key)
         return None
-
-
-def first_fit_options(view: ClusterView, job: JobView) -> list[int]:
-    """The options ``first_fit`` tries, in order: the MPS shares from the one nearest above the
-    job's GPU fraction, then exclusive use."""
-    mps = [i for i, o in enumerate(view.options) if o.mode is SharingMode.MPS]
-    excl = [i for i, o in enumerate(view.options) if o.mode is SharingMode.EXCLUSIVE]
-    want = job.gpu_frac * 100.0
-    ranked = sorted(
-        mps, key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want))
-    )
-    return ranked + excl
 
 
 def first_fit(view: ClusterView, job: JobView) -> Decision | None:

@@ -9,16 +9,38 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
-from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, per_options
 
 
 def _option_indices(view: ClusterView, mode: SharingMode) -> list[int]:
     return [i for i, o in enumerate(view.options) if o.mode is mode]
+
+
+#: ``first_fit_options`` per options tuple and GPU fraction (``per_options``).
+_FIRST_FIT_ORDER: dict[int, tuple[Any, dict[Any, Any]]] = {}
+
+
+def first_fit_options(view: ClusterView, job: JobView) -> tuple[int, ...]:
+    """The options ``first_fit`` tries, in order: the MPS shares from the smallest one that
+    covers the job's GPU fraction, then larger, then smaller ones (a job asking for a full GPU
+    still packs at a partial share), then exclusive use (memoised per options tuple)."""
+    table = per_options(_FIRST_FIT_ORDER, view)
+    order: tuple[int, ...] | None = table.get(job.gpu_frac)
+    if order is None:
+        want = job.gpu_frac * 100.0
+        ranked = sorted(
+            _option_indices(view, SharingMode.MPS),
+            key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
+        )
+        order = table[job.gpu_frac] = (*ranked, *_option_indices(view, SharingMode.EXCLUSIVE))
+    return order
 
 
 class FifoExclusive(HeuristicPolicy):
@@ -45,20 +67,11 @@ class FirstFit(HeuristicPolicy):
     name = "first_fit"
 
     def decide(self, view: ClusterView) -> Decision | None:
-        mps = _option_indices(view, SharingMode.MPS)
-        fallback = _option_indices(view, SharingMode.EXCLUSIVE)
         # the window, unless a subclass declares the whole queue (``decision_scope``)
         for job in view.iter_decidable():
             if not view.placeable(job.job_id):
                 continue  # an all-False mask (known without building it)
-            want = job.gpu_frac * 100.0
-            # SM options ordered: smallest share that covers the request, then larger, then
-            # smaller ones (a job asking for a full GPU still packs at a partial share).
-            ranked = sorted(
-                mps,
-                key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
-            )
-            for o in ranked + fallback:
+            for o in first_fit_options(view, job):
                 g = view.first_legal(job.job_id, o)  # the first legal GPU (mask column argmax)
                 if g >= 0:
                     return Decision(job.job_id, g, o)

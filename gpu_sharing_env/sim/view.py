@@ -243,11 +243,7 @@ class ClusterView:
 
     def iter_decidable(self) -> Iterator[JobView]:
         """:attr:`decidable`, built lazily (a policy that stops at the first job that fits
-        builds few views of a long queue)."""
-        sim = self._sim
-        if sim.decision_scope != "queue":
-            yield from self.window
-            return
+        builds few views of a long queue or a full window)."""
         for jid in self.decidable_ids():
             yield self.job(jid)
 
