@@ -357,7 +357,8 @@ class ClusterView:
     def single_column(self, job_id: int, option: int) -> np.ndarray:
         """Per GPU: queued ``job_id`` may take that GPU alone under ``option`` (read-only). A
         single-GPU job's :meth:`mask_column` is this; a gang may start at ``g`` iff ``g`` is
-        legal here and so are ``num_gpus`` GPUs from ``g`` on (``Cluster._gang_mask``)."""
+        legal here and ``num_gpus`` legal GPUs, not necessarily adjacent, lie from ``g`` on
+        (``Cluster._gang_mask``)."""
         return _ro(self._sim.cluster.single_row(self._sim.jobs[job_id].spec, option))
 
     def watch_gpus(self) -> set[int]:
