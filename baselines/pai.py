@@ -378,6 +378,9 @@ def pai_candidate_gpus(
     return starts, o
 
 
+#: A queued job's (high-GPU, GPU types in the order tried, view as first seen).
+_PlanInfo = tuple[bool, tuple[str, ...], JobView]
+
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
 
@@ -448,12 +451,12 @@ class ReservePack(HeuristicPolicy):
         self._rank_memo = {}
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
-        self._info: dict[int, tuple[bool, tuple[str, ...], JobView]] = {}
+        self._info: dict[int, _PlanInfo] = {}
         #: What the last decision that found nothing was a function of (see :meth:`decide`).
         self._none_key: tuple[object, ...] | None = None
         #: (episode, decidable job ids, their ``_plan_info_id``, plan counts, the order they
         #: are tried in: high-GPU first) of the last decision.
-        self._ids_memo: tuple[object, tuple[int, ...], list[Any], list[int], list[int]] = (
+        self._ids_memo: tuple[object, tuple[int, ...], list[_PlanInfo], list[int], list[int]] = (
             None, (), [], [], [],
         )  # fmt: skip
         #: Node loads and empty runs, kept incrementally (per episode).
@@ -527,10 +530,7 @@ class ReservePack(HeuristicPolicy):
         if memo[0] is view.episode and memo[1] == tids:
             info, n_plans, ordered = memo[2], memo[3], memo[4]
         else:  # (the same jobs as at the last decision: most decisions)
-            if self._info_episode is not view.episode:
-                self._info_episode, self._info = view.episode, {}
-            get, plan_info = self._info.get, self._plan_info_id
-            info = [get(jid) or plan_info(view, jid) for jid in ids]
+            info = [self._plan_info_id(view, jid) for jid in ids]
             n_plans = [len(plans) for _, plans, _ in info]
             ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
                 k for k, (h, _, _) in enumerate(info) if not h
@@ -589,9 +589,7 @@ class ReservePack(HeuristicPolicy):
         self._none_key = none_key
         return None
 
-    def _plan_info_id(
-        self, view: ClusterView, job_id: int
-    ) -> tuple[bool, tuple[str, ...], JobView]:
+    def _plan_info_id(self, view: ClusterView, job_id: int) -> _PlanInfo:
         """(:meth:`high_gpu`, :meth:`plans`) of job ``job_id`` and a view of it as first seen
         (for its request), memoised per episode (functions of the job's request, which never
         changes, and of the fleet)."""
