@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,17 @@ def _scope(policy: Policy) -> str:
     return policy.decision_scope if isinstance(policy, HeuristicPolicy) else "window"
 
 
-def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
-    """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics."""
+def run_episode(
+    policy: Policy,
+    sim: Simulator,
+    seed: int,
+    on_reset: Callable[[Simulator], object] | None = None,
+) -> dict[str, float]:
+    """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics.
+
+    ``on_reset(sim)``, if given, is called once the episode is reset (where the env calls its
+    reward's ``reset``), before the policy's first decision.
+    """
     # The scenario's mechanisms, then the policy's: a simulator reused across policies must
     # not keep a previous policy's mechanisms (e.g. MuxFlow's protection) switched on.
     sim.mechanisms = sim.cfg.mechanisms
@@ -42,6 +51,8 @@ def run_episode(policy: Policy, sim: Simulator, seed: int) -> dict[str, float]:
     sim.decision_scope = _scope(policy)  # before ``reset``: it runs to the first decision point
     sim.reset(seed)
     policy.reset(seed)
+    if on_reset is not None:
+        on_reset(sim)
     return run_to_end(policy, sim)
 
 
