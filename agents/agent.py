@@ -43,6 +43,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     observation_space_v1,
 )
 from gpu_sharing_env.sim.codec import WAIT
+from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.envs import HINT, make_expert
 from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
@@ -146,6 +147,11 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
             f"{path}: {META_NAME}: policy {meta.get('policy')!r} is not size-free "
             f"(known: {', '.join(_FORMAT_POLICIES[fmt])}); load it with SB3 instead"
         )
+    if meta.get("window_order", "fifo") not in WINDOW_ORDERS:
+        raise AgentLoadError(
+            f"{path}: {META_NAME}: window_order must be one of {', '.join(WINDOW_ORDERS)} "
+            f"(got {meta.get('window_order')!r})"
+        )
     if not isinstance(state, dict):
         raise AgentLoadError(f"{path}: policy.pth: not a state dict")
     return meta, state
@@ -189,6 +195,9 @@ class RLAgent:
         self._rng = np.random.default_rng(0)
         self._seed = 0
         self._expert: Any = None
+        #: The queue order it was trained under (``GpuSharingEnv``'s ``window_order``): the
+        #: runner sets the simulator's to it.
+        self.window_order = str(self.meta.get("window_order", "fifo"))
 
     # ------------------------------------------------------------------ Policy protocol
     def reset(self, seed: int) -> None:

@@ -124,6 +124,7 @@ def reference_curve(
     its decision points and the offline job-seconds in the system by then (``sim.acc
     .in_system_s``), both non-decreasing, the last at the episode's end."""
     sim.mechanisms = sim.cfg.mechanisms
+    sim.window_order = policy.window_order  # (as the runner does)
     sim.reset(seed)
     policy.reset(seed)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))

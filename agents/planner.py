@@ -253,6 +253,9 @@ class RolloutPlanner(HeuristicPolicy):
         self.min_t = min_t
         self.fortified = fortified
         self.reset(0)
+        # The queue order is its base's (``speed_sjf_queue``: predicted): the runner sets the
+        # simulator's from it, and every rollout runs on a copy in that order.
+        self.window_order = self.base.window_order
 
     def reset(self, seed: int) -> None:
         super().reset(seed)

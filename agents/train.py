@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         "options": [o.label for o in probe.sim.options],
         "work_conserving": conserving,
         "expert_hint": settings.expert_hint,
+        "window_order": env_kwargs.get("window_order", "fifo"),
     }
     try:
         venv = make_vec_env(

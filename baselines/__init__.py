@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         RandomPolicy,
         TimeSharing,
     )
-    from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF
+    from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF, SpeedSJFQueue
 
 #: Registry name -> ``module:class`` (the same table as the entry points in ``pyproject.toml``).
 #: Imported on first use only: importing this package (which every ``gpu_sharing_gym.baselines.*``
@@ -49,6 +49,7 @@ _SPECS: dict[str, str] = {
     "load_balance": "pai:LoadBalance",
     "sjf_predicted": "pai:SjfPredicted",
     "speed_sjf": "speed_sjf:SpeedSJF",
+    "speed_sjf_queue": "speed_sjf:SpeedSJFQueue",
 }
 _CLASSES = {spec.partition(":")[2]: spec for spec in _SPECS.values()}
 
@@ -89,6 +90,7 @@ __all__ = [
     "ReservePack",
     "SjfPredicted",
     "SpeedSJF",
+    "SpeedSJFQueue",
     "TimeSharing",
     "UnknownPolicyError",
     "make_policy",

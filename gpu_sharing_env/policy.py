@@ -61,6 +61,9 @@ class HeuristicPolicy:
     #: runner sets ``Simulator.decision_scope`` to it). Under the Gymnasium env (``act``) it is
     #: always the window.
     decision_scope: ClassVar[str] = "window"
+    #: The queue's order, so which jobs the window holds, when the runner drives it:
+    #: ``"fifo"`` or ``"predicted"`` (``Simulator.window_order``; the runner sets it).
+    window_order: str = "fifo"
 
     def reset(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)

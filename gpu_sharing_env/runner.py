@@ -49,6 +49,8 @@ def run_episode(
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))
     sim.decision_scope = _scope(policy)  # before ``reset``: it runs to the first decision point
+    # (a policy's queue order: a heuristic's class attribute, an agent's from its training env)
+    sim.window_order = getattr(policy, "window_order", "fifo")
     sim.reset(seed)
     policy.reset(seed)
     if on_reset is not None:

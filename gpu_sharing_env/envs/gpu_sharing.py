@@ -16,6 +16,7 @@ from gpu_sharing_env.envs.render import render_ansi, render_rgb
 from gpu_sharing_env.envs.rewards import REWARDS, Reward
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
+from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.engine import Decision, Simulator
 
 INVALID_ACTION_MODES = ("noop", "raise")
@@ -102,7 +103,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     ```python
     gymnasium.make("GpuSharing-v0", scenario="default", reward="jct", reward_kwargs=None,
-                   invalid_action="noop", render_mode=None, max_gpus=None)
+                   invalid_action="noop", render_mode=None, max_gpus=None,
+                   window_order="fifo")
     ```
 
     * ``scenario``: a name in ``configs/scenarios/``, a YAML path, or a ``ScenarioConfig``.
@@ -117,6 +119,11 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
       ``"rgb_array"`` (an image of the same).
     * ``max_gpus``: padded GPU count of the observation and action layout; ``None`` takes the
       scenario's ``env.max_gpus``; ``0`` means the cluster's own size.
+    * ``window_order``: which queued jobs the window holds. ``"fifo"`` (default): the first
+      ``queue_window`` in submission order. ``"predicted"``: services and prioritised jobs first
+      (in submission order), then the best-effort jobs with the shortest predicted duration
+      (the scenario's estimate over the fastest allowed GPU type's solo speed), so an agent
+      can serve the short jobs of a long queue (``Simulator.window_order``).
 
     ## Version History
 
@@ -133,6 +140,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         invalid_action: Literal["noop", "raise"] = "noop",
         render_mode: str | None = None,
         max_gpus: int | None = None,
+        window_order: str = "fifo",
     ) -> None:
         if isinstance(scenario, ScenarioConfig):
             cfg = scenario
@@ -155,8 +163,16 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
                 f"render_mode: must be None or one of {', '.join(self.metadata['render_modes'])}"
                 f" (got {render_mode!r})"
             )
+        if window_order not in WINDOW_ORDERS:
+            raise ValueError(
+                f"window_order: must be one of {', '.join(WINDOW_ORDERS)} (got {window_order!r})"
+            )
         self.cfg = cfg
         self.sim: Simulator = make_simulator(cfg)
+        #: Which queued jobs the window (the action's job slots) holds: the first
+        #: ``queue_window`` in submission order, or services first and then the shortest
+        #: predicted jobs of the whole queue (``Simulator.window_order``).
+        self.window_order = window_order
         n_gpus = self.sim.n_gpus
         pad = cfg.env.max_gpus if max_gpus is None else max_gpus
         if isinstance(pad, bool) or not isinstance(pad, int | np.integer) or pad < 0:
@@ -193,6 +209,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if seed is None:
             seed = int(self.np_random.integers(_SEED_BOUND))
         self.episode_seed = int(seed)
+        self.sim.window_order = self.window_order
         self.sim.reset(self.episode_seed)
         self.encoder.reset()
         self.reward_fn.reset(self.sim)

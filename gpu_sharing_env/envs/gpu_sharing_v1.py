@@ -70,8 +70,11 @@ class GpuSharingEnvV1(GpuSharingEnv):
         max_gpus: int | None = None,
         max_window: int | None = None,
         max_options: int | None = None,
+        window_order: str = "fifo",
     ) -> None:
-        super().__init__(scenario, reward, reward_kwargs, invalid_action, render_mode, max_gpus)
+        super().__init__(
+            scenario, reward, reward_kwargs, invalid_action, render_mode, max_gpus, window_order
+        )
         sim = self.sim
         name = self.cfg.name
         window = _pad("max_window", max_window, sim.window, name)

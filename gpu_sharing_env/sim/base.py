@@ -91,6 +91,8 @@ class SimulatorBase:
     _live_version: int
     _queue_version: int
     _queue_log: list[int]
+    #: Per queued job id: its ``queue`` entry (``_queue_entry`` when it entered).
+    _queue_entries: dict[int, tuple[Any, int]]
     _frag_val: float
     _offline_total: int
     _offline_left: int
@@ -111,6 +113,7 @@ class SimulatorBase:
         def speed(self) -> SpeedModel: ...
         @property
         def n_gpus(self) -> int: ...
+        def _queue_entry(self, st: JobState) -> tuple[Any, int]: ...
 
         # Defined by ``rates._Rates``.
         def _accrue(self, st: JobState) -> None: ...

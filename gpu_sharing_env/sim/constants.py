@@ -19,6 +19,9 @@ from gpu_sharing_env.sim.state import Status
 CROSS_NODE_FACTOR = 0.85
 #: Gang jobs inside a PCIe node (assumption: 5% slower than NVLink).
 PCIE_GANG_FACTOR = 0.95
+#: Orders of the queue (``Simulator.window_order``): submission order, or commitments first and
+#: then shortest predicted duration first.
+WINDOW_ORDERS = ("fifo", "predicted")
 #: Resolution of an online service's utilisation as seen by co-runners (2 %).
 DUTY_STEP = 0.02
 #: Smoothness of the online load noise (AR(1) coefficient per tick): smooth over minutes.

@@ -50,6 +50,7 @@ from gpu_sharing_env.sim.constants import (
     DUTY_STEP,
     NOISE_AR,
     PCIE_GANG_FACTOR,
+    WINDOW_ORDERS,
 )
 from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause
@@ -185,6 +186,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._fault_rate_per_s = float(self._fault_w.sum()) / 3600.0
         self.window = cfg.env.queue_window
         self.decision_scope = "window"
+        self._window_order = "fifo"
         self.done = True
         self.now = 0.0
         self.n_events = 0
@@ -246,7 +248,10 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.jobs = {s.job_id: JobState(s) for s in specs}
         self._arrivals = specs
         self._next_arrival = 0
-        self.queue = []  # sorted (submit_s, job_id)
+        self.queue = []  # sorted ``_queue_entry``s: (submit_s, job_id) in FIFO order
+        self._queue_entries = {}
+        #: Per (model, gpu_types): its fastest solo speed on the fleet (``_queue_entry``).
+        self._best_speed: dict[tuple[str, tuple[str, ...]], float] = {}
         self.events = EventQueue()
         self.now = 0.0
         self.acc = Accumulator()
@@ -318,6 +323,53 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._decision_scope = scope
         #: How many jobs from the head of the queue a decision may place.
         self._scope_n = self.window if scope == "window" else sys.maxsize
+
+    @property
+    def window_order(self) -> str:
+        """The order of the queue, and so which jobs the window holds: ``"fifo"`` (submission
+        order; the default) or ``"predicted"`` (jobs with a service commitment first, i.e.
+        online services and prioritised jobs, in submission order; then the best-effort jobs,
+        shortest predicted duration first: the scenario's estimate of the remaining work over
+        the job's solo speed on the fastest GPU type it may use, what any scheduler may know).
+        The runner sets it from a policy's ``window_order``; the env from its own argument.
+        The window of a long queue is then its shortest jobs, as in Tiresias' and PAI's
+        shortest-predicted-first (Gu et al., NSDI'19; Weng et al., NSDI'22, Sec. 5)."""
+        return self._window_order
+
+    @window_order.setter
+    def window_order(self, order: str) -> None:
+        if order not in WINDOW_ORDERS:
+            raise ValueError(f"window_order={order!r}: must be one of {', '.join(WINDOW_ORDERS)}")
+        if order == self._window_order:
+            return
+        self._window_order = order
+        if getattr(self, "queue", None):  # re-key the queued jobs (normally set before reset)
+            self._queue_entries = {jid: self._queue_entry(self.jobs[jid]) for _, jid in self.queue}
+            self.queue = sorted(self._queue_entries.values())
+            self._queue_version += 1
+
+    def _queue_entry(self, st: JobState) -> tuple[Any, int]:
+        """The entry of queued job ``st`` in ``queue`` (sorted): ``(submit_s, job_id)`` in FIFO
+        order, ``((class, predicted_s, submit_s), job_id)`` in predicted order (a job's entry
+        never changes while it is queued: its estimate and progress are fixed there)."""
+        spec = st.spec
+        if self._window_order == "fifo":
+            return (spec.submit_s, spec.job_id)
+        if spec.online or spec.priority > 0:
+            return ((0, 0.0, spec.submit_s), spec.job_id)
+        key = (spec.model, spec.gpu_types)
+        best = self._best_speed.get(key)
+        if best is None:
+            names = set(spec.gpu_types) if spec.gpu_types else None
+            speeds = [
+                self._solo_speed(spec.model, t)
+                for t in self.cluster.type_names
+                if names is None or t in names
+            ]
+            best = self._best_speed[key] = max(speeds, default=1.0)
+        remaining = spec.est_work_s - st.work_done
+        pred = (remaining if remaining > 0.0 else 0.0) / (best if best > 1e-9 else 1e-9)
+        return ((1, pred, spec.submit_s), spec.job_id)
 
     @property
     def n_gpus(self) -> int:

@@ -69,7 +69,8 @@ class _Lifecycle(SimulatorBase):
         st.status = Status.QUEUED
         self._status_version += 1
         st.enqueue_t = self.now
-        bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        entry = self._queue_entries[st.spec.job_id] = self._queue_entry(st)
+        bisect.insort(self.queue, entry)
         self._queue_version += 1
         self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
@@ -120,7 +121,8 @@ class _Lifecycle(SimulatorBase):
 
     def _queue_insert(self, st: JobState) -> None:
         """Put a running job back in the queue without counting it as re-queued work."""
-        bisect.insort(self.queue, (st.spec.submit_s, st.spec.job_id))
+        entry = self._queue_entries[st.spec.job_id] = self._queue_entry(st)
+        bisect.insort(self.queue, entry)
         self._queue_version += 1
         self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
@@ -164,8 +166,8 @@ class _Lifecycle(SimulatorBase):
                     o.on_repartition(cast("Simulator", self), g, d)
             delay = max(delay, d)
         # (sorted, entries unique: found by bisection, not by a scan of the queue)
-        key = (spec.submit_s, spec.job_id)
-        i = bisect.bisect_left(self.queue, key)
+        key = self._queue_entries.pop(spec.job_id, None)
+        i = bisect.bisect_left(self.queue, key) if key is not None else len(self.queue)
         if i == len(self.queue) or self.queue[i] != key:
             raise ValueError(f"job {spec.job_id} is not queued")
         del self.queue[i]
