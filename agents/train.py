@@ -583,11 +583,13 @@ def _init_weights(model: Any, path: str, meta: dict[str, Any]) -> None:
         saved, state = read_checkpoint(Path(path))
     except (AgentLoadError, OSError, ValueError) as e:
         raise ValueError(str(e)) from None
-    for key in ("env_id", "policy", "policy_kwargs", "expert_hint"):
-        if saved.get(key) != meta.get(key):
+    # (``window_order`` is absent from checkpoints older than it: FIFO)
+    defaults = {"window_order": "fifo"}
+    for key in ("env_id", "policy", "policy_kwargs", "expert_hint", "window_order"):
+        if saved.get(key, defaults.get(key)) != meta.get(key, defaults.get(key)):
             raise ValueError(
-                f"{path}: {key} is {saved.get(key)!r}, the recipe's is {meta.get(key)!r} "
-                f"(fine-tune with the recipe that trained it)"
+                f"{path}: {key} is {saved.get(key, defaults.get(key))!r}, the recipe's is "
+                f"{meta.get(key, defaults.get(key))!r} (fine-tune with the recipe that trained it)"
             )
     try:
         model.policy.load_state_dict(state)

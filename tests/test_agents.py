@@ -151,6 +151,21 @@ def test_init_from_starts_with_the_saved_weights(trained: Path, tmp_path: Path) 
     assert r.returncode == 2
     assert r.stderr.startswith("gsg train: error: --init-from: ") and "policy_kwargs" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    # a checkpoint trained with the window in predicted order does not fine-tune under FIFO
+    import json
+    import shutil
+    import zipfile
+
+    from gpu_sharing_gym.agents.agent import META_NAME, write_metadata
+
+    other = tmp_path / "predicted.zip"
+    shutil.copy(src, other)
+    with zipfile.ZipFile(other) as z:
+        meta = json.loads(z.read(META_NAME))
+    write_metadata(other, {**meta, "window_order": "predicted"})
+    r = run(["--config", str(cfg), "--init-from", str(other), "--out", str(tmp_path / "p"),
+             "--quiet"])  # fmt: skip
+    assert r.returncode == 2 and "window_order is 'predicted'" in r.stderr, r.stderr
     r = run(["--out", str(out), "--resume", "--init-from", str(src), "--quiet"])
     assert r.returncode == 2 and "--init-from" in r.stderr
 
