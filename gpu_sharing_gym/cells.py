@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,29 @@ def scenario_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
+@lru_cache(maxsize=256)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def policy_digest(policy: str) -> str | None:
+    """Content hash of the checkpoint ``policy`` stands for (a shipped agent's name or a path to
+    a ``.zip``), None for a registered heuristic: a saved agent cell is reused only if its
+    checkpoint is unchanged, so a shipped agent replaced under its name, or a run's
+    ``model.zip`` retrained in place, is evaluated again rather than read from the old cells."""
+    import gpu_sharing_gym.agents as agents_pkg  # (the package only: no torch)
+
+    if "/" in policy or "\\" in policy or policy.endswith(".zip"):
+        path = Path(policy)
+    else:
+        path = Path(agents_pkg.__file__).resolve().parent / "pretrained" / f"{policy}.zip"
+    try:
+        st = path.stat()
+        return _file_digest(str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+
+
 def plan_cells(
     policies: Sequence[str], scenario_paths: Mapping[str, str], seeds: Sequence[int]
 ) -> list[Cell]:
@@ -100,6 +124,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     }
     try:
         base["scenario_digest"] = scenario_digest(cell.scenario_path)
+        base["policy_digest"] = policy_digest(cell.policy)
         cfg = load_scenario(cell.scenario_path)
         policy = make_policy(cell.policy)
         sim = make_simulator(cfg)
@@ -148,6 +173,9 @@ def load_cell(out: Path, cell: Cell) -> dict[str, Any] | None:
             return None
         if data.get("scenario_digest") not in (None, scenario_digest(cell.scenario_path)):
             return None
+        digest = policy_digest(cell.policy)
+        if digest is not None and data.get("policy_digest") != digest:
+            return None  # another checkpoint under this name (or a cell saved before digests)
         return dict(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -160,6 +160,18 @@ def test_checkpoint_path_policy_writes_only_inside_out(tiny: Path, tmp_path: Pat
     assert (out / "cells" / "tiny" / name / "0.json").is_file()
     assert (out / "tb" / name / "tiny").is_dir()
     assert set(pd.read_csv(out / "leaderboard.csv")["policy"]) == {"first_fit", str(model)}
+    # Another checkpoint saved over the same file: its cells run again (they were read back,
+    # stale, under the same name before); the heuristic's are reused.
+    from gpu_sharing_gym.cells import policy_digest
+
+    assert policy_digest("first_fit") is None and policy_digest("ppo") is not None
+    before = policy_digest(str(model))
+    cells = plan_cells(["first_fit", str(model)], {"tiny": str(tiny)}, [0])
+    assert pending_cells(out, cells)[0] == []
+    shutil.copy(PRETRAINED_DIR / "ppo.zip", model)
+    assert policy_digest(str(model)) != before
+    todo, done = pending_cells(out, cells)
+    assert [c.policy for c in todo] == [str(model)] and [c.policy for c in done] == ["first_fit"]
 
 
 def test_mean_ci95_is_student_t() -> None:
