@@ -17,14 +17,12 @@ from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF, SpeedSJFQueue
-from tests.helpers import make_sim
+from tests.helpers import make_sim, nodes
 from tests.test_baselines_gandiva import drive
 from tests.test_baselines_pai import _sjf_jobs, runner_placements
 
 
 def _one_gpu_sim() -> Simulator:
-    from tests.helpers import nodes
-
     return make_sim(_sjf_jobs(), nodes()[:1], env={"queue_window": 1})
 
 

@@ -91,8 +91,6 @@ class SimulatorBase:
     _live_version: int
     _queue_version: int
     _queue_log: list[int]
-    #: Per queued job id: its ``queue`` entry (``_queue_entry`` when it entered).
-    _queue_entries: dict[int, tuple[Any, int]]
     _frag_val: float
     _offline_total: int
     _offline_left: int

@@ -249,7 +249,6 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._arrivals = specs
         self._next_arrival = 0
         self.queue = []  # sorted ``_queue_entry``s: (submit_s, job_id) in FIFO order
-        self._queue_entries = {}
         #: Per (model, gpu_types): its fastest solo speed on the fleet (``_queue_entry``).
         self._best_speed: dict[tuple[str, tuple[str, ...]], float] = {}
         self.events = EventQueue()
@@ -344,8 +343,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
             return
         self._window_order = order
         if getattr(self, "queue", None):  # re-key the queued jobs (normally set before reset)
-            self._queue_entries = {jid: self._queue_entry(self.jobs[jid]) for _, jid in self.queue}
-            self.queue = sorted(self._queue_entries.values())
+            self.queue = sorted(self._queue_entry(self.jobs[jid]) for _, jid in self.queue)
             self._queue_version += 1
 
     def _queue_entry(self, st: JobState) -> tuple[Any, int]:

@@ -69,8 +69,7 @@ class _Lifecycle(SimulatorBase):
         st.status = Status.QUEUED
         self._status_version += 1
         st.enqueue_t = self.now
-        entry = self._queue_entries[st.spec.job_id] = self._queue_entry(st)
-        bisect.insort(self.queue, entry)
+        bisect.insort(self.queue, self._queue_entry(st))
         self._queue_version += 1
         self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
@@ -121,8 +120,7 @@ class _Lifecycle(SimulatorBase):
 
     def _queue_insert(self, st: JobState) -> None:
         """Put a running job back in the queue without counting it as re-queued work."""
-        entry = self._queue_entries[st.spec.job_id] = self._queue_entry(st)
-        bisect.insort(self.queue, entry)
+        bisect.insort(self.queue, self._queue_entry(st))
         self._queue_version += 1
         self._queue_log.append(st.spec.job_id)
         self._sig_add(st.spec)
@@ -166,8 +164,8 @@ class _Lifecycle(SimulatorBase):
                     o.on_repartition(cast("Simulator", self), g, d)
             delay = max(delay, d)
         # (sorted, entries unique: found by bisection, not by a scan of the queue)
-        key = self._queue_entries.pop(spec.job_id, None)
-        i = bisect.bisect_left(self.queue, key) if key is not None else len(self.queue)
+        key = self._queue_entry(st)
+        i = bisect.bisect_left(self.queue, key)
         if i == len(self.queue) or self.queue[i] != key:
             raise ValueError(f"job {spec.job_id} is not queued")
         del self.queue[i]
