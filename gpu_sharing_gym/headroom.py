@@ -3,6 +3,7 @@
     python -m gpu_sharing_gym.headroom --scenarios default --seeds 7101-7110 --out runs/headroom
     python -m gpu_sharing_gym.headroom --scenarios default-x2,heldout_load --seeds 7101-7105 \\
         --samples 4 --out runs/headroom
+    python -m gpu_sharing_gym.headroom --scenarios default --agents ppo --out runs/headroom
 
 Per scenario, on the given seeds:
 
@@ -16,7 +17,10 @@ Per scenario, on the given seeds:
    the ``--top`` best (only those without cluster mechanisms can be: ``make_expert``) plus
    ``pack``;
 3. the same planner on the true future
-   (:class:`~gpu_sharing_gym.agents.planner.OraclePlanner`, marked ``oracle``): a ceiling.
+   (:class:`~gpu_sharing_gym.agents.planner.OraclePlanner`, marked ``oracle``): a ceiling;
+4. with ``--agents``, learned agents (a shipped agent's name or a ``model.zip``) on the same
+   seeds, each judged by issue 25's bar: where the headroom is at least 15 % of the best
+   heuristic's mean, at least 10 % better than it; elsewhere, at least half the headroom closed.
 
 *Headroom* is the oracle planner's mean ``jct_mean_s`` minus the best heuristic's, with the
 95 % CI of the paired per-seed differences (Student t, n - 1 degrees of freedom); the honest
@@ -24,7 +28,7 @@ planner's row, paired the same way, shows how much of it is reachable without hi
 
 Every episode is a *cell* saved as ``OUT/cells/<scenario>/<policy>/<seed>.json`` (atomically)
 as soon as it finishes; a rerun computes only the missing cells (and those whose scenario file,
-physics version or planner settings changed), so Ctrl-C or SIGTERM loses at most the episodes
+physics version, planner settings or an agent's checkpoint changed), so Ctrl-C or SIGTERM loses at most the episodes
 in flight. The planner's base and candidates come from the heuristics' ranking on the given
 seeds, so another seed set can mean other planner settings and new planner cells. A cell does
 not record the code of the policies: after changing a baseline, use a fresh ``--out``.
@@ -58,7 +62,7 @@ from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_gym.agents.envs import make_expert
 from gpu_sharing_gym.agents.lookahead import CANDIDATES
 from gpu_sharing_gym.agents.planner import OraclePlanner, PlannerError, RolloutPlanner
-from gpu_sharing_gym.cells import scenario_digest
+from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
 from gpu_sharing_gym.leaderboard import meets_slo, rank_key
 
@@ -69,6 +73,10 @@ FORMAT = 1
 PLANNER, ORACLE = "planner", "planner_oracle"
 #: Headroom at or above this share of the best heuristic's mean JCT is flagged (issue 25).
 FLAG_SHARE = 0.15
+#: Issue 25's bar for a learned agent: where the headroom is flagged, at least this much better
+#: than the best heuristic (a share of its mean JCT); elsewhere, at least this share of the
+#: headroom closed.
+AGENT_GAIN, AGENT_CLOSED = 0.10, 0.5
 
 
 class InputError(ValueError):
@@ -78,9 +86,11 @@ class InputError(ValueError):
 # ============================================================================ cells
 @dataclass(frozen=True)
 class Cell:
-    """One episode: ``policy`` (a heuristic's registry name, :data:`PLANNER` or
-    :data:`ORACLE`) on ``scenario`` (loaded from ``scenario_path``) with ``seed``; a planner's
-    constructor arguments in ``params`` (sorted ``(key, value)`` pairs; empty for a heuristic)."""
+    """One episode: ``policy`` (a heuristic's registry name, :data:`PLANNER`, :data:`ORACLE`
+    or an agent: a shipped agent's name or a checkpoint path) on ``scenario`` (loaded from
+    ``scenario_path``) with ``seed``; a planner's constructor arguments in ``params`` (sorted
+    ``(key, value)`` pairs), an agent's checkpoint hash (``("checkpoint", digest)``), empty
+    for a heuristic."""
 
     policy: str
     scenario: str
@@ -89,7 +99,7 @@ class Cell:
     params: tuple[tuple[str, Any], ...] = field(default=())
 
     def path(self, out: Path) -> Path:
-        return out / "cells" / self.scenario / self.policy / f"{self.seed}.json"
+        return out / "cells" / self.scenario / policy_dir(self.policy) / f"{self.seed}.json"
 
     def key(self) -> dict[str, Any]:
         """What a saved file must match to be reused (besides the scenario file's digest)."""
@@ -319,6 +329,7 @@ class ScenarioResult:
     planner: Row | None = None
     oracle: Row | None = None
     n_heuristics: int = 0
+    agents: list[Row] = field(default_factory=list)
 
     def complete(self) -> bool:
         return all(
@@ -362,7 +373,37 @@ class ScenarioResult:
             head = paired(self.oracle, self.best, s)
             data["headroom_pct"] = -head["diff_pct"]
             data["headroom_at_least_15pct"] = -head["diff_pct"] >= 100 * FLAG_SHARE
+        agents = []
+        for r in self.agents:
+            if not all(k in r.jct for k in s):
+                continue
+            a = row(r)
+            a.update(self.agent_bar(r))
+            agents.append(json_safe(a))  # (no headroom: ``headroom_closed`` is NaN -> null)
+        if agents:
+            data["agents"] = agents
         return json_safe(data)
+
+    def agent_bar(self, agent: Row) -> dict[str, Any]:
+        """Issue 25's bar for ``agent`` (complete rows only): ``headroom_closed`` (its paired
+        gain over the best heuristic as a share of the oracle's; NaN without headroom) and
+        ``meets_bar``: at least :data:`AGENT_GAIN` better than the best heuristic where the
+        headroom is flagged, else at least :data:`AGENT_CLOSED` of the headroom closed; and it
+        meets the SLO target either way."""
+        s = self.seeds
+        p = paired(agent, self.best, s)
+        slo_ok = meets_slo(agent.slo_mean(s), self.slo_target)
+        if not self.complete():
+            return {"headroom_closed": math.nan, "meets_bar": False}
+        assert self.oracle is not None
+        head = paired(self.oracle, self.best, s)
+        closed = p["diff_mean_s"] / head["diff_mean_s"] if head["diff_mean_s"] < 0 else math.nan
+        if -head["diff_pct"] >= 100 * FLAG_SHARE:
+            ok = p["diff_pct"] <= -100 * AGENT_GAIN
+        else:
+            # no headroom at all: level with the best heuristic is the bar
+            ok = closed >= AGENT_CLOSED if math.isfinite(closed) else p["diff_mean_s"] <= 0
+        return {"headroom_closed": closed, "meets_bar": bool(ok and slo_ok)}
 
 
 def _signed(x: float, text: str) -> str:
@@ -399,6 +440,8 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             rows.append(("planner (observed belief)", res.planner))
         if res.oracle is not None and all(k in res.oracle.jct for k in s):
             rows.append(("planner_oracle (**oracle**: true future)", res.oracle))
+        agents = [a for a in res.agents if all(k in a.jct for k in s)]
+        rows += [(f"agent: **{a.policy}**", a) for a in agents]
         for label, r in rows:
             m, h = r.mean(s)
             slo = r.slo_mean(s)
@@ -438,6 +481,22 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             )
         else:
             note += " Planner rows incomplete."
+        for a in agents:
+            p = paired(a, res.best, s)
+            note += f" Agent {a.policy}: {_pct(p)} against the best heuristic"
+            if res.complete():
+                bar = res.agent_bar(a)
+                closed = bar["headroom_closed"]
+                if math.isfinite(closed):
+                    note += (
+                        f", {100 * closed:.0f} % of the headroom closed"
+                        if closed >= 0
+                        else ", none of the headroom closed (behind the best heuristic)"
+                    )
+                met = "meets" if bar["meets_bar"] else "misses"
+                note += f": {met} issue 25's bar."
+            else:
+                note += "."
         notes.append(note)
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
 
@@ -479,6 +538,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--top", type=int, default=5, help="the N best heuristics (base included) propose"
     )
+    ap.add_argument(
+        "--agents",
+        default="",
+        help="comma list of learned agents (shipped names or model.zip paths) to judge by the bar",
+    )
     ap.add_argument("--workers", type=int, default=1, help="processes (default 1)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
@@ -501,6 +565,23 @@ def _scenarios(text: str) -> dict[str, tuple[str, float]]:
     return out
 
 
+def _agents(text: str) -> list[str]:
+    """``--agents``: each loaded once here, so a bad name or checkpoint is one line, exit 2."""
+    out: list[str] = []
+    for name in (t.strip() for t in text.split(",")):
+        if not name or name in out:
+            continue
+        if name in (PLANNER, ORACLE):
+            raise InputError(f"--agents: {name} is a row of the table already")
+        try:
+            make_policy(name)
+        except Exception as e:  # unknown name, unreadable or incompatible checkpoint
+            lines = str(e).strip().splitlines()
+            raise InputError(f"--agents: {lines[0] if lines else type(e).__name__}") from None
+        out.append(name)
+    return out
+
+
 def _heuristics() -> list[str]:
     return [n for n in policy_names("policy") if not getattr(make_policy(n), "oracle", False)]
 
@@ -515,6 +596,7 @@ def headroom(
     workers: int = 1,
     quiet: bool = False,
     log: Any = None,
+    agents: Sequence[str] = (),
 ) -> tuple[list[ScenarioResult], list[str]]:
     """Compute (or load) every cell and return the per-scenario results and error lines."""
     heur = _heuristics()
@@ -551,12 +633,21 @@ def headroom(
             for name, oracle in ((ORACLE, True), (PLANNER, False)):
                 params = planner_params(best.policy, cands, samples, horizon, oracle)
                 pcells.append(Cell(name, scen, path, seed, params))
-    pres, err = run_cells(out, pcells, workers, "headroom: planners", quiet)
+    # an agent's cells carry its checkpoint's hash: a replaced checkpoint is evaluated again
+    digests = {a: policy_digest(a) for a in agents}
+    acells = [
+        Cell(a, scen, path, seed, (("checkpoint", digests[a]),) if digests[a] else ())
+        for scen, (path, _) in scenarios.items()
+        for a in agents
+        for seed in seeds
+    ]
+    pres, err = run_cells(out, pcells + acells, workers, "headroom: planners and agents", quiet)
     errors += err
     for res in results:
         mine = {c: r for c, r in pres.items() if c.scenario == res.scenario}
         res.planner = rows_from(mine, PLANNER, seeds)
         res.oracle = rows_from(mine, ORACLE, seeds)
+        res.agents = [rows_from(mine, a, seeds) for a in agents]
     return results, errors
 
 
@@ -575,6 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--samples, --top and --workers must be >= 1, --horizon >= 0")
         seeds = parse_seeds(args.seeds)
         scenarios = _scenarios(args.scenarios)
+        agents = _agents(args.agents)
         if args.out.exists() and not args.out.is_dir():
             raise InputError(f"--out: {args.out} exists and is not a directory")
     except InputError as e:
@@ -585,7 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_raises():
             results, errors = headroom(
                 args.out, scenarios, seeds, args.samples, args.horizon, args.top,
-                args.workers, args.quiet, log=sys.stderr,
+                args.workers, args.quiet, log=sys.stderr, agents=agents,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(

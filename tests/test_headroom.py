@@ -28,8 +28,10 @@ def tiny(tmp_path: Path) -> Path:
     return path
 
 
-def _run(tiny: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Run the command on ``tiny``; return the cells it computed."""
+def _run(
+    tiny: Path, out: Path, monkeypatch: pytest.MonkeyPatch, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """Run the command on ``tiny`` (``extra`` arguments added); return the cells it computed."""
     ran: list[str] = []
     real = headroom.run_cell
 
@@ -40,7 +42,8 @@ def _run(tiny: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(headroom, "run_cell", counting)
     monkeypatch.setattr(headroom, "_heuristics", lambda: HEURISTICS)
     argv = ["--scenarios", str(tiny), "--seeds", "1-2", "--out", str(out)]
-    assert headroom.main([*argv, "--samples", "1", "--horizon", "1", "--top", "3", "--quiet"]) == 0
+    argv += ["--samples", "1", "--horizon", "1", "--top", "3", "--quiet", *extra]
+    assert headroom.main(argv) == 0
     return ran
 
 
@@ -73,3 +76,32 @@ def test_bad_seeds_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert headroom.main(["--seeds", "9-3", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--seeds" in err
+
+
+def test_agent_rows_judged_by_the_bar(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--agents``: the agent's episodes are cells like the others (rerun: none computed), its
+    row is paired against the best heuristic, and issue 25's bar is applied to it."""
+    pytest.importorskip("sb3_contrib")
+    out = tmp_path / "hr"
+    ran = _run(tiny, out, monkeypatch, ("--agents", "ppo"))
+    assert sorted(r for r in ran if r.startswith("ppo/")) == ["ppo/1", "ppo/2"]
+    assert (out / "cells/tiny/ppo/1.json").is_file()
+    summary = json.loads((out / "headroom.json").read_text())[0]
+    (agent,) = summary["agents"]
+    assert agent["policy"] == "ppo" and set(agent["jct_by_seed"]) == {"1", "2"}
+    assert isinstance(agent["meets_bar"], bool) and "headroom_closed" in agent
+    vs = agent["vs_best"]
+    head = summary["oracle"]["vs_best"]["diff_mean_s"]
+    if head < 0:  # the share of the headroom the agent closed
+        assert agent["headroom_closed"] == pytest.approx(vs["diff_mean_s"] / head)
+    table = (out / "headroom.md").read_text()
+    assert "agent: **ppo**" in table and "issue 25's bar" in table
+    assert _run(tiny, out, monkeypatch, ("--agents", "ppo")) == []
+
+
+def test_bad_agent_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert headroom.main(["--agents", "no_such_agent", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--agents" in err and "no_such_agent" in err
