@@ -586,10 +586,11 @@ def _init_weights(model: Any, path: str, meta: dict[str, Any]) -> None:
     # (``window_order`` is absent from checkpoints older than it: FIFO)
     defaults = {"window_order": "fifo"}
     for key in ("env_id", "policy", "policy_kwargs", "expert_hint", "window_order"):
-        if saved.get(key, defaults.get(key)) != meta.get(key, defaults.get(key)):
+        theirs, ours = saved.get(key, defaults.get(key)), meta.get(key, defaults.get(key))
+        if theirs != ours:
             raise ValueError(
-                f"{path}: {key} is {saved.get(key, defaults.get(key))!r}, the recipe's is "
-                f"{meta.get(key, defaults.get(key))!r} (fine-tune with the recipe that trained it)"
+                f"{path}: {key} is {theirs!r}, the recipe's is {ours!r} "
+                f"(fine-tune with the recipe that trained it)"
             )
     try:
         model.policy.load_state_dict(state)
