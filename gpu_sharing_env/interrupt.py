@@ -10,6 +10,14 @@ each (130 = 128 + SIGINT, 143 = 128 + SIGTERM).
 Worker processes leave the decision to their parent: Ctrl-C on a terminal reaches the whole
 foreground process group, so pool workers ignore SIGINT (:func:`worker_init`) and the parent
 stops them (:func:`stop_pool`, or :func:`process_pool` which does it on any exception).
+
+An exception raised by a signal handler lands between any two bytecodes, also while the main
+thread holds a lock that a pool's own threads need (a future's condition inside
+``concurrent.futures.wait``, the executor's shutdown lock inside ``submit``); such a lock is
+never released, the pool's manager thread blocks on it, and the interpreter then waits for that
+thread forever at exit. Code that talks to a pool does so within :func:`signals_held` (or calls
+:func:`wait_first`), where a signal is acted on only when the block ends, and
+:func:`exit_process` ends an interrupted command even if its exit is stuck.
 """
 
 from __future__ import annotations
@@ -17,11 +25,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from collections.abc import Collection, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, NoReturn, TypeVar
+
+_T = TypeVar("_T")
 
 #: Exit status of a command stopped by Ctrl-C (SIGINT) or by SIGTERM (the shell's 128 + signal).
 SIGINT_EXIT = 128 + int(signal.SIGINT)
@@ -81,6 +92,71 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[list[int]]:
+    """Within this block Ctrl-C (SIGINT) and SIGTERM are recorded, not acted on; when the block
+    ends, the first one recorded is acted on as its handler would have done (raise
+    ``KeyboardInterrupt`` or :class:`Terminated`, die of the default action, or nothing where it
+    is ignored). The yielded list holds the signals recorded so far, so that a blocking loop
+    inside can poll it and end early. A no-op outside the main thread."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        got.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    if got:
+        signum = got[0]
+        handler = previous[signal.Signals(signum)]
+        if callable(handler):
+            handler(signum, None)
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
+
+def wait_first(futures: Collection[Future[_T]], poll_s: float = 0.2) -> set[Future[_T]]:
+    """``concurrent.futures.wait(futures, return_when=FIRST_COMPLETED)``'s finished set, with
+    Ctrl-C and SIGTERM held (:func:`signals_held`) while it holds the futures' locks: a signal
+    ends the wait within ``poll_s`` seconds and is acted on after it, never inside it. An empty
+    set only where the signal is ignored."""
+    with signals_held() as got:
+        while not got:
+            done, _ = wait(futures, timeout=poll_s, return_when=FIRST_COMPLETED)
+            if done:
+                return done
+    return set()
+
+
+def exit_process(code: int, grace_s: float = 15.0) -> NoReturn:
+    """End the process with ``code``. After Ctrl-C or SIGTERM (``code`` 130 or 143) a watchdog
+    bounds the interpreter's own exit to ``grace_s`` seconds: that exit joins every non-daemon
+    thread and runs the ``atexit`` handlers (``concurrent.futures`` joins its pools' manager
+    threads, ``multiprocessing`` its children), and one stuck there (a manager thread blocked
+    on a lock that the interrupted main thread held) would keep the process alive forever.
+    Past the grace the watchdog flushes the output and ends the process with ``code``; what the
+    command saved is on disk by then."""
+    if code in (SIGINT_EXIT, SIGTERM_EXIT):
+
+        def watchdog() -> None:
+            time.sleep(grace_s)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)
+
+        # a daemon thread: it never delays a normal exit, and it runs on while the exit hangs
+        threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
+    sys.exit(code)
+
+
 def worker_init() -> None:
     """Initializer of pool workers: ignore SIGINT (the parent, which gets the same Ctrl-C,
     decides and stops them) and die of SIGTERM (the default, even if a forked worker inherited
@@ -121,7 +197,9 @@ def process_pool(max_workers: int, mp_context: Any = None) -> Iterator[ProcessPo
     try:
         yield pool
     except BaseException:
-        stop_pool(pool)
+        with signals_held() as again:  # a second Ctrl-C must not cut the stopping short
+            stop_pool(pool)
+            again.clear()  # already stopping: nothing more to act on
         raise
     pool.shutdown(wait=True)
 
@@ -131,9 +209,12 @@ __all__ = [
     "SIGTERM_EXIT",
     "Terminated",
     "exit_code",
+    "exit_process",
     "process_pool",
+    "signals_held",
     "sigterm_raises",
     "stop_pool",
     "stopped_by",
+    "wait_first",
     "worker_init",
 ]

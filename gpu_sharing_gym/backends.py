@@ -13,10 +13,10 @@ import multiprocessing as mp
 import signal
 import threading
 from collections.abc import Generator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from typing import Any
 
-from gpu_sharing_env.interrupt import process_pool
+from gpu_sharing_env.interrupt import process_pool, signals_held, wait_first
 from gpu_sharing_gym.cells import Cell, run_cell
 
 BACKENDS = ("local", "ray")
@@ -51,16 +51,20 @@ def run_local(
         todo = iter(cells)
         running: dict[Future[dict[str, Any]], Cell] = {}
         while True:
-            while len(running) < 2 * workers:
-                nxt = next(todo, None)
-                if nxt is None:
-                    break
-                running[pool.submit(run_cell, nxt)] = nxt
+            # signals_held, wait_first: a signal never lands while the pool's locks are held
+            with signals_held():
+                while len(running) < 2 * workers:
+                    nxt = next(todo, None)
+                    if nxt is None:
+                        break
+                    running[pool.submit(run_cell, nxt)] = nxt
             if not running:
                 return
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                yield running.pop(fut), fut.result()
+            for fut in wait_first(running):
+                cell = running.pop(fut)
+                with signals_held():
+                    result = fut.result()
+                yield cell, result
 
 
 def run_ray(

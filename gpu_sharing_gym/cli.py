@@ -19,7 +19,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
-from gpu_sharing_env.interrupt import exit_code, sigterm_raises, stopped_by
+from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 
 #: command -> (module with ``main(argv) -> int``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -112,5 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> None:
+    """The ``gsg`` console script: :func:`main`, then :func:`exit_process` (an interrupted command
+    ends even if a thread of a process pool is stuck)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

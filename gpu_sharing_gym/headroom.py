@@ -45,7 +45,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,15 @@ import numpy as np
 from gpu_sharing_env.config import ConfigError, load_scenario
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interference import MODEL_VERSION
-from gpu_sharing_env.interrupt import exit_code, process_pool, sigterm_raises, stopped_by
+from gpu_sharing_env.interrupt import (
+    exit_code,
+    exit_process,
+    process_pool,
+    signals_held,
+    sigterm_raises,
+    stopped_by,
+    wait_first,
+)
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy, policy_names
@@ -227,11 +235,16 @@ def _run(
             finish(c, run_cell(c))
         return
     with process_pool(min(workers, len(todo))) as pool:
-        running: dict[Future[dict[str, Any]], Cell] = {pool.submit(run_cell, c): c for c in todo}
+        with signals_held():  # never while the pool's locks are held (see interrupt)
+            running: dict[Future[dict[str, Any]], Cell] = {
+                pool.submit(run_cell, c): c for c in todo
+            }
         while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for f in finished:
-                finish(running.pop(f), f.result())
+            for f in wait_first(running):
+                cell = running.pop(f)
+                with signals_held():
+                    result = f.result()
+                finish(cell, result)
 
 
 # ============================================================================ the table
@@ -699,4 +712,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

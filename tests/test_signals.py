@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -239,6 +240,57 @@ def test_sigterm_raises_terminated_inside_the_block_only() -> None:
     assert interrupt.exit_code(KeyboardInterrupt()) == 143
     with interrupt.sigterm_raises():  # ... until the next command starts
         assert interrupt.exit_code(KeyboardInterrupt()) == 130
+
+
+def test_signals_held_acts_on_a_signal_when_the_block_ends() -> None:
+    after: list[str] = []
+    with (
+        pytest.raises(interrupt.Terminated),
+        interrupt.sigterm_raises(),
+        interrupt.signals_held() as got,
+    ):
+        signal.raise_signal(signal.SIGTERM)
+        after.append("went on")  # the signal did not cut the block short ...
+        assert got == [signal.SIGTERM]
+    assert after == ["went on"]  # ... and was acted on (Terminated) when it ended
+    with pytest.raises(KeyboardInterrupt), interrupt.signals_held():
+        signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_wait_first_ends_on_a_signal_and_raises_after_it() -> None:
+    from concurrent.futures import Future
+
+    never: Future[int] = Future()  # never finishes: only the signal can end the wait
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.wait_first([never], poll_s=0.05)
+    finally:
+        timer.join()
+    done: Future[int] = Future()
+    done.set_result(1)
+    assert interrupt.wait_first([never, done]) == {done}
+
+
+def test_exit_process_does_not_wait_for_a_stuck_thread() -> None:
+    # A non-daemon thread blocked for good (as a pool's manager thread on a lock that an
+    # interrupted main thread held) keeps a plain exit waiting forever; after an interrupt,
+    # exit_process ends the process with its status once the grace is over. (A plain
+    # sys.exit here would hang: the subprocess timeout would fail the test.)
+    code = (
+        "import threading; from gpu_sharing_env.interrupt import exit_process\n"
+        "lock = threading.Lock(); lock.acquire()\n"
+        "threading.Thread(target=lock.acquire).start()\n"
+        "print('saved', flush=True)\n"
+        "exit_process(143, grace_s=0.2)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=START_TIMEOUT_S
+    )
+    assert res.returncode == 143, res.stderr.decode()
+    assert res.stdout == b"saved\n"
 
 
 def _block(path: str) -> None:
