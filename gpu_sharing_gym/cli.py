@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def entry() -> None:
-    """The ``gsg`` console script: :func:`main`, then :func:`exit_process` (an interrupted command
-    ends even if a thread of a process pool is stuck)."""
-    exit_process(main())
+def entry(argv: list[str] | None = None) -> None:
+    """The ``gsg`` console script and ``scripts/*.py``: :func:`main`, then :func:`exit_process`
+    (an interrupted command ends even if a thread of a process pool is stuck)."""
+    exit_process(main(argv))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 import sys
 
-from gpu_sharing_gym.cli import main
+from gpu_sharing_gym.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main(["bench", *sys.argv[1:]]))
+    entry(["bench", *sys.argv[1:]])
