@@ -22,6 +22,7 @@ import json
 import os
 import zipfile
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ from gpu_sharing_env.envs.observation import (
 )
 from gpu_sharing_env.envs.observation_v1 import (
     GPU_FEATURES_V1,
-    JOB_FEATURES_V1,
     OPTION_FEATURES,
+    PAIR_FEATURES,
     ObservationEncoderV1,
     observation_space_v1,
 )
@@ -198,6 +199,9 @@ class RLAgent:
         #: The queue order it was trained under (``GpuSharingEnv``'s ``window_order``): the
         #: runner sets the simulator's to it.
         self.window_order = str(self.meta.get("window_order", "fifo"))
+        #: Migration slots of its training env (``GpuSharing-v1``'s ``migration_slots``): the
+        #: runner's codec offers it the same running jobs to move.
+        self.migration_slots = int(self.meta.get("migration_slots", 0))
 
     # ------------------------------------------------------------------ Policy protocol
     def reset(self, seed: int) -> None:
@@ -229,8 +233,12 @@ class RLAgent:
     def _encode(self, view: ClusterView) -> dict[str, np.ndarray]:
         key = (view.simulator_id, view.n_gpus)
         if self._encoder is None or self._encoder_key != key:
-            enc_cls = ObservationEncoderV1 if self.option_agnostic else ObservationEncoder
-            self._encoder = view.make_encoder(enc_cls, view.n_gpus)  # type: ignore[arg-type,assignment]
+            enc_cls: Any = (
+                partial(ObservationEncoderV1, moves=self.migration_slots)
+                if self.option_agnostic
+                else ObservationEncoder
+            )
+            self._encoder = view.make_encoder(enc_cls, view.n_gpus)
             self._encoder_key = key
         assert self._encoder is not None
         return view.encode(self._encoder)
@@ -238,9 +246,10 @@ class RLAgent:
     def layout(self, obs: Mapping[str, np.ndarray], mask: np.ndarray) -> tuple[int, int, int]:
         """(max_gpus, window, n_options) of an observation and its mask."""
         if self.option_agnostic:
-            window = obs["jobs"].shape[0] // len(JOB_FEATURES_V1)
+            # (job slots: the window's and any migration slots, one pairs block each)
             max_gpus = obs["gpus"].shape[0] // len(GPU_FEATURES_V1)
-            return max_gpus, window, obs["options"].shape[0] // len(OPTION_FEATURES)
+            slots = obs["pairs"].shape[0] // (max_gpus * len(PAIR_FEATURES))
+            return max_gpus, slots, obs["options"].shape[0] // len(OPTION_FEATURES)
         window = obs["jobs"].shape[0] // len(JOB_FEATURES)
         max_gpus = obs["gpus"].shape[0] // len(GPU_FEATURES)
         return max_gpus, window, (mask.shape[0] - 1) // (window * max_gpus)
@@ -252,7 +261,8 @@ class RLAgent:
         if pol is None:
             trained = self.meta.get("n_options")
             if self.option_agnostic:
-                obs_space = observation_space_v1(max_gpus, window, n_options)
+                moves = self.migration_slots
+                obs_space = observation_space_v1(max_gpus, window - moves, n_options, moves)
             elif trained is not None and int(trained) != n_options:
                 raise AgentLoadError(
                     f"agent {self.name}: trained with {trained} placement options "

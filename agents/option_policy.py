@@ -58,6 +58,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     OPTION_FEATURES,
     PAIR_FEATURES,
     layout_v1,
+    layout_v1_columns,
 )
 from gpu_sharing_gym.agents.envs import HINT
 from gpu_sharing_gym.agents.policy import CandidateScoring, _MaskedCategorical
@@ -171,12 +172,15 @@ class FlatDictV1(BaseFeaturesExtractor):
 class _Tables(nn.Module):
     """Splits the flat features into (gpus, jobs, global, options, pairs, hint)."""
 
-    def __init__(self, max_gpus: int, window: int, n_options: int) -> None:
+    def __init__(
+        self, max_gpus: int, window: int, n_options: int, job_cols: int = len(JOB_FEATURES_V1)
+    ) -> None:
         super().__init__()
         self.g, self.w, self.o = max_gpus, window, n_options
+        self.job_cols = job_cols
         sizes = [
             max_gpus * len(GPU_FEATURES_V1),
-            window * len(JOB_FEATURES_V1),
+            window * job_cols,
             len(GLOBAL_FEATURES_V1),
             n_options * len(OPTION_FEATURES),
             window * max_gpus * len(PAIR_FEATURES),
@@ -188,7 +192,7 @@ class _Tables(nn.Module):
         s = self.bounds
         return (
             x[:, s[0] : s[1]].reshape(b, self.g, len(GPU_FEATURES_V1)),
-            x[:, s[1] : s[2]].reshape(b, self.w, len(JOB_FEATURES_V1)),
+            x[:, s[1] : s[2]].reshape(b, self.w, self.job_cols),
             x[:, s[2] : s[3]],
             x[:, s[3] : s[4]].reshape(b, self.o, len(OPTION_FEATURES)),
             x[:, s[4] : s[5]].reshape(b, self.w, self.g, len(PAIR_FEATURES)),
@@ -251,11 +255,17 @@ class _Trunk(nn.Module):
     designs; each owns an instance). Without ``pairs`` it stops before the (job, GPU) pair
     table (``hp`` is None): the light critic's trunk."""
 
-    def __init__(self, hidden: int, n_layers: int, pairs: bool = True) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        n_layers: int,
+        pairs: bool = True,
+        job_cols: int = len(JOB_FEATURES_V1),
+    ) -> None:
         super().__init__()
         self.pairs = pairs
         self.gpu = _mlp(len(GPU_FEATURES_V1), hidden, n_layers)
-        self.job = _mlp(len(JOB_FEATURES_V1), hidden, n_layers)
+        self.job = _mlp(job_cols, hidden, n_layers)
         self.glob = _mlp(len(GLOBAL_FEATURES_V1), hidden, 1)
         self.ctx = _mlp(5 * hidden, hidden, 1)
         self.gpu_ctx = nn.Linear(hidden, hidden)
@@ -310,13 +320,14 @@ class OptionScorer(CandidateScoring):
         pair_hidden: int = 32,
         hint_gain: float = 0.0,
         critic_pairs: bool = True,
+        job_cols: int = len(JOB_FEATURES_V1),
     ) -> None:
         super().__init__()
-        self.tables = _Tables(max_gpus, window, n_options)
+        self.tables = _Tables(max_gpus, window, n_options, job_cols)
         self.latent_dim_pi = 1 + window * max_gpus * n_options
         self.latent_dim_vf = hidden
         self.n_options = n_options
-        self.actor = _Trunk(hidden, n_layers)
+        self.actor = _Trunk(hidden, n_layers, job_cols=job_cols)
         self.opt = _mlp(len(OPTION_FEATURES), hidden, n_layers)
         self.q_pair = nn.Linear(hidden, pair_hidden)
         self.q_opt = nn.Linear(hidden, pair_hidden, bias=False)
@@ -324,7 +335,7 @@ class OptionScorer(CandidateScoring):
         self.u_opt = nn.Linear(hidden, pair_hidden, bias=False)
         self.out = nn.Linear(pair_hidden, 1)
         self.wait = nn.Sequential(_mlp(3 * hidden, hidden, 1), nn.Linear(hidden, 1))
-        self.critic = _Trunk(hidden, n_layers, pairs=critic_pairs)
+        self.critic = _Trunk(hidden, n_layers, pairs=critic_pairs, job_cols=job_cols)
         self.value = _mlp(5 * hidden, hidden, 1)
         self.hint_gain = nn.Parameter(th.tensor(float(hint_gain)))
 
@@ -438,14 +449,15 @@ class OptionActorCriticPolicy(MaskableActorCriticPolicy):
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
-        g, w, o = layout_v1(self.observation_space)  # type: ignore[arg-type]
+        # (job slots: the window's and any migration slots; their rows' column count)
+        g, w, o, cols = layout_v1_columns(self.observation_space)  # type: ignore[arg-type]
         n = int(self.action_space.n)  # type: ignore[attr-defined]
         if n != 1 + w * g * o:
             raise ValueError(
                 f"action space Discrete({n}) does not match the observation layout "
                 f"(1 + {w} x {g} x {o})"
             )
-        self.mlp_extractor = OptionScorer(g, w, o, **self.net_kwargs)  # type: ignore[assignment]
+        self.mlp_extractor = OptionScorer(g, w, o, **self.net_kwargs, job_cols=cols)  # type: ignore[assignment]
 
     def _build(self, lr_schedule: Any) -> None:
         self.action_dist = WaitOrPlace(int(self.action_space.n))  # type: ignore[attr-defined]

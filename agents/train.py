@@ -45,6 +45,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "work_conserving": conserving,
         "expert_hint": settings.expert_hint,
         "window_order": env_kwargs.get("window_order", "fifo"),
+        "migration_slots": int(env_kwargs.get("migration_slots", 0)),
     }
     try:
         venv = make_vec_env(
@@ -592,10 +594,45 @@ def _init_weights(model: Any, path: str, meta: dict[str, Any]) -> None:
                 f"{path}: {key} is {theirs!r}, the recipe's is {ours!r} "
                 f"(fine-tune with the recipe that trained it)"
             )
+    moves_from, moves_to = int(saved.get("migration_slots", 0)), int(meta.get("migration_slots", 0))
+    if moves_from != moves_to:
+        if moves_from or not moves_to:
+            raise ValueError(
+                f"{path}: migration_slots is {moves_from}, the recipe's is {moves_to} (an agent "
+                f"without migration slots can start one with them, not the other way round)"
+            )
+        state = widen_job_inputs(state, model.policy.state_dict())
     try:
         model.policy.load_state_dict(state)
     except RuntimeError as e:
         raise ValueError(f"{path}: weights do not fit the recipe's network ({e})") from None
+
+
+def widen_job_inputs(state: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` (an agent without migration slots) fitted to ``target``'s network (one with
+    them): the job encoders' first layers get zero weights for the added ``jobs`` columns
+    (``MOVE_FEATURES``), so every queue row is encoded exactly as before (a function-preserving
+    widening, as in Chen et al., "Net2Net", ICLR'16): where no job is a migration candidate the
+    widened network scores every action as the saved one did. Candidate rows are new rows (at
+    first encoded like a queued job with their features) that the pooled context and the
+    candidates now include; training learns what the new columns mean. Every other tensor is
+    taken as saved."""
+    import torch as th
+
+    from gpu_sharing_env.envs.observation_v1 import MOVE_FEATURES
+
+    out = dict(state)
+    for k, w in state.items():
+        t = target.get(k)
+        if (
+            t is not None
+            and k.endswith("job.0.weight")
+            and w.dim() == 2
+            and t.shape[0] == w.shape[0]
+            and t.shape[1] == w.shape[1] + len(MOVE_FEATURES)
+        ):
+            out[k] = th.cat([w, w.new_zeros(w.shape[0], len(MOVE_FEATURES))], dim=1)
+    return out
 
 
 def _close_quietly(venv: Any) -> None:

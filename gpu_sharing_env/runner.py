@@ -60,7 +60,9 @@ def run_episode(
 
 def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
     """Let ``policy`` schedule ``sim`` from its current state to the end; return the metrics."""
-    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+    # (an agent trained with migration slots gets them here too: the same running jobs)
+    moves = 0 if isinstance(policy, HeuristicPolicy) else getattr(policy, "migration_slots", 0)
+    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), int(moves))
     same_instant = 0
     last_t = -1.0
     sim.decision_scope = _scope(policy)

@@ -233,7 +233,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
                 sim.advance()
             else:
                 slot, gpu, option = self.codec.decode(a)  # type: ignore[misc]
-                sim.apply(Decision(sim.queue[slot][1], gpu, option))
+                sim.apply(Decision(self.codec.slot_job(sim, slot), gpu, option))
                 if not sim.needs_decision():
                     sim.advance()
         reward = float(self.reward_fn(sim))

@@ -51,7 +51,15 @@ class GpuSharingEnvV1(GpuSharingEnv):
     ## Arguments
 
     v0's, plus ``max_window`` and ``max_options`` (``None`` or ``0``: the scenario's own;
-    otherwise at least that), which pad the layout like ``max_gpus``.
+    otherwise at least that), which pad the layout like ``max_gpus``, and ``migration_slots``
+    (default 0: none). With ``k`` migration slots the action space gains ``k`` job slots after
+    the window's: slot ``max_window + i`` holds the ``i``-th of
+    ``Simulator.migration_candidates`` (running offline single-GPU jobs on shared GPUs with at
+    least 300 s of estimated work left, longest time left first), and placing it on an empty GPU
+    migrates it there (Gandiva's introspective migration: a checkpoint-restore pause of
+    ``sharing.migration_s``, progress kept). Their ``jobs`` rows follow the window's, and every
+    ``jobs`` row gains two columns (``MOVE_FEATURES``: running, time left at the current rate).
+    Decision points are unchanged (a migration is offered where a placement decision is due).
 
     ## Version History
 
@@ -71,6 +79,7 @@ class GpuSharingEnvV1(GpuSharingEnv):
         max_window: int | None = None,
         max_options: int | None = None,
         window_order: str = "fifo",
+        migration_slots: int = 0,
     ) -> None:
         super().__init__(
             scenario, reward, reward_kwargs, invalid_action, render_mode, max_gpus, window_order
@@ -79,9 +88,16 @@ class GpuSharingEnvV1(GpuSharingEnv):
         name = self.cfg.name
         window = _pad("max_window", max_window, sim.window, name)
         n_opt = _pad("max_options", max_options, len(sim.options), name)
+        if (
+            isinstance(migration_slots, bool)
+            or not isinstance(migration_slots, int | np.integer)
+            or migration_slots < 0
+        ):
+            raise ValueError(f"migration_slots: must be an integer >= 0 (got {migration_slots!r})")
         self.max_window, self.max_options = window, n_opt
-        self.codec = ActionCodec(window, self.max_gpus, n_opt)
-        self.encoder = ObservationEncoderV1(sim, self.max_gpus, window, n_opt)  # type: ignore[assignment]
+        self.migration_slots = moves = int(migration_slots)
+        self.codec = ActionCodec(window, self.max_gpus, n_opt, moves)
+        self.encoder = ObservationEncoderV1(sim, self.max_gpus, window, n_opt, moves)  # type: ignore[assignment]
         self.action_space = spaces.Discrete(self.codec.n_actions)
         self.observation_space = self.encoder.space
         self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
@@ -91,12 +107,32 @@ class GpuSharingEnvV1(GpuSharingEnv):
     def explain(self, action: int) -> str | None:
         """Why ``action`` is illegal now (padding, or the simulator's reason), or None."""
         if 0 < action < self.codec.n_actions:
-            slot, _, option = self.codec.decode(action)  # type: ignore[misc]
+            slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
             if option >= len(self.sim.options):
                 return f"option {option} is padding (the scenario has {len(self.sim.options)})"
+            if slot >= self.max_window:
+                return self._explain_move(slot - self.max_window, gpu, option)
             if slot >= self.sim.window:
                 return f"queue slot {slot} is padding (the window holds {self.sim.window})"
         return super().explain(action)
+
+    def _explain_move(self, k: int, gpu: int, option: int) -> str | None:
+        """Why moving migration candidate ``k`` to ``gpu`` with ``option`` is illegal, or None
+        (from the legality the mask holds: asking the simulator to check a migration would
+        move the job's residency around)."""
+        sim = self.sim
+        if sim.done:
+            return "the episode is over"
+        cands = sim.migration_candidates(self.migration_slots)
+        if k >= len(cands):
+            return f"migration slot {k} is empty ({len(cands)} candidates)"
+        if gpu >= sim.n_gpus:
+            return f"gpu {gpu} is padding (the cluster has {sim.n_gpus} GPUs)"
+        if sim.migration_mask(cands[k])[gpu, option]:
+            return None
+        if sim.cluster.n_res[gpu] > 0 or not sim.cluster.ready[gpu]:
+            return f"gpu {gpu} is not empty and ready (a migration goes to an empty GPU)"
+        return sim.cluster.check(sim.jobs[cands[k]].spec, gpu, option) or "not legal"
 
     def _build_mask(self) -> np.ndarray:
         """The action mask from the simulator's legality function (a fresh array)."""
@@ -107,9 +143,12 @@ class GpuSharingEnvV1(GpuSharingEnv):
             return m
         g, n_opt = sim.n_gpus, len(sim.options)
         # (slot, gpu, option) view of the placement actions
-        blocks = m[1:].reshape(self.max_window, self.max_gpus, self.codec.n_options)
+        blocks = m[1:].reshape(-1, self.max_gpus, self.codec.n_options)
         for slot, spec in enumerate(sim.window_jobs()):
             blocks[slot, :g, :n_opt] = sim.mask(spec.job_id)
+        if self.migration_slots:
+            for k, jid in enumerate(sim.migration_candidates(self.migration_slots)):
+                blocks[self.max_window + k, :g, :n_opt] = sim.migration_mask(jid)
         return m
 
     def _observe(self) -> Obs:
@@ -118,6 +157,7 @@ class GpuSharingEnvV1(GpuSharingEnv):
         sim = self.sim
         if sim.done:
             return self.encoder.encode(sim)
-        blocks = self._mask[1:].reshape(self.max_window, self.max_gpus, self.codec.n_options)
-        legal = blocks[: sim.window, : sim.n_gpus].any(axis=2)
+        blocks = self._mask[1:].reshape(-1, self.max_gpus, self.codec.n_options)
+        rows = blocks if self.migration_slots else blocks[: sim.window]
+        legal = rows[:, : sim.n_gpus].any(axis=2)
         return self.encoder.encode(sim, legal)  # type: ignore[call-arg]

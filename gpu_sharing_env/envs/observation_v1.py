@@ -79,6 +79,11 @@ JOB_FEATURES_V1: tuple[str, ...] = (
     "pred_duration",
     "duration_rank",
 )
+#: The ``jobs`` columns added after :data:`JOB_FEATURES_V1` when the env has migration slots
+#: (``migration_slots > 0``): whether the row is a running job (a migration candidate; queue
+#: rows 0), and its estimated time until it leaves its GPU at its current (shared) rate, the
+#: figure a migration would shorten (:func:`time_left_s`).
+MOVE_FEATURES: tuple[str, ...] = ("running", "time_left")
 GLOBAL_FEATURES_V1: tuple[str, ...] = (
     *GLOBAL_FEATURES,
     "beyond_jobs",
@@ -121,41 +126,61 @@ _MODE_OPT = {
 }
 
 
-def observation_space_v1(max_gpus: int, window: int, n_options: int) -> spaces.Dict:
-    """The v1 observation space for a padded GPU count, queue window and option count."""
+def job_features_v1(moves: int) -> int:
+    """Columns of a v1 ``jobs`` row: :data:`JOB_FEATURES_V1`, and :data:`MOVE_FEATURES` where
+    the env has migration slots."""
+    return len(JOB_FEATURES_V1) + (len(MOVE_FEATURES) if moves > 0 else 0)
+
+
+def observation_space_v1(max_gpus: int, window: int, n_options: int, moves: int = 0) -> spaces.Dict:
+    """The v1 observation space for a padded GPU count, queue window and option count, with
+    ``moves`` migration slots after the window's (their rows follow the window's)."""
 
     def box(n: int, low: float = 0.0) -> spaces.Box:
         return spaces.Box(low=low, high=1.0, shape=(n,), dtype=np.float32)
 
+    slots = window + moves
     return spaces.Dict(
         {
             "gpus": box(max_gpus * len(GPU_FEATURES_V1)),
-            "jobs": box(window * len(JOB_FEATURES_V1)),
+            "jobs": box(slots * job_features_v1(moves)),
             "global": box(len(GLOBAL_FEATURES_V1), low=-1.0),
             "options": box(n_options * len(OPTION_FEATURES)),
-            "pairs": box(window * max_gpus * len(PAIR_FEATURES)),
+            "pairs": box(slots * max_gpus * len(PAIR_FEATURES)),
         }
     )
 
 
 def layout_v1(space: spaces.Dict) -> tuple[int, int, int]:
-    """(max_gpus, window, n_options) of a v1 observation space; ValueError if it is not one."""
+    """(max_gpus, job slots, n_options) of a v1 observation space (slots: the window's and any
+    migration slots); ValueError if it is not one."""
+    g, w, o, _ = layout_v1_columns(space)
+    return g, w, o
+
+
+def layout_v1_columns(space: spaces.Dict) -> tuple[int, int, int, int]:
+    """:func:`layout_v1` and the number of ``jobs`` columns (:func:`job_features_v1`)."""
     try:
         n = {k: int(space[k].shape[0]) for k in KEYS_V1}  # type: ignore[index]
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"observation space is not GpuSharing-v1's (no {e})") from None
     if (
         n["gpus"] % len(GPU_FEATURES_V1)
-        or n["jobs"] % len(JOB_FEATURES_V1)
         or n["options"] % len(OPTION_FEATURES)
         or n["global"] != len(GLOBAL_FEATURES_V1)
+        or not n["gpus"]
     ):
         raise ValueError("observation space: feature layout differs from GpuSharing-v1's")
     g = n["gpus"] // len(GPU_FEATURES_V1)
-    w = n["jobs"] // len(JOB_FEATURES_V1)
-    if n["pairs"] != w * g * len(PAIR_FEATURES):
+    w, rest = divmod(n["pairs"], g * len(PAIR_FEATURES))
+    if (
+        rest
+        or not w
+        or n["jobs"] % w
+        or n["jobs"] // w not in (job_features_v1(0), job_features_v1(1))
+    ):
         raise ValueError("observation space: pairs do not match the gpus and jobs tables")
-    return g, w, n["options"] // len(OPTION_FEATURES)
+    return g, w, n["options"] // len(OPTION_FEATURES), n["jobs"] // w
 
 
 def _log_norm(x: float, scale: float) -> float:
@@ -267,6 +292,7 @@ class ObservationEncoderV1:
         max_gpus: int,
         max_window: int | None = None,
         max_options: int | None = None,
+        moves: int = 0,
     ) -> None:
         self.base = ObservationEncoder(sim, max_gpus)
         self.max_gpus = max_gpus
@@ -277,7 +303,10 @@ class ObservationEncoderV1:
                 f"max_window/max_options: must be >= the scenario's {sim.window} and "
                 f"{len(sim.options)} (got {self.window} and {self.n_options})"
             )
-        self.space = observation_space_v1(max_gpus, self.window, self.n_options)
+        #: Migration slots (rows after the window's: ``Simulator.migration_candidates``).
+        self.moves = int(moves)
+        self._n_cols = job_features_v1(self.moves)
+        self.space = observation_space_v1(max_gpus, self.window, self.n_options, self.moves)
         self._options = option_table(sim, self.n_options)
         c = sim.cluster
         self._type_names = tuple(c.type_names)
@@ -314,6 +343,14 @@ class ObservationEncoderV1:
             best = float(by_type[allowed].max()) if allowed else float(by_type.max())
             hit = self._speed[key] = (by_type[self._type_idx], max(best, 1e-9))
         return hit
+
+    def _fill(self, sim: Simulator, info: _Job) -> None:
+        """A job's static ``jobs`` columns and speeds (when it first enters a row)."""
+        info.speed, info.best = self._speeds(sim, info.spec)
+        info.row = np.array(
+            [*static_job_values(info.spec), info.guarantee, 0.0, 0.0, 0.0, 0.0],
+            dtype=np.float32,
+        )
 
     def _job(self, spec: JobSpec) -> _Job:
         info = self._jobs.get(spec.job_id)
@@ -362,8 +399,9 @@ class ObservationEncoderV1:
     def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The current v1 observation of ``sim`` (fresh arrays every call).
 
-        ``legal``: optionally, per queue-window slot (rows, at least the window's jobs) and
-        GPU (at least the cluster's), whether any option places the slot's job there, as the
+        ``legal``: optionally, per job slot (rows: at least the window's jobs, and with migration
+        slots row ``window + k`` for the ``k``-th candidate) and GPU (at least the cluster's),
+        whether any option places (or moves) the slot's job there, as the
         env's action mask holds it; None: from ``sim.mask``.
         """
         c = sim.cluster
@@ -380,34 +418,33 @@ class ObservationEncoderV1:
         np.minimum(times, 1.0, out=times)
         gpus[:g, _G1:] = times
 
-        # --- window jobs and pairs
-        jobs = np.zeros((self.window, len(JOB_FEATURES_V1)), dtype=np.float32)
-        pairs = np.zeros((self.window, self.max_gpus, len(PAIR_FEATURES)), dtype=np.float32)
+        # --- window jobs (rows 0..n-1), migration candidates (rows window..), and pairs
+        slots = self.window + self.moves
+        jobs = np.zeros((slots, self._n_cols), dtype=np.float32)
+        pairs = np.zeros((slots, self.max_gpus, len(PAIR_FEATURES)), dtype=np.float32)
         placeable = 0
+        movers = sim.migration_candidates(self.moves) if self.moves else []
+        now = sim.now
+        states = sim.jobs
+        max_att = float(sim.cfg.faults.max_attempts)
+        speeds: list[np.ndarray] = []
+        cols: list[tuple[float, float, float, float]] = []
+        legal_rows = np.zeros((n + len(movers), g), dtype=bool)
         if n:
             if legal is None:
                 ok: list[bool] = [sim.placeable(s.job_id) for s in window]
-                legal_rows = np.array([sim.mask(s.job_id).any(axis=1) for s in window])
+                legal_rows[:n] = [sim.mask(s.job_id).any(axis=1) for s in window]
             else:
-                legal_rows = legal[:n, :g]
-                ok = legal_rows.any(axis=1).tolist()  # type: ignore[assignment]
-            now = sim.now
-            states = sim.jobs
-            max_att = float(sim.cfg.faults.max_attempts)
+                legal_rows[:n] = legal[:n, :g]
+                ok = legal_rows[:n].any(axis=1).tolist()  # type: ignore[assignment]
             rows = []
-            speeds = []
-            cols = []
             pred = []
             step = []
             for k, spec in enumerate(window):
                 st = states[spec.job_id]
                 info = self._job(spec)
                 if info.row is None:
-                    info.speed, info.best = self._speeds(sim, spec)
-                    info.row = np.array(
-                        [*static_job_values(spec), info.guarantee, 0.0, 0.0, 0.0, 0.0],
-                        dtype=np.float32,
-                    )
+                    self._fill(sim, info)
                 b = info.best
                 if info.online:
                     d = st.duty
@@ -421,7 +458,7 @@ class ObservationEncoderV1:
                 dur = left / b
                 pred.append(dur)
                 rows.append(info.row)
-                speeds.append(info.speed)
+                speeds.append(info.speed)  # type: ignore[arg-type]
                 cols.append((b, d, left, info.mem))
                 step.append(
                     (
@@ -444,10 +481,43 @@ class ObservationEncoderV1:
                 rank_div = self._rank_div
                 for r, k in enumerate(order):
                     step[k] = (*step[k][:6], r / rank_div)
-            jobs[:n] = rows
+            jobs[:n, : len(JOB_FEATURES_V1)] = rows
             jobs[:n, _J_STEP_V1] = step
-
-            # every (job, GPU) pair at once: one numpy pass per feature for the whole window
+        for k, jid in enumerate(movers):
+            # a running job: its work left as of now, and how long it takes at its current rate
+            st = states[jid]
+            info = self._job(st.spec)
+            if info.row is None:
+                self._fill(sim, info)
+            row = self.window + k
+            if legal is None:
+                legal_rows[n + k] = sim.migration_mask(jid).any(axis=1)
+            else:
+                legal_rows[n + k] = legal[row, :g]
+            t0 = st.last_t
+            done = st.work_done + (st.rate * (now - t0) if now > t0 else 0.0)
+            left = info.est - done
+            if not left > 0.0:
+                left = 0.0
+            b, d = info.best, info.duty
+            speeds.append(info.speed)  # type: ignore[arg-type]
+            cols.append((b, d, left, info.mem))
+            jobs[row, : len(JOB_FEATURES_V1)] = info.row  # type: ignore[assignment]
+            jobs[row, _J_STEP_V1] = (
+                0.0,
+                min(1.0, st.attempts / max_att),
+                bool(legal_rows[n + k].any()),
+                min(1.0, d),
+                _log_norm(left, LOG_TIME_SCALE),
+                _log_norm(left / b, LOG_TIME_SCALE),
+                0.0,
+            )
+            jobs[row, len(JOB_FEATURES_V1) :] = (
+                1.0,
+                _log_norm(time_left_s(st, now), LOG_TIME_SCALE),
+            )
+        if cols:
+            # every (job, GPU) pair at once: one numpy pass per feature for all rows
             speed = np.array(speeds)
             per_job = np.array(cols)
             best = per_job[:, 0:1]
@@ -457,7 +527,7 @@ class ObservationEncoderV1:
             idle = np.subtract(1.0, sim.gpu_util, dtype=np.float64)
             np.maximum(idle, 0.0, out=idle)
             free_mem = c.mem_cap - c.mem_decl
-            f = np.empty((len(PAIR_FEATURES), n, g))
+            f = np.empty((len(PAIR_FEATURES), len(cols), g))
             f[0] = legal_rows
             np.divide(speed, SPEED_SCALE, out=f[1])
             np.divide(speed, best, out=f[2])  # (> 1 only on GPUs it may not use)
@@ -475,7 +545,10 @@ class ObservationEncoderV1:
             rate /= best
             np.greater_equal(free_mem, mem - 1e-9, out=f[6])
             np.minimum(f[1:6], 1.0, out=f[1:6])
-            pairs[:n, :g] = f.transpose(1, 2, 0)
+            ft = f.transpose(1, 2, 0)
+            pairs[:n, :g] = ft[:n]
+            if movers:
+                pairs[self.window : self.window + len(movers), :g] = ft[n:]
 
         # --- global: v0's values, then the queue beyond the window
         queue = sim.queue
@@ -525,11 +598,14 @@ __all__ = [
     "GPU_FEATURES_V1",
     "JOB_FEATURES_V1",
     "KEYS_V1",
+    "MOVE_FEATURES",
     "OPTION_FEATURES",
     "PAIR_FEATURES",
     "ObservationEncoderV1",
     "guarantee",
+    "job_features_v1",
     "layout_v1",
+    "layout_v1_columns",
     "observation_space_v1",
     "option_table",
     "time_left_s",

@@ -78,6 +78,10 @@ __all__ = [
 
 #: The largest batch size a decision may give an online service (``Decision.batch_size``).
 MAX_BATCH_SIZE = 256
+#: A running job with less estimated work left is no migration candidate (Gandiva's
+#: ``min_remaining_s`` default, ``baselines/gandiva.py``: a migration's checkpoint-restore pause,
+#: ``sharing.migration_s``, would eat most of what is left).
+MIGRATION_MIN_LEFT_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,6 +412,45 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
     def mask(self, job_id: int) -> np.ndarray:
         """Legal (gpu, option) placements of a queued job, from the cluster's legality function."""
         return self._mask_entry(job_id)[1]
+
+    # ------------------------------------------------------------------ migration slots
+    def migration_candidates(self, n: int) -> list[int]:
+        """Up to ``n`` running jobs an agent may migrate now (``GpuSharing-v1``'s migration
+        slots): offline single-GPU jobs past their setup that share their GPU with another job
+        and have at least :data:`MIGRATION_MIN_LEFT_S` of estimated work left (Gandiva's
+        movable jobs, OSDI'18 Sec. 4; its default of 300 s), longest estimated time left at
+        the current rate first (ties: job id). Legal destinations: :meth:`migration_mask`. A
+        function of the state: asked twice at one decision point, the same list."""
+        if n <= 0 or self.done:
+            return []
+        c = self.cluster
+        jobs, now = self.jobs, self.now
+        scored: list[tuple[float, int]] = []
+        for g in np.flatnonzero(c.n_res >= 2).tolist():
+            for jid in c.residents[g]:
+                st = jobs[jid]
+                spec = st.spec
+                if spec.online or spec.num_gpus != 1 or st.setup_until > now:
+                    continue
+                t0 = st.last_t
+                done = st.work_done + (st.rate * (now - t0) if now > t0 else 0.0)
+                left = spec.est_work_s - done
+                if left < MIGRATION_MIN_LEFT_S:
+                    continue
+                scored.append((-left / max(st.rate, 1e-6), jid))
+        scored.sort()
+        return [jid for _, jid in scored[:n]]
+
+    def migration_mask(self, job_id: int) -> np.ndarray:
+        """Legal (gpu, option) destinations of migration candidate ``job_id``: empty, ready GPUs
+        where the cluster's legality function would place the job (read-only)."""
+        spec = self.jobs[job_id].spec
+        m = self._sig_entry(mask_signature(spec), spec)[1]
+        c = self.cluster
+        empty = (c.n_res == 0) & c.ready
+        out = m & empty[:, None]
+        out.flags.writeable = False
+        return out
 
     def placeable(self, job_id: int) -> bool:
         """Whether ``mask(job_id)`` allows anything (the mask itself is not built for it)."""
