@@ -100,7 +100,9 @@ def test_every_offered_migration_is_legal_and_moves_the_job() -> None:
             st = sim.jobs[jid]
             assert st.status is Status.RUNNING and st.spec.num_gpus == 1
             assert sim.cluster.n_res[st.gpus[0]] >= 2  # a shared GPU
-            assert st.spec.est_work_s - st.work_done >= MIGRATION_MIN_LEFT_S - 1e-6 or st.rate > 0
+            done = st.work_done + st.rate * max(0.0, sim.now - st.last_t)
+            assert st.spec.est_work_s - done >= MIGRATION_MIN_LEFT_S
+            assert st.setup_until <= sim.now and not st.spec.online
         for a in offered:
             assert env.explain(int(a)) is None
         illegal = np.flatnonzero(mask == 0)

@@ -18,6 +18,10 @@ Five keys, each the row-major flattening of a (rows, features) table:
   whether any option is legal, the profiled solo speed, the speed relative to the job's fastest
   GPU type, the predicted time share, the predicted rate and the predicted duration there.
 
+With migration slots (the env's ``migration_slots = k``), ``"jobs"`` and ``"pairs"`` have
+``max_window + k`` rows, the candidates' (``Simulator.migration_candidates``) after the window's,
+and every ``"jobs"`` row two more columns (:data:`MOVE_FEATURES`).
+
 Rows past the cluster's GPUs, the window's jobs or the scenario's options are zero (their
 ``present``/``legal`` feature is 0). Every quantity is computed from what a scheduler can see:
 estimates (``est_work_s``), observed progress and utilisation, and public profiles (solo

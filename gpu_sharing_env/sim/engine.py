@@ -417,8 +417,8 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
     def migration_candidates(self, n: int) -> list[int]:
         """Up to ``n`` running jobs an agent may migrate now (``GpuSharing-v1``'s migration
         slots): offline single-GPU jobs past their setup that share their GPU with another job
-        and have at least :data:`MIGRATION_MIN_LEFT_S` of estimated work left (Gandiva's
-        movable jobs, OSDI'18 Sec. 4; its default of 300 s), longest estimated time left at
+        and have at least :data:`MIGRATION_MIN_LEFT_S` of estimated work left (the jobs
+        ``baselines/gandiva.py`` may move, with its default of 300 s), longest estimated time left at
         the current rate first (ties: job id). Legal destinations: :meth:`migration_mask`. A
         function of the state: asked twice at one decision point, the same list."""
         if n <= 0 or self.done:
