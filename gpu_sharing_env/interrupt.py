@@ -28,11 +28,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, NoReturn, TypeVar
 
 _T = TypeVar("_T")
+_I = TypeVar("_I")
+#: End of :func:`pool_results`' items (an item may itself be None).
+_DONE: Any = object()
 
 #: Exit status of a command stopped by Ctrl-C (SIGINT) or by SIGTERM (the shell's 128 + signal).
 SIGINT_EXIT = 128 + int(signal.SIGINT)
@@ -135,6 +138,34 @@ def wait_first(futures: Collection[Future[_T]], poll_s: float = 0.2) -> set[Futu
     return set()
 
 
+def pool_results(
+    pool: ProcessPoolExecutor,
+    fn: Callable[[_I], _T],
+    items: Iterable[_I],
+    in_flight: int | None = None,
+) -> Iterator[tuple[_I, _T]]:
+    """``(item, fn(item))`` for each of ``items`` as it finishes in ``pool`` (completion order),
+    with at most ``in_flight`` submitted at a time (None: all at once). Every call into the pool
+    (``submit``, the wait, ``result``) is made within :func:`signals_held`, so a Ctrl-C or
+    SIGTERM never lands while the pool's locks are held; it is acted on between two of them."""
+    todo = iter(items)
+    running: dict[Future[_T], _I] = {}
+    while True:
+        with signals_held():
+            while in_flight is None or len(running) < in_flight:
+                nxt = next(todo, _DONE)
+                if nxt is _DONE:
+                    break
+                running[pool.submit(fn, nxt)] = nxt  # type: ignore[arg-type]
+        if not running:
+            return
+        for fut in wait_first(running):
+            item = running.pop(fut)
+            with signals_held():
+                result = fut.result()
+            yield item, result
+
+
 def exit_process(code: int, grace_s: float = 15.0) -> NoReturn:
     """End the process with ``code``. After Ctrl-C or SIGTERM (``code`` 130 or 143) a watchdog
     bounds the interpreter's own exit to ``grace_s`` seconds: that exit joins every non-daemon
@@ -210,6 +241,7 @@ __all__ = [
     "Terminated",
     "exit_code",
     "exit_process",
+    "pool_results",
     "process_pool",
     "signals_held",
     "sigterm_raises",

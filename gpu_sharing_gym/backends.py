@@ -13,10 +13,9 @@ import multiprocessing as mp
 import signal
 import threading
 from collections.abc import Generator, Sequence
-from concurrent.futures import Future
 from typing import Any
 
-from gpu_sharing_env.interrupt import process_pool, signals_held, wait_first
+from gpu_sharing_env.interrupt import pool_results, process_pool
 from gpu_sharing_gym.cells import Cell, run_cell
 
 BACKENDS = ("local", "ray")
@@ -48,23 +47,7 @@ def run_local(
     # process_pool: on an interrupt (or the caller closing this generator) the workers are
     # terminated at once instead of finishing their cells; they ignore Ctrl-C themselves.
     with process_pool(workers, _mp_context()) as pool:
-        todo = iter(cells)
-        running: dict[Future[dict[str, Any]], Cell] = {}
-        while True:
-            # signals_held, wait_first: a signal never lands while the pool's locks are held
-            with signals_held():
-                while len(running) < 2 * workers:
-                    nxt = next(todo, None)
-                    if nxt is None:
-                        break
-                    running[pool.submit(run_cell, nxt)] = nxt
-            if not running:
-                return
-            for fut in wait_first(running):
-                cell = running.pop(fut)
-                with signals_held():
-                    result = fut.result()
-                yield cell, result
+        yield from pool_results(pool, run_cell, cells, 2 * workers)
 
 
 def run_ray(

@@ -45,7 +45,6 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,11 +57,10 @@ from gpu_sharing_env.interference import MODEL_VERSION
 from gpu_sharing_env.interrupt import (
     exit_code,
     exit_process,
+    pool_results,
     process_pool,
-    signals_held,
     sigterm_raises,
     stopped_by,
-    wait_first,
 )
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.progress import progress
@@ -235,16 +233,8 @@ def _run(
             finish(c, run_cell(c))
         return
     with process_pool(min(workers, len(todo))) as pool:
-        with signals_held():  # never while the pool's locks are held (see interrupt)
-            running: dict[Future[dict[str, Any]], Cell] = {
-                pool.submit(run_cell, c): c for c in todo
-            }
-        while running:
-            for f in wait_first(running):
-                cell = running.pop(f)
-                with signals_held():
-                    result = f.result()
-                finish(cell, result)
+        for cell, result in pool_results(pool, run_cell, todo):
+            finish(cell, result)
 
 
 # ============================================================================ the table

@@ -498,9 +498,7 @@ class ObservationEncoderV1:
                 legal_rows[n + k] = sim.migration_mask(jid).any(axis=1)
             else:
                 legal_rows[n + k] = legal[row, :g]
-            t0 = st.last_t
-            done = st.work_done + (st.rate * (now - t0) if now > t0 else 0.0)
-            left = info.est - done
+            left = info.est - st.work_done_at(now)
             if not left > 0.0:
                 left = 0.0
             b, d = info.best, info.duty

@@ -432,9 +432,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
                 spec = st.spec
                 if spec.online or spec.num_gpus != 1 or st.setup_until > now:
                     continue
-                t0 = st.last_t
-                done = st.work_done + (st.rate * (now - t0) if now > t0 else 0.0)
-                left = spec.est_work_s - done
+                left = spec.est_work_s - st.work_done_at(now)
                 if left < MIGRATION_MIN_LEFT_S:
                     continue
                 scored.append((-left / max(st.rate, 1e-6), jid))

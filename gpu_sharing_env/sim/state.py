@@ -72,6 +72,10 @@ class JobState:
         svc = self.spec.service
         return svc.batch_size if svc is not None else 0
 
+    def work_done_at(self, now: float) -> float:
+        """Work done by ``now`` at the current rate (``work_done`` is as of ``last_t``)."""
+        return self.work_done + (self.rate * (now - self.last_t) if now > self.last_t else 0.0)
+
     @property
     def remaining(self) -> float:
         return max(0.0, self.spec.work_s - self.work_done)
