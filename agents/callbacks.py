@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 import zipfile
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +270,54 @@ class SimMetricsCallback(BaseCallback):
         self.logger.record("sim/episodes", self.episodes)
 
 
+class SloMultiplier(BaseCallback):
+    """The reward's SLO weight as a Lagrange multiplier on the mean SLO attainment (RCPO:
+    Tessler, Mankowitz and Mannor, "Reward Constrained Policy Optimization", ICLR 2019).
+
+    The leaderboard ranks by mean JCT among policies whose attainment, *averaged over seeds*,
+    meets the scenario's target. A per-episode hinge (the ``jct`` reward's default) asks every
+    episode to meet it, so an agent that cannot tell a heavy seed from a light one at its
+    first decisions protects the services everywhere. With ``slo_form: linear`` every request
+    is priced at λ; after each rollout ``λ ← clip(λ + lr · (target + margin − A), 0, max)``,
+    ``A`` the mean attainment of the latest ``window`` training episodes, and the new λ is set
+    in every env (``set_slo_weight``). Logged as ``train/slo_weight`` and
+    ``train/slo_attainment_window``. Every checkpoint keeps the weight (its ``state``), and a
+    resumed run goes on from it; the window of attainments starts empty again.
+    """
+
+    def __init__(
+        self, target: float, weight: float, lr: float, margin: float, max_weight: float,
+        window: int,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.target = float(target)
+        self.weight = float(weight)
+        self.lr = float(lr)
+        self.margin = float(margin)
+        self.max_weight = float(max_weight)
+        self.recent: deque[float] = deque(maxlen=int(window))
+
+    def _on_training_start(self) -> None:
+        self.training_env.env_method("set_slo_weight", self.weight)
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", ()):
+            m = info.get("metrics")
+            if m is not None and m.get("slo_attainment") is not None:
+                self.recent.append(float(m["slo_attainment"]))
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if not self.recent:
+            return
+        att = sum(self.recent) / len(self.recent)
+        step = self.lr * (self.target + self.margin - att)
+        self.weight = min(self.max_weight, max(0.0, self.weight + step))
+        self.training_env.env_method("set_slo_weight", self.weight)
+        self.logger.record("train/slo_weight", self.weight)
+        self.logger.record("train/slo_attainment_window", att)
+
+
 def dump_only(logger: Logger, prefix: str, step: int) -> None:
     """Dump the recorded values whose key starts with ``prefix`` (and the step column) at
     ``step``, keeping every other pending value for the algorithm's own dump."""
@@ -409,6 +458,13 @@ class Checkpoint:
     def replay_buffer(self) -> Path:
         return self.model.parent / "replay_buffer.pkl"
 
+    def state(self) -> dict[str, Any]:
+        """Training state saved beside the model (``CheckpointCallback.state``), e.g. the SLO
+        multiplier's weight; empty for checkpoints without any."""
+        data = _manifest(self.model.parent / CHECKPOINT_MANIFEST) or {}
+        state = data.get("state")
+        return dict(state) if isinstance(state, dict) else {}
+
 
 def _manifest(path: Path) -> dict[str, Any] | None:
     try:
@@ -468,6 +524,9 @@ class CheckpointCallback(BaseCallback):
         self.freq = freq
         self.meta = dict(meta)
         self._due = freq
+        #: Returns training state to keep with each checkpoint (``checkpoint.json``'s
+        #: ``state``; :meth:`Checkpoint.state` reads it back on ``--resume``).
+        self.state: Callable[[], dict[str, Any]] | None = None
 
     def _on_training_start(self) -> None:
         self._due = next_due(self.num_timesteps, self.freq)
@@ -492,7 +551,10 @@ class CheckpointCallback(BaseCallback):
         if isinstance(norm, VecNormalize):
             norm.save(str(tmp / "vecnormalize.pkl"))
         files = sorted(f.name for f in tmp.iterdir())
-        manifest = json.dumps({"timesteps": steps, "files": files}) + "\n"
+        record: dict[str, Any] = {"timesteps": steps, "files": files}
+        if self.state is not None:
+            record["state"] = self.state()
+        manifest = json.dumps(record) + "\n"
         atomic_write_text(tmp / CHECKPOINT_MANIFEST, manifest)
         final = self.dir / f"step_{steps:010d}-{tmp.name.removeprefix('.tmp-')}"
         os.rename(tmp, final)

@@ -80,6 +80,22 @@ class PretrainSettings:
 
 
 @dataclass(frozen=True)
+class SloMultiplierSettings:
+    """The SLO weight as a Lagrange multiplier (``gpu_sharing_gym.agents.callbacks.SloMultiplier``):
+    the leaderboard asks the *mean* SLO attainment over seeds to meet the target, so the weight
+    rises while the recent training episodes' mean attainment is below ``target + margin`` and
+    falls while above. Use with ``reward_kwargs: {slo_form: linear}``."""
+
+    lr: float = field(default=100.0, metadata=positive())
+    """Weight change per rollout per unit of attainment gap (``λ += lr · (target + margin - A)``)."""
+    margin: float = field(default=0.01, metadata=non_negative())
+    """Attainment aimed at above the scenario's target (the validation seeds' mean is noisy)."""
+    max_weight: float = field(default=200.0, metadata=positive())
+    window: int = field(default=32, metadata=positive())
+    """Training episodes the mean attainment is taken over (the latest ones)."""
+
+
+@dataclass(frozen=True)
 class TrainSettings:
     """What the training script reads (everything else goes to the algorithm)."""
 
@@ -155,6 +171,15 @@ class TrainSettings:
     reused across processes and runs (``gpu_sharing_gym.agents.envs.ReferenceCurveCache``);
     ``user``: the user's cache (``$GSG_CACHE_DIR``, else ``~/.cache/gpu-sharing-gym``). None:
     in memory only."""
+    seed_replay: bool = False
+    """Draw the pooled training seeds by the agent's regret against ``paired_reference`` on
+    each (prioritised level replay, ``gpu_sharing_gym.agents.envs.SeedReplay``) instead of
+    uniformly: episodes go where the agent trails the heuristic. Needs ``train_seed_pool`` and
+    ``paired_reference``."""
+    slo_multiplier: SloMultiplierSettings | None = None
+    """Adapt the reward's SLO weight during training as a Lagrange multiplier on the mean
+    attainment (:class:`SloMultiplierSettings`); None: the weight stays as ``reward_kwargs`` set
+    it."""
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

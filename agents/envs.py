@@ -388,22 +388,93 @@ def train_seed_pool(n: int) -> np.ndarray:
     return np.fromiter(seen, dtype=np.int64, count=n)
 
 
+class SeedReplay:
+    """Prioritised replay of the training pool's seeds by the agent's regret against the paired
+    reference: Prioritized Level Replay (Jiang, Grefenstette and Rocktäschel, ICML 2021, "PLR"),
+    with a seed as the level and, as its score, the agent's last regret on it,
+    ``max(0, -paired return)`` (the hours of mean JCT, plus the SLO term, by which it trailed the
+    reference heuristic on that seed), a true regret where PLR estimates one from value errors.
+
+    A draw takes a seed never played with probability ``1 - seen / pool`` (uniformly among them:
+    every seed gets a score), else a played seed from PLR's mixture
+    ``(1 - rho) P_S + rho P_C``: ``P_S`` by rank of score, ``(1 / rank) ** (1 / beta)``, and
+    ``P_C`` by staleness, the episodes since the seed was last drawn (so that seeds the agent
+    wins are revisited and a regression on them is seen). PLR's defaults are ``beta = 0.1``,
+    ``rho = 0.1`` on Procgen's 200 levels; here eight envs draw at once from 512 seeds and an
+    episode is thousands of decisions, so the defaults below are broader (the top-ranked seed
+    gets ~15 % of the rank share instead of ~100 %). Ties in score go to the lower pool index.
+
+    One table is shared by every env of an in-process vector env (:func:`make_vec_env`); with
+    subprocess envs each process keeps its own. The table is not saved with checkpoints: a
+    resumed run starts it afresh, as it does the stream of seeds.
+    """
+
+    def __init__(self, pool: np.ndarray, beta: float = 1.0, rho: float = 0.3) -> None:
+        if not (beta > 0 and 0.0 <= rho <= 1.0):
+            raise ValueError(f"SeedReplay: beta > 0 and 0 <= rho <= 1 (got {beta}, {rho})")
+        self.pool = pool
+        self.beta = float(beta)
+        self.rho = float(rho)
+        n = int(pool.size)
+        self.score = np.zeros(n)
+        self.seen = np.zeros(n, dtype=bool)
+        self.last = np.zeros(n)
+        self.draws = 0
+
+    def draw(self, rng: np.random.Generator) -> int:
+        """A pool index (and counts the draw for staleness)."""
+        n = self.pool.size
+        n_seen = int(self.seen.sum())
+        self.draws += 1
+        if n_seen == 0 or (n_seen < n and rng.random() >= n_seen / n):
+            unseen = np.flatnonzero(~self.seen)
+            i = int(unseen[rng.integers(unseen.size)])
+        else:
+            idx = np.flatnonzero(self.seen)
+            order = np.lexsort((idx, -self.score[idx]))  # score descending, index ascending
+            p_s = np.empty(idx.size)
+            p_s[order] = (1.0 / np.arange(1, idx.size + 1)) ** (1.0 / self.beta)
+            p_s /= p_s.sum()
+            stale = self.draws - self.last[idx]
+            p_c = stale / stale.sum() if stale.sum() > 0 else np.full(idx.size, 1.0 / idx.size)
+            p = (1.0 - self.rho) * p_s + self.rho * p_c
+            i = int(idx[rng.choice(idx.size, p=p / p.sum())])
+        self.seen[i] = True
+        self.last[i] = self.draws
+        return i
+
+    def update(self, i: int, paired_return: float) -> None:
+        """Record an episode's paired return on pool index ``i``."""
+        self.score[i] = max(0.0, -float(paired_return))
+
+
 class TrainSeeds(gym.Wrapper[Any, Any, Any, Any]):
     """``reset()`` without a seed draws the episode seed from the training range, or, with
     ``seed_pool`` N > 0, uniformly from the N fixed seeds of :func:`train_seed_pool` (episodes
-    then repeat, so per-seed work such as the paired reward's reference curve is cached).
+    then repeat, so per-seed work such as the paired reward's reference curve is cached), or,
+    given a :class:`SeedReplay` table over that pool, by the agent's regret on each seed (the
+    episode's summed reward is its paired return: wrap a :class:`PairedReward` env).
 
     With ``conserving``, the action mask also hides *wait* whenever a job can be placed (a
     work-conserving scheduler; see :func:`work_conserving`).
     """
 
     def __init__(
-        self, env: gym.Env[Any, Any], conserving: bool = False, seed_pool: int = 0
+        self,
+        env: gym.Env[Any, Any],
+        conserving: bool = False,
+        seed_pool: int = 0,
+        replay: SeedReplay | None = None,
     ) -> None:
         super().__init__(env)
         self._rng = np.random.default_rng(0)
         self.conserving = conserving
         self.pool = train_seed_pool(seed_pool) if seed_pool else None
+        if replay is not None and (self.pool is None or replay.pool.size != self.pool.size):
+            raise ValueError("seed replay needs train_seed_pool > 0 (the pool it ranks)")
+        self.replay = replay
+        self._index = -1
+        self._return = 0.0
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -413,9 +484,23 @@ class TrainSeeds(gym.Wrapper[Any, Any, Any, Any]):
             self._rng = np.random.default_rng(seed)
         if self.pool is None:
             episode_seed = int(self._rng.integers(TRAIN_SEED_MIN, _SEED_BOUND))
-        else:
+        elif self.replay is None:
             episode_seed = int(self.pool[self._rng.integers(self.pool.size)])
+        else:
+            self._index = self.replay.draw(self._rng)
+            self._return = 0.0
+            episode_seed = int(self.pool[self._index])
         return self.env.reset(seed=episode_seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        r = float(reward)
+        if self.replay is not None and self._index >= 0:
+            self._return += r
+            if terminated or truncated:
+                self.replay.update(self._index, self._return)
+                self._index = -1
+        return obs, r, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
         mask: np.ndarray = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
@@ -458,10 +543,12 @@ def make_env(
     train_seeds: bool = True,
     seed_pool: int = 0,
     paired_cache_dir: str | Path | None = None,
+    replay: SeedReplay | None = None,
 ) -> gym.Env[Any, Any]:
     """One monitored training env (episode seeds from the training range unless
-    ``train_seeds`` is False; from ``seed_pool`` fixed seeds if > 0); ``paired`` names the
-    reference of :class:`PairedReward` (curves also kept in ``paired_cache_dir`` if given)."""
+    ``train_seeds`` is False; from ``seed_pool`` fixed seeds if > 0, drawn by ``replay`` if
+    given); ``paired`` names the reference of :class:`PairedReward` (curves also kept in
+    ``paired_cache_dir`` if given)."""
     if env_id not in ENV_IDS:
         raise ValueError(f"env_id: must be one of {', '.join(ENV_IDS)} (got {env_id!r})")
     env: gym.Env[Any, Any] = gym.make(env_id, scenario=scenario, **dict(env_kwargs or {}))
@@ -471,7 +558,7 @@ def make_env(
         env = ExpertHint(env, hint)
     if not train_seeds:
         return env
-    return Monitor(TrainSeeds(env, conserving, seed_pool))
+    return Monitor(TrainSeeds(env, conserving, seed_pool, replay))
 
 
 def make_vec_env(
@@ -486,6 +573,7 @@ def make_vec_env(
     seed_pool: int = 0,
     paired_cache_dir: str | Path | None = None,
     vec_env: str = "in_process",
+    seed_replay: bool = False,
 ) -> VecEnv:
     """``n_envs`` training envs (env ``i`` on the ``i % k``-th of ``k`` scenarios).
 
@@ -493,8 +581,13 @@ def make_vec_env(
     ``DummyVecEnv``): the policy still runs one batched forward over all of them, and no
     observation is pickled between processes, which on two cores is the faster choice (issue
     22); ``"subprocess"``: one process per env (``SubprocVecEnv``). The episodes are the same
-    either way."""
+    either way. ``seed_replay`` draws pooled seeds by the agent's regret (:class:`SeedReplay`,
+    one table per scenario, shared by that scenario's in-process envs; needs ``paired`` and
+    ``seed_pool``)."""
     names = split_scenarios(scenario)
+    if seed_replay and not (paired and seed_pool):
+        raise ValueError("seed_replay needs paired_reference and train_seed_pool")
+    tables = {n: SeedReplay(train_seed_pool(seed_pool)) for n in names} if seed_replay else {}
     kwargs = dict(env_kwargs or {})
     if len(names) > 1:
         if env_id != "GpuSharing-v1":
@@ -503,7 +596,16 @@ def make_vec_env(
 
     def factory(name: str) -> Callable[[], gym.Env[Any, Any]]:
         return lambda: make_env(
-            name, kwargs, conserving, hint, env_id, paired, True, seed_pool, paired_cache_dir
+            name,
+            kwargs,
+            conserving,
+            hint,
+            env_id,
+            paired,
+            True,
+            seed_pool,
+            paired_cache_dir,
+            tables.get(name),
         )
 
     fns = [factory(names[i % len(names)]) for i in range(n_envs)]

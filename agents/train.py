@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
     from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
+    from gpu_sharing_env.envs.rewards import SLO_WEIGHT
     from gpu_sharing_env.fileio import atomic_write_text
     from gpu_sharing_gym.agents.agent import save_model
     from gpu_sharing_gym.agents.callbacks import (
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         EvalCallback,
         ProgressBar,
         SimMetricsCallback,
+        SloMultiplier,
         TorchThreads,
         WallClockLimit,
         best_baseline,
@@ -285,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             names, settings.n_envs, settings.seed, env_kwargs, conserving,
             settings.expert_hint, settings.env_id, settings.paired_reference,
             settings.train_seed_pool, settings.paired_cache_dir, settings.vec_env,
+            settings.seed_replay,
         )  # fmt: skip
     except Exception as e:  # environment construction from a validated config: report briefly
         return fail(f"could not build the environment: {e}")
@@ -425,6 +428,17 @@ def main(argv: list[str] | None = None) -> int:
             clock=run_wall_s,
         )  # fmt: skip
         callbacks = [SimMetricsCallback(), evaluator, checkpoint]
+        if settings.slo_multiplier is not None:
+            sm = settings.slo_multiplier
+            rkw = dict(env_kwargs.get("reward_kwargs") or {})
+            weight = float(rkw.get("slo_weight", SLO_WEIGHT))
+            if args.resume and ckpt is not None:  # the weight where the run stopped
+                weight = float(ckpt.state().get("slo_weight", weight))
+            multiplier = SloMultiplier(
+                probe.sim.cfg.slo_target, weight, sm.lr, sm.margin, sm.max_weight, sm.window,
+            )  # fmt: skip
+            checkpoint.state = lambda: {"slo_weight": multiplier.weight}
+            callbacks.append(multiplier)
         if settings.update_threads != 1:
             callbacks.append(TorchThreads(settings.update_threads))
         if args.max_minutes is not None:

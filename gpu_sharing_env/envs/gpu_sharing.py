@@ -244,6 +244,16 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
             info["metrics"] = sim.metrics()
         return self._observe(), reward, terminated, False, info
 
+    def set_slo_weight(self, weight: float) -> None:
+        """Set the reward's SLO weight λ from the next step on (constrained training adapts it
+        as a Lagrange multiplier: ``gpu_sharing_gym.agents.callbacks.SloMultiplier``)."""
+        term = getattr(self.reward_fn, "slo", self.reward_fn)
+        if not hasattr(term, "slo_weight"):
+            raise ValueError(f"reward {self.reward_name!r} has no SLO weight")
+        if not weight >= 0:
+            raise ValueError(f"slo_weight: must be >= 0 (got {weight!r})")
+        term.slo_weight = float(weight)
+
     def action_masks(self) -> np.ndarray:
         """Legal actions now (int8, 1 = legal; index 0, wait, is always legal)."""
         return self._mask

@@ -46,26 +46,41 @@ class Reward(Protocol):
         ...
 
 
-def _slo_shortfall(sim: Simulator) -> float:
+#: Forms of the SLO term (``reward_kwargs.slo_form``).
+SLO_FORMS = ("hinge", "linear")
+
+
+def _slo_shortfall(sim: Simulator, linear: bool = False) -> float:
     acc = sim.acc
     att = acc.requests_ok / acc.requests if acc.requests > 0 else 1.0
-    return max(0.0, sim.cfg.slo_target - att)
+    gap = sim.cfg.slo_target - att
+    return gap if linear else max(0.0, gap)
 
 
 class SloReward:
-    """The SLO term alone: ``-λ · ΔΦ`` with Φ = max(0, slo_target - attainment so far)."""
+    """The SLO term alone: ``-λ · ΔΦ`` with Φ = max(0, slo_target - attainment so far)
+    (``slo_form="hinge"``, the default: each episode must meet the target on its own), or
+    Φ = slo_target - attainment (``"linear"``: every request counts at the same price, above
+    the target too; what a Lagrange multiplier on the *mean* attainment over episodes prices,
+    ``gpu_sharing_gym.agents.callbacks.SloMultiplier``). ``slo_weight`` may be changed
+    between steps (:meth:`GpuSharingEnv.set_slo_weight`)."""
 
-    def __init__(self, slo_weight: float = SLO_WEIGHT) -> None:
+    def __init__(self, slo_weight: float = SLO_WEIGHT, slo_form: str = "hinge") -> None:
         if not slo_weight >= 0:
             raise ValueError(f"reward_kwargs.slo_weight: must be >= 0 (got {slo_weight!r})")
+        if slo_form not in SLO_FORMS:
+            raise ValueError(
+                f"reward_kwargs.slo_form: one of {', '.join(SLO_FORMS)} (got {slo_form!r})"
+            )
         self.slo_weight = float(slo_weight)
+        self.linear = slo_form == "linear"
         self._phi = 0.0
 
     def reset(self, sim: Simulator) -> None:
-        self._phi = _slo_shortfall(sim)
+        self._phi = _slo_shortfall(sim, self.linear)
 
     def __call__(self, sim: Simulator) -> float:
-        phi = _slo_shortfall(sim)
+        phi = _slo_shortfall(sim, self.linear)
         r = -self.slo_weight * (phi - self._phi)
         self._phi = phi
         return r
@@ -74,8 +89,8 @@ class SloReward:
 class JctReward:
     """Minus job-hours in the system per offline job, minus the SLO term (module docstring)."""
 
-    def __init__(self, slo_weight: float = SLO_WEIGHT) -> None:
-        self.slo = SloReward(slo_weight)
+    def __init__(self, slo_weight: float = SLO_WEIGHT, slo_form: str = "hinge") -> None:
+        self.slo = SloReward(slo_weight, slo_form)
         self._in_system_s = 0.0
         self._scale = SECONDS_PER_HOUR
 

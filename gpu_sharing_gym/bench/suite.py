@@ -630,6 +630,7 @@ def recipe_model(recipe: str, scenario: str, steps: int, seed: int = 0) -> tuple
         scenario, settings.n_envs, settings.seed, settings.env_kwargs, settings.work_conserving,
         settings.expert_hint, settings.env_id, settings.paired_reference,
         settings.train_seed_pool, settings.paired_cache_dir, settings.vec_env,
+        settings.seed_replay,
     )  # fmt: skip
     if settings.normalize_reward:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True,
