@@ -400,8 +400,8 @@ class SeedReplay:
     ``(1 - rho) P_S + rho P_C``: ``P_S`` by rank of score, ``(1 / rank) ** (1 / beta)``, and
     ``P_C`` by staleness, the episodes since the seed was last drawn (so that seeds the agent
     wins are revisited and a regression on them is seen). PLR's defaults are ``beta = 0.1``,
-    ``rho = 0.1`` on Procgen's 200 levels; here eight envs draw at once from 512 seeds and an
-    episode is thousands of decisions, so the defaults below are broader (the top-ranked seed
+    ``rho = 0.1`` on Procgen's 200 levels; here eight envs draw at once from 512 seeds and a
+    seed's episode is long, so the defaults below are broader (the top-ranked seed
     gets ~15 % of the rank share instead of ~100 %). Ties in score go to the lower pool index.
 
     One table is shared by every env of an in-process vector env (:func:`make_vec_env`); with
