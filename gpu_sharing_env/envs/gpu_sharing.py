@@ -198,7 +198,6 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         self.episode_seed: int | None = None
         self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
         self._mask[WAIT] = 1
-        self._block = pad * self.codec.n_options
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -290,20 +289,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     def _build_mask(self) -> np.ndarray:
         """The action mask from the simulator's legality function (a fresh array)."""
-        sim = self.sim
-        m = np.zeros(self.codec.n_actions, dtype=np.int8)
-        m[WAIT] = 1
-        if sim.done:
-            return m
-        g = sim.n_gpus
-        block = self._block
-        n_opt = self.codec.n_options
-        for slot, spec in enumerate(sim.window_jobs()):
-            legal = sim.mask(spec.job_id)
-            start = 1 + slot * block
-            # (gpu, option) rows into the action layout, whatever the mask's memory order
-            m[start : start + g * n_opt].reshape(g, n_opt)[...] = legal
-        return m
+        return self.codec.mask(self.sim)
 
     def _observe(self) -> Obs:
         """The observation now (after :meth:`_build_mask`)."""

@@ -102,7 +102,6 @@ class GpuSharingEnvV1(GpuSharingEnv):
         self.observation_space = self.encoder.space
         self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
         self._mask[WAIT] = 1
-        self._block = self.max_gpus * n_opt
 
     def explain(self, action: int) -> str | None:
         """Why ``action`` is illegal now (padding, or the simulator's reason), or None."""
@@ -133,23 +132,6 @@ class GpuSharingEnvV1(GpuSharingEnv):
         if sim.cluster.n_res[gpu] > 0 or not sim.cluster.ready[gpu]:
             return f"gpu {gpu} is not empty and ready (a migration goes to an empty GPU)"
         return sim.cluster.check(sim.jobs[cands[k]].spec, gpu, option) or "not legal"
-
-    def _build_mask(self) -> np.ndarray:
-        """The action mask from the simulator's legality function (a fresh array)."""
-        sim = self.sim
-        m = np.zeros(self.codec.n_actions, dtype=np.int8)
-        m[WAIT] = 1
-        if sim.done:
-            return m
-        g, n_opt = sim.n_gpus, len(sim.options)
-        # (slot, gpu, option) view of the placement actions
-        blocks = m[1:].reshape(-1, self.max_gpus, self.codec.n_options)
-        for slot, spec in enumerate(sim.window_jobs()):
-            blocks[slot, :g, :n_opt] = sim.mask(spec.job_id)
-        if self.migration_slots:
-            for k, jid in enumerate(sim.migration_candidates(self.migration_slots)):
-                blocks[self.max_window + k, :g, :n_opt] = sim.migration_mask(jid)
-        return m
 
     def _observe(self) -> Obs:
         """The observation now; the window's legal (job, GPU) pairs come from the mask just

@@ -77,24 +77,18 @@ class ActionCodec:
         return self.encode(slot, d.gpu, d.option)
 
     def mask(self, sim: Simulator) -> np.ndarray:
-        """int8 mask over all actions, built from the simulator's legality function."""
+        """int8 mask over all actions, built from the simulator's legality function (a fresh
+        array; the envs' and the runner's one mask). GPUs and options beyond the simulator's
+        (padding up to ``max_gpus`` and ``n_options``) stay illegal."""
         m = np.zeros(self.n_actions, dtype=np.int8)
         m[WAIT] = 1
         if sim.done:
             return m
-        g = sim.n_gpus
-        block = self.max_gpus * self.n_options
+        g, n_opt = sim.n_gpus, len(sim.options)
+        # (slot, gpu, option) view of the placement actions
+        blocks = m[1:].reshape(-1, self.max_gpus, self.n_options)
         for slot, spec in enumerate(sim.window_jobs()):
-            legal = sim.mask(spec.job_id)
-            if not legal.any():
-                continue
-            full = np.zeros((self.max_gpus, self.n_options), dtype=np.int8)
-            full[:g] = legal
-            start = 1 + slot * block
-            m[start : start + block] = full.ravel()
+            blocks[slot, :g, :n_opt] = sim.mask(spec.job_id)
         for k, jid in enumerate(sim.migration_candidates(self.moves)):
-            start = 1 + (self.window + k) * block
-            m[start : start + block].reshape(self.max_gpus, self.n_options)[:g] = (
-                sim.migration_mask(jid)
-            )
+            blocks[self.window + k, :g, :n_opt] = sim.migration_mask(jid)
         return m
