@@ -419,7 +419,13 @@ class EvalCallback(BaseCallback):
             self.logger.record("eval/occupancy", Image(img, "HWC"), exclude=("stdout", "csv"))
         # the step column of progress.csv (TensorBoard has the step itself)
         self.logger.record(STEP_KEY, int(self.num_timesteps), exclude="tensorboard")
-        entry = {"timesteps": int(self.num_timesteps), "meets_slo": bool(meets), **s}
+        entry: dict[str, Any] = {
+            "timesteps": int(self.num_timesteps),
+            "meets_slo": bool(meets),
+            **s,
+        }
+        # per seed, in ``seeds`` order: how much each seed moved the mean
+        entry["jct_per_seed"] = [r.get("jct_mean_s") for r in recs]
         if self.clock is not None:
             entry["wall_s"] = round(self.clock(), 1)
         self.history.append(entry)
@@ -518,9 +524,13 @@ class CheckpointCallback(BaseCallback):
     statistics from another step (:func:`latest_checkpoint` reads only complete ones).
     """
 
-    def __init__(self, out_dir: Path, freq: int, meta: Mapping[str, Any]) -> None:
+    def __init__(
+        self, out_dir: Path, freq: int, meta: Mapping[str, Any], keep_models: bool = False
+    ) -> None:
         super().__init__()
         self.dir = out_dir / "checkpoints"
+        #: Where every checkpoint's model is kept as ``step_<N>.zip`` (``keep_models``), or None.
+        self.models = out_dir / "models" if keep_models else None
         self.freq = freq
         self.meta = dict(meta)
         self._due = freq
@@ -558,6 +568,8 @@ class CheckpointCallback(BaseCallback):
         atomic_write_text(tmp / CHECKPOINT_MANIFEST, manifest)
         final = self.dir / f"step_{steps:010d}-{tmp.name.removeprefix('.tmp-')}"
         os.rename(tmp, final)
+        if self.models is not None:
+            keep_model(final / "model.zip", self.models / f"step_{steps:010d}.zip")
         atomic_write_text(
             self.dir / CHECKPOINT_POINTER,
             json.dumps({"timesteps": steps, "dir": final.name, "files": files}) + "\n",
@@ -570,6 +582,19 @@ class CheckpointCallback(BaseCallback):
             elif old.name in ("last.zip", "vecnormalize.pkl", "replay_buffer.pkl"):
                 old.unlink(missing_ok=True)
         return final
+
+
+def keep_model(src: Path, dst: Path) -> None:
+    """``src`` as ``dst`` for good: a hard link where the file system allows one, else a copy;
+    either way under a temporary name first, so ``dst`` is whole or absent."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.partial")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 class TorchThreads(BaseCallback):

@@ -139,6 +139,11 @@ class TrainSettings:
     )
     """Baselines evaluated once on the same seeds: the best is logged beside the agent."""
     checkpoint_freq: int = field(default=10_000, metadata=positive())
+    keep_models: bool = False
+    """Also keep every checkpoint's model as ``models/step_<N>.zip`` (the agent metadata inside,
+    loadable by path wherever a policy name is accepted), never removed. The validation seeds
+    pick ``best_model.zip``, but a few heavy seeds decide their mean (docs/agents.md, "Choosing
+    a checkpoint"): kept models can be compared afterwards on many more seeds."""
     figure_every: int = field(default=1, metadata=non_negative())
     """Log a cluster occupancy figure every this many evaluations (0: never)."""
     expert_hint: str | None = None

@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             data["summary"] = prev["summary"]
         atomic_write_text(metrics_path, json.dumps(data, indent=1, default=float))
 
-    checkpoint = CheckpointCallback(out, settings.checkpoint_freq, meta)
+    checkpoint = CheckpointCallback(out, settings.checkpoint_freq, meta, settings.keep_models)
     if not args.resume:
         log_hparams(model.logger, {"algo": args.algo, "scenario": scenario.name, **resolved})
         if settings.pretrain is not None and args.algo != "dqn":
@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluator.init_callback(model)
     if not history or history[-1]["timesteps"] != model.num_timesteps or not evaluator.last_records:
         evaluator.run()
-    final = {**{k: v for k, v in history[-1].items() if k != "timesteps"},
+    final = {**{k: v for k, v in history[-1].items() if k not in ("timesteps", "jct_per_seed")},
              "per_seed": evaluator.last_records}  # fmt: skip
     summary = outcome(
         history[-1], reference, scenario.slo_target, model_files(out), settings.eval_seeds

@@ -71,6 +71,7 @@ from gpu_sharing_gym.agents.lookahead import CANDIDATES
 from gpu_sharing_gym.agents.planner import OraclePlanner, PlannerError, RolloutPlanner
 from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
+from gpu_sharing_gym.commands import seed_spec
 from gpu_sharing_gym.leaderboard import meets_slo, rank_key
 
 PROG = "python -m gpu_sharing_gym.headroom"
@@ -516,19 +517,10 @@ def _seed_text(seeds: Sequence[int]) -> str:
 # ============================================================================ the command
 def parse_seeds(text: str) -> list[int]:
     """``7101-7110``, ``1,2,5`` or both (``1-3,9``): distinct seeds >= 0, in order."""
-    seeds: list[int] = []
     try:
-        for part in text.split(","):
-            a, sep, b = part.strip().partition("-")
-            lo, hi = int(a), int(b) if sep else int(a)
-            if hi < lo:
-                raise ValueError
-            seeds += range(lo, hi + 1)
-    except ValueError:
-        raise InputError(f"--seeds: expected e.g. 7101-7110 or 1,2,5 (got {text!r})") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise InputError(f"--seeds: seeds must be distinct and >= 0 (got {text!r})")
-    return seeds
+        return seed_spec(text)
+    except ValueError as e:
+        raise InputError(f"--seeds: {e} (got {text!r})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

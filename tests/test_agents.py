@@ -41,6 +41,7 @@ default:
   eval_seeds: [1000]
   eval_baselines: [first_fit, time_sharing]
   checkpoint_freq: 128
+  keep_models: true
   n_steps: 128
   batch_size: 64
   n_epochs: 1
@@ -85,6 +86,21 @@ def test_cli_run_directory(trained: Path) -> None:
         ["best_model.zip"] if any(h["meets_slo"] for h in m["eval_history"]) else []
     )
     assert all(Path(f["path"]).is_file() for f in s["model_files"])
+
+
+def test_kept_models_and_per_seed_validation(trained: Path) -> None:
+    """``keep_models``: every checkpoint's model stays as ``models/step_<N>.zip`` and loads as an
+    agent; each validation records its seeds' JCTs (the mean is theirs)."""
+    m = json.loads((trained / "metrics.json").read_text())
+    kept = sorted(p.name for p in (trained / "models").iterdir())
+    steps = range(0, m["timesteps"] + 1, 128)  # 0: after pretraining, before PPO
+    assert kept == [f"step_{n:010d}.zip" for n in steps]
+    agent = load_agent(str(trained / "models" / kept[-1]))
+    assert agent.meta["timesteps"] == m["timesteps"]
+    for h in m["eval_history"]:
+        assert len(h["jct_per_seed"]) == len(m["eval_seeds"])
+        assert np.mean(h["jct_per_seed"]) == pytest.approx(h["jct_mean_s"])
+    assert "jct_per_seed" not in m["final_eval"]
 
 
 def test_tensorboard_tags(trained: Path) -> None:

@@ -345,6 +345,9 @@ def test_ray_matches_local_cell_for_cell(tiny: Path) -> None:
         (["--scenarios", "nope"], "scenario 'nope': not found"),
         (["--seed-list", "1,x"], "--seed-list"),
         (["--seed-list", "1,1"], "distinct"),
+        (["--seed-list", "0-2,2"], "distinct"),
+        (["--seed-list", "9-3"], "runs backwards"),
+        (["--policies", "first_fit,nowhere/*.zip"], "no file matches 'nowhere/*.zip'"),
         (["--seeds", "0"], "--seeds: must be >= 1"),
         (["--workers", "0"], "--workers"),
         (["--ray-address", "auto"], "--ray-address: only with --backend ray"),
@@ -363,6 +366,19 @@ def test_bad_input_is_one_line_exit_2(
     assert code == 2
     assert len(err) == 1 and err[0].startswith("gsg leaderboard: error: ") and fragment in err[0]
     assert (out / "LEADERBOARD.md").read_text() == "keep me\n"
+
+
+def test_seed_ranges_and_policy_globs(tmp_path: Path) -> None:
+    """``--seed-list 800-802,9`` and ``--policies 'dir/*.zip'`` (a run's kept models, in order)."""
+    assert cli.parse_seeds(None, "800-802,9") == [800, 801, 802, 9]
+    models = tmp_path / "models"
+    models.mkdir()
+    from gpu_sharing_gym.agents.agent import PRETRAINED_DIR
+
+    for n in (20, 10):
+        (models / f"step_{n:010d}.zip").write_bytes((PRETRAINED_DIR / "ppo.zip").read_bytes())
+    names = cli.parse_policies(f"first_fit,{models}/step_*.zip")
+    assert names == ["first_fit", *(str(models / f"step_{n:010d}.zip") for n in (10, 20))]
 
 
 def _exit_code(argv: list[str]) -> Any:

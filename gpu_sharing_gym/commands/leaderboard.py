@@ -21,6 +21,7 @@ Off a terminal, progress is a plain line every 30 s (GSG_PROGRESS_INTERVAL); --q
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shlex
 import sys
@@ -34,6 +35,7 @@ from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_nam
 from gpu_sharing_gym.backends import BACKENDS, BackendError, check_backend
 from gpu_sharing_gym.cells import plan_cells
 from gpu_sharing_gym.ci import CI_NOTE
+from gpu_sharing_gym.commands import seed_spec
 from gpu_sharing_gym.leaderboard import run_leaderboard, write_outputs
 from gpu_sharing_gym.report import text_table
 from gpu_sharing_gym.suites import load_suite, suite_names
@@ -56,7 +58,15 @@ def parse_policies(text: str) -> list[str]:
     names: list[str] = []
     heuristics = policy_names("policy")
     for n in (t.strip() for t in text.split(",")):
-        names += heuristics if n == "all" else [n]  # "all": every registered heuristic
+        if n == "all":  # every registered heuristic
+            names += heuristics
+        elif any(c in n for c in "*?["):  # a glob (runs/ft/models/*.zip): its files, sorted
+            found = sorted(glob.glob(n))
+            if not found:
+                raise InputError(f"--policies: no file matches {n!r}")
+            names += found
+        else:
+            names.append(n)
     if not names or any(not n for n in names):
         raise InputError(f"--policies: empty name in {text!r}")
     for n in names:
@@ -96,14 +106,9 @@ def parse_seeds(n: int | None, seed_list: str | None) -> list[int]:
             raise InputError(f"--seeds: must be >= 1 (got {n})")
         return list(range(n))
     try:
-        seeds = [int(s) for s in seed_list.split(",")]
-    except ValueError:
-        raise InputError(
-            f"--seed-list: comma-separated integers expected (got {seed_list!r})"
-        ) from None
-    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise InputError(f"--seed-list: seeds must be distinct and >= 0 (got {seed_list!r})")
-    return seeds
+        return seed_spec(seed_list)
+    except ValueError as e:
+        raise InputError(f"--seed-list: {e} (got {seed_list!r})") from None
 
 
 def prepare_out(out: Path) -> None:
@@ -128,11 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--policies",
         default=None,
         help="comma list of 'all' (the heuristic policies), registered names "
-        f"({', '.join(policy_names())}), module:Class, or a model.zip path",
+        f"({', '.join(policy_names())}), module:Class, a model.zip path, or a glob of them "
+        "(runs/x/models/*.zip)",
     )
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
-    seeds.add_argument("--seed-list", default=None, help="explicit seeds, e.g. 1,2,3")
+    seeds.add_argument("--seed-list", default=None, help="explicit seeds: 1,2,3 or 800-859 or both")
     ap.add_argument("--out", type=Path, default=Path("runs/leaderboard"), help="output directory")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel cells")
     ap.add_argument("--backend", choices=BACKENDS, default="local")
