@@ -282,7 +282,9 @@ class SloMultiplier(BaseCallback):
     ``A`` the mean attainment of the latest ``window`` training episodes, and the new λ is set
     in every env (``set_slo_weight``). Logged as ``train/slo_weight`` and
     ``train/slo_attainment_window``. Every checkpoint keeps the weight (its ``state``), and a
-    resumed run goes on from it; the window of attainments starts empty again.
+    resumed run goes on from it; the window of attainments starts empty again. There is one
+    ``target`` (the training script passes the validation scenario's): with several scenarios
+    whose targets differ, every episode's attainment is judged against that one.
     """
 
     def __init__(
