@@ -32,6 +32,10 @@ class Demos:
     actions: np.ndarray
     returns: np.ndarray
     episode_metrics: list[dict[str, float]]
+    #: Value labels (optional): per step, up to K candidate actions (-1: none) and their
+    #: mean rollout objective (lower is better; NaN: none), from a planner expert.
+    cand_actions: np.ndarray | None = None
+    cand_scores: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.actions.shape[0])
@@ -45,7 +49,16 @@ class Demos:
             actions=np.concatenate([d.actions for d in parts]),
             returns=np.concatenate([d.returns for d in parts]),
             episode_metrics=[m for d in parts for m in d.episode_metrics],
+            cand_actions=_cat([d.cand_actions for d in parts]),
+            cand_scores=_cat([d.cand_scores for d in parts]),
         )
+
+
+def _cat(parts: list[np.ndarray | None]) -> np.ndarray | None:
+    """The parts' rows stacked, or None unless every part has them."""
+    if any(p is None for p in parts):
+        return None
+    return np.concatenate([p for p in parts if p is not None])
 
 
 def discounted_returns(rewards: Any, gamma: float) -> np.ndarray:
@@ -135,12 +148,19 @@ def pretrain(
     seed: int = 0,
     log: Callable[[int, float, float, float], Any] | None = None,
     value_scale: float = 1.0,
+    value_temp: float | None = None,
 ) -> dict[str, float]:
     """Fit ``policy`` (an SB3 maskable actor-critic policy) to the demonstrations: the
     negative log-likelihood of the expert's actions under the policy's own masked action
     distribution (a masked cross-entropy; for the two-level distribution of
     :mod:`gpu_sharing_gym.agents.option_policy`, of the wait decision and of the placement), and the value head
     to ``value_scale`` times the returns.
+
+    With ``value_temp`` and value labels in ``demos`` (a planner expert's candidates and
+    their rollout objectives), the policy is fitted to a soft target instead of the expert's
+    argmax: candidate ``i`` weighs ``exp(-(s_i - s_min) / (value_temp * |s_min|))`` (a
+    temperature relative to the step's best objective), so a near-tie is not a label and a
+    decision that matters weighs as much as the gap says (:func:`value_targets`).
 
     Returns the final epoch's mean losses and the expert-action accuracy (the distribution's
     mode against the label).
@@ -150,6 +170,11 @@ def pretrain(
     n = len(demos)
     obs_t = {k: th.as_tensor(v) for k, v in demos.obs.items()}
     masks_t = th.as_tensor(demos.masks)
+    if value_temp is not None and demos.cand_actions is not None:
+        tgt_a, tgt_w = value_targets(demos, value_temp)
+    else:
+        tgt_a, tgt_w = demos.actions[:, None], np.ones((n, 1), dtype=np.float32)
+    tgt_a_t, tgt_w_t = th.as_tensor(tgt_a), th.as_tensor(tgt_w)
     acts_t = th.as_tensor(demos.actions)
     ret_t = th.as_tensor(demos.returns * value_scale, dtype=th.float32)
     policy.set_training_mode(True)
@@ -164,7 +189,9 @@ def pretrain(
             latent_pi, latent_vf = policy.mlp_extractor(features)
             dist = policy._get_action_dist_from_latent(latent_pi)
             dist.apply_masking(masks_t[idx])
-            pi_loss = -dist.log_prob(acts_t[idx]).mean()
+            a_k, w_k = tgt_a_t[idx], tgt_w_t[idx]
+            logp = th.stack([dist.log_prob(a_k[:, k]) for k in range(a_k.shape[1])], dim=1)
+            pi_loss = -(w_k * logp).sum(dim=1).mean()
             v_loss = F.mse_loss(policy.value_net(latent_vf).squeeze(-1), ret_t[idx])
             loss = pi_loss + vf_coef * v_loss
             opt.zero_grad()
@@ -180,3 +207,30 @@ def pretrain(
             log(epoch, pi, vf, acc)
     policy.set_training_mode(False)
     return out
+
+
+def value_targets(demos: Demos, temp: float) -> tuple[np.ndarray, np.ndarray]:
+    """Soft targets from value labels: (actions, weights), each ``(n, K)``; weights sum to 1
+    per row. A candidate outside the step's recorded mask, or a padding slot, gets weight 0
+    (and the label's action, so its log-probability is finite); a step without scored
+    candidates keeps its label."""
+    assert demos.cand_actions is not None and demos.cand_scores is not None
+    acts = demos.cand_actions.copy()
+    scores = demos.cand_scores
+    n = acts.shape[0]
+    rows = np.arange(n)[:, None]
+    ok = (acts >= 0) & np.isfinite(scores)
+    ok &= demos.masks[rows, np.where(acts >= 0, acts, 0)]
+    best = np.where(ok, scores, np.inf).min(axis=1, keepdims=True)
+    scale = temp * np.maximum(np.abs(best), 1e-9)
+    with np.errstate(invalid="ignore", over="ignore"):
+        logits = np.where(ok, -(scores - best) / scale, -np.inf)
+    w = np.where(ok, np.exp(logits), 0.0)
+    total = w.sum(axis=1, keepdims=True)
+    none = total[:, 0] <= 0  # nothing scored here: the label
+    w[none] = 0.0
+    w[none, 0] = 1.0
+    acts[none, 0] = demos.actions[none]
+    w /= w.sum(axis=1, keepdims=True)
+    acts = np.where(w > 0, acts, demos.actions[:, None])
+    return acts.astype(np.int64), w.astype(np.float32)

@@ -35,6 +35,8 @@ from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_env, make_exp
 
 #: Bump when what an episode file holds changes.
 CACHE_VERSION = 1
+#: Candidates whose rollout values a value-labelled step keeps (``values=True``).
+VALUE_K = 8
 
 
 def training_seeds(n: int, seed: int) -> list[int]:
@@ -75,16 +77,38 @@ def _run_episode(job: dict[str, Any]) -> dict[str, Any]:
     rows: dict[str, list[np.ndarray]] = {}
     masks, actions, rewards = [], [], []
     done = False
+    values = bool(spec.get("values"))
+    if values:
+        from gpu_sharing_gym.agents.planner import RolloutPlanner
+
+        if not isinstance(expert, RolloutPlanner):
+            raise ValueError(f"values=True: expert {spec['expert']!r} is not a rollout planner")
+        planner = expert
+    cand_actions: list[np.ndarray] = []
+    cand_scores: list[np.ndarray] = []
     while not done:
         mask = info["action_mask"]
-        a = expert.act(ClusterView(base.sim, base.codec), obs, mask)
+        student_mask = work_conserving(mask) if spec["conserving"] else mask
+        view = ClusterView(base.sim, base.codec)
+        drives = student is not None and rng.random() >= job.get("beta", 0.0)
+        s_act = student.predict(obs, student_mask) if drives and student is not None else None
+        if values and s_act is not None:
+            # the student's own action is scored beside the heuristics' (then the base)
+            planner.extra = [base.codec.to_decision(base.sim, s_act)]
+        a = expert.act(view, obs, mask)
+        if values:
+            ca = np.full(VALUE_K, -1, dtype=np.int64)
+            cs = np.full(VALUE_K, np.nan)
+            for i, (d, m) in enumerate((planner.last_scores or [])[:VALUE_K]):
+                ca[i], cs[i] = view.action_of(d), m
+            cand_actions.append(ca)
+            cand_scores.append(cs)
         for k, v in obs.items():
             rows.setdefault(k, []).append(v)
-        student_mask = work_conserving(mask) if spec["conserving"] else mask
         masks.append(student_mask if student_mask[a] else mask)
         actions.append(a)
-        if student is not None and rng.random() >= job.get("beta", 0.0):
-            a = student.predict(obs, student_mask)
+        if s_act is not None:
+            a = s_act
         obs, r, done, _, info = env.step(a)
         rewards.append(float(r))
     out = {
@@ -96,6 +120,9 @@ def _run_episode(job: dict[str, Any]) -> dict[str, Any]:
         "rewards": np.asarray(rewards, dtype=np.float64),
         "metrics": dict(info["metrics"]),
     }
+    if values:
+        out["cand_actions"] = np.stack(cand_actions)
+        out["cand_scores"] = np.stack(cand_scores)
     path = job.get("path")
     if path is not None:
         _save(Path(path), out)
@@ -113,6 +140,7 @@ def _save(path: Path, ep: Mapping[str, Any]) -> None:
         actions=ep["actions"],
         rewards=ep["rewards"],
         metrics=np.frombuffer(json.dumps(ep["metrics"]).encode(), dtype=np.uint8),
+        **{k: ep[k] for k in ("cand_actions", "cand_scores") if k in ep},
     )
     os.replace(tmp, path)
 
@@ -127,6 +155,7 @@ def _load(path: Path) -> dict[str, Any] | None:
                 "actions": z["actions"],
                 "rewards": z["rewards"],
                 "metrics": json.loads(bytes(z["metrics"]).decode()),
+                **{k: z[k] for k in ("cand_actions", "cand_scores") if k in z.files},
             }
     except (OSError, ValueError, KeyError, EOFError):
         return None  # unreadable (e.g. a file from a killed run): label it again
@@ -149,6 +178,7 @@ def label_episodes(
     workers: int = 1,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Callable[[int], Any] | None = None,
+    values: bool = False,
 ) -> Demos:
     """Episodes on ``seeds`` labelled by ``expert`` (module doc); ``returns`` are the
     ``gamma``-discounted returns of the rewards the env gave (paired ones with ``paired``).
@@ -159,6 +189,11 @@ def label_episodes(
             reaches when evaluated); None: the expert drives.
         workers: Processes (the data does not depend on it).
         cache_dir: Where expert-driven episodes are kept and looked up.
+        values: Keep, for every step, the first action and mean rollout objective of each
+            candidate the planner scored (``Demos.cand_actions``, ``cand_scores``; the
+            student's own action among them in DAgger rounds), for value-weighted cloning
+            (:func:`gpu_sharing_gym.agents.bc.pretrain`, ``value_temp``). The expert must be a
+            planner.
     """
     spec = {
         "scenario": scenario,
@@ -170,6 +205,8 @@ def label_episodes(
         "paired": paired,
         "conserving": conserving,
     }
+    if values:
+        spec["values"] = True  # (absent otherwise: earlier caches keep their key)
     folder = None
     if cache_dir is not None and student is None:
         folder = Path(cache_dir) / f"{Path(scenario).stem}-{expert}-{cache_key(spec)}"
@@ -203,6 +240,7 @@ def label_episodes(
         obs = {k: v.astype(np.float32) for k, v in ep["obs"].items()}  # (hints: bool on disk)
         parts.append(
             Demos(obs, ep["masks"], ep["actions"],
-                  discounted_returns(ep["rewards"], gamma), [ep["metrics"]])
+                  discounted_returns(ep["rewards"], gamma), [ep["metrics"]],
+                  ep.get("cand_actions"), ep.get("cand_scores"))
         )  # fmt: skip
     return Demos.concat(parts)

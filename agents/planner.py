@@ -275,6 +275,13 @@ class RolloutPlanner(HeuristicPolicy):
         self.plan: Then | None = None
         #: Whether the policies run as the env runs them (set by :meth:`act`).
         self.env_actions = False
+        #: More first actions to score at the next decision, each followed by the base (set
+        #: by a caller before :meth:`decide`, consumed by it): a DAgger student's own action,
+        #: so a value label compares it with the heuristics' (:mod:`gpu_sharing_gym.agents.expert`).
+        self.extra: list[Decision | None] = []
+        #: (first action, mean rollout objective) of every candidate scored at the last
+        #: decision (objective 0.0 for all when there was nothing to choose); None before any.
+        self.last_scores: list[tuple[Decision | None, float]] | None = None
 
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
         # Under the env (a teacher labelling env states), the base, the candidates and every
@@ -296,6 +303,7 @@ class RolloutPlanner(HeuristicPolicy):
         d_plan = plan.decide(view) if plan is not None else None
         d_base = self.base.decide(view)
         if d_base is None and d_plan is None:
+            self.extra, self.last_scores = [], [(None, 0.0)]
             return None
         sim = view.lookahead_copy()  # the model: its hidden future redrawn, never read
         window = {st.job_id for st in sim.window_jobs()}
@@ -315,6 +323,12 @@ class RolloutPlanner(HeuristicPolicy):
             if _key(d) not in seen:
                 seen.add(_key(d))
                 cands.append((d, p, None))
+        extra, self.extra = self.extra, []
+        for d in extra:  # (then the base, like the base's own action)
+            if (d is None or d.job_id in window) and _key(d) not in seen:
+                seen.add(_key(d))
+                cands.append((d, None, None))
+        self.last_scores = [(d, 0.0) for d, _, _ in cands]
         if len(cands) == 1 and not self.fortified:
             return cands[0][0]  # nothing to choose (a plan is judged by its first action)
         # each candidate's rollout policy as it stands after the first action: its own copies
@@ -329,7 +343,11 @@ class RolloutPlanner(HeuristicPolicy):
             best = 0  # nothing to choose: the plan goes on
         else:
             self.n_planned += 1
-            best = self._choose(self._scores(sim, [d for d, _, _ in cands], starts))
+            scores = self._scores(sim, [d for d, _, _ in cands], starts)
+            self.last_scores = [
+                (d, float(m)) for (d, _, _), m in zip(cands, scores.mean(axis=0), strict=True)
+            ]
+            best = self._choose(scores)
         first = cands[best][0]
         self.n_changed += _key(first) != _key(d_base)
         if self.fortified:

@@ -407,3 +407,72 @@ def test_v1_training_resume_keeps_progress_and_eval_schedule(tmp_path: Path) -> 
     assert r.returncode == 0 and "the run is finished (768 of 768 timesteps)" in r.stdout
     agent = load_agent(out / "model.zip")
     assert agent.option_agnostic and agent.meta["format"] == 2
+
+
+def test_value_labels_score_the_students_own_action(tmp_path: Path) -> None:
+    """``label_episodes(values=True)`` with a planner expert keeps every scored candidate's
+    first action and rollout objective; in a DAgger round the student's own action is among
+    them, the label is the best of them, and the soft targets fit."""
+    import yaml
+
+    from gpu_sharing_gym.agents.agent import RLAgent
+    from gpu_sharing_gym.agents.bc import pretrain, value_targets
+    from gpu_sharing_gym.agents.expert import VALUE_K
+
+    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
+    data["workload"]["offline"].update(max_jobs=16, arrival_window_h=2)
+    scen = tmp_path / "small.yaml"
+    scen.write_text(yaml.safe_dump(data))
+    model = _v1_model()
+    meta = {"format": 2, "policy": "OptionActorCriticPolicy", "expert_hint": None,
+            "policy_kwargs": {"hidden": 16, "n_layers": 1, "pair_hidden": 8}}  # fmt: skip
+    student = (meta, model.policy.state_dict())
+    kw = {
+        "base": "speed_sjf",
+        "candidates": ["first_fit", "pack"],
+        "fortified": False,
+        "horizon": 0,
+    }
+    d = label_episodes(str(scen), {}, "planner_oracle", [1_000_321], expert_kwargs=kw,
+                       student=student, values=True)  # fmt: skip
+    assert d.cand_actions is not None and d.cand_scores is not None
+    assert d.cand_actions.shape == d.cand_scores.shape == (len(d), VALUE_K)
+    agent = RLAgent(meta, dict(student[1]))
+    scored = 0
+    for i in range(len(d)):
+        acts, scores = d.cand_actions[i], d.cand_scores[i]
+        valid = acts >= 0
+        assert d.actions[i] in acts[valid]  # the label is a scored candidate ...
+        if valid.sum() > 1:
+            scored += 1
+            best = scores[valid].min()
+            assert scores[valid][list(acts[valid]).index(d.actions[i])] == best  # ... the best
+            s_act = agent.predict({k: v[i] for k, v in d.obs.items()}, d.masks[i])
+            assert s_act in acts[valid]  # the student's own action was scored
+    assert scored > 0
+    a, w = value_targets(d, 1e-6)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-6)
+    assert d.masks[np.arange(len(d))[:, None], a].all()  # weight only on legal actions
+    top = a[np.arange(len(d)), w.argmax(axis=1)]
+    np.testing.assert_array_equal(top, d.actions)  # near-zero temperature: the planner's pick
+    fit = pretrain(model.policy, d, epochs=2, lr=1e-3, batch_size=64, value_temp=0.01)
+    assert math.isfinite(fit["bc_policy_loss"])
+
+
+def test_value_targets_weigh_only_legal_scored_candidates() -> None:
+    from gpu_sharing_gym.agents.bc import Demos, value_targets
+
+    masks = np.ones((3, 6), dtype=bool)
+    masks[0, 4] = False  # candidate 4 is illegal in row 0's recorded mask
+    d = Demos(
+        obs={}, masks=masks, actions=np.array([1, 2, 3]), returns=np.zeros(3, np.float32),
+        episode_metrics=[],
+        cand_actions=np.array([[1, 4, 2], [2, 3, -1], [-1, -1, -1]]),
+        cand_scores=np.array([[100.0, 50.0, 101.0], [100.0, 100.0, np.nan], [np.nan] * 3]),
+    )  # fmt: skip
+    a, w = value_targets(d, 0.01)  # temperature: 1 % of the best objective (1 s here)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-6)
+    assert w[0, 1] == 0.0 and w[0, 0] == pytest.approx(1 / (1 + np.exp(-1.0)))  # 4 is illegal
+    np.testing.assert_allclose(w[1, :2], 0.5)  # a tie
+    assert a[2, 0] == 3 and w[2, 0] == 1.0  # nothing scored: the label
+    assert masks[np.arange(3)[:, None], a].all()
