@@ -282,38 +282,51 @@ class SloMultiplier(BaseCallback):
     ``A`` the mean attainment of the latest ``window`` training episodes, and the new λ is set
     in every env (``set_slo_weight``). Logged as ``train/slo_weight`` and
     ``train/slo_attainment_window``. Every checkpoint keeps the weight (its ``state``), and a
-    resumed run goes on from it; the window of attainments starts empty again. There is one
-    ``target`` (the training script passes the validation scenario's): with several scenarios
-    whose targets differ, every episode's attainment is judged against that one.
+    resumed run goes on from it; the window of attainments starts empty again.
+
+    ``targets`` (per training env, in the vec env's order; the training script passes each
+    env's scenario's): an episode is held to its own scenario's target, so with several
+    scenarios the gap is the mean over the window of ``target_i + margin − A_i``. Without
+    it every episode is held to ``target``.
     """
 
     def __init__(
         self, target: float, weight: float, lr: float, margin: float, max_weight: float,
-        window: int,
+        window: int, targets: Sequence[float] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.target = float(target)
+        self.targets = None if targets is None else [float(t) for t in targets]
         self.weight = float(weight)
         self.lr = float(lr)
         self.margin = float(margin)
         self.max_weight = float(max_weight)
-        self.recent: deque[float] = deque(maxlen=int(window))
+        #: (attainment, its episode's target) of the latest training episodes
+        self.recent: deque[tuple[float, float]] = deque(maxlen=int(window))
 
     def _on_training_start(self) -> None:
         self.training_env.env_method("set_slo_weight", self.weight)
 
     def _on_step(self) -> bool:
-        for info in self.locals.get("infos", ()):
+        for i, info in enumerate(self.locals.get("infos", ())):
             m = info.get("metrics")
             if m is not None and m.get("slo_attainment") is not None:
-                self.recent.append(float(m["slo_attainment"]))
+                target = self.target if self.targets is None else self.targets[i]
+                self.recent.append((float(m["slo_attainment"]), target))
         return True
 
     def _on_rollout_end(self) -> None:
         if not self.recent:
             return
-        att = sum(self.recent) / len(self.recent)
-        step = self.lr * (self.target + self.margin - att)
+        att = sum(a for a, _ in self.recent) / len(self.recent)
+        targets = {t for _, t in self.recent}
+        # (one target: as itself, so a single scenario's run gives the bits it always gave)
+        target = (
+            targets.pop()
+            if len(targets) == 1
+            else sum(t for _, t in self.recent) / len(self.recent)
+        )
+        step = self.lr * (target + self.margin - att)
         self.weight = min(self.max_weight, max(0.0, self.weight + step))
         self.training_env.env_method("set_slo_weight", self.weight)
         self.logger.record("train/slo_weight", self.weight)

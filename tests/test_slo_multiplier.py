@@ -111,3 +111,34 @@ def test_checkpoints_keep_the_weight_for_resume(tmp_path: Path) -> None:
     cb.save()
     ckpt = latest_checkpoint(tmp_path / "checkpoints")
     assert ckpt is not None and ckpt.state() == {"slo_weight": 3.25}
+
+
+def test_each_episode_is_held_to_its_own_scenarios_target() -> None:
+    """With several training scenarios, an episode's attainment is held to its own scenario's
+    target (the training script reads them off the vec env); with one, to that target, as
+    before, bit for bit."""
+    from gpu_sharing_gym.agents.envs import make_vec_env
+
+    venv = make_vec_env("default,muxflow-t4", 2, 0, env_id="GpuSharing-v1")
+    targets = [float(c.slo_target) for c in venv.get_attr("cfg")]
+    assert targets == [0.95, 0.99]  # env i runs scenario i % 2
+    venv.close()
+
+    def last_step(cb: SloMultiplier, atts: list[float]) -> float:
+        envs = _Envs()
+        cb.model = SimpleNamespace(  # type: ignore[assignment]
+            logger=Logger(None, []), get_env=lambda: envs, num_timesteps=0
+        )
+        cb.locals = {"infos": [{"metrics": {"slo_attainment": a}} for a in atts]}
+        cb.on_step()
+        w0 = cb.weight
+        cb.on_rollout_end()
+        return cb.weight - w0
+
+    # env 0 (target 0.95) at 0.96, env 1 (target 0.99) at 0.98: gaps -0.01 and +0.01 (+ margin)
+    mixed = SloMultiplier(0.95, 50.0, 100.0, 0.0, 200.0, 8, targets=targets)
+    assert last_step(mixed, [0.96, 0.98]) == pytest.approx(0.0, abs=1e-9)
+    one = SloMultiplier(0.95, 50.0, 100.0, 0.01, 200.0, 8)  # every episode held to 0.95
+    assert last_step(one, [0.96, 0.98]) == pytest.approx(100.0 * (0.95 + 0.01 - 0.97))
+    same = SloMultiplier(0.95, 50.0, 100.0, 0.01, 200.0, 8, targets=[0.95, 0.95])
+    assert last_step(same, [0.96, 0.98]) == last_step(one, [0.96, 0.98])
