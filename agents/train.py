@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                 weight = float(ckpt.state().get("slo_weight", weight))
             multiplier = SloMultiplier(
                 probe.sim.cfg.slo_target, weight, sm.lr, sm.margin, sm.max_weight, sm.window,
-                targets=[float(c.slo_target) for c in model.get_env().get_attr("cfg")],
+                targets=[float(c.slo_target) for c in venv.get_attr("cfg")],
             )  # fmt: skip
             checkpoint.state = lambda: {"slo_weight": multiplier.weight}
             callbacks.append(multiplier)
