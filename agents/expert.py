@@ -90,8 +90,9 @@ def _run_episode(job: dict[str, Any]) -> dict[str, Any]:
         mask = info["action_mask"]
         student_mask = work_conserving(mask) if spec["conserving"] else mask
         view = ClusterView(base.sim, base.codec)
-        drives = student is not None and rng.random() >= job.get("beta", 0.0)
-        s_act = student.predict(obs, student_mask) if drives and student is not None else None
+        s_act = None  # the student's action where it drives this step
+        if student is not None and rng.random() >= job.get("beta", 0.0):
+            s_act = student.predict(obs, student_mask)
         if values and s_act is not None:
             # the student's own action is scored beside the heuristics' (then the base)
             planner.extra = [base.codec.to_decision(base.sim, s_act)]
