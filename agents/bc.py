@@ -234,3 +234,78 @@ def value_targets(demos: Demos, temp: float) -> tuple[np.ndarray, np.ndarray]:
     w /= w.sum(axis=1, keepdims=True)
     acts = np.where(w > 0, acts, demos.actions[:, None])
     return acts.astype(np.int64), w.astype(np.float32)
+
+
+def tie_parameters(dst: th.nn.Module, src: th.nn.Module) -> None:
+    """Make every parameter of ``dst`` the very tensor of ``src`` with the same name (two
+    policies of one set-encoding network built for different layouts: one set of weights)."""
+    shared = dict(src.named_parameters())
+    for mod_name, mod in dst.named_modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None:
+                mod._parameters[name] = shared[f"{mod_name}.{name}" if mod_name else name]
+
+
+def pretrain_layouts(
+    policies: list[Any],
+    parts: list[Demos],
+    epochs: int,
+    lr: float,
+    batch_size: int = 256,
+    seed: int = 0,
+    log: Callable[[int, list[tuple[float, float]]], Any] | None = None,
+) -> list[tuple[float, float]]:
+    """Fit one set of weights to demonstrations from several layouts (cluster sizes, windows,
+    option sets): ``parts[i]`` is fitted through ``policies[i]``, a policy built for that
+    layout (:meth:`gpu_sharing_gym.agents.agent.RLAgent.policy_for`). The policies' parameters
+    are tied to the first's, and each epoch visits every part's minibatches in one shuffled
+    order, so no scenario's steps come last. Only the policy is fitted (masked cross-entropy
+    of the labels, as :func:`pretrain`); the critic is left as it is. ``obs["hint"]`` may be
+    stored as bool (a 10,000-wide one-hot per step at 226 GPUs); it is cast per minibatch.
+
+    Returns each part's (loss, accuracy) of the last epoch; ``policies[0].state_dict()`` holds
+    the result.
+    """
+    for pol in policies[1:]:
+        tie_parameters(pol, policies[0])
+    params = list(policies[0].parameters())
+    opt = th.optim.Adam(params, lr=lr)
+    rng = np.random.default_rng(seed)
+    th.manual_seed(seed)
+    tensors = [
+        ({k: th.as_tensor(v) for k, v in d.obs.items()}, th.as_tensor(d.masks), th.as_tensor(d.actions))
+        for d in parts
+    ]  # fmt: skip
+    for pol in policies:
+        pol.set_training_mode(True)
+    out: list[tuple[float, float]] = []
+    for epoch in range(epochs):
+        batches = [
+            (j, b)
+            for j, d in enumerate(parts)
+            for b in np.array_split(rng.permutation(len(d)), max(1, len(d) // batch_size))
+        ]
+        sums = np.zeros((len(parts), 3))
+        for bi in rng.permutation(len(batches)):
+            j, idx = batches[bi]
+            obs_t, masks_t, acts_t = tensors[j]
+            it = th.as_tensor(idx)
+            obs = {k: v[it].float() if k == HINT else v[it] for k, v in obs_t.items()}
+            pol = policies[j]
+            latent_pi, _ = pol.mlp_extractor(pol.extract_features(obs))
+            dist = pol._get_action_dist_from_latent(latent_pi)
+            dist.apply_masking(masks_t[it])
+            loss = -dist.log_prob(acts_t[it]).mean()
+            opt.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            with th.no_grad():
+                acc = (dist.mode() == acts_t[it]).float().mean().item()
+            sums[j] += [loss.item() * len(idx), acc * len(idx), len(idx)]
+        out = [(s[0] / s[2], s[1] / s[2]) for s in sums]
+        if log is not None:
+            log(epoch, out)
+    for pol in policies:
+        pol.set_training_mode(False)
+    return out

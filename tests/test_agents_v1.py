@@ -476,3 +476,45 @@ def test_value_targets_weigh_only_legal_scored_candidates() -> None:
     np.testing.assert_allclose(w[1, :2], 0.5)  # a tie
     assert a[2, 0] == 3 and w[2, 0] == 1.0  # nothing scored: the label
     assert masks[np.arange(3)[:, None], a].all()
+
+
+def test_one_set_of_weights_is_fitted_to_two_cluster_sizes(tmp_path: Path) -> None:
+    """pretrain_layouts: demonstrations from two layouts (16 and 32 GPUs) fit one network; the
+    result loads as an ordinary agent and acts as the fitted policies do on both."""
+    from gpu_sharing_gym.agents.agent import RLAgent
+    from gpu_sharing_gym.agents.bc import pretrain_layouts
+
+    model = _v1_model()
+    meta = {
+        "format": 2, "policy": "OptionActorCriticPolicy", "expert_hint": None,
+        "policy_kwargs": {"hidden": 16, "n_layers": 1, "pair_hidden": 8},
+    }  # fmt: skip
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    parts = [
+        label_episodes(s, {}, "speed_sjf", [1_000_321], cache_dir=tmp_path)
+        for s in ("default", "default-x2")
+    ]
+    agent = RLAgent(meta, before)
+    policies = [
+        agent.policy_for(*agent.layout({k: v[0] for k, v in d.obs.items()}, d.masks[0]))
+        for d in parts
+    ]
+    assert policies[0] is not policies[1]
+    losses: list[list[tuple[float, float]]] = []
+    pretrain_layouts(
+        policies, parts, epochs=4, lr=3e-3, batch_size=32, log=lambda e, r: losses.append(r)
+    )
+    shared = [p for p in policies[0].parameters()]
+    assert all(a is b for a, b in zip(shared, policies[1].parameters()))
+    for j in range(2):
+        assert losses[-1][j][0] < losses[0][j][0]  # both parts were fitted
+    after = policies[0].state_dict()
+    assert any(not th.equal(before[k], after[k]) for k in before)
+    fresh = RLAgent(meta, after)
+    for d, pol in zip(parts, policies):
+        for i in range(0, len(d), max(1, len(d) // 5)):
+            obs = {k: v[i] for k, v in d.obs.items()}
+            t = {k: th.as_tensor(v)[None] for k, v in obs.items()}
+            with th.no_grad():
+                want = int(pol.get_distribution(t, action_masks=d.masks[i][None]).mode()[0])
+            assert fresh.predict(obs, d.masks[i]) == want

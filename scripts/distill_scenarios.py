@@ -1,0 +1,169 @@
+"""DAgger across scenarios: a saved agent learns one scenario's teacher while it is held to
+its own decisions on another (docs/agents.md, "Learning Gandiva's packing on `pai-busy`").
+
+    python scripts/distill_scenarios.py label --scenario pai-busy --teacher gandiva \
+        --episodes 16 --seed 1 --keep 800 --out runs/distill/pai-busy
+    python scripts/distill_scenarios.py anchor --scenario default --episodes 200 --seed 2 \
+        --out runs/distill/default
+    python scripts/distill_scenarios.py fit --epochs 8 --lr 3e-4 --out runs/distill/agent.zip \
+        runs/distill/pai-busy runs/distill/default
+
+``label``: the agent (``--agent``, default ``ppo``) drives training episodes (seeds drawn as
+``gsg train`` draws them, :func:`gpu_sharing_gym.agents.expert.training_seeds`) and the
+heuristic ``--teacher`` labels every state it reaches (DAgger); ``--keep`` steps are drawn per
+episode, since a 226-GPU step weighs ~130 kB. ``anchor``: the same, labelled by the agent
+itself, so the fit keeps its decisions on that scenario. ``fit``: one set of weights fitted to
+every directory's steps, one layout each (:func:`gpu_sharing_gym.agents.bc.pretrain_layouts`),
+written as a checkpoint of the agent with the new weights (loadable by path wherever a policy
+name is accepted). Episodes run with the agent's own window order and hint; the reward is not
+used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch as th
+
+from gpu_sharing_gym.agents.agent import AgentLoadError, RLAgent, read_checkpoint, resolve
+from gpu_sharing_gym.agents.bc import Demos, pretrain_layouts
+from gpu_sharing_gym.agents.envs import HINT
+from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
+
+#: The env of the shipped ``ppo``'s recipe (configs/recipes/maskable_ppo_v1_lagrange.yaml); only
+#: ``window_order`` changes what the agent sees, the reward is recorded but not fitted.
+ENV = {
+    "reward": "jct",
+    "window_order": "predicted",
+    "reward_kwargs": {"slo_form": "linear", "slo_weight": 50.0},
+}
+HINT_POLICY = "speed_sjf_queue"
+
+
+def save(d: Demos, path: Path) -> None:
+    meta = np.frombuffer(json.dumps(d.episode_metrics).encode(), dtype=np.uint8)
+    tmp = path.with_suffix(".tmp.npz")
+    obs = {f"obs.{k}": v for k, v in d.obs.items()}
+    np.savez_compressed(
+        tmp, **obs, masks=d.masks, actions=d.actions, returns=d.returns, metrics=meta
+    )
+    tmp.replace(path)
+
+
+def load(path: Path) -> Demos:
+    z = np.load(path)
+    obs = {k[4:]: z[k] for k in z.files if k.startswith("obs.")}
+    metrics = json.loads(bytes(z["metrics"]).decode())
+    return Demos(obs, z["masks"], z["actions"], z["returns"], metrics)
+
+
+def subsample(d: Demos, k: int, rng: np.random.Generator) -> Demos:
+    """``k`` steps of ``d`` drawn without replacement (in order); the hint stored as bool."""
+    idx = np.sort(rng.choice(len(d), size=min(k, len(d)), replace=False))
+    obs = {key: (v[idx] > 0.5 if key == HINT else v[idx]) for key, v in d.obs.items()}
+    return Demos(obs, d.masks[idx], d.actions[idx], d.returns[idx], d.episode_metrics)
+
+
+def cmd_label(a: argparse.Namespace) -> None:
+    meta, state = read_checkpoint(resolve(a.agent))
+    seeds = training_seeds(a.episodes, a.seed)
+    rng = np.random.default_rng(a.seed)
+    a.out.mkdir(parents=True, exist_ok=True)
+    for i in range(0, len(seeds), 2):  # two at a time: a 226-GPU episode is ~0.6 GB unsampled
+        t0 = time.time()
+        pair = seeds[i : i + 2]
+        d = label_episodes(
+            a.scenario, ENV, a.teacher, pair, env_id="GpuSharing-v1", hint=HINT_POLICY,
+            paired=HINT_POLICY, student=(meta, state), workers=a.workers,
+        )  # fmt: skip
+        save(subsample(d, a.keep * len(pair), rng), a.out / f"part-{i:03d}.npz")
+        jct = [round(m["jct_mean_s"]) for m in d.episode_metrics]
+        print(
+            f"seeds {pair}: {len(d)} steps, agent's JCT {jct} ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
+
+
+def cmd_anchor(a: argparse.Namespace) -> None:
+    meta, state = read_checkpoint(resolve(a.agent))
+    d = label_episodes(
+        a.scenario, ENV, HINT_POLICY, training_seeds(a.episodes, a.seed), env_id="GpuSharing-v1",
+        hint=HINT_POLICY, paired=HINT_POLICY, student=(meta, state), workers=a.workers,
+    )  # fmt: skip
+    agent = RLAgent(meta, state)
+    own = [agent.predict({k: v[i] for k, v in d.obs.items()}, d.masks[i]) for i in range(len(d))]
+    d.actions[:] = own
+    a.out.mkdir(parents=True, exist_ok=True)
+    save(d, a.out / "part-000.npz")
+    print(f"{a.episodes} episodes, {len(d)} steps labelled by the agent itself")
+
+
+def cmd_fit(a: argparse.Namespace) -> None:
+    src = resolve(a.agent)
+    meta, state = read_checkpoint(src)
+    agent = RLAgent(meta, state)
+    parts, policies = [], []
+    for folder in a.parts:
+        files = sorted(folder.glob("part-*.npz"))
+        if not files:
+            raise AgentLoadError(f"{folder}: no part-*.npz (run `label` or `anchor` first)")
+        d = Demos.concat([load(f) for f in files])
+        obs0 = {k: v[0].astype(np.float32) for k, v in d.obs.items()}
+        parts.append(d)
+        policies.append(agent.policy_for(*agent.layout(obs0, d.masks[0])))
+
+    def log(epoch: int, res: list[tuple[float, float]]) -> None:
+        cols = "  ".join(f"{f.name}: loss {p:.4f} acc {q:.3f}" for f, (p, q) in zip(a.parts, res))
+        print(f"epoch {epoch}: {cols}", flush=True)
+
+    pretrain_layouts(policies, parts, a.epochs, a.lr, seed=a.seed, log=log)
+    buf = io.BytesIO()
+    th.save(policies[0].state_dict(), buf)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = a.out.with_suffix(".tmp")
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zo:
+        for name in zi.namelist():
+            zo.writestr(name, buf.getvalue() if name == "policy.pth" else zi.read(name))
+    tmp.replace(a.out)
+    print(f"wrote {a.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("label", "anchor"):
+        s = sub.add_parser(name)
+        s.add_argument("--scenario", required=True)
+        s.add_argument("--episodes", type=int, required=True)
+        s.add_argument("--seed", type=int, default=0)
+        s.add_argument("--out", type=Path, required=True)
+        s.add_argument("--agent", default="ppo")
+        s.add_argument("--workers", type=int, default=2)
+        if name == "label":
+            s.add_argument("--teacher", required=True)
+            s.add_argument("--keep", type=int, default=800)
+    s = sub.add_parser("fit")
+    s.add_argument("parts", type=Path, nargs="+")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--epochs", type=int, default=8)
+    s.add_argument("--lr", type=float, default=3e-4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--agent", default="ppo")
+    a = p.parse_args(argv)
+    try:
+        {"label": cmd_label, "anchor": cmd_anchor, "fit": cmd_fit}[a.cmd](a)
+    except (AgentLoadError, ValueError, FileNotFoundError) as e:
+        print(f"distill_scenarios: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
