@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -242,6 +242,18 @@ def test_sigterm_raises_terminated_inside_the_block_only() -> None:
         assert interrupt.exit_code(KeyboardInterrupt()) == 130
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own Ctrl-C handling in this process for the test: under ``make test &`` the
+    interpreter starts with SIGINT ignored and never installs ``default_int_handler``."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_signals_held_acts_on_a_signal_when_the_block_ends() -> None:
     after: list[str] = []
     with (
@@ -258,6 +270,7 @@ def test_signals_held_acts_on_a_signal_when_the_block_ends() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.usefixtures("python_sigint")
 def test_wait_first_ends_on_a_signal_and_raises_after_it() -> None:
     from concurrent.futures import Future
 
