@@ -49,7 +49,7 @@ HINT_POLICY = "speed_sjf_queue"
 
 def save(d: Demos, path: Path) -> None:
     meta = np.frombuffer(json.dumps(d.episode_metrics).encode(), dtype=np.uint8)
-    tmp = path.with_suffix(".tmp.npz")
+    tmp = path.parent / f".{path.name}"  # (not matched by part-*.npz if a run is killed)
     obs = {f"obs.{k}": v for k, v in d.obs.items()}
     np.savez_compressed(
         tmp, **obs, masks=d.masks, actions=d.actions, returns=d.returns, metrics=meta
