@@ -96,15 +96,20 @@ def write_metadata(path: str | os.PathLike[str], meta: Mapping[str, Any]) -> Non
     """Add (or replace) the agent metadata member of an SB3 checkpoint zip (its format follows
     ``meta["env_id"]``: 1 for ``GpuSharing-v0``, the default, 2 for ``GpuSharing-v1``)."""
     fmt = META_FORMATS.get(str(meta.get("env_id", "GpuSharing-v0")), META_FORMAT)
-    p = Path(path)
-    with zipfile.ZipFile(p) as z:
-        members = {n: z.read(n) for n in z.namelist() if n != META_NAME}
-    tmp = p.with_name(p.name + ".tmp")
+    text = json.dumps({"format": fmt, **meta}, indent=1)
+    rewrite_checkpoint(Path(path), Path(path), {META_NAME: text.encode()})
+
+
+def rewrite_checkpoint(src: Path, dst: Path, members: Mapping[str, bytes]) -> None:
+    """Write the checkpoint zip ``src`` to ``dst`` (which may be ``src``) with ``members``
+    replaced or added, under a temporary name renamed over ``dst``."""
+    with zipfile.ZipFile(src) as z:
+        kept = {n: z.read(n) for n in z.namelist() if n not in members}
+    tmp = dst.with_name(dst.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        for n, data in members.items():
+        for n, data in {**kept, **members}.items():
             z.writestr(n, data)
-        z.writestr(META_NAME, json.dumps({"format": fmt, **meta}, indent=1))
-    os.replace(tmp, p)
+    os.replace(tmp, dst)
 
 
 def save_model(model: Any, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:

@@ -138,6 +138,14 @@ def demonstrations(
     )
 
 
+def _masked_dist(policy: Any, obs: dict[str, th.Tensor], masks: th.Tensor) -> tuple[Any, th.Tensor]:
+    """The policy's masked action distribution for a minibatch, and the critic's latent."""
+    latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
+    dist = policy._get_action_dist_from_latent(latent_pi)
+    dist.apply_masking(masks)
+    return dist, latent_vf
+
+
 def pretrain(
     policy: Any,
     demos: Demos,
@@ -185,10 +193,7 @@ def pretrain(
         for i in range(0, n, batch_size):
             idx = perm[i : i + batch_size]
             obs = {k: v[idx] for k, v in obs_t.items()}
-            features = policy.extract_features(obs)
-            latent_pi, latent_vf = policy.mlp_extractor(features)
-            dist = policy._get_action_dist_from_latent(latent_pi)
-            dist.apply_masking(masks_t[idx])
+            dist, latent_vf = _masked_dist(policy, obs, masks_t[idx])
             a_k, w_k = tgt_a_t[idx], tgt_w_t[idx]
             logp = th.stack([dist.log_prob(a_k[:, k]) for k in range(a_k.shape[1])], dim=1)
             pi_loss = -(w_k * logp).sum(dim=1).mean()
@@ -291,10 +296,7 @@ def pretrain_layouts(
             obs_t, masks_t, acts_t = tensors[j]
             it = th.as_tensor(idx)
             obs = {k: v[it].float() if k == HINT else v[it] for k, v in obs_t.items()}
-            pol = policies[j]
-            latent_pi, _ = pol.mlp_extractor(pol.extract_features(obs))
-            dist = pol._get_action_dist_from_latent(latent_pi)
-            dist.apply_masking(masks_t[it])
+            dist, _ = _masked_dist(policies[j], obs, masks_t[it])
             loss = -dist.log_prob(acts_t[it]).mean()
             opt.zero_grad()
             loss.backward()

@@ -26,13 +26,19 @@ import io
 import json
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch as th
 
-from gpu_sharing_gym.agents.agent import AgentLoadError, RLAgent, read_checkpoint, resolve
+from gpu_sharing_env.fileio import atomic_write_bytes
+from gpu_sharing_gym.agents.agent import (
+    AgentLoadError,
+    RLAgent,
+    read_checkpoint,
+    resolve,
+    rewrite_checkpoint,
+)
 from gpu_sharing_gym.agents.bc import Demos, pretrain_layouts
 from gpu_sharing_gym.agents.envs import HINT
 from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
@@ -49,12 +55,12 @@ HINT_POLICY = "speed_sjf_queue"
 
 def save(d: Demos, path: Path) -> None:
     meta = np.frombuffer(json.dumps(d.episode_metrics).encode(), dtype=np.uint8)
-    tmp = path.parent / f".{path.name}"  # (not matched by part-*.npz if a run is killed)
     obs = {f"obs.{k}": v for k, v in d.obs.items()}
+    buf = io.BytesIO()
     np.savez_compressed(
-        tmp, **obs, masks=d.masks, actions=d.actions, returns=d.returns, metrics=meta
+        buf, **obs, masks=d.masks, actions=d.actions, returns=d.returns, metrics=meta
     )
-    tmp.replace(path)
+    atomic_write_bytes(path, buf.getvalue())  # (its temporary name is not part-*.npz)
 
 
 def load(path: Path) -> Demos:
@@ -127,11 +133,7 @@ def cmd_fit(a: argparse.Namespace) -> None:
     buf = io.BytesIO()
     th.save(policies[0].state_dict(), buf)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".tmp")
-    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zo:
-        for name in zi.namelist():
-            zo.writestr(name, buf.getvalue() if name == "policy.pth" else zi.read(name))
-    tmp.replace(a.out)
+    rewrite_checkpoint(src, a.out, {"policy.pth": buf.getvalue()})
     print(f"wrote {a.out}")
 
 
