@@ -518,3 +518,32 @@ def test_one_set_of_weights_is_fitted_to_two_cluster_sizes(tmp_path: Path) -> No
             with th.no_grad():
                 want = int(pol.get_distribution(t, action_masks=d.masks[i][None]).mode()[0])
             assert fresh.predict(obs, d.masks[i]) == want
+
+
+def test_agent_decides_on_one_torch_thread_and_restores_the_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A decision must not depend on the machine's core count. Reductions split across threads
+    add in another order, and at a near tie that can pick another action (a distilled candidate
+    scored 10,336 s on `pai-busy` seed 2 with two threads and 10,878 s with one). So
+    ``RLAgent.predict`` runs the network on one torch thread, whatever the caller set, and
+    leaves the caller's count as it was."""
+    if "ppo" not in pretrained_names():
+        pytest.skip("ppo is not shipped")
+    agent = load_agent("ppo")
+    seen: list[int] = []
+    real = OptionActorCriticPolicy.get_distribution
+
+    def spy(self: OptionActorCriticPolicy, *args: object, **kwargs: object) -> object:
+        seen.append(th.get_num_threads())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(OptionActorCriticPolicy, "get_distribution", spy)
+    before = th.get_num_threads()
+    th.set_num_threads(2)
+    try:
+        evaluate(agent, load_scenario("default"), [0])
+        assert th.get_num_threads() == 2
+    finally:
+        th.set_num_threads(before)
+    assert seen and set(seen) == {1}
