@@ -44,6 +44,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     ObservationEncoderV1,
     observation_space_v1,
 )
+from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.view import ClusterView
@@ -114,9 +115,6 @@ def one_thread() -> Iterator[None]:
     and restoring the count takes ~0.4 us.
     """
     before = th.get_num_threads()
-    if before == 1:
-        yield
-        return
     th.set_num_threads(1)
     try:
         yield
@@ -126,14 +124,14 @@ def one_thread() -> Iterator[None]:
 
 def rewrite_checkpoint(src: Path, dst: Path, members: Mapping[str, bytes]) -> None:
     """Write the checkpoint zip ``src`` to ``dst`` (which may be ``src``) with ``members``
-    replaced or added, under a temporary name renamed over ``dst``."""
+    replaced or added, atomically (:func:`gpu_sharing_env.fileio.atomic_write_bytes`)."""
     with zipfile.ZipFile(src) as z:
         kept = {n: z.read(n) for n in z.namelist() if n not in members}
-    tmp = dst.with_name(dst.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for n, data in {**kept, **members}.items():
             z.writestr(n, data)
-    os.replace(tmp, dst)
+    atomic_write_bytes(dst, buf.getvalue())
 
 
 def save_model(model: Any, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:

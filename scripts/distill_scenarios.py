@@ -132,7 +132,6 @@ def cmd_fit(a: argparse.Namespace) -> None:
     pretrain_layouts(policies, parts, a.epochs, a.lr, seed=a.seed, log=log)
     buf = io.BytesIO()
     th.save(policies[0].state_dict(), buf)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
     rewrite_checkpoint(src, a.out, {"policy.pth": buf.getvalue()})
     print(f"wrote {a.out}")
 
