@@ -431,6 +431,11 @@ class Cluster:
         self._watchers.append(w)
         return w
 
+    def unwatch(self, w: set[int]) -> None:
+        """Stop adding to ``w`` (a set :meth:`watch` returned; nothing if it is not watching,
+        e.g. after a reset)."""
+        self._watchers[:] = [x for x in self._watchers if x is not w]
+
     def set_ready(self, gpu: int, ready: bool) -> None:
         """Mark ``gpu`` ready (or being reconfigured)."""
         self.ready[gpu] = ready

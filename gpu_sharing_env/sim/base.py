@@ -102,6 +102,7 @@ class SimulatorBase:
     _queue_sigs: dict[tuple[Any, ...], list[Any]]
     _queue_front: list[tuple[tuple[Any, ...], JobSpec]] | None
     _view_cache: dict[int, tuple[Any, ...]]
+    _job_watchers: list[set[int]]
     timeseries: list[tuple[float, float, float, float, float, float]]
     _observers: list[SimObserver]
 

@@ -227,6 +227,22 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         if observer in self._observers:
             self._observers.remove(observer)
 
+    def watch_jobs(self) -> set[int]:
+        """A set that every running job whose progress, rate or online load may change is added
+        to (by id) from now on, until :meth:`reset`: what is derived from a running job's state
+        (``work_done``, ``last_t``, ``rate``, ``duty``) changes only for jobs in it or for jobs
+        that start or stop (their GPUs change: ``Cluster.watch``). Every such change is preceded
+        by the job's accrual, which adds it. Its owner reads and empties it. Copies
+        (:meth:`copy`) do not carry it."""
+        w: set[int] = set()
+        self._job_watchers.append(w)
+        return w
+
+    def unwatch_jobs(self, w: set[int]) -> None:
+        """Stop adding to ``w`` (a set :meth:`watch_jobs` returned; nothing if it is not
+        watching, e.g. after a reset)."""
+        self._job_watchers[:] = [x for x in self._job_watchers if x is not w]
+
     @property
     def observers(self) -> tuple[SimObserver, ...]:
         """The registered observers, in the order they are called."""
@@ -299,6 +315,8 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._queue_front = None
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
         self._view_cache = {}
+        #: Sets of running jobs whose progress, rate or load may have changed (``watch_jobs``).
+        self._job_watchers = []
         self.done = False
         self.n_events = 0
         #: Load ticks x live services at each (the online model's work; ``scripts/bench.py``).
@@ -655,6 +673,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
             new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
             memo[id(st)] = new  # (MIG instances through the memo: the cluster shares them)
         memo[id(self._view_cache)] = {}
+        memo[id(self._job_watchers)] = []
         memo[id(self._mask_cache)] = {}
         memo[id(self.timeseries)] = list(self.timeseries)  # tuples of floats: immutable
         clone = copy.deepcopy(self, memo)

@@ -33,6 +33,10 @@ class _Rates(SimulatorBase):
     def _accrue(self, st: JobState) -> None:
         if st.status is not _RUNNING:
             return
+        if self._job_watchers:  # (``watch_jobs``: progress, rates or load about to change)
+            jid = st.spec.job_id
+            for w in self._job_watchers:
+                w.add(jid)
         now = self.now
         t0 = max(st.last_t, st.setup_until)
         if now > t0 and st.rate > 0:
