@@ -44,6 +44,9 @@ def test_training_section_runs_and_prints_ratios(tmp_path: Path) -> None:
     rc = ours["reference_curves"]
     assert rc["computed"] + rc["from_disk"] >= ours["n_envs"]  # one per episode started
     assert set(t["env_steps_per_s"]) == {"GpuSharing-v1", "GpuSharing-v0"}
+    big = t["large_fleet"]  # raw v1 on a large fleet, for the record
+    assert big["scenario"] == "pai-busy" and big["env_steps_per_s"] > 0
+    assert abs(big["env_x_cartpole"] - big["env_steps_per_s"] / t["cartpole_steps_per_s"]) < 1e-4
     for k, v in t["env_steps_per_s"].items():
         assert v > 0
         assert abs(t["env_x_cartpole"][k] - v / t["cartpole_steps_per_s"]) < 1e-4
@@ -63,3 +66,6 @@ def test_training_section_runs_and_prints_ratios(tmp_path: Path) -> None:
     md = render(data)
     assert "## Training loop beside CartPole (issue 22)" in md
     assert f"**{t['x_cartpole_ppo']:.3f}**" in md
+    assert "raw `GpuSharing-v1` on `pai-busy` (a large fleet)" in md
+    line = next(ln for ln in text.splitlines() if "GpuSharing-v1 on pai-busy" in ln)
+    assert abs(float(line.split()[-1]) - big["env_x_cartpole"]) <= 1e-4

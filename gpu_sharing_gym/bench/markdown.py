@@ -258,6 +258,12 @@ def render_training(t: dict[str, Any]) -> list[str]:
         lines.append(
             f"| raw `{k}` on `{t['scenario']}` | | | | {_f(v)} | **{t['env_x_cartpole'][k]:.4f}** |"
         )
+    big = t.get("large_fleet")
+    if big:
+        lines.append(
+            f"| raw `GpuSharing-v1` on `{big['scenario']}` (a large fleet) | | | | "
+            f"{_f(big['env_steps_per_s'])} | {big['env_x_cartpole']:.4f} |"
+        )
     lines += [f"| raw CartPole-v1 | | | | {_f(t['cartpole_steps_per_s'])} | 1 |", ""]
     if "reference_curves" in ours:
         rc = ours["reference_curves"]

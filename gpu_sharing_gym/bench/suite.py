@@ -52,7 +52,8 @@ Sections (``--only``, comma-separated; default all):
     option-agnostic learning recipes (``maskable_ppo_v1_pool``, the first ``ppo``'s, and
     ``maskable_ppo_v1_light``, the current one's) as rows of their own, and raw
     ``GpuSharing-v1`` / ``-v0`` steps/s on ``default`` under random legal actions beside
-    CartPole's raw steps/s, with the ratios. The default recipe's paired reward reads its
+    CartPole's raw steps/s, with the ratios (and, for the record, raw ``GpuSharing-v1`` on
+    ``pai-busy``, a 226-GPU fleet: ``large_fleet``). The default recipe's paired reward reads its
     reference curves from the user's cache when an earlier run left them there (the counts are
     reported: ``reference_curves``). Fewer steps than one rollout
     (``n_steps``) shorten the rollout of both learners to the steps (CI sizes).
@@ -136,6 +137,9 @@ TRAINING_BEFORE = "maskable_ppo_antman"
 #: recipes that learn, at their own speed.
 TRAINING_LEARNERS = ("maskable_ppo_v1_pool", "maskable_ppo_v1_light", "maskable_ppo_v1_fast")
 TRAINING_SCENARIO = "default"
+#: A large fleet whose raw ``GpuSharing-v1`` steps/s the training section also measures (226
+#: GPUs: the observation's incremental resident columns, ``observation_v1.SLOTS_MIN_GPUS``).
+LARGE_FLEET_SCENARIO = "pai-busy"
 #: Issue 22's targets: training steps/s, training / SB3 PPO on CartPole, latest env / CartPole.
 TRAINING_TARGETS = {"steps_per_s": 1000.0, "x_cartpole_ppo": 0.7, "env_x_cartpole": 0.1}
 #: Issue 9's targets.
@@ -676,6 +680,9 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         env = gym.make(env_id, scenario=TRAINING_SCENARIO)
         raw[env_id] = env_steps_per_s(env, seconds)[0]
         env.close()
+    env = gym.make("GpuSharing-v1", scenario=LARGE_FLEET_SCENARIO)
+    large = env_steps_per_s(env, seconds)[0]
+    env.close()
 
     from gpu_sharing_gym.agents.envs import CURVES, reference_curve_counts
 
@@ -721,6 +728,8 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         name = k if k == "CartPole-v1" else f"{k} on {TRAINING_SCENARIO}"
         x = v / cartpole
         print(f"  {name:<{w}} {'':>7} {'':>8} {v:>9.0f} {x:>11.4f}")
+    name = f"GpuSharing-v1 on {LARGE_FLEET_SCENARIO} (a large fleet)"
+    print(f"  {name:<{w}} {'':>7} {'':>8} {large:>9.0f} {large / cartpole:>11.4f}")
     sys.stdout.flush()
     return {
         "recipe": TRAINING_RECIPE,
@@ -740,6 +749,12 @@ def bench_training(steps: int, seconds: float) -> dict[str, Any]:
         "env_steps_per_s": {k: round(v, 1) for k, v in raw.items()},
         "cartpole_steps_per_s": round(cartpole, 1),
         "env_x_cartpole": {k: round(v, 5) for k, v in env_ratio.items()},
+        # raw GpuSharing-v1 on a large fleet (not a target: for the record)
+        "large_fleet": {
+            "scenario": LARGE_FLEET_SCENARIO,
+            "env_steps_per_s": round(large, 1),
+            "env_x_cartpole": round(large / cartpole, 5),
+        },
         "seconds": seconds,
         "targets": dict(TRAINING_TARGETS),
         "machine_info": machine_info(),
