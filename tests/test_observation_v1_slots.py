@@ -25,19 +25,25 @@ def _same(a: tuple[np.ndarray, float, int], b: tuple[np.ndarray, float, int]) ->
 
 
 @pytest.mark.parametrize(
-    ("scenario", "kwargs", "steps"),
+    ("scenario", "kwargs", "steps", "width"),
     [
-        ("pai-busy", {}, 500),  # 226 GPUs, faults, services: the table by default
-        ("default", {}, 700),
-        ("mig-a100", {}, 500),
-        ("muxflow-t4", {}, 400),
-        ("default", {"migration_slots": 2}, 500),
+        ("pai-busy", {}, 500, 4),  # 226 GPUs, faults, services: the table by default
+        ("pai-busy", {}, 300, 1),  # the slots grow as GPUs take more residents
+        ("default", {}, 700, 4),
+        ("mig-a100", {}, 500, 4),
+        ("muxflow-t4", {}, 400, 4),
+        ("default", {"migration_slots": 2}, 500, 4),
     ],
 )
 def test_incremental_resident_columns_equal_a_scan_at_every_step(
-    monkeypatch: pytest.MonkeyPatch, scenario: str, kwargs: dict[str, Any], steps: int
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    kwargs: dict[str, Any],
+    steps: int,
+    width: int,
 ) -> None:
     monkeypatch.setattr(observation_v1, "SLOTS_MIN_GPUS", 1)  # every fleet keeps the table
+    monkeypatch.setattr(observation_v1, "_SLOTS_WIDTH", width)
     env = gym.make("GpuSharing-v1", scenario=scenario, **kwargs)
     u: Any = env.unwrapped
     enc, slots = u.encoder, u.encoder._slots
@@ -59,6 +65,7 @@ def test_incremental_resident_columns_equal_a_scan_at_every_step(
                     u.sim.progress(jid)
         assert _same(slots.times(u.sim, enc, got), enc.gpu_times_scan(u.sim, want)), (scenario, i)
     assert resets >= 1
+    assert slots.width >= width and (width > 1 or slots.width > 1)  # (grown where it had to)
 
 
 def test_small_fleets_scan_and_large_ones_keep_the_table() -> None:

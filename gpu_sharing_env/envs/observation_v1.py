@@ -246,6 +246,8 @@ def time_left_s(st: JobState, now: float) -> float:
 #: ``default`` (12 GPUs) 1,860 / 1,947, ``mig-a100`` (48) 1,726 / 1,818, ``pai-busy`` (226)
 #: 1,657 / 1,024. The same bits either way (``tests/test_observation_v1_slots.py``).
 SLOTS_MIN_GPUS = 64
+#: Slots per GPU to start with (more are added when a GPU holds more residents).
+_SLOTS_WIDTH = 4
 
 #: Column of the first v1-only GPU and job feature.
 _G1 = len(GPU_FEATURES)
@@ -317,7 +319,7 @@ class _ResidentSlots:
         #: order from 0.0 (as the scan adds), and whether it has residents.
         self.sums = np.zeros((n_gpus, 3))
         self.busy = np.zeros(n_gpus, dtype=bool)
-        self._alloc(4)
+        self._alloc(_SLOTS_WIDTH)
 
     def _alloc(self, width: int) -> None:
         n, old = self.n, self.width
