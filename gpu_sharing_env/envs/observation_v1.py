@@ -316,9 +316,8 @@ class _ResidentSlots:
         self._job_watch: set[int] = set()
         self._unwatch: Callable[[], Any] = lambda: None
         #: Per GPU: guarantee residents, online load and offline duty, summed in residence
-        #: order from 0.0 (as the scan adds), and whether it has residents.
+        #: order from 0.0 (as the scan adds).
         self.sums = np.zeros((n_gpus, 3))
-        self.busy = np.zeros(n_gpus, dtype=bool)
         self._alloc(_SLOTS_WIDTH)
 
     def _alloc(self, width: int) -> None:
@@ -406,7 +405,6 @@ class _ResidentSlots:
             valid[g, :n_res] = True
             valid[g, n_res:] = False
             sums[g] = (n_g, on, off)
-            self.busy[g] = n_res > 0
         self._gpu_watch.clear()
 
     def times(
@@ -424,7 +422,7 @@ class _ResidentSlots:
         t = np.where(self.online, np.maximum(0.0, self.online_end - now), t)
         out[:, 0] = np.where(valid, t, 0.0).max(axis=1)
         lo = np.where(valid, t, np.inf).min(axis=1)
-        busy = self.busy
+        busy = valid[:, 0]  # (residents fill their row's slots from the first)
         out[:, 1] = np.where(busy, lo, 0.0)
         out[:, 2:] = self.sums
         lo = lo[busy]
@@ -530,20 +528,14 @@ class ObservationEncoderV1:
             return self.gpu_times_scan(sim, self._times)
         return self._slots.times(sim, self, self._times)
 
-    def gpu_times_scan(
-        self, sim: Simulator, out: np.ndarray | None = None
-    ) -> tuple[np.ndarray, float, int]:
-        """:meth:`_gpu_times` by visiting every resident, written into ``out`` (None: a fresh
-        array): what small fleets use, and the reference the incremental table is tested
-        against."""
+    def gpu_times_scan(self, sim: Simulator, out: np.ndarray) -> tuple[np.ndarray, float, int]:
+        """:meth:`_gpu_times` by visiting every resident, written into ``out``: what small
+        fleets use, and the reference the incremental table is tested against."""
         c = sim.cluster
         now = sim.now
         states = sim.jobs
         residents = c.residents
-        if out is None:
-            out = np.zeros_like(self._times)
-        else:
-            out.fill(0.0)
+        out.fill(0.0)
         busy = c.n_res.nonzero()[0].tolist()
         soonest = math.inf
         if not busy:
