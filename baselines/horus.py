@@ -38,13 +38,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import KMeans
-from threadpoolctl import threadpool_limits
 
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
-from gpu_sharing_gym.baselines.predictors import UtilPredictor, train_util
+from gpu_sharing_gym.baselines.predictors import UtilPredictor, one_thread, train_util
 
 #: Horus' number of job groups (the paper found three utilisation patterns).
 N_GROUPS = 3
@@ -111,6 +110,13 @@ class Horus(HeuristicPolicy):
         self._pred: UtilPredictor | None = None
         self._labels_key: tuple[int, ...] | None = None
         self._labels = np.zeros(0, dtype=int)
+        #: :meth:`best_speed`'s memo: the fleet it is for, one GPU of each type, per model.
+        self._fleet: tuple[str, ...] | None = None
+        self._type_gpus: list[int] = []
+        self._best: dict[str, float] = {}
+        #: :meth:`gpu_load`'s memo, per GPU, while :meth:`decide` runs (None outside it: no
+        #: state is kept from one snapshot to the next, nor copied with the policy).
+        self._loads: dict[int, tuple[float, float]] | None = None
 
     @property
     def predictor(self) -> UtilPredictor:
@@ -133,12 +139,22 @@ class Horus(HeuristicPolicy):
         return max(job.mem_gb, self.predictor.mem_gb(job.model))
 
     def gpu_load(self, view: ClusterView, gpu: int) -> tuple[float, float]:
-        """(summed predicted utilisation, summed predicted memory) of a GPU's residents."""
-        res = view.residents(gpu)
-        return (
-            sum(self.util(view, r, gpu) for r in res),
-            sum(self.mem_gb(r) for r in res),
-        )
+        """(summed predicted utilisation, summed predicted memory) of a GPU's residents.
+
+        Memoised within one :meth:`decide` (its snapshot does not change while it decides):
+        a decision scores many placements, each reading the loads of the GPUs it would take.
+        """
+        loads = self._loads
+        hit = loads.get(gpu) if loads is not None else None
+        if hit is None:
+            res = view.residents(gpu)
+            hit = (
+                sum(self.util(view, r, gpu) for r in res),
+                sum(self.mem_gb(r) for r in res),
+            )
+            if loads is not None:
+                loads[gpu] = hit
+        return hit
 
     # ------------------------------------------------------------------ fair queueing
     def groups(self, view: ClusterView, queue: list[JobView]) -> list[Group]:
@@ -159,7 +175,7 @@ class Horus(HeuristicPolicy):
                 std = feats.std(axis=0)
                 z = (feats - feats.mean(axis=0)) / np.where(std > 0, std, 1.0)
                 km = KMeans(n_clusters=k, n_init=3, random_state=self.seed)
-                with threadpool_limits(1):  # a few dozen points: threads cost more than work
+                with one_thread():  # a few dozen points: threads cost more than work
                     labels = km.fit_predict(z)
             self._labels_key, self._labels = key, labels
         out = []
@@ -174,7 +190,7 @@ class Horus(HeuristicPolicy):
     def cost(self, view: ClusterView, job: JobView, gpus: list[int]) -> float | None:
         """Horus' placement cost on ``gpus`` (None if it would over-commit utilisation/memory)."""
         cost = 0.0
-        best_speed = max(view.solo_speed(job.model, g) for g in range(view.n_gpus))
+        best_speed = self.best_speed(view, job)
         # a gang runs at its slowest member's speed (docs/simulator.md): every member pays it
         speed = min(view.solo_speed(job.model, g) for g in gpus)
         for g in gpus:
@@ -193,6 +209,22 @@ class Horus(HeuristicPolicy):
         nodes = len({int(view.node_of[g]) for g in gpus})
         return cost / len(gpus) + self.w_comm * (nodes - 1)
 
+    def best_speed(self, view: ClusterView, job: JobView) -> float:
+        """The job's fastest profiled solo speed on any GPU of the fleet. A GPU's solo speed is
+        its type's, so this is the maximum over one GPU of each type: the same float as over
+        every GPU (memoised per fleet and model)."""
+        if self._fleet is not view.type_name:
+            firsts: dict[str, int] = {}
+            for g, t in enumerate(view.type_name):
+                firsts.setdefault(t, g)
+            self._fleet, self._type_gpus, self._best = view.type_name, list(firsts.values()), {}
+        hit = self._best.get(job.model)
+        if hit is None:
+            hit = self._best[job.model] = max(
+                view.solo_speed(job.model, g) for g in self._type_gpus
+            )
+        return hit
+
     def gang(self, view: ClusterView, job: JobView, start: int) -> list[int]:
         return list(range(start, min(view.n_gpus, start + job.num_gpus)))
 
@@ -209,6 +241,13 @@ class Horus(HeuristicPolicy):
         return Decision(job.job_id, best[1], ts[0]) if best else None
 
     def decide(self, view: ClusterView) -> Decision | None:
+        self._loads = {}
+        try:
+            return self._decide(view)
+        finally:
+            self._loads = None
+
+    def _decide(self, view: ClusterView) -> Decision | None:
         window = {j.job_id: j for j in view.window}
         if not window:
             return None

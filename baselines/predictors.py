@@ -56,6 +56,19 @@ def one_blas_thread() -> Any:
     return _BLAS[0].limit(limits=1)
 
 
+_ALL: list[Any] = []
+
+
+def one_thread() -> Any:
+    """A context with one thread for every native thread pool (BLAS and OpenMP), as
+    ``threadpool_limits(1)`` gives, but cheap to enter: ``threadpool_limits`` scans the
+    process's loaded libraries (``/proc/self/maps``) at every entry, ~4 ms each, while this
+    controller is built once. For fits that run per decision (Horus' k-means of the queue)."""
+    if not _ALL:
+        _ALL.append(ThreadpoolController())
+    return _ALL[0].limit(limits=1)
+
+
 def model_features(model: str) -> tuple[float, float, float]:
     """Profiled features of a model class: solo SM activity, bandwidth intensity, SM-curve k."""
     p = ZOO[model]

@@ -96,3 +96,28 @@ def test_reservation_ends_the_starvation_of_a_gang_job() -> None:
 def test_horus_completes_the_default_episode() -> None:
     policy = Horus()
     default_episode(policy)
+    # the per-decision load memo is gone once a decision returns: a copy of the policy (the
+    # planner copies its policies for every rollout) carries no snapshot of a simulator
+    assert policy._loads is None
+
+
+def test_fastest_speed_is_the_fleet_wide_maximum() -> None:
+    """``best_speed`` (the cost's speed term) reads one GPU of each type: on mixed fleets it is
+    the same float as the maximum over every GPU, for each queued job's model, and a policy
+    moved to another fleet does not keep the first fleet's answers."""
+    from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.sim.build import make_simulator
+
+    policy = Horus()
+    checked = 0
+    for name in ("pai-hetero", "default", "mig-a100", "pai-hetero"):
+        sim = make_simulator(load_scenario(name))
+        sim.reset(0)
+        view = ClusterView(sim)
+        assert len(set(view.type_name)) >= 3  # a mixed fleet
+        for _, jid in sim.queue:
+            jv = view.job(jid)
+            want = max(view.solo_speed(jv.model, g) for g in range(view.n_gpus))
+            assert policy.best_speed(view, jv) == want
+            checked += 1
+    assert checked >= 20
