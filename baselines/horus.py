@@ -110,9 +110,9 @@ class Horus(HeuristicPolicy):
         self._pred: UtilPredictor | None = None
         self._labels_key: tuple[int, ...] | None = None
         self._labels = np.zeros(0, dtype=int)
-        #: :meth:`best_speed`'s memo: the fleet it is for, one GPU of each type, per model.
+        #: :meth:`speeds` and :meth:`best_speed`'s memos: the fleet they are for, per model.
         self._fleet: tuple[str, ...] | None = None
-        self._type_gpus: list[int] = []
+        self._speeds: dict[str, list[float]] = {}
         self._best: dict[str, float] = {}
         #: :meth:`gpu_load`'s memo, per GPU, while :meth:`decide` runs (None outside it: no
         #: state is kept from one snapshot to the next, nor copied with the policy).
@@ -192,7 +192,7 @@ class Horus(HeuristicPolicy):
         cost = 0.0
         best_speed = self.best_speed(view, job)
         # a gang runs at its slowest member's speed (docs/simulator.md): every member pays it
-        speed = min(view.solo_speed(job.model, g) for g in gpus)
+        speed = min(map(self.speeds(view, job).__getitem__, gpus))
         for g in gpus:
             u_job = self.util(view, job, g)
             u_gpu, m_gpu = self.gpu_load(view, g)
@@ -209,20 +209,27 @@ class Horus(HeuristicPolicy):
         nodes = len({int(view.node_of[g]) for g in gpus})
         return cost / len(gpus) + self.w_comm * (nodes - 1)
 
-    def best_speed(self, view: ClusterView, job: JobView) -> float:
-        """The job's fastest profiled solo speed on any GPU of the fleet. A GPU's solo speed is
-        its type's, so this is the maximum over one GPU of each type: the same float as over
-        every GPU (memoised per fleet and model)."""
+    def speeds(self, view: ClusterView, job: JobView) -> list[float]:
+        """The job's profiled solo speed on each GPU of the fleet (``ClusterView.solo_speed``),
+        memoised per fleet and model: a GPU's solo speed is its type's."""
         if self._fleet is not view.type_name:
-            firsts: dict[str, int] = {}
+            self._fleet, self._speeds, self._best = view.type_name, {}, {}
+        hit = self._speeds.get(job.model)
+        if hit is None:
+            by_type: dict[str, float] = {}
             for g, t in enumerate(view.type_name):
-                firsts.setdefault(t, g)
-            self._fleet, self._type_gpus, self._best = view.type_name, list(firsts.values()), {}
+                if t not in by_type:
+                    by_type[t] = view.solo_speed(job.model, g)
+            hit = self._speeds[job.model] = [by_type[t] for t in view.type_name]
+        return hit
+
+    def best_speed(self, view: ClusterView, job: JobView) -> float:
+        """The job's fastest profiled solo speed on any GPU of the fleet (the maximum of
+        :meth:`speeds`; memoised per fleet and model)."""
+        speeds = self.speeds(view, job)
         hit = self._best.get(job.model)
         if hit is None:
-            hit = self._best[job.model] = max(
-                view.solo_speed(job.model, g) for g in self._type_gpus
-            )
+            hit = self._best[job.model] = max(speeds)
         return hit
 
     def gang(self, view: ClusterView, job: JobView, start: int) -> list[int]:

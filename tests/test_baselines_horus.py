@@ -102,9 +102,9 @@ def test_horus_completes_the_default_episode() -> None:
 
 
 def test_fastest_speed_is_the_fleet_wide_maximum() -> None:
-    """``best_speed`` (the cost's speed term) reads one GPU of each type: on mixed fleets it is
-    the same float as the maximum over every GPU, for each queued job's model, and a policy
-    moved to another fleet does not keep the first fleet's answers."""
+    """``speeds`` and ``best_speed`` (the cost's speed terms) read one GPU of each type: on mixed
+    fleets they are the same floats as every GPU's speed and their maximum, for each queued
+    job's model, and a policy moved to another fleet does not keep the first fleet's answers."""
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.sim.build import make_simulator
 
@@ -117,7 +117,8 @@ def test_fastest_speed_is_the_fleet_wide_maximum() -> None:
         assert len(set(view.type_name)) >= 3  # a mixed fleet
         for _, jid in sim.queue:
             jv = view.job(jid)
-            want = max(view.solo_speed(jv.model, g) for g in range(view.n_gpus))
-            assert policy.best_speed(view, jv) == want
+            every = [view.solo_speed(jv.model, g) for g in range(view.n_gpus)]
+            assert policy.speeds(view, jv) == every
+            assert policy.best_speed(view, jv) == max(every)
             checked += 1
     assert checked >= 20
