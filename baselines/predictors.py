@@ -41,7 +41,21 @@ DYN_SM_MIN, DYN_SM_MAX = 0.1, 0.9
 DYN_SM_HEADROOM = 1.2
 
 _CACHE: dict[tuple[Any, ...], Any] = {}
-_BLAS: list[Any] = []
+#: The process's native thread pools, found once (``_pools``): ``threadpool_limits`` scans the
+#: loaded libraries (``/proc/self/maps``) at every entry, ~4 ms each.
+_POOLS: dict[str, Any] = {}
+
+
+def _pools(user_api: str) -> Any:
+    """A thread-pool controller built once: every pool (``"all"``) or one kind (``"blas"``)."""
+    hit = _POOLS.get(user_api)
+    if hit is None:
+        if "all" not in _POOLS:
+            _POOLS["all"] = ThreadpoolController()
+        hit = _POOLS[user_api] = (
+            _POOLS["all"] if user_api == "all" else _POOLS["all"].select(user_api=user_api)
+        )
+    return hit
 
 
 def one_blas_thread() -> Any:
@@ -51,22 +65,14 @@ def one_blas_thread() -> Any:
     shared machine BLAS threads contend and cost several times the work. The thread count
     does not change a prediction (the same batch gives the same bits with 1 or 2 threads).
     """
-    if not _BLAS:
-        _BLAS.append(ThreadpoolController().select(user_api="blas"))
-    return _BLAS[0].limit(limits=1)
-
-
-_ALL: list[Any] = []
+    return _pools("blas").limit(limits=1)
 
 
 def one_thread() -> Any:
     """A context with one thread for every native thread pool (BLAS and OpenMP), as
-    ``threadpool_limits(1)`` gives, but cheap to enter: ``threadpool_limits`` scans the
-    process's loaded libraries (``/proc/self/maps``) at every entry, ~4 ms each, while this
-    controller is built once. For fits that run per decision (Horus' k-means of the queue)."""
-    if not _ALL:
-        _ALL.append(ThreadpoolController())
-    return _ALL[0].limit(limits=1)
+    ``threadpool_limits(1)`` gives, but cheap to enter (the controller is built once). For fits
+    that run per decision (Horus' k-means of the queue)."""
+    return _pools("all").limit(limits=1)
 
 
 def model_features(model: str) -> tuple[float, float, float]:
