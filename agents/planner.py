@@ -84,14 +84,30 @@ def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**63 - 1))
 
 
-def sample_belief(sim: Simulator, rng: np.random.Generator, observed: bool = True) -> Simulator:
+#: What a partial oracle may be told (``sample_belief(know=...)``, :class:`PartialOraclePlanner`):
+#: the true durations of the offline jobs in the system, or the true offline arrivals to come.
+KNOWABLE = ("durations", "arrivals")
+
+
+def sample_belief(
+    sim: Simulator, rng: np.random.Generator, observed: bool = True, know: Sequence[str] = ()
+) -> Simulator:
     """A copy of ``sim`` with its hidden future redrawn (see the module doc); ``sim`` is not
     changed. The copy depends only on what a scheduler can observe and on ``rng``.
 
     ``observed`` (the default): the belief is fitted to what the episode has shown so far
     (:func:`observed_belief`: its arrival rate against the generator's, and the duration
     error of the jobs that finished); else the generator's averages and the scenario's
-    ``estimate_sigma`` as they are."""
+    ``estimate_sigma`` as they are.
+
+    ``know`` (a measurement, not a scheduler: the copy then reads hidden truth) keeps part of
+    the truth (:data:`KNOWABLE`): ``"durations"``, the true durations of the offline jobs
+    queued or running (and of the known arrivals, with ``"arrivals"``); ``"arrivals"``, the
+    true offline arrivals to come (their times, shapes and estimates), their durations and
+    memory redrawn like a queued job's. Everything else is redrawn as without it."""
+    unknown = set(know) - set(KNOWABLE)
+    if unknown:
+        raise ValueError(f"sample_belief: know={sorted(unknown)}: not in {KNOWABLE}")
     wl = sim.workload
     if not isinstance(wl, ScenarioWorkload) or wl.trace_jobs is not None:
         src = sim.cfg.source_path or sim.cfg.name
@@ -118,18 +134,27 @@ def sample_belief(sim: Simulator, rng: np.random.Generator, observed: bool = Tru
         spec = st.spec
         done = s.progress(spec.job_id)
         work = spec.est_work_s
-        for _ in range(_MAX_REDRAWS):
+        for _ in range(0 if "durations" in know else _MAX_REDRAWS):
             work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
             if work > done:
                 break
         else:
-            work = done + max(1.0, 0.1 * spec.est_work_s)
+            work = spec.work_s if "durations" in know else done + max(1.0, 0.1 * spec.est_work_s)
         new = replace(spec, work_s=work)
         if st.status is Status.QUEUED:
             new = replace(new, true_mem_gb=round(spec.mem_gb * _mem_use(syn, rng), 3))
         s.set_true_spec(spec.job_id, new)
     # 2. pending faults: redrawn from the fresh stream
     s.redraw_faults()
+    if "arrivals" in know:  # 3'. the true arrivals, their hidden truth redrawn (or kept)
+        coming = [st.spec for st in s.jobs.values() if not st.online and st.status is Status.FUTURE]
+        for spec in sorted(coming, key=lambda sp: sp.job_id):
+            work = spec.work_s
+            if "durations" not in know:
+                work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
+            mem = round(spec.mem_gb * _mem_use(syn, rng), 3)
+            s.set_true_spec(spec.job_id, replace(spec, work_s=work, true_mem_gb=mem))
+        return s
     # 3. future arrivals: offline ones from a fresh draw of the generator, after now, thinned
     #    or topped up (from further draws) to the arrival rate observed so far
     future = [sp for sp in draw if sp.submit_s > s.now]
@@ -218,6 +243,9 @@ class RolloutPlanner(HeuristicPolicy):
             teacher, ``docs/agents.md``).
         fortified: Keep the committed plan as the first candidate at every later decision
             (module doc); on the true future the planner is then never worse than ``base``.
+        know: Parts of the hidden truth the sampled futures keep (:data:`KNOWABLE`; only
+            :class:`PartialOraclePlanner`, marked as an oracle: a measurement of where the
+            oracle's gain comes from).
     """
 
     name = "planner"
@@ -234,15 +262,21 @@ class RolloutPlanner(HeuristicPolicy):
         slo_ref: str = "target",
         belief: str = "observed",
         fortified: bool = True,
+        know: Sequence[str] = (),
     ) -> None:
         if samples < 1 or horizon < 0 or margin < 0 or min_t < 0:
             raise ValueError("planner: samples >= 1, horizon >= 0, margin >= 0, min_t >= 0")
         if belief not in BELIEFS:
             raise ValueError(f"planner: belief={belief!r}: must be one of {', '.join(BELIEFS)}")
-        if (belief == "oracle") != self.oracle:
+        if (belief == "oracle") != (self.oracle and not know):
             raise ValueError("planner: belief='oracle' is OraclePlanner's (marked as an oracle)")
+        if bool(know) != (self.oracle and belief != "oracle"):
+            raise ValueError("planner: know=... is PartialOraclePlanner's (marked as an oracle)")
+        if set(know) - set(KNOWABLE):
+            raise ValueError(f"planner: know={list(know)!r}: each must be one of {KNOWABLE}")
+        self.know = tuple(know)
         self.belief = belief
-        if self.oracle:
+        if belief == "oracle":
             samples = 1  # one true future: more samples would repeat it
         if slo_ref not in ("target", "base"):
             raise ValueError(f"planner: slo_ref={slo_ref!r}: must be 'target' or 'base'")
@@ -362,10 +396,12 @@ class RolloutPlanner(HeuristicPolicy):
         target = sim.cfg.slo_target
         scores = np.zeros((self.samples, len(firsts)))
         for k in range(self.samples):
-            if self.oracle:
+            if self.belief == "oracle":
                 world = sim.copy()  # the true future, its random streams included
             else:
-                world = sample_belief(sim, self.plan_rng, observed=self.belief == "observed")
+                world = sample_belief(
+                    sim, self.plan_rng, observed=self.belief == "observed", know=self.know
+                )
             for i, (first, start) in enumerate(zip(firsts, starts, strict=True)):
                 s2 = world if i == len(firsts) - 1 else world.copy()
                 if first is None:
@@ -412,6 +448,20 @@ class OraclePlanner(RolloutPlanner):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**{**kwargs, "belief": "oracle"})
+
+
+class PartialOraclePlanner(RolloutPlanner):
+    """The honest planner told part of the hidden truth (``know``: :data:`KNOWABLE`), the rest
+    sampled from the observed belief: where the oracle's gain over the honest planner comes
+    from (``python -m gpu_sharing_gym.headroom --decompose``). Marked as an oracle."""
+
+    name = "planner_knows"
+    oracle = True
+
+    def __init__(self, know: Sequence[str] = KNOWABLE, **kwargs: Any) -> None:
+        if not know:
+            raise ValueError("planner: PartialOraclePlanner needs know=... (what it is told)")
+        super().__init__(**{**kwargs, "belief": "observed", "know": tuple(know)})
 
 
 #: Planners loadable by name (``gsg evaluate --policy planner``).

@@ -18,7 +18,13 @@ Per scenario, on the given seeds:
    ``pack``;
 3. the same planner on the true future
    (:class:`~gpu_sharing_gym.agents.planner.OraclePlanner`, marked ``oracle``): a ceiling;
-4. with ``--agents``, learned agents (a shipped agent's name or a ``model.zip``) on the same
+4. with ``--decompose``, the honest planner told part of the truth
+   (:class:`~gpu_sharing_gym.agents.planner.PartialOraclePlanner`, marked ``oracle``): the true
+   durations of the jobs in the system (``planner_knows_durations``), or the true arrivals to
+   come with their durations sampled (``planner_knows_arrivals``), or both
+   (``planner_knows_both``; faults, load noise and memory still sampled): where the oracle's
+   gain over the honest planner comes from;
+5. with ``--agents``, learned agents (a shipped agent's name or a ``model.zip``) on the same
    seeds, each judged by issue 25's bar: where the headroom is at least 15 % of the best
    heuristic's mean, at least 10 % better than it; elsewhere, at least half the headroom closed.
 
@@ -68,7 +74,12 @@ from gpu_sharing_env.registry import make_policy, policy_names
 from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_gym.agents.envs import make_expert
 from gpu_sharing_gym.agents.lookahead import CANDIDATES
-from gpu_sharing_gym.agents.planner import OraclePlanner, PlannerError, RolloutPlanner
+from gpu_sharing_gym.agents.planner import (
+    OraclePlanner,
+    PartialOraclePlanner,
+    PlannerError,
+    RolloutPlanner,
+)
 from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
 from gpu_sharing_gym.commands import seed_spec
@@ -79,6 +90,12 @@ PROG = "python -m gpu_sharing_gym.headroom"
 FORMAT = 1
 #: The planner rows' policy names (and cell directories).
 PLANNER, ORACLE = "planner", "planner_oracle"
+#: ``--decompose``'s rows: the honest planner told one part of the truth (policy name: what).
+PARTIAL: dict[str, tuple[str, ...]] = {
+    "planner_knows_durations": ("durations",),
+    "planner_knows_arrivals": ("arrivals",),
+    "planner_knows_both": ("durations", "arrivals"),
+}
 #: Headroom at or above this share of the best heuristic's mean JCT is flagged (issue 25).
 FLAG_SHARE = 0.15
 #: Issue 25's bar for a learned agent: where the headroom is flagged, at least this much better
@@ -121,10 +138,16 @@ class Cell:
 
 
 def planner_params(
-    base: str, candidates: Sequence[str], samples: int, horizon: int, oracle: bool
+    base: str,
+    candidates: Sequence[str],
+    samples: int,
+    horizon: int,
+    oracle: bool,
+    know: Sequence[str] = (),
 ) -> tuple[tuple[str, Any], ...]:
     """The planner's constructor arguments as a cell's ``params`` (the oracle has one true
-    future, so its ``samples`` is 1 whatever was asked)."""
+    future, so its ``samples`` is 1 whatever was asked; a partial oracle, ``know``, samples
+    the rest of the future)."""
     kw: dict[str, Any] = {
         "base": base,
         "candidates": tuple(candidates),
@@ -134,6 +157,8 @@ def planner_params(
     }
     if not oracle:
         kw["belief"] = "observed"
+    if know:
+        kw["know"] = tuple(know)
     return tuple(sorted(kw.items()))
 
 
@@ -142,6 +167,8 @@ def build_policy(cell: Cell) -> Any:
         return RolloutPlanner(**dict(cell.params))
     if cell.policy == ORACLE:
         return OraclePlanner(**dict(cell.params))
+    if cell.policy in PARTIAL:
+        return PartialOraclePlanner(**dict(cell.params))
     return make_policy(cell.policy)
 
 
@@ -335,6 +362,20 @@ class ScenarioResult:
     oracle: Row | None = None
     n_heuristics: int = 0
     agents: list[Row] = field(default_factory=list)
+    partial: list[Row] = field(default_factory=list)
+
+    def partial_rows(self) -> list[Row]:
+        """``--decompose``'s rows that have every seed."""
+        return [r for r in self.partial if all(k in r.jct for k in self.seeds)]
+
+    def headroom_share(self, r: Row) -> float:
+        """``r``'s paired gain over the best heuristic as a share of the oracle's (NaN where
+        the oracle gains nothing or its row is incomplete)."""
+        if not self.complete():
+            return math.nan
+        assert self.oracle is not None
+        head = paired(self.oracle, self.best, self.seeds)["diff_mean_s"]
+        return paired(r, self.best, self.seeds)["diff_mean_s"] / head if head < 0 else math.nan
 
     def complete(self) -> bool:
         return all(
@@ -378,6 +419,12 @@ class ScenarioResult:
             head = paired(self.oracle, self.best, s)
             data["headroom_pct"] = -head["diff_pct"]
             data["headroom_at_least_15pct"] = -head["diff_pct"] >= 100 * FLAG_SHARE
+        partial = [
+            json_safe({**row(r), "headroom_share": self.headroom_share(r)})
+            for r in self.partial_rows()
+        ]
+        if partial:
+            data["partial_oracles"] = partial
         agents = []
         for r in self.agents:
             if not all(k in r.jct for k in s):
@@ -446,6 +493,9 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             rows.append(("planner (observed belief)", res.planner))
         if res.oracle is not None and all(k in res.oracle.jct for k in s):
             rows.append(("planner_oracle (**oracle**: true future)", res.oracle))
+        for r in res.partial_rows():
+            told = " and ".join(PARTIAL[r.policy])
+            rows.append((f"{r.policy} (**oracle**: true {told} only)", r))
         agents = [a for a in res.agents if all(k in a.jct for k in s)]
         rows += [(f"agent: **{a.policy}**", a) for a in agents]
         for label, r in rows:
@@ -485,6 +535,12 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
                 f" (deviates from its base on {100 * res.planner.changed:.0f} % of planned"
                 f" decisions)."
             )
+            for r in res.partial_rows():
+                share = res.headroom_share(r)
+                told = " and ".join(PARTIAL[r.policy])
+                note += f" Told the true {told} only: {_pct(paired(r, res.best, s))}" + (
+                    f", {100 * share:.0f} % of the headroom." if math.isfinite(share) else "."
+                )
         else:
             note += " Planner rows incomplete."
         for a in agents:
@@ -540,6 +596,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="comma list of learned agents (shipped names or model.zip paths) to judge by the bar",
     )
+    ap.add_argument(
+        "--decompose",
+        action="store_true",
+        help="add the planner told the true durations, the true arrivals, or both (oracles)",
+    )
     ap.add_argument("--workers", type=int, default=1, help="processes (default 1)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
@@ -594,6 +655,7 @@ def headroom(
     quiet: bool = False,
     log: Any = None,
     agents: Sequence[str] = (),
+    decompose: bool = False,
 ) -> tuple[list[ScenarioResult], list[str]]:
     """Compute (or load) every cell and return the per-scenario results and error lines."""
     heur = _heuristics()
@@ -630,6 +692,9 @@ def headroom(
             for name, oracle in ((ORACLE, True), (PLANNER, False)):
                 params = planner_params(best.policy, cands, samples, horizon, oracle)
                 pcells.append(Cell(name, scen, path, seed, params))
+            for name, know in PARTIAL.items() if decompose else ():
+                params = planner_params(best.policy, cands, samples, horizon, False, know)
+                pcells.append(Cell(name, scen, path, seed, params))
     # an agent's cells carry its checkpoint's hash: a replaced checkpoint is evaluated again
     digests = {a: policy_digest(a) for a in agents}
     acells = [
@@ -645,6 +710,7 @@ def headroom(
         res.planner = rows_from(mine, PLANNER, seeds)
         res.oracle = rows_from(mine, ORACLE, seeds)
         res.agents = [rows_from(mine, a, seeds) for a in agents]
+        res.partial = [rows_from(mine, n, seeds) for n in PARTIAL] if decompose else []
     return results, errors
 
 
@@ -675,6 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results, errors = headroom(
                 args.out, scenarios, seeds, args.samples, args.horizon, args.top,
                 args.workers, args.quiet, log=sys.stderr, agents=agents,
+                decompose=args.decompose,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(

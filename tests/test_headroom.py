@@ -72,6 +72,29 @@ def test_resume_and_table(
     assert again["planner"]["jct_by_seed"] == summary["planner"]["jct_by_seed"]  # same episode
 
 
+def test_decompose_rows(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--decompose``: the planner told the true durations, and told the true arrivals, are
+    two more oracle rows, each with its share of the headroom; a plain rerun reuses the rest."""
+    out = tmp_path / "hr"
+    _run(tiny, out, monkeypatch)
+    ran = _run(tiny, out, monkeypatch, ("--decompose",))
+    assert sorted(ran) == sorted(f"{n}/{s}" for n in headroom.PARTIAL for s in (1, 2))
+    summary = json.loads((out / "headroom.json").read_text())[0]
+    rows = {r["policy"]: r for r in summary["partial_oracles"]}
+    assert set(rows) == set(headroom.PARTIAL) and all(r["oracle"] for r in rows.values())
+    head = summary["oracle"]["vs_best"]["diff_mean_s"]
+    for r in rows.values():
+        share = r["headroom_share"]
+        assert (
+            share is None
+            if head >= 0
+            else share == pytest.approx(r["vs_best"]["diff_mean_s"] / head)
+        )
+    table = (out / "headroom.md").read_text()
+    assert "planner_knows_durations (**oracle**: true durations only)" in table
+    assert _run(tiny, out, monkeypatch, ("--decompose",)) == []
+
+
 def test_bad_seeds_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert headroom.main(["--seeds", "9-3", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()

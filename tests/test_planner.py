@@ -242,6 +242,61 @@ def test_oracle_planner_is_marked_and_reads_the_true_future() -> None:
     assert run_episode(p, sim, 11) == run_episode(p, sim, 11) and p.n_planned > 0
 
 
+def test_partial_oracle_keeps_only_what_it_is_told() -> None:
+    """``know``: the told part of the truth is kept, the rest is redrawn as without it."""
+    sim = mid_episode(small(), 5, 4)
+    while not sim.needs_decision():  # a decision point: a job is queued
+        sim.advance()
+    live = {
+        j: st.spec
+        for j, st in sim.jobs.items()
+        if not st.online and st.status in (Status.QUEUED, Status.RUNNING)
+    }
+    coming = {
+        j: st.spec for j, st in sim.jobs.items() if not st.online and st.status is Status.FUTURE
+    }
+    assert live and coming
+    rng = np.random.default_rng
+    # the true durations of the jobs in the system; a fresh draw of arrivals
+    w = sample_belief(sim, rng(0), know=("durations",))
+    assert all(w.jobs[j].spec.work_s == sp.work_s for j, sp in live.items())
+    queued = [j for j in live if sim.jobs[j].status is Status.QUEUED]
+    assert any(w.jobs[j].spec.true_mem_gb != live[j].true_mem_gb for j in queued)
+    assert not set(coming) & {j for j, st in w.jobs.items() if st.status is Status.FUTURE}
+    # the true arrivals (ids, times, shapes, estimates), their durations and memory redrawn;
+    # the jobs in the system redrawn
+    w = sample_belief(sim, rng(0), know=("arrivals",))
+    fut = {j: st.spec for j, st in w.jobs.items() if not st.online and st.status is Status.FUTURE}
+    assert set(fut) == set(coming)
+    strip = dict(work_s=1.0, true_mem_gb=1.0)
+    assert all(replace(fut[j], **strip) == replace(sp, **strip) for j, sp in coming.items())
+    assert all(fut[j].work_s != sp.work_s for j, sp in coming.items())
+    assert all(w.jobs[j].spec.work_s != sp.work_s for j, sp in live.items())
+    # both: every duration true, arrivals true
+    w = sample_belief(sim, rng(0), know=("durations", "arrivals"))
+    assert all(w.jobs[j].spec.work_s == sp.work_s for j, sp in {**live, **coming}.items())
+    # told nothing: the honest belief, draw for draw
+    a, b = sample_belief(sim, rng(3)), sample_belief(sim, rng(3), know=())
+    assert run_to_end(AntMan(), a) == run_to_end(AntMan(), b)
+    with pytest.raises(ValueError, match="know"):
+        sample_belief(sim, rng(0), know=("everything",))
+
+
+def test_partial_oracle_planner_is_marked() -> None:
+    from gpu_sharing_gym.agents.planner import PartialOraclePlanner
+
+    p = PartialOraclePlanner(know=("durations",), samples=2, horizon=1)
+    assert p.oracle and p.samples == 2 and p.belief == "observed" and p.know == ("durations",)
+    with pytest.raises(ValueError, match="PartialOraclePlanner"):
+        RolloutPlanner(know=("durations",))
+    with pytest.raises(ValueError, match="know"):
+        PartialOraclePlanner(know=())
+    with pytest.raises(ValueError, match="know"):
+        PartialOraclePlanner(know=("tomorrow",))
+    sim = make_simulator(small())
+    assert run_episode(p, sim, 4) == run_episode(p, sim, 4) and p.n_planned > 0
+
+
 @pytest.mark.parametrize("seed", [2, 3, 9])
 def test_fortified_oracle_is_never_worse_than_its_base(seed: int) -> None:
     """Fortified rollout (Bertsekas, Tsitsiklis and Wu, 1997): the committed plan stays a
