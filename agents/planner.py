@@ -134,12 +134,15 @@ def sample_belief(
         spec = st.spec
         done = s.progress(spec.job_id)
         work = spec.est_work_s
-        for _ in range(0 if "durations" in know else _MAX_REDRAWS):
-            work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
-            if work > done:
-                break
+        if "durations" in know:
+            work = spec.work_s
         else:
-            work = spec.work_s if "durations" in know else done + max(1.0, 0.1 * spec.est_work_s)
+            for _ in range(_MAX_REDRAWS):
+                work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
+                if work > done:
+                    break
+            else:
+                work = done + max(1.0, 0.1 * spec.est_work_s)
         new = replace(spec, work_s=work)
         if st.status is Status.QUEUED:
             new = replace(new, true_mem_gb=round(spec.mem_gb * _mem_use(syn, rng), 3))
