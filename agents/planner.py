@@ -85,8 +85,10 @@ def _seed(rng: np.random.Generator) -> int:
 
 
 #: What a partial oracle may be told (``sample_belief(know=...)``, :class:`PartialOraclePlanner`):
-#: the true durations of the offline jobs in the system, or the true offline arrivals to come.
-KNOWABLE = ("durations", "arrivals")
+#: the true durations of the offline jobs in the system, the true offline arrivals to come, the
+#: true peak memory of queued (and, with ``"arrivals"``, arriving) jobs, the true fault and
+#: load-noise streams. Told all four, a sampled future is the true one.
+KNOWABLE = ("durations", "arrivals", "memory", "streams")
 
 
 def sample_belief(
@@ -104,7 +106,10 @@ def sample_belief(
     the truth (:data:`KNOWABLE`): ``"durations"``, the true durations of the offline jobs
     queued or running (and of the known arrivals, with ``"arrivals"``); ``"arrivals"``, the
     true offline arrivals to come (their times, shapes and estimates), their durations and
-    memory redrawn like a queued job's. Everything else is redrawn as without it."""
+    memory redrawn like a queued job's; ``"memory"``, queued (and known arriving) jobs' true
+    peak memory; ``"streams"``, the true fault and load-noise streams and pending faults.
+    Everything else is redrawn as without it; told everything, the copy is the true future
+    (``tests/test_planner.py``)."""
     unknown = set(know) - set(KNOWABLE)
     if unknown:
         raise ValueError(f"sample_belief: know={sorted(unknown)}: not in {KNOWABLE}")
@@ -118,7 +123,9 @@ def sample_belief(
     s = sim.copy()
     sigma0 = s.cfg.workload.offline.estimate_sigma
     syn = wl.syn_cfg
-    s.reseed(_seed(rng), _seed(rng))
+    streams = (_seed(rng), _seed(rng))
+    if "streams" not in know:
+        s.reseed(*streams)
     draw = [sp for sp in wl(rng) if not sp.online]
     if observed:
         rate, mu, sigma = observed_belief(s, draw, sigma0)
@@ -144,18 +151,21 @@ def sample_belief(
             else:
                 work = done + max(1.0, 0.1 * spec.est_work_s)
         new = replace(spec, work_s=work)
-        if st.status is Status.QUEUED:
+        if st.status is Status.QUEUED and "memory" not in know:
             new = replace(new, true_mem_gb=round(spec.mem_gb * _mem_use(syn, rng), 3))
         s.set_true_spec(spec.job_id, new)
     # 2. pending faults: redrawn from the fresh stream
-    s.redraw_faults()
+    if "streams" not in know:
+        s.redraw_faults()
     if "arrivals" in know:  # 3'. the true arrivals, their hidden truth redrawn (or kept)
         coming = [st.spec for st in s.jobs.values() if not st.online and st.status is Status.FUTURE]
         for spec in sorted(coming, key=lambda sp: sp.job_id):
             work = spec.work_s
             if "durations" not in know:
                 work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
-            mem = round(spec.mem_gb * _mem_use(syn, rng), 3)
+            mem = spec.true_mem_gb
+            if "memory" not in know:
+                mem = round(spec.mem_gb * _mem_use(syn, rng), 3)
             s.set_true_spec(spec.job_id, replace(spec, work_s=work, true_mem_gb=mem))
         return s
     # 3. future arrivals: offline ones from a fresh draw of the generator, after now, thinned

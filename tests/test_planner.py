@@ -282,6 +282,36 @@ def test_partial_oracle_keeps_only_what_it_is_told() -> None:
         sample_belief(sim, rng(0), know=("everything",))
 
 
+def test_told_everything_the_partial_oracle_is_the_oracle() -> None:
+    """Told every part of the truth, a sampled future is the true one: the partial oracle's
+    episode is the oracle planner's, bit for bit (no part of the truth is left out or leaks)."""
+    from gpu_sharing_gym.agents.planner import KNOWABLE, OraclePlanner, PartialOraclePlanner
+
+    # the sampled world itself: every metric of the rest of the episode is the truth's, and
+    # leaving out any one part changes some metric (each part is hidden truth that matters)
+    mid = mid_episode(small(), 2, 4)
+    while not mid.needs_decision():
+        mid.advance()
+    truth = run_to_end(AntMan(), mid.copy())
+    assert (
+        run_to_end(AntMan(), sample_belief(mid, np.random.default_rng(0), know=KNOWABLE)) == truth
+    )
+    for part in KNOWABLE:
+        rest = [k for k in KNOWABLE if k != part]
+        world = sample_belief(mid, np.random.default_rng(0), know=rest)
+        assert run_to_end(AntMan(), world) != truth, part
+    # ... and the planner told everything decides as the oracle planner
+    sim = make_simulator(small())
+    told = PartialOraclePlanner(know=KNOWABLE, samples=1, horizon=2)
+    oracle = OraclePlanner(horizon=2)
+    for seed in (2, 11):  # seeds where the true durations and the true arrivals both matter
+        a, b = run_episode(told, sim, seed), run_episode(oracle, sim, seed)
+        assert {k: float(v).hex() for k, v in a.items()} == {
+            k: float(v).hex() for k, v in b.items()
+        }
+        assert told.n_planned == oracle.n_planned > 0
+
+
 def test_partial_oracle_planner_is_marked() -> None:
     from gpu_sharing_gym.agents.planner import PartialOraclePlanner
 
