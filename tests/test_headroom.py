@@ -73,8 +73,8 @@ def test_resume_and_table(
 
 
 def test_decompose_rows(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--decompose``: the planner told the true durations, and told the true arrivals, are
-    two more oracle rows, each with its share of the headroom; a plain rerun reuses the rest."""
+    """``--decompose``: the planner told the true durations, the true arrivals, or both, are
+    three more oracle rows, each with its share of the headroom; the other cells are reused."""
     out = tmp_path / "hr"
     _run(tiny, out, monkeypatch)
     ran = _run(tiny, out, monkeypatch, ("--decompose",))
