@@ -538,9 +538,13 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             for r in res.partial_rows():
                 share = res.headroom_share(r)
                 told = " and ".join(PARTIAL[r.policy])
-                note += f" Told the true {told} only: {_pct(paired(r, res.best, s))}" + (
-                    f", {100 * share:.0f} % of the headroom." if math.isfinite(share) else "."
-                )
+                if not math.isfinite(share):
+                    tail = "."
+                elif share < 0:
+                    tail = ", none of the headroom (behind the best heuristic)."
+                else:
+                    tail = f", {100 * share:.0f} % of the headroom."
+                note += f" Told the true {told} only: {_pct(paired(r, res.best, s))}{tail}"
         else:
             note += " Planner rows incomplete."
         for a in agents:
