@@ -123,7 +123,7 @@ def sample_belief(
     s = sim.copy()
     sigma0 = s.cfg.workload.offline.estimate_sigma
     syn = wl.syn_cfg
-    streams = (_seed(rng), _seed(rng))
+    streams = (_seed(rng), _seed(rng))  # drawn either way: the later draws stay in step
     if "streams" not in know:
         s.reseed(*streams)
     draw = [sp for sp in wl(rng) if not sp.online]

@@ -449,7 +449,7 @@ class ScenarioResult:
             return {"headroom_closed": math.nan, "meets_bar": False}
         assert self.oracle is not None
         head = paired(self.oracle, self.best, s)
-        closed = p["diff_mean_s"] / head["diff_mean_s"] if head["diff_mean_s"] < 0 else math.nan
+        closed = self.headroom_share(agent)
         if -head["diff_pct"] >= 100 * FLAG_SHARE:
             ok = p["diff_pct"] <= -100 * AGENT_GAIN
         elif math.isfinite(closed):
