@@ -112,13 +112,19 @@ def evaluate(
 
 
 def json_safe(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """NaN/inf → None (strict JSON)."""
-    out: dict[str, Any] = {}
-    for k, v in rec.items():
-        if isinstance(v, float | np.floating) and not math.isfinite(float(v)):
-            out[k] = None
-        elif isinstance(v, np.floating | np.integer):
-            out[k] = v.item()
-        else:
-            out[k] = v
-    return out
+    """NaN/inf → None and NumPy scalars → Python ones, in nested dicts and lists too
+    (strict JSON)."""
+    return {k: strict_json(v) for k, v in rec.items()}
+
+
+def strict_json(v: Any) -> Any:
+    """Any value with NaN/inf → None and NumPy scalars → Python ones, recursively."""
+    if isinstance(v, float | np.floating) and not math.isfinite(float(v)):
+        return None
+    if isinstance(v, np.floating | np.integer):
+        return v.item()
+    if isinstance(v, Mapping):
+        return {k: strict_json(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [strict_json(x) for x in v]
+    return v

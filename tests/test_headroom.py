@@ -29,7 +29,11 @@ def tiny(tmp_path: Path) -> Path:
 
 
 def _run(
-    tiny: Path, out: Path, monkeypatch: pytest.MonkeyPatch, extra: tuple[str, ...] = ()
+    tiny: Path,
+    out: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: tuple[str, ...] = (),
+    seeds: str = "1-2",
 ) -> list[str]:
     """Run the command on ``tiny`` (``extra`` arguments added); return the cells it computed."""
     ran: list[str] = []
@@ -41,7 +45,7 @@ def _run(
 
     monkeypatch.setattr(headroom, "run_cell", counting)
     monkeypatch.setattr(headroom, "_heuristics", lambda: HEURISTICS)
-    argv = ["--scenarios", str(tiny), "--seeds", "1-2", "--out", str(out)]
+    argv = ["--scenarios", str(tiny), "--seeds", seeds, "--out", str(out)]
     argv += ["--samples", "1", "--horizon", "1", "--top", "3", "--quiet", *extra]
     assert headroom.main(argv) == 0
     return ran
@@ -70,6 +74,22 @@ def test_resume_and_table(
     assert _run(tiny, out, monkeypatch) == ["planner/2"]
     again = json.loads((out / "headroom.json").read_text())[0]
     assert again["planner"]["jct_by_seed"] == summary["planner"]["jct_by_seed"]  # same episode
+
+
+def test_one_seed_writes_strict_json(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One seed has no confidence interval: the table says so and ``headroom.json`` holds
+    ``null`` where the half-width would be (it used to fail writing NaN after every episode
+    had run)."""
+    out = tmp_path / "hr"
+    _run(tiny, out, monkeypatch, seeds="1")
+    text = (out / "headroom.json").read_text()
+    assert "NaN" not in text
+    summary = json.loads(text)[0]
+    assert summary["seeds"] == [1]
+    assert summary["oracle"]["jct_ci95_s"] is None and summary["oracle"]["jct_mean_s"] > 0
+    assert "nan" not in (out / "headroom.md").read_text().lower()
 
 
 def test_decompose_rows(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import progress
+from gpu_sharing_env.runner import strict_json
 from gpu_sharing_gym.fidelity import EXPERIMENTS
 from gpu_sharing_gym.fidelity.common import params_for, run_experiment
 from gpu_sharing_gym.fidelity.sweep import SweepError, parse_spec, sweep, write
@@ -39,22 +39,11 @@ DEFAULT_SEEDS = 30
 SWEEP_SEEDS = 10
 
 
-def _json_safe(x: Any) -> Any:
-    """NaN/inf → None, recursively (strict JSON)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_json_safe(v) for v in x]
-    return x
-
-
 def write_json(path: Path, records: list[dict[str, Any]]) -> None:
     """Write atomically: a temporary file in the same directory, then ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(_json_safe(records), indent=1, allow_nan=False) + "\n")
+    tmp.write_text(json.dumps(strict_json(records), indent=1, allow_nan=False) + "\n")
     os.replace(tmp, path)
 
 
@@ -178,7 +167,7 @@ def _sweep(args: argparse.Namespace, ids: list[str], seeds: list[int], workers: 
     except KeyboardInterrupt as e:
         print(f"\ngsg reproduce: {stopped_by(e)}; nothing written", file=sys.stderr)
         return exit_code(e)
-    text = json.dumps(_json_safe(doc), indent=1, allow_nan=False) + "\n"
+    text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
     for path in write(doc, prefix, text):
         print(path)
     return 0
