@@ -420,8 +420,7 @@ class ScenarioResult:
             data["headroom_pct"] = -head["diff_pct"]
             data["headroom_at_least_15pct"] = -head["diff_pct"] >= 100 * FLAG_SHARE
         partial = [
-            json_safe({**row(r), "headroom_share": self.headroom_share(r)})
-            for r in self.partial_rows()
+            {**row(r), "headroom_share": self.headroom_share(r)} for r in self.partial_rows()
         ]
         if partial:
             data["partial_oracles"] = partial
@@ -431,10 +430,10 @@ class ScenarioResult:
                 continue
             a = row(r)
             a.update(self.agent_bar(r))
-            agents.append(json_safe(a))  # (no headroom: ``headroom_closed`` is NaN -> null)
+            agents.append(a)
         if agents:
             data["agents"] = agents
-        return json_safe(data)
+        return json_safe(data)  # NaN (no CI, no headroom) -> null, at every depth
 
     def agent_bar(self, agent: Row) -> dict[str, Any]:
         """Issue 25's bar for ``agent`` (complete rows only): ``headroom_closed`` (its paired
