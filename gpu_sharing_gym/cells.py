@@ -18,13 +18,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder
+from gpu_sharing_env.policy import Policy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.engine import Simulator
 
 #: Bumped when the cell file layout changes (older files are recomputed).
 CELL_FORMAT = 1
@@ -45,6 +47,9 @@ class Cell:
     scenario: str
     scenario_path: str
     seed: int
+    variant: str = ""
+    """What besides the scenario file decides the episode (``gsg evaluate``'s ``--trace``,
+    ``--cluster``, ``--max-jobs``), as a digest; a saved cell is reused only for the same."""
 
     def path(self, out: Path) -> Path:
         """Where this cell's result file lives under the output directory ``out``."""
@@ -110,26 +115,42 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def run_cell(cell: Cell) -> dict[str, Any]:
-    """Run one cell; never raises (a failure becomes ``status="error"`` with a one-line message).
+def run_cell(
+    cell: Cell,
+    cfg: ScenarioConfig | None = None,
+    policy: Policy | None = None,
+    sim: Simulator | None = None,
+    detail: bool = True,
+    catch: bool = True,
+) -> dict[str, Any]:
+    """Run one cell; with ``catch`` it never raises (a failure becomes ``status="error"`` with a
+    one-line message), without it the failure propagates.
 
-    Returns the JSON-ready content of the cell file: ``record`` (the CSV row), ``timeseries``,
-    ``jobs`` (placements), ``options`` (labels of option indices), ``gpu_types`` and
-    ``slo_target``.
+    Returns the JSON-ready content of the cell file: ``record`` (the CSV row), ``extras`` (the
+    evaluation record's other keys: ``model_version``, ``x_*``), and with ``detail`` also
+    ``timeseries``, ``jobs`` (placements), ``options`` (labels of option indices),
+    ``gpu_types`` and ``slo_target`` (what the leaderboard's plots draw). ``cfg``, ``policy``
+    and ``sim``, if given, are used instead of building them from the cell (``gsg evaluate``
+    keeps one simulator for all its episodes).
     """
     t0 = time.perf_counter()
     base: dict[str, Any] = {
         "format": CELL_FORMAT,
         "cell": {"policy": cell.policy, "scenario": cell.scenario, "seed": cell.seed},
+        "variant": cell.variant,
     }
     try:
         base["scenario_digest"] = scenario_digest(cell.scenario_path)
         base["policy_digest"] = policy_digest(cell.policy)
-        cfg = load_scenario(cell.scenario_path)
-        policy = make_policy(cell.policy)
-        sim = make_simulator(cfg)
-        recorder = PlacementRecorder(sim)
-        (rec,) = evaluate(policy, cfg, [cell.seed], sim=sim)
+        cfg = cfg if cfg is not None else load_scenario(cell.scenario_path)
+        policy = policy if policy is not None else make_policy(cell.policy)
+        sim = sim if sim is not None else make_simulator(cfg)
+        recorder = PlacementRecorder(sim) if detail else None
+        try:
+            (rec,) = evaluate(policy, cfg, [cell.seed], sim=sim)
+        finally:
+            if recorder is not None:
+                recorder.detach()
         record: dict[str, Any] = {
             "policy": cell.policy,
             "scenario": cell.scenario,
@@ -140,19 +161,32 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         record.update(status="ok", error="", wall_s=time.perf_counter() - t0)
         base.update(
             record=json_safe(record),
-            extras=json_safe({k: v for k, v in rec.items() if k.startswith("x_")}),
+            extras=json_safe({k: v for k, v in rec.items() if k not in record}),
             slo_target=cfg.slo_target,
-            options=[o.label for o in sim.options],
-            gpu_types=list(getattr(sim.cluster, "type_name_of", ())),
-            timeseries=[[_finite(float(v)) for v in row] for row in sim.timeseries],
-            jobs=recorder.jobs() if recorder.active else [],
         )
+        if detail:
+            assert recorder is not None
+            base.update(
+                options=[o.label for o in sim.options],
+                gpu_types=list(getattr(sim.cluster, "type_name_of", ())),
+                timeseries=[[_finite(float(v)) for v in row] for row in sim.timeseries],
+                jobs=recorder.jobs() if recorder.active else [],
+            )
     except Exception as e:  # recorded, never propagated: one failing cell must not stop the rest
+        if not catch:
+            raise
         record = {"policy": cell.policy, "scenario": cell.scenario, "seed": cell.seed}
         record.update({"oracle": None, **dict.fromkeys(METRIC_NAMES)})
         record.update(status="error", error=_one_line(e), wall_s=time.perf_counter() - t0)
         base["record"] = record
     return base
+
+
+def evaluation_record(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's result as :func:`gpu_sharing_env.runner.evaluate`'s record (``gsg evaluate
+    --json``): policy, scenario, seed, oracle, ``model_version``, the metrics, ``x_*``."""
+    rec = {k: v for k, v in result["record"].items() if k not in ("status", "error", "wall_s")}
+    return {**rec, **result.get("extras", {})}
 
 
 def save_cell(out: Path, cell: Cell, result: Mapping[str, Any]) -> None:
@@ -172,6 +206,8 @@ def load_cell(out: Path, cell: Cell) -> dict[str, Any] | None:
         }:
             return None
         if data.get("scenario_digest") not in (None, scenario_digest(cell.scenario_path)):
+            return None
+        if data.get("variant", "") != cell.variant:
             return None
         digest = policy_digest(cell.policy)
         if digest is not None and data.get("policy_digest") != digest:

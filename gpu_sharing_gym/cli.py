@@ -19,6 +19,7 @@ import importlib
 import sys
 from collections.abc import Callable
 
+from gpu_sharing_env.cli_args import RL_INSTALL, missing_rl
 from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 
 #: command -> (module with ``main(argv) -> int``, one-line help)
@@ -63,15 +64,6 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-#: Top-level packages of the ``rl`` extra.
-RL_PACKAGES = ("torch", "stable_baselines3", "sb3_contrib", "tensorboard")
-
-
-def _missing_rl(e: ImportError) -> str | None:
-    missing = getattr(e, "name", "") or ""
-    return missing if missing.split(".")[0] in RL_PACKAGES else None
-
-
 def _load(module: str) -> Callable[[list[str] | None], int]:
     return importlib.import_module(module).main  # type: ignore[no-any-return]
 
@@ -101,12 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ngsg {command}: {stopped_by(e)}", file=sys.stderr)
         return exit_code(e)
     except ModuleNotFoundError as e:
-        missing = _missing_rl(e)
+        missing = missing_rl(e)
         if missing is None:
             raise
         print(
-            f"gsg {command}: needs the RL extra ({missing} is not installed): "
-            "pip install 'gpu-sharing-gym[rl]'",
+            f"gsg {command}: needs the RL extra ({missing} is not installed): {RL_INSTALL}",
             file=sys.stderr,
         )
         return 2

@@ -29,6 +29,7 @@ import pandas as pd
 from gpu_sharing_env.fileio import atomic_write_bytes as atomic_write_bytes
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.progress import KindETA
 from gpu_sharing_env.progress import progress as progress_bar
 from gpu_sharing_gym.backends import run_cells
 from gpu_sharing_gym.cells import CELL_FORMAT as CELL_FORMAT
@@ -147,12 +148,20 @@ def run_leaderboard(
     order of ``cells``. Each result is saved as soon as it arrives, so an interrupted run
     (KeyboardInterrupt propagates) resumes where it stopped."""
     todo, done = pending_cells(out, cells)
-    bar = progress_bar(len(cells), "cells", "cell", initial=len(done), disable=not progress)
+    # the ETA per policy (and scenario): a planner cell costs 100x a heuristic's
+    several = len({c.scenario for c in cells}) > 1
+    kind = (lambda c: f"{c.policy}/{c.scenario}") if several else (lambda c: c.policy)
+    timed = [(kind(c), r["record"].get("wall_s")) for c, r in done.items()]
+    eta = KindETA(map(kind, todo), min(workers, len(todo)), timed)
+    bar = progress_bar(
+        len(cells), "cells", "cell", initial=len(done), disable=not progress, eta=eta.text
+    )
     # closing(): an interrupt in this loop stops the backend's workers now, not at collection
     with bar, closing(run_cells(todo, backend, workers, address)) as results:
         for cell, res in results:
             save_cell(out, cell, res)
             done[cell] = res
+            eta.finished(kind(cell), res["record"].get("wall_s"))
             bar.update(1)
             rec = res["record"]
             if rec["status"] != "ok":
@@ -176,7 +185,8 @@ def write_outputs(
     cells = cells_frame(results)
     summary = summarize(cells, slo_targets)
     write_csv(out / "leaderboard.csv", cells)
-    write_csv(out / "summary.csv", summary)
+    # ranks as integers (1, 1, 3); a policy without a successful cell has none (empty field)
+    write_csv(out / "summary.csv", summary.astype({"rank": "Int64"}))
     atomic_write_text(out / "LEADERBOARD.md", report.markdown(cells, summary, command, seeds))
     by_scen: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for r in results:

@@ -1,23 +1,6 @@
-"""The ``gsg`` subcommands, and what several of them parse alike."""
+"""The ``gsg`` subcommands. What several of them parse alike (the parser class, the error line,
+seeds, ranges, output paths) is :mod:`gpu_sharing_env.cli_args`, which ``gsg train`` shares."""
 
 from __future__ import annotations
 
-
-def seed_spec(text: str) -> list[int]:
-    """``800-859``, ``1,2,5`` or both (``1-3,9``): the seeds, in order.
-
-    Raises ValueError, its message the rule broken, unless they are distinct integers >= 0.
-    """
-    seeds: list[int] = []
-    for part in text.split(","):
-        a, sep, b = part.strip().partition("-")
-        try:
-            lo, hi = int(a), int(b) if sep else int(a)
-        except ValueError:
-            raise ValueError("integers or ranges expected, e.g. 800-859 or 1,2,5") from None
-        if hi < lo:
-            raise ValueError(f"range {part.strip()} runs backwards")
-        seeds += range(lo, hi + 1)
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise ValueError("seeds must be distinct and >= 0")
-    return seeds
+from gpu_sharing_env.cli_args import seed_spec as seed_spec

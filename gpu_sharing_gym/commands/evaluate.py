@@ -8,15 +8,22 @@ gsg evaluate --policy my_pkg.sched:MyPolicy --scenario default    # any importab
 Prints one row per policy: the mean over the seeds of each metric, with the 95 % confidence
 interval half-width (Student t over the seeds) for jct_mean_s and slo_attainment. A progress
 bar counts episodes; during a long one (the planner) it shows the simulated clock and the jobs
-done so far (on a terminal; elsewhere a plain line every 30 s, GSG_PROGRESS_INTERVAL). Exit
-status: 0 done, 2 bad input, 130 Ctrl-C, 143 SIGTERM (nothing is written then).
+done so far (on a terminal; elsewhere a plain line every 30 s, GSG_PROGRESS_INTERVAL). With
+--json PATH each finished episode is kept at once in PATH's stem + .cells/ (runs/r.json ->
+runs/r.cells/, laid out as the leaderboard's cells/); Ctrl-C or SIGTERM leaves them there and
+the same command run again resumes, computing only the missing episodes; PATH is written (and
+the .cells/ folder removed) when every episode is done. Policy rows are named as given
+(first_fit, my_pkg.sched:MyPolicy, runs/x/model.zip), as on the leaderboard.
+Exit status: 0 done, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
+import shutil
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -28,6 +35,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from gpu_sharing_env import cli_args
+from gpu_sharing_env.cli_args import Parser, describe_seeds, fail
 from gpu_sharing_env.config import (
     ClusterConfig,
     ConfigError,
@@ -36,11 +45,19 @@ from gpu_sharing_env.config import (
     from_dict,
     load_scenario,
 )
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
-from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_gym.cells import (
+    Cell,
+    evaluation_record,
+    pending_cells,
+    run_cell,
+    save_cell,
+    scenario_digest,
+)
 from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
 
 PROG = "gsg evaluate"
@@ -161,10 +178,26 @@ class Heartbeat:
             self._thread.join()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+def _variant(args: argparse.Namespace) -> str:
+    """A digest of the command-line overrides of the scenario (empty without any): what, besides
+    the scenario file, decides an episode (``Cell.variant``)."""
+    files = [p for p in (args.trace, args.cluster) if p is not None]
+    if not files and args.max_jobs is None:
+        return ""
+    parts = [str(args.trace), args.trace_format, str(args.cluster), args.cluster_format,
+             args.max_jobs, *(scenario_digest(p) for p in files)]  # fmt: skip
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
+def cells_dir(json_path: Path) -> Path:
+    """Where ``gsg evaluate --json PATH`` keeps its finished episodes until it is done:
+    ``PATH`` without its suffix, plus ``.cells`` (``runs/r.json`` -> ``runs/r.cells``), laid out
+    as the leaderboard's ``cells/``."""
+    return json_path.with_name(json_path.stem + ".cells")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--policy",
         default="all",
@@ -172,23 +205,43 @@ def main(argv: list[str] | None = None) -> int:
         f"({', '.join(policy_names())}), module:Class, or a trained agent's model.zip path",
     )
     ap.add_argument("--scenario", default="default", help="scenario name or YAML path")
-    ap.add_argument("--seeds", type=int, default=3, help="evaluate seeds 0..N-1")
-    ap.add_argument("--json", type=Path, default=None, help="write one record per seed here")
+    ap.add_argument(
+        "--seeds",
+        type=cli_args.seeds,
+        default=[0, 1, 2],
+        metavar="N|LIST",
+        help="N: seeds 0..N-1 (default 3); or a list: 0,1,2 or 800-859",
+    )
+    ap.add_argument(
+        "--json",
+        type=cli_args.output_file,
+        default=None,
+        help="write one record per episode here (finished episodes are kept in PATH's stem + "
+        ".cells/ until then: an interrupted run resumes when the command is run again)",
+    )
     ap.add_argument("--trace", type=Path, default=None, help="replace the offline workload")
     ap.add_argument("--trace-format", default=None, help="openb, pai, philly, philly-raw, helios")
     ap.add_argument("--cluster", type=Path, default=None, help="replace the fleet (CSV or YAML)")
     ap.add_argument("--cluster-format", default=None, choices=["openb", "pai", "yaml"])
-    ap.add_argument("--max-jobs", type=int, default=None, help="keep only the first N jobs")
+    ap.add_argument(
+        "--max-jobs", type=cli_args.positive_int, default=None, help="keep only the first N jobs"
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         # "all" (every registered heuristic) may stand in a list: "my.zip,all"
-        names = []
-        for tok in args.policy.split(","):
+        names: list[str] = []
+        for tok in (t.strip() for t in args.policy.split(",")):
             names += (
                 [n for n in policy_names("policy") if n not in names] if tok == "all" else [tok]
             )
-        policies = [make_policy(n.strip()) for n in names]
+        if len(set(names)) != len(names):
+            raise ValueError(f"--policy: a policy named twice in {args.policy!r}")
+        policies = {n: make_policy(n) for n in names}
         scenario = load_scenario(args.scenario)
         scenario = override(
             scenario, args.trace, args.trace_format, args.cluster, args.cluster_format,
@@ -196,50 +249,61 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         sim = make_simulator(scenario)
     except (ConfigError, UnknownPolicyError, ValueError, OSError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    if args.seeds < 1:
-        print(f"{PROG}: error: --seeds: must be >= 1", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
+    seeds: list[int] = args.seeds
+    source = str(Path(scenario.source_path or args.scenario).resolve())
+    variant = _variant(args)
+    cells = [Cell(n, scenario.name, source, seed, variant) for n in names for seed in seeds]
+    store = cells_dir(args.json) if args.json is not None else None
+    todo, done = pending_cells(store, cells) if store is not None else (cells, {})
+    if done and not args.quiet:
+        print(f"{PROG}: {len(done)} of {len(cells)} episodes read from {store}", file=sys.stderr)
     # The fleet, the trace's jobs and the policies live to the end of the process: the cyclic
     # collector's full passes would re-scan those ~10^5 objects again and again for nothing
     # (a 20,000-job PAI replay: ~0.15 s of its ~3 s, timed with ``gc.callbacks``; CHANGELOG
     # 0.5.0). ``gc.freeze`` leaves them out; what the episodes allocate is collected as before.
     gc.freeze()
-    records: list[dict[str, Any]] = []
-    total = len(policies) * args.seeds
     try:
-        with progress(total, unit="episode", disable=args.quiet) as bar:
-            for pol in policies:
-                for seed in range(args.seeds):
-                    bar.set_description(f"{pol.name} seed {seed}")
-                    bar.set_postfix_str("", refresh=False)
-                    try:
-                        with Heartbeat(bar, sim):
-                            records += evaluate(pol, scenario, [seed], sim=sim)
-                    except ValueError as e:  # e.g. an agent that does not fit this scenario
-                        bar.close()
-                        print(f"{PROG}: error: {e}", file=sys.stderr)
-                        return 2
-                    bar.update()
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the records are written only when done
+        with progress(len(cells), unit="episode", disable=args.quiet, initial=len(done)) as bar:
+            for cell in todo:
+                bar.set_description(f"{cell.policy} seed {cell.seed}")
+                bar.set_postfix_str("", refresh=False)
+                try:
+                    with Heartbeat(bar, sim):
+                        res = run_cell(
+                            cell, scenario, policies[cell.policy], sim, detail=False, catch=False
+                        )
+                except ValueError as e:  # e.g. an agent that does not fit this scenario
+                    bar.close()
+                    return fail(PROG, str(e))
+                if store is not None:
+                    save_cell(store, cell, res)  # kept at once: a stopped run resumes here
+                done[cell] = res
+                bar.update()
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the finished episodes are kept
+        finished = [done[c] for c in cells if c in done]
+        if store is not None and finished:
+            kept = f"kept in {store}; run the same command again to resume"
+        elif store is not None:
+            kept = "nothing to keep yet"
+        else:
+            kept = "nothing kept (with --json PATH they are, and the same command resumes)"
         print(
-            f"\n{PROG}: {stopped_by(e)} after {len(records)} of {total} episodes; nothing written",
+            f"\n{PROG}: {stopped_by(e)} after {len(finished)} of {len(cells)} episodes; {kept}",
             file=sys.stderr,
         )
         return exit_code(e)
+    records = [evaluation_record(done[c]) for c in cells]
     target = scenario.slo_target
     table = summary_table(records, target)
     with pd.option_context("display.width", 200):
-        seeds = "seed 0" if args.seeds == 1 else f"seeds 0..{args.seeds - 1}"
-        print(f"scenario {scenario.name}: mean over {seeds} (SLO target {target})")
+        print(f"scenario {scenario.name}: mean over {describe_seeds(seeds)} (SLO target {target})")
         print(table.to_string())
     print(f"{CI_NOTE}; the other columns are means")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps([json_safe(r) for r in records], indent=1))
-        tmp.replace(args.json)
+        atomic_write_text(args.json, json.dumps(records, indent=1, allow_nan=False))
+        if store is not None:
+            shutil.rmtree(store, ignore_errors=True)  # everything is in the JSON now
         print(f"wrote {len(records)} records to {args.json}")
     return 0
 

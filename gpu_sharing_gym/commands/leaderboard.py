@@ -26,8 +26,9 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from gpu_sharing_env import cli_args
+from gpu_sharing_env.cli_args import RL_INSTALL, Parser, fail, rl_missing
 from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, scenario_names
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
@@ -46,12 +47,6 @@ HELDOUT_DIR = SCENARIO_DIR / "heldout"
 
 class InputError(ValueError):
     """Bad command-line input; the message is one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, like every other input error
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def parse_policies(text: str) -> list[str]:
@@ -77,6 +72,27 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
+def without_rl_agents(text: str) -> tuple[str, list[str]]:
+    """``--policies`` without the learned agents that cannot load here because the ``rl``
+    extra (torch) is missing, and those agents: ``(text, [])`` where it is installed. An agent
+    is a name of the ``gpu_sharing_gym.agents`` entry points that does not load, or a path to a
+    ``.zip`` checkpoint."""
+    if rl_missing() is None:
+        return text, []
+    agents = set(policy_names("agent"))
+    keep: list[str] = []
+    skipped: list[str] = []
+    for n in (t.strip() for t in text.split(",")):
+        if n in agents or n.endswith(".zip"):
+            try:
+                make_policy(n)
+            except UnknownPolicyError:
+                skipped.append(n)
+                continue
+        keep.append(n)
+    return ",".join(keep), skipped
+
+
 def parse_scenarios(text: str) -> dict[str, tuple[str, float]]:
     """Scenario name -> (absolute YAML path, slo_target), validated by loading each."""
     tokens: list[str] = []
@@ -100,8 +116,10 @@ def parse_scenarios(text: str) -> dict[str, tuple[str, float]]:
     return out
 
 
-def parse_seeds(n: int | None, seed_list: str | None) -> list[int]:
+def parse_seeds(n: int | list[int] | None, seed_list: str | None) -> list[int]:
     if seed_list is None:
+        if isinstance(n, list):
+            return n
         if n is None or n < 1:
             raise InputError(f"--seeds: must be >= 1 (got {n})")
         return list(range(n))
@@ -125,7 +143,7 @@ def prepare_out(out: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--suite", default=None, help=f"a suite ({', '.join(suite_names())}) or YAML")
     ap.add_argument("--list-suites", action="store_true", help="list the shipped suites, exit")
     ap.add_argument("--scenarios", default=None, help="comma list (default: heldout)")
@@ -137,10 +155,23 @@ def build_parser() -> argparse.ArgumentParser:
         "(runs/x/models/*.zip)",
     )
     seeds = ap.add_mutually_exclusive_group()
-    seeds.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default 3)")
+    seeds.add_argument(
+        "--seeds",
+        type=cli_args.seeds,
+        default=None,
+        metavar="N|LIST",
+        help="N: seeds 0..N-1 (default 3); or a list: 0,1,2 or 800-859",
+    )
     seeds.add_argument("--seed-list", default=None, help="explicit seeds: 1,2,3 or 800-859 or both")
-    ap.add_argument("--out", type=Path, default=Path("runs/leaderboard"), help="output directory")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel cells")
+    ap.add_argument(
+        "--out", type=cli_args.output_dir, default=Path("runs/leaderboard"), help="output directory"
+    )
+    ap.add_argument(
+        "--workers",
+        type=cli_args.positive_int,
+        default=os.cpu_count() or 1,
+        help="parallel cells (default: the CPU count)",
+    )
     ap.add_argument("--backend", choices=BACKENDS, default="local")
     ap.add_argument("--ray-address", default=None, help="existing Ray cluster (with --backend ray)")
     ap.add_argument("--occupancy-policy", default=None, help="policy of the placement chart")
@@ -168,6 +199,18 @@ def main(argv: list[str] | None = None) -> int:
                     args.seed_list = ",".join(map(str, suite.seed_list))
         args.scenarios = "heldout" if args.scenarios is None else args.scenarios
         args.policies = "all" if args.policies is None else args.policies
+        args.policies, skipped = without_rl_agents(args.policies)
+        if skipped and not args.policies:
+            raise InputError(
+                f"--policies: {', '.join(skipped)} need torch, which is not installed: "
+                f"{RL_INSTALL}"
+            )
+        if skipped:
+            print(
+                f"{PROG}: warning: skipping {', '.join(skipped)} (learned agents need torch, "
+                f"which is not installed: {RL_INSTALL}); running the rest",
+                file=sys.stderr,
+            )
         policies = parse_policies(args.policies)
         scenarios = parse_scenarios(args.scenarios)
         seeds = parse_seeds(
@@ -182,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         check_backend(args.backend)
         prepare_out(args.out)
     except (InputError, ConfigError, UnknownPolicyError, BackendError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     cells = plan_cells(policies, {n: p for n, (p, _) in scenarios.items()}, seeds)
     try:
         results = run_leaderboard(
@@ -199,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             args.occupancy_policy,
         )
     except BackendError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; the workers are stopped by now
         print(
             f"\n{PROG}: {stopped_by(e)}; finished cells are saved, rerun to resume",
