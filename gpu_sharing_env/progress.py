@@ -7,6 +7,13 @@ stream is a TTY and otherwise a :class:`PlainProgress`, which writes one line ev
 
     evaluate: 3/12 episodes (25%), elapsed 0:01:31, ETA 0:04:33, first_fit seed 2
 
+By default the ETA extrapolates this run's rate. Where tasks differ in cost by orders of
+magnitude (a leaderboard's heuristic cells take 0.05 s, the planner's 20 s), the caller passes
+``eta``, e.g. a :class:`KindETA`, which estimates each kind of task from the finished tasks of
+that kind and says ``?`` for a kind none of whose tasks has finished yet::
+
+    cells: 54/57 cells (95%), elapsed 0:00:10, ETA > 0:00:01 (not yet timed: planner)
+
 Both take the same calls (the subset of tqdm's API the commands use): ``update``, ``n`` plus
 ``refresh``, ``set_description``, ``set_postfix_str``, ``write``, ``close`` and ``with``.
 """
@@ -18,7 +25,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -44,13 +52,86 @@ def hms(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+class KindETA:
+    """The remaining time of tasks whose cost depends on their kind, from the finished ones.
+
+    Each kind's cost is the mean duration of its finished tasks (``seconds``: the task's own
+    run time, e.g. a cell's ``wall_s``, not the time between two completions); the remaining
+    work is the sum over the pending tasks, shared by ``workers`` in parallel but never less
+    than the dearest pending task. A kind none of whose tasks has finished has no estimate:
+    :meth:`text` says so rather than print a confident number, and gives what is known as a
+    lower bound (``> 0:00:03 (not yet timed: planner)``) or ``?`` when nothing is.
+
+    Args:
+        pending: The kind of every task still to run (repeats count).
+        workers: Tasks that run at the same time.
+        timed: Durations already known, e.g. tasks of an earlier, interrupted run:
+            ``(kind, seconds)`` pairs. They inform the estimate; they are not pending.
+    """
+
+    def __init__(
+        self,
+        pending: Iterable[Hashable],
+        workers: int = 1,
+        timed: Iterable[tuple[Hashable, float | None]] = (),
+    ) -> None:
+        self.pending: Counter[Hashable] = Counter(pending)
+        self.workers = max(1, int(workers))
+        self._sum: dict[Hashable, float] = {}
+        self._n: Counter[Hashable] = Counter()
+        for kind, seconds in timed:
+            self._record(kind, seconds)
+
+    def _record(self, kind: Hashable, seconds: float | None) -> None:
+        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
+            self._sum[kind] = self._sum.get(kind, 0.0) + seconds
+            self._n[kind] += 1
+
+    def finished(self, kind: Hashable, seconds: float | None) -> None:
+        """A task of ``kind`` finished after running ``seconds`` (None: count it, no timing)."""
+        if self.pending[kind] > 0:
+            self.pending[kind] -= 1
+        self._record(kind, seconds)
+
+    def cost(self, kind: Hashable) -> float | None:
+        """Mean seconds of a finished task of ``kind``; None when none has finished."""
+        return self._sum[kind] / self._n[kind] if self._n[kind] else None
+
+    def untimed(self) -> list[Hashable]:
+        """Pending kinds with no finished task, in the order they were first given."""
+        return [k for k, n in self.pending.items() if n > 0 and not self._n[k]]
+
+    def seconds(self) -> float | None:
+        """Estimated seconds left for the timed kinds (None if every pending kind is untimed
+        and something is pending)."""
+        costs = [(n, self.cost(k)) for k, n in self.pending.items() if n > 0]
+        known = [(n, c) for n, c in costs if c is not None]
+        if costs and not known:
+            return None
+        work = sum(n * c for n, c in known)
+        return max(work / self.workers, max((c for _, c in known), default=0.0))
+
+    def text(self) -> str:
+        """``0:01:30``; ``> 0:00:03 (not yet timed: planner)``; ``? (not yet timed: ...)``."""
+        left = self.seconds()
+        missing = self.untimed()
+        if not missing:
+            return hms(left or 0.0)
+        names = ", ".join(map(str, missing[:2])) + (
+            f" and {len(missing) - 2} more" if len(missing) > 2 else ""
+        )
+        bound = "?" if left is None or left < 0.5 else f"> {hms(left)}"  # not "> 0:00:00"
+        return f"{bound} (not yet timed: {names})"
+
+
 class PlainProgress:
     """Periodic one-line progress reports for a stream that is not a terminal.
 
     A daemon thread writes :meth:`line` every ``interval`` seconds (so a line comes even while
     one long step runs), and :meth:`close` writes the final state if a line was written
-    before and the count moved since (short runs stay silent). The ETA extrapolates the rate of this run (``initial``, e.g. resumed
-    work, does not count as done by it).
+    before and the count moved since (short runs stay silent). The ETA is ``eta()`` if given,
+    else the rate of this run extrapolated (``initial``, e.g. resumed work, does not count as
+    done by it).
     """
 
     def __init__(
@@ -63,8 +144,10 @@ class PlainProgress:
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         start: bool = True,
+        eta: Callable[[], str] | None = None,
     ) -> None:
         self.total, self.desc, self.unit = total, desc, unit
+        self.eta = eta
         self.n = self.initial = initial
         self.postfix = ""
         self.disable = False
@@ -101,7 +184,9 @@ class PlainProgress:
             text += f"{n} {unit}"
         text += f", elapsed {hms(elapsed)}"
         done = cur - self.initial
-        if self.total and done > 0:
+        if self.eta is not None:
+            text += f", ETA {self.eta()}"
+        elif self.total and done > 0:
             text += f", ETA {hms(elapsed / done * max(0.0, self.total - cur))}"
         if self.postfix:
             text += f", {self.postfix}"
@@ -177,19 +262,52 @@ def progress(
     initial: float = 0,
     disable: bool = False,
     file: TextIO | None = None,
+    eta: Callable[[], str] | None = None,
 ) -> Any:
     """A progress report on ``file`` (default stderr): a tqdm bar if it is a terminal, a
     :class:`PlainProgress` otherwise, nothing (a disabled tqdm) with ``disable`` (``--quiet``).
+    ``eta`` (e.g. :meth:`KindETA.text`) replaces the rate-based ETA of both.
     """
     out = sys.stderr if file is None else file
     if disable or is_tty(out):
         from tqdm import tqdm
 
-        return tqdm(
+        kwargs: dict[str, Any] = {}
+        bar = tqdm
+        if eta is not None:
+            kwargs["bar_format"] = ETA_BAR_FORMAT
+            bar = _eta_tqdm(eta)
+        return bar(
             total=total, desc=desc or None, unit=unit, initial=initial, disable=disable,
-            file=out, dynamic_ncols=True,
+            file=out, dynamic_ncols=True, **kwargs,
         )  # fmt: skip
-    return PlainProgress(total, desc, unit, initial, file=file)
+    return PlainProgress(total, desc, unit, initial, file=file, eta=eta)
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "INTERVAL_ENV", "PlainProgress", "hms", "interval_s", "progress"]
+#: tqdm's default bar with the ETA from the caller's ``eta`` instead of tqdm's rate-based one.
+ETA_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, ETA {eta}{postfix}]"
+
+
+def _eta_tqdm(eta: Callable[[], str]) -> Any:
+    """A tqdm class whose bar shows ``eta()`` (the ``{eta}`` of :data:`ETA_BAR_FORMAT`)."""
+    from tqdm import tqdm
+
+    class EtaTqdm(tqdm):  # type: ignore[misc,type-arg]
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            d = dict(super().format_dict)
+            d["eta"] = eta()
+            return d
+
+    return EtaTqdm
+
+
+__all__ = [
+    "DEFAULT_INTERVAL_S",
+    "INTERVAL_ENV",
+    "KindETA",
+    "PlainProgress",
+    "hms",
+    "interval_s",
+    "progress",
+]
