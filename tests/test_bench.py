@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from gpu_sharing_gym.bench import markdown
+from gpu_sharing_gym.bench.markdown import BEGIN, END
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,6 +51,44 @@ def test_suite_json_contract(tmp_path: Path) -> None:
     )  # fmt: skip
     text = md.read_text()
     assert "first_fit@64" in text and data["machine_info"]["cpu"] in text
+    assert text.startswith("# Benchmarks\n") and text.count(BEGIN) == text.count(END) == 1
+    # rendered into a page with prose (BENCHMARKS.md's shape): only the region changes
+    page = tmp_path / "P.md"
+    prose_before, prose_after = "# B\n\nHand-written intro.\n\n", "\n\n## Why\n\nKept.\n"
+    page.write_text(f"{prose_before}{BEGIN}\nold tables\n{END}{prose_after}")
+    assert markdown.main([str(out), "-o", str(page)]) == 0
+    filled = page.read_text()
+    assert filled.startswith(prose_before + BEGIN) and filled.endswith(END + prose_after)
+    assert "old tables" not in filled and "first_fit@64" in filled
+    assert markdown.main([str(out), "-o", str(page)]) == 0 and page.read_text() == filled
+
+
+def test_markdown_keeps_the_prose_and_refuses_a_page_without_its_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "BENCHMARKS.md"
+    page.write_text("# Benchmarks\n\nProse only.\n")
+    data = tmp_path / "bench.json"
+    data.write_text(json.dumps({"machine_info": {"cpu": "X", "date": "today"}}))
+    assert markdown.main([str(data), "-o", str(page)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"gsg bench markdown: error: {page}: needs one")
+    assert page.read_text() == "# Benchmarks\n\nProse only.\n"  # nothing written
+    data.write_text("{not json")
+    assert markdown.main([str(data), "-o", str(tmp_path / "new.md")]) == 2
+    assert "not the JSON of `gsg bench --json`" in capsys.readouterr().err
+    assert not (tmp_path / "new.md").exists()
+
+
+def test_the_repositorys_page_has_one_generated_region() -> None:
+    """BENCHMARKS.md's prose lives in the page, around the one region the renderer writes."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+    assert text.index(BEGIN) < text.index(END)
+    assert (
+        markdown.fill(text, "T")
+        == text.split(BEGIN)[0] + BEGIN + "\n\nT\n\n" + END + (text.split(END)[1])
+    )
 
 
 def test_replay_scenario_density_is_fixed() -> None:
