@@ -14,7 +14,7 @@ import numbers
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pandas as pd
 
 from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.registry import policy_names
 from gpu_sharing_gym.cells import policy_dir
 from gpu_sharing_gym.ci import CI_NOTE as CI_NOTE
 from gpu_sharing_gym.ci import fmt_mean_ci as fmt_mean_ci
@@ -242,8 +243,23 @@ def make_plots(
         if occ is None and len(s):
             occ = str(s["policy"].iloc[0])
         target = float(s["slo_target"].iloc[0]) if len(s) else 1.0
-        out[scen] = scenario_plots(str(scen), by_pol, attain, target, occ)
+        oracle = {
+            str(r["policy"]) for r in s.to_dict("records") if pd.notna(r["oracle"]) and r["oracle"]
+        }
+        base = baselines(list(by_pol), oracle)
+        out[scen] = scenario_plots(str(scen), by_pol, attain, target, occ, base)
     return out
+
+
+def baselines(policies: Sequence[str], oracles: Collection[str] = ()) -> list[str]:
+    """The baselines among ``policies``: the heuristics, not the learned or planning agents
+    (registered as agents, or a ``model.zip`` path) and not the oracles."""
+    agents = set(policy_names("agent"))
+    return [
+        p
+        for p in policies
+        if p not in agents and p not in oracles and "/" not in p and not p.endswith(".zip")
+    ]
 
 
 def write_plots(plots_dir: Path, plots: Mapping[str, Mapping[str, bytes]]) -> list[Path]:
