@@ -115,7 +115,14 @@ class OfflineWorkloadConfig:
     """Lognormal sigma of duration-estimate error (PAI's predictor; 0 = perfect estimates)."""
     estimate_groups: bool = True
     """Estimate a recurring job from its group's earlier members (PAI's predictor with the group
-    tag, NSDI'22 Sec. 5.2); false: every job from its own noisy run time (no group tag)."""
+    tag, NSDI'22 Sec. 5.2); false: without the group tag (``cart``: the tree sees user and
+    request only; ``noise``: every job from its own noisy run time)."""
+    estimator: Literal["cart", "noise"] = "cart"
+    """``cart``: PAI's CART predictor fitted online on finished runs (``workload.predictor``);
+    ``estimate_sigma`` 0 makes it exact (an oracle). ``noise``: workload v1's error model
+    (``workload.estimates``: the truth times lognormal noise, read before the episode)."""
+    predictor: Mapping[str, Any] = field(default_factory=dict)
+    """``workload.predictor.PredictorConfig`` fields for ``estimator: cart``."""
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,7 @@ class ObservationEncoder:
         self._views()
         #: Per mode column, the ``cluster.mode`` value it stands for (MODE_NONE, -1: "unset").
         self._mode_vals = np.arange(-1, len(_MODE_COLS) - 1).reshape(-1, 1)
-        self._job_static: dict[int, np.ndarray] = {}
+        self._job_static: dict[int, tuple[JobSpec, np.ndarray]] = {}
         #: The zero GPU table with the static columns filled in, by width (:meth:`gpu_table`).
         self._templates = {len(GPU_FEATURES): self._template}
 
@@ -246,12 +246,13 @@ class ObservationEncoder:
     def static_row(self, spec: JobSpec) -> np.ndarray:
         """The static columns of a job's ``jobs`` row (float32, the per-step columns 0;
         cached per job id until :meth:`reset`: do not modify it)."""
-        row = self._job_static.get(spec.job_id)
-        if row is None:
-            row = self._job_static[spec.job_id] = np.array(
-                static_job_values(spec), dtype=np.float32
+        hit = self._job_static.get(spec.job_id)
+        if hit is None or hit[0] is not spec:  # (a new estimate is a new spec)
+            hit = self._job_static[spec.job_id] = (
+                spec,
+                np.array(static_job_values(spec), dtype=np.float32),
             )
-        return row
+        return hit[1]
 
     def jobs(self, sim: Simulator, window: list[JobSpec]) -> np.ndarray:
         out = np.zeros((self.window, len(JOB_FEATURES)), dtype=np.float32)

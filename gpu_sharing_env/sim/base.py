@@ -24,6 +24,7 @@ from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.predictor import OnlinePredictor
 
 WorkloadFn = Callable[[np.random.Generator], list[JobSpec]]
 
@@ -91,6 +92,8 @@ class SimulatorBase:
     _live_version: int
     _queue_version: int
     _queue_log: list[int]
+    _window_order: str
+    predictor: OnlinePredictor | None
     _frag_val: float
     _offline_total: int
     _offline_left: int
@@ -119,6 +122,8 @@ class SimulatorBase:
         def _residents(self, g: int) -> list[JobState]: ...
         def _refresh(self, gpus: Sequence[int]) -> None: ...
         def _solo_batch_ms(self, st: JobState) -> float: ...
+        def _gated(self, g: int, res: Sequence[JobState]) -> list[bool]: ...
+        def _gpu_fractions(self, g: int, res: list[JobState]) -> None: ...
 
         # Defined by ``ticks._Ticks``.
         def _update_load(self, st: JobState) -> None: ...

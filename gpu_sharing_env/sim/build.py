@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,13 @@ from gpu_sharing_env.sim.engine import Simulator, WorkloadFn
 from gpu_sharing_env.workload.estimates import attach_estimates
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai_machines
+from gpu_sharing_env.workload.predictor import INPUTS, OnlinePredictor, PredictorConfig, RunLog
 from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
-from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, generate_jobs
+from gpu_sharing_env.workload.synthetic import (
+    SyntheticWorkload,
+    SyntheticWorkloadConfig,
+    generate_workload,
+)
 
 
 def _rel(cfg: ScenarioConfig, path: str) -> Path:
@@ -59,34 +64,58 @@ def build_nodes(cfg: ScenarioConfig) -> list[NodeSpec]:
     return out
 
 
+class ScenarioJobs(list[JobSpec]):
+    """A scenario's jobs for one episode, with the duration predictor that goes with them
+    (``None``: the estimates are attached to the specs already, ``estimator: noise``)."""
+
+    predictor: OnlinePredictor | None = None
+    #: The generator's draw (history, patterns) of a synthetic workload; None for a trace.
+    drawn: SyntheticWorkload | None = None
+
+
 @dataclass
 class ScenarioWorkload:
     """The jobs of a scenario as a function of the episode's generator (offline + online).
 
-    A plain callable object (not a closure) so simulators and envs pickle.
+    A plain callable object (not a closure) so simulators and envs pickle. With ``estimator:
+    cart`` (the default) the jobs come with a fresh :class:`OnlinePredictor`, warm-started with
+    the generator's pre-episode history (a trace: none), which the simulator feeds finished runs
+    and asks for estimates; the specs' own ``est_work_s`` is then a placeholder until arrival.
     """
 
     cfg: ScenarioConfig
     syn_cfg: SyntheticWorkloadConfig
     svc_cfg: ServiceWorkloadConfig
     trace_jobs: list[JobSpec] | None = None
+    pred_cfg: PredictorConfig = field(default_factory=PredictorConfig)
 
-    def __call__(self, rng: np.random.Generator) -> list[JobSpec]:
+    def __call__(self, rng: np.random.Generator) -> ScenarioJobs:
         off = self.cfg.workload.offline
         on = self.cfg.workload.online
         horizon_s = self.cfg.horizon_h * 3600.0
+        history: RunLog | None = None
+        drawn: SyntheticWorkload | None = None
         if self.trace_jobs is None:
             window_s = off.arrival_window_h * 3600.0 if off.arrival_window_h else horizon_s
-            jobs = generate_jobs(self.syn_cfg, rng, min(window_s, horizon_s))
-            if off.max_jobs:
-                jobs = jobs[: off.max_jobs]
+            drawn = generate_workload(self.syn_cfg, rng, min(window_s, horizon_s))
+            jobs = drawn.jobs[: off.max_jobs] if off.max_jobs else drawn.jobs
+            history = drawn.history
         else:
             jobs = list(self.trace_jobs)
-        jobs = attach_estimates(jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups)
+        predictor: OnlinePredictor | None = None
+        if off.estimator == "noise":
+            jobs = attach_estimates(
+                jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups
+            )
+        else:
+            predictor = OnlinePredictor(self.pred_cfg, history, exact=off.estimate_sigma == 0)
         first_id = max((j.job_id for j in jobs), default=-1) + 1
         if on.num_services:
             jobs += generate_services(self.svc_cfg, rng, horizon_s, first_id)
-        return jobs
+        out = ScenarioJobs(jobs)
+        out.predictor = predictor
+        out.drawn = drawn
+        return out
 
 
 def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
@@ -109,7 +138,11 @@ def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
         trace_jobs = list(LOADERS[off.trace_format](_rel(cfg, off.trace_path)))
         if off.max_jobs:
             trace_jobs = trace_jobs[: off.max_jobs]
-    return ScenarioWorkload(cfg, syn_cfg, svc_cfg, trace_jobs)
+    pred = dict(off.predictor)
+    if not off.estimate_groups:
+        pred.setdefault("inputs", [i for i in INPUTS if i != "group"])
+    pred_cfg = from_dict(PredictorConfig, pred, src=src, where="workload.offline.predictor")
+    return ScenarioWorkload(cfg, syn_cfg, svc_cfg, trace_jobs, pred_cfg)
 
 
 def make_simulator(cfg: ScenarioConfig, speed: SpeedModel | None = None) -> Simulator:

@@ -256,9 +256,11 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         """Start an episode; the same seed gives the same episode, bit for bit."""
         ss = np.random.SeedSequence(seed)
         w_ss, f_ss, n_ss = ss.spawn(3)
-        specs = sorted(
-            self.workload(np.random.default_rng(w_ss)), key=lambda s: (s.submit_s, s.job_id)
-        )
+        drawn = self.workload(np.random.default_rng(w_ss))
+        specs = sorted(drawn, key=lambda s: (s.submit_s, s.job_id))
+        #: The duration predictor of this episode (``workload.predictor``; None: estimates come
+        #: with the specs): asked at each offline arrival, fed each finished offline run.
+        self.predictor = getattr(drawn, "predictor", None)
         ids = [s.job_id for s in specs]
         if len(set(ids)) != len(ids):
             raise ValueError("workload: job_id values must be unique")

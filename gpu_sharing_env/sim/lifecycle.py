@@ -39,6 +39,8 @@ class _Lifecycle(SimulatorBase):
 
     def _arrive(self, st: JobState) -> None:
         self._schedule_next_arrival()
+        if self.predictor is not None and not st.spec.online:
+            self.predictor.note_submit(st.spec, self.now)
         if st.spec.online:
             self._online_arrived.append(st)
         if not self._feasible(st.spec):
@@ -66,6 +68,9 @@ class _Lifecycle(SimulatorBase):
         return n >= spec.num_gpus
 
     def _enqueue(self, st: JobState) -> None:
+        if self.predictor is not None and not st.spec.online:
+            # the estimate in force while it waits: the predictor's, made now
+            st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, self.now))
         st.status = Status.QUEUED
         self._status_version += 1
         st.enqueue_t = self.now
@@ -234,8 +239,38 @@ class _Lifecycle(SimulatorBase):
             self._offline_left -= 1
             self._in_system -= 1
         self._refresh(gpus)
+        if self.predictor is not None and status is Status.DONE and not st.spec.online:
+            self._learn(st)
         for o in self._observers:
             o.on_finish(cast("Simulator", self), st.spec.job_id, status)
+
+    def _learn(self, st: JobState) -> None:
+        """Hand a finished run to the predictor; re-estimate the queued jobs its new knowledge
+        touches (all of them after a refit, else those of the run's group)."""
+        pred = self.predictor
+        assert pred is not None
+        refit = pred.observe(st.spec, st.spec.job_id)
+        group = st.spec.group
+        if not refit and not group:
+            return
+        jobs, now = self.jobs, self.now
+        fifo = self._window_order == "fifo"
+        moved = False
+        for _, jid in list(self.queue):
+            q = jobs[jid]
+            if q.online or not (refit or q.spec.group == group):
+                continue
+            est = pred.estimate(q.spec, now)
+            if est == q.spec.est_work_s:
+                continue
+            if not fifo:  # the predicted order's entry holds the estimate: re-key it
+                self.queue.remove(self._queue_entry(q))
+            q.spec = q.spec.with_estimate(est)
+            if not fifo:
+                bisect.insort(self.queue, self._queue_entry(q))
+            moved = True
+        if moved:
+            self._queue_version += 1
 
     def _lose_since_checkpoint(self, st: JobState) -> float:
         """Roll back to the last checkpoint; returns the wall seconds of progress lost."""

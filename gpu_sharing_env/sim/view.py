@@ -184,6 +184,7 @@ class ClusterView:
             st.p99_ms,
             wait_s,
             st.batch_size,
+            st.spec,  # (a new estimate is a new spec)
         )
         cache = self._sim._view_cache
         hit = cache.get(job_id)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpu_sharing_env.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec
+from gpu_sharing_env.workload.predictor import RunLog
 from gpu_sharing_env.zoo import ZOO
 
 DAY_S = 86_400.0
@@ -103,15 +104,48 @@ class SyntheticWorkloadConfig:
     duration_max_s: float = 14 * DAY_S
     """Run times are clipped above here (PAI's longest instances run for days)."""
     recurring_share: float = 0.65
-    """Share of jobs that belong to recurring groups repeating >= ``group_size_min`` times. PAI:
-    65 % of tasks recur at least 5 times (NSDI'22 Sec. 5.2, Fig. 10)."""
+    """Share of arrivals that come from recurring groups (periodic or bursty); every recurring
+    group runs >= ``group_size_min`` times in the log (pre-episode history included). PAI: 65 %
+    of tasks recur at least 5 times (NSDI'22 Sec. 5.2, Fig. 10)."""
+    periodic_share: float = 0.6
+    """Share of recurring arrivals from periodic groups (the rest: bursty sweeps). PAI names
+    periodic training and batch inference as the recurring kinds (Sec. 5.2) but gives no split:
+    0.6 is an ASSUMPTION (sweep it)."""
+    period_h_choices: tuple[float, ...] = (1.0, 6.0, 24.0)
+    """Periods of periodic groups (hours): hourly and daily jobs, and one in between. PAI gives no
+    period mix (ASSUMPTION)."""
+    period_weights: tuple[float, ...] = (0.3, 0.2, 0.5)
+    """Probabilities of ``period_h_choices`` per group, among the periods at least
+    ``period_run_ratio`` times the group's run time (ASSUMPTION)."""
+    period_run_ratio: float = 2.0
+    """A periodic group's period is at least this many times its base run time (a job that runs
+    every hour runs well under an hour); a run longer than half the longest period gets the
+    longest period (ASSUMPTION)."""
+    period_jitter: float = 0.05
+    """Standard deviation of a periodic submission around its slot, as a fraction of the period
+    (cron-like schedules plus upstream delays; ASSUMPTION). The gaps' CV is about sqrt(2) x this."""
     group_size_min: int = 5
-    """Smallest recurring group (PAI counts groups of >= 5 instances)."""
+    """Fewest members of one bursty sweep (PAI counts groups of >= 5 instances as recurring)."""
     group_size_mean: float = 12.0
-    """Mean recurring group size (min + geometric tail; ASSUMPTION)."""
-    group_duration_sigma: float = 0.2
-    """Lognormal sigma of run times within a group around the group's base run time. PAI:
-    recurring (batch-inference) tasks have stable run times (Fig. 11); 0.2 is an ASSUMPTION."""
+    """Mean members of one bursty sweep (min + geometric tail; ASSUMPTION)."""
+    burst_spacing_s: float = 60.0
+    """Mean gap between the members of one sweep (exponential; "within minutes"; ASSUMPTION)."""
+    burst_gap_h: float = 72.0
+    """Mean time between two sweeps of one bursty group (Poisson, diurnal like other arrivals;
+    ASSUMPTION)."""
+    inference_share: float = 0.5
+    """Share of periodic groups that are batch inference (fixed batches, stable run times,
+    Fig. 11); the others are periodic training. ASSUMPTION: PAI says "many"."""
+    inference_duration_sigma: float = 0.1
+    """Lognormal sigma of run times inside a batch-inference group. PAI Fig. 11: stable run
+    times; 0.1 is an ASSUMPTION."""
+    group_duration_sigma: float = 0.3
+    """Lognormal sigma of run times inside a training group (periodic training, sweeps): wider
+    than batch inference (ASSUMPTION)."""
+    history_h: float = 168.0
+    """Pre-episode history the generator also draws (the same groups and processes, before time
+    0): the runs that finished by time 0 warm-start the duration predictor
+    (``workload.predictor``), as a production cluster's logs would. A week is an ASSUMPTION."""
     num_users: int = 100
     """Users (and so job owners)."""
     user_zipf_exponent: float = 1.6
@@ -164,6 +198,18 @@ class SyntheticWorkloadConfig:
         _check(self.duration_sigma >= 0, "duration_sigma", "must be >= 0")
         _check(0 < self.duration_min_s <= self.duration_max_s, "duration_min_s", "0 < min <= max")
         _check(0 <= self.recurring_share <= 1, "recurring_share", "must be in [0, 1]")
+        _check(0 <= self.periodic_share <= 1, "periodic_share", "must be in [0, 1]")
+        pc, pw = self.period_h_choices, self.period_weights
+        _check(len(pc) > 0 and all(p > 0 for p in pc), "period_h_choices", "non-empty, each > 0")
+        _check(len(pw) == len(pc), "period_weights", "one weight per period")
+        _check(all(w >= 0 for w in pw) and sum(pw) > 0, "period_weights", ">= 0, not all 0")
+        _check(self.period_run_ratio > 0, "period_run_ratio", "must be > 0")
+        _check(0 <= self.period_jitter <= 0.5, "period_jitter", "must be in [0, 0.5]")
+        _check(self.burst_spacing_s >= 0, "burst_spacing_s", "must be >= 0")
+        _check(self.burst_gap_h > 0, "burst_gap_h", "must be > 0")
+        _check(0 <= self.inference_share <= 1, "inference_share", "must be in [0, 1]")
+        _check(self.inference_duration_sigma >= 0, "inference_duration_sigma", "must be >= 0")
+        _check(self.history_h >= 0, "history_h", "must be >= 0")
         _check(self.group_size_min >= 2, "group_size_min", "must be >= 2")
         _check(self.group_size_mean >= self.group_size_min, "group_size_mean", ">= min")
         _check(self.group_duration_sigma >= 0, "group_duration_sigma", "must be >= 0")
@@ -210,43 +256,81 @@ def arrival_rate_per_s(cfg: SyntheticWorkloadConfig, t_s: np.ndarray) -> np.ndar
 
 
 def _arrivals(
-    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, horizon_s: float
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    t0_s: float,
+    t1_s: float,
+    scale: float = 1.0,
 ) -> np.ndarray:
-    """Non-homogeneous Poisson arrivals by thinning (Lewis & Shedler 1979)."""
+    """Non-homogeneous Poisson arrivals in ``[t0_s, t1_s)`` at ``scale`` x
+    :func:`arrival_rate_per_s`, by thinning (Lewis & Shedler 1979)."""
     peak = (
-        cfg.arrivals_per_h
+        scale
+        * cfg.arrivals_per_h
         / 3600.0
         * (7.0 / (5.0 + 2.0 * cfg.weekend_factor))
         * max(1.0, cfg.weekend_factor)
         * (1.0 + cfg.diurnal_amplitude)
     )
-    n = int(rng.poisson(peak * horizon_s)) if peak > 0 else 0
-    t = np.sort(rng.uniform(0.0, horizon_s, size=n))
-    keep = rng.uniform(0.0, peak, size=n) < arrival_rate_per_s(cfg, t)
+    span = t1_s - t0_s
+    n = int(rng.poisson(peak * span)) if peak > 0 and span > 0 else 0
+    t = np.sort(rng.uniform(t0_s, t1_s, size=n))
+    keep = rng.uniform(0.0, peak, size=n) < scale * arrival_rate_per_s(cfg, t)
     return t[keep]
 
 
-def _group_labels(cfg: SyntheticWorkloadConfig, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Template index per job: recurring groups first (ids 0..G-1), then singletons."""
-    n_rec = round(cfg.recurring_share * n)
-    sizes: list[int] = []
-    p = 1.0 / (cfg.group_size_mean - cfg.group_size_min + 1.0)
-    while sum(sizes) < n_rec:
-        sizes.append(cfg.group_size_min + int(rng.geometric(p)) - 1)
-    if sizes:
-        sizes[-1] -= sum(sizes) - n_rec
-        if sizes[-1] < cfg.group_size_min:
-            tail = sizes.pop()
-            if sizes:
-                sizes[-1] += tail
-            else:
-                n_rec = 0
-    labels = np.empty(n, dtype=np.int64)
-    order = rng.permutation(n)
-    rec_slots = np.repeat(np.arange(len(sizes)), sizes)
-    labels[order[:n_rec]] = rng.permutation(rec_slots)
-    labels[order[n_rec:]] = len(sizes) + np.arange(n - n_rec)
-    return labels
+#: Submission patterns of a template (:attr:`SyntheticWorkload.pattern`).
+ONE_OFF, PERIODIC, BURSTY = "one-off", "periodic", "bursty"
+
+
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """What :func:`generate_workload` draws: the episode's jobs and the log before it.
+
+    Attributes:
+        jobs: Jobs submitted in ``[0, horizon)``, ``job_id`` 0..n-1 in submission order.
+        history: Runs submitted in ``[-history_h, 0)`` (:class:`RunLog`); they ran on arrival
+            at reference speed, so a run finished at ``submit_s + work_s`` (only those finished
+            by time 0 are a predictor's warm start).
+        pattern: Group tag -> its submission pattern (``"periodic"`` or ``"bursty"``).
+        period_s: Group tag -> its true period (periodic groups only; for statistics, never for
+            schedulers).
+        batch_inference: Group tags of batch-inference groups (run-time sigma
+            ``inference_duration_sigma``; the other groups: ``group_duration_sigma``).
+    """
+
+    jobs: list[JobSpec]
+    history: RunLog
+    pattern: dict[str, str]
+    period_s: dict[str, float]
+    batch_inference: frozenset[str] = frozenset()
+
+
+def _periodic_times(
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    period_s: float,
+    t0_s: float,
+    t1_s: float,
+) -> np.ndarray:
+    """Slots ``phase + k * period`` covering ``[t0_s, t1_s)``, each jittered by N(0, jitter x
+    period). A daily group's phase follows the diurnal arrival curve (morning peak); others are
+    uniform."""
+    if period_s >= DAY_S:
+        while True:  # rejection: phase density proportional to a weekday's arrival rate
+            ph = float(rng.uniform(0.0, DAY_S))
+            top = cfg.arrivals_per_h / 3600.0 * 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
+            top *= 1.0 + cfg.diurnal_amplitude
+            if top <= 0 or rng.uniform(0.0, top) < arrival_rate_per_s(cfg, np.array([ph]))[0]:
+                break
+        phase = ph % period_s
+    else:
+        phase = float(rng.uniform(0.0, period_s))
+    k0 = math.floor((t0_s - phase) / period_s)
+    k1 = math.ceil((t1_s - phase) / period_s)
+    slots = phase + period_s * np.arange(k0, k1 + 1)
+    t = slots + cfg.period_jitter * period_s * rng.standard_normal(slots.size)
+    return np.sort(t[(t >= t0_s) & (t < t1_s)])
 
 
 def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.ndarray:
@@ -258,69 +342,173 @@ def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.n
 def generate_jobs(
     cfg: SyntheticWorkloadConfig, rng: np.random.Generator, horizon_s: float
 ) -> list[JobSpec]:
-    """Draw the offline jobs submitted in ``[0, horizon_s)``.
+    """The jobs of :func:`generate_workload` (the same draws)."""
+    return generate_workload(cfg, rng, horizon_s).jobs
 
-    Deterministic given ``rng``'s state. Jobs are OFFLINE, ``job_id`` 0..n-1 in submission
-    order; ``work_s`` is the exclusive run time on the reference GPU (V100-16GB) and
-    ``est_work_s`` equals it (attach estimates with ``estimates.attach_estimates``). Recurring
-    jobs share ``group`` (``"g<k>"``) and their model, request, constraints and user; jobs
-    outside groups have ``group == ""``.
+
+def generate_workload(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, horizon_s: float
+) -> SyntheticWorkload:
+    """Draw the offline jobs submitted in ``[0, horizon_s)`` and the ``history_h`` before.
+
+    Deterministic given ``rng``'s state. Three submission processes (PAI Sec. 5.2, Figs. 10-11):
+
+    - one-off jobs: the diurnal Poisson process at ``(1 - recurring_share)`` of the rate;
+    - periodic groups (``periodic_share`` of recurring arrivals): a fixed period (hourly to
+      daily) with jitter; batch inference (``inference_share``, run-time sigma
+      ``inference_duration_sigma``) or periodic training (``group_duration_sigma``);
+    - bursty groups (hyper-parameter sweeps): sweeps at diurnal Poisson times, one every
+      ``burst_gap_h`` per group, of ``group_size_min``+ members ``burst_spacing_s`` apart.
+
+    Groups are added until their summed rate reaches their share of ``arrivals_per_h``. A group
+    fixes what its user submits (model, request, type constraint, CPUs, user) and a base run
+    time (lognormal, ``duration_median_s``/``duration_sigma``); a run's time is the base times
+    ``exp(N(0, sigma))`` with the group's sigma. Jobs are OFFLINE, ``job_id`` 0..n-1 in
+    submission order, ``est_work_s == work_s`` (the simulator's predictor replaces it); group
+    tags are ``"g<k>"`` and one-off jobs have ``group == ""``.
 
     Args:
         cfg: Generator parameters.
         rng: Source of randomness.
         horizon_s: Length of the submission window.
     """
+    empty = SyntheticWorkload([], RunLog.empty(), {}, {})
     if horizon_s <= 0:
-        return []
-    times = _arrivals(cfg, rng, horizon_s)
-    n = times.size
-    if n == 0:
-        return []
-    labels = _group_labels(cfg, rng, n)
-    n_tpl = int(labels.max()) + 1
-    counts = np.bincount(labels, minlength=n_tpl)
-    in_group = counts[labels] >= cfg.group_size_min
+        return empty
+    t0 = -cfg.history_h * 3600.0
+    rec_rate_h = cfg.arrivals_per_h * cfg.recurring_share
+    per_rate_h = rec_rate_h * cfg.periodic_share
+    burst_rate_h = rec_rate_h - per_rate_h
 
-    # Per template (a recurring group or a one-off job): what the user submits.
+    # Templates: periodic groups, then bursty groups, then one-off jobs.
+    lo_sig = cfg.duration_sigma
+    periods_h = np.asarray(cfg.period_h_choices, dtype=float)
+    pw = np.asarray(cfg.period_weights, dtype=float)
+    per_base: list[float] = []
+    per_period: list[float] = []
+    got = 0.0
+    while got < per_rate_h:
+        base = float(
+            np.clip(
+                cfg.duration_median_s * math.exp(lo_sig * rng.standard_normal()),
+                cfg.duration_min_s,
+                cfg.duration_max_s,
+            )
+        )
+        ok = periods_h * 3600.0 >= cfg.period_run_ratio * base
+        w = np.where(ok, pw, 0.0) if ok.any() else np.where(periods_h == periods_h.max(), 1.0, 0.0)
+        w = w / w.sum()
+        # A group submits 1/period runs per hour, and short runs get short periods: keep a
+        # drawn group with probability (1 / longest period) / E[1 / period | base], so that
+        # runs (not groups) follow the lognormal run-time distribution.
+        if rng.uniform() * float(np.sum(w / periods_h)) > 1.0 / float(periods_h.max()):
+            continue
+        p_h = float(periods_h[rng.choice(w.size, p=w)])
+        per_base.append(base)
+        per_period.append(p_h * 3600.0)
+        got += 1.0 / p_h
+    n_per = len(per_base)
+    # Groups that run more often than daily submit around the clock; the other processes (and
+    # daily phases) swing harder so that all arrivals keep the configured daily swing.
+    flat_h = sum(3600.0 / p for p in per_period if p < DAY_S)
+    amp = cfg.diurnal_amplitude
+    if cfg.arrivals_per_h > flat_h:
+        amp = min(0.95, amp * cfg.arrivals_per_h / (cfg.arrivals_per_h - flat_h))
+    cfg_d = replace(cfg, diurnal_amplitude=amp)
+    k_mean = cfg.group_size_mean
+    n_burst = round(burst_rate_h * cfg.burst_gap_h / k_mean) if burst_rate_h > 0 else 0
+    if burst_rate_h > 0:
+        n_burst = max(1, n_burst)
+    n_grp = n_per + n_burst
+    inference = np.zeros(n_grp, dtype=bool)
+    inference[:n_per] = rng.uniform(size=n_per) < cfg.inference_share
+    burst_base = cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_burst))
+
+    # Submissions of every template over [t0, horizon).
+    times: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    for k in range(n_per):
+        t = _periodic_times(cfg_d, rng, per_period[k], t0, horizon_s)
+        times.append(t)
+        labels.append(np.full(t.size, k, dtype=np.int64))
+    if n_burst:
+        starts = _arrivals(
+            cfg_d, rng, t0, horizon_s, n_burst / cfg.burst_gap_h / cfg.arrivals_per_h
+        )
+        owner = n_per + rng.integers(0, n_burst, size=starts.size)
+        p = 1.0 / (k_mean - cfg.group_size_min + 1.0)
+        sizes = cfg.group_size_min + rng.geometric(p, size=starts.size) - 1
+        for s0, g, m in zip(starts.tolist(), owner.tolist(), sizes.tolist(), strict=True):
+            gaps = (
+                rng.exponential(cfg.burst_spacing_s, size=m) if cfg.burst_spacing_s else np.zeros(m)
+            )
+            gaps[0] = 0.0
+            t = s0 + np.cumsum(gaps)
+            t = t[t < horizon_s]
+            times.append(t)
+            labels.append(np.full(t.size, g, dtype=np.int64))
+    one = _arrivals(cfg_d, rng, t0, horizon_s, 1.0 - cfg.recurring_share)
+    times.append(one)
+    labels.append(n_grp + np.arange(one.size, dtype=np.int64))
+    t_all = np.concatenate(times) if times else np.zeros(0)
+    lab = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((lab, t_all))
+    t_all, lab = t_all[order], lab[order]
+    n = t_all.size
+    n_tpl = n_grp + one.size
+
+    # Per template: what the user submits.
     high = rng.uniform(size=n_tpl) < cfg.high_gpu_share
     models = _pick(rng, cfg.model_mix, n_tpl)
     models[high] = _pick(rng, cfg.high_gpu_models, int(high.sum()))
-    sizes = np.asarray(cfg.gpu_request_sizes, dtype=float)
+    sizes_r = np.asarray(cfg.gpu_request_sizes, dtype=float)
     weights = np.asarray(cfg.gpu_request_weights, dtype=float)
-    req = sizes[rng.choice(sizes.size, size=n_tpl, p=weights / weights.sum())]
-    whole = sizes >= 1
+    req = sizes_r[rng.choice(sizes_r.size, size=n_tpl, p=weights / weights.sum())]
+    whole = sizes_r >= 1
     if whole.any():
         ww = weights[whole] / weights[whole].sum() if weights[whole].sum() > 0 else None
-        req_high = sizes[whole][rng.choice(int(whole.sum()), size=n_tpl, p=ww)]
+        req_high = sizes_r[whole][rng.choice(int(whole.sum()), size=n_tpl, p=ww)]
         req = np.where(high, req_high, req)
     other_share = cfg.type_constraint_share / max(1e-12, 1.0 - cfg.high_gpu_share)
     constrained = (rng.uniform(size=n_tpl) < other_share) & ~high
     sets = [tuple(s.split("|")) for s in cfg.type_constraint_sets]
     set_idx = rng.integers(0, max(1, len(sets)), size=n_tpl)
-    base_dur = cfg.duration_median_s * np.exp(cfg.duration_sigma * rng.standard_normal(n_tpl))
+    base_dur = np.concatenate(
+        [
+            np.asarray(per_base, dtype=float),
+            burst_base,
+            cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_tpl - n_grp)),
+        ]
+    )
     zipf = 1.0 / np.arange(1, cfg.num_users + 1) ** cfg.user_zipf_exponent
     users = rng.choice(cfg.num_users, size=n_tpl, p=zipf / zipf.sum())
     cpu_noise = np.exp(cfg.cpu_sigma * rng.standard_normal(n_tpl))
+    sig = np.zeros(n_tpl)
+    sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
 
-    # Per job: run-time jitter inside a group, true memory use.
-    jitter = np.exp(cfg.group_duration_sigma * rng.standard_normal(n))
-    dur = base_dur[labels] * np.where(in_group, jitter, 1.0)
+    # Per run: run-time jitter around the template's base, true memory use.
+    dur = base_dur[lab] * np.exp(sig[lab] * rng.standard_normal(n))
     dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
     use = np.minimum(cfg.mem_use_median * np.exp(cfg.mem_use_sigma * rng.standard_normal(n)), 0.95)
     over = rng.uniform(size=n) < cfg.mem_overuse_prob
     use = np.where(over, rng.uniform(1.05, 1.5, size=n), np.maximum(use, 0.05))
 
-    group_name: dict[int, str] = {}  # named in order of first appearance
+    pattern = {f"g{k}": PERIODIC if k < n_per else BURSTY for k in range(n_grp)}
+    period = {f"g{k}": per_period[k] for k in range(n_per)}
+    past = t_all < 0
+    n_past = int(past.sum())  # sorted by time: the history is the prefix
+    hl = lab[:n_past]
+    hreq = req[hl]
+    history = RunLog(
+        group=[f"g{k}" if k < n_grp else "" for k in hl.tolist()],
+        user=[f"u{u}" for u in users[hl].tolist()],
+        gpus=np.where(hreq < 1, hreq, np.floor(hreq)),
+        work_s=dur[:n_past].copy(),
+        submit_s=t_all[:n_past].copy(),
+    )
     jobs: list[JobSpec] = []
     # Python lists (the same values as the arrays' elements), cheaper to index per job.
-    labels_l, times_l, dur_l, use_l, in_group_l = (
-        labels.tolist(),
-        times.tolist(),
-        dur.tolist(),
-        use.tolist(),
-        in_group.tolist(),
-    )
+    lab_l, t_l, dur_l, use_l = lab.tolist(), t_all.tolist(), dur.tolist(), use.tolist()
     models_l, req_l, high_l, constrained_l = (
         models.tolist(),
         req.tolist(),
@@ -328,8 +516,8 @@ def generate_jobs(
         constrained.tolist(),
     )
     set_idx_l, users_l, cpu_noise_l = set_idx.tolist(), users.tolist(), cpu_noise.tolist()
-    for i in range(n):
-        k = labels_l[i]
+    for i in range(n_past, n):
+        k = lab_l[i]
         model = str(models_l[k])
         r = req_l[k]
         frac = r if r < 1 else 1.0
@@ -344,14 +532,12 @@ def generate_jobs(
         else:
             types = ()
         w = dur_l[i]
-        if in_group_l[i] and k not in group_name:
-            group_name[k] = f"g{len(group_name)}"
         jobs.append(
             JobSpec(
-                job_id=i,
+                job_id=len(jobs),
                 kind=JobKind.OFFLINE,
                 model=model,
-                submit_s=times_l[i],
+                submit_s=t_l[i],
                 num_gpus=num_gpus,
                 gpu_frac=frac,
                 mem_gb=round(mem, 2),
@@ -361,9 +547,10 @@ def generate_jobs(
                 true_mem_gb=round(mem * use_l[i], 3),
                 gpu_types=types,
                 checkpoint_interval_s=cfg.checkpoint_interval_s,
-                group=group_name.get(k, ""),
+                group=f"g{k}" if k < n_grp else "",
                 user=f"u{users_l[k]}",
                 priority=1 if high_l[k] else 0,
             )
         )
-    return jobs
+    infer = frozenset(f"g{k}" for k in np.flatnonzero(inference).tolist())
+    return SyntheticWorkload(jobs, history, pattern, period, infer)

@@ -1,0 +1,348 @@
+"""An online duration predictor that learns only from finished runs (PAI's CART).
+
+Weng et al., "MLaaS in the Wild", NSDI'22 Sec. 5.2 (notes in ``../shared/seeds/001_*.txt``):
+most tasks recur, and PAI predicts a task's run time with a CART regression tree on the user,
+the group tag and the resource request (at most 10 splits, mean absolute error as the split
+criterion); the group tag is the input that matters most (Fig. 12).
+
+:class:`OnlinePredictor` does that inside the simulation:
+
+- **Rows** are finished runs: a warm start of runs that finished before the episode (the
+  generator's pre-episode history, drawn from the same groups; a trace's earlier rows), then
+  every offline run that finishes in the simulation, in completion order (:meth:`observe`).
+  The observed duration is the run's exclusive-equivalent work on the reference GPU
+  (``JobSpec.work_s`` of a run that has finished): the unit schedulers compare estimates with
+  (``est_work_s`` minus observed progress), and one that does not depend on where the policy
+  put the run (a wall time under sharing would feed the policy's own placements back into its
+  estimates). A production log holds the wall time; with its GPU type and utilisation the
+  normalisation is a division, which we skip.
+- **Target**: log run time. Durations span four orders of magnitude; an absolute error in
+  seconds would be decided by the longest jobs, and MAE on the log makes each leaf's value the
+  median (a median-unbiased estimate).
+- **Inputs** (``PredictorConfig.inputs``): ``group`` (the group's mean log run time over its
+  finished runs, leave-one-out when training, and how many there are), ``user`` (the same per
+  user), ``request`` (log2 of the GPUs asked for). Categorical tags enter a tree with 11 leaves
+  only through such an encoding; a group with no finished run gets the global mean and count 0.
+- **Cadence**: the tree is refitted every ``refit_every`` finished runs, on the latest
+  ``max_rows`` rows (a fit costs milliseconds, a step ~1 ms: never per step); the encodings
+  (per group and user sums) are updated at every finished run, so a group's estimate moves
+  with each run of it that finishes.
+
+No estimate reads the true duration of the job itself or of a run that has not finished:
+:meth:`estimate` sees the spec's submitted fields only (``group``, ``user``, the request), and
+the rows hold only runs handed to :meth:`observe`. Each estimate records when it was made and
+how many episode runs had been observed (:attr:`OnlinePredictor.made`); ``workload.audit``
+checks those against the simulator's own completion times.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpu_sharing_env.workload.job import JobSpec
+
+INPUTS: tuple[str, ...] = ("group", "user", "request")
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """Runs submitted before the episode (arrays aligned by run)."""
+
+    group: list[str]
+    user: list[str]
+    gpus: np.ndarray
+    work_s: np.ndarray
+    submit_s: np.ndarray
+
+    @classmethod
+    def empty(cls) -> RunLog:
+        z = np.zeros(0)
+        return cls([], [], z, z, z)
+
+    @property
+    def finish_s(self) -> np.ndarray:
+        """When each run finished, having run on arrival at reference speed."""
+        return self.submit_s + self.work_s
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+
+@dataclass(frozen=True)
+class PredictorConfig:
+    """Parameters of :class:`OnlinePredictor` (scenario key ``workload.offline.predictor``)."""
+
+    inputs: tuple[str, ...] = INPUTS
+    """Which of ``group``, ``user``, ``request`` the tree sees (PAI Fig. 12 compares sets)."""
+    refit_every: int = 100
+    """Finished runs between refits of the tree (encodings update at every run)."""
+    max_rows: int = 1500
+    """The tree is fitted on the latest this-many rows (a fit is ~8 ms at 1,500)."""
+    max_leaf_nodes: int = 11
+    """Leaves of the tree: 11 leaves = 10 splits, PAI's limit."""
+    prior_work_s: float = 900.0
+    """The estimate while no run has finished (the generator's median run time)."""
+
+    def __post_init__(self) -> None:
+        for name in self.inputs:
+            if name not in INPUTS:
+                raise ValueError(f"inputs: each one of {', '.join(INPUTS)} (got {name!r})")
+        if self.refit_every < 1:
+            raise ValueError("refit_every: must be >= 1")
+        if self.max_rows < 2:
+            raise ValueError("max_rows: must be >= 2")
+        if not 2 <= self.max_leaf_nodes <= 64:
+            raise ValueError("max_leaf_nodes: must be in 2..64")
+        if not (math.isfinite(self.prior_work_s) and self.prior_work_s > 0):
+            raise ValueError("prior_work_s: must be finite and > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """What the log says about a job's group when it is asked (no truth of unfinished runs)."""
+
+    runs_seen: int
+    """Finished runs of the group (history included)."""
+    mean_log_s: float
+    """Mean log run time of those runs (nan: none)."""
+    std_log_s: float
+    """Their standard deviation (nan: fewer than two)."""
+    last_submit_s: float
+    """The group's latest submission before now (nan: none)."""
+    period_s: float
+    """Median gap between the group's submissions (nan: fewer than two)."""
+
+
+@dataclass
+class _Fit:
+    """A fitted tree as plain lists (walked in Python: ~2 us against sklearn's ~50 us)."""
+
+    left: list[int]
+    right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+
+    def predict(self, x: list[float]) -> float:
+        node = 0
+        left, right, feat, thr = self.left, self.right, self.feature, self.threshold
+        while left[node] != -1:
+            node = left[node] if x[feat[node]] <= thr[node] else right[node]
+        return self.value[node]
+
+
+class OnlinePredictor:
+    """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
+
+    Args:
+        cfg: Parameters.
+        history: Runs before the episode; those finished by time 0 are the warm start, all of
+            them count as submissions (for :meth:`group_stats`).
+        exact: An oracle: every estimate is the job's true ``work_s`` (``estimate_sigma: 0``).
+    """
+
+    def __init__(
+        self, cfg: PredictorConfig, history: RunLog | None = None, *, exact: bool = False
+    ) -> None:
+        self.cfg = cfg
+        self.exact = exact
+        self._use_g = "group" in cfg.inputs
+        self._use_u = "user" in cfg.inputs
+        self._use_r = "request" in cfg.inputs
+        # Rows, in the order they became known: (group, user, log2 gpus, log work).
+        self._rows: list[tuple[str, str, float, float]] = []
+        self._g: dict[str, list[float]] = {}  # group -> [n, sum, sum of squares] of log work
+        self._u: dict[str, list[float]] = {}
+        self._sum = 0.0
+        self._fit: _Fit | None = None
+        self._since_fit = 0
+        #: Episode job ids observed, in completion order (the rows after the warm start).
+        self.observed: list[int] = []
+        #: Per job id: (time the estimate in force was made, episode runs observed then).
+        self.made: dict[int, tuple[float, int]] = {}
+        self.n_fits = 0
+        self._subs: dict[str, list[float]] = {}  # group -> submission times seen
+        if history is not None and len(history):
+            fin = history.finish_s
+            order = np.lexsort((history.submit_s, fin))
+            for i in order.tolist():
+                if fin[i] <= 0.0:
+                    self._add(history.group[i], history.user[i], history.gpus[i], history.work_s[i])
+            for i in np.argsort(history.submit_s, kind="stable").tolist():
+                if history.group[i]:
+                    self._subs.setdefault(history.group[i], []).append(float(history.submit_s[i]))
+        self._refit()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
+        # A planner copies the simulator per rollout: share the config and the fitted tree
+        # (replaced on refit, never changed), copy the rest.
+        new = copy.copy(self)
+        new._rows = list(self._rows)
+        new._g = {k: list(v) for k, v in self._g.items()}
+        new._u = {k: list(v) for k, v in self._u.items()}
+        new.observed = list(self.observed)
+        new.made = dict(self.made)
+        new._subs = {k: list(v) for k, v in self._subs.items()}
+        memo[id(self)] = new
+        return new
+
+    # ------------------------------------------------------------------ rows
+    def _add(self, group: str, user: str, gpus: float, work_s: float) -> None:
+        y = math.log(max(work_s, 1e-9))
+        r = math.log2(max(gpus, 1e-3))
+        self._rows.append((group, user, r, y))
+        self._sum += y
+        for key, table in ((group, self._g), (user, self._u)):
+            if key:
+                e = table.get(key)
+                if e is None:
+                    table[key] = [1.0, y, y * y]
+                else:
+                    e[0] += 1.0
+                    e[1] += y
+                    e[2] += y * y
+
+    def observe(self, spec: JobSpec, job_id: int) -> bool:
+        """A run of ``spec`` finished (now): it becomes a row. Returns whether the tree was
+        refitted (every ``refit_every`` runs)."""
+        self._add(spec.group, spec.user, spec.num_gpus * spec.gpu_frac, spec.work_s)
+        self.observed.append(job_id)
+        self._since_fit += 1
+        if self._since_fit >= self.cfg.refit_every:
+            self._refit()
+            return True
+        return False
+
+    def note_submit(self, spec: JobSpec, now: float) -> None:
+        """A job was submitted now (its group's submission pattern, for :meth:`group_stats`)."""
+        if spec.group:
+            self._subs.setdefault(spec.group, []).append(now)
+
+    # ------------------------------------------------------------------ model
+    def _features(self, group: str, user: str, r: float) -> list[float]:
+        n_all = len(self._rows)
+        mean = self._sum / n_all if n_all else 0.0
+        x: list[float] = []
+        for use, key, table in ((self._use_g, group, self._g), (self._use_u, user, self._u)):
+            if not use:
+                continue
+            e = table.get(key) if key else None
+            n, s = (e[0], e[1]) if e is not None else (0.0, 0.0)
+            x.extend((s / n if n > 0 else mean, math.log1p(n)))
+        if self._use_r:
+            x.append(r)
+        return x
+
+    def _train_matrix(self, rows: list[tuple[str, str, float, float]]) -> np.ndarray:
+        """Features of ``rows`` (vectorised :meth:`_features`, each row left out of its own
+        group's and user's statistics)."""
+        y = np.array([row[3] for row in rows], dtype=np.float64)
+        mean = self._sum / len(self._rows)
+        cols: list[np.ndarray] = []
+        for use, pos, table in ((self._use_g, 0, self._g), (self._use_u, 1, self._u)):
+            if not use:
+                continue
+            keys = [row[pos] for row in rows]
+            e = [table.get(k) if k else None for k in keys]
+            n = np.array([v[0] if v is not None else 0.0 for v in e])
+            s = np.array([v[1] if v is not None else 0.0 for v in e])
+            known = n > 0
+            n = np.where(known, n - 1.0, 0.0)
+            s = np.where(known, s - y, 0.0)
+            cols.append(np.where(n > 0, s / np.maximum(n, 1.0), mean))
+            cols.append(np.log1p(n))
+        if self._use_r:
+            cols.append(np.array([row[2] for row in rows], dtype=np.float64))
+        return np.column_stack(cols)
+
+    def _refit(self) -> None:
+        self._since_fit = 0
+        rows = self._rows[-self.cfg.max_rows :]
+        if len(rows) < 2 or not self.cfg.inputs:
+            self._fit = None
+            return
+        from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
+
+        y = np.array([row[3] for row in rows], dtype=np.float64)
+        tree = DecisionTreeRegressor(
+            criterion="absolute_error", max_leaf_nodes=self.cfg.max_leaf_nodes, random_state=0
+        ).fit(self._train_matrix(rows), y)
+        t = tree.tree_
+        self._fit = _Fit(
+            t.children_left.tolist(),
+            t.children_right.tolist(),
+            t.feature.tolist(),
+            t.threshold.tolist(),
+            t.value[:, 0, 0].tolist(),
+        )
+        self.n_fits += 1
+
+    def predict_log(self, spec: JobSpec) -> float:
+        """The model's log run time for ``spec`` now (records nothing)."""
+        if self._fit is not None:
+            x = self._features(spec.group, spec.user, math.log2(spec.num_gpus * spec.gpu_frac))
+            return self._fit.predict(x)
+        if self._rows:
+            return float(np.median([row[3] for row in self._rows]))
+        return math.log(self.cfg.prior_work_s)
+
+    def estimate(self, spec: JobSpec, now: float) -> float:
+        """The estimate of ``spec``'s run time made now (recorded in :attr:`made`)."""
+        self.made[spec.job_id] = (now, len(self.observed))
+        if self.exact:
+            return spec.work_s
+        return math.exp(self.predict_log(spec))
+
+    def group_stats(self, spec: JobSpec, now: float) -> GroupStats:
+        """What the log says about ``spec``'s group now."""
+        nan = math.nan
+        e = self._g.get(spec.group) if spec.group else None
+        if e is None:
+            n, mean, std = 0, nan, nan
+        else:
+            n = int(e[0])
+            mean = e[1] / e[0]
+            std = math.sqrt(max(0.0, e[2] / e[0] - mean * mean)) if n >= 2 else nan
+        subs = [t for t in self._subs.get(spec.group, ()) if t < now] if spec.group else []
+        last = subs[-1] if subs else nan
+        period = float(np.median(np.diff(subs))) if len(subs) >= 2 else nan
+        return GroupStats(n, mean, std, last, period)
+
+
+@dataclass
+class EstimateAudit:
+    """The independent leak check's verdict (:func:`audit_estimates`)."""
+
+    checked: int = 0
+    leaky: int = 0
+    leaky_ids: list[int] = field(default_factory=list)
+
+
+def audit_estimates(
+    made: dict[int, tuple[float, int]],
+    observed: list[int],
+    finish_t: dict[int, float],
+) -> EstimateAudit:
+    """Count estimates that used a run not finished when they were made.
+
+    Independent of the predictor's bookkeeping of what finished: ``finish_t`` is the
+    simulator's completion time of each job that completed (its own record), and an estimate
+    made at ``t`` after ``k`` observed runs used ``observed[:k]``; it is leaky if one of those
+    has no completion at or before ``t``.
+    """
+    out = EstimateAudit()
+    # latest[k]: the latest completion among observed[:k] (inf if one never completed)
+    latest = [-math.inf]
+    for used in observed:
+        latest.append(max(latest[-1], finish_t.get(used, math.inf)))
+    for jid, (t, k) in sorted(made.items()):
+        out.checked += 1
+        if k >= len(latest) or not latest[k] <= t:
+            out.leaky += 1
+            out.leaky_ids.append(jid)
+    return out
