@@ -20,9 +20,10 @@ criterion); the group tag is the input that matters most (Fig. 12).
   seconds would be decided by the longest jobs, and MAE on the log makes each leaf's value the
   median (a median-unbiased estimate).
 - **Inputs** (``PredictorConfig.inputs``): ``group`` (the group's mean log run time over its
-  finished runs, leave-one-out when training, and how many there are), ``user`` (the same per
-  user), ``request`` (log2 of the GPUs asked for). Categorical tags enter a tree with 11 leaves
-  only through such an encoding; a group with no finished run gets the global mean and count 0.
+  finished runs, and how many there are), ``user`` (the same per user), ``request`` (log2 of
+  the GPUs asked for). Categorical tags enter a tree with 11 leaves only through such an
+  encoding; a group with no finished run gets the global mean and count 0. A training row's
+  encoding is the one in force just before it finished (ordered target statistics).
 - **Cadence**: the tree is refitted every ``refit_every`` finished runs, on the latest
   ``max_rows`` rows (a fit costs milliseconds, a step ~1 ms: never per step); the encodings
   (per group and user sums) are updated at every finished run, so a group's estimate moves
@@ -154,8 +155,8 @@ class OnlinePredictor:
         self._use_g = "group" in cfg.inputs
         self._use_u = "user" in cfg.inputs
         self._use_r = "request" in cfg.inputs
-        # Rows, in the order they became known: (group, user, log2 gpus, log work).
-        self._rows: list[tuple[str, str, float, float]] = []
+        # Rows, in the order they became known: (features when it became known, log work).
+        self._rows: list[tuple[list[float], float]] = []
         self._g: dict[str, list[float]] = {}  # group -> [n, sum, sum of squares] of log work
         self._u: dict[str, list[float]] = {}
         self._sum = 0.0
@@ -194,8 +195,11 @@ class OnlinePredictor:
     # ------------------------------------------------------------------ rows
     def _add(self, group: str, user: str, gpus: float, work_s: float) -> None:
         y = math.log(max(work_s, 1e-9))
-        r = math.log2(max(gpus, 1e-3))
-        self._rows.append((group, user, r, y))
+        # Its features from the runs known before it (ordered target statistics): what an
+        # estimate of it made just before it finished would have seen, so the tree learns the
+        # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
+        # target into a small user's mean, inverted).
+        self._rows.append((self._features(group, user, math.log2(max(gpus, 1e-3))), y))
         self._sum += y
         for key, table in ((group, self._g), (user, self._u)):
             if key:
@@ -238,28 +242,6 @@ class OnlinePredictor:
             x.append(r)
         return x
 
-    def _train_matrix(self, rows: list[tuple[str, str, float, float]]) -> np.ndarray:
-        """Features of ``rows`` (vectorised :meth:`_features`, each row left out of its own
-        group's and user's statistics)."""
-        y = np.array([row[3] for row in rows], dtype=np.float64)
-        mean = self._sum / len(self._rows)
-        cols: list[np.ndarray] = []
-        for use, pos, table in ((self._use_g, 0, self._g), (self._use_u, 1, self._u)):
-            if not use:
-                continue
-            keys = [row[pos] for row in rows]
-            e = [table.get(k) if k else None for k in keys]
-            n = np.array([v[0] if v is not None else 0.0 for v in e])
-            s = np.array([v[1] if v is not None else 0.0 for v in e])
-            known = n > 0
-            n = np.where(known, n - 1.0, 0.0)
-            s = np.where(known, s - y, 0.0)
-            cols.append(np.where(n > 0, s / np.maximum(n, 1.0), mean))
-            cols.append(np.log1p(n))
-        if self._use_r:
-            cols.append(np.array([row[2] for row in rows], dtype=np.float64))
-        return np.column_stack(cols)
-
     def _refit(self) -> None:
         self._since_fit = 0
         rows = self._rows[-self.cfg.max_rows :]
@@ -268,10 +250,10 @@ class OnlinePredictor:
             return
         from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
 
-        y = np.array([row[3] for row in rows], dtype=np.float64)
+        y = np.array([row[1] for row in rows], dtype=np.float64)
         tree = DecisionTreeRegressor(
             criterion="absolute_error", max_leaf_nodes=self.cfg.max_leaf_nodes, random_state=0
-        ).fit(self._train_matrix(rows), y)
+        ).fit(np.array([row[0] for row in rows], dtype=np.float64), y)
         t = tree.tree_
         self._fit = _Fit(
             t.children_left.tolist(),
@@ -288,7 +270,7 @@ class OnlinePredictor:
             x = self._features(spec.group, spec.user, math.log2(spec.num_gpus * spec.gpu_frac))
             return self._fit.predict(x)
         if self._rows:
-            return float(np.median([row[3] for row in self._rows]))
+            return float(np.median([row[1] for row in self._rows]))
         return math.log(self.cfg.prior_work_s)
 
     def estimate(self, spec: JobSpec, now: float) -> float:

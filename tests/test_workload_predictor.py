@@ -1,0 +1,258 @@
+"""The online duration predictor (PAI's CART) learns only from finished runs.
+
+The "no leak" tests perturb the hidden truth: every run not finished by a time ``T`` is made
+longer (its true ``work_s`` x a random factor in [1.5, 3]); up to ``T`` nothing a scheduler may
+see changes, so every estimate, every policy decision and every observation before ``T`` must be
+bit-identical. A policy, an observation or an estimate that read ``work_s`` of an unfinished job
+would differ. (Longer only: a shorter run could really finish before ``T``.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.registry import make_policy, policy_names
+from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.sim.build import ScenarioJobs, ScenarioWorkload, make_simulator
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.observe import SimObserver
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.workload.job import JobKind, JobSpec
+from gpu_sharing_env.workload.predictor import (
+    OnlinePredictor,
+    PredictorConfig,
+    RunLog,
+    audit_estimates,
+)
+from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, generate_workload
+
+
+def _job(jid: int, group: str, work: float, user: str = "u0", gpus: float = 1.0) -> JobSpec:
+    frac = gpus if gpus < 1 else 1.0
+    return JobSpec(
+        job_id=jid,
+        kind=JobKind.OFFLINE,
+        model="resnet50",
+        submit_s=0.0,
+        num_gpus=1 if gpus < 1 else int(gpus),
+        gpu_frac=frac,
+        mem_gb=4.0,
+        cpu_cores=4.0,
+        work_s=work,
+        est_work_s=work,
+        group=group,
+        user=user,
+    )
+
+
+# ------------------------------------------------------------------------------ the predictor
+def test_cold_start_is_the_prior_and_exact_mode_is_the_truth() -> None:
+    p = OnlinePredictor(PredictorConfig(prior_work_s=500.0))
+    assert p.estimate(_job(0, "g", 80.0), 0.0) == pytest.approx(500.0)
+    assert OnlinePredictor(PredictorConfig(), exact=True).estimate(_job(1, "g", 80.0), 0.0) == 80.0
+
+
+def test_estimate_never_reads_the_jobs_own_duration() -> None:
+    p = OnlinePredictor(PredictorConfig(refit_every=1))
+    for i in range(20):
+        a = bool(i % 2)
+        p.observe(_job(i, "a" if a else "b", 100.0 if a else 5000.0, "ua" if a else "ub"), i)
+    e1 = p.estimate(_job(100, "a", 100.0, "ua"), 1.0)
+    e2 = p.estimate(_job(101, "a", 1e6, "ua"), 1.0)  # the same submission, another truth
+    assert e1 == e2
+    assert e1 == pytest.approx(100.0, rel=0.05)  # learnt from group a's finished runs
+
+
+def test_a_group_is_learnt_from_its_finished_runs() -> None:
+    # 30 groups of distinct run times, 10 finished runs each: a new run of a known group is
+    # estimated within the group's spread; an unknown group gets a coarse (user/request) guess.
+    rng = np.random.default_rng(0)
+    base = np.exp(rng.uniform(np.log(30), np.log(30_000), 30))
+    p = OnlinePredictor(PredictorConfig(refit_every=10))
+    jid = 0
+    for _ in range(10):
+        for g in range(30):
+            p.observe(_job(jid, f"g{g}", base[g] * math.exp(0.1 * rng.standard_normal())), jid)
+            jid += 1
+    err = [abs(math.log(p.estimate(_job(999, f"g{g}", 1.0), 0.0) / base[g])) for g in range(30)]
+    assert float(np.median(err)) < 0.35
+    assert p.n_fits == 30  # every 10 runs (no fit without rows)
+
+
+def test_refits_are_deterministic_and_match_the_cadence() -> None:
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(3), 4 * 3600.0)
+    a = OnlinePredictor(PredictorConfig(refit_every=7), w.history)
+    b = OnlinePredictor(PredictorConfig(refit_every=7), w.history)
+    for i, j in enumerate(w.jobs[:21]):
+        assert a.observe(j, i) == ((i + 1) % 7 == 0)
+        b.observe(j, i)
+    assert [a.estimate(j, 9.0) for j in w.jobs] == [b.estimate(j, 9.0) for j in w.jobs]
+
+
+def test_warm_start_uses_only_runs_finished_by_time_zero() -> None:
+    h = RunLog(
+        group=["g", "g", "g"],
+        user=["u", "u", "u"],
+        gpus=np.ones(3),
+        work_s=np.array([100.0, 100.0, 1e6]),
+        submit_s=np.array([-500.0, -300.0, -200.0]),  # the last one is still running at 0
+    )
+    p = OnlinePredictor(PredictorConfig(), h)
+    assert len(p._rows) == 2
+    assert p.group_stats(_job(0, "g", 1.0), 0.0).runs_seen == 2
+    st = p.group_stats(_job(0, "g", 1.0), 0.0)
+    assert st.period_s == pytest.approx(150.0)  # submissions -500, -300, -200 (all seen)
+    assert st.last_submit_s == -200.0
+
+
+def test_input_sets_order_the_error_as_pai_fig12() -> None:
+    # user + request alone is coarse; the group tag cuts the error (PAI Fig. 12).
+    cfg = SyntheticWorkloadConfig(arrivals_per_h=40.0)
+    w = generate_workload(cfg, np.random.default_rng(1), 24 * 3600.0)
+    rec = [j for j in w.jobs if j.group]
+    errs = {}
+    for inputs in (("user", "request"), ("group", "user", "request")):
+        p = OnlinePredictor(PredictorConfig(inputs=inputs), w.history)
+        errs[inputs] = float(np.median([abs(math.log(p.estimate(j, 0.0) / j.work_s)) for j in rec]))
+    assert errs[("group", "user", "request")] < 0.5 * errs[("user", "request")]
+
+
+def test_audit_counts_estimates_that_used_unfinished_runs() -> None:
+    finish = {1: 10.0, 2: 20.0}  # job 3 never finished
+    made = {
+        7: (15.0, 1),  # used run 1 (finished at 10): fine
+        8: (15.0, 2),  # used runs 1, 2; 2 finished at 20 > 15: leaky
+        9: (30.0, 3),  # used run 3, which never finished: leaky
+        10: (0.0, 0),  # used no episode run: fine
+    }
+    a = audit_estimates(made, [1, 2, 3], finish)
+    assert (a.checked, a.leaky, a.leaky_ids) == (4, 2, [8, 9])
+
+
+def test_config_rejects_bad_values() -> None:
+    with pytest.raises(ValueError, match="inputs"):
+        PredictorConfig(inputs=("model",))
+    with pytest.raises(ValueError, match="refit_every"):
+        PredictorConfig(refit_every=0)
+
+
+# ------------------------------------------------------------------------ in the simulator
+class _Log(SimObserver):
+    """Per start (a decision that placed a job): when, what, and every estimate in force."""
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[Any, ...]] = []
+
+    def on_start(self, sim: Simulator, job_id: int, gpus: list[int], option: int) -> None:
+        est = tuple(
+            (j, st.spec.est_work_s)
+            for j, st in sorted(sim.jobs.items())
+            if not st.online and st.status is not Status.FUTURE
+        )
+        self.starts.append((sim.now, job_id, tuple(gpus), option, est))
+
+
+def _lengthened(wl: ScenarioWorkload, unfinished: set[int], seed: int) -> Any:
+    """``wl`` with the true run time of each job in ``unfinished`` made 1.5-3x longer."""
+
+    def draw(rng: np.random.Generator) -> ScenarioJobs:
+        jobs = wl(rng)
+        f = np.random.default_rng(seed).uniform(1.5, 3.0, size=len(jobs))
+        out = ScenarioJobs(
+            replace(j, work_s=j.work_s * float(f[i])) if j.job_id in unfinished else j
+            for i, j in enumerate(jobs)
+        )
+        out.predictor, out.drawn = jobs.predictor, jobs.drawn
+        return out
+
+    return draw
+
+
+def _cut(sim: Simulator) -> tuple[float, set[int]]:
+    """A time in the middle of the episode and the offline jobs unfinished then."""
+    done = sorted(st.finish_t for st in sim.jobs.values() if st.status is Status.DONE)
+    t = done[len(done) // 2]
+    return t, {j for j, st in sim.jobs.items() if not st.online and not (st.finish_t <= t)}
+
+
+def _before(log: _Log, t: float) -> list[tuple[Any, ...]]:
+    return [s for s in log.starts if s[0] < t]
+
+
+HEURISTICS = [p for p in policy_names("policy")]
+
+
+@pytest.mark.parametrize("scenario", ["default", "pai-hetero"])
+def test_no_policy_and_no_estimate_reads_an_unfinished_runs_duration(scenario: str) -> None:
+    cfg = load_scenario(scenario)
+    if scenario == "pai-hetero":
+        cfg = replace(
+            cfg, workload=replace(cfg.workload, offline=replace(cfg.workload.offline, max_jobs=150))
+        )
+    seed = 4
+    for name in HEURISTICS:
+        a = make_simulator(cfg)
+        log_a = _Log()
+        a.add_observer(log_a)
+        run_episode(make_policy(name), a, seed)
+        t, unfinished = _cut(a)
+        assert unfinished and len(_before(log_a, t)) > 3, name
+        b = make_simulator(cfg)
+        b.workload = _lengthened(a.workload, unfinished, seed)  # type: ignore[assignment]
+        log_b = _Log()
+        b.add_observer(log_b)
+        run_episode(make_policy(name), b, seed)
+        # the truth did change: the unfinished runs take longer
+        assert any(b.jobs[j].spec.work_s != a.jobs[j].spec.work_s for j in unfinished)
+        assert _before(log_b, t) == _before(log_a, t), name
+
+
+@pytest.mark.parametrize("env_id", ["GpuSharing-v0", "GpuSharing-v1"])
+def test_no_observation_reads_an_unfinished_runs_duration(env_id: str) -> None:
+    def rollout(workload: Any = None) -> tuple[list[tuple[float, dict[str, np.ndarray]]], Any]:
+        env = gym.make(env_id, scenario="default")
+        sim = env.unwrapped.sim  # type: ignore[attr-defined]
+        if workload is not None:
+            sim.workload = workload
+        obs, info = env.reset(seed=11)
+        rng = np.random.default_rng(0)
+        out = [(sim.now, obs)]
+        done = False
+        while not done:
+            legal = np.flatnonzero(info["action_mask"])
+            obs, _, term, trunc, info = env.step(int(rng.choice(legal)))
+            out.append((sim.now, obs))
+            done = term or trunc
+        return out, sim
+
+    obs_a, sim_a = rollout()
+    t, unfinished = _cut(sim_a)
+    obs_b, _ = rollout(_lengthened(sim_a.workload, unfinished, 11))
+    before_a = [o for o in obs_a if o[0] < t]
+    before_b = [o for o in obs_b if o[0] < t]
+    assert len(before_a) > 5 and len(before_a) == len(before_b)
+    for (ta, oa), (tb, ob) in zip(before_a, before_b, strict=True):
+        assert ta == tb
+        for k in oa:
+            np.testing.assert_array_equal(oa[k], ob[k], err_msg=f"{env_id} {k} at t={ta}")
+
+
+def test_leaky_estimates_zero_and_estimates_follow_the_history() -> None:
+    sim = make_simulator(load_scenario("default"))
+    run_episode(make_policy("first_fit"), sim, 0)
+    pred = sim.predictor
+    assert pred is not None and not pred.exact
+    finish = {j: st.finish_t for j, st in sim.jobs.items() if st.status is Status.DONE}
+    audit = audit_estimates(pred.made, pred.observed, finish)
+    offline = [st for st in sim.jobs.values() if not st.online]
+    assert audit.checked >= len(offline) - 2 and audit.leaky == 0
+    # every finished offline run was handed over, in completion order
+    done = sorted((st.finish_t, j) for j, st in sim.jobs.items() if j in finish and not st.online)
+    assert pred.observed == [j for _, j in done]
