@@ -35,6 +35,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.workload import WORKLOAD_VERSION
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 #: Smallest training episode seed; every seed below it is held out for evaluation.
@@ -172,9 +173,11 @@ def scenario_digest(cfg: ScenarioConfig) -> str:
 def curve_key(cfg: ScenarioConfig | str, reference: str, seed: int) -> str:
     """What a reference curve depends on, hashed: the scenario's content (``cfg``, or its
     :func:`scenario_digest`), the reference's name, the episode seed, the sharing physics
-    (``MODEL_VERSION``) and the package version (the heuristics' code)."""
+    (``MODEL_VERSION``), the workload model (``WORKLOAD_VERSION``) and the package version
+    (the heuristics' code)."""
     digest = cfg if isinstance(cfg, str) else scenario_digest(cfg)
-    spec = [CURVE_CACHE_VERSION, MODEL_VERSION, gpu_sharing_env.__version__, digest, reference]
+    spec = [CURVE_CACHE_VERSION, MODEL_VERSION, WORKLOAD_VERSION, gpu_sharing_env.__version__]
+    spec += [digest, reference]
     return hashlib.sha256(json.dumps([*spec, int(seed)]).encode()).hexdigest()[:32]
 
 

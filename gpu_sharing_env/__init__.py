@@ -40,5 +40,6 @@ if "GpuSharing-v1" not in _gym_registry:
 warnings.filterwarnings("ignore", message=r".*GpuSharing-v0 is out of date.*")
 
 from gpu_sharing_env.interference import MODEL_VERSION  # noqa: E402
+from gpu_sharing_env.workload import WORKLOAD_VERSION  # noqa: E402
 
-__all__ = ["MODEL_VERSION", "__version__"]
+__all__ = ["MODEL_VERSION", "WORKLOAD_VERSION", "__version__"]

@@ -21,6 +21,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_env.workload import WORKLOAD_VERSION
 
 #: Safety net against a policy that loops without time passing.
 MAX_DECISIONS_PER_INSTANT = 100_000
@@ -103,6 +104,7 @@ def evaluate(
             "seed": seed,
             "oracle": bool(policy.oracle),
             "model_version": MODEL_VERSION,
+            "workload_version": WORKLOAD_VERSION,
         }
         rec.update({k: m[k] for k in METRIC_NAMES})
         rec.update({k: v for k, v in m.items() if k not in METRIC_NAMES})

@@ -25,6 +25,7 @@ from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
+from gpu_sharing_env.workload.predictor import GroupStats
 
 E = TypeVar("E")
 
@@ -57,6 +58,8 @@ class JobView:
     #: The batch size an online service runs with: its placement's (``Decision.batch_size``)
     #: while placed with one, else its configured ``service.batch_size``; 0 for offline jobs.
     batch_size: int = 0
+    #: The submitting user ("" when unknown).
+    user: str = ""
 
     @property
     def online(self) -> bool:
@@ -215,6 +218,7 @@ class ClusterView:
             p99_ms=st.p99_ms,
             # ``st.effective_batch_size``, inlined (views are built on the hot path)
             batch_size=st.batch_size or (s.service.batch_size if s.service is not None else 0),
+            user=s.user,
         )
         cache[job_id] = (st, key, jv)
         return jv
@@ -439,6 +443,16 @@ class ClusterView:
         """The env's observation of the current state through ``encoder`` (as the env's own
         ``step`` would return it)."""
         return encoder.encode(self._sim)  # type: ignore[no-any-return]
+
+    def group_stats(self, job_id: int) -> GroupStats | None:
+        """What the cluster's log says about the job's recurring group now: finished runs seen,
+        their mean and spread of log run time, the group's last submission and its median gap
+        (the estimated period); ``None`` when the scenario has no online predictor
+        (``estimator: noise``). Only finished runs and past submissions: no truth."""
+        pred = self._sim.predictor
+        if pred is None:
+            return None
+        return pred.group_stats(self._sim.jobs[job_id].spec, self.now_s)
 
     def oracle_spec(self, job_id: int) -> JobSpec:
         """The true job spec (duration, true memory). Only for policies marked ``oracle``."""

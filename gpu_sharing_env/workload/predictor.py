@@ -177,7 +177,7 @@ class OnlinePredictor:
             for i in np.argsort(history.submit_s, kind="stable").tolist():
                 if history.group[i]:
                     self._subs.setdefault(history.group[i], []).append(float(history.submit_s[i]))
-        self._refit()
+        self._stale = True  # fitted when first asked (a draw nobody asks costs no fit)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
@@ -244,6 +244,7 @@ class OnlinePredictor:
 
     def _refit(self) -> None:
         self._since_fit = 0
+        self._stale = False
         rows = self._rows[-self.cfg.max_rows :]
         if len(rows) < 2 or not self.cfg.inputs:
             self._fit = None
@@ -266,6 +267,8 @@ class OnlinePredictor:
 
     def predict_log(self, spec: JobSpec) -> float:
         """The model's log run time for ``spec`` now (records nothing)."""
+        if self._stale:
+            self._refit()
         if self._fit is not None:
             x = self._features(spec.group, spec.user, math.log2(spec.num_gpus * spec.gpu_frac))
             return self._fit.predict(x)
