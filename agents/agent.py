@@ -145,8 +145,16 @@ def save_model(model: Any, path: str | os.PathLike[str], meta: Mapping[str, Any]
     os.replace(tmp, p)
 
 
-def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
-    """(metadata, policy state dict) of a checkpoint, without unpickling anything."""
+def _unreadable(path: Path, e: BaseException) -> AgentLoadError:
+    reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return AgentLoadError(f"{path}: corrupt or unreadable checkpoint ({reason})")
+
+
+def check_checkpoint(path: Path) -> None:
+    """AgentLoadError (one line naming the file) unless ``path`` is a whole zip holding an
+    agent's metadata and weights: a truncated or damaged file fails here (every member's CRC is
+    checked), before anything is read from it. ``gsg evaluate`` and ``gsg train --resume`` both
+    check a checkpoint with this."""
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -154,15 +162,26 @@ def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
                 missing = META_NAME if META_NAME not in names else "policy.pth"
                 raise AgentLoadError(
                     f"{path}: not a gpu-sharing-gym agent checkpoint (no {missing} inside; "
-                    f"save with scripts/train.py)"
+                    f"save with gsg train)"
                 )
-            meta = json.loads(z.read(META_NAME))
-            state = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
+            bad = z.testzip()
     except AgentLoadError:
         raise
     except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, KeyError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise AgentLoadError(f"{path}: corrupt or unreadable checkpoint ({reason})") from None
+        raise _unreadable(path, e) from None
+    if bad is not None:
+        raise AgentLoadError(f"{path}: corrupt checkpoint ({bad} inside fails its CRC check)")
+
+
+def read_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, th.Tensor]]:
+    """(metadata, policy state dict) of a checkpoint, without unpickling anything."""
+    check_checkpoint(path)
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = json.loads(z.read(META_NAME))
+            state = th.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True)
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, KeyError) as e:
+        raise _unreadable(path, e) from None
     fmt = meta.get("format") if isinstance(meta, dict) else None
     if fmt not in _FORMAT_POLICIES:
         raise AgentLoadError(

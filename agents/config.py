@@ -32,10 +32,11 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from gpu_sharing_env.config import ConfigError, from_dict, non_negative, positive, rule
-from gpu_sharing_env.configs import ROOT as CONFIG_ROOT
-
-#: Training recipes (``configs/recipes/``; package data, rl-zoo style).
-AGENT_CONFIG_DIR = CONFIG_ROOT / "recipes"
+from gpu_sharing_gym.agents.recipes import AGENT_CONFIG_DIR as AGENT_CONFIG_DIR
+from gpu_sharing_gym.agents.recipes import default_config_path as default_config_path
+from gpu_sharing_gym.agents.recipes import recipe_names as recipe_names
+from gpu_sharing_gym.agents.recipes import recipe_summary as recipe_summary
+from gpu_sharing_gym.agents.recipes import resolve_config as resolve_config
 
 #: Algorithms the training script knows (name -> SB3 class).
 ALGOS: dict[str, type[BaseAlgorithm]] = {
@@ -195,50 +196,6 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
-
-
-def default_config_path(algo: str) -> Path:
-    return AGENT_CONFIG_DIR / f"{algo}.yaml"
-
-
-def recipe_names() -> list[str]:
-    """The shipped recipes (``configs/recipes/*.yaml``, in a checkout or the wheel) by name."""
-    return sorted(p.stem for p in AGENT_CONFIG_DIR.glob("*.yaml"))
-
-
-def recipe_summary(path: Path) -> str:
-    """A recipe's one-line description: the first line of its leading comment (or of a
-    top-level ``description:``)."""
-    lines = path.read_text().splitlines()
-    for line in lines:
-        text = line.strip()
-        if text.startswith("#"):
-            text = text.lstrip("#").strip()
-            if text:
-                return text
-        elif text:
-            break
-    try:
-        data = yaml.safe_load("\n".join(lines))
-    except yaml.YAMLError:
-        return ""
-    desc = data.get("description") if isinstance(data, dict) else None
-    return str(desc).strip().splitlines()[0] if desc else ""
-
-
-def resolve_config(ref: str) -> Path:
-    """The recipe a ``--config`` value stands for: a shipped recipe's name (``maskable_ppo_v1``)
-    or a path to a YAML file. ConfigError (one line, listing the shipped names) otherwise."""
-    if ref in recipe_names():
-        return AGENT_CONFIG_DIR / f"{ref}.yaml"
-    path = Path(ref)
-    looks_like_path = path.suffix in (".yaml", ".yml") or "/" in ref or "\\" in ref
-    if looks_like_path or path.is_file():
-        return path
-    raise ConfigError(
-        f"--config: no recipe named {ref!r} (shipped: {', '.join(recipe_names())}; "
-        "or give a path to a YAML file)"
-    )
 
 
 def load_hyperparams(

@@ -51,9 +51,21 @@ from typing import Any
 
 import yaml
 
+from gpu_sharing_env.cli_args import (
+    Parser,
+    non_negative_int,
+    output_dir,
+    positive_float,
+    positive_int,
+)
+from gpu_sharing_env.cli_args import fail as cli_fail
+
+PROG = "gsg train"
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = Parser(
+        prog=PROG,
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]),
@@ -67,8 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--scenario", default="default", help="scenario name or YAML path (a,b: several)"
     )
-    p.add_argument("--timesteps", type=int, default=None, help="total timesteps (overrides YAML)")
-    p.add_argument("--out", default=None, help="run directory (required to train)")
+    p.add_argument(
+        "--timesteps", type=positive_int, default=None, help="total timesteps (overrides YAML)"
+    )
+    p.add_argument("--out", type=output_dir, default=None, help="run directory (required to train)")
     p.add_argument(
         "--resume",
         action="store_true",
@@ -82,8 +96,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a shipped recipe's name (--list-configs) or a YAML path (default: the algo's recipe)",
     )
     p.add_argument("--list-configs", action="store_true", help="list the shipped recipes and exit")
-    p.add_argument("--n-envs", type=int, default=None, help="parallel envs (subprocesses if > 1)")
-    p.add_argument("--seed", type=int, default=None, help="training seed (overrides YAML)")
+    p.add_argument(
+        "--n-envs", type=positive_int, default=None, help="parallel envs (subprocesses if > 1)"
+    )
+    p.add_argument(
+        "--seed", type=non_negative_int, default=None, help="training seed (overrides YAML)"
+    )
     p.add_argument(
         "--no-pretrain", action="store_true", help="skip the behaviour-cloning warm start"
     )
@@ -97,7 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quiet", action="store_true", help="print errors and the summary only")
     p.add_argument(
         "--max-minutes",
-        type=float,
+        type=positive_float,
         default=None,
         metavar="M",
         help="stop learning once the run has used M minutes of wall-clock time (pretraining "
@@ -107,18 +125,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def fail(msg: str, code: int = 2) -> int:
-    print(f"gsg train: error: {msg}", file=sys.stderr)
-    return code
+    return cli_fail(PROG, msg, code)
 
 
 def list_configs() -> str:
-    """The shipped recipes, one a line: name and the first line of its description."""
-    from gpu_sharing_gym.agents.config import AGENT_CONFIG_DIR, recipe_names, recipe_summary
+    """The shipped recipes: each name with the first sentence of its description, wrapped (reads
+    the YAML files only: no torch needed)."""
+    from gpu_sharing_gym.agents.recipes import recipes_table
 
-    names = recipe_names()
-    width = max(map(len, names), default=0)
-    lines = [f"{n:<{width}}  {recipe_summary(AGENT_CONFIG_DIR / f'{n}.yaml')}" for n in names]
-    return "\n".join(lines)
+    return recipes_table(max(60, shutil.get_terminal_size((100, 24)).columns))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(list_configs())
         return 0
     from gpu_sharing_env.config import ConfigError
-    from gpu_sharing_gym.agents.config import resolve_config
+    from gpu_sharing_gym.agents.recipes import resolve_config
 
     try:
         config_ref = resolve_config(args.config) if args.config else None
@@ -181,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         if ckpt is None or not saved_cfg.is_file():
             return fail(f"{out}: nothing to resume (no complete checkpoint and config.yaml)")
+        ckpt, damaged = intact_checkpoint(out / "checkpoints")
+        if ckpt is None:
+            return fail(f"{damaged[0]}; no intact checkpoint to resume from")
+        if damaged:
+            print(
+                f"{PROG}: {damaged[0]}; resuming from the newest intact checkpoint, "
+                f"{ckpt.model} ({ckpt.timesteps} timesteps)",
+                file=sys.stderr,
+            )
         resolved_prev = yaml.safe_load(saved_cfg.read_text())
         if resolved_prev.get("algo") != args.algo:
             return fail(f"{saved_cfg}: algo: the run used {resolved_prev.get('algo')!r}")
@@ -311,15 +335,24 @@ def main(argv: list[str] | None = None) -> int:
     prev: dict[str, Any] = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     if settings.normalize_reward:
         if args.resume and ckpt is not None and ckpt.vecnormalize.is_file():
-            venv = VecNormalize.load(str(ckpt.vecnormalize), venv)
+            try:
+                venv = VecNormalize.load(str(ckpt.vecnormalize), venv)
+            except Exception as e:  # truncated or corrupt statistics
+                _close_quietly(venv)
+                return fail(f"{ckpt.vecnormalize}: cannot resume from it ({type(e).__name__})")
         else:
             venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=gamma,
                                 clip_reward=REWARD_CLIP)  # fmt: skip
     if args.resume:
         assert ckpt is not None
-        model = algo_cls.load(ckpt.model, env=venv, device="cpu")
-        if hasattr(model, "load_replay_buffer") and ckpt.replay_buffer.is_file():
-            model.load_replay_buffer(ckpt.replay_buffer)
+        try:
+            model = algo_cls.load(ckpt.model, env=venv, device="cpu")
+            if hasattr(model, "load_replay_buffer") and ckpt.replay_buffer.is_file():
+                model.load_replay_buffer(ckpt.replay_buffer)
+        except Exception as e:  # a checkpoint that passed the zip check and still does not load
+            _close_quietly(venv)
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return fail(f"{ckpt.model}: cannot resume from it ({reason})")
         if not args.quiet:
             print(f"resuming {out} at {model.num_timesteps} timesteps", file=sys.stderr)
     else:
@@ -486,6 +519,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     venv.close()
     return 0
+
+
+def intact_checkpoint(ckpt_dir: Path) -> tuple[Any, list[str]]:
+    """The newest checkpoint under ``ckpt_dir`` whose ``model.zip`` is whole (None if none is),
+    and one line for each newer one that is damaged (a truncated or corrupt file), newest first.
+    The latest checkpoint (:func:`latest_checkpoint`) comes first; then any other complete
+    ``step_*`` directory (one left by a run killed before it removed its older checkpoints)."""
+    from gpu_sharing_gym.agents.agent import AgentLoadError, check_checkpoint
+    from gpu_sharing_gym.agents.callbacks import (
+        CHECKPOINT_MANIFEST,
+        Checkpoint,
+        latest_checkpoint,
+    )
+
+    found: list[Checkpoint] = []
+    latest = latest_checkpoint(ckpt_dir)
+    if latest is not None:
+        found.append(latest)
+    others: list[Checkpoint] = []
+    for d in ckpt_dir.glob("step_*"):
+        steps = _read_json(d / CHECKPOINT_MANIFEST).get("timesteps")
+        if isinstance(steps, int) and (d / "model.zip").is_file():
+            others.append(Checkpoint(d / "model.zip", steps))
+    found += sorted((c for c in others if c not in found), key=lambda c: -c.timesteps)
+    damaged: list[str] = []
+    for c in found:
+        try:
+            check_checkpoint(c.model)
+        except AgentLoadError as e:
+            damaged.append(str(e))
+            continue
+        return c, damaged
+    return None, damaged
 
 
 def model_files(out: Path) -> list[dict[str, Any]]:

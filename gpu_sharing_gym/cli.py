@@ -7,15 +7,18 @@
     gsg reproduce --experiment all
     gsg bench [--quick] | gsg bench replay ... | gsg bench markdown out/bench.json
     gsg trace stats PODS.csv --format openb
+    gsg headroom --scenarios default --seeds 7101-7110 --out runs/headroom
 
-``gsg COMMAND --help`` shows a command's options. Ctrl-C exits with status 130 and SIGTERM with
-143, after the command has saved what it can (each command's help says what it keeps). The ``scripts/*.py`` files are the same
-commands for a source checkout.
+``gsg COMMAND --help`` shows a command's options; a bad option or value is one line,
+``gsg COMMAND: error: ...``, exit status 2. Ctrl-C exits with status 130 and SIGTERM with 143,
+after the command has saved what it can (each command's help says what it keeps). The
+``scripts/*.py`` files are the same commands for a source checkout.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -49,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "benchmark suite (also: bench replay, bench markdown)",
     ),
     "trace": ("gpu_sharing_gym.commands.trace", "workload statistics of a trace or the generator"),
+    "headroom": (
+        "gpu_sharing_gym.headroom",
+        "how much lookahead gains over the best heuristic (planner bar)",
+    ),
 }
 #: ``gsg bench <sub>``: the other benchmark tools.
 BENCH_SUBCOMMANDS = {
@@ -89,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sigterm_raises():
             return int(_load(module)(rest) or 0)
+    except BrokenPipeError:  # the reader went away (gsg ... | head): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not fail too
+        return 0
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM that the command did not handle itself
         print(f"\ngsg {command}: {stopped_by(e)}", file=sys.stderr)
         return exit_code(e)

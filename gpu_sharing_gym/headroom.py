@@ -1,9 +1,9 @@
 """How much one-step lookahead can gain over the best heuristic: the headroom table (issue 25).
 
-    python -m gpu_sharing_gym.headroom --scenarios default --seeds 7101-7110 --out runs/headroom
-    python -m gpu_sharing_gym.headroom --scenarios default-x2,heldout_load --seeds 7101-7105 \\
+    gsg headroom --scenarios default --seeds 7101-7110 --out runs/headroom
+    gsg headroom --scenarios default-x2,heldout_load --seeds 7101-7105 \\
         --samples 4 --out runs/headroom
-    python -m gpu_sharing_gym.headroom --scenarios default --agents ppo --out runs/headroom
+    gsg headroom --scenarios default --agents ppo --out runs/headroom
 
 Per scenario, on the given seeds:
 
@@ -57,6 +57,14 @@ from typing import Any
 
 import numpy as np
 
+from gpu_sharing_env.cli_args import (
+    Parser,
+    fail,
+    non_negative_int,
+    output_dir,
+    positive_int,
+    seed_spec,
+)
 from gpu_sharing_env.config import ConfigError, load_scenario
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interference import MODEL_VERSION
@@ -82,10 +90,9 @@ from gpu_sharing_gym.agents.planner import (
 )
 from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
-from gpu_sharing_gym.commands import seed_spec
 from gpu_sharing_gym.leaderboard import meets_slo, rank_key
 
-PROG = "python -m gpu_sharing_gym.headroom"
+PROG = "gsg headroom"
 #: Bumped when the cell file layout changes (older files are recomputed).
 FORMAT = 1
 #: The planner rows' policy names (and cell directories).
@@ -583,16 +590,18 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--scenarios", default="default", help="comma-separated names or YAML paths")
     ap.add_argument("--seeds", default="7101-7110", help="e.g. 7101-7110 or 1,2,5")
-    ap.add_argument("--out", required=True, type=Path, help="output directory (resumable)")
-    ap.add_argument("--samples", type=int, default=8, help="sampled futures per decision")
-    ap.add_argument("--horizon", type=int, default=8, help="decisions a candidate keeps making")
+    ap.add_argument("--out", required=True, type=output_dir, help="output directory (resumable)")
+    ap.add_argument("--samples", type=positive_int, default=8, help="sampled futures per decision")
     ap.add_argument(
-        "--top", type=int, default=5, help="the N best heuristics (base included) propose"
+        "--horizon", type=non_negative_int, default=8, help="decisions a candidate keeps making"
+    )
+    ap.add_argument(
+        "--top", type=positive_int, default=5, help="the N best heuristics (base included) propose"
     )
     ap.add_argument(
         "--agents",
@@ -604,7 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="add the planner told the true durations, the true arrivals, or both (oracles)",
     )
-    ap.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--workers", type=positive_int, default=1, help="processes (default 1)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
 
@@ -728,16 +737,13 @@ def write_outputs(out: Path, results: Sequence[ScenarioResult]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.samples < 1 or args.horizon < 0 or args.top < 1 or args.workers < 1:
-            raise InputError("--samples, --top and --workers must be >= 1, --horizon >= 0")
         seeds = parse_seeds(args.seeds)
         scenarios = _scenarios(args.scenarios)
         agents = _agents(args.agents)
         if args.out.exists() and not args.out.is_dir():
             raise InputError(f"--out: {args.out} exists and is not a directory")
     except InputError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     t0 = time.monotonic()
     try:
         with sigterm_raises():
@@ -754,8 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return exit_code(e)
     except (InputError, PlannerError) as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     sys.stdout.write(write_outputs(args.out, results))
     print(f"wall time of this run: {time.monotonic() - t0:.0f} s; table in {args.out}/headroom.md")
     for line in errors:

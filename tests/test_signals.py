@@ -170,27 +170,72 @@ def test_sigterm_stops_leaderboard_workers_and_rerun_resumes(tmp_path: Path) -> 
     pd.testing.assert_frame_equal(_table(out), _table(ref))
 
 
+def _records(path: Path) -> list[dict]:
+    """``gsg evaluate --json``'s records without their wall-clock times."""
+    return [{k: v for k, v in r.items() if k != "x_wall_s"} for r in json.loads(path.read_text())]
+
+
 @pytest.mark.parametrize(
     ("sig", "code", "said"),
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
 )
-def test_signal_to_evaluate_exits_without_traceback(
+def test_signal_to_evaluate_keeps_finished_episodes_and_rerun_resumes(
     sig: int, code: int, said: str, tmp_path: Path
 ) -> None:
     scen = tmp_path / "sigtest.yaml"
     scen.write_text(SLOW)
     record = tmp_path / "r.json"
-    args = ["evaluate", "--scenario", str(scen), "--policy", "first_fit", "--seeds", "40",
-            "--json", str(record)]  # fmt: skip
-    # stderr is a pipe, not a terminal: plain progress lines, here every 0.2 s
-    proc = _start(args, GSG_PROGRESS_INTERVAL="0.2")
-    first = _read_until(proc, b" episodes (").decode()
-    err = first + _finish(proc, sig)
+    args = ["evaluate", "--scenario", str(scen), "--policy", "first_fit,time_sharing",
+            "--seeds", "6", "--json", str(record), "--quiet"]  # fmt: skip
+    proc = _start(args)
+    cells = tmp_path / "r.partial" / "cells" / "sigtest"
+    # each finished episode is a file written whole (a rename), so its presence is enough
+    _wait_for(lambda: any(cells.glob("*/*.json")), proc, "a first finished episode")
+    err = _finish(proc, sig)
     assert proc.returncode == code, err
     assert "Traceback" not in err
-    assert f"gsg evaluate: {said} after " in err and "nothing written" in err
-    assert not record.exists()
+    assert f"gsg evaluate: {said} after " in err
+    assert f"kept in {tmp_path / 'r.partial'}; run the same command again to resume" in err
     assert _no_process_left(proc.pid) == []
+    saved = {p: p.read_bytes() for p in cells.glob("*/*.json")}
+    assert 0 < len(saved) < 12  # stopped midway, the finished episodes kept
+    assert not record.exists() and not list(tmp_path.rglob("*.tmp"))
+    # The same command again runs only the missing episodes: the kept ones are read back as
+    # they are (their files untouched), and the records equal an uninterrupted run's.
+    stamp = {p: p.stat().st_mtime_ns for p in saved}
+    assert cli.main(args) == 0
+    assert all(p.stat().st_mtime_ns == stamp[p] for p in saved if p.exists())
+    assert not (tmp_path / "r.partial").exists()  # everything is in r.json now
+    ref = tmp_path / "ref.json"
+    assert cli.main([*args[:-2], str(ref), "--quiet"]) == 0
+    assert _records(record) == _records(ref)
+
+
+def test_evaluate_rerun_reads_kept_episodes_instead_of_running_them(tmp_path: Path) -> None:
+    """A kept episode is read back, not run again: planted into the kept folder with a marker
+    value, the marker comes out in the records (while the scenario file is unchanged)."""
+    scen = tmp_path / "tiny.yaml"
+    scen.write_text(SLOW.replace("max_jobs: 1500", "max_jobs: 20"))
+    out = tmp_path / "r.json"
+    args = ["evaluate", "--scenario", str(scen), "--policy", "first_fit", "--seeds", "2",
+            "--json", str(out), "--quiet"]  # fmt: skip
+    assert cli.main(args) == 0
+    first = json.loads(out.read_text())
+    # the state a stopped run leaves: seed 0 kept, seed 1 not yet run
+    from gpu_sharing_gym.cells import Cell, save_cell
+
+    cell = Cell("first_fit", "sigtest", str(scen.resolve()), 0)
+    kept = {"format": 1, "cell": {"policy": "first_fit", "scenario": "sigtest", "seed": 0},
+            "variant": "", "scenario_digest": None, "policy_digest": None,
+            "record": {**{k: first[0][k] for k in first[0] if not k.startswith("x_")
+                          and k != "model_version"}, "jct_mean_s": 12345.0, "status": "ok",
+                       "error": "", "wall_s": 0.0},
+            "extras": {"model_version": first[0]["model_version"]}}  # fmt: skip
+    save_cell(tmp_path / "r.partial", cell, kept)
+    assert cli.main(args) == 0
+    again = json.loads(out.read_text())
+    assert again[0]["jct_mean_s"] == 12345.0  # read back, not recomputed
+    assert again[1]["jct_mean_s"] == first[1]["jct_mean_s"]
 
 
 def test_non_tty_progress_lines_and_quiet(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Core replay benchmark: events/s and decisions/s of a first-fit replay at several sizes.
 
-    python scripts/bench_replay.py --sizes 64,4096 --jobs-per-gpu 4 --json out.json
+    gsg bench replay --sizes 64,4096 --jobs-per-gpu 4 --json out.json
 
 The workload is the synthetic PAI-like generator, scaled so every size sees the same load per
 GPU; the policy is ``first_fit`` through the standard evaluation loop (the same loop the
@@ -14,10 +14,11 @@ import json
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
+from gpu_sharing_env.cli_args import Parser, fail, output_file, positive_float
 from gpu_sharing_env.config import NodeGroupConfig, load_scenario
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import is_tty, progress
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy
@@ -51,12 +52,12 @@ def scaled(n_gpus: int, jobs_per_gpu: float, horizon_h: float):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", default="64,4096")
-    ap.add_argument("--jobs-per-gpu", type=float, default=2.0)
-    ap.add_argument("--horizon-h", type=float, default=24.0)
+    ap.add_argument("--jobs-per-gpu", type=positive_float, default=2.0)
+    ap.add_argument("--horizon-h", type=positive_float, default=24.0)
     ap.add_argument("--policy", default="first_fit")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=output_file, default=None)
     ap.add_argument("--quiet", action="store_true", help="no periodic progress lines (off a TTY)")
     args = ap.parse_args(argv)
     try:
@@ -64,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         make_policy(args.policy)
     except ValueError as e:  # UnknownPolicyError lists the known names
         msg = str(e) if isinstance(e, UnknownPolicyError) else f"--sizes: integers expected ({e})"
-        print(f"{PROG}: error: {msg}", file=sys.stderr)
-        return 2
+        return fail(PROG, msg)
     rows: list[dict[str, Any]] = []
     # Each size prints its row; off a terminal (CI, nohup) a plain line every 30 s tells how
     # far a long replay is. --json is written only when every size is done.
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return exit_code(e)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        atomic_write_text(args.json, json.dumps(rows, indent=1))
     return 0
 
 

@@ -1,10 +1,10 @@
 """The benchmark suite: replay throughput, env steps/s, openb replay, PPO's time in the env,
 peak memory.
 
-    python scripts/bench.py --json out/bench.json            # the full suite (~10 min, 2 cores)
-    python scripts/bench.py --quick --json out/quick.json    # CI-sized (seconds)
-    python scripts/bench.py --only env --sizes 16,64 --seconds 2
-    python scripts/make_benchmarks_md.py out/bench.json      # -> BENCHMARKS.md
+    gsg bench --json out/bench.json                  # the full suite (~10 min, 2 cores)
+    gsg bench --quick --json out/quick.json          # CI-sized (seconds)
+    gsg bench --only env --sizes 16,64 --seconds 2
+    gsg bench markdown out/bench.json                # -> BENCHMARKS.md
 
 Sections (``--only``, comma-separated; default all):
 
@@ -87,11 +87,23 @@ import gymnasium as gym
 import numpy as np
 
 import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0)
+from gpu_sharing_env.cli_args import (
+    Parser,
+    fail,
+    int_range,
+    non_negative_float,
+    non_negative_int,
+    output_file,
+    positive_float,
+    positive_int,
+)
 from gpu_sharing_env.config import NodeGroupConfig, ScenarioConfig, load_scenario
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import is_tty, progress
 from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
 
+PROG = "gsg bench"
 SECTIONS = ("replay", "openb", "env", "ppo", "sbs", "training")
 #: Sections of a plain run (``training`` runs when asked: ``--training``).
 DEFAULT_SECTIONS = ("replay", "openb", "env", "ppo", "sbs")
@@ -554,7 +566,7 @@ def _make_ppo(env: gym.Env[Any, Any]) -> tuple[Any, str]:
 def bench_ppo(steps: int) -> dict[str, Any]:
     import torch
 
-    torch.set_num_threads(1)  # as scripts/train.py: small networks, 2 cores
+    torch.set_num_threads(1)  # as gsg train: small networks, 2 cores
     env = TimedEnv(gym.make("GpuSharing-v0", scenario="default"))
     model, what = _make_ppo(env)
     t0 = time.perf_counter()
@@ -855,29 +867,31 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--_child"]:
         return child_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--json", type=output_file, default=None, help="write the results here")
     ap.add_argument("--only", default=None, help=f"sections, comma-separated: {','.join(SECTIONS)}")
     ap.add_argument("--quick", action="store_true", help="CI-sized: small sizes, seconds in all")
     ap.add_argument("--sizes", default=None, help="env: GPU counts (x16)")
-    ap.add_argument("--seconds", type=float, default=None, help="env: seconds per measurement")
+    ap.add_argument(
+        "--seconds", type=positive_float, default=None, help="env: seconds per measurement"
+    )
     ap.add_argument("--scenario", default="default", help="env: base scenario to scale")
     ap.add_argument("--replay-sizes", default=None, help="replay: GPU counts")
-    ap.add_argument("--replay-jobs", type=int, default=None, help="replay: offline jobs")
+    ap.add_argument("--replay-jobs", type=positive_int, default=None, help="replay: offline jobs")
     ap.add_argument("--policies", default=",".join(REPLAY_POLICIES), help="replay: policies")
     ap.add_argument(
         "--replay-max-s",
-        type=float,
+        type=non_negative_float,
         default=REPLAY_MAX_S,
         help="replay: wall-clock cap per replay; past it the rate is the part's (0: none)",
     )
     ap.add_argument(
         "--replay-repeat",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"replay: runs of each, fastest reported (default {REPLAY_REPEAT}; --quick 1)",
     )
-    ap.add_argument("--ppo-steps", type=int, default=None, help="ppo: training steps")
+    ap.add_argument("--ppo-steps", type=positive_int, default=None, help="ppo: training steps")
     ap.add_argument(
         "--training",
         action="store_true",
@@ -886,12 +900,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--training-steps",
-        type=int,
+        type=int_range(2),
         default=None,
         help=f"training: steps of each learner (default {TRAINING_STEPS:,}; --quick "
         f"{QUICK_TRAINING_STEPS:,})",
     )
-    ap.add_argument("--openb-jobs", type=int, default=0, help="openb: first N pods (0: all)")
+    ap.add_argument(
+        "--openb-jobs", type=non_negative_int, default=0, help="openb: first N pods (0: all)"
+    )
     ap.add_argument("--quiet", action="store_true", help="no periodic progress lines (off a TTY)")
     args = ap.parse_args(argv)
     from gpu_sharing_env.registry import make_policy
@@ -940,8 +956,7 @@ def main(argv: list[str] | None = None) -> int:
         base = load_scenario(args.scenario)
         cfgs = {n: scaled_scenario(base, n) for n in env_sizes}
     except ValueError as e:
-        print(f"bench.py: error: {e}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(e))
     # The measurements print a line each; off a terminal (CI, nohup) a plain progress line
     # every 30 s also says how far the suite is. JSON is written only when all is done.
     try:
@@ -951,13 +966,12 @@ def main(argv: list[str] | None = None) -> int:
             out = _run_sections(args, sections, bar, q, policies, replay_sizes, replay_jobs,
                                 repeat, cfgs, seconds, ppo_steps, training_steps)  # fmt: skip
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; the replay subprocess is killed
-        print(f"\nbench.py: {stopped_by(e)}; nothing written", file=sys.stderr)
+        print(f"\n{PROG}: {stopped_by(e)}; nothing written", file=sys.stderr)
         return exit_code(e)
     for name, c in out["checks"].items():
         print(f"[{'met' if c['met'] else 'NOT met'}] {name}: {c['value']}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+        atomic_write_text(args.json, json.dumps(out, indent=1))
         print(f"wrote {args.json}")
     return 0
 

@@ -9,7 +9,6 @@ errors there as JSON and prints the file's absolute path (without it, nothing is
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,15 +16,18 @@ from pathlib import Path
 import pandas as pd
 
 from gpu_sharing_env.calibration import CalibrationDataError, run
+from gpu_sharing_env.cli_args import Parser, fail, output_file
 from gpu_sharing_env.fileio import atomic_write_text
+
+PROG = "gsg calibrate"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gsg calibrate", description=__doc__.splitlines()[0])
+    parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="data dir")
     parser.add_argument(
         "--json",
-        type=Path,
+        type=output_file,
         default=None,
         help="write the errors here (JSON); nothing is written without it",
     )
@@ -34,8 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(args.data, heldout=not args.no_heldout)
     except CalibrationDataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(PROG, str(exc))
     with pd.option_context("display.width", 120, "display.precision", 3):
         print(report.table().to_string())
     print("\nfreshly fitted coefficients (shipped ones live in zoo.py / interference.py):")
@@ -47,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         atomic_write_text(path, report.to_json() + "\n")
     except OSError as exc:
-        print(f"error: --json: {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return fail(PROG, f"--json: {path}: {exc.strerror or exc}")
     print(f"\nwrote {path}")
     return 0
 

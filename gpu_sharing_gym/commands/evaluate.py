@@ -9,10 +9,10 @@ Prints one row per policy: the mean over the seeds of each metric, with the 95 %
 interval half-width (Student t over the seeds) for jct_mean_s and slo_attainment. A progress
 bar counts episodes; during a long one (the planner) it shows the simulated clock and the jobs
 done so far (on a terminal; elsewhere a plain line every 30 s, GSG_PROGRESS_INTERVAL). With
---json PATH each finished episode is kept at once in PATH's stem + .cells/ (runs/r.json ->
-runs/r.cells/, laid out as the leaderboard's cells/); Ctrl-C or SIGTERM leaves them there and
-the same command run again resumes, computing only the missing episodes; PATH is written (and
-the .cells/ folder removed) when every episode is done. Policy rows are named as given
+--json PATH each finished episode is kept at once in PATH's stem + .partial/ (runs/r.json ->
+runs/r.partial/cells/, laid out as a leaderboard's cells/); Ctrl-C or SIGTERM leaves them there
+and the same command run again resumes, computing only the missing episodes; PATH is written
+(and the .partial/ folder removed) when every episode is done. Policy rows are named as given
 (first_fit, my_pkg.sched:MyPolicy, runs/x/model.zip), as on the leaderboard.
 Exit status: 0 done, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
 """
@@ -191,9 +191,9 @@ def _variant(args: argparse.Namespace) -> str:
 
 def cells_dir(json_path: Path) -> Path:
     """Where ``gsg evaluate --json PATH`` keeps its finished episodes until it is done:
-    ``PATH`` without its suffix, plus ``.cells`` (``runs/r.json`` -> ``runs/r.cells``), laid out
-    as the leaderboard's ``cells/``."""
-    return json_path.with_name(json_path.stem + ".cells")
+    ``PATH`` without its suffix, plus ``.partial`` (``runs/r.json`` -> ``runs/r.partial``),
+    holding a ``cells/`` folder as a leaderboard's output directory does."""
+    return json_path.with_name(json_path.stem + ".partial")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=cli_args.output_file,
         default=None,
         help="write one record per episode here (finished episodes are kept in PATH's stem + "
-        ".cells/ until then: an interrupted run resumes when the command is run again)",
+        ".partial/ until then: an interrupted run resumes when the command is run again)",
     )
     ap.add_argument("--trace", type=Path, default=None, help="replace the offline workload")
     ap.add_argument("--trace-format", default=None, help="openb, pai, philly, philly-raw, helios")

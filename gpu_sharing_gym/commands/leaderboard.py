@@ -202,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         args.policies, skipped = without_rl_agents(args.policies)
         if skipped and not args.policies:
             raise InputError(
-                f"--policies: {', '.join(skipped)} need torch, which is not installed: "
-                f"{RL_INSTALL}"
+                f"--policies: {', '.join(skipped)} need torch, which is not installed: {RL_INSTALL}"
             )
         if skipped:
             print(

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from gpu_sharing_env import cli_args
+from gpu_sharing_env.cli_args import Parser, fail
+from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.runner import strict_json
@@ -40,11 +42,8 @@ SWEEP_SEEDS = 10
 
 
 def write_json(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write atomically: a temporary file in the same directory, then ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(strict_json(records), indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+    """Write atomically (:func:`gpu_sharing_env.fileio.atomic_write_text`)."""
+    atomic_write_text(path, json.dumps(strict_json(records), indent=1, allow_nan=False) + "\n")
 
 
 def table(records: list[dict[str, Any]]) -> str:
@@ -66,23 +65,27 @@ def table(records: list[dict[str, Any]]) -> str:
 
 
 def _error(msg: str) -> int:
-    print(f"gsg reproduce: error: {msg}", file=sys.stderr)
-    return 2
+    return fail("gsg reproduce", msg)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="gsg reproduce", description=__doc__.split("\n")[0])
+    ap = Parser(prog="gsg reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("--experiment", default="all", help="an id, a comma list or 'all'")
-    ap.add_argument("--json", type=Path, default=None, help="write the records here")
+    ap.add_argument(
+        "--json", type=cli_args.output_file, default=None, help="write the records here"
+    )
     ap.add_argument("--quick", action="store_true", help="smaller scenarios (tests)")
     ap.add_argument(
         "--seeds",
-        type=int,
+        type=cli_args.positive_int,
         default=None,
         help=f"seeds 0..N-1 (default {DEFAULT_SEEDS}; a sweep {SWEEP_SEEDS}; quick 1)",
     )
     ap.add_argument(
-        "--workers", type=int, default=None, help="episode processes (default 2; quick 1)"
+        "--workers",
+        type=cli_args.positive_int,
+        default=None,
+        help="episode processes (default 2; quick 1)",
     )
     ap.add_argument(
         "--sweep",
@@ -91,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         help="run one --experiment at N values of setup parameter NAME; writes --out.{json,csv,png}",
     )
     ap.add_argument(
-        "--out", type=Path, default=None, help="--sweep's output prefix (default out/sweep-ID-NAME)"
+        "--out",
+        type=cli_args.output_file,
+        default=None,
+        help="--sweep's output prefix (default out/sweep-ID-NAME)",
     )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
