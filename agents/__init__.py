@@ -10,7 +10,7 @@
 * :mod:`gpu_sharing_gym.agents.bc`, :mod:`gpu_sharing_gym.agents.expert`, :mod:`gpu_sharing_gym.agents.lookahead`: behaviour cloning, labelled
   episodes (heuristics or the planner; parallel, cached) and rollout-improved labels.
 * :mod:`gpu_sharing_gym.agents.callbacks`: TensorBoard ``sim/`` and ``eval/`` tags, checkpoints, progress.
-* ``scripts/train.py``: the training command line.
+* :mod:`gpu_sharing_gym.agents.train`: the training command line (``gsg train``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 paired rewards, monitored and vectorised over one or several scenarios.
 
 Episode seeds below :data:`TRAIN_SEED_MIN` are reserved for evaluation: the leaderboard and
-``scripts/evaluate.py`` use seeds ``0..N-1``, the training script's periodic evaluation uses
+``gsg evaluate`` use seeds ``0..N-1``, the training script's periodic evaluation uses
 ``1000..``. Training episodes draw their seeds from ``[TRAIN_SEED_MIN, 2**31)``, so an agent
 never trains on an episode it is later evaluated on; or, with a seed pool
 (:func:`train_seed_pool`), from a fixed set of ``N`` seeds in that range, so that per-episode

@@ -466,7 +466,7 @@ class OraclePlanner(RolloutPlanner):
 class PartialOraclePlanner(RolloutPlanner):
     """The honest planner told part of the hidden truth (``know``: :data:`KNOWABLE`), the rest
     sampled from the observed belief: where the oracle's gain over the honest planner comes
-    from (``python -m gpu_sharing_gym.headroom --decompose``). Marked as an oracle."""
+    from (``gsg headroom --decompose``). Marked as an oracle."""
 
     name = "planner_knows"
     oracle = True
