@@ -74,3 +74,71 @@ def test_train_without_torch_says_what_to_install(tmp_path: Path) -> None:
     )
     assert p.returncode != 0
     assert p.stderr.strip().splitlines()[-1].startswith("gsg train: needs the RL extra")
+
+
+TINY = """
+horizon_h: 6
+cluster:
+  nodes:
+    - {gpu_type: V100-16GB, count: 1, gpus_per_node: 2}
+workload:
+  offline: {params: {arrivals_per_h: 4.0}, max_jobs: 6}
+"""
+
+
+def test_leaderboard_skips_agents_that_need_torch_and_runs_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "suite.yaml").write_text(
+        "description: a suite with learned agents\n"
+        "scenarios: [tiny.yaml]\npolicies: [first_fit, ppo, ppo_default]\nseeds: 1\n"
+    )
+    p = _run(
+        """
+        from gpu_sharing_gym.cli import main
+        raise SystemExit(main(["leaderboard", "--suite", "suite.yaml", "--quiet", "--out", "lb",
+                               "--workers", "1"]))
+        """,
+        tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    warning = [line for line in p.stderr.splitlines() if "skipping" in line]
+    assert warning == [
+        "gsg leaderboard: warning: skipping ppo, ppo_default (learned agents need torch, which "
+        "is not installed: pip install 'gpu-sharing-gym[rl]'); running the rest"
+    ]
+    rows = (tmp_path / "lb" / "leaderboard.csv").read_text().splitlines()[1:]
+    assert [r.split(",")[0] for r in rows] == ["first_fit"]
+
+
+def test_an_agent_asked_for_alone_without_torch_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    p = _run(
+        """
+        from gpu_sharing_gym.cli import main
+        raise SystemExit(main(["leaderboard", "--scenarios", "tiny.yaml", "--policies", "ppo",
+                               "--seeds", "1", "--quiet", "--out", "lb"]))
+        """,
+        tmp_path,
+    )
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "gsg leaderboard: error: --policies: ppo need torch, which is not installed: "
+        "pip install 'gpu-sharing-gym[rl]'"
+    ]
+    assert not (tmp_path / "lb" / "cells").exists()
+
+
+def test_train_list_configs_without_torch(tmp_path: Path) -> None:
+    p = _run(
+        """
+        import sys
+        from gpu_sharing_gym.cli import main
+        rc = main(["train", "--list-configs"])
+        assert "torch" not in sys.modules
+        raise SystemExit(rc)
+        """,
+        tmp_path,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    names = [line.split()[0] for line in p.stdout.splitlines() if not line.startswith(" ")]
+    assert "maskable_ppo" in names and "maskable_ppo_v1_lagrange" in names
