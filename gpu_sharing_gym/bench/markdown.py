@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env.cli_args import Parser, fail
+from gpu_sharing_env.cli_args import Parser, fail, output_file
 from gpu_sharing_env.fileio import atomic_write_text
 
 PROG = "gsg bench markdown"
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the page whose prose surrounds the tables (default: --out, if it exists)",
     )
-    ap.add_argument("-o", "--out", type=Path, default=Path("BENCHMARKS.md"))
+    ap.add_argument("-o", "--out", type=output_file, default=Path("BENCHMARKS.md"))
     args = ap.parse_args(argv)
     try:
         data = json.loads(args.json.read_text())
