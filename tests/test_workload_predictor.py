@@ -214,10 +214,15 @@ def test_no_policy_and_no_estimate_reads_an_unfinished_runs_duration(scenario: s
         assert _before(log_b, t) == _before(log_a, t), name
 
 
-@pytest.mark.parametrize("env_id", ["GpuSharing-v0", "GpuSharing-v1"])
-def test_no_observation_reads_an_unfinished_runs_duration(env_id: str) -> None:
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [("GpuSharing-v0", {}), ("GpuSharing-v1", {}), ("GpuSharing-v1", {"job_history": True})],
+)
+def test_no_observation_reads_an_unfinished_runs_duration(
+    env_id: str, kwargs: dict[str, Any]
+) -> None:
     def rollout(workload: Any = None) -> tuple[list[tuple[float, dict[str, np.ndarray]]], Any]:
-        env = gym.make(env_id, scenario="default")
+        env = gym.make(env_id, scenario="default", **kwargs)
         sim = env.unwrapped.sim  # type: ignore[attr-defined]
         if workload is not None:
             sim.workload = workload
@@ -256,3 +261,28 @@ def test_leaky_estimates_zero_and_estimates_follow_the_history() -> None:
     # every finished offline run was handed over, in completion order
     done = sorted((st.finish_t, j) for j, st in sim.jobs.items() if j in finish and not st.online)
     assert pred.observed == [j for _, j in done]
+
+
+def test_history_observation_is_the_views_group_stats() -> None:
+    from gpu_sharing_env.envs.observation_v1 import HISTORY_FEATURES
+    from gpu_sharing_env.sim.view import ClusterView
+
+    env = gym.make("GpuSharing-v1", scenario="default", job_history=True)
+    obs, info = env.reset(seed=2)
+    sim = env.unwrapped.sim  # type: ignore[attr-defined]
+    for _ in range(40):
+        legal = np.flatnonzero(info["action_mask"])
+        obs, _, term, trunc, info = env.step(int(legal[-1]))
+        if term or trunc:
+            break
+    hist = obs["history"].reshape(-1, len(HISTORY_FEATURES))
+    view = ClusterView(sim)
+    col = {f: i for i, f in enumerate(HISTORY_FEATURES)}
+    for k, jv in enumerate(view.window):
+        st = view.group_stats(jv.job_id)
+        assert st is not None
+        assert hist[k, col["has_group"]] == float(bool(jv.group))
+        assert (hist[k, col["runs_seen"]] > 0) == (st.runs_seen > 0)
+    assert obs["nodes"][0] > 0 and obs["nodes"][sim.n_gpus :].sum() == 0
+    # GPUs of one node share its value; the default fleet has 4 nodes
+    assert len(set(obs["nodes"][: sim.n_gpus].tolist())) == len(sim.cluster.nodes)

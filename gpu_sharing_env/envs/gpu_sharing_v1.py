@@ -60,6 +60,10 @@ class GpuSharingEnvV1(GpuSharingEnv):
     ``sharing.migration_s``, progress kept). Their ``jobs`` rows follow the window's, and every
     ``jobs`` row gains two columns (``MOVE_FEATURES``: running, time left at the current rate).
     Decision points are unchanged (a migration is offered where a placement decision is due).
+    ``job_history=True`` (default False: the spaces of trained agents stay as they are) adds
+    ``history`` (per job slot, ``HISTORY_FEATURES``: group tag and user hashed, finished runs of
+    the group, their mean and spread, time since its last submission, its estimated period: what
+    ``ClusterView.group_stats`` gives heuristics) and ``nodes`` (per GPU its node).
 
     ## Version History
 
@@ -80,6 +84,7 @@ class GpuSharingEnvV1(GpuSharingEnv):
         max_options: int | None = None,
         window_order: str = "fifo",
         migration_slots: int = 0,
+        job_history: bool = False,
     ) -> None:
         super().__init__(
             scenario, reward, reward_kwargs, invalid_action, render_mode, max_gpus, window_order
@@ -97,7 +102,9 @@ class GpuSharingEnvV1(GpuSharingEnv):
         self.max_window, self.max_options = window, n_opt
         self.migration_slots = moves = int(migration_slots)
         self.codec = ActionCodec(window, self.max_gpus, n_opt, moves)
-        self.encoder = ObservationEncoderV1(sim, self.max_gpus, window, n_opt, moves)  # type: ignore[assignment]
+        self.encoder = ObservationEncoderV1(  # type: ignore[assignment]
+            sim, self.max_gpus, window, n_opt, moves, history=bool(job_history)
+        )
         self.action_space = spaces.Discrete(self.codec.n_actions)
         self.observation_space = self.encoder.space
         self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import weakref
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,9 @@ from gpu_sharing_env.zoo import ZOO
 
 #: log10 normaliser of times until free and predicted durations: 10^6 s (~11.6 days) maps to 1.
 LOG_TIME_SCALE = LOG_WAIT_SCALE
+#: Spread of a group's log run times (its standard deviation) that maps to 1: sigma 2 is the
+#: whole population's (``SyntheticWorkloadConfig.duration_sigma``).
+HIST_SPREAD_SCALE = 2.0
 #: log10 normaliser of summed estimated work beyond the window: 10^8 s maps to 1.
 LOG_QUEUE_WORK_SCALE = 8.0
 #: Solo speeds (relative to a V100) are divided by this and clipped (an H100 runs ~3-4x).
@@ -92,6 +96,23 @@ JOB_FEATURES_V1: tuple[str, ...] = (
 #: rows 0), and its estimated time until it leaves its GPU at its current (shared) rate, the
 #: figure a migration would shorten (:func:`time_left_s`).
 MOVE_FEATURES: tuple[str, ...] = ("running", "time_left")
+#: Columns of the opt-in ``"history"`` table (``GpuSharing-v1`` with ``job_history=True``), one
+#: row per job slot: what the cluster's log says about the job's recurring group and user (as
+#: ``ClusterView.group_stats``): its group tag and user hashed to [0, 1), whether it has a group,
+#: the group's finished runs seen, their mean and spread of log run time, the time since the
+#: group's last submission and its estimated period (median gap between its submissions). With
+#: it comes ``"nodes"``: per GPU row, (node index + 1) / max_gpus (0: padding), so which GPUs
+#: share a machine. Only finished runs and past submissions: no truth.
+HISTORY_FEATURES: tuple[str, ...] = (
+    "group_hash",
+    "user_hash",
+    "has_group",
+    "runs_seen",
+    "hist_mean",
+    "hist_spread",
+    "since_last_submit",
+    "period",
+)
 GLOBAL_FEATURES_V1: tuple[str, ...] = (
     *GLOBAL_FEATURES,
     "beyond_jobs",
@@ -140,23 +161,54 @@ def job_features_v1(moves: int) -> int:
     return len(JOB_FEATURES_V1) + (len(MOVE_FEATURES) if moves > 0 else 0)
 
 
-def observation_space_v1(max_gpus: int, window: int, n_options: int, moves: int = 0) -> spaces.Dict:
+def observation_space_v1(
+    max_gpus: int, window: int, n_options: int, moves: int = 0, history: bool = False
+) -> spaces.Dict:
     """The v1 observation space for a padded GPU count, queue window and option count, with
-    ``moves`` migration slots after the window's (their rows follow the window's)."""
+    ``moves`` migration slots after the window's (their rows follow the window's), and with
+    ``history`` the ``"history"`` and ``"nodes"`` keys (:data:`HISTORY_FEATURES`)."""
 
     def box(n: int, low: float = 0.0) -> spaces.Box:
         return spaces.Box(low=low, high=1.0, shape=(n,), dtype=np.float32)
 
     slots = window + moves
-    return spaces.Dict(
-        {
-            "gpus": box(max_gpus * len(GPU_FEATURES_V1)),
-            "jobs": box(slots * job_features_v1(moves)),
-            "global": box(len(GLOBAL_FEATURES_V1), low=-1.0),
-            "options": box(n_options * len(OPTION_FEATURES)),
-            "pairs": box(slots * max_gpus * len(PAIR_FEATURES)),
-        }
-    )
+    keys = {
+        "gpus": box(max_gpus * len(GPU_FEATURES_V1)),
+        "jobs": box(slots * job_features_v1(moves)),
+        "global": box(len(GLOBAL_FEATURES_V1), low=-1.0),
+        "options": box(n_options * len(OPTION_FEATURES)),
+        "pairs": box(slots * max_gpus * len(PAIR_FEATURES)),
+    }
+    if history:
+        keys["history"] = box(slots * len(HISTORY_FEATURES))
+        keys["nodes"] = box(max_gpus)
+    return spaces.Dict(keys)
+
+
+def _hash01(text: str) -> float:
+    """A tag hashed to [0, 1) (stable across processes: CRC-32, not ``hash``)."""
+    return zlib.crc32(text.encode()) / 2.0**32
+
+
+def history_row(sim: Simulator, spec: JobSpec) -> list[float]:
+    """The :data:`HISTORY_FEATURES` of a job now (zeros without an online predictor)."""
+    pred = sim.predictor
+    if pred is None or spec.online:
+        return [0.0] * len(HISTORY_FEATURES)
+    st = pred.group_stats(spec, sim.now)
+    since = sim.now - st.last_submit_s
+    return [
+        _hash01(spec.group) if spec.group else 0.0,
+        _hash01(spec.user) if spec.user else 0.0,
+        1.0 if spec.group else 0.0,
+        _log_norm(st.runs_seen, LOG_COUNT_SCALE),
+        min(1.0, max(0.0, st.mean_log_s / math.log(10.0) / LOG_TIME_SCALE))
+        if st.runs_seen
+        else 0.0,
+        min(1.0, st.std_log_s / HIST_SPREAD_SCALE) if st.std_log_s == st.std_log_s else 0.0,
+        _log_norm(since, LOG_TIME_SCALE) if since == since else 0.0,
+        _log_norm(st.period_s, LOG_TIME_SCALE) if st.period_s == st.period_s else 0.0,
+    ]
 
 
 def layout_v1(space: spaces.Dict) -> tuple[int, int, int]:
@@ -446,8 +498,11 @@ class ObservationEncoderV1:
         max_window: int | None = None,
         max_options: int | None = None,
         moves: int = 0,
+        history: bool = False,
     ) -> None:
         self.base = ObservationEncoder(sim, max_gpus)
+        #: Whether observations carry ``"history"`` and ``"nodes"`` (:data:`HISTORY_FEATURES`).
+        self.history = bool(history)
         self.max_gpus = max_gpus
         self.window = sim.window if max_window is None else int(max_window)
         self.n_options = len(sim.options) if max_options is None else int(max_options)
@@ -459,7 +514,12 @@ class ObservationEncoderV1:
         #: Migration slots (rows after the window's: ``Simulator.migration_candidates``).
         self.moves = int(moves)
         self._n_cols = job_features_v1(self.moves)
-        self.space = observation_space_v1(max_gpus, self.window, self.n_options, self.moves)
+        self.space = observation_space_v1(
+            max_gpus, self.window, self.n_options, self.moves, self.history
+        )
+        nodes = np.zeros(max_gpus, dtype=np.float32)
+        nodes[: sim.cluster.n_gpus] = (np.asarray(sim.cluster.node_of) + 1) / max_gpus
+        self._nodes = np.minimum(nodes, 1.0)
         self._options = option_table(sim, self.n_options)
         c = sim.cluster
         self._type_names = tuple(c.type_names)
@@ -749,18 +809,28 @@ class ObservationEncoderV1:
             ],
             dtype=np.float32,
         )
-        return {
+        out = {
             "gpus": gpus.ravel(),
             "jobs": jobs.ravel(),
             "global": glob,
             "options": self._options.ravel().copy(),
             "pairs": pairs.ravel(),
         }
+        if self.history:
+            hist = np.zeros((slots, len(HISTORY_FEATURES)), dtype=np.float32)
+            for k, spec in enumerate(window):
+                hist[k] = history_row(sim, spec)
+            for k, jid in enumerate(movers):
+                hist[self.window + k] = history_row(sim, states[jid].spec)
+            out["history"] = hist.ravel()
+            out["nodes"] = self._nodes.copy()
+        return out
 
 
 __all__ = [
     "GLOBAL_FEATURES_V1",
     "GPU_FEATURES_V1",
+    "HISTORY_FEATURES",
     "JOB_FEATURES_V1",
     "KEYS_V1",
     "MOVE_FEATURES",
@@ -768,6 +838,7 @@ __all__ = [
     "PAIR_FEATURES",
     "ObservationEncoderV1",
     "guarantee",
+    "history_row",
     "job_features_v1",
     "layout_v1",
     "layout_v1_columns",
