@@ -15,12 +15,15 @@ Mechanisms implemented:
   trained on offline profiling runs (:meth:`ClusterView.profile`) of random pairs, loads and SM
   splits (:func:`gpu_sharing_gym.baselines.predictors.train_pair_speed`).
 * **Dynamic SM allocation** (``dynamic_sm`` mechanism): the offline client's SM share follows the
-  online service's load; the predictor is queried at the share the mechanism will give.
+  online service's load; the predictor is queried at the share the mechanism will give (every
+  SM for a client xCUDA holds back, physics version 5: no cap on top of the launch control).
 * **Two-level protection** (``protection`` mechanism): the simulator's SysMonitor throttles, then
   evicts offline work when the service nears its SLO, and offline work is placed only on
   healthy GPUs (the legality mask excludes the others).
 * **xCUDA** (``kernel_priority`` mechanism): the offline client runs at a lower priority than
-  the service and launches kernels only into its idle time (see below).
+  the service and launches kernels only into its idle time (see below), and a feedback loop on
+  the service's kernel speed (the device metric standing for the SM clock) delays its launches
+  further while that speed drops below ``sim.online.XCUDA_CLOCK_MIN`` (physics version 5).
 * **Mixed error handling** (``mixed_error_handling`` mechanism): graceful exit on SIGINT/SIGTERM,
   so user signals do not take down the MPS server.
 * **Scheduling at an interval**: offline placements are planned in rounds every ``interval_s``
@@ -321,12 +324,18 @@ class MuxFlow(HeuristicPolicy):
     def predicted_share(self, online_duty: float, option_share: float) -> float:
         """The offline SM fraction the predictor is asked about: what dynamic SM allocation
         gives beside a service at ``online_duty`` (``option_share`` is the placement option's
-        static share, which a variant without dynamic SM allocation would use instead)."""
+        static share, which a variant without dynamic SM allocation would use instead). With
+        xCUDA (``kernel_priority``) deployed that is every SM (physics version 5: the client's
+        launches wait for the service's idle time instead of a cap on its SMs)."""
+        if self.mechanisms.get("kernel_priority", False):
+            return 1.0
         return offline_share(online_duty)
 
     def predicted_shares(self, online_duty: np.ndarray, option_share: np.ndarray) -> np.ndarray:
         """:meth:`predicted_share` of many (service, option) pairs (the same floats)."""
         if type(self).predicted_share is MuxFlow.predicted_share:
+            if self.mechanisms.get("kernel_priority", False):
+                return np.ones(online_duty.size)
             return offline_share_array(online_duty)
         # An override: once per distinct (duty, share), in the order they first occur.
         memo: dict[tuple[float, float], float] = {}

@@ -103,8 +103,11 @@ MIN_RATE = 0.01
 #: Tally), fitted on Tally's own column; only policies deploying the ``kernel_priority``
 #: mechanism (MuxFlow) see it (CHANGELOG 0.4.0). 4: a gang runs at its slowest member's rate
 #: (each member's speed x share x CPU factor; was the product of three fleet-wide minima) and
-#: the fidelity issue's changes (CHANGELOG 0.5.0, docs/fidelity.md).
-MODEL_VERSION = 4
+#: the fidelity issue's changes (CHANGELOG 0.5.0, docs/fidelity.md). 5: MuxFlow's xCUDA as feedback
+#: on a device metric (``sim.online.XCUDA_CLOCK_MIN``: offline launches delayed while the
+#: service's kernel speed drops) and no dynamic-SM cap on a kernel-throttled client (the
+#: protection was counted twice), issue 52 (docs/fidelity.md).
+MODEL_VERSION = 5
 
 # Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
 # on log(predicted/measured) over the datasets named, then rounded and pasted here; the script

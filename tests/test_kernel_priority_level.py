@@ -1,9 +1,12 @@
-"""xCUDA's protection level (physics v4): the kernel-priority coefficients as a bracketed
-parameter, and one throttle at a time (SysMonitor leaves kernel-throttled clients alone)."""
+"""xCUDA (physics v4-v5): the kernel-priority coefficients as a bracketed parameter, xCUDA's
+feedback on the service's kernel speed (v5), no dynamic-SM cap on top of it (v5), and one
+throttle at a time (SysMonitor leaves kernel-throttled clients to xCUDA)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,6 +18,8 @@ from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
+from gpu_sharing_env.sim.online import XCUDA_CLOCK_MIN, XCUDA_STEPS
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.baselines.muxflow import MuxFlow
 from gpu_sharing_gym.fidelity import muxflow as fmux
 from gpu_sharing_gym.fidelity.common import BRACKETS, scenario
@@ -73,16 +78,17 @@ class _Throttles(SimObserver):
     def __init__(self) -> None:
         self.share_throttled = 0
         self.overloaded = 0
+        self.values: set[float] = set()
 
     def on_tick(self, sim: Simulator, changed: bool) -> None:
         for st in sim.jobs.values():
             if not st.spec.online and st.throttle != 1.0:
                 self.share_throttled += 1
+                self.values.add(st.throttle)
         self.overloaded += int((sim.health >= 2).sum())
 
 
-@pytest.mark.parametrize("level", [0.0, 1.0])
-def test_sysmonitor_does_not_throttle_a_kernel_throttled_client(level: float) -> None:
+def _sim(level: float = 1.0, clock_min: float | None = None) -> Simulator:
     cfg = scenario(
         "muxflow",
         **{
@@ -92,9 +98,111 @@ def test_sysmonitor_does_not_throttle_a_kernel_throttled_client(level: float) ->
         },
     )
     sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg))
+    if clock_min is not None:
+        sim.thresholds = replace(sim.thresholds, xcuda_clock_min=clock_min)
+    return sim
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0])
+def test_sysmonitor_does_not_throttle_a_kernel_throttled_client(level: float) -> None:
+    # With xCUDA's feedback switched off (a target of 0) nothing throttles a kernel-throttled
+    # client: SysMonitor's OVERLOADED state only closes the GPU to new offline work.
+    sim = _sim(level, clock_min=0.0)
     obs = _Throttles()
     sim.add_observer(obs)
     run_episode(MuxFlow(), sim, 0)
     assert obs.share_throttled == 0
     if level == 0.0:
         assert obs.overloaded > 0  # the SysMonitor path was exercised
+
+
+def _kernel_speed(sim: Simulator, st: Any, g: int) -> float:
+    return (st.solo_batch_ms / st.alone_frac) / (st.solo_batch_ms / st.frac[g] + st.wait_ms)
+
+
+class _XcudaCheck(SimObserver):
+    """After every tick: on each GPU where xCUDA holds an offline client, the service's kernel
+    speed meets the target at the chosen launch fraction (unless it is the smallest) and misses
+    it at the next larger one (the largest that meets it was kept)."""
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.below_one = 0
+
+    def on_tick(self, sim: Simulator, changed: bool) -> None:
+        target = sim.thresholds.xcuda_clock_min
+        for st in sim.jobs.values():
+            if not st.spec.online or st.status is not Status.RUNNING or len(st.gpus) != 1:
+                continue
+            g = st.gpus[0]
+            res = sim._residents(g)
+            off = [r for r in res if not r.spec.online]
+            if not off or not all(sim._gated(g, res)[res.index(r)] for r in off):
+                continue
+            x = off[0].throttle
+            assert all(r.throttle == x for r in off) and x in XCUDA_STEPS
+            self.checked += 1
+            if x != XCUDA_STEPS[-1]:
+                assert _kernel_speed(sim, st, g) >= target
+            if x != XCUDA_STEPS[0]:
+                self.below_one += 1
+                bigger = XCUDA_STEPS[XCUDA_STEPS.index(x) - 1]
+                for r in off:
+                    r.throttle = bigger
+                sim._gpu_fractions(g, res)
+                assert _kernel_speed(sim, st, g) < target
+                for r in off:
+                    r.throttle = x
+                sim._gpu_fractions(g, res)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0])
+def test_xcuda_keeps_the_largest_launch_fraction_that_meets_its_target(level: float) -> None:
+    sim = _sim(level)
+    assert sim.thresholds.xcuda_clock_min == XCUDA_CLOCK_MIN
+    obs = _XcudaCheck()
+    sim.add_observer(obs)
+    run_episode(MuxFlow(), sim, 0)
+    assert obs.checked > 0 and obs.below_one > 0  # the feedback was exercised
+
+
+def test_a_stricter_target_delays_more_launches() -> None:
+    held = []
+    for target in (0.8, 0.95):
+        sim = _sim(0.0, clock_min=target)
+        obs = _Throttles()
+        sim.add_observer(obs)
+        run_episode(MuxFlow(), sim, 0)
+        held.append(obs.share_throttled)
+    assert held[0] < held[1]
+
+
+class _Shares(SimObserver):
+    def __init__(self) -> None:
+        self.shares: list[float] = []
+
+    def on_tick(self, sim: Simulator, changed: bool) -> None:
+        for g in range(sim.n_gpus):
+            res = sim._residents(g)
+            if any(r.spec.online for r in res):
+                self.shares += [r.sm_eff for r in res if not r.spec.online]
+
+
+def test_no_dynamic_sm_cap_on_a_kernel_throttled_client() -> None:
+    """Physics v5: dynamic SM allocation does not cap an offline client that xCUDA already
+    holds back (Tally's coefficients were measured with both clients on every SM); without
+    kernel-level priority the cap ``clip(1 - 1.2 u, 0.1, 0.9)`` applies as before."""
+    for kp, want_one in ((True, True), (False, False)):
+
+        class _P(MuxFlow):
+            mechanisms: ClassVar[Mapping[str, bool]] = {**MuxFlow.mechanisms, "kernel_priority": kp}
+
+        sim = _sim()
+        obs = _Shares()
+        sim.add_observer(obs)
+        run_episode(_P(), sim, 0)
+        assert obs.shares
+        if want_one:
+            assert set(obs.shares) == {1.0}
+        else:
+            assert max(obs.shares) <= 0.9 and min(obs.shares) >= 0.1

@@ -24,6 +24,12 @@ UNHEALTHY (offline work evicted) from ``evict_at``; back to HEALTHY only below `
 (hysteresis). MuxFlow's five states also watch SM clock and memory; this model keeps the
 latency signal. (Up to version 1 of the physics the signal was p99 over the SLO.)
 
+**xCUDA** (MuxFlow Sec. 4.1, physics version 5; ``sim.ticks``): where an offline client is
+kernel-throttled (the ``kernel_priority`` mechanism), a feedback loop on a device metric sets its
+launch fraction at every load tick: the largest of :data:`XCUDA_STEPS` at which the service's
+kernel speed stays at or above ``xcuda_clock_min`` (:data:`XCUDA_CLOCK_MIN`). While xCUDA holds
+the launches, SysMonitor's OVERLOADED state only closes the GPU to new offline work.
+
 **Extra terms** (physics version 2, ``interference.AnalyticSpeedModel.latency_terms``): under
 time-slicing a batch first waits for a co-runner's time slice (``wait_ms``, added to ``L``);
 under MPS a co-runner's kernels in flight lengthen the tail (``tail_ms``, added to the p99 and
@@ -75,6 +81,24 @@ def latency_tuple(
     return batch_ms + rho * m, p99, max(0.0, att)
 
 
+#: xCUDA's feedback (MuxFlow Sec. 4.1, physics version 5): "when the SM clock is low we delay the
+#: offline workload's kernel launches; when GPU utilisation is low we launch more kernels". The
+#: simulator has no clock model; the device metric it reads instead is the service's *kernel
+#: speed*: the time of one of its batches alone on its allocation over the time it takes beside
+#: the offline client (``(L/alone) / (L/f + wait)``: 1 when nothing slows it, lower as the
+#: co-runner's kernels stretch it or make it wait), what a dropping SM clock does to the service.
+#: xCUDA keeps the largest offline launch fraction of :data:`XCUDA_STEPS` (launch more while the
+#: GPU has room) at which that speed stays at or above this value (delay launches when it drops).
+#: MuxFlow's thresholds are unpublished ("chosen empirically"): 0.9 is an ASSUMPTION in the spirit
+#: of SysMonitor's BUSY state at a 1.1x slowdown; ``gsg reproduce --sweep xcuda_clock_min=...``
+#: shows the claims against it (documented sweep 0.8-0.95, docs/fidelity.md).
+XCUDA_CLOCK_MIN = 0.9
+
+#: The launch fractions xCUDA chooses among (largest first): the share of its solo kernel launches
+#: an offline client issues, applied like SysMonitor's throttle (``JobState.throttle``).
+XCUDA_STEPS = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.1, 0.05)
+
+
 class Health(enum.IntEnum):
     HEALTHY = 0
     BUSY = 1
@@ -94,6 +118,8 @@ class MonitorThresholds:
     evict_at: float = 1.5
     recover_at: float = 1.05
     throttle_factor: float = 0.5  # offline kernel launches delayed: half the GPU time
+    xcuda_clock_min: float = XCUDA_CLOCK_MIN
+    """xCUDA's feedback target (physics version 5, :data:`XCUDA_CLOCK_MIN`)."""
 
 
 def next_health(current: Health, slowdown: float, th: MonitorThresholds) -> Health:

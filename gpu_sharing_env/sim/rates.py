@@ -49,6 +49,18 @@ class _Rates(SimulatorBase):
     def _residents(self, g: int) -> list[JobState]:
         return [self.jobs[j] for j in self.cluster.residents[g]]
 
+    def _gated(self, g: int, res: Sequence[JobState]) -> list[bool]:
+        """Which residents of ``g`` are kernel-throttled (xCUDA / Tally): with the
+        ``kernel_priority`` mechanism under MPS, the offline ones with a lower priority than an
+        online co-resident (as ``_gpu_fractions`` keys them for the speed model)."""
+        if not self.mechanisms.kernel_priority or _MODES[self.cluster.mode.item(g)] is not _MPS:
+            return [False] * len(res)
+        bonus = 100 if self.cfg.sharing.online_priority else 0
+        top = max((r.spec.priority + bonus for r in res if r.spec.online), default=None)
+        if top is None:
+            return [False] * len(res)
+        return [not r.spec.online and r.spec.priority < top for r in res]
+
     def _sm_shares(self, g: int, res: list[JobState]) -> list[float]:
         opt_share = self._opt_share
         shares = [opt_share[r.option] for r in res]
@@ -59,11 +71,19 @@ class _Rates(SimulatorBase):
         ):
             # MuxFlow's dynamic SM allocation: the offline clients' SM limit follows the online
             # service's load (its solo SM activity, plus a 20% margin); the service itself is
-            # never limited (a limit would stretch its batches).
+            # never limited (a limit would stretch its batches). A kernel-throttled client
+            # (xCUDA) is not capped as well (physics version 5): its launches already wait for
+            # the service's idle time, the coefficients of which were measured with both clients
+            # on every SM (Tally), so a cap on top would count the protection twice; the
+            # dynamic allocation then leaves it every SM.
+            gated = self._gated(g, res)
             online_duty = sum(r.duty for r in res if r.spec.online)
-            n_off = sum(not r.spec.online for r in res)
+            n_off = sum(not r.spec.online and not x for r, x in zip(res, gated, strict=True))
             off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
-            shares = [1.0 if r.spec.online else off_total / n_off for r in res]
+            shares = [
+                1.0 if r.spec.online or x else off_total / n_off
+                for r, x in zip(res, gated, strict=True)
+            ]
         return shares
 
     def _refresh(self, gpus: Sequence[int]) -> None:

@@ -12,8 +12,6 @@ from typing import Any
 from gpu_sharing_env.sim.base import SimulatorBase
 from gpu_sharing_env.sim.constants import (
     _HEALTHY,
-    _MODES,
-    _MPS,
     _NOISE_CHUNK,
     _NOISE_SCALE,
     _QUEUED,
@@ -22,7 +20,7 @@ from gpu_sharing_env.sim.constants import (
     DUTY_STEP,
     NOISE_AR,
 )
-from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO, Health, next_health
+from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO, XCUDA_STEPS, Health, next_health
 from gpu_sharing_env.sim.state import JobState, Status
 
 
@@ -138,6 +136,11 @@ class _Ticks(SimulatorBase):
         self._noise_i = i
         if touched:
             self._refresh(sorted(set(touched)))
+        if self.mechanisms.kernel_priority:
+            for c in live_c:
+                st = c[0]
+                if st.status is _RUNNING and len(st.gpus) == 1:
+                    self._xcuda(st)
         acc = self.acc
         protection = self.mechanisms.protection
         t_prev = now - tick
@@ -254,14 +257,14 @@ class _Ticks(SimulatorBase):
             for r in offline:
                 self.evict(r.spec.job_id)
             return bool(offline) or changed
-        throttle = self.thresholds.throttle_factor if new is Health.OVERLOADED else 1.0
-        if throttle != 1.0 and self._kernel_throttled(g, offline):
+        if self._kernel_throttled(g, offline):
             # One mechanism throttles (physics version 4): with kernel-level priority deployed
-            # (xCUDA) the offline client's launches are already held back while the service
-            # runs, which is MuxFlow's workload-level protection; SysMonitor's OVERLOADED state
-            # then only closes the GPU to new offline work (``healthy``), and it evicts
+            # (xCUDA) the offline client's launches are held back by xCUDA's own feedback
+            # (:meth:`_xcuda`), MuxFlow's workload-level protection; SysMonitor's OVERLOADED
+            # state then only closes the GPU to new offline work (``healthy``), and it evicts
             # (UNHEALTHY) only if the service is still slowed by what remains.
-            throttle = 1.0
+            return changed
+        throttle = self.thresholds.throttle_factor if new is Health.OVERLOADED else 1.0
         if any(r.throttle != throttle for r in offline):
             for r in offline:
                 self._accrue(r)
@@ -274,13 +277,47 @@ class _Ticks(SimulatorBase):
         the mechanism is deployed, the GPU shares by MPS and each offline resident has a lower
         priority than an online co-resident (as ``_gpu_fractions`` keys them for the speed
         model)."""
-        if not self.mechanisms.kernel_priority or _MODES[self.cluster.mode.item(g)] is not _MPS:
+        if not offline:
             return False
-        bonus = 100 if self.cfg.sharing.online_priority else 0
-        top = max(
-            (r.spec.priority + bonus for r in self._residents(g) if r.spec.online), default=None
-        )
-        return top is not None and all(r.spec.priority < top for r in offline)
+        res = self._residents(g)
+        gated = dict(zip((r.spec.job_id for r in res), self._gated(g, res), strict=True))
+        return all(gated[r.spec.job_id] for r in offline)
+
+    def _xcuda(self, st: JobState) -> None:
+        """xCUDA's launch control on the GPU of online service ``st`` (MuxFlow Sec. 4.1;
+        physics version 5, ``sim.online.XCUDA_CLOCK_MIN``): the offline clients' launch
+        fraction (``throttle``) becomes the largest of ``XCUDA_STEPS`` at which the service's
+        kernel speed, the time of its batch alone on its allocation over its time beside them
+        (``(L / alone) / (L / f + wait)``), stays at or above ``thresholds.xcuda_clock_min``:
+        launches are delayed while that speed (the device metric standing for the SM clock) is
+        low and go back up while the GPU has room. xCUDA acts per kernel, far faster than a
+        load tick, so the loop is taken at its fixed point for the tick's load."""
+        g = st.gpus[0]
+        res = self._residents(g)
+        offline = [r for r in res if not r.spec.online]
+        if not offline or not self._kernel_throttled(g, offline):
+            return
+        target = self.thresholds.xcuda_clock_min
+        old = [r.throttle for r in offline]
+        best = XCUDA_STEPS[-1]
+        for x in XCUDA_STEPS:
+            for r in offline:
+                r.throttle = x
+            self._gpu_fractions(g, res)  # sets ``frac``, ``wait_ms``, ``alone_frac``
+            f = st.frac[g]
+            alone_ms = st.solo_batch_ms / st.alone_frac
+            if alone_ms / (st.solo_batch_ms / f + st.wait_ms) >= target:
+                best = x
+                break
+        for r, t in zip(offline, old, strict=True):
+            r.throttle = t
+        if all(t == best for t in old):
+            self._gpu_fractions(g, res)  # as they were
+            return
+        for r in offline:
+            self._accrue(r)
+            r.throttle = best
+        self._refresh([g])
 
     def _sample_frag(self) -> None:
         """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits

@@ -5,11 +5,13 @@ An experiment runs policies (``baselines``) on a scenario built to match a paper
 states the paper's claim as *checks*: a quantity (one detail value, or a ratio of two arms'
 values) compared with a bound. Each check's quantity is computed per seed and judged on its
 95 % confidence interval (:data:`CI_METHOD`): the record's ``verdict`` is ``"holds"`` when every
-check's interval lies on the paper's side of its bound, ``"holds within bracket"`` when a
+check's interval lies on the paper's side of its bound, ``"depends on PARAM"`` when a
 bracketed unpublished parameter (:class:`Bracket`) makes it hold at the documented central
-choice only, else ``"does not hold"``; ``holds`` is true for the first two. The record carries
-the detail values, the per-seed values and the checks so anyone can recompute it
-(``tests/test_reproduce.py`` does). Setup parameters (:class:`Param`, :data:`PARAMS`) can be
+choice but not at both ends, else ``"does not hold"``; ``holds`` is true for ``"holds"`` only.
+Beside the direction, a check may carry the paper's published figure (``paper_band``: low and
+high, either ``None`` for a one-sided figure) and whether the check's interval overlaps it
+(``in_band``); the record collects them. The record carries the detail values, the per-seed
+values and the checks so anyone can recompute it (``tests/test_reproduce.py`` does). Setup parameters (:class:`Param`, :data:`PARAMS`) can be
 set for a run (``gsg reproduce --sweep``) without touching the experiment's code.
 """
 
@@ -21,7 +23,7 @@ import multiprocessing as mp
 import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +35,7 @@ from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.observe import SimObserver
-from gpu_sharing_env.sim.online import latency_tuple
+from gpu_sharing_env.sim.online import MonitorThresholds, latency_tuple
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.baselines.base import Policy
 from gpu_sharing_gym.ci import mean_ci95
@@ -158,6 +160,12 @@ class EpisodeRecorder(SimObserver):
           that waited more than 1,000 s; ``f_queue_delay_p90_high_s``: the p90 of the
           priority > 0 (high-GPU) ones; ``f_no_queue_share``: share of offline jobs that started
           within a second of arriving (the statistics PAI reports, NSDI'22 Sec. 3.2 and 6.3).
+        * ``f_queue_delay_inst_mean_s`` / ``f_queue_delay_inst_high_s``: mean queueing delay per
+          *instance* (PAI's unit, Sec. 6.3: a task of ``n`` whole GPUs is ``n`` instances that
+          wait as long as it, a fractional task one), over all offline jobs and over the
+          priority > 0 (high-GPU) ones.
+        * ``f_queue_delay_p50_s``: the median queueing delay of offline jobs (Horus' fairness
+          algorithm lowers the median wait, TPDS 2022).
         """
         slow = [
             self.svc_lat_w[j] / self.svc_solo_w[j] for j in self.svc_req if self.svc_solo_w[j] > 0
@@ -179,6 +187,10 @@ class EpisodeRecorder(SimObserver):
         def p90(d: np.ndarray) -> float:
             return float(np.percentile(d, 90)) if d.size else math.nan
 
+        def per_instance(jobs: list[Any]) -> float:
+            n = np.array([max(1, s.spec.num_gpus) for s in jobs], dtype=float)
+            return float(np.average(delays(jobs), weights=n)) if jobs else math.nan
+
         frac = delays([s for s in started if s.spec.gpu_frac < 1.0])
         whole = delays([s for s in started if s.spec.gpu_frac >= 1.0])
         every = delays(started)
@@ -197,6 +209,9 @@ class EpisodeRecorder(SimObserver):
             "f_queued_1000s_whole": float(np.mean(whole > 1000.0)) if whole.size else math.nan,
             "f_queue_delay_p90_high_s": p90(delays([s for s in started if s.spec.priority > 0])),
             "f_no_queue_share": float(np.mean(every < 1.0)) if every.size else math.nan,
+            "f_queue_delay_p50_s": float(np.median(every)) if every.size else math.nan,
+            "f_queue_delay_inst_mean_s": per_instance(started),
+            "f_queue_delay_inst_high_s": per_instance([s for s in started if s.spec.priority > 0]),
             "f_worst_service_slowdown": max(slow) if slow else math.nan,
             "f_online_gpus_max": float(self.online_gpus_max),
             "f_queue_delay_high_s": qd([s for s in started if s.spec.priority > 0]),
@@ -208,8 +223,13 @@ class EpisodeRecorder(SimObserver):
 
 
 def episode(policy: Policy, cfg: ScenarioConfig, seed: int) -> dict[str, float]:
-    """One seeded episode on a fresh simulator (mechanisms never leak between policies)."""
+    """One seeded episode on a fresh simulator (mechanisms never leak between policies). A
+    SysMonitor / xCUDA threshold set for the run (:func:`run_settings`, a parameter named
+    like a field of ``MonitorThresholds``) replaces the simulator's default."""
     sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg))
+    over = {k: v for k, v in _RUN.values.items() if k in _MONITOR_FIELDS}
+    if over:
+        sim.thresholds = replace(sim.thresholds, **over)
     recorder = EpisodeRecorder(sim)
     m = run_episode(policy, sim, seed)
     return {**m, **recorder.extras()}
@@ -258,6 +278,9 @@ class Param:
 
 #: Sweepable parameters by name (:func:`register_param`).
 PARAMS: dict[str, Param] = {}
+
+#: Parameters that :func:`episode` applies to the simulator's SysMonitor / xCUDA thresholds.
+_MONITOR_FIELDS = frozenset(f.name for f in fields(MonitorThresholds))
 
 
 def register_param(param: Param) -> Param:
@@ -487,8 +510,14 @@ CI_METHOD = (
     "t(0.975, n-1) * sd / sqrt(n); one seed, or a quantity pooled over seeds: the point"
 )
 
-#: A record's ``verdict`` (``holds`` is true for the first two).
-VERDICTS = ("holds", "holds within bracket", "does not hold")
+#: A record's ``verdict``: ``"holds"`` (``holds`` true), ``"depends on PARAM"`` (a bracketed
+#: parameter: holds at the central value, not at an end; ``holds`` false) or ``"does not hold"``.
+VERDICTS = ("holds", "depends on", "does not hold")
+
+
+def depends_on(param: str) -> str:
+    """The verdict of a claim that holds at a bracket's central value only."""
+    return f"{VERDICTS[1]} {param}"
 
 
 def ratio(num: float, den: float) -> float:
@@ -524,6 +553,7 @@ def check(
     bound: float,
     den: str | None = None,
     floor: float | None = None,
+    band: tuple[float | None, float | None] | None = None,
 ) -> dict[str, Any]:
     """A claim's direction: ``detail[num] (/ detail[den]) op bound``, judged on the quantity's
     95 % confidence interval over seeds (:data:`CI_METHOD`): ``ok`` when the whole interval is
@@ -538,7 +568,12 @@ def check(
     resolution. A queueing delay of 0 s is "no wait", not an infinitely better arm: with a
     floor of 1 s (the PAI trace's timestamps are whole seconds) a seed where one arm never
     waits gives the ratio of the other's wait to 1 s, and a seed where neither waits gives 1
-    (no effect), where a plain ratio would be infinite or undefined and fail the check."""
+    (no effect), where a plain ratio would be infinite or undefined and fail the check.
+
+    ``band``: the paper's published figure for the same quantity, ``(low, high)`` (a point is
+    ``(x, x)``; ``None`` on a side: one-sided, e.g. "up to 1.5x" is ``(None, 1.5)``). The check
+    then carries ``paper_band`` and ``in_band``, whether its interval overlaps the band
+    (:func:`overlaps`); magnitudes, not only the direction."""
     if floor is not None:
         detail = {k: (max(v, floor) if k.partition(SEED_SEP)[0] in (num, den) else v)
                   for k, v in detail.items()}  # fmt: skip
@@ -571,11 +606,38 @@ def check(
         "scale": scale,
         "pooled": pooled,
         **({"floor": floor} if floor is not None else {}),
+        **(
+            {"paper_band": {"low": band[0], "high": band[1]}, "in_band": overlaps(lo, hi, band)}
+            if band is not None
+            else {}
+        ),
         "point_ok": bool(math.isfinite(value) and OPS[op](value, bound)),
         # every seed must have a value: a seed whose quantity is NaN (a ratio over zero) fails
         # the check instead of dropping out of the interval
         "ok": beyond(op, lo, hi, bound) and (seeds is None or n == len(seeds)),
     }
+
+
+def overlaps(lo: float, hi: float, band: tuple[float | None, float | None]) -> bool:
+    """Whether the interval ``[lo, hi]`` overlaps the paper's ``band`` (``None``: unbounded on
+    that side); NaN never does."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    b_lo, b_hi = band
+    return (b_lo is None or hi >= b_lo) and (b_hi is None or lo <= b_hi)
+
+
+def _bands(checks: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], bool | None]:
+    """The record's ``paper_band`` (per check with a published figure: its name, the band and
+    our value with its interval) and ``in_band`` (every such check's interval overlaps its
+    band; ``None`` when the paper gives no figure for any check)."""
+    rows = [
+        {"check": c["name"], **c["paper_band"], "value": c["value"], "ci": c["ci"],
+         "in_band": c["in_band"]}
+        for c in checks
+        if "paper_band" in c
+    ]  # fmt: skip
+    return rows, (all(r["in_band"] for r in rows) if rows else None)
 
 
 def _sim_value(checks: Sequence[Mapping[str, Any]]) -> str:
@@ -600,8 +662,8 @@ def record(
 ) -> dict[str, Any]:
     """The experiment's record; ``sim_value`` lists every check's mean and 95 % interval;
     ``verdict`` is ``"holds"`` when every check's interval is on the paper's side, else
-    ``"does not hold"`` (:func:`run_experiment` adds ``"holds within bracket"``); ``holds``
-    is true for the first two. The detail's per-seed values move to ``per_seed`` (``{key:
+    ``"does not hold"`` (:func:`run_experiment` adds ``"depends on PARAM"``); ``holds`` is
+    true for ``"holds"`` only. ``paper_band`` and ``in_band``: :func:`_bands`. The detail's per-seed values move to ``per_seed`` (``{key:
     [value per seed in seeds order]}``). ``kind`` is one of :data:`RECORD_KINDS`."""
     if kind not in RECORD_KINDS:
         raise ValueError(f"kind={kind!r}: must be one of {RECORD_KINDS}")
@@ -614,6 +676,7 @@ def record(
         else:
             plain[k] = v
     ok = all(c["ok"] for c in checks)
+    bands, in_band = _bands(checks)
     return {
         "id": exp_id,
         "kind": kind,
@@ -623,6 +686,8 @@ def record(
         "sim_value": _sim_value(checks),
         "holds": ok,
         "verdict": VERDICTS[0] if ok else VERDICTS[2],
+        "paper_band": bands,
+        "in_band": in_band,
         "ci_method": CI_METHOD,
         "checks": list(checks),
         "detail": plain,
@@ -643,13 +708,13 @@ def _end(rec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def bracket_verdict(central: bool, low: bool, high: bool) -> str:
+def bracket_verdict(central: bool, low: bool, high: bool, param: str = "the bracket") -> str:
     """The verdict of a bracketed claim from whether it holds at each value: at all three,
-    ``"holds"``; at the central choice only (or with one end), ``"holds within bracket"``;
-    not at the central choice, ``"does not hold"``."""
+    ``"holds"``; at the central choice only (or with one end), ``"depends on PARAM"`` (which
+    does not count as holding); not at the central choice, ``"does not hold"``."""
     if not central:
         return VERDICTS[2]
-    return VERDICTS[0] if low and high else VERDICTS[1]
+    return VERDICTS[0] if low and high else depends_on(param)
 
 
 def run_experiment(
@@ -692,8 +757,8 @@ def run_experiment(
         "ends": {end: _end(runs[end]) for end in ("low", "high")},
     }
     rec["verdict"] = bracket_verdict(
-        *(runs[e]["verdict"] == VERDICTS[0] for e in ("central", "low", "high"))
+        *(runs[e]["verdict"] == VERDICTS[0] for e in ("central", "low", "high")), param=b.param
     )
-    rec["holds"] = rec["verdict"] != VERDICTS[2]
+    rec["holds"] = rec["verdict"] == VERDICTS[0]
     rec["wall_s"] = round(time.perf_counter() - t0, 2)
     return rec

@@ -69,6 +69,18 @@ KP_LEVEL = register_param(
     )
 )
 
+#: xCUDA's feedback target (``sim.online.XCUDA_CLOCK_MIN``, unpublished): the service kernel
+#: speed below which xCUDA delays the offline client's launches. :func:`common.episode` applies
+#: it to the simulator's thresholds; the documented sweep is 0.8-0.95 (docs/fidelity.md).
+XCUDA_CLOCK = register_param(
+    Param(
+        "xcuda_clock_min",
+        "xCUDA's feedback target (sim.online.XCUDA_CLOCK_MIN, central 0.9): offline launches "
+        "are delayed while the service's kernel speed is below it",
+        experiments=frozenset({"muxflow-online", "muxflow-offline", "muxflow-ablation"}),
+    )
+)
+
 #: The bracket of the protection level: the measured kernel-level priority mechanisms that keep
 #: the service within MuxFlow's 1.2x bound on Tally's pairs (``interference.KP_LEVEL_CENTRAL``).
 KP_BRACKET = Bracket(
@@ -189,8 +201,22 @@ def muxflow_online(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     keys = ("f_worst_service_slowdown", "online_slowdown", "slo_attainment")
     d = run_variants(_arms(quick, ["time_sharing", "pb_time_sharing", "muxflow"]), seeds, keys)
     checks = [
-        check("time-sharing worst slowdown", d, "time_sharing.f_worst_service_slowdown", ">=", 1.2),
-        check("MuxFlow worst slowdown", d, "muxflow.f_worst_service_slowdown", "<", 1.2),
+        check(
+            "time-sharing worst slowdown",
+            d,
+            "time_sharing.f_worst_service_slowdown",
+            ">=",
+            1.2,
+            band=(None, 1.5),
+        ),
+        check(
+            "MuxFlow worst slowdown",
+            d,
+            "muxflow.f_worst_service_slowdown",
+            "<",
+            1.2,
+            band=(None, 1.2),
+        ),
     ]
     return record(
         "muxflow-online",
@@ -204,6 +230,12 @@ def muxflow_online(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     )
 
 
+#: Sec. 6.2: MuxFlow improves average JCT by 1.10-2.24x and oversold GPU by 1.08-1.97x over
+#: time-sharing and PB-time-sharing (the range spans both baselines and the setups).
+JCT_BAND = (1.10, 2.24)
+OVERSOLD_BAND = (1.08, 1.97)
+
+
 def muxflow_offline(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """Offline efficiency (Sec. 6.2): MuxFlow improves average offline JCT by 1.10-2.24x and
     oversold GPU by 1.08-1.97x over time-sharing and PB-time-sharing. The checks ask for the
@@ -212,10 +244,32 @@ def muxflow_offline(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]
     keys = ("jct_mean_s", "oversold_gpu", "jobs_completed", "slo_attainment")
     d = run_variants(_arms(quick, ["time_sharing", "pb_time_sharing", "muxflow"]), seeds, keys)
     checks = [
-        check("JCT TS/MuxFlow", d, "time_sharing.jct_mean_s", ">", 1.0, "muxflow.jct_mean_s"),
-        check("JCT PB-TS/MuxFlow", d, "pb_time_sharing.jct_mean_s", ">", 1.0, "muxflow.jct_mean_s"),
         check(
-            "oversold MuxFlow/TS", d, "muxflow.oversold_gpu", ">", 1.0, "time_sharing.oversold_gpu"
+            "JCT TS/MuxFlow",
+            d,
+            "time_sharing.jct_mean_s",
+            ">",
+            1.0,
+            "muxflow.jct_mean_s",
+            band=JCT_BAND,
+        ),
+        check(
+            "JCT PB-TS/MuxFlow",
+            d,
+            "pb_time_sharing.jct_mean_s",
+            ">",
+            1.0,
+            "muxflow.jct_mean_s",
+            band=JCT_BAND,
+        ),
+        check(
+            "oversold MuxFlow/TS",
+            d,
+            "muxflow.oversold_gpu",
+            ">",
+            1.0,
+            "time_sharing.oversold_gpu",
+            band=OVERSOLD_BAND,
         ),
         check(
             "oversold MuxFlow/PB-TS",
@@ -224,6 +278,7 @@ def muxflow_offline(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]
             ">",
             1.0,
             "pb_time_sharing.oversold_gpu",
+            band=OVERSOLD_BAND,
         ),
     ]
     return record(
@@ -333,7 +388,7 @@ def muxflow_errors(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
             "<=",
             0.0,
         ),
-        check("log10 reduction", d, "log10_reduction", ">=", 1.5),
+        check("log10 reduction", d, "log10_reduction", ">=", 1.5, band=(1.5, 2.5)),
     ]
     return record(
         "muxflow-errors",
