@@ -56,17 +56,21 @@ class KindETA:
     """The remaining time of tasks whose cost depends on their kind, from the finished ones.
 
     Each kind's cost is the mean duration of its finished tasks (``seconds``: the task's own
-    run time, e.g. a cell's ``wall_s``, not the time between two completions); the remaining
-    work is the sum over the pending tasks, shared by ``workers`` in parallel but never less
-    than the dearest pending task. A kind none of whose tasks has finished has no estimate:
-    :meth:`text` says so rather than print a confident number, and gives what is known as a
-    lower bound (``> 0:00:03 (not yet timed: planner)``) or ``?`` when nothing is.
+    run time, e.g. a cell's ``wall_s``, not the time between two completions). Tasks start in
+    the order given, ``workers`` at a time, the next one whenever one finishes (a process
+    pool's order), so a running task has used some of its cost already: the estimate counts
+    down between completions. The work left is shared by the workers, but the wait is never
+    less than the dearest task left. A kind none of whose tasks has finished has no
+    estimate: :meth:`text` says so rather than print a confident number, and gives what is
+    known as a lower bound (``> 0:00:03 (not yet timed: planner)``), or ``?`` when nothing is
+    or when the tasks run past their estimate.
 
     Args:
-        pending: The kind of every task still to run (repeats count).
+        pending: The kind of every task still to run, in the order they start (repeats count).
         workers: Tasks that run at the same time.
         timed: Durations already known, e.g. tasks of an earlier, interrupted run:
             ``(kind, seconds)`` pairs. They inform the estimate; they are not pending.
+        clock: Seconds, monotonic (tests pass a fake one).
     """
 
     def __init__(
@@ -74,9 +78,14 @@ class KindETA:
         pending: Iterable[Hashable],
         workers: int = 1,
         timed: Iterable[tuple[Hashable, float | None]] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.pending: Counter[Hashable] = Counter(pending)
+        self.kinds = list(pending)
         self.workers = max(1, int(workers))
+        self.clock = clock
+        self.done = [False] * len(self.kinds)
+        # start time of task i (for i < len(starts)): the first ``workers`` at once
+        self.starts = [clock()] * min(self.workers, len(self.kinds))
         self._sum: dict[Hashable, float] = {}
         self._n: Counter[Hashable] = Counter()
         for kind, seconds in timed:
@@ -88,34 +97,50 @@ class KindETA:
             self._n[kind] += 1
 
     def finished(self, kind: Hashable, seconds: float | None) -> None:
-        """A task of ``kind`` finished after running ``seconds`` (None: count it, no timing)."""
-        if self.pending[kind] > 0:
-            self.pending[kind] -= 1
+        """A task of ``kind`` finished after running ``seconds`` (None: count it, no timing):
+        the earliest started of its kind still open, and the next task starts."""
+        i = next((i for i, k in enumerate(self.kinds) if k == kind and not self.done[i]), None)
+        if i is not None:
+            self.done[i] = True
+        if len(self.starts) < len(self.kinds):
+            self.starts.append(self.clock())
         self._record(kind, seconds)
 
     def cost(self, kind: Hashable) -> float | None:
         """Mean seconds of a finished task of ``kind``; None when none has finished."""
         return self._sum[kind] / self._n[kind] if self._n[kind] else None
 
+    def _left(self) -> list[int]:
+        return [i for i, d in enumerate(self.done) if not d]
+
     def untimed(self) -> list[Hashable]:
-        """Pending kinds with no finished task, in the order they were first given."""
-        return [k for k, n in self.pending.items() if n > 0 and not self._n[k]]
+        """Kinds of the tasks left with no finished task, in order of first appearance."""
+        return list(
+            dict.fromkeys(self.kinds[i] for i in self._left() if not self._n[self.kinds[i]])
+        )
 
     def seconds(self) -> float | None:
-        """Estimated seconds left for the timed kinds (None if every pending kind is untimed
-        and something is pending)."""
-        costs = [(n, self.cost(k)) for k, n in self.pending.items() if n > 0]
-        known = [(n, c) for n, c in costs if c is not None]
-        if costs and not known:
+        """Estimated seconds until the timed tasks left are done (None if tasks are left and
+        none of them is timed)."""
+        now = self.clock()
+        rest = []
+        for i in self._left():
+            c = self.cost(self.kinds[i])
+            if c is not None:
+                ran = now - self.starts[i] if i < len(self.starts) else 0.0
+                rest.append(max(0.0, c - ran))
+        if self._left() and len(rest) == 0:
             return None
-        work = sum(n * c for n, c in known)
-        return max(work / self.workers, max((c for _, c in known), default=0.0))
+        return max(sum(rest) / self.workers, max(rest, default=0.0))
 
     def text(self) -> str:
-        """``0:01:30``; ``> 0:00:03 (not yet timed: planner)``; ``? (not yet timed: ...)``."""
+        """``0:01:30``; ``> 0:00:03 (not yet timed: planner)``; ``? (not yet timed: ...)``;
+        ``? (running past the estimate)``."""
         left = self.seconds()
         missing = self.untimed()
         if not missing:
+            if left is not None and left < 0.5 and self._left():
+                return "? (running past the estimate)"
             return hms(left or 0.0)
         names = ", ".join(map(str, missing[:2])) + (
             f" and {len(missing) - 2} more" if len(missing) > 2 else ""
