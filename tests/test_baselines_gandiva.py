@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.interference import CONTEXT_SWITCH_OVERHEAD
 from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
@@ -91,13 +93,7 @@ def drive(
 def default_episode(policy: HeuristicPolicy, seed: int = 0) -> dict[str, float]:
     """``policy`` completes an episode of ``default`` with every job accounted for, only legal
     decisions and the capacity invariants intact; returns the metrics."""
-    try:
-        from gpu_sharing_env.config import load_scenario
-        from gpu_sharing_env.sim.build import make_simulator
-
-        sim = make_simulator(load_scenario("default"))
-    except ImportError as e:  # the workload modules may still be landing
-        pytest.skip(f"default scenario not buildable yet: {e}")
+    sim = make_simulator(load_scenario("default"))
     drive(policy, sim, seed)
     assert sim.done
     m = sim.metrics()

@@ -12,8 +12,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.interference import Resident
 from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
@@ -85,13 +87,7 @@ def run_policy(
 def default_episode(policy: HeuristicPolicy, seed: int = 0) -> None:
     """``policy`` completes an episode of the ``default`` scenario with every job accounted
     for and only legal decisions."""
-    try:
-        from gpu_sharing_env.config import load_scenario
-        from gpu_sharing_env.sim.build import make_simulator
-
-        sim = make_simulator(load_scenario("default"))
-    except ImportError as e:  # the workload modules may still be landing
-        pytest.skip(f"default scenario not buildable yet: {e}")
+    sim = make_simulator(load_scenario("default"))
     run_policy(policy, sim, seed)
     assert sim.done
     m = sim.metrics()
