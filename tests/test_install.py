@@ -282,3 +282,31 @@ def test_wheel_fully_isolated(tmp_path: Path) -> None:
     work = tmp_path / "elsewhere"
     work.mkdir()
     _use_the_product(venv, py, work)
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser from PyPI (dev extra)
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_license_is_an_spdx_expression_with_its_file() -> None:
+    """PEP 639 metadata (setuptools >= 77): ``license`` an SPDX string and ``license-files``,
+    not the deprecated table setuptools warns about on every build."""
+    data = _pyproject()
+    project = data["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] and all((ROOT / f).is_file() for f in project["license-files"])
+    (req,) = [r for r in data["build-system"]["requires"] if r.startswith("setuptools")]
+    assert int(re.fullmatch(r"setuptools>=(\d+)", req).group(1)) >= 77  # type: ignore[union-attr]
+
+
+def test_torch_install_advice_is_the_readmes() -> None:
+    """pyproject.toml's comment and the README give the same command for the CPU build."""
+    text = (ROOT / "pyproject.toml").read_text()
+    advice = set(re.findall(r"`(pip install torch[^`]*)`", text))
+    assert advice, "pyproject.toml no longer says how to install torch"
+    readme = (ROOT / "README.md").read_text()
+    assert all(a in readme for a in advice), advice
