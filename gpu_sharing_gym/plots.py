@@ -280,6 +280,7 @@ def plot_latency_slo(
     ax1.set_yticks(y, pols, fontsize=8)
     ax1.set_ylim(len(pols) - 0.5, -0.5)  # best (first) on top
     ax2.tick_params(axis="y", left=False)
+    fig.subplots_adjust(wspace=0.06)  # the panels share the labels on the left
     fig.suptitle(scenario)
     return _png(fig)
 
