@@ -756,9 +756,8 @@ def run_experiment(
         "high": b.high,
         "ends": {end: _end(runs[end]) for end in ("low", "high")},
     }
-    rec["verdict"] = bracket_verdict(
-        *(runs[e]["verdict"] == VERDICTS[0] for e in ("central", "low", "high")), param=b.param
-    )
+    central, low, high = (runs[e]["verdict"] == VERDICTS[0] for e in ("central", "low", "high"))
+    rec["verdict"] = bracket_verdict(central, low, high, param=b.param)
     rec["holds"] = rec["verdict"] == VERDICTS[0]
     rec["wall_s"] = round(time.perf_counter() - t0, 2)
     return rec
