@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 from gpu_sharing_gym.baselines.pai import SjfPredicted
-from gpu_sharing_gym.commands.reproduce import table
+from gpu_sharing_gym.commands.reproduce import summary, table
 from gpu_sharing_gym.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS, common
 from gpu_sharing_gym.fidelity.common import (
     PARAMS,
@@ -421,4 +421,26 @@ def test_a_band_is_the_papers_figure_beside_the_interval() -> None:
     assert rec2["in_band"] is False
     assert (
         record("x", "p", "c", "v", [check("n", d, "a.x", ">", 1.0)], d, [0], 0.0)["in_band"] is None
+    )
+
+
+def test_table_and_summary_count_plain_holds_and_bands() -> None:
+    from gpu_sharing_gym.fidelity.common import SEED_SEP
+
+    d = {"a.x": 1.3, **{f"a.x{SEED_SEP}{s}": v for s, v in enumerate([1.25, 1.3, 1.35])}}
+    fig = record(
+        "f", "p", "c", "v", [check("x", d, "a.x", ">", 1.0, band=(1.1, 2.0))], d, [0, 1, 2], 0.0
+    )
+    miss = record(
+        "m", "p", "c", "v", [check("x", d, "a.x", ">", 1.0, band=(2.0, 3.0))], d, [0, 1, 2], 0.0
+    )
+    none = record("n", "p", "c", "v", [check("x", d, "a.x", ">", 2.0)], d, [0, 1, 2], 0.0)
+    dep = {**fig, "verdict": "depends on kp_level", "holds": False}
+    rows = table([fig, miss, none, dep]).splitlines()
+    assert "| in band |" in rows[0]
+    assert "| yes (1/1) |" in rows[2] and "| no (0/1) |" in rows[3] and "| - |" in rows[4]
+    assert "**depends on kp_level**" in rows[5]
+    assert (
+        summary([fig, miss, none, dep])
+        == "2 of 4 hold; 2 of 3 records with a published figure in band"
     )

@@ -46,11 +46,24 @@ def write_json(path: Path, records: list[dict[str, Any]]) -> None:
     atomic_write_text(path, json.dumps(strict_json(records), indent=1, allow_nan=False) + "\n")
 
 
+def _band(r: dict[str, Any]) -> str:
+    """The record's ``in_band`` as a table cell: how many of its checks with a published
+    figure overlap it ("-": the paper gives no figure)."""
+    rows = r.get("paper_band") or []
+    if not rows:
+        return "-"
+    n = sum(bool(b["in_band"]) for b in rows)
+    return f"{'yes' if n == len(rows) else 'no'} ({n}/{len(rows)})"
+
+
 def table(records: list[dict[str, Any]]) -> str:
-    """A Markdown table: id, kind, paper value, simulated value (mean [95 % CI]), verdict,
-    wall time. A ``mechanism`` record's verdict says so (it checks wiring, not the paper's
-    finding)."""
-    rows = ["| id | kind | paper | simulated | verdict | s |", "|---|---|---|---|---|---|"]
+    """A Markdown table: id, kind, paper value, simulated value (mean [95 % CI]), whether the
+    intervals overlap the paper's figures (``in_band``), verdict, wall time. A ``mechanism``
+    record's verdict says so (it checks wiring, not the paper's finding)."""
+    rows = [
+        "| id | kind | paper | simulated | in band | verdict | s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in records:
         kind = r.get("kind", "claim")
         verdict = r.get("verdict", "holds" if r["holds"] else "does not hold")
@@ -58,10 +71,22 @@ def table(records: list[dict[str, Any]]) -> str:
         if kind != "claim":
             holds += f" ({kind} check)"
         rows.append(
-            f"| `{r['id']}` | {kind} | {r['paper_value']} | {r['sim_value']} | {holds} "
-            f"| {r['wall_s']} |"
+            f"| `{r['id']}` | {kind} | {r['paper_value']} | {r['sim_value']} | {_band(r)} "
+            f"| {holds} | {r['wall_s']} |"
         )
     return "\n".join(rows)
+
+
+def summary(records: list[dict[str, Any]]) -> str:
+    """One line: how many records hold (plain "holds") and how many of those with a published
+    figure are in band."""
+    figured = [r for r in records if r.get("in_band") is not None]
+    held = sum(bool(r["holds"]) for r in records)
+    inband = sum(bool(r["in_band"]) for r in figured)
+    return (
+        f"{held} of {len(records)} hold; {inband} of {len(figured)} records with a published "
+        "figure in band"
+    )
 
 
 def _error(msg: str) -> int:
@@ -135,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return exit_code(e)
     print(table(records))
+    print(summary(records), file=sys.stderr)
     total = sum(r["wall_s"] for r in records)
     print(f"wall time: {total:.1f} s ({workers} worker(s), seeds 0-{n - 1})", file=sys.stderr)
     if args.json is not None:
