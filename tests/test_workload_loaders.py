@@ -393,7 +393,8 @@ def test_trace_cli_exits_with_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == (
-        f"error: {path}: row 2: field 'duration': must be a finite number >= 0 (got 'nan')"
+        f"gsg trace: error: {path}: row 2: field 'duration': must be a finite number >= 0 "
+        "(got 'nan')"
     )
 
 
