@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.test_evaluate_cli import TINY
+
 BLOCK = textwrap.dedent(
     """
     import sys
@@ -74,16 +76,6 @@ def test_train_without_torch_says_what_to_install(tmp_path: Path) -> None:
     )
     assert p.returncode != 0
     assert p.stderr.strip().splitlines()[-1].startswith("gsg train: needs the RL extra")
-
-
-TINY = """
-horizon_h: 6
-cluster:
-  nodes:
-    - {gpu_type: V100-16GB, count: 1, gpus_per_node: 2}
-workload:
-  offline: {params: {arrivals_per_h: 4.0}, max_jobs: 6}
-"""
 
 
 def test_leaderboard_skips_agents_that_need_torch_and_runs_the_rest(tmp_path: Path) -> None:
