@@ -37,11 +37,11 @@ def test_a_window_of_one_holds_the_shortest_predicted_job() -> None:
 
 
 def test_predicted_order_invariant_on_a_long_queue() -> None:
-    # default seed 100 builds a queue of ~20 (window 4): every snapshot's queue is sorted by
+    # default seed 93 builds a queue of ~20 (window 4): every snapshot's queue is sorted by
     # (commitment first, predicted duration, submission), computed here from the estimates.
     sim = make_simulator(load_scenario("default"))
     sim.window_order = "predicted"
-    sim.reset(100)
+    sim.reset(93)
     speeds = {
         (m, t): sim.speed.solo_speed(m, t)
         for m in {s.spec.model for s in sim.jobs.values()}
@@ -65,7 +65,7 @@ def test_predicted_order_invariant_on_a_long_queue() -> None:
         assert keys == sorted(keys)
         assert [s.job_id for s in sim.window_jobs()] == [k[3] for k in keys[: sim.window]]
 
-    drive(SpeedSJFQueue(), sim, 100, on_decision=check)
+    drive(SpeedSJFQueue(), sim, 93, on_decision=check)
     assert longest > 3 * sim.window  # (the seed's queue does get long)
 
 
@@ -114,12 +114,12 @@ def test_env_window_order_is_deterministic_and_survives_resets() -> None:
 def test_runner_sets_each_policys_order() -> None:
     # One simulator, two policies in turn: each episode runs under its policy's order.
     sim = make_simulator(load_scenario("default"))
-    a = run_episode(SpeedSJFQueue(), sim, 100)
+    a = run_episode(SpeedSJFQueue(), sim, 93)
     assert sim.window_order == "predicted"
-    b = run_episode(SpeedSJF(), sim, 100)
+    b = run_episode(SpeedSJF(), sim, 93)
     assert sim.window_order == "fifo"
     assert a["jct_mean_s"] < b["jct_mean_s"]  # the heavy seed's short jobs go first
-    assert run_episode(SpeedSJFQueue(), sim, 100) == a
+    assert run_episode(SpeedSJFQueue(), sim, 93) == a
 
 
 def test_agent_carries_its_training_order_and_a_bad_one_is_refused(tmp_path: Path) -> None:
