@@ -105,7 +105,7 @@ def test_warm_start_uses_only_runs_finished_by_time_zero() -> None:
         submit_s=np.array([-500.0, -300.0, -200.0]),  # the last one is still running at 0
     )
     p = OnlinePredictor(PredictorConfig(), h)
-    assert len(p._rows) == 2
+    assert p._hist_y.size == 2  # the warm start holds the two finished runs
     assert p.group_stats(_job(0, "g", 1.0), 0.0).runs_seen == 2
     st = p.group_stats(_job(0, "g", 1.0), 0.0)
     assert st.period_s == pytest.approx(150.0)  # submissions -500, -300, -200 (all seen)

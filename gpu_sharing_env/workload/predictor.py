@@ -82,8 +82,8 @@ class PredictorConfig:
     """Which of ``group``, ``user``, ``request`` the tree sees (PAI Fig. 12 compares sets)."""
     refit_every: int = 100
     """Finished runs between refits of the tree (encodings update at every run)."""
-    max_rows: int = 1500
-    """The tree is fitted on the latest this-many rows (a fit is ~8 ms at 1,500)."""
+    max_rows: int = 1000
+    """The tree is fitted on the latest this-many rows (a fit is ~7 ms at 1,000)."""
     max_leaf_nodes: int = 11
     """Leaves of the tree: 11 leaves = 10 splits, PAI's limit."""
     prior_work_s: float = 900.0
@@ -168,16 +168,67 @@ class OnlinePredictor:
         self.made: dict[int, tuple[float, int]] = {}
         self.n_fits = 0
         self._subs: dict[str, list[float]] = {}  # group -> submission times seen
+        #: The warm start's rows as arrays (features, log work), before ``_rows``.
+        self._hist_x = np.zeros((0, self._n_features()))
+        self._hist_y = np.zeros(0)
         if history is not None and len(history):
-            fin = history.finish_s
-            order = np.lexsort((history.submit_s, fin))
-            for i in order.tolist():
-                if fin[i] <= 0.0:
-                    self._add(history.group[i], history.user[i], history.gpus[i], history.work_s[i])
-            for i in np.argsort(history.submit_s, kind="stable").tolist():
-                if history.group[i]:
-                    self._subs.setdefault(history.group[i], []).append(float(history.submit_s[i]))
+            self._warm_start(history)
         self._stale = True  # fitted when first asked (a draw nobody asks costs no fit)
+
+    def _n_features(self) -> int:
+        return 2 * self._use_g + 2 * self._use_u + self._use_r
+
+    def _warm_start(self, history: RunLog) -> None:
+        """:meth:`_add` for each history run finished by time 0, in finish order, vectorised
+        (the same ordered statistics); every history submission is noted."""
+        fin = history.finish_s
+        order = np.lexsort((history.submit_s, fin))
+        order = order[fin[order] <= 0.0]
+        y = np.log(np.maximum(history.work_s[order], 1e-9))
+        n = y.size
+        cum = np.cumsum(y)
+        before = cum - y  # sum of the rows before each one
+        idx = np.arange(n, dtype=np.float64)
+        mean = np.divide(before, idx, out=np.zeros(n), where=idx > 0)
+        cols: list[np.ndarray] = []
+        for use, keys, table in (
+            (self._use_g, history.group, self._g),
+            (self._use_u, history.user, self._u),
+        ):
+            k = np.asarray(keys, dtype=object)[order].astype(str)
+            codes, inv = np.unique(k, return_inverse=True)
+            by = np.argsort(inv, kind="stable")  # grouped by key, in finish order inside
+            ys, cs = y[by], np.cumsum(y[by])
+            start = np.searchsorted(inv[by], inv[by])  # each row's key block's first row
+            prior_n = np.empty(n)
+            prior_s = np.empty(n)
+            prior_n[by] = np.arange(n) - start
+            prior_s[by] = cs - ys - (cs[start] - ys[start])
+            empty = k == ""
+            prior_n[empty] = 0.0
+            if use:
+                known = prior_n > 0
+                cols.append(np.where(known, prior_s / np.maximum(prior_n, 1.0), mean))
+                cols.append(np.log1p(prior_n))
+            cnt = np.bincount(inv, minlength=codes.size).astype(float)
+            tot = np.bincount(inv, weights=y, minlength=codes.size)
+            sq = np.bincount(inv, weights=y * y, minlength=codes.size)
+            for c, key in enumerate(codes.tolist()):
+                if key:
+                    table[key] = [float(cnt[c]), float(tot[c]), float(sq[c])]
+        if self._use_r:
+            cols.append(np.log2(np.maximum(history.gpus[order], 1e-3)))
+        self._hist_x = np.column_stack(cols) if cols else np.zeros((n, 0))
+        self._hist_y = y
+        self._sum = float(cum[-1]) if n else 0.0
+        sub = np.argsort(history.submit_s, kind="stable")
+        for g, t in zip(
+            np.asarray(history.group, dtype=object)[sub].tolist(),
+            history.submit_s[sub].tolist(),
+            strict=True,
+        ):
+            if g:
+                self._subs.setdefault(g, []).append(t)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
@@ -229,7 +280,7 @@ class OnlinePredictor:
 
     # ------------------------------------------------------------------ model
     def _features(self, group: str, user: str, r: float) -> list[float]:
-        n_all = len(self._rows)
+        n_all = len(self._rows) + self._hist_y.size
         mean = self._sum / n_all if n_all else 0.0
         x: list[float] = []
         for use, key, table in ((self._use_g, group, self._g), (self._use_u, user, self._u)):
@@ -246,15 +297,19 @@ class OnlinePredictor:
         self._since_fit = 0
         self._stale = False
         rows = self._rows[-self.cfg.max_rows :]
-        if len(rows) < 2 or not self.cfg.inputs:
+        k = self.cfg.max_rows - len(rows)  # the warm start's latest rows fill the rest
+        hx = self._hist_x[self._hist_x.shape[0] - k :] if k > 0 else self._hist_x[:0]
+        hy = self._hist_y[self._hist_y.size - k :] if k > 0 else self._hist_y[:0]
+        if len(rows) + hy.size < 2 or not self.cfg.inputs:
             self._fit = None
             return
         from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
 
-        y = np.array([row[1] for row in rows], dtype=np.float64)
+        x = np.array([row[0] for row in rows], dtype=np.float64).reshape(len(rows), hx.shape[1])
+        y = np.concatenate([hy, np.array([row[1] for row in rows], dtype=np.float64)])
         tree = DecisionTreeRegressor(
             criterion="absolute_error", max_leaf_nodes=self.cfg.max_leaf_nodes, random_state=0
-        ).fit(np.array([row[0] for row in rows], dtype=np.float64), y)
+        ).fit(np.concatenate([hx, x]), y)
         t = tree.tree_
         self._fit = _Fit(
             t.children_left.tolist(),
@@ -272,8 +327,8 @@ class OnlinePredictor:
         if self._fit is not None:
             x = self._features(spec.group, spec.user, math.log2(spec.num_gpus * spec.gpu_frac))
             return self._fit.predict(x)
-        if self._rows:
-            return float(np.median([row[1] for row in self._rows]))
+        if self._rows or self._hist_y.size:
+            return float(np.median([*self._hist_y.tolist(), *(row[1] for row in self._rows)]))
         return math.log(self.cfg.prior_work_s)
 
     def estimate(self, spec: JobSpec, now: float) -> float:
