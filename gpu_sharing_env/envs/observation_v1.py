@@ -172,7 +172,7 @@ def observation_space_v1(
         return spaces.Box(low=low, high=1.0, shape=(n,), dtype=np.float32)
 
     slots = window + moves
-    keys = {
+    keys: dict[str, spaces.Space[Any]] = {
         "gpus": box(max_gpus * len(GPU_FEATURES_V1)),
         "jobs": box(slots * job_features_v1(moves)),
         "global": box(len(GLOBAL_FEATURES_V1), low=-1.0),
