@@ -53,9 +53,9 @@ import yaml
 
 from gpu_sharing_env.cli_args import (
     Parser,
+    non_negative_float,
     non_negative_int,
     output_dir,
-    positive_float,
     positive_int,
 )
 from gpu_sharing_env.cli_args import fail as cli_fail
@@ -115,11 +115,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quiet", action="store_true", help="print errors and the summary only")
     p.add_argument(
         "--max-minutes",
-        type=positive_float,
+        type=non_negative_float,
         default=None,
         metavar="M",
         help="stop learning once the run has used M minutes of wall-clock time (pretraining "
-        "included; the model is saved and evaluated as at the end; --resume goes on)",
+        "included; 0: at the first step; the model is saved and evaluated as at the end; "
+        "--resume goes on)",
     )
     return p.parse_args(argv)
 

@@ -85,7 +85,7 @@ def test_every_subcommand_help_names_gsg_subcommand(
         ),
         (
             ["train", "--max-minutes", "-1"],
-            "gsg train: error: --max-minutes: must be a number > 0 (got '-1')",
+            "gsg train: error: --max-minutes: must be a number >= 0 (got '-1')",
         ),
         (
             ["train", "--timesteps", "0", "--out", "x"],
