@@ -121,6 +121,10 @@ def test_every_subcommand_help_names_gsg_subcommand(
             "gsg bench replay: error: --jobs-per-gpu: must be a number > 0 (got '-2')",
         ),
         (
+            ["trace", "stats", "-", "--format", "synthetic", "--horizon-h", "-5"],
+            "gsg trace stats: error: --horizon-h: must be a number > 0 (got '-5')",
+        ),
+        (
             ["trace", "stats", "-", "--format", "nope"],
             "gsg trace stats: error: --format: invalid choice: 'nope'",
         ),

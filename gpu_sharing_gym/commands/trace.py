@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from gpu_sharing_env.cli_args import Parser, fail
+from gpu_sharing_env.cli_args import Parser, fail, non_negative_int, positive_float, positive_int
 from gpu_sharing_env.config import ConfigError
 from gpu_sharing_env.runner import strict_json
 from gpu_sharing_env.workload.loaders import READERS, TraceError
@@ -34,9 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         "path", nargs="?", default="-", help="trace file; for --format synthetic '-' or a seed"
     )
     st.add_argument("--format", required=True, choices=[*READERS, "synthetic"])
-    st.add_argument("--seed", type=int, default=None, help="synthetic seed (default 0)")
-    st.add_argument("--horizon-h", type=float, default=336.0, help="synthetic window, hours")
-    st.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs")
+    st.add_argument(
+        "--seed", type=non_negative_int, default=None, help="synthetic seed (default 0)"
+    )
+    st.add_argument(
+        "--horizon-h", type=positive_float, default=336.0, help="synthetic window, hours"
+    )
+    st.add_argument("--max-jobs", type=positive_int, default=None, help="keep the first N jobs")
     st.add_argument("--no-profile", action="store_true", help="omit the 24-bin profile")
     st.add_argument("--scenario", default=None, help="synthetic: a scenario's workload, run")
     st.add_argument("--seeds", type=int, default=3, help="--scenario: episodes 0..N-1")
