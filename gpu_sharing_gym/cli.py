@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from gpu_sharing_env.cli_args import RL_INSTALL, missing_rl
+from gpu_sharing_env.cli_args import RL_INSTALL, fail, missing_rl
 from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 
 #: command -> (module with ``main(argv) -> int``, one-line help)
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command not in COMMANDS:
-        print(f"gsg: unknown command {command!r}\n{_usage()}", file=sys.stderr)
-        return 2
+        known = ", ".join(COMMANDS)
+        return fail("gsg", f"unknown command {command!r} (known: {known}; gsg --help)")
     module = COMMANDS[command][0]
     if command == "bench" and rest and rest[0] in BENCH_SUBCOMMANDS:
         module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]

@@ -318,3 +318,11 @@ def test_resume_falls_back_to_the_newest_intact_checkpoint(tiny_run: Path, tmp_p
         f"file); resuming from the newest intact checkpoint, {old / 'model.zip'} (128 timesteps)"
     ]
     assert "the run is finished (128 of 128 timesteps)" in p.stdout
+
+
+def test_an_unknown_subcommand_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _gsg(["evalute"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "gsg: error: unknown command 'evalute' (known: " + ", ".join(cli.COMMANDS) + "; gsg --help)"
+    ]
