@@ -95,7 +95,7 @@ def test_leaderboard_skips_agents_that_need_torch_and_runs_the_rest(tmp_path: Pa
     assert p.returncode == 0, p.stderr[-3000:]
     warning = [line for line in p.stderr.splitlines() if "skipping" in line]
     assert warning == [
-        "gsg leaderboard: warning: skipping ppo, ppo_default (learned agents need torch, which "
+        "gsg leaderboard: warning: skipping ppo, ppo_default (these agents need torch, which "
         "is not installed: pip install 'gpu-sharing-gym[rl]'); running the rest"
     ]
     rows = (tmp_path / "lb" / "leaderboard.csv").read_text().splitlines()[1:]

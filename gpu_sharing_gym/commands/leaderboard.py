@@ -73,10 +73,10 @@ def parse_policies(text: str) -> list[str]:
 
 
 def without_rl_agents(text: str) -> tuple[str, list[str]]:
-    """``--policies`` without the learned agents that cannot load here because the ``rl``
-    extra (torch) is missing, and those agents: ``(text, [])`` where it is installed. An agent
-    is a name of the ``gpu_sharing_gym.agents`` entry points that does not load, or a path to a
-    ``.zip`` checkpoint."""
+    """``--policies`` without the agents (learned ones, the planner) that cannot load here
+    because the ``rl`` extra (torch) is missing, and those agents: ``(text, [])`` where it is
+    installed. An agent is a name of the ``gpu_sharing_gym.agents`` entry points that does not
+    load, or a path to a ``.zip`` checkpoint; the heuristics never need torch."""
     if rl_missing() is None:
         return text, []
     agents = set(policy_names("agent"))
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if skipped:
             print(
-                f"{PROG}: warning: skipping {', '.join(skipped)} (learned agents need torch, "
+                f"{PROG}: warning: skipping {', '.join(skipped)} (these agents need torch, "
                 f"which is not installed: {RL_INSTALL}); running the rest",
                 file=sys.stderr,
             )
