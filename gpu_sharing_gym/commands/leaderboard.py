@@ -6,7 +6,9 @@ gsg leaderboard --policies first_fit,time_sharing --seed-list 0,1,2,3 --out runs
 gsg leaderboard --scenarios heldout --backend ray --ray-address auto --out runs/lb
 gsg leaderboard --policies all,my_pkg.sched:MyPolicy --scenarios default --out runs/mine
 
-Seeds are fixed and published: --seeds N means seeds 0..N-1; --seed-list gives them explicitly.
+Seeds are fixed and published: --seeds N means seeds 0..N-1; --seeds 0,1,2 (or --seed-list)
+gives them explicitly. Without torch (the rl extra) the agents that need it (ppo, the planner)
+are skipped with one warning line; asked for alone, they are an error.
 --scenarios takes names, YAML paths, `heldout` (the held-out set, configs/scenarios/heldout/,
 the default) or `all` (the shipped scenarios). --suite NAME (or a YAML path) takes scenarios,
 policies and seeds from a leaderboard suite (configs/leaderboards/; --list-suites lists them);
