@@ -106,7 +106,9 @@ MIN_RATE = 0.01
 #: the fidelity issue's changes (CHANGELOG 0.5.0, docs/fidelity.md). 5: MuxFlow's xCUDA as feedback
 #: on a device metric (``sim.online.XCUDA_CLOCK_MIN``: offline launches delayed while the
 #: service's kernel speed drops) and no dynamic-SM cap on a kernel-throttled client (the
-#: protection was counted twice), issue 52 (docs/fidelity.md).
+#: protection was counted twice), and driver priority slicing as a second priority time-sharing
+#: model (:func:`driver_priority_coefficients`, MuxFlow's PB-time-sharing baseline; the default
+#: stays the TGS fit), issue 52 (docs/fidelity.md).
 MODEL_VERSION = 5
 
 # Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
@@ -232,6 +234,20 @@ def kp_coefficients(level: float) -> dict[str, float]:
     }
 
 
+def driver_priority_coefficients() -> dict[str, float]:
+    """Priority time-sharing as driver-level time slicing (physics version 5, issue 52): the
+    ``prio_block`` and ``prio_residual`` keywords of :class:`AnalyticSpeedModel` for the
+    scheduler MuxFlow's PB-time-sharing baseline describes ("more time slices to the
+    high-priority workload", AntMan and PAI; ``../shared/seeds/000_*``), as opposed to TGS's
+    adaptive rate control that :data:`PRIO_BLOCK` and :data:`PRIO_RESIDUAL` are fitted on.
+    The high-priority online context keeps every slice it holds under plain time-slicing
+    (``TS_ONLINE_WEIGHT`` of its load, fitted on the time-slicing rows), the low-priority one
+    runs in the rest; the online context is not stretched beyond waiting for a low-priority
+    slice in flight (the time-slicing latency term, ``TS_SLICE_MS``). No coefficient is new:
+    both come from the plain time-slicing fit."""
+    return {"prio_block": TS_ONLINE_WEIGHT, "prio_residual": 0.0}
+
+
 #: Batch dependence of the MPS SM-share curve: a service running batches of ``b`` saturates
 #: with ``k(b) = sm_k * (1 + SM_BATCH_BETA / b)`` (``sm_k``, the model's large-batch value). Small
 #: batches cannot fill many SMs, so their latency flattens early: on iGniter's V100 solo profile
@@ -355,7 +371,7 @@ class AnalyticSpeedModel:
             ("context_switch_overhead", context_switch_overhead, 0.0, 0.5),
             ("ts_online_weight", ts_online_weight, 0.0, 10.0),
             ("ts_slice_ms", ts_slice_ms, 0.0, 100.0),
-            ("prio_block", prio_block, 0.0, 1.0),
+            ("prio_block", prio_block, 0.0, 2.0),
             ("prio_residual", prio_residual, 0.0, 10.0),
             ("mps_tail_ms", mps_tail_ms, 0.0, 1000.0),
             ("kp_block", kp_block, 0.0, 2.0),

@@ -211,3 +211,30 @@ def test_rates_in_unit_interval(gpu: str, mode: SharingMode, rs: list[Resident])
     assert all(math.isfinite(r) and 0 < r <= 1 for r in rates)
     if len(rs) == 1 and mode is TS:
         assert rates == [1.0]
+
+
+def test_driver_priority_slicing_keeps_the_services_slices() -> None:
+    """PB-time-sharing as driver priority slicing (physics v5): the online context keeps the
+    slices plain time-slicing gives it (TS_ONLINE_WEIGHT x its load) and is not stretched; the
+    offline one runs in the rest. Hand-computed against the TGS fit, which lets the offline
+    context fill the gaps between the service's kernels and stretches the service instead."""
+    from gpu_sharing_env.interference import (
+        PRIO_BLOCK,
+        PRIO_RESIDUAL,
+        TS_ONLINE_WEIGHT,
+        driver_priority_coefficients,
+    )
+
+    pair = [
+        Resident("bert", duty=0.2, online=True, priority=10),
+        Resident("resnet50", duty=1.0),
+    ]
+    driver = AnalyticSpeedModel(**driver_priority_coefficients())
+    on, off = driver.rates("V100-16GB", SharingMode.TIME_SHARING, pair)
+    assert on == 1.0 and off == pytest.approx(1.0 - TS_ONLINE_WEIGHT * 0.2)
+    on_tgs, off_tgs = AnalyticSpeedModel().rates("V100-16GB", SharingMode.TIME_SHARING, pair)
+    assert off_tgs == pytest.approx(1.0 - PRIO_BLOCK * 0.2)
+    assert on_tgs == pytest.approx(1.0 / (1.0 + PRIO_RESIDUAL))
+    # the service still waits for a low-priority slice in flight (the time-slicing term)
+    wait, _ = driver.latency_terms("V100-16GB", SharingMode.TIME_SHARING, pair)[0]
+    assert wait > 0.0

@@ -206,3 +206,24 @@ def test_no_dynamic_sm_cap_on_a_kernel_throttled_client() -> None:
             assert set(obs.shares) == {1.0}
         else:
             assert max(obs.shares) <= 0.9 and min(obs.shares) >= 0.1
+
+
+def test_pb_time_sharing_arm_runs_driver_priority_slicing() -> None:
+    """The PB-TS arm of the MuxFlow experiments runs on driver priority slicing (physics v5);
+    the other arms on the scenario's default model."""
+    from gpu_sharing_env.interference import driver_priority_coefficients
+    from gpu_sharing_gym.fidelity.common import episode
+
+    arms = {a.label: a for a in fmux._arms(True, ["time_sharing", "pb_time_sharing", "muxflow"])}
+    assert arms["time_sharing"].speed is None and arms["muxflow"].speed is None
+    pb = arms["pb_time_sharing"]
+    assert pb.speed is not None
+    model = pb.speed(pb.cfg)
+    assert isinstance(model, AnalyticSpeedModel)
+    coef = driver_priority_coefficients()
+    assert (model.prio_block, model.prio_residual) == (coef["prio_block"], coef["prio_residual"])
+    assert model.kp_block == kp_coefficients(pb.cfg.mechanisms.kernel_priority_level)["kp_block"]
+    # and the episode runs on it: a different model gives different numbers
+    a = episode(pb.policy(), pb.cfg, 0, pb.speed)
+    b = episode(pb.policy(), pb.cfg, 0)
+    assert a["jct_mean_s"] != b["jct_mean_s"]

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
+from gpu_sharing_env.interference import SpeedModel
 from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
@@ -222,11 +223,18 @@ class EpisodeRecorder(SimObserver):
         }
 
 
-def episode(policy: Policy, cfg: ScenarioConfig, seed: int) -> dict[str, float]:
-    """One seeded episode on a fresh simulator (mechanisms never leak between policies). A
-    SysMonitor / xCUDA threshold set for the run (:func:`run_settings`, a parameter named
-    like a field of ``MonitorThresholds``) replaces the simulator's default."""
-    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg))
+def episode(
+    policy: Policy,
+    cfg: ScenarioConfig,
+    seed: int,
+    speed: Callable[[ScenarioConfig], SpeedModel] | None = None,
+) -> dict[str, float]:
+    """One seeded episode on a fresh simulator (mechanisms never leak between policies), with
+    the speed model ``speed(cfg)`` where given. A SysMonitor / xCUDA threshold set for the run
+    (:func:`run_settings`, a parameter named like a field of ``MonitorThresholds``) replaces
+    the simulator's default."""
+    model = speed(cfg) if speed is not None else None
+    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg), speed=model)
     over = {k: v for k, v in _RUN.values.items() if k in _MONITOR_FIELDS}
     if over:
         sim.thresholds = replace(sim.thresholds, **over)
@@ -237,11 +245,14 @@ def episode(policy: Policy, cfg: ScenarioConfig, seed: int) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Variant:
-    """One arm of an experiment: a label, a policy factory and the scenario it runs on."""
+    """One arm of an experiment: a label, a policy factory and the scenario it runs on;
+    ``speed``, where set, builds the arm's speed model from the scenario (default: the
+    simulator's own, ``Simulator``)."""
 
     label: str
     policy: Callable[[], Policy]
     cfg: ScenarioConfig
+    speed: Callable[[ScenarioConfig], SpeedModel] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,7 +284,7 @@ class Param:
             return v
         cfg = self.cfg(v.cfg, value) if self.cfg is not None else v.cfg
         policy = self.policy(v.policy, value) if self.policy is not None else v.policy
-        return Variant(v.label, policy, cfg)
+        return replace(v, policy=policy, cfg=cfg)
 
 
 #: Sweepable parameters by name (:func:`register_param`).
@@ -413,7 +424,7 @@ _TASKS: list[tuple[Variant, int]] = []
 
 def _run_task(i: int) -> dict[str, float]:
     v, seed = _TASKS[i]
-    return episode(v.policy(), v.cfg, seed)
+    return episode(v.policy(), v.cfg, seed, v.speed)
 
 
 def _episodes(tasks: list[tuple[Variant, int]], workers: int) -> list[dict[str, float]]:
@@ -423,7 +434,7 @@ def _episodes(tasks: list[tuple[Variant, int]], workers: int) -> list[dict[str, 
     global _TASKS
     n = min(workers, len(tasks))
     if n <= 1 or "fork" not in mp.get_all_start_methods():
-        return [episode(v.policy(), v.cfg, s) for v, s in tasks]
+        return [episode(v.policy(), v.cfg, s, v.speed) for v, s in tasks]
     _TASKS = tasks
     try:
         with process_pool(n, mp_context=mp.get_context("fork")) as pool:

@@ -13,7 +13,9 @@ The arms:
 
 * ``time_sharing`` — the ``time_sharing`` policy with no priority: ``sharing.online_priority``
   off and the services' job priority 0, so a service and its co-runner take equal turns.
-* ``pb_time_sharing`` — the same policy with the scenario's priorities (services first).
+* ``pb_time_sharing`` — the same policy with the scenario's priorities (services first), on
+  priority time-slicing as the driver does it (:func:`driver_priority_speed`, physics
+  version 5: the paper's "more time slices to the high-priority workload", not TGS).
 * ``muxflow`` — ``gpu_sharing_gym.baselines.muxflow.MuxFlow`` with its mechanisms (protection, dynamic SM
   allocation, mixed error handling) and the ablations of Sec. 6.4: ``muxflow_s`` without dynamic
   SM allocation, ``muxflow_m`` without matching (first fit instead of Kuhn–Munkres),
@@ -31,7 +33,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.interference import KP_LEVEL_CENTRAL
+from gpu_sharing_env.interference import (
+    KP_LEVEL_CENTRAL,
+    AnalyticSpeedModel,
+    driver_priority_coefficients,
+    kp_coefficients,
+)
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.view import ClusterView
@@ -186,7 +193,21 @@ def _arms(quick: bool, names: Sequence[str], name: str = "muxflow") -> list[Vari
         "muxflow_m": (MuxFlowM, base),
         "muxflow_s_m": (MuxFlowSM, base),
     }
-    return [Variant(n, *table[n]) for n in names]
+    speed = {"pb_time_sharing": driver_priority_speed}
+    return [Variant(n, *table[n], speed=speed.get(n)) for n in names]
+
+
+def driver_priority_speed(cfg: ScenarioConfig) -> AnalyticSpeedModel:
+    """PB-time-sharing's physics (physics version 5): priority time-sharing as driver-level
+    time slicing, the paper's "more time slices to the high-priority workload"
+    (``interference.driver_priority_coefficients``), not TGS's rate control that the
+    simulator's default priority coefficients are fitted on; everything else as the default
+    model of the scenario."""
+    return AnalyticSpeedModel(
+        None,
+        **kp_coefficients(cfg.mechanisms.kernel_priority_level),
+        **driver_priority_coefficients(),
+    )
 
 
 def muxflow_online(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
