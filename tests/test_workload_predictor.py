@@ -286,3 +286,21 @@ def test_history_observation_is_the_views_group_stats() -> None:
     assert obs["nodes"][0] > 0 and obs["nodes"][sim.n_gpus :].sum() == 0
     # GPUs of one node share its value; the default fleet has 4 nodes
     assert len(set(obs["nodes"][: sim.n_gpus].tolist())) == len(sim.cluster.nodes)
+
+
+def test_trace_stats_scenario_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from gpu_sharing_gym.commands.trace import main
+
+    argv = ["stats", "--format", "synthetic", "--scenario", "default", "--seeds", "2", "--json"]
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    m = rep["metrics"]
+    assert rep["seeds"] == [0, 1] and rep["estimates_checked"] > 50
+    assert m["leaky_estimates"]["value"] == 0 and m["recurring_share"]["paper"] == 0.65
+    assert 0.5 <= m["recurring_share"]["value"] <= 0.8
+    assert m["periodic_gap_cv"]["value"] <= 0.3
+    rec, one = m["estimate_error_recurring"]["value"], m["estimate_error_oneoff"]["value"]
+    assert rec < 0.5 * one
+    assert main(["stats", "--format", "philly", "--scenario", "default"]) == 2

@@ -43,15 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--max-jobs", type=positive_int, default=None, help="keep the first N jobs")
     st.add_argument("--no-profile", action="store_true", help="omit the 24-bin profile")
     st.add_argument("--scenario", default=None, help="synthetic: a scenario's workload, run")
-    st.add_argument("--seeds", type=int, default=3, help="--scenario: episodes 0..N-1")
+    st.add_argument("--seeds", type=positive_int, default=3, help="--scenario: episodes 0..N-1")
     st.add_argument("--policy", default="first_fit", help="--scenario: the policy run")
     st.add_argument("--json", action="store_true", help="--scenario: print JSON")
     args = parser.parse_args(argv)
     if args.scenario is not None:
         if args.format != "synthetic":
             return fail("gsg trace", "--scenario: only with --format synthetic")
-        if args.seeds < 1:
-            return fail("gsg trace", f"--seeds: must be >= 1 (got {args.seeds})")
         from gpu_sharing_gym.workload_report import scenario_stats, stats_text
 
         try:
