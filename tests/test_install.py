@@ -186,7 +186,7 @@ def _use_the_product(venv: Path, py: Path, work: Path) -> None:
          "--scenario", "default", "--seeds", "1", "--quiet"],
         work, env_pp,
     )  # fmt: skip
-    assert "emptiest" in out
+    assert "my_sched:Emptiest" in out  # named as given, as the leaderboard names it
     # The leaderboard from the wheel: a shipped suite by name (configs installed as package
     # data), overridden to one seed and two policies, the third-party one among them.
     out = _run(
