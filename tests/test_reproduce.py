@@ -411,6 +411,9 @@ def test_a_band_is_the_papers_figure_beside_the_interval() -> None:
     above = check("above", d, "a.x", ">", 1.0, band=(1.5, 1.6))
     open_low = check("up to", d, "a.x", ">", 1.0, band=(None, 1.26))
     assert inside["in_band"] and not above["in_band"] and open_low["in_band"]
+    # an "up to 3x" gain runs from no effect (1) to 3x: an effect the other way is not in it
+    d_low = {"b.x": 0.3, **{f"b.x{SEED_SEP}{s}": v for s, v in enumerate([0.25, 0.3, 0.35])}}
+    assert not check("wrong way", d_low, "b.x", ">", 1.0, band=(1.0, 3.0))["in_band"]
     assert above["paper_band"] == {"low": 1.5, "high": 1.6}
     assert above["ok"]  # the direction holds while the magnitude misses the paper's
     rec = record(

@@ -582,7 +582,8 @@ def check(
     (no effect), where a plain ratio would be infinite or undefined and fail the check.
 
     ``band``: the paper's published figure for the same quantity, ``(low, high)`` (a point is
-    ``(x, x)``; ``None`` on a side: one-sided, e.g. "up to 1.5x" is ``(None, 1.5)``). The check
+    ``(x, x)``; an "up to 1.5x" slowdown is ``(1.0, 1.5)``, from no effect to the figure;
+    ``None`` on a side: unbounded there, a figure with one bound and no direction). The check
     then carries ``paper_band`` and ``in_band``, whether its interval overlaps the band
     (:func:`overlaps`); magnitudes, not only the direction."""
     if floor is not None:
