@@ -268,6 +268,9 @@ class _Lifecycle(SimulatorBase):
             q.spec = q.spec.with_estimate(est)
             if not fifo:
                 bisect.insort(self.queue, self._queue_entry(q))
+            # it enters the queue log again: a policy keeping its own ordered queue
+            # (``ClusterView.queue_log``) re-keys it with the new estimate
+            self._queue_log.append(jid)
             moved = True
         if moved:
             self._queue_version += 1

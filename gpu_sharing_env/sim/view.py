@@ -281,7 +281,8 @@ class ClusterView:
 
     def queue_log(self, start: int = 0) -> list[int]:
         """Job ids in the order they entered the queue this episode, from position ``start``
-        (append-only; a job re-queued after a fault, an eviction or a migration appears again).
+        (append-only; a job re-queued after a fault, an eviction or a migration, or re-estimated
+        while queued by the duration predictor, appears again).
         A policy that keeps its own ordered queue reads only what is new since its last look
         and drops entries that :meth:`is_queued` no longer holds."""
         return self._sim._queue_log[start:]
