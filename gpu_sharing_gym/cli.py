@@ -56,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpu_sharing_gym.headroom",
         "how much lookahead gains over the best heuristic (planner bar)",
     ),
+    "workload-report": (
+        "gpu_sharing_gym.workload_report",
+        "the duration predictor's error by input set; SJF on predictions",
+    ),
 }
 #: ``gsg bench <sub>``: the other benchmark tools.
 BENCH_SUBCOMMANDS = {

@@ -201,17 +201,17 @@ def sjf_arms(scenario: str, seeds: int = 3) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpu_sharing_gym.workload_report {inputs,sjf} --scenarios A,B --seeds N``:
-    the tables of ``docs/workloads.md`` section 3, as JSON."""
-    import argparse
+    """``gsg workload-report {inputs,sjf} --scenarios A,B --seeds N``: the tables of
+    ``docs/workloads.md`` section 3, as JSON."""
     import json
 
+    from gpu_sharing_env.cli_args import Parser, positive_int
     from gpu_sharing_env.runner import strict_json
 
-    ap = argparse.ArgumentParser(prog="python -m gpu_sharing_gym.workload_report")
+    ap = Parser(prog="gsg workload-report", description=main.__doc__)
     ap.add_argument("table", choices=["inputs", "sjf"])
     ap.add_argument("--scenarios", default="pai-busy,pai-hetero")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=positive_int, default=3)
     args = ap.parse_args(argv)
     fn = input_set_errors if args.table == "inputs" else sjf_arms
     out = {name: fn(name, args.seeds) for name in args.scenarios.split(",")}

@@ -23,7 +23,7 @@ SUBCOMMANDS = [
     *[[c] for c in cli.COMMANDS],
     *[["bench", sub] for sub in cli.BENCH_SUBCOMMANDS],
 ]
-ERROR_LINE = re.compile(r"^gsg [a-z]+( [a-z]+)?: error: \S.*$")
+ERROR_LINE = re.compile(r"^gsg [a-z-]+( [a-z-]+)?: error: \S.*$")
 
 
 def _gsg(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
