@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from gpu_sharing_env.interference import MODEL_VERSION
+from gpu_sharing_env.workload import WORKLOAD_VERSION
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 from gpu_sharing_gym.commands.reproduce import summary, table
 from gpu_sharing_gym.fidelity import EXPERIMENTS, OPS, RECORD_FIELDS, RECORD_KINDS, common
@@ -144,6 +146,7 @@ def test_record_fields_and_direction(records: dict[str, dict[str, Any]], exp_id:
     assert isinstance(rec["holds"], bool)
     assert rec["verdict"] in common.VERDICTS or rec["verdict"].startswith("depends on ")
     assert rec["checks"] and rec["seeds"] == [0]
+    assert rec["model_version"] == MODEL_VERSION and rec["workload_version"] == WORKLOAD_VERSION
     assert all(isinstance(v, float) for v in rec["detail"].values())
     assert all(len(v) == 1 for v in rec["per_seed"].values())
     # Every number a check reads is in the detail or per_seed; intervals and verdict recompute.

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
-from gpu_sharing_env.interference import SpeedModel
+from gpu_sharing_env.interference import MODEL_VERSION, SpeedModel
 from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
@@ -38,6 +38,7 @@ from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds, latency_tuple
 from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.workload import WORKLOAD_VERSION
 from gpu_sharing_gym.baselines.base import Policy
 from gpu_sharing_gym.ci import mean_ci95
 
@@ -675,7 +676,9 @@ def record(
     """The experiment's record; ``sim_value`` lists every check's mean and 95 % interval;
     ``verdict`` is ``"holds"`` when every check's interval is on the paper's side, else
     ``"does not hold"`` (:func:`run_experiment` adds ``"depends on PARAM"``); ``holds`` is
-    true for ``"holds"`` only. ``paper_band`` and ``in_band``: :func:`_bands`. The detail's per-seed values move to ``per_seed`` (``{key:
+    true for ``"holds"`` only. ``paper_band`` and ``in_band``: :func:`_bands`.
+    ``model_version`` and ``workload_version``: the sharing physics and the workload model the
+    numbers come from (records of different versions are not comparable). The detail's per-seed values move to ``per_seed`` (``{key:
     [value per seed in seeds order]}``). ``kind`` is one of :data:`RECORD_KINDS`."""
     if kind not in RECORD_KINDS:
         raise ValueError(f"kind={kind!r}: must be one of {RECORD_KINDS}")
@@ -706,6 +709,9 @@ def record(
         "per_seed": {k: [s.get(i, math.nan) for i in seeds] for k, s in seeded.items()},
         "seeds": list(seeds),
         "settings": dict(_RUN.values),
+        # the physics and workload model the numbers come from (as the runner's records)
+        "model_version": MODEL_VERSION,
+        "workload_version": WORKLOAD_VERSION,
         "wall_s": round(time.perf_counter() - t0, 2),
     }
 
