@@ -112,7 +112,10 @@ class OfflineWorkloadConfig:
     longer than the arrival window lets the heavy tail finish, so ``jct_mean_s`` covers every
     job rather than only the short ones."""
     estimate_sigma: float = field(default=0.5, metadata=non_negative())
-    """Lognormal sigma of duration-estimate error (PAI's predictor; 0 = perfect estimates)."""
+    """``noise``: lognormal sigma of the duration-estimate error (0 = perfect estimates).
+    ``cart``: 0 makes the predictor exact (an oracle); any other value leaves the simulator's
+    estimates to the predictor and is read only by the planner's prior belief (its error model
+    for the jobs it samples)."""
     estimate_groups: bool = True
     """Estimate a recurring job from its group's earlier members (PAI's predictor with the group
     tag, NSDI'22 Sec. 5.2); false: without the group tag (``cart``: the tree sees user and
