@@ -17,6 +17,11 @@ is judged against the baseline and on the statistic the paper names (issue 52):
   algorithms, one minimising JCT and one for fairness that "lowers the median job waiting time
   at a marginal cost in JCT and utilisation"; ``Horus``'s weighted fair queueing is the latter),
   against Gandiva.
+
+Why the wait and utilisation checks fail here (Gandiva starts jobs at once by oversubscribed
+time-slicing, Horus never over-commits and most of the mix is predicted at >= 0.9; the
+episode-averaged utilisation moves only with the episode's length): docs/fidelity.md,
+"Findings", and ``scripts/horus_probe.py``.
 """
 
 from __future__ import annotations
