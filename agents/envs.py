@@ -124,9 +124,8 @@ def reference_curve(
     """Run ``policy`` on ``sim``'s episode ``seed`` (the runner's loop) and return the times of
     its decision points and the offline job-seconds in the system by then (``sim.acc
     .in_system_s``), both non-decreasing, the last at the episode's end."""
-    sim.mechanisms = sim.cfg.mechanisms
-    sim.window_order = policy.window_order  # (as the runner does)
-    sim.reset(seed)
+    # (the scenario's mechanisms and the policy's queue order, as the runner does)
+    sim.reset(seed, mechanisms=sim.cfg.mechanisms, window_order=policy.window_order)
     policy.reset(seed)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     times, integral = [sim.now], [sim.acc.in_system_s]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -46,13 +47,17 @@ def run_episode(
     """
     # The scenario's mechanisms, then the policy's: a simulator reused across policies must
     # not keep a previous policy's mechanisms (e.g. MuxFlow's protection) switched on.
-    sim.mechanisms = sim.cfg.mechanisms
+    mechanisms = sim.cfg.mechanisms
     if policy.mechanisms:
-        sim.set_mechanisms(**dict(policy.mechanisms))
-    sim.decision_scope = _scope(policy)  # before ``reset``: it runs to the first decision point
-    # (a policy's queue order: a heuristic's class attribute, an agent's from its training env)
-    sim.window_order = getattr(policy, "window_order", "fifo")
-    sim.reset(seed)
+        mechanisms = replace(mechanisms, **dict(policy.mechanisms))
+    # The scope through ``reset``: it runs to the first decision point. (A policy's queue
+    # order: a heuristic's class attribute, an agent's from its training env.)
+    sim.reset(
+        seed,
+        mechanisms=mechanisms,
+        decision_scope=_scope(policy),
+        window_order=getattr(policy, "window_order", "fifo"),
+    )
     policy.reset(seed)
     if on_reset is not None:
         on_reset(sim)
@@ -66,7 +71,7 @@ def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), int(moves))
     same_instant = 0
     last_t = -1.0
-    sim.decision_scope = _scope(policy)
+    sim.set_decision_scope(_scope(policy))
     while not sim.done:
         if not sim.needs_decision():
             sim.advance()

@@ -207,15 +207,15 @@ def test_decision_scope_gates_what_the_simulator_accepts() -> None:
     assert sim.decision_scope == "window"
     why = sim.check(Decision(2, 0, 0))
     assert why is not None and "outside the window of 1" in why
-    sim.decision_scope = "queue"
+    sim.set_decision_scope("queue")
     assert sim.check(Decision(2, 0, 0)) is None
     view = ClusterView(sim)
     assert [j.job_id for j in view.decidable] == [1, 2, 3] == view.decidable_ids()
     assert [j.job_id for j in view.iter_decidable()] == [1, 2, 3]
-    sim.decision_scope = "window"
+    sim.set_decision_scope("window")
     assert [j.job_id for j in ClusterView(sim).decidable] == [1]
     with pytest.raises(ValueError, match="decision_scope='all'"):
-        sim.decision_scope = "all"
+        sim.set_decision_scope("all")
 
 
 def test_whole_queue_decision_points_match_per_job_placeability() -> None:
@@ -225,8 +225,7 @@ def test_whole_queue_decision_points_match_per_job_placeability() -> None:
     from gpu_sharing_env.sim.build import make_simulator
 
     sim = make_simulator(load_scenario("default"))
-    sim.decision_scope = "queue"
-    sim.reset(0)
+    sim.reset(0, decision_scope="queue")
     policy = FifoQueue()
     policy.reset(0)
     for _ in range(400):

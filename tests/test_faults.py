@@ -31,7 +31,7 @@ def _two_on_one_gpu(label: str, mixed: bool):
 )
 def test_propagation(label, mixed, cause, victims):
     sim = _two_on_one_gpu(label, mixed)
-    sim._fail(sim.jobs[0], cause)
+    sim.inject_fault(0, cause)
     m = sim.metrics()
     assert m["errors_total"] == 1 + victims
     assert m["errors_propagated"] == victims
@@ -45,7 +45,7 @@ def test_mig_isolates():
     sim.apply(Decision(0, 0, option(sim, "mig3g")))
     sim.advance()
     sim.apply(Decision(1, 0, option(sim, "mig3g")))
-    sim._fail(sim.jobs[0], FaultCause.APP_ERROR)
+    sim.inject_fault(0, FaultCause.APP_ERROR)
     assert sim.jobs[1].status is Status.RUNNING
     assert sim.metrics()["errors_propagated"] == 0
 
@@ -55,7 +55,7 @@ def test_rollback_to_last_checkpoint():
     sim.reset(0)
     sim.apply(Decision(0, 0, option(sim, "excl")))
     sim._integrate(250.0)
-    sim._fail(sim.jobs[0], FaultCause.APP_ERROR)
+    sim.inject_fault(0, FaultCause.APP_ERROR)
     st = sim.jobs[0]
     assert st.work_done == pytest.approx(200.0)  # 250 done, 50 since the checkpoint at 200 lost
     assert sim.metrics()["gpu_hours_lost"] == pytest.approx(50 / 3600)
@@ -67,7 +67,7 @@ def test_gives_up_after_max_attempts():
     sim.reset(0)
     for _ in range(2):
         sim.apply(Decision(0, 0, option(sim, "excl")))
-        sim._fail(sim.jobs[0], FaultCause.APP_ERROR)
+        sim.inject_fault(0, FaultCause.APP_ERROR)
     assert sim.jobs[0].status is Status.FAILED
     assert sim.metrics()["jobs_failed"] == 1
 

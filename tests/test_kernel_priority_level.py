@@ -18,7 +18,7 @@ from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
-from gpu_sharing_env.sim.online import XCUDA_CLOCK_MIN, XCUDA_STEPS
+from gpu_sharing_env.sim.online import XCUDA_CLOCK_MIN, XCUDA_STEPS, MonitorThresholds
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.baselines.muxflow import MuxFlow
 from gpu_sharing_gym.fidelity import muxflow as fmux
@@ -97,10 +97,10 @@ def _sim(level: float = 1.0, clock_min: float | None = None) -> Simulator:
             "mechanisms.kernel_priority_level": level,
         },
     )
-    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg))
+    thresholds = None
     if clock_min is not None:
-        sim.thresholds = replace(sim.thresholds, xcuda_clock_min=clock_min)
-    return sim
+        thresholds = replace(MonitorThresholds(), xcuda_clock_min=clock_min)
+    return Simulator(cfg, build_nodes(cfg), build_workload(cfg), thresholds=thresholds)
 
 
 @pytest.mark.parametrize("level", [0.0, 1.0])

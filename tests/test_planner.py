@@ -61,12 +61,12 @@ def tamper(sim: Simulator) -> None:
     for st in sim.jobs.values():
         if st.online:
             continue
+        jid = st.spec.job_id
         if st.status is Status.RUNNING:
-            sim._accrue(st)
-            st.spec = replace(st.spec, work_s=st.work_done + 3.0 * st.spec.work_s)
-            sim._set_rate(st)
+            done = sim.progress(jid)  # (brought up to now: the new truth counts from here)
+            sim.set_true_spec(jid, replace(st.spec, work_s=done + 3.0 * st.spec.work_s))
         elif st.status is Status.QUEUED:
-            st.spec = replace(st.spec, work_s=0.5 * st.spec.work_s, true_mem_gb=0.1)
+            sim.set_true_spec(jid, replace(st.spec, work_s=0.5 * st.spec.work_s, true_mem_gb=0.1))
     future = {
         sp.job_id: replace(sp, submit_s=sp.submit_s + 600.0, num_gpus=1, work_s=7.0)
         for sp in sim._arrivals
@@ -75,9 +75,7 @@ def tamper(sim: Simulator) -> None:
     sim._arrivals = [future.get(sp.job_id, sp) for sp in sim._arrivals]
     for jid, sp in future.items():
         sim.jobs[jid].spec = sp
-    sim.rng_fault = np.random.default_rng(12345)
-    sim.rng_noise = np.random.default_rng(54321)
-    sim._noise_buf, sim._noise_i = [], 0
+    sim.reseed(12345, 54321)
 
 
 def test_belief_does_not_depend_on_hidden_truth() -> None:

@@ -40,8 +40,7 @@ def test_predicted_order_invariant_on_a_long_queue() -> None:
     # default seed 93 builds a queue of ~20 (window 4): every snapshot's queue is sorted by
     # (commitment first, predicted duration, submission), computed here from the estimates.
     sim = make_simulator(load_scenario("default"))
-    sim.window_order = "predicted"
-    sim.reset(93)
+    sim.reset(93, window_order="predicted")
     speeds = {
         (m, t): sim.speed.solo_speed(m, t)
         for m in {s.spec.model for s in sim.jobs.values()}
@@ -77,17 +76,19 @@ def test_switching_order_rekeys_the_queue_and_fifo_is_submission_order() -> None
         sim.advance()  # nobody places anything: the queue grows
     fifo = list(sim.queue)
     assert fifo == sorted((sim.jobs[j].spec.submit_s, j) for _, j in fifo)
-    sim.window_order = "predicted"
+    sim.set_window_order("predicted")
     assert sorted(j for _, j in sim.queue) == sorted(j for _, j in fifo)
     assert sim.queue == sorted(sim.queue) and sim.queue != fifo
-    sim.window_order = "fifo"
+    sim.set_window_order("fifo")
     assert sim.queue == fifo
 
 
 def test_bad_window_order_is_refused_with_the_rule() -> None:
     sim = make_simulator(load_scenario("default"))
     with pytest.raises(ValueError, match="window_order='lifo': must be one of fifo, predicted"):
-        sim.window_order = "lifo"
+        sim.set_window_order("lifo")
+    with pytest.raises(ValueError, match="window_order='lifo': must be one of fifo, predicted"):
+        sim.reset(0, window_order="lifo")
     with pytest.raises(ValueError, match="window_order: must be one of fifo, predicted"):
         gym.make("GpuSharing-v1", scenario="default", window_order="lifo")
 

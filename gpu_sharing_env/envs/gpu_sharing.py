@@ -208,8 +208,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if seed is None:
             seed = int(self.np_random.integers(_SEED_BOUND))
         self.episode_seed = int(seed)
-        self.sim.window_order = self.window_order
-        self.sim.reset(self.episode_seed)
+        self.sim.reset(self.episode_seed, window_order=self.window_order)
         self.encoder.reset()
         self.reward_fn.reset(self.sim)
         self._mask = self._build_mask()

@@ -93,6 +93,8 @@ class SimulatorBase:
     _queue_version: int
     _queue_log: list[int]
     _window_order: str
+    _decision_scope: str  # (``set_decision_scope``)
+    _scope_n: int  # how many jobs from the queue's head a decision may place
     predictor: OnlinePredictor | None
     _frag_val: float
     _offline_total: int

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.cluster import Cluster
-from gpu_sharing_env.config import ScenarioConfig
+from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.interference import AnalyticSpeedModel, SpeedModel, kp_coefficients
 from gpu_sharing_env.metrics import Accumulator, compute_metrics
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
@@ -140,6 +140,13 @@ def _front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...]
 _UIDS = itertools.count()
 
 
+def _checked_order(order: str) -> str:
+    """``order`` if it is one of :data:`WINDOW_ORDERS`; else a ValueError naming the rule."""
+    if order not in WINDOW_ORDERS:
+        raise ValueError(f"window_order={order!r}: must be one of {', '.join(WINDOW_ORDERS)}")
+    return order
+
+
 class Simulator(_Lifecycle, _Rates, _Ticks):
     """Event-driven GPU cluster simulator (no Gymnasium, torch or YAML here).
 
@@ -148,6 +155,12 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         nodes: The fleet.
         workload: Called at every ``reset`` with a seeded generator; returns the jobs.
         speed: Speed/interference model (default: the calibrated analytic model).
+        thresholds: SysMonitor / xCUDA thresholds (default: ``MonitorThresholds()``).
+
+    Settings are passed in, never assigned from outside ``sim/``: the scenario, fleet, speed
+    model and thresholds here; the mechanisms, decision scope and window order per episode
+    through :meth:`reset` (or, mid-episode, :meth:`set_decision_scope`,
+    :meth:`set_window_order`).
     """
 
     def __init__(
@@ -156,6 +169,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         nodes: Sequence[NodeSpec],
         workload: WorkloadFn,
         speed: SpeedModel | None = None,
+        thresholds: MonitorThresholds | None = None,
     ) -> None:
         self.cfg = cfg
         self.cluster = Cluster(nodes, cfg.sharing)
@@ -168,7 +182,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self.workload = workload
         self.mechanisms = cfg.mechanisms
         self.horizon_s = cfg.horizon_h * 3600.0
-        self.thresholds = MonitorThresholds()
+        self.thresholds = thresholds if thresholds is not None else MonitorThresholds()
         c = self.cluster
         # Static per-GPU facts as Python lists (scalar reads on the hot path).
         self._node_of = c.node_of.tolist()
@@ -189,7 +203,7 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         self._fault_w = np.array([rates.get(c.value, 0.0) for c in RANDOM_CAUSES])
         self._fault_rate_per_s = float(self._fault_w.sum()) / 3600.0
         self.window = cfg.env.queue_window
-        self.decision_scope = "window"
+        self.set_decision_scope("window")
         self._window_order = "fifo"
         self.done = True
         self.now = 0.0
@@ -252,8 +266,29 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         """Switch cluster mechanisms (``protection``, ``dynamic_sm``) for the next reset."""
         self.mechanisms = replace(self.mechanisms, **flags)
 
-    def reset(self, seed: int) -> None:
-        """Start an episode; the same seed gives the same episode, bit for bit."""
+    def reset(
+        self,
+        seed: int,
+        *,
+        mechanisms: MechanismConfig | None = None,
+        decision_scope: str | None = None,
+        window_order: str | None = None,
+    ) -> None:
+        """Start an episode; the same seed gives the same episode, bit for bit.
+
+        Args:
+            seed: The episode's seed.
+            mechanisms: The cluster mechanisms from this episode on (e.g. the scenario's with a
+                policy's switched on); None keeps the current ones.
+            decision_scope: ``"window"`` or ``"queue"`` (:attr:`decision_scope`); None keeps it.
+            window_order: ``"fifo"`` or ``"predicted"`` (:attr:`window_order`); None keeps it.
+        """
+        if mechanisms is not None:
+            self.mechanisms = mechanisms
+        if decision_scope is not None:
+            self.set_decision_scope(decision_scope)
+        if window_order is not None:
+            self._window_order = _checked_order(window_order)  # (the queue is rebuilt below)
         ss = np.random.SeedSequence(seed)
         w_ss, f_ss, n_ss = ss.spawn(3)
         drawn = self.workload(np.random.default_rng(w_ss))
@@ -336,11 +371,12 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         """Which queued jobs a decision may place: ``"window"`` (the first ``queue_window``,
         the env's action window; the default) or ``"queue"`` (any queued job: heuristics that
         order the whole queue, e.g. PAI's SJF; the runner sets it from the policy's
-        ``decision_scope``). Decision points (``needs_decision``) follow the same scope."""
+        ``decision_scope``). Decision points (``needs_decision``) follow the same scope. Set by
+        :meth:`reset` or :meth:`set_decision_scope`."""
         return self._decision_scope
 
-    @decision_scope.setter
-    def decision_scope(self, scope: str) -> None:
+    def set_decision_scope(self, scope: str) -> None:
+        """Set :attr:`decision_scope` (``"window"`` or ``"queue"``), from the next decision on."""
         if scope not in ("window", "queue"):
             raise ValueError(f"decision_scope={scope!r}: must be 'window' or 'queue'")
         self._decision_scope = scope
@@ -354,19 +390,19 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
         online services and prioritised jobs, in submission order; then the best-effort jobs,
         shortest predicted duration first: the scenario's estimate of the remaining work over
         the job's solo speed on the fastest GPU type it may use, what any scheduler may know).
-        The runner sets it from a policy's ``window_order``; the env from its own argument.
+        The runner sets it from a policy's ``window_order``, the env from its own argument
+        (through :meth:`reset`; mid-episode, :meth:`set_window_order`).
         The window of a long queue is then its shortest jobs, as in Tiresias' and PAI's
         shortest-predicted-first (Gu et al., NSDI'19; Weng et al., NSDI'22, Sec. 5)."""
         return self._window_order
 
-    @window_order.setter
-    def window_order(self, order: str) -> None:
-        if order not in WINDOW_ORDERS:
-            raise ValueError(f"window_order={order!r}: must be one of {', '.join(WINDOW_ORDERS)}")
+    def set_window_order(self, order: str) -> None:
+        """Set :attr:`window_order` now: the queued jobs are re-keyed in the new order."""
+        order = _checked_order(order)
         if order == self._window_order:
             return
         self._window_order = order
-        if getattr(self, "queue", None):  # re-key the queued jobs (normally set before reset)
+        if getattr(self, "queue", None):  # re-key the queued jobs
             self.queue = sorted(self._queue_entry(self.jobs[jid]) for _, jid in self.queue)
             self._queue_version += 1
 
@@ -710,6 +746,16 @@ class Simulator(_Lifecycle, _Rates, _Ticks):
             self._set_rate(st)  # reschedules the completion (lazily stales the old event)
         else:
             st.spec = spec
+
+    def inject_fault(self, job_id: int, cause: FaultCause) -> None:
+        """Fail running job ``job_id`` now with ``cause``, as a drawn fault does: the error
+        propagates to co-located jobs by sharing mode, work since the last checkpoint is lost,
+        the job is re-queued or given up (``faults.max_attempts``). Draws nothing from the fault
+        stream (the job's pending fault event, if any, stays)."""
+        st = self.jobs[job_id]
+        if st.status is not Status.RUNNING:
+            raise ValueError(f"inject_fault: job {job_id} is not running ({st.status.name})")
+        self._fail(st, cause)
 
     def redraw_faults(self) -> None:
         """Drop the pending fault events and draw new ones for the running jobs (in job id

@@ -235,10 +235,9 @@ def episode(
     (:func:`run_settings`, a parameter named like a field of ``MonitorThresholds``) replaces
     the simulator's default."""
     model = speed(cfg) if speed is not None else None
-    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg), speed=model)
     over = {k: v for k, v in _RUN.values.items() if k in _MONITOR_FIELDS}
-    if over:
-        sim.thresholds = replace(sim.thresholds, **over)
+    thresholds = replace(MonitorThresholds(), **over) if over else None
+    sim = Simulator(cfg, build_nodes(cfg), build_workload(cfg), speed=model, thresholds=thresholds)
     recorder = EpisodeRecorder(sim)
     m = run_episode(policy, sim, seed)
     return {**m, **recorder.extras()}
