@@ -135,7 +135,7 @@ class _XcudaCheck(SimObserver):
             if not st.spec.online or st.status is not Status.RUNNING or len(st.gpus) != 1:
                 continue
             g = st.gpus[0]
-            res = sim._residents(g)
+            res = [sim.jobs[j] for j in sim.cluster.residents[g]]
             off = [r for r in res if not r.spec.online]
             if not off or not all(sim._gated(g, res)[res.index(r)] for r in off):
                 continue
@@ -183,7 +183,7 @@ class _Shares(SimObserver):
 
     def on_tick(self, sim: Simulator, changed: bool) -> None:
         for g in range(sim.n_gpus):
-            res = sim._residents(g)
+            res = [sim.jobs[j] for j in sim.cluster.residents[g]]
             if any(r.spec.online for r in res):
                 self.shares += [r.sm_eff for r in res if not r.spec.online]
 
