@@ -9,6 +9,7 @@ would differ. (Longer only: a shorter run could really finish before ``T``.)
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from typing import Any
@@ -26,6 +27,7 @@ from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.predictor import (
+    _FITS,
     OnlinePredictor,
     PredictorConfig,
     RunLog,
@@ -141,6 +143,52 @@ def test_config_rejects_bad_values() -> None:
         PredictorConfig(inputs=("model",))
     with pytest.raises(ValueError, match="refit_every"):
         PredictorConfig(refit_every=0)
+
+
+def test_fast_fit_is_sklearns_checked_fit_and_repeats_reuse_the_tree() -> None:
+    # ``_fit_tree`` skips sklearn's input check (float32 X built here) and memoises by the
+    # training rows: the tree must be the one a plain checked fit on float64 rows gives.
+    from sklearn.tree import DecisionTreeRegressor
+
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(4), 12 * 3600.0)
+    _FITS.clear()
+    q = OnlinePredictor(PredictorConfig(refit_every=50), w.history)
+    for i, j in enumerate(w.jobs[:50]):
+        q.observe(j, i)  # one refit: the history's latest 950 rows + 50 episode rows
+    x64 = np.vstack([q._hist_x[-950:], np.array(q._rows_x)])
+    y = np.concatenate([q._hist_y[-950:], q._rows_y])
+    ref = DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=11, random_state=0)
+    t = ref.fit(x64, y).tree_
+    fit = q._fit
+    assert fit is not None and len(_FITS) == 1
+    assert fit.feature == t.feature.tolist() and fit.threshold == t.threshold.tolist()
+    assert fit.left == t.children_left.tolist() and fit.value == t.value[:, 0, 0].tolist()
+    r = OnlinePredictor(PredictorConfig(refit_every=50), w.history)
+    for i, j in enumerate(w.jobs[:50]):
+        r.observe(j, i)
+    assert r._fit is fit and len(_FITS) == 1  # the same rows: the same tree, not refitted
+    assert r.n_fits == q.n_fits == 1
+
+
+def test_group_stats_see_history_then_episode_submissions_in_order() -> None:
+    # Submissions are indexed when first asked for (lazily): before and after that, and in a
+    # copy made before it, the same times in the same order.
+    h = RunLog(
+        ["g", "g", ""],
+        ["u", "u", "u"],
+        np.ones(3),
+        np.full(3, 10.0),
+        np.array([-90.0, -30.0, -60.0]),
+    )
+    p = OnlinePredictor(PredictorConfig(), h)
+    p.note_submit(_job(0, "g", 1.0), 5.0)
+    c = copy.deepcopy(p)
+    assert p.group_stats(_job(1, "g", 1.0), 6.0).period_s == pytest.approx(47.5)  # 60, 35
+    p.note_submit(_job(2, "g", 1.0), 50.0)
+    st = p.group_stats(_job(3, "g", 1.0), 60.0)
+    assert (st.last_submit_s, st.period_s) == (50.0, pytest.approx(45.0))  # 60, 35, 45
+    c.note_submit(_job(2, "g", 1.0), 50.0)
+    assert c.group_stats(_job(3, "g", 1.0), 60.0) == st
 
 
 # ------------------------------------------------------------------------ in the simulator

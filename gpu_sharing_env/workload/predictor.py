@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +84,7 @@ class PredictorConfig:
     refit_every: int = 100
     """Finished runs between refits of the tree (encodings update at every run)."""
     max_rows: int = 1000
-    """The tree is fitted on the latest this-many rows (a fit is ~7 ms at 1,000)."""
+    """The tree is fitted on the latest this-many rows (a fit is ~5 ms at 1,000)."""
     max_leaf_nodes: int = 11
     """Leaves of the tree: 11 leaves = 10 splits, PAI's limit."""
     prior_work_s: float = 900.0
@@ -137,6 +138,43 @@ class _Fit:
         return self.value[node]
 
 
+#: Trees fitted lately, by their training set: the same rows give the same tree
+#: (``random_state=0``), so an episode whose warm start repeats an earlier one's (the same
+#: seed under another policy, an evaluation's repeats) reuses its tree instead of refitting.
+_FITS: OrderedDict[tuple[int, int, bytes, bytes], _Fit] = OrderedDict()
+_FITS_CAP = 32
+
+
+def _fit_tree(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
+    """``DecisionTreeRegressor(absolute_error, max_leaf_nodes, random_state=0)`` fitted on
+    ``x`` (float32, C order) and ``y`` (float64), as plain lists; memoised in :data:`_FITS`."""
+    key = (max_leaf_nodes, x.shape[1], x.tobytes(), y.tobytes())
+    fit = _FITS.get(key)
+    if fit is not None:
+        _FITS.move_to_end(key)
+        return fit
+    from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
+
+    t = (
+        DecisionTreeRegressor(
+            criterion="absolute_error", max_leaf_nodes=max_leaf_nodes, random_state=0
+        )
+        .fit(x, y, check_input=False)
+        .tree_
+    )
+    fit = _Fit(
+        t.children_left.tolist(),
+        t.children_right.tolist(),
+        t.feature.tolist(),
+        t.threshold.tolist(),
+        t.value[:, 0, 0].tolist(),
+    )
+    _FITS[key] = fit
+    if len(_FITS) > _FITS_CAP:
+        _FITS.popitem(last=False)
+    return fit
+
+
 class OnlinePredictor:
     """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
 
@@ -155,8 +193,9 @@ class OnlinePredictor:
         self._use_g = "group" in cfg.inputs
         self._use_u = "user" in cfg.inputs
         self._use_r = "request" in cfg.inputs
-        # Rows, in the order they became known: (features when it became known, log work).
-        self._rows: list[tuple[list[float], float]] = []
+        # Rows, in the order they became known: features when it became known, log work.
+        self._rows_x: list[list[float]] = []
+        self._rows_y: list[float] = []
         self._g: dict[str, list[float]] = {}  # group -> [n, sum, sum of squares] of log work
         self._u: dict[str, list[float]] = {}
         self._sum = 0.0
@@ -167,8 +206,12 @@ class OnlinePredictor:
         #: Per job id: (time the estimate in force was made, episode runs observed then).
         self.made: dict[int, tuple[float, int]] = {}
         self.n_fits = 0
-        self._subs: dict[str, list[float]] = {}  # group -> submission times seen
-        #: The warm start's rows as arrays (features, log work), before ``_rows``.
+        # group -> submission times seen; built on the first group_stats (few episodes ask):
+        # until then the history (all its submissions) and the episode's wait.
+        self._subs: dict[str, list[float]] | None = None
+        self._subs_hist = history
+        self._subs_todo: list[tuple[str, float]] = []
+        #: The warm start's rows as arrays (features, log work), before the episode's rows.
         self._hist_x = np.zeros((0, self._n_features()))
         self._hist_y = np.zeros(0)
         if history is not None and len(history):
@@ -221,25 +264,20 @@ class OnlinePredictor:
         self._hist_x = np.column_stack(cols) if cols else np.zeros((n, 0))
         self._hist_y = y
         self._sum = float(cum[-1]) if n else 0.0
-        sub = np.argsort(history.submit_s, kind="stable")
-        for g, t in zip(
-            np.asarray(history.group, dtype=object)[sub].tolist(),
-            history.submit_s[sub].tolist(),
-            strict=True,
-        ):
-            if g:
-                self._subs.setdefault(g, []).append(t)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
         # (replaced on refit, never changed), copy the rest.
         new = copy.copy(self)
-        new._rows = list(self._rows)
+        new._rows_x = list(self._rows_x)
+        new._rows_y = list(self._rows_y)
         new._g = {k: list(v) for k, v in self._g.items()}
         new._u = {k: list(v) for k, v in self._u.items()}
         new.observed = list(self.observed)
         new.made = dict(self.made)
-        new._subs = {k: list(v) for k, v in self._subs.items()}
+        if self._subs is not None:
+            new._subs = {k: list(v) for k, v in self._subs.items()}
+        new._subs_todo = list(self._subs_todo)
         memo[id(self)] = new
         return new
 
@@ -250,7 +288,8 @@ class OnlinePredictor:
         # estimate of it made just before it finished would have seen, so the tree learns the
         # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
         # target into a small user's mean, inverted).
-        self._rows.append((self._features(group, user, math.log2(max(gpus, 1e-3))), y))
+        self._rows_x.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
+        self._rows_y.append(y)
         self._sum += y
         for key, table in ((group, self._g), (user, self._u)):
             if key:
@@ -276,11 +315,14 @@ class OnlinePredictor:
     def note_submit(self, spec: JobSpec, now: float) -> None:
         """A job was submitted now (its group's submission pattern, for :meth:`group_stats`)."""
         if spec.group:
-            self._subs.setdefault(spec.group, []).append(now)
+            if self._subs is None:
+                self._subs_todo.append((spec.group, now))
+            else:
+                self._subs.setdefault(spec.group, []).append(now)
 
     # ------------------------------------------------------------------ model
     def _features(self, group: str, user: str, r: float) -> list[float]:
-        n_all = len(self._rows) + self._hist_y.size
+        n_all = len(self._rows_y) + self._hist_y.size
         mean = self._sum / n_all if n_all else 0.0
         x: list[float] = []
         for use, key, table in ((self._use_g, group, self._g), (self._use_u, user, self._u)):
@@ -296,28 +338,22 @@ class OnlinePredictor:
     def _refit(self) -> None:
         self._since_fit = 0
         self._stale = False
-        rows = self._rows[-self.cfg.max_rows :]
-        k = self.cfg.max_rows - len(rows)  # the warm start's latest rows fill the rest
+        m = self.cfg.max_rows
+        ry = self._rows_y[-m:]
+        k = m - len(ry)  # the warm start's latest rows fill the rest
         hx = self._hist_x[self._hist_x.shape[0] - k :] if k > 0 else self._hist_x[:0]
         hy = self._hist_y[self._hist_y.size - k :] if k > 0 else self._hist_y[:0]
-        if len(rows) + hy.size < 2 or not self.cfg.inputs:
+        if len(ry) + hy.size < 2 or not self.cfg.inputs:
             self._fit = None
             return
-        from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
-
-        x = np.array([row[0] for row in rows], dtype=np.float64).reshape(len(rows), hx.shape[1])
-        y = np.concatenate([hy, np.array([row[1] for row in rows], dtype=np.float64)])
-        tree = DecisionTreeRegressor(
-            criterion="absolute_error", max_leaf_nodes=self.cfg.max_leaf_nodes, random_state=0
-        ).fit(np.concatenate([hx, x]), y)
-        t = tree.tree_
-        self._fit = _Fit(
-            t.children_left.tolist(),
-            t.children_right.tolist(),
-            t.feature.tolist(),
-            t.threshold.tolist(),
-            t.value[:, 0, 0].tolist(),
-        )
+        # sklearn fits on float32 X (it converts a float64 X itself): built as float32 here,
+        # C-ordered, it is the array sklearn's input check would make, and that check is skipped.
+        x = np.empty((hy.size + len(ry), hx.shape[1]), dtype=np.float32)
+        x[: hy.size] = hx
+        if ry:
+            x[hy.size :] = self._rows_x[-m:]
+        y = np.concatenate([hy, ry]) if ry else np.ascontiguousarray(hy)
+        self._fit = _fit_tree(x, y, self.cfg.max_leaf_nodes)
         self.n_fits += 1
 
     def predict_log(self, spec: JobSpec) -> float:
@@ -327,8 +363,8 @@ class OnlinePredictor:
         if self._fit is not None:
             x = self._features(spec.group, spec.user, math.log2(spec.num_gpus * spec.gpu_frac))
             return self._fit.predict(x)
-        if self._rows or self._hist_y.size:
-            return float(np.median([*self._hist_y.tolist(), *(row[1] for row in self._rows)]))
+        if self._rows_y or self._hist_y.size:
+            return float(np.median([*self._hist_y.tolist(), *self._rows_y]))
         return math.log(self.cfg.prior_work_s)
 
     def estimate(self, spec: JobSpec, now: float) -> float:
@@ -337,6 +373,22 @@ class OnlinePredictor:
         if self.exact:
             return spec.work_s
         return math.exp(self.predict_log(spec))
+
+    def _build_subs(self) -> dict[str, list[float]]:
+        """Submission times per group: every history submission in time order, then the
+        episode's in the order noted."""
+        todo = self._subs_todo
+        h = self._subs_hist
+        if h is not None and len(h):
+            sub = np.argsort(h.submit_s, kind="stable")
+            groups = np.asarray(h.group, dtype=object)[sub].tolist()
+            todo = list(zip(groups, h.submit_s[sub].tolist(), strict=True)) + todo
+        subs: dict[str, list[float]] = {}
+        for g, t in todo:
+            if g:
+                subs.setdefault(g, []).append(t)
+        self._subs_hist, self._subs_todo = None, []
+        return subs
 
     def group_stats(self, spec: JobSpec, now: float) -> GroupStats:
         """What the log says about ``spec``'s group now."""
@@ -348,6 +400,8 @@ class OnlinePredictor:
             n = int(e[0])
             mean = e[1] / e[0]
             std = math.sqrt(max(0.0, e[2] / e[0] - mean * mean)) if n >= 2 else nan
+        if self._subs is None:
+            self._subs = self._build_subs()
         subs = [t for t in self._subs.get(spec.group, ()) if t < now] if spec.group else []
         last = subs[-1] if subs else nan
         period = float(np.median(np.diff(subs))) if len(subs) >= 2 else nan
