@@ -38,6 +38,7 @@ checks those against the simulator's own completion times.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 from collections import OrderedDict
@@ -402,7 +403,10 @@ class OnlinePredictor:
             std = math.sqrt(max(0.0, e[2] / e[0] - mean * mean)) if n >= 2 else nan
         if self._subs is None:
             self._subs = self._build_subs()
-        subs = [t for t in self._subs.get(spec.group, ()) if t < now] if spec.group else []
+        # a group's times are in time order (the history's sorted, then the episode's as they
+        # come), so the submissions before now are a prefix
+        times = self._subs.get(spec.group, []) if spec.group else []
+        subs = times[: bisect.bisect_left(times, now)]
         last = subs[-1] if subs else nan
         period = float(np.median(np.diff(subs))) if len(subs) >= 2 else nan
         return GroupStats(n, mean, std, last, period)
