@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck bench clean browser
+.PHONY: setup compiled demo test lint typecheck bench clean browser
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch 2.13.0 CPU build first, so nothing pulls a multi-GB CUDA build.
@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The compiled hot path (gpu_sharing_env/_compile.py), rebuilt in place after an edit: only the
+# modules whose sources changed are recompiled. `pip install -e` above builds them the first time.
+compiled: $(STAMP)
+	$(BIN)/python setup.py -q build_ext --inplace
 
 demo: $(STAMP)
 	$(BIN)/gsg leaderboard --suite demo --out runs/demo
@@ -32,8 +37,14 @@ typecheck: $(STAMP)
 browser:
 	@command -v chromium >/dev/null || if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; else echo "make browser: no chromium and not root: tests/test_report_browser.py will be skipped (apt-get install chromium)"; fi
 
-test: lint typecheck browser
+# The suite runs compiled; then the golden, determinism and invariant tests again as pure Python
+# (GSG_PURE_PYTHON=1): both modes must give the same bits.
+PURE_TESTS := tests/test_golden.py tests/test_baselines_equivalence.py tests/test_properties.py \
+	tests/test_perf_equivalence.py tests/test_compiled.py
+
+test: lint typecheck browser compiled
 	GSG_REQUIRE_BROWSER=$$([ "$$(id -u)" = 0 ] && echo 1) $(BIN)/python -m pytest -q -n 2
+	GSG_PURE_PYTHON=1 $(BIN)/python -m pytest -q -n 2 $(PURE_TESTS)
 
 bench: $(STAMP)
 	$(BIN)/gsg bench

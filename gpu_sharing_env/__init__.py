@@ -16,7 +16,15 @@ import warnings
 from gymnasium.envs.registration import register as _register
 from gymnasium.envs.registration import registry as _gym_registry
 
+# (first: it decides where the compiled modules load from before any of them is imported)
+from gpu_sharing_env import _modes
+
 __version__ = "0.5.0"
+
+#: The modules running compiled in this process (dotted names; empty: pure Python). Which
+#: modules are compiled is listed in :mod:`gpu_sharing_env._compile`; ``GSG_PURE_PYTHON=1``
+#: runs all of them from their Python sources, with the same results bit for bit.
+COMPILED: tuple[str, ...] = _modes.select()
 
 if "GpuSharing-v0" not in _gym_registry:
     # No max_episode_steps: the simulated horizon ends every episode (see the env docstring).
@@ -42,4 +50,4 @@ warnings.filterwarnings("ignore", message=r".*GpuSharing-v0 is out of date.*")
 from gpu_sharing_env.interference import MODEL_VERSION  # noqa: E402
 from gpu_sharing_env.workload import WORKLOAD_VERSION  # noqa: E402
 
-__all__ = ["MODEL_VERSION", "WORKLOAD_VERSION", "__version__"]
+__all__ = ["COMPILED", "MODEL_VERSION", "WORKLOAD_VERSION", "__version__"]

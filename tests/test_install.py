@@ -9,6 +9,7 @@ wheel. ``test_wheel_fully_isolated`` (slow) installs everything from the package
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from gpu_sharing_env._compile import MODULES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "custom_policy.md"
@@ -108,6 +111,12 @@ def _check_wheel_contents(wheel: Path) -> None:
         names = set(z.namelist())
     assert "gpu_sharing_env/configs/recipes/maskable_ppo_v1.yaml" in names
     assert "gpu_sharing_gym/agents/train.py" in names
+    # The compiled hot path (setup.py), built where Cython is (the dev extra), beside its source.
+    if importlib.util.find_spec("Cython") is not None:
+        for name in MODULES:
+            stem = name.replace(".", "/")
+            assert f"{stem}.py" in names, name
+            assert any(n.startswith(f"{stem}.") and n.endswith((".so", ".pyd")) for n in names)
 
 
 def _doc_plugin(work: Path) -> str:

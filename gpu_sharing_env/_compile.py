@@ -1,0 +1,23 @@
+"""The modules compiled with Cython, in one place (``setup.py`` reads this file; the package
+reads it at import to know what to look for).
+
+The hot path is compiled from the same ``.py`` files that run interpreted: Cython's pure-Python
+mode. Each listed module stays valid Python (typed with ``@cython.locals`` and friends, which the
+``cython`` shim turns into no-ops when interpreted, or with a ``.pxd`` beside it); where no C
+compiler or no Cython exists the install still succeeds and these modules run as Python.
+``GSG_PURE_PYTHON=1`` forces the Python sources even where compiled modules exist.
+
+Adding a module is one line below, then ``make setup`` (or ``python setup.py build_ext
+--inplace``). Its results must stay bit-identical to the interpreted source: keep Python
+semantics (no ``cdivision``, C types only where Python's would be the same IEEE double or a
+value that cannot overflow 64 bits).
+"""
+
+#: Dotted names of the compiled modules.
+MODULES: tuple[str, ...] = (
+    "gpu_sharing_env.cluster",
+    "gpu_sharing_env.interference",
+    "gpu_sharing_env.sim.events",
+    "gpu_sharing_env.envs.observation",
+    "gpu_sharing_env.envs.observation_v1",
+)

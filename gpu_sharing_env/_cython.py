@@ -1,0 +1,64 @@
+"""A stand-in for Cython's ``cython`` module where Cython is not installed.
+
+The compiled modules (:mod:`gpu_sharing_env._compile`) are typed in Cython's pure-Python mode::
+
+    try:
+        import cython
+    except ModuleNotFoundError:  # no Cython at run time: the same no-ops
+        from gpu_sharing_env import _cython as cython
+
+Compiled, ``import cython`` is Cython's own; interpreted, the decorators below change nothing
+and the type names are plain markers, so the source runs as ordinary Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+compiled = False
+
+#: C type names used in annotations and ``locals``: markers only when interpreted.
+bint = bool
+double = float
+int = int  # Cython's C int (a marker here)
+long = int
+longlong = int
+Py_ssize_t = int
+
+
+def _identity(f: Any) -> Any:
+    return f
+
+
+def _decorator_factory(*_args: Any, **_kwargs: Any) -> Callable[[Any], Any]:
+    return _identity
+
+
+class _Directive:
+    """Both a decorator (``@cython.cfunc``) and a decorator factory or context manager
+    (``@cython.boundscheck(False)``, ``with cython.boundscheck(False):``)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return args[0]
+        return _identity
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+cfunc = ccall = cclass = inline = final = _Directive()
+boundscheck = wraparound = cdivision = initializedcheck = nonecheck = _Directive()
+locals = returns = exceptval = _decorator_factory
+
+
+def cast(_type: Any, value: Any, *_args: Any, **_kwargs: Any) -> Any:
+    return value
+
+
+def declare(_type: Any = None, value: Any = None, **_kwargs: Any) -> Any:
+    return value

@@ -1,0 +1,102 @@
+"""Compiled or pure Python: which of the compiled modules (:mod:`gpu_sharing_env._compile`)
+this process loads from their extension modules, decided once when the package is imported.
+
+* ``GSG_PURE_PYTHON=1``: every listed module is loaded from its ``.py`` source, even where its
+  compiled extension sits beside it (Python's own import system prefers the extension).
+* A module whose ``.py`` is newer than its extension in a source checkout (edited since the last
+  ``make setup``) is loaded from the source too: the edit runs, not the stale build.
+* No extension at all for a listed module (no compiler or no Cython at install): the source
+  runs, and one warning line says so.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+from gpu_sharing_env._compile import MODULES
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: The environment variable that forces the Python sources.
+PURE_ENV = "GSG_PURE_PYTHON"
+
+
+class PurePythonWarning(RuntimeWarning):
+    """The compiled modules are missing: the package runs as (slower) pure Python."""
+
+
+class SourceFinder(importlib.abc.MetaPathFinder):
+    """Loads the named modules from their ``.py`` files, ahead of Python's path finder (which
+    would take the extension module beside them)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = frozenset(names)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        leaf = fullname.rpartition(".")[2]
+        for entry in path or ():
+            src = Path(entry) / f"{leaf}.py"
+            if src.is_file():
+                return importlib.util.spec_from_file_location(fullname, src)
+        return None
+
+
+def _extension(name: str) -> Path | None:
+    """The compiled extension of a listed module beside its source, if built for this Python."""
+    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        ext = base.with_name(base.name + suffix)
+        if ext.is_file():
+            return ext
+    return None
+
+
+def _stale(name: str, ext: Path) -> bool:
+    """In a source checkout (``pyproject.toml`` beside the package), the ``.py`` was edited
+    after its extension was built. (Installed wheels are not checked: their files' times are
+    those of the unpacking.)"""
+    if not (PACKAGE_DIR.parent / "pyproject.toml").is_file():
+        return False
+    src = PACKAGE_DIR.parent.joinpath(*name.split(".")).with_suffix(".py")
+    return src.is_file() and src.stat().st_mtime > ext.stat().st_mtime
+
+
+def pure_forced() -> bool:
+    return os.environ.get(PURE_ENV, "").strip() not in ("", "0")
+
+
+def select() -> tuple[str, ...]:
+    """Install the source finder for the modules that must run as Python; return the names of
+    those that run compiled."""
+    if pure_forced():
+        compiled: tuple[str, ...] = ()
+        source = list(MODULES)
+    else:
+        exts = {name: _extension(name) for name in MODULES}
+        missing = [name for name, ext in exts.items() if ext is None]
+        source = [name for name, ext in exts.items() if ext is None or _stale(name, ext)]
+        compiled = tuple(name for name in MODULES if name not in source)
+        if missing:
+            what = "none of" if len(missing) == len(MODULES) else f"{len(missing)} of"
+            warnings.warn_explicit(
+                f"gpu_sharing_env runs as pure Python: {what} its {len(MODULES)} compiled "
+                f"modules are built (no C compiler or no Cython at install; `make setup` builds "
+                f"them; {PURE_ENV}=1 silences this)",
+                PurePythonWarning,
+                filename="gpu_sharing_env",
+                lineno=0,
+            )
+    if source and not any(isinstance(f, SourceFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, SourceFinder(source))
+    return compiled

@@ -1,0 +1,89 @@
+"""Build of the compiled hot path: the modules listed in ``gpu_sharing_env/_compile.py``,
+cythonized from their ``.py`` sources (Cython's pure-Python mode). Everything else about the
+package is in ``pyproject.toml``.
+
+The extensions are optional: without Cython, or when the C compiler fails, the install still
+succeeds and those modules run as the Python they are (one warning line at import says so).
+``GSG_NO_COMPILE=1`` skips the compilation on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def compiled_modules() -> tuple[str, ...]:
+    """``MODULES`` of ``gpu_sharing_env/_compile.py``, read without importing the package
+    (its dependencies need not be installed when it is built)."""
+    tree = ast.parse((ROOT / "gpu_sharing_env" / "_compile.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "MODULES" for t in targets):
+                return tuple(ast.literal_eval(node.value))  # type: ignore[arg-type]
+    raise RuntimeError("gpu_sharing_env/_compile.py defines no MODULES")
+
+
+class OptionalBuildExt(build_ext):
+    """Every extension optional: a failed compile (no compiler, no headers) leaves that module
+    as Python and says so, instead of failing the install."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:  # compile the modules side by side (pip passes no -j)
+            self.parallel = os.cpu_count() or 1
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # the compiler itself missing fails before any extension
+            print(f"gpu-sharing-gym: compiled modules not built ({exc}); running as Python")
+
+    def build_extension(self, ext):  # type: ignore[no-untyped-def]
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            print(f"gpu-sharing-gym: {ext.name} not compiled ({exc}); it runs as Python")
+
+
+def extensions() -> list:
+    if os.environ.get("GSG_NO_COMPILE", "") not in ("", "0"):
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        print("gpu-sharing-gym: Cython not installed; the compiled modules run as Python")
+        return []
+    from setuptools import Extension
+
+    # IEEE double arithmetic in Python's order: no fused multiply-add contraction, no fast-math.
+    flags = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
+    exts = [
+        Extension(name, [name.replace(".", "/") + ".py"], extra_compile_args=flags, optional=True)
+        for name in compiled_modules()
+    ]
+    return cythonize(
+        exts,
+        build_dir="build/cython",
+        compiler_directives={
+            "language_level": 3,
+            "binding": True,
+            # Typing is explicit (cython.locals, .pxd): ``x: float`` stays a Python object.
+            "annotation_typing": False,
+            # Python semantics: ZeroDivisionError, floor division and modulo as in Python.
+            "cdivision": False,
+        },
+        quiet=True,
+        nthreads=os.cpu_count() or 1,
+    )
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

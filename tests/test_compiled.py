@@ -1,0 +1,142 @@
+"""The compiled hot path and its pure-Python fallback give the same bits.
+
+``gpu_sharing_env._compile.MODULES`` are compiled by ``setup.py`` (Cython, pure-Python mode)
+from the same ``.py`` files that run interpreted. ``GSG_PURE_PYTHON=1`` loads the sources even
+where the extensions exist. The same episodes in both modes, in two processes, must agree bit
+for bit (``make test`` also reruns the golden, determinism and invariant tests in pure mode).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gpu_sharing_env
+from gpu_sharing_env import _cython, _modes
+from gpu_sharing_env._compile import MODULES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: One process's report: its mode, where each listed module came from, a fixed-seed episode's
+#: record (tests/test_golden.py's) and a random masked GpuSharing-v1 rollout's hash.
+PROBE = r"""
+import hashlib, json, sys
+import numpy as np
+import gymnasium as gym
+import gpu_sharing_env
+from tests.test_golden import episode_record, _hex
+
+files = {}
+for name in gpu_sharing_env._compile.MODULES:
+    __import__(name)
+    files[name] = sys.modules[name].__file__
+env = gym.make("GpuSharing-v1", scenario="default")
+rng = np.random.default_rng(3)
+h = hashlib.sha256()
+obs, info = env.reset(seed=11)
+for _ in range(120):
+    for k in sorted(obs):
+        h.update(np.ascontiguousarray(obs[k]).tobytes())
+    h.update(np.ascontiguousarray(info["action_mask"]).tobytes())
+    legal = np.flatnonzero(info["action_mask"])
+    obs, r, term, trunc, info = env.step(int(legal[rng.integers(legal.size)]))
+    h.update(_hex(r).encode())
+    if term or trunc:
+        obs, info = env.reset()
+print(json.dumps({
+    "compiled": list(gpu_sharing_env.COMPILED),
+    "files": files,
+    "episode": episode_record("default", "first_fit", 1, ()),
+    "mig": episode_record("mig-a100", "time_sharing", 0, ()),
+    "v1_rollout": h.hexdigest(),
+}))
+"""
+
+
+def _probe(pure: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != _modes.PURE_ENV}
+    if pure:
+        env[_modes.PURE_ENV] = "1"
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def test_pure_mode_gives_the_compiled_modes_records_bit_for_bit() -> None:
+    pure = _probe(pure=True)
+    assert pure["compiled"] == []
+    assert all(f.endswith(".py") for f in pure["files"].values()), pure["files"]
+    comp = _probe(pure=False)
+    # the compiled side is compiled wherever the extensions are built (make setup)
+    built = {name for name in MODULES if _modes._extension(name) is not None}
+    assert set(comp["compiled"]) <= built
+    for name in comp["compiled"]:
+        assert not comp["files"][name].endswith(".py"), (name, comp["files"][name])
+    for key in ("episode", "mig", "v1_rollout"):
+        assert comp[key] == pure[key], key
+
+
+def test_the_mode_is_exposed() -> None:
+    assert isinstance(gpu_sharing_env.COMPILED, tuple)
+    assert set(gpu_sharing_env.COMPILED) <= set(MODULES)
+
+
+def test_setup_py_compiles_the_packages_list() -> None:
+    """One list: setup.py reads ``_compile.MODULES``; every entry is a module with a source."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    assert "compiled_modules" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    ns: dict = {"__file__": str(ROOT / "setup.py")}
+    code = (ROOT / "setup.py").read_text().split("\nclass OptionalBuildExt")[0]
+    exec(compile(code, "setup.py", "exec"), ns)
+    assert ns["compiled_modules"]() == MODULES
+    for name in MODULES:
+        assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
+
+
+def test_the_shim_covers_what_the_compiled_modules_use() -> None:
+    """Without Cython at run time ``gpu_sharing_env._cython`` stands in for ``cython``: every
+    ``cython.X`` a compiled module (or its .pxd-free typing) uses must exist there."""
+    used: set[str] = set()
+    for name in MODULES:
+        text = (ROOT / (name.replace(".", "/") + ".py")).read_text()
+        used |= set(re.findall(r"\bcython\.(\w+)", text))
+        if "cython." in text:
+            assert "from gpu_sharing_env import _cython as cython" in text, name
+    missing = sorted(u for u in used if not hasattr(_cython, u))
+    assert not missing, missing
+
+
+def test_no_extensions_one_warning_line(tmp_path: Path) -> None:
+    """A package without its extensions (no compiler at install) runs and says so once; with
+    ``GSG_PURE_PYTHON=1`` it says nothing."""
+    shutil.copytree(
+        ROOT / "gpu_sharing_env", tmp_path / "gpu_sharing_env",
+        ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"),
+    )  # fmt: skip
+    code = (
+        "import gpu_sharing_env, gpu_sharing_env.cluster as c; "
+        "print(gpu_sharing_env.COMPILED, c.__file__.endswith('.py'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (_modes.PURE_ENV, "PYTHONPATH")}
+    env["PYTHONPATH"] = str(tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["()", "True"]
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pure Python" in lines[0], p.stderr
+    env[_modes.PURE_ENV] = "1"
+    q = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert q.returncode == 0 and q.stderr == "", q.stderr
