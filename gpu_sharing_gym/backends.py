@@ -1,24 +1,40 @@
-"""Where leaderboard cells run: in-process, across local processes, or as Ray tasks.
+"""The one runner of independent cells: in-process, across local processes, or as Ray tasks.
 
-Every backend calls the same :func:`gpu_sharing_gym.cells.run_cell` and yields ``(cell, result)``
-pairs as cells finish (completion order, not submission order); the caller saves each result
-at once, so an interrupted run keeps everything that finished. Results do not depend on the
-backend: each cell builds its own simulator and the simulator is deterministic per seed.
+``gsg leaderboard``, ``gsg headroom`` and ``gsg reproduce`` hand their cells to
+:func:`run_tasks`: picklable items and a top-level function of one item. Every backend yields
+``(item, fn(item))`` pairs as cells finish (completion order, not submission order); the caller
+saves each result at once, so an interrupted run keeps everything that finished and a rerun
+skips it. Results do not depend on the backend: each cell builds its own simulator and the
+simulator is deterministic per seed.
+
+Backends (:data:`BACKENDS`): ``local`` runs in this process (``workers == 1``) or in a pool of
+``workers`` processes (:func:`gpu_sharing_env.interrupt.process_pool`: Ctrl-C and SIGTERM stop
+the workers within seconds); ``ray`` runs each cell as a Ray task, on a local Ray with
+``workers`` CPUs or on an existing cluster (``address``, e.g. ``auto`` after ``ray start``).
+A command opens one Ray session for all its cells with :func:`backend_session`; the flags
+``--backend`` and ``--ray-address`` are the same in every command (:func:`add_backend_args`,
+:func:`check_backend_args`).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import multiprocessing as mp
 import signal
 import threading
-from collections.abc import Generator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from gpu_sharing_env.interrupt import pool_results, process_pool
 from gpu_sharing_gym.cells import Cell, run_cell
 
 BACKENDS = ("local", "ray")
+#: The one line a command prints where ``--backend ray`` is asked for without Ray.
+RAY_MISSING = "--backend ray: Ray is not installed (pip install 'gpu-sharing-gym[ray]')"
+
+_I = TypeVar("_I")
+_T = TypeVar("_T")
 
 
 class BackendError(RuntimeError):
@@ -33,65 +49,87 @@ def _mp_context() -> Any:
 
 
 def run_local(
-    cells: Sequence[Cell], workers: int
-) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
-    """Run ``cells`` in this process (``workers == 1``) or in a pool of ``workers`` processes.
+    fn: Callable[[_I], _T], items: Iterable[_I], workers: int, mp_context: Any = None
+) -> Generator[tuple[_I, _T], None, None]:
+    """``(item, fn(item))`` for each item, in this process (``workers <= 1``) or in a pool of
+    ``workers`` processes started with ``mp_context`` (default forkserver, else spawn: ``fn``
+    and the items must pickle; a caller whose items do not passes the fork context and
+    items that index what the forked workers inherit).
 
     At most ``2 * workers`` cells are in flight; an interrupt (Ctrl-C, SIGTERM) stops the
     workers within seconds, losing only the cells they were running.
     """
     if workers <= 1:
-        for c in cells:
-            yield c, run_cell(c)
+        for item in items:
+            yield item, fn(item)
         return
     # process_pool: on an interrupt (or the caller closing this generator) the workers are
     # terminated at once instead of finishing their cells; they ignore Ctrl-C themselves.
-    with process_pool(workers, _mp_context()) as pool:
-        yield from pool_results(pool, run_cell, cells, 2 * workers)
+    with process_pool(workers, mp_context or _mp_context()) as pool:
+        yield from pool_results(pool, fn, items, 2 * workers)
 
 
-def run_ray(
-    cells: Sequence[Cell], workers: int, address: str | None = None
-) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
-    """Run ``cells`` as Ray tasks: on an existing cluster (``address``) or a local Ray with
-    ``workers`` CPUs. Ray is an optional extra: ``pip install 'gpu-sharing-gym[ray]'``."""
+def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise BackendError(
-            "the ray backend needs Ray: pip install 'gpu-sharing-gym[ray]'"
-        ) from None
+        raise BackendError(RAY_MISSING) from None
+    return ray
+
+
+def _ray_init(ray: Any, workers: int, address: str | None) -> None:
+    # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
+    # gpu_sharing_env.interrupt), so that SIGTERM cancels the tasks and shuts Ray down.
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
+    except Exception as e:  # connection errors have many types across Ray versions
+        first = str(e).strip().splitlines()
+        msg = first[0] if first else type(e).__name__
+        raise BackendError(f"--backend ray: ray.init failed: {msg}") from None
+    finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+def run_ray(
+    fn: Callable[[_I], _T], items: Iterable[_I], workers: int, address: str | None = None
+) -> Generator[tuple[_I, _T], None, None]:
+    """``(item, fn(item))`` for each item, each a Ray task (one CPU, no retries), on the Ray
+    already initialised (:func:`backend_session`), else on an existing cluster (``address``)
+    or a local Ray with ``workers`` CPUs, shut down at the end. ``fn`` and the items travel
+    with Ray's serializer (cloudpickle: lambdas and closures too). An exception raised by ``fn``
+    is raised here as itself, as the local backend does. Ray is an optional extra:
+    ``pip install 'gpu-sharing-gym[ray]'``."""
+    ray = _import_ray()
     started = False
     if not ray.is_initialized():
-        # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
-        # gpu_sharing_env.interrupt), so that SIGTERM cancels the tasks and shuts Ray down below.
-        main_thread = threading.current_thread() is threading.main_thread()
-        sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
-        try:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
-        except Exception as e:  # connection errors have many types across Ray versions
-            first = str(e).strip().splitlines()
-            msg = first[0] if first else type(e).__name__
-            raise BackendError(f"ray.init failed: {msg}") from None
-        finally:
-            if sigterm is not None:
-                signal.signal(signal.SIGTERM, sigterm)
+        _ray_init(ray, workers, address)
         started = True
     pending: list[Any] = []
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(run_cell)
-        refs = {task.remote(c): c for c in cells}
+        task = ray.remote(num_cpus=1, max_retries=0)(fn)
+        refs = {task.remote(item): item for item in items}
         pending = list(refs)
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                yield refs[ref], ray.get(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", None)
+                    if isinstance(cause, Exception):
+                        raise cause from None
+                    raise
+                yield refs[ref], result
     except BaseException:
-        # An interrupt: cancel what is left (force: kill the workers running it); on a cluster
-        # we did not start this is all that stops them. A local Ray is shut down below.
+        # An interrupt (or an error): cancel what is left (force: kill the workers running it);
+        # on a cluster we did not start this is all that stops them. A local Ray is shut down
+        # below.
         for ref in pending:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
@@ -101,15 +139,51 @@ def run_ray(
             ray.shutdown()
 
 
+def run_tasks(
+    fn: Callable[[_I], _T],
+    items: Iterable[_I],
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    mp_context: Any = None,
+) -> Generator[tuple[_I, _T], None, None]:
+    """The runner: ``(item, fn(item))`` pairs as the cells finish, on ``backend``
+    (:data:`BACKENDS`) with ``workers`` processes or CPUs (``address``: an existing Ray
+    cluster; ``mp_context``: the local pool's start method). ``fn`` is a top-level function.
+    Close the generator (``contextlib.closing``) where the loop over it can be interrupted, so
+    that the workers stop at once."""
+    if backend == "local":
+        return run_local(fn, items, workers, mp_context)
+    if backend == "ray":
+        return run_ray(fn, items, workers, address)
+    raise BackendError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+
+
 def run_cells(
     cells: Sequence[Cell], backend: str = "local", workers: int = 1, address: str | None = None
 ) -> Generator[tuple[Cell, dict[str, Any]], None, None]:
-    """Dispatch to a backend by name (:data:`BACKENDS`)."""
-    if backend == "local":
-        return run_local(cells, workers)
-    if backend == "ray":
-        return run_ray(cells, workers, address)
-    raise BackendError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    """Leaderboard cells through :func:`run_tasks` (:func:`gpu_sharing_gym.cells.run_cell`)."""
+    return run_tasks(run_cell, cells, backend, workers, address)
+
+
+@contextlib.contextmanager
+def backend_session(backend: str, workers: int = 1, address: str | None = None) -> Iterator[None]:
+    """Within this block every :func:`run_tasks` on ``ray`` uses one Ray session (started here
+    unless one is running; shut down at the end if started here), instead of starting Ray for
+    each batch of cells. A no-op for ``local``. Raises :class:`BackendError` (one line) where
+    Ray is missing or cannot connect."""
+    if backend != "ray":
+        yield
+        return
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    _ray_init(ray, workers, address)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def check_backend(backend: str) -> None:
@@ -117,12 +191,44 @@ def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise BackendError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     if backend == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise BackendError(
-                "the ray backend needs Ray: pip install 'gpu-sharing-gym[ray]'"
-            ) from None
+        _import_ray()
 
 
-__all__ = ["BACKENDS", "BackendError", "check_backend", "run_cells", "run_local", "run_ray"]
+def add_backend_args(ap: argparse.ArgumentParser) -> None:
+    """``--backend {local,ray}`` and ``--ray-address ADDR``, the same in every command."""
+    ap.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="where cells run: local processes (--workers) or Ray tasks (default local)",
+    )
+    ap.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="an existing Ray cluster (auto, ray://host:10001) with --backend ray; without it "
+        "a local Ray with --workers CPUs",
+    )
+
+
+def check_backend_args(args: argparse.Namespace) -> None:
+    """Validate :func:`add_backend_args`' flags before any work: one-line
+    :class:`BackendError` for ``--ray-address`` without ``--backend ray`` or Ray missing."""
+    if args.ray_address and args.backend != "ray":
+        raise BackendError("--ray-address: only with --backend ray")
+    check_backend(args.backend)
+
+
+__all__ = [
+    "BACKENDS",
+    "RAY_MISSING",
+    "BackendError",
+    "add_backend_args",
+    "backend_session",
+    "check_backend",
+    "check_backend_args",
+    "run_cells",
+    "run_local",
+    "run_ray",
+    "run_tasks",
+]

@@ -4,6 +4,8 @@
     gsg headroom --scenarios default-x2,heldout_load --seeds 7101-7105 \\
         --samples 4 --out runs/headroom
     gsg headroom --scenarios default --agents ppo --out runs/headroom
+    gsg headroom --scenarios pai-busy --seeds 7101-7105 --samples 4 \\
+        --backend ray --ray-address auto --out runs/headroom-pai     (on a Ray cluster)
 
 Per scenario, on the given seeds:
 
@@ -38,7 +40,10 @@ physics version, planner settings or agent checkpoint changed), so Ctrl-C or SIG
 most the episodes in flight. The planner's base and candidates come from the heuristics'
 ranking on the given seeds, so another seed set can mean other planner settings and new planner
 cells. A cell does not record the code of the policies: after changing a baseline, use a fresh
-``--out``.
+``--out``. Cells run in ``--workers`` local processes, or with ``--backend ray`` as Ray tasks
+(``--ray-address auto``: the cluster of ``ray start``; every node needs the project and the
+scenario files at the same paths); the driver alone writes ``OUT``, and the numbers do not
+depend on where a cell ran.
 The table goes to stdout and to ``OUT/headroom.md``; its numbers to ``OUT/headroom.json``.
 Exit status: 0 done, 1 some episode failed, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
 """
@@ -51,6 +56,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,14 +74,7 @@ from gpu_sharing_env.cli_args import (
 from gpu_sharing_env.config import ConfigError, load_scenario
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interference import MODEL_VERSION
-from gpu_sharing_env.interrupt import (
-    exit_code,
-    exit_process,
-    pool_results,
-    process_pool,
-    sigterm_raises,
-    stopped_by,
-)
+from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy, policy_names
@@ -87,6 +86,13 @@ from gpu_sharing_gym.agents.planner import (
     PartialOraclePlanner,
     PlannerError,
     RolloutPlanner,
+)
+from gpu_sharing_gym.backends import (
+    BackendError,
+    add_backend_args,
+    backend_session,
+    check_backend_args,
+    run_tasks,
 )
 from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
@@ -224,11 +230,17 @@ def load_cell(out: Path, cell: Cell) -> dict[str, Any] | None:
 
 
 def run_cells(
-    out: Path, cells: Sequence[Cell], workers: int, desc: str, quiet: bool = False
+    out: Path,
+    cells: Sequence[Cell],
+    workers: int,
+    desc: str,
+    quiet: bool = False,
+    backend: str = "local",
+    address: str | None = None,
 ) -> tuple[dict[Cell, dict[str, Any]], list[str]]:
-    """Saved results of ``cells``, running the missing ones (``workers`` processes, progress
-    lines headed ``desc``); each is saved the moment it finishes. Returns ``(results of the ok
-    cells, error lines)``."""
+    """Saved results of ``cells``, running the missing ones on ``backend`` with ``workers``
+    processes (:func:`gpu_sharing_gym.backends.run_tasks`; progress lines headed ``desc``);
+    each is saved the moment it finishes. Returns ``(results of the ok cells, error lines)``."""
     done: dict[Cell, dict[str, Any]] = {}
     todo: list[Cell] = []
     for c in cells:
@@ -241,7 +253,7 @@ def run_cells(
     if not todo:
         return done, errors
     with progress(len(todo), desc, "episode", disable=quiet) as bar:
-        _run(out, todo, workers, bar, done, errors)
+        _run(out, todo, workers, bar, done, errors, backend, address)
     return done, errors
 
 
@@ -252,6 +264,8 @@ def _run(
     bar: Any,
     done: dict[Cell, dict[str, Any]],
     errors: list[str],
+    backend: str = "local",
+    address: str | None = None,
 ) -> None:
     def finish(c: Cell, res: dict[str, Any]) -> None:
         if res["status"] == "ok":
@@ -262,13 +276,14 @@ def _run(
         bar.update(1)
         bar.set_postfix_str(f"{c.scenario} {c.policy} seed {c.seed} {res['wall_s']:.0f}s")
 
-    if workers <= 1 or len(todo) <= 1:
+    if backend == "local" and (workers <= 1 or len(todo) <= 1):
         for c in todo:
             bar.set_postfix_str(f"{c.scenario} {c.policy} seed {c.seed}")
             finish(c, run_cell(c))
         return
-    with process_pool(min(workers, len(todo))) as pool:
-        for cell, result in pool_results(pool, run_cell, todo):
+    # closing(): an interrupt in this loop stops the backend's workers now
+    with closing(run_tasks(run_cell, todo, backend, min(workers, len(todo)), address)) as res:
+        for cell, result in res:
             finish(cell, result)
 
 
@@ -614,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the planner told the true durations, the true arrivals, or both (oracles)",
     )
     ap.add_argument("--workers", type=positive_int, default=1, help="processes (default 1)")
+    add_backend_args(ap)
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     return ap
 
@@ -668,8 +684,12 @@ def headroom(
     log: Any = None,
     agents: Sequence[str] = (),
     decompose: bool = False,
+    backend: str = "local",
+    address: str | None = None,
 ) -> tuple[list[ScenarioResult], list[str]]:
-    """Compute (or load) every cell and return the per-scenario results and error lines."""
+    """Compute (or load) every cell and return the per-scenario results and error lines; the
+    missing cells run on ``backend`` (:func:`gpu_sharing_gym.backends.run_tasks`: ``local``
+    processes or Ray tasks, ``address`` an existing Ray cluster)."""
     heur = _heuristics()
     hcells = [
         Cell(h, scen, path, seed)
@@ -678,7 +698,7 @@ def headroom(
         for seed in seeds
     ]
     errors: list[str] = []
-    hres, err = run_cells(out, hcells, workers, "headroom: heuristics", quiet)
+    hres, err = run_cells(out, hcells, workers, "headroom: heuristics", quiet, backend, address)
     errors += err
     results: list[ScenarioResult] = []
     pcells: list[Cell] = []
@@ -715,7 +735,9 @@ def headroom(
         for a in agents
         for seed in seeds
     ]
-    pres, err = run_cells(out, pcells + acells, workers, "headroom: planners and agents", quiet)
+    pres, err = run_cells(
+        out, pcells + acells, workers, "headroom: planners and agents", quiet, backend, address
+    )
     errors += err
     for res in results:
         mine = {c: r for c, r in pres.items() if c.scenario == res.scenario}
@@ -742,15 +764,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         agents = _agents(args.agents)
         if args.out.exists() and not args.out.is_dir():
             raise InputError(f"--out: {args.out} exists and is not a directory")
-    except InputError as e:
+        check_backend_args(args)
+    except (InputError, BackendError) as e:
         return fail(PROG, str(e))
     t0 = time.monotonic()
     try:
-        with sigterm_raises():
+        with sigterm_raises(), backend_session(args.backend, args.workers, args.ray_address):
             results, errors = headroom(
                 args.out, scenarios, seeds, args.samples, args.horizon, args.top,
                 args.workers, args.quiet, log=sys.stderr, agents=agents,
-                decompose=args.decompose,
+                decompose=args.decompose, backend=args.backend, address=args.ray_address,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(
@@ -759,7 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return exit_code(e)
-    except (InputError, PlannerError) as e:
+    except (InputError, PlannerError, BackendError) as e:
         return fail(PROG, str(e))
     sys.stdout.write(write_outputs(args.out, results))
     print(f"wall time of this run: {time.monotonic() - t0:.0f} s; table in {args.out}/headroom.md")

@@ -35,7 +35,7 @@ from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, sce
 from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
-from gpu_sharing_gym.backends import BACKENDS, BackendError, check_backend
+from gpu_sharing_gym.backends import BackendError, add_backend_args, check_backend_args
 from gpu_sharing_gym.cells import plan_cells
 from gpu_sharing_gym.ci import CI_NOTE
 from gpu_sharing_gym.commands import seed_spec
@@ -174,8 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.cpu_count() or 1,
         help="parallel cells (default: the CPU count)",
     )
-    ap.add_argument("--backend", choices=BACKENDS, default="local")
-    ap.add_argument("--ray-address", default=None, help="existing Ray cluster (with --backend ray)")
+    add_backend_args(ap)
     ap.add_argument("--occupancy-policy", default=None, help="policy of the placement chart")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     return ap
@@ -219,11 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.workers < 1:
             raise InputError(f"--workers: must be >= 1 (got {args.workers})")
-        if args.ray_address and args.backend != "ray":
-            raise InputError("--ray-address: only with --backend ray")
         if args.occupancy_policy is not None and args.occupancy_policy not in policies:
             raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not run")
-        check_backend(args.backend)
+        check_backend_args(args)
         prepare_out(args.out)
     except (InputError, ConfigError, UnknownPolicyError, BackendError) as e:
         return fail(PROG, str(e))

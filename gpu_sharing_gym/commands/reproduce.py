@@ -3,13 +3,15 @@
 gsg reproduce --experiment all --json out/fidelity.json          # seeds 0-29, 2 workers
 gsg reproduce --experiment muxflow-online,pai-sjf --quick --seeds 1
 gsg reproduce --experiment pai-sjf --sweep predictor_sigma=0:1.5:7 --out out/sweep-sigma
+gsg reproduce --experiment all --backend ray --ray-address auto --json out/fidelity.json
 
 Each experiment (``fidelity.EXPERIMENTS``) runs on a scenario built to match its paper's setup
 over paired seeds and yields a record ``{"id", "paper", "claim", "paper_value", "sim_value",
 "holds", "verdict", ...}``; the verdict is computed from the simulated numbers (each check's
 95 % confidence interval over seeds, ``fidelity.common``). ``--sweep`` runs one experiment
 along a setup parameter and writes PREFIX.json/.csv/.png (``fidelity.sweep``). Episodes run
-in ``--workers`` forked processes (the same numbers as one). Exit status: 0 done (whether or not the
+in ``--workers`` forked processes, or with ``--backend ray`` as Ray tasks (``--ray-address``:
+an existing cluster), the same numbers as one process. Exit status: 0 done (whether or not the
 claims hold), 2 bad input, 130 Ctrl-C, 143 SIGTERM (nothing written then). A progress bar
 counts experiments (off a terminal, a plain line every 30 s; --quiet: none).
 """
@@ -28,6 +30,12 @@ from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.progress import progress
 from gpu_sharing_env.runner import strict_json
+from gpu_sharing_gym.backends import (
+    BackendError,
+    add_backend_args,
+    backend_session,
+    check_backend_args,
+)
 from gpu_sharing_gym.fidelity import EXPERIMENTS
 from gpu_sharing_gym.fidelity.common import params_for, run_experiment
 from gpu_sharing_gym.fidelity.sweep import SweepError, parse_spec, sweep, write
@@ -124,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="--sweep's output prefix (default out/sweep-ID-NAME)",
     )
+    add_backend_args(ap)
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     ids = list(EXPERIMENTS) if args.experiment == "all" else args.experiment.split(",")
@@ -138,15 +147,23 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers if args.workers is not None else (1 if args.quick else 2)
     if workers < 1:
         return _error("--workers: must be >= 1")
+    try:
+        check_backend_args(args)
+    except BackendError as e:
+        return _error(str(e))
     seeds = list(range(n))
     if args.sweep is not None:
         return _sweep(args, ids, seeds, workers)
     records = []
+    run = {"backend": args.backend, "address": args.ray_address}
     try:
-        with progress(len(ids), "reproduce", "experiment", disable=args.quiet) as bar:
+        with (
+            backend_session(args.backend, workers, args.ray_address),
+            progress(len(ids), "reproduce", "experiment", disable=args.quiet) as bar,
+        ):
             for exp_id in ids:
                 bar.set_postfix_str(exp_id)
-                rec = run_experiment(exp_id, EXPERIMENTS[exp_id], seeds, args.quick, workers)
+                rec = run_experiment(exp_id, EXPERIMENTS[exp_id], seeds, args.quick, workers, **run)
                 records.append(rec)
                 bar.update(1)
                 kind = rec.get("kind", "claim")
@@ -159,10 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return exit_code(e)
+    except BackendError as e:
+        return _error(str(e))
     print(table(records))
     print(summary(records), file=sys.stderr)
     total = sum(r["wall_s"] for r in records)
-    print(f"wall time: {total:.1f} s ({workers} worker(s), seeds 0-{n - 1})", file=sys.stderr)
+    where = f"{workers} worker(s)" if args.backend == "local" else "Ray"
+    print(f"wall time: {total:.1f} s ({where}, seeds 0-{n - 1})", file=sys.stderr)
     if args.json is not None:
         write_json(args.json, records)
     return 0
@@ -185,7 +205,10 @@ def _sweep(args: argparse.Namespace, ids: list[str], seeds: list[int], workers: 
         )
     prefix = args.out if args.out is not None else Path("out") / f"sweep-{exp_id}-{name}"
     try:
-        with progress(len(values), "sweep", "point", disable=args.quiet) as bar:
+        with (
+            backend_session(args.backend, workers, args.ray_address),
+            progress(len(values), "sweep", "point", disable=args.quiet) as bar,
+        ):
 
             def on_point(p: dict[str, Any]) -> None:
                 bar.update(1)
@@ -194,11 +217,14 @@ def _sweep(args: argparse.Namespace, ids: list[str], seeds: list[int], workers: 
                 )
 
             doc = sweep(
-                exp_id, EXPERIMENTS[exp_id], name, values, seeds, args.quick, workers, on_point
-            )
+                exp_id, EXPERIMENTS[exp_id], name, values, seeds, args.quick, workers, on_point,
+                args.backend, args.ray_address,
+            )  # fmt: skip
     except KeyboardInterrupt as e:
         print(f"\ngsg reproduce: {stopped_by(e)}; nothing written", file=sys.stderr)
         return exit_code(e)
+    except BackendError as e:
+        return _error(str(e))
     text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
     for path in write(doc, prefix, text):
         print(path)

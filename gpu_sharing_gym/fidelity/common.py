@@ -30,7 +30,6 @@ import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.interference import MODEL_VERSION, SpeedModel
-from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
@@ -39,6 +38,7 @@ from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds, latency_tuple
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload import WORKLOAD_VERSION
+from gpu_sharing_gym.backends import run_tasks
 from gpu_sharing_gym.baselines.base import Policy
 from gpu_sharing_gym.ci import mean_ci95
 
@@ -382,6 +382,8 @@ class _Run:
 
     values: dict[str, float] = field(default_factory=dict)
     workers: int = 1
+    backend: str = "local"
+    address: str | None = None
 
 
 _RUN = _Run()
@@ -389,17 +391,24 @@ _RUN = _Run()
 
 @contextlib.contextmanager
 def run_settings(
-    values: Mapping[str, float] | None = None, workers: int | None = None
+    values: Mapping[str, float] | None = None,
+    workers: int | None = None,
+    backend: str | None = None,
+    address: str | None = None,
 ) -> Iterator[None]:
     """Within this block :func:`run_variants` applies the parameter ``values`` (names in
-    :data:`PARAMS`) to every arm and runs episodes in ``workers`` processes."""
+    :data:`PARAMS`) to every arm and runs episodes in ``workers`` processes, or as Ray tasks
+    with ``backend="ray"`` (``address``: an existing cluster); unset, each is inherited."""
     global _RUN
     unknown = sorted(set(values or {}) - set(PARAMS))
     if unknown:
         raise KeyError(f"unknown setup parameter {unknown[0]!r} (known: {', '.join(PARAMS)})")
     old = _RUN
     _RUN = _Run(
-        {**old.values, **(values or {})}, old.workers if workers is None else max(1, workers)
+        {**old.values, **(values or {})},
+        old.workers if workers is None else max(1, workers),
+        old.backend if backend is None else backend,
+        old.address if address is None else address,
     )
     try:
         yield
@@ -427,20 +436,50 @@ def _run_task(i: int) -> dict[str, float]:
     return episode(v.policy(), v.cfg, seed, v.speed)
 
 
-def _episodes(tasks: list[tuple[Variant, int]], workers: int) -> list[dict[str, float]]:
-    """Every task's episode metrics, in task order. Each episode is a pure function of its
-    (policy, scenario, seed) on a fresh simulator, so ``workers`` > 1 (forked processes)
-    returns exactly what one process does."""
+def _run_shipped(task: tuple[int, Variant, int, dict[str, float]]) -> dict[str, float]:
+    """A Ray task's episode: the variant travels with it (Ray's cloudpickle carries the policy
+    factories), and so do the parameter values, which a Ray worker does not inherit."""
+    global _RUN
+    _, v, seed, values = task
+    old = _RUN
+    _RUN = _Run(dict(values))
+    try:
+        return episode(v.policy(), v.cfg, seed, v.speed)
+    finally:
+        _RUN = old
+
+
+def _episodes(
+    tasks: list[tuple[Variant, int]],
+    workers: int,
+    backend: str = "local",
+    address: str | None = None,
+) -> list[dict[str, float]]:
+    """Every task's episode metrics, in task order, through the one runner
+    (:func:`gpu_sharing_gym.backends.run_tasks`). Each episode is a pure function of its
+    (policy, scenario, seed) on a fresh simulator, so ``workers`` > 1 (forked processes) or
+    Ray tasks return exactly what one process does."""
     global _TASKS
     n = min(workers, len(tasks))
-    if n <= 1 or "fork" not in mp.get_all_start_methods():
+    if backend != "ray" and (n <= 1 or "fork" not in mp.get_all_start_methods()):
         return [episode(v.policy(), v.cfg, s, v.speed) for v, s in tasks]
-    _TASKS = tasks
-    try:
-        with process_pool(n, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_run_task, range(len(tasks))))
-    finally:
-        _TASKS = []
+    out: dict[int, dict[str, float]] = {}
+    if backend == "ray":
+        shipped = [(i, v, s, dict(_RUN.values)) for i, (v, s) in enumerate(tasks)]
+        with contextlib.closing(run_tasks(_run_shipped, shipped, backend, n, address)) as res:
+            for (i, *_), metrics in res:
+                out[i] = metrics
+    else:
+        _TASKS = tasks  # the forked workers inherit it: policy factories need not pickle
+        try:
+            fork = mp.get_context("fork")
+            with contextlib.closing(
+                run_tasks(_run_task, range(len(tasks)), "local", n, None, fork)
+            ) as res:
+                out.update(res)
+        finally:
+            _TASKS = []
+    return [out[i] for i in range(len(tasks))]
 
 
 #: Separator of a per-seed detail key: ``"label.key@seed"`` holds seed ``seed``'s value.
@@ -463,7 +502,7 @@ def run_variants(
     for name, value in _RUN.values.items():
         arms = [PARAMS[name].apply(v, value) for v in arms]
     tasks = [(v, s) for v in arms for s in seeds]
-    results = iter(_episodes(tasks, _RUN.workers))
+    results = iter(_episodes(tasks, _RUN.workers, _RUN.backend, _RUN.address))
     out: dict[str, float] = {}
     for v in arms:
         rows = [next(results) for _ in seeds]
@@ -742,9 +781,11 @@ def run_experiment(
     workers: int = 1,
     values: Mapping[str, float] | None = None,
     brackets: bool = True,
+    backend: str = "local",
+    address: str | None = None,
 ) -> dict[str, Any]:
     """Run experiment ``exp_id`` (``fn(seeds, quick)``) at the parameter ``values`` with
-    ``workers`` processes. With a bracket declared for it (:data:`BRACKETS`; ``brackets``
+    ``workers`` processes (or as Ray tasks: ``backend="ray"``, ``address`` a cluster). With a bracket declared for it (:data:`BRACKETS`; ``brackets``
     true and its parameter not set in ``values``) it runs at the central value, then at both
     ends: the record is the central run's, with ``bracket`` (the parameter, its source and each
     end's verdict and checks) and the verdict of :func:`bracket_verdict`. ``wall_s`` is the
@@ -756,13 +797,13 @@ def run_experiment(
     if b is None or not brackets or b.param in values:
         if b is not None:  # a bracketed parameter not set runs at its documented choice
             values.setdefault(b.param, b.central)
-        with run_settings(values, workers):
+        with run_settings(values, workers, backend, address):
             rec = fn(seeds, quick)
         rec["wall_s"] = round(time.perf_counter() - t0, 2)
         return rec
     runs = {}
     for end in ("central", "low", "high"):
-        with run_settings({**values, b.param: getattr(b, end)}, workers):
+        with run_settings({**values, b.param: getattr(b, end)}, workers, backend, address):
             runs[end] = fn(seeds, quick)
     rec = runs["central"]
     rec["bracket"] = {

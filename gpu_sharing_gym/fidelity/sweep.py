@@ -57,12 +57,18 @@ def sweep(
     quick: bool,
     workers: int,
     on_point: Callable[[dict[str, Any]], None] | None = None,
+    backend: str = "local",
+    address: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``exp_id`` at each value of ``param``; returns the sweep's JSON document. A bracket
-    declared on another parameter stays at its central value (its ends are not run)."""
+    """Run ``exp_id`` at each value of ``param``, its episodes on ``backend`` (local processes
+    or Ray tasks, :func:`~gpu_sharing_gym.fidelity.common.run_experiment`); returns the
+    sweep's JSON document. A bracket declared on another parameter stays at its central value
+    (its ends are not run)."""
     points = []
     for value in values:
-        rec = run_experiment(exp_id, fn, seeds, quick, workers, {param: value}, brackets=False)
+        rec = run_experiment(
+            exp_id, fn, seeds, quick, workers, {param: value}, False, backend, address
+        )
         point = {
             "value": value,
             "verdict": rec["verdict"],

@@ -1,0 +1,148 @@
+"""The one runner (gpu_sharing_gym/backends.py: ``run_tasks``) behind ``gsg headroom``,
+``gsg reproduce`` and ``gsg leaderboard``: every item comes back once, a cell's exception is
+raised as itself, the numbers do not depend on the backend (in-process, 2 local processes,
+Ray), and the shared ``--backend``/``--ray-address`` flags fail in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpu_sharing_gym import headroom
+from gpu_sharing_gym.backends import RAY_MISSING, run_tasks
+from gpu_sharing_gym.commands import leaderboard as leaderboard_cmd
+from gpu_sharing_gym.commands import reproduce
+from gpu_sharing_gym.fidelity import EXPERIMENTS
+from gpu_sharing_gym.fidelity.common import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+HEURISTICS = ["gandiva", "time_sharing", "first_fit"]
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """One local Ray (2 CPUs) for this module's Ray tests; the runner uses it and leaves it up."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    """``default`` with 6 jobs over one hour."""
+    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
+    data["workload"]["offline"].update(max_jobs=6, arrival_window_h=1)
+    data["name"] = "tiny"
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# ------------------------------------------------------------------------------ the runner
+@pytest.mark.parametrize(("backend", "workers"), [("local", 1), ("local", 2), ("ray", 2)])
+def test_every_item_once_and_errors_as_themselves(
+    backend: str, workers: int, request: pytest.FixtureRequest
+) -> None:
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    # json.loads: a top-level Python function (Ray takes no builtins) that fails on bad input
+    items = [str(i) for i in range(7)]
+    assert dict(run_tasks(json.loads, items, backend, workers)) == {str(i): i for i in range(7)}
+    with pytest.raises(json.JSONDecodeError):
+        dict(run_tasks(json.loads, ["1", "{"], backend, workers))
+
+
+def _no_wall(x: Any) -> Any:
+    """``x`` without its wall times (``wall_s`` at any depth): all that may differ."""
+    if isinstance(x, dict):
+        return {k: _no_wall(v) for k, v in x.items() if k != "wall_s"}
+    if isinstance(x, list):
+        return [_no_wall(v) for v in x]
+    return x
+
+
+# ------------------------------------------------------------------------------ headroom
+def _headroom_run(out: Path) -> dict[str, Any]:
+    """Every saved cell of a headroom run and its ``headroom.json``, wall times dropped."""
+    files = [*sorted((out / "cells").rglob("*.json")), out / "headroom.json"]
+    return {p.relative_to(out).as_posix(): _no_wall(json.loads(p.read_text())) for p in files}
+
+
+def test_headroom_cells_do_not_depend_on_the_backend(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    monkeypatch.setattr(headroom, "_heuristics", lambda: HEURISTICS)
+    runs = [("local", "1"), ("local", "2")]
+    if importlib.util.find_spec("ray") is not None:  # else the Ray run is left out
+        request.getfixturevalue("ray_session")
+        runs.append(("ray", "2"))
+    saved = {}
+    for backend, workers in runs:
+        out = tmp_path / f"{backend}-{workers}"
+        argv = ["--scenarios", str(tiny), "--seeds", "1-2", "--out", str(out), "--quiet"]
+        argv += ["--samples", "1", "--horizon", "1", "--top", "2"]
+        argv += ["--backend", backend, "--workers", workers]
+        assert headroom.main(argv) == 0
+        saved[backend, workers] = _headroom_run(out)
+    first = saved[runs[0]]
+    assert len(first) == 2 * (len(HEURISTICS) + 2) + 1
+    for key in runs[1:]:
+        assert saved[key] == first, key
+
+
+# ------------------------------------------------------------------------------ reproduce
+def test_reproduce_records_do_not_depend_on_the_backend(request: pytest.FixtureRequest) -> None:
+    """``gsg reproduce --quick`` on one experiment: in-process, 2 forked workers, Ray tasks
+    (the arms' policy factories travel with Ray's cloudpickle)."""
+    exp = "horus"
+    runs = {
+        ("local", 1): run_experiment(exp, EXPERIMENTS[exp], [0, 1], True, workers=1),
+        ("local", 2): run_experiment(exp, EXPERIMENTS[exp], [0, 1], True, workers=2),
+    }
+    if importlib.util.find_spec("ray") is not None:  # else the Ray run is left out
+        request.getfixturevalue("ray_session")
+        runs["ray", 2] = run_experiment(exp, EXPERIMENTS[exp], [0, 1], True, 2, backend="ray")
+    one = json.dumps(_no_wall(runs["local", 1]), sort_keys=True)
+    for key, rec in runs.items():
+        assert json.dumps(_no_wall(rec), sort_keys=True) == one, key
+
+
+# ------------------------------------------------------------------------------ the flags
+def _main(name: str, tmp_path: Path) -> Any:
+    if name == "headroom":
+        return headroom.main, ["--out", str(tmp_path / "hr"), "--seeds", "1"]
+    if name == "reproduce":
+        return reproduce.main, ["--experiment", "horus", "--quick"]
+    return leaderboard_cmd.main, ["--policies", "first_fit", "--out", str(tmp_path / "lb")]
+
+
+@pytest.mark.parametrize("name", ["headroom", "reproduce", "leaderboard"])
+def test_ray_missing_is_one_line_exit_2(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    main, argv = _main(name, tmp_path)
+    assert main([*argv, "--backend", "ray"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gsg {name}: error: {RAY_MISSING}"]
+    assert not (tmp_path / "hr").exists()
+
+
+@pytest.mark.parametrize("name", ["headroom", "reproduce", "leaderboard"])
+def test_ray_address_needs_the_ray_backend(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    main, argv = _main(name, tmp_path)
+    assert main([*argv, "--ray-address", "auto"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gsg {name}: error: --ray-address: only with --backend ray"]
