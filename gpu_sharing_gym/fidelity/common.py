@@ -785,12 +785,12 @@ def run_experiment(
     address: str | None = None,
 ) -> dict[str, Any]:
     """Run experiment ``exp_id`` (``fn(seeds, quick)``) at the parameter ``values`` with
-    ``workers`` processes (or as Ray tasks: ``backend="ray"``, ``address`` a cluster). With a bracket declared for it (:data:`BRACKETS`; ``brackets``
-    true and its parameter not set in ``values``) it runs at the central value, then at both
-    ends: the record is the central run's, with ``bracket`` (the parameter, its source and each
-    end's verdict and checks) and the verdict of :func:`bracket_verdict`. ``wall_s`` is the
-    whole time. With ``brackets`` false the bracketed parameter, unless set, runs at its
-    central value only."""
+    ``workers`` processes (or as Ray tasks: ``backend="ray"``, ``address`` a cluster). With
+    a bracket declared for it (:data:`BRACKETS`; ``brackets`` true and its parameter not set
+    in ``values``) it runs at the central value, then at both ends: the record is the central
+    run's, with ``bracket`` (the parameter, its source and each end's verdict and checks) and
+    the verdict of :func:`bracket_verdict`. ``wall_s`` is the whole time. With ``brackets``
+    false the bracketed parameter, unless set, runs at its central value only."""
     t0 = time.perf_counter()
     values = dict(values or {})
     b = BRACKETS.get(exp_id)
