@@ -48,6 +48,11 @@ from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.view import ClusterView
+from gpu_sharing_gym.agents.candidate_policy import (
+    RULES_KEY,
+    CandidateActorCriticPolicy,
+    rule_actions,
+)
 from gpu_sharing_gym.agents.envs import HINT, make_expert
 from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
 from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPPOPolicy
@@ -62,8 +67,12 @@ POLICY_CLASSES: dict[str, type[Any]] = {
     "SetActorCriticPolicy": SetActorCriticPolicy,
     "SetPPOPolicy": SetPPOPolicy,
     "OptionActorCriticPolicy": OptionActorCriticPolicy,
+    "CandidateActorCriticPolicy": CandidateActorCriticPolicy,
 }
-_FORMAT_POLICIES = {1: ("SetActorCriticPolicy", "SetPPOPolicy"), 2: ("OptionActorCriticPolicy",)}
+_FORMAT_POLICIES = {
+    1: ("SetActorCriticPolicy", "SetPPOPolicy"),
+    2: ("OptionActorCriticPolicy", "CandidateActorCriticPolicy"),
+}
 
 
 class AgentLoadError(ValueError):
@@ -248,6 +257,10 @@ class RLAgent:
         #: Migration slots of its training env (``GpuSharing-v1``'s ``migration_slots``): the
         #: runner's codec offers it the same running jobs to move.
         self.migration_slots = int(self.meta.get("migration_slots", 0))
+        #: Whether it reads the group history and node tables (``job_history=True``), and the
+        #: rules whose choices it observes (``candidate_policy.RuleChoices``).
+        self.job_history = bool(self.meta.get("job_history", False))
+        self._rules: list[Any] = [make_expert(n) for n in self.meta.get("rule_inputs") or []]
 
     # ------------------------------------------------------------------ Policy protocol
     def reset(self, seed: int) -> None:
@@ -255,6 +268,8 @@ class RLAgent:
         self._seed = seed
         if self._expert is not None:
             self._expert.reset(seed)
+        for r in self._rules:
+            r.reset(seed)
         if self._encoder is not None:
             self._encoder.reset()
 
@@ -268,6 +283,8 @@ class RLAgent:
             hint = np.zeros(mask.shape[0], dtype=np.float32)
             hint[self._expert.act(view, None, mask)] = 1.0
             obs = {**obs, HINT: hint}
+        if self._rules and RULES_KEY not in obs:
+            obs = {**obs, RULES_KEY: rule_actions(self._rules, view, mask)}
         return self.predict(obs, mask)
 
     # ------------------------------------------------------------------ helpers
@@ -280,7 +297,7 @@ class RLAgent:
         key = (view.simulator_id, view.n_gpus)
         if self._encoder is None or self._encoder_key != key:
             enc_cls: Any = (
-                partial(ObservationEncoderV1, moves=self.migration_slots)
+                partial(ObservationEncoderV1, moves=self.migration_slots, history=self.job_history)
                 if self.option_agnostic
                 else ObservationEncoder
             )
@@ -308,7 +325,9 @@ class RLAgent:
             trained = self.meta.get("n_options")
             if self.option_agnostic:
                 moves = self.migration_slots
-                obs_space = observation_space_v1(max_gpus, window - moves, n_options, moves)
+                obs_space = observation_space_v1(
+                    max_gpus, window - moves, n_options, moves, history=self.job_history
+                )
             elif trained is not None and int(trained) != n_options:
                 raise AgentLoadError(
                     f"agent {self.name}: trained with {trained} placement options "
@@ -322,6 +341,9 @@ class RLAgent:
                 obs_space = spaces.Dict(
                     {**obs_space.spaces, HINT: spaces.Box(0.0, 1.0, (n,), np.float32)}
                 )
+            if self._rules:
+                r = spaces.Box(0.0, float(act_space.n), (len(self._rules),), np.float32)
+                obs_space = spaces.Dict({**obs_space.spaces, RULES_KEY: r})
             cls = POLICY_CLASSES[self.meta["policy"]]
             pol = cls(obs_space, act_space, _dummy_lr, **self.meta.get("policy_kwargs", {}))
             try:

@@ -175,11 +175,15 @@ def evaluate_model(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Deterministic episodes of ``model`` on ``seeds``: (metrics per seed, placement record of
     the first seed for the occupancy figure, if asked)."""
-    kwargs = dict(env_kwargs or {})
+    from gpu_sharing_gym.agents.candidate_policy import RuleChoices, split_rule_inputs
+
+    kwargs, rules = split_rule_inputs(env_kwargs)
     kwargs["invalid_action"] = "noop"
     env_cls = GpuSharingEnvV1 if env_id == "GpuSharing-v1" else GpuSharingEnv
     base = env_cls(scenario, **kwargs)
     env: Any = ExpertHint(base, hint) if hint else base
+    if rules:
+        env = RuleChoices(env, rules)
     masked = algo in MASKED_ALGOS
     out: list[dict[str, Any]] = []
     placements: dict[str, Any] | None = None

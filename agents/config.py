@@ -161,6 +161,15 @@ class TrainSettings:
     )  # fmt: skip
     """``GpuSharing-v1``: option-agnostic observations and network (``gpu_sharing_gym.agents.option_policy``;
     ``maskable_ppo`` only), one checkpoint for every scenario."""
+    policy: str = field(
+        default="auto",
+        metadata=rule(lambda v: v in ("auto", "candidate"), "auto or candidate"),
+    )
+    """The network: ``auto`` (by ``env_id``: the set network on v0, the option-agnostic one on
+    v1) or ``candidate`` (``GpuSharing-v1`` only: the policy over candidates,
+    ``gpu_sharing_gym.agents.candidate_policy``; ``env_kwargs: {rule_inputs: [...]}`` adds
+    each rule's choice to the observation, an input feature whose agreement with the agent is
+    logged as ``rules/agree_<rule>``)."""
     paired_reference: str | None = None
     """A heuristic whose return on the same episode is subtracted from the agent's, as an
     input-dependent baseline (``gpu_sharing_gym.agents.envs.PairedReward``; the ``jct`` reward). None: off."""

@@ -525,7 +525,7 @@ def common_layout(
     scenario fits, so that their envs share one observation and action space."""
     from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
 
-    kw = dict(env_kwargs or {})
+    kw = {k: v for k, v in (env_kwargs or {}).items() if k != "rule_inputs"}
     out = {"max_gpus": 0, "max_window": 0, "max_options": 0}
     for s in scenarios:
         env = GpuSharingEnvV1(s, **{k: v for k, v in kw.items() if k not in out})
@@ -553,7 +553,12 @@ def make_env(
     ``paired_cache_dir`` if given)."""
     if env_id not in ENV_IDS:
         raise ValueError(f"env_id: must be one of {', '.join(ENV_IDS)} (got {env_id!r})")
-    env: gym.Env[Any, Any] = gym.make(env_id, scenario=scenario, **dict(env_kwargs or {}))
+    from gpu_sharing_gym.agents.candidate_policy import RuleChoices, split_rule_inputs
+
+    kwargs, rules = split_rule_inputs(env_kwargs)  # (``rule_inputs``: RuleChoices)
+    env: gym.Env[Any, Any] = gym.make(env_id, scenario=scenario, **kwargs)
+    if rules:
+        env = RuleChoices(env, rules)
     if paired:
         env = PairedReward(env, paired, cache_dir=paired_cache_dir)
     if hint:

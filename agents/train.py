@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         log_hparams,
         make_logger,
     )
+    from gpu_sharing_gym.agents.candidate_policy import (
+        CandidateActorCriticPolicy,
+        RuleAgreement,
+        split_rule_inputs,
+    )
     from gpu_sharing_gym.agents.config import (
         ALGOS,
         MASKED_ALGOS,
@@ -180,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         load_hyperparams,
         resolve_hyperparams,
     )
-    from gpu_sharing_gym.agents.envs import common_layout, make_vec_env, split_scenarios
+    from gpu_sharing_gym.agents.envs import (
+        common_layout,
+        make_expert,
+        make_vec_env,
+        split_scenarios,
+    )
     from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
     from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
 
@@ -254,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     v1 = settings.env_id == "GpuSharing-v1"
     if v1 and args.algo != "maskable_ppo":
         return fail(f"{cfg_path}: env_id: GpuSharing-v1 agents need --algo maskable_ppo")
+    if settings.policy == "candidate" and not v1:
+        return fail(f"{cfg_path}: policy: candidate needs env_id: GpuSharing-v1")
     if len(names) > 1 and not v1:
         return fail("--scenario: several scenarios need env_id: GpuSharing-v1 (padded layouts)")
     if args.resume:
@@ -291,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
 
     try:
-        probe = (GpuSharingEnvV1 if v1 else GpuSharingEnv)(scenario, **env_kwargs)
+        probe_kwargs, rule_inputs = split_rule_inputs(env_kwargs)
+        probe = (GpuSharingEnvV1 if v1 else GpuSharingEnv)(scenario, **probe_kwargs)
+        for name in rule_inputs:
+            make_expert(name)
     except ValueError as e:
         return fail(f"{cfg_path}: env_kwargs: {e}")
     meta: dict[str, Any] = {
@@ -306,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         "expert_hint": settings.expert_hint,
         "window_order": env_kwargs.get("window_order", "fifo"),
         "migration_slots": int(env_kwargs.get("migration_slots", 0)),
+        "job_history": bool(env_kwargs.get("job_history", False)),
+        "rule_inputs": rule_inputs,
     }
     try:
         venv = make_vec_env(
@@ -324,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                          "features_extractor_kwargs": policy_kwargs}  # fmt: skip
         meta["policy"] = "DQNPolicy"
     else:
-        if v1:
+        if settings.policy == "candidate":
+            policy = CandidateActorCriticPolicy
+        elif v1:
             policy = OptionActorCriticPolicy
         else:
             policy = SetActorCriticPolicy if masked else SetPPOPolicy
@@ -462,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
             clock=run_wall_s,
         )  # fmt: skip
         callbacks = [SimMetricsCallback(), evaluator, checkpoint]
+        if rule_inputs:
+            callbacks.append(RuleAgreement(rule_inputs))
         if settings.slo_multiplier is not None:
             sm = settings.slo_multiplier
             rkw = dict(env_kwargs.get("reward_kwargs") or {})
@@ -809,6 +830,8 @@ def _pretrain(
                 "policy_kwargs": dict(settings.policy_kwargs),
                 "work_conserving": conserving,
                 "expert_hint": settings.expert_hint,
+                "job_history": bool(env_kwargs.get("job_history", False)),
+                "rule_inputs": list(env_kwargs.get("rule_inputs") or []),
             },
             {k: v.detach().clone() for k, v in model.policy.state_dict().items()},
         )
