@@ -204,7 +204,9 @@ def test_time_slices_of_a_partition_sum_to_at_most_one() -> None:
 
 
 def test_gpulet_plans_keep_the_invariants_and_are_deterministic() -> None:
-    cfg = scenario("gpulet", horizon_h=2.0, **{"sharing.gpulets": 2})
+    cfg = scenario(
+        "gpulet", horizon_h=2.0, **{"sharing.gpulets": 2, "workload.online.num_services": 24}
+    )
     sim = make_simulator(cfg)
     seen: list[int] = []
 
