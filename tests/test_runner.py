@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpu_sharing_gym import headroom
 from gpu_sharing_gym.backends import RAY_MISSING, run_tasks
@@ -21,8 +20,8 @@ from gpu_sharing_gym.commands import leaderboard as leaderboard_cmd
 from gpu_sharing_gym.commands import reproduce
 from gpu_sharing_gym.fidelity import EXPERIMENTS
 from gpu_sharing_gym.fidelity.common import run_experiment
+from tests.helpers import tiny_scenario_yaml
 
-ROOT = Path(__file__).resolve().parents[1]
 HEURISTICS = ["gandiva", "time_sharing", "first_fit"]
 
 
@@ -39,12 +38,9 @@ def ray_session() -> Iterator[None]:
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
-    """``default`` with 6 jobs over one hour."""
-    data = yaml.safe_load((ROOT / "configs/scenarios/default.yaml").read_text())
-    data["workload"]["offline"].update(max_jobs=6, arrival_window_h=1)
-    data["name"] = "tiny"
+    """Two V100s, 4 jobs and one service over two hours."""
     path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(tiny_scenario_yaml(4, "tiny"))
     return path
 
 
