@@ -214,26 +214,28 @@ def muxflow_online(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     """Online slowdown (Sec. 6.2, Fig. 10): time-sharing slows online services by up to ~50%;
     MuxFlow keeps the slowdown under 20%.
 
-    The statistic is the worst service's slowdown (request-weighted mean latency over the same
-    service's solo latency at the same load), the "up to" of the paper; the fleet average
-    (``online_slowdown``) is in the detail too.
+    The statistic is the paper's: the online workloads' average latency against Online-only's
+    (its metrics, Sec. 6.1: "average latency, 99th-percentile latency"), here the fleet's
+    ``online_slowdown``: each service's mean latency over its solo mean latency at the same
+    load, averaged over services and load ticks weighted by requests. v4 and v5 until 2026-11-28 judged the worst of the 16 services
+    (``f_worst_service_slowdown``, kept in the detail), a statistic the paper does not report.
     """
     t0 = time.perf_counter()
     keys = ("f_worst_service_slowdown", "online_slowdown", "slo_attainment")
     d = run_variants(_arms(quick, ["time_sharing", "pb_time_sharing", "muxflow"]), seeds, keys)
     checks = [
         check(
-            "time-sharing worst slowdown",
+            "time-sharing average slowdown",
             d,
-            "time_sharing.f_worst_service_slowdown",
+            "time_sharing.online_slowdown",
             ">=",
             1.2,
             band=(1.0, 1.5),  # "up to ~50 %": from no slowdown to 1.5x
         ),
         check(
-            "MuxFlow worst slowdown",
+            "MuxFlow average slowdown",
             d,
-            "muxflow.f_worst_service_slowdown",
+            "muxflow.online_slowdown",
             "<",
             1.2,
             band=(1.0, 1.2),  # "less than 20 %": from no slowdown to 1.2x
