@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,3 +143,40 @@ def test_ray_address_needs_the_ray_backend(
     assert main([*argv, "--ray-address", "auto"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"gsg {name}: error: --ray-address: only with --backend ray"]
+
+
+# ------------------------------------------------------------------------------ interrupts
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_sigterm_stops_headroom_workers_and_keeps_finished_cells(
+    backend: str, tmp_path: Path
+) -> None:
+    """SIGTERM to ``gsg headroom`` running cells on 2 processes or a local Ray: exit 143, no
+    traceback, no process of it left, the finished cells saved and found by a rerun."""
+    if backend == "ray":
+        pytest.importorskip("ray")
+    from tests.test_signals import SLOW, _finish, _no_process_left, _start, _wait_for
+
+    scen = tmp_path / "sigtest.yaml"  # ~0.5 s cells, 2 seeds x every heuristic
+    scen.write_text(
+        SLOW.replace("max_jobs: 1500", "max_jobs: 300").replace("horizon_h: 200", "horizon_h: 48")
+    )
+    out = tmp_path / "hr"
+    proc = _start(
+        ["headroom", "--scenarios", str(scen), "--seeds", "1-2", "--out", str(out), "--quiet",
+         "--workers", "2", "--backend", backend]
+    )  # fmt: skip
+    cells = out / "cells" / "sigtest"
+    _wait_for(lambda: any(cells.glob("*/*.json")), proc, "a first finished cell")
+    err = _finish(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert "terminated (SIGTERM); finished episodes are saved" in err
+    assert _no_process_left(proc.pid, within_s=30.0) == [], "workers outlived gsg headroom"
+    saved = sorted(cells.glob("*/*.json"))
+    assert 0 < len(saved) < 2 * len(headroom._heuristics())  # stopped midway
+    assert not list(out.rglob("*.tmp"))
+    # a rerun reads each of them instead of running it again
+    path = str(scen.resolve())
+    for p in saved:
+        cell = headroom.Cell(p.parent.name, "sigtest", path, int(p.stem))
+        assert headroom.load_cell(out, cell) is not None, p
