@@ -11,9 +11,10 @@ config-gpulet-int.json``), a mix of models each at the same request rate ``r``, 
 to 2,990 req/s in steps of 10; the peak is the highest ``r`` that the scheduler can place on the
 four GPUs, then served (``scripts/experiment_ps.sh``, Poisson arrivals) within SLO; the metric is
 the peak throughput (the mix's total rate there). Each scheme is the same planner restricted to
-what it may use (GLET's ``config-*.json``): spatio-temporal (a GPU split in two gpulets of
-50/50, 60/40 or 80/20 %, or whole, time-sharing inside a gpulet, ``Part: 1``), temporal-only (whole GPUs shared in
-time, ``Part: 0``) and spatial-only (partitions, no time-sharing inside one: ``greedy_part``).
+what it may use (GLET's ``config-*.json``): spatio-temporal (a GPU whole or split in two
+gpulets of 50/50, 60/40 or 80/20 %, time-sharing inside a gpulet, ``Part: 1``), temporal-only
+(whole GPUs shared in time, ``Part: 0``) and spatial-only (partitions, no time-sharing inside
+one: ``greedy_part``).
 
 The scheduler (:class:`Plan`, GLET's ``IncrementalScheduler`` simplified,
 ``src/scheduler/scheduler_incremental.cpp``) serves each model's rate with gpulets added one at
@@ -137,20 +138,17 @@ class Profile:
         return hit
 
 
-def saturating_part(
-    prof: Profile, model: str, slo_ms: float, parts: Sequence[int], whole: bool = False
-) -> int:
+def saturating_part(prof: Profile, model: str, slo_ms: float, parts: Sequence[int]) -> int:
     """GLET's ``getMaxReturnPart``: scanning the partitions (largest first) from the smallest
     up, the larger of a pair whose throughput gain per SM is the largest among those adding at
     least :data:`MIN_GAIN`; the smallest when none does; the only one when there is one. As
     GLET's loop, the pair of the two largest partitions is not considered, so a saturated
-    gpulet is never a whole GPU; ``whole`` (a what-if, ``scripts/gpulet_probe.py``) scans that
-    pair too."""
+    gpulet is never a whole GPU."""
     if len(parts) == 1:
         return parts[0]
     trp = {p: prof.saturate(model, slo_ms, p) for p in parts}
     best, best_part = 0.0, parts[-1]
-    for i in range(len(parts) - 1, 0 if whole else 1, -1):
+    for i in range(len(parts) - 1, 1, -1):
         low, high = parts[i], parts[i - 1]
         if trp[low] <= 0 or trp[high] / trp[low] < MIN_GAIN:
             continue
@@ -194,7 +192,8 @@ class Scheme:
     #: Plan with the interference between a GPU's gpulets (GLET's ``"Interference": 1``;
     #: false: its ``gpulet-noint``).
     interference: bool = True
-    #: A what-if: a saturated gpulet may be a whole GPU (:func:`saturating_part`).
+    #: A what-if (``scripts/gpulet_probe.py``): saturated gpulets are whole GPUs, as the
+    #: temporal scheme's, and only the residue is partitioned.
     whole: bool = False
 
 
@@ -489,8 +488,8 @@ def gpulet(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     Setup (``fidelity/gpulet.yaml``): four V100-16GB, GLET's ``scen3`` mix, each model at the
     same constant rate; per seed (the simulator's rate noise) and scheme, the highest rate of
     GLET's ramp at which the scheme plans the mix on the four GPUs (:class:`Plan`) and the
-    simulator serves the plan within the scenario's SLO target (0.99 of the requests), found
-    by bisection (:func:`peak`); the peak throughput is the mix's total rate there. Checks:
+    simulator serves the plan within the scenario's SLO target (0.99 of the requests)
+    (:func:`feasible`, :func:`peak`); the peak throughput is the mix's total rate there. Checks:
     spatio-temporal's peak throughput over temporal-only's (> 1; the paper's +61.7 %, band
     1.617) and over spatial-only's (> 1). ``quick`` serves each point for half an hour
     instead of two.
