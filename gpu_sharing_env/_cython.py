@@ -13,18 +13,37 @@ and the type names are plain markers, so the source runs as ordinary Python.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any
 
 compiled = False
 
-#: C type names used in annotations and ``locals``: markers only when interpreted.
-bint = bool
-double = float
-int = int  # Cython's C int (a marker here)
-long = int
-longlong = int
-Py_ssize_t = int
+
+class _CType:
+    """A C type's name: ``cython.double`` in ``locals``, ``cython.double[:, :]`` (a typed
+    memoryview: the array itself when interpreted), ``cython.double(x)`` (a cast)."""
+
+    def __init__(self, name: str, py: type) -> None:
+        self.name, self.py = name, py
+
+    def __getitem__(self, _axes: Any) -> _CType:
+        return self
+
+    def __call__(self, *args: Any) -> Any:
+        return self.py(*args)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+bint = _CType("bint", bool)
+double = _CType("double", float)
+int = _CType("int", builtins.int)  # Cython's C int (a marker here)
+long = _CType("long", builtins.int)
+longlong = _CType("longlong", builtins.int)
+Py_ssize_t = _CType("Py_ssize_t", builtins.int)
+uchar = _CType("uchar", builtins.int)
 
 
 def _identity(f: Any) -> Any:

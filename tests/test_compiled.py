@@ -30,31 +30,39 @@ import hashlib, json, sys
 import numpy as np
 import gymnasium as gym
 import gpu_sharing_env
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_gym.bench.suite import scaled_scenario
 from tests.test_golden import episode_record, _hex
+
+def rollout(cfg, seed, steps):
+    env = gym.make("GpuSharing-v1", scenario=cfg)
+    rng = np.random.default_rng(seed)
+    h = hashlib.sha256()
+    obs, info = env.reset(seed=seed)
+    for _ in range(steps):
+        for k in sorted(obs):
+            h.update(np.ascontiguousarray(obs[k]).tobytes())
+        h.update(np.ascontiguousarray(info["action_mask"]).tobytes())
+        legal = np.flatnonzero(info["action_mask"])
+        obs, r, term, trunc, info = env.step(int(legal[rng.integers(legal.size)]))
+        h.update(_hex(r).encode())
+        if term or trunc:
+            obs, info = env.reset()
+    return h.hexdigest()
 
 files = {}
 for name in gpu_sharing_env._compile.MODULES:
     __import__(name)
     files[name] = sys.modules[name].__file__
-env = gym.make("GpuSharing-v1", scenario="default")
-rng = np.random.default_rng(3)
-h = hashlib.sha256()
-obs, info = env.reset(seed=11)
-for _ in range(120):
-    for k in sorted(obs):
-        h.update(np.ascontiguousarray(obs[k]).tobytes())
-    h.update(np.ascontiguousarray(info["action_mask"]).tobytes())
-    legal = np.flatnonzero(info["action_mask"])
-    obs, r, term, trunc, info = env.step(int(legal[rng.integers(legal.size)]))
-    h.update(_hex(r).encode())
-    if term or trunc:
-        obs, info = env.reset()
+default = load_scenario("default")
 print(json.dumps({
     "compiled": list(gpu_sharing_env.COMPILED),
     "files": files,
     "episode": episode_record("default", "first_fit", 1, ()),
     "mig": episode_record("mig-a100", "time_sharing", 0, ()),
-    "v1_rollout": h.hexdigest(),
+    # v1's encoder: the scan (small fleets) and the incremental slots (64+ GPUs)
+    "v1_default": rollout(default, 11, 150),
+    "v1_128": rollout(scaled_scenario(default, 128), 5, 60),
 }))
 """
 
@@ -81,7 +89,7 @@ def test_pure_mode_gives_the_compiled_modes_records_bit_for_bit() -> None:
     assert set(comp["compiled"]) <= built
     for name in comp["compiled"]:
         assert not comp["files"][name].endswith(".py"), (name, comp["files"][name])
-    for key in ("episode", "mig", "v1_rollout"):
+    for key in ("episode", "mig", "v1_default", "v1_128"):
         assert comp[key] == pure[key], key
 
 

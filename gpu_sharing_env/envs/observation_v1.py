@@ -41,6 +41,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.envs.observation import (
     GLOBAL_FEATURES,
@@ -243,6 +248,9 @@ def layout_v1_columns(space: spaces.Dict) -> tuple[int, int, int, int]:
     return g, w, n["options"] // len(OPTION_FEATURES), n["jobs"] // w
 
 
+@cython.ccall
+@cython.locals(x=cython.double, scale=cython.double)
+@cython.returns(cython.double)
 def _log_norm(x: float, scale: float) -> float:
     return min(1.0, math.log10(1.0 + max(0.0, x)) / scale)
 
@@ -277,19 +285,27 @@ def guarantee(spec: JobSpec) -> bool:
     return spec.online or spec.priority > 0
 
 
+@cython.ccall
+@cython.locals(
+    now=cython.double, last_t=cython.double, setup_until=cython.double, rate=cython.double,
+    est=cython.double, t0=cython.double, done=cython.double, left=cython.double,
+    setup=cython.double,
+)  # fmt: skip
+@cython.returns(cython.double)
 def time_left_s(st: JobState, now: float) -> float:
     """Estimated seconds until a running job leaves its GPUs (module doc), from the estimate,
     its observed progress and its current rate."""
     spec = st.spec
     if spec.online:
         return max(0.0, spec.submit_s + spec.est_work_s - now)
-    t0 = max(st.last_t, st.setup_until)
-    done = st.work_done + (st.rate * (now - t0) if now > t0 else 0.0)
-    left = spec.est_work_s - done
+    last_t, setup_until, rate, est = st.last_t, st.setup_until, st.rate, spec.est_work_s
+    t0 = max(last_t, setup_until)
+    done = st.work_done + (rate * (now - t0) if now > t0 else 0.0)
+    left = est - done
     if left <= 0.0:
-        left = OVERRUN_FRACTION * spec.est_work_s
-    setup = max(0.0, st.setup_until - now)
-    return setup + left / max(st.rate, 1e-6)
+        left = OVERRUN_FRACTION * est
+    setup = max(0.0, setup_until - now)
+    return setup + left / max(rate, 1e-6)
 
 
 #: Fleets from this many GPUs keep the ``gpus`` table's resident columns incrementally
@@ -401,6 +417,14 @@ class _ResidentSlots:
     def reset(self) -> None:
         self._cluster_key = None
 
+    @cython.locals(
+        g=cython.Py_ssize_t, k=cython.Py_ssize_t, n_res=cython.Py_ssize_t,
+        n_g=cython.double, on=cython.double, off=cython.double, last_t=cython.double,
+        setup=cython.double, rate=cython.double, est=cython.double,
+        online_end=cython.double[:, :], t0=cython.double[:, :], setup_a=cython.double[:, :],
+        work=cython.double[:, :], rate_a=cython.double[:, :], floor=cython.double[:, :],
+        est_a=cython.double[:, :], overrun=cython.double[:, :],
+    )  # fmt: skip
     def _sync(self, sim: Simulator, enc: ObservationEncoderV1) -> None:
         c = sim.cluster
         if self._cluster_key is not c.n_res:  # a new episode: watch it, every row anew
@@ -426,12 +450,16 @@ class _ResidentSlots:
                 return
         residents, states, job = c.residents, sim.jobs, enc._job
         valid, online, sums = self.valid, self.online, self.sums
+        online_end, t0, setup_a, work = self.online_end, self.t0, self.setup, self.work
+        rate_a, floor, est_a, overrun = self.rate, self.rate_floor, self.est, self.overrun
         for g in dirty:
             res = residents[g]
             n_res = len(res)
             if n_res > self.width:
                 self._alloc(n_res)
                 valid, online = self.valid, self.online
+                online_end, t0, setup_a, work = self.online_end, self.t0, self.setup, self.work
+                rate_a, floor, est_a, overrun = self.rate, self.rate_floor, self.est, self.overrun
             n_g = on = off = 0.0
             for k, jid in enumerate(res):
                 st = states[jid]
@@ -439,18 +467,18 @@ class _ResidentSlots:
                 info = job(spec)
                 if info.online:
                     online[g, k] = True
-                    self.online_end[g, k] = spec.submit_s + spec.est_work_s
+                    online_end[g, k] = spec.submit_s + spec.est_work_s
                     on += st.duty
                 else:
                     online[g, k] = False
                     last_t, setup, rate, est = st.last_t, st.setup_until, st.rate, spec.est_work_s
-                    self.t0[g, k] = last_t if last_t >= setup else setup  # np.maximum's pick
-                    self.setup[g, k] = setup
-                    self.work[g, k] = st.work_done
-                    self.rate[g, k] = rate
-                    self.rate_floor[g, k] = rate if rate >= 1e-6 else 1e-6
-                    self.est[g, k] = est
-                    self.overrun[g, k] = OVERRUN_FRACTION * est
+                    t0[g, k] = last_t if last_t >= setup else setup  # np.maximum's pick
+                    setup_a[g, k] = setup
+                    work[g, k] = st.work_done
+                    rate_a[g, k] = rate
+                    floor[g, k] = rate if rate >= 1e-6 else 1e-6
+                    est_a[g, k] = est
+                    overrun[g, k] = OVERRUN_FRACTION * est
                     off += info.duty
                 if info.guarantee:
                     n_g += 1.0
@@ -588,6 +616,10 @@ class ObservationEncoderV1:
             return self.gpu_times_scan(sim, self._times)
         return self._slots.times(sim, self, self._times)
 
+    @cython.locals(
+        now=cython.double, soonest=cython.double, lo=cython.double, hi=cython.double,
+        n_g=cython.double, on=cython.double, off=cython.double, t=cython.double,
+    )  # fmt: skip
     def gpu_times_scan(self, sim: Simulator, out: np.ndarray) -> tuple[np.ndarray, float, int]:
         """:meth:`_gpu_times` by visiting every resident, written into ``out``: what small
         fleets use, and the reference the incremental table is tested against."""
@@ -623,6 +655,10 @@ class ObservationEncoderV1:
             out[i] = (hi, lo, n_g, on, off)
         return out, soonest, len(busy)
 
+    @cython.locals(
+        now=cython.double, max_att=cython.double, b=cython.double, d=cython.double,
+        left=cython.double, dur=cython.double,
+    )  # fmt: skip
     def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The current v1 observation of ``sim`` (fresh arrays every call).
 
