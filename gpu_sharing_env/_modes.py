@@ -100,3 +100,13 @@ def select() -> tuple[str, ...]:
     if source and not any(isinstance(f, SourceFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, SourceFinder(source))
     return compiled
+
+
+def describe(compiled: Sequence[str]) -> str:
+    """One line for benchmark output: which mode ``compiled`` (``gpu_sharing_env.COMPILED``)
+    means."""
+    if pure_forced():
+        return f"pure Python ({PURE_ENV}=1)"
+    if not compiled:
+        return "pure Python (no compiled modules built)"
+    return f"compiled ({len(compiled)} of {len(MODULES)} modules)"

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import gpu_sharing_env
 from gpu_sharing_env import _cython, _modes
 from gpu_sharing_env._compile import MODULES
@@ -148,3 +150,12 @@ def test_no_extensions_one_warning_line(tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert q.returncode == 0 and q.stderr == "", q.stderr
+
+
+def test_benchmarks_say_which_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gsg bench`` prints and records the mode (``machine_info()["core"]``)."""
+    monkeypatch.delenv(_modes.PURE_ENV, raising=False)
+    assert _modes.describe(MODULES) == f"compiled ({len(MODULES)} of {len(MODULES)} modules)"
+    assert _modes.describe(()) == "pure Python (no compiled modules built)"
+    monkeypatch.setenv(_modes.PURE_ENV, "1")
+    assert _modes.describe(()) == "pure Python (GSG_PURE_PYTHON=1)"

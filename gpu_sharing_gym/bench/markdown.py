@@ -121,6 +121,7 @@ def render(data: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         f"| cores | {mi.get('cores', '?')} |",
         f"| OS | {mi.get('os', '?')} |",
         f"| Python | {mi.get('python', data.get('python', '?'))} |",
+        f"| core | {mi.get('core', '?')} |",
         f"| numpy / gymnasium | {mi.get('numpy')} / {mi.get('gymnasium')} |",
         f"| torch / SB3 / sb3-contrib | {mi.get('torch')} / {mi.get('stable_baselines3')}"
         f" / {mi.get('sb3_contrib')} |",

@@ -86,7 +86,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v0)
+import gpu_sharing_env  # (registers GpuSharing-v0)
+from gpu_sharing_env import _modes
 from gpu_sharing_env.cli_args import (
     Parser,
     fail,
@@ -796,6 +797,8 @@ def machine_info() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "os": platform.platform(),
         "python": platform.python_version(),
+        # compiled core or pure Python (GSG_PURE_PYTHON=1, or no extensions built)
+        "core": _modes.describe(gpu_sharing_env.COMPILED),
         **versions,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -957,6 +960,7 @@ def main(argv: list[str] | None = None) -> int:
         cfgs = {n: scaled_scenario(base, n) for n in env_sizes}
     except ValueError as e:
         return fail(PROG, str(e))
+    print(f"core: {_modes.describe(gpu_sharing_env.COMPILED)}", flush=True)
     # The measurements print a line each; off a terminal (CI, nohup) a plain progress line
     # every 30 s also says how far the suite is. JSON is written only when all is done.
     try:
