@@ -159,3 +159,31 @@ def test_benchmarks_say_which_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _modes.describe(()) == "pure Python (no compiled modules built)"
     monkeypatch.setenv(_modes.PURE_ENV, "1")
     assert _modes.describe(()) == "pure Python (GSG_PURE_PYTHON=1)"
+
+
+def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
+    """In a checkout, a listed module edited after its extension was built runs from the
+    edited ``.py`` (silently: nothing is missing, ``make compiled`` brings it back)."""
+    if not gpu_sharing_env.COMPILED:
+        pytest.skip("no compiled modules built here")
+    name = gpu_sharing_env.COMPILED[0]
+    shutil.copytree(
+        ROOT / "gpu_sharing_env", tmp_path / "gpu_sharing_env",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    (tmp_path / "pyproject.toml").write_text("")  # a source checkout
+    src = tmp_path / (name.replace(".", "/") + ".py")
+    ext = _modes._extension(name)
+    assert ext is not None
+    os.utime(src, (ext.stat().st_mtime + 10, ext.stat().st_mtime + 10))
+    code = (
+        f"import sys, gpu_sharing_env, {name}; "
+        f"print({name!r} in gpu_sharing_env.COMPILED, sys.modules[{name!r}].__file__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (_modes.PURE_ENV, "PYTHONPATH")}
+    env["PYTHONPATH"] = str(tmp_path)
+    p = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert p.stdout.split() == ["False", str(src)]
