@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
 INPUTS: tuple[str, ...] = ("group", "user", "request")
@@ -146,14 +147,57 @@ _FITS: OrderedDict[tuple[int, int, bytes, bytes], _Fit] = OrderedDict()
 _FITS_CAP = 32
 
 
+#: Whether fits go through :func:`cart.fit`: ``None`` (the default) where
+#: :mod:`~gpu_sharing_env.workload.cart` runs compiled (interpreted it is slower than
+#: scikit-learn) and replicates the installed scikit-learn; ``False``: scikit-learn's always
+#: (the same trees; ``scripts/bench_cart.py`` compares the two).
+FAST_CART: bool | None = None
+
+
+def _cart_replicates_sklearn() -> bool:
+    global _CART_OK
+    if FAST_CART is not None:
+        return FAST_CART
+    if _CART_OK is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("scikit-learn")
+        except PackageNotFoundError:  # pragma: no cover (a dependency)
+            v = ""
+        _CART_OK = cart.COMPILED and v.startswith(cart.SKLEARN_VERSIONS)
+    return _CART_OK
+
+
+_CART_OK: bool | None = None
+
+
 def _fit_tree(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     """``DecisionTreeRegressor(absolute_error, max_leaf_nodes, random_state=0)`` fitted on
-    ``x`` (float32, C order) and ``y`` (float64), as plain lists; memoised in :data:`_FITS`."""
+    ``x`` (float32, C order) and ``y`` (float64), as plain lists; memoised in :data:`_FITS`.
+
+    Compiled, :func:`cart.fit` builds the same tree faster (or says it cannot be sure of it,
+    and scikit-learn fits it)."""
     key = (max_leaf_nodes, x.shape[1], x.tobytes(), y.tobytes())
     fit = _FITS.get(key)
     if fit is not None:
         _FITS.move_to_end(key)
         return fit
+    tree = cart.fit(x, y, max_leaf_nodes) if _cart_replicates_sklearn() else None
+    if tree is not None:
+        fit = _Fit(
+            tree.children_left, tree.children_right, tree.feature, tree.threshold, tree.value
+        )
+    else:
+        fit = _fit_sklearn(x, y, max_leaf_nodes)
+    _FITS[key] = fit
+    if len(_FITS) > _FITS_CAP:
+        _FITS.popitem(last=False)
+    return fit
+
+
+def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
+    """scikit-learn's tree (the reference :mod:`~gpu_sharing_env.workload.cart` replicates)."""
     from sklearn.tree import DecisionTreeRegressor  # (imported on first fit: ~0.3 s)
 
     t = (
@@ -163,17 +207,13 @@ def _fit_tree(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
         .fit(x, y, check_input=False)
         .tree_
     )
-    fit = _Fit(
+    return _Fit(
         t.children_left.tolist(),
         t.children_right.tolist(),
         t.feature.tolist(),
         t.threshold.tolist(),
         t.value[:, 0, 0].tolist(),
     )
-    _FITS[key] = fit
-    if len(_FITS) > _FITS_CAP:
-        _FITS.popitem(last=False)
-    return fit
 
 
 class OnlinePredictor:
@@ -336,17 +376,16 @@ class OnlinePredictor:
             x.append(r)
         return x
 
-    def _refit(self) -> None:
-        self._since_fit = 0
-        self._stale = False
+    def training_set(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The rows the tree is fitted on now: features (float32, C order) and log run times
+        (``None``: under 2 rows, or no input)."""
         m = self.cfg.max_rows
         ry = self._rows_y[-m:]
         k = m - len(ry)  # the warm start's latest rows fill the rest
         hx = self._hist_x[self._hist_x.shape[0] - k :] if k > 0 else self._hist_x[:0]
         hy = self._hist_y[self._hist_y.size - k :] if k > 0 else self._hist_y[:0]
         if len(ry) + hy.size < 2 or not self.cfg.inputs:
-            self._fit = None
-            return
+            return None
         # sklearn fits on float32 X (it converts a float64 X itself): built as float32 here,
         # C-ordered, it is the array sklearn's input check would make, and that check is skipped.
         x = np.empty((hy.size + len(ry), hx.shape[1]), dtype=np.float32)
@@ -354,7 +393,16 @@ class OnlinePredictor:
         if ry:
             x[hy.size :] = self._rows_x[-m:]
         y = np.concatenate([hy, ry]) if ry else np.ascontiguousarray(hy)
-        self._fit = _fit_tree(x, y, self.cfg.max_leaf_nodes)
+        return x, y
+
+    def _refit(self) -> None:
+        self._since_fit = 0
+        self._stale = False
+        rows = self.training_set()
+        if rows is None:
+            self._fit = None
+            return
+        self._fit = _fit_tree(*rows, self.cfg.max_leaf_nodes)
         self.n_fits += 1
 
     def predict_log(self, spec: JobSpec) -> float:

@@ -1,0 +1,47 @@
+# Cython declarations for cart.py (pure-Python mode: the .py runs as it is where not compiled).
+cimport cython
+
+@cython.locals(maxd=Py_ssize_t)
+cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
+
+@cython.locals(a=double, b=double, c=double, pivot=double, tv=double, i=Py_ssize_t,
+               left=Py_ssize_t, r=Py_ssize_t, ti=Py_ssize_t, j=Py_ssize_t)
+cdef void _introsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n,
+                     Py_ssize_t maxd)
+
+@cython.locals(start=Py_ssize_t, end=Py_ssize_t)
+cdef void _heapsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
+
+@cython.locals(root=Py_ssize_t, child=Py_ssize_t, maxind=Py_ssize_t)
+cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
+                     Py_ssize_t start, Py_ssize_t end)
+
+@cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
+cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
+
+@cython.locals(tree_w=double[::1], tree_wy=double[::1], max_pow2=Py_ssize_t,
+               total_w=double, total_wy=double, p=Py_ssize_t, rank=Py_ssize_t, yv=double,
+               i=Py_ssize_t, target=double, cur=Py_ssize_t, cum_w=double, cum_wy=double,
+               bit=Py_ssize_t, equal_bit=Py_ssize_t, equal_target=double, nxt=Py_ssize_t,
+               node_w=double, prev=Py_ssize_t, median=double, w_right=double,
+               wy_right=double)
+cpdef double _fenwick_ae(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t n,
+                         Py_ssize_t first, Py_ssize_t step, Py_ssize_t count)
+
+@cython.locals(n=Py_ssize_t, n_features=Py_ssize_t, i=Py_ssize_t, f=Py_ssize_t,
+               direction=Py_ssize_t, k=Py_ssize_t, odd=Py_ssize_t, lo=Py_ssize_t,
+               half=Py_ssize_t, r=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
+               total=double, low0=double, t=double, low=double,
+               nxt=Py_ssize_t[::1], prv=Py_ssize_t[::1])
+cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[:, ::1] seqs,
+                      double[:, ::1] ae_left, double[:, ::1] ae_right)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
+cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_t[::1] idx,
+                    double[::1] vals, double[::1] vals_hi, Py_ssize_t[::1] out)
+
+@cython.locals(k=Py_ssize_t, n=Py_ssize_t, f=Py_ssize_t, p=Py_ssize_t, m=Py_ssize_t,
+               top=double, v=double, floor=double, found=bint)
+cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_right,
+                       const double[:, ::1] xs, const double[:, ::1] xs_hi, double margin,
+                       Py_ssize_t[::1] out)

@@ -1,0 +1,720 @@
+# cython: boundscheck=False, wraparound=False
+"""The predictor's CART fit, fast: scikit-learn's tree, bit for bit.
+
+:class:`~gpu_sharing_env.workload.predictor.OnlinePredictor` fits
+``DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=k, random_state=0)``.
+:func:`fit` builds the tree that call builds (the same node ids, children, split features,
+thresholds and values) with a faster split search. ``tests/test_cart_exact.py`` checks it
+against scikit-learn; ``SKLEARN_VERSIONS`` names the releases it replicates.
+
+What scikit-learn 1.9 does (``sklearn/tree/_tree.pyx`` ``BestFirstTreeBuilder``,
+``_splitter.pyx`` ``node_split_best``, ``_partitioner.pyx``, ``_criterion.pyx`` ``MAE``,
+``_utils.pyx`` ``WeightedFenwickTree``, ``utils/_sorting.pyx``), for unit weights, every
+feature visited, ``min_samples_leaf=1``:
+
+- A node's value is the median of its ``y`` (the mean of the two middle values for an even
+  count); its impurity the mean absolute error around it.
+- A node's split: the features are visited in an order drawn from ``random_state`` (its own
+  ``rand_r``, a Fisher-Yates draw over a feature array kept from node to node); for each, the
+  node's samples are sorted by it (an introsort, in place: the order of equal values is the
+  sort's), and every position ``p`` where ``x[p] > x[p-1] + 1e-7`` (float32:
+  ``FEATURE_THRESHOLD``) is a candidate, scored ``-(AE_left + AE_right)``
+  (``proxy_impurity_improvement``; AE: absolute error around each side's median, summed with
+  a Fenwick tree over the samples in that sorted order). The first strictly best wins. The
+  threshold is ``x[p-1] / 2 + x[p] / 2`` in double; the samples are then partitioned in place
+  (``x <= threshold`` left). A node is a leaf under 2 samples, with an impurity
+  ``<= DBL_EPSILON``, without a candidate, or with an improvement ``< -DBL_EPSILON``.
+- Best first: each node's split is searched when the node is created (children left then
+  right, numbered in that order); nodes wait in a ``std::vector`` heap on their improvement
+  (a leaf's 0), the top one is expanded next, until ``max_leaf_nodes - 1`` nodes are split.
+
+Here the samples array, the feature array, the random draws and the heap are kept as
+scikit-learn keeps them (the same sort, partition and heap operations, replayed), but the
+candidates are scored by :func:`_scan_node`: a sorted linked list with a moving median, O(n)
+per feature and node where scikit-learn ranks the targets again and runs its Fenwick tree
+twice (O(n log n)). Its sums round differently, so a decision is taken on its numbers only
+by a margin above a bound on both computations' rounding error (:func:`_error_bound`); inside
+the margin the numbers compared are scikit-learn's own, recomputed as it computes them (its
+ranks, its Fenwick tree, its arithmetic, on the orders its sorts and partitions left):
+candidates near the best (:func:`_exact_proxy`, common: the absolute error is flat where a
+sample moves between a side's two middle values, and two features can cut the same
+samples), impurities and improvements near zero or near another node's
+(:meth:`_Builder.impurity`, :meth:`_Builder.exact_improvement`). Equal numbers then resolve
+as scikit-learn resolves them (the first in its visiting order; the heap's order).
+
+The loops are typed for Cython by ``cart.pxd`` beside this file; compiled, a fit is ~3x
+faster than scikit-learn's. Interpreted it is ~30x slower: the predictor calls :func:`fit`
+only where :data:`COMPILED` (``scripts/bench_cart.py`` times both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Whether this module runs compiled (a Cython extension) rather than from its source.
+COMPILED: bool = not __file__.endswith(".py")
+#: The scikit-learn releases whose tree builder this module replicates (version prefixes):
+#: another one may build other trees, and the predictor then fits scikit-learn's.
+SKLEARN_VERSIONS: tuple[str, ...] = ("1.9.",)
+
+#: scikit-learn's ``FEATURE_THRESHOLD`` (float32): positions closer than this are not cut.
+FEATURE_THRESHOLD = np.float32(1e-7)
+#: scikit-learn's ``EPSILON`` (``np.finfo('double').eps``): impurity and improvement floors.
+DBL_EPSILON = float(np.finfo(np.float64).eps)
+_UNIT_ROUNDOFF = 2.0**-53
+_TREE_LEAF = -1
+_TREE_UNDEFINED = -2
+_RAND_R_MAX = 2147483647
+#: The splitter's first ``rand_r`` state: ``RandomState(0).randint(0, RAND_R_MAX)``
+#: (``Splitter.init``; the estimator draws nothing from it before).
+_SEED = int(np.random.RandomState(0).randint(0, _RAND_R_MAX))
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A fitted tree in scikit-learn's node order (``tree_.children_left`` and so on)."""
+
+    children_left: list[int]
+    children_right: list[int]
+    feature: list[int]
+    threshold: list[float]
+    value: list[float]
+
+
+def _error_bound(n: int, y_abs_max: float) -> float:
+    """A bound on the rounding error of an absolute-error sum over ``n`` values ``|y| <= Y``
+    (``n * Y`` at most), as either scikit-learn or :func:`_scan_node` computes it, with a
+    wide margin: both add and subtract the values at most ~3n times, each rounding off at most
+    ``u * n * Y`` (``u = 2**-53``); the bound is ~10x that."""
+    return 64.0 * (n + 16) * n * y_abs_max * _UNIT_ROUNDOFF
+
+
+# ---------------------------------------------------------------- scikit-learn's mechanics
+def _rand_int(state: list[int], high: int) -> int:
+    """``rand_int(0, high, &state)`` (``sklearn/utils/_random.pxd`` ``our_rand_r``)."""
+    s = state[0]
+    if s == 0:
+        s = 1
+    s ^= (s << 13) & 0xFFFFFFFF
+    s ^= s >> 17
+    s ^= (s << 5) & 0xFFFFFFFF
+    state[0] = s
+    return (s % (_RAND_R_MAX + 1)) % high
+
+
+def _sort(values: np.ndarray, idx: np.ndarray, lo: int, n: int) -> None:
+    """``simultaneous_sort(&values[lo], &idx[lo], n, use_three_way_partition=True)``:
+    scikit-learn's introsort, the same swaps (float32 values compare alike as doubles)."""
+    if n == 0:
+        return
+    _introsort(values, idx, lo, n, 2 * int(math.log2(n)))
+
+
+def _introsort(values: np.ndarray, idx: np.ndarray, lo: int, n: int, maxd: int) -> None:
+    while n > 15:
+        if maxd <= 0:
+            _heapsort(values, idx, lo, n)
+            return
+        maxd -= 1
+        a = values[lo]
+        b = values[lo + n // 2]
+        c = values[lo + n - 1]
+        if a < b:
+            pivot = b if b < c else (c if a < c else a)
+        elif b < c:
+            pivot = a if a < c else c
+        else:
+            pivot = b
+        i = 0
+        left = 0
+        r = n
+        while i < r:
+            if values[lo + i] < pivot:
+                values[lo + i], values[lo + left] = values[lo + left], values[lo + i]
+                idx[lo + i], idx[lo + left] = idx[lo + left], idx[lo + i]
+                i += 1
+                left += 1
+            elif values[lo + i] > pivot:
+                r -= 1
+                values[lo + i], values[lo + r] = values[lo + r], values[lo + i]
+                idx[lo + i], idx[lo + r] = idx[lo + r], idx[lo + i]
+            else:
+                i += 1
+        _introsort(values, idx, lo, left, maxd)
+        lo += r
+        n -= r
+    for i in range(1, n):
+        tv = values[lo + i]
+        ti = idx[lo + i]
+        j = i
+        while j > 0 and values[lo + j - 1] > tv:
+            values[lo + j] = values[lo + j - 1]
+            idx[lo + j] = idx[lo + j - 1]
+            j -= 1
+        values[lo + j] = tv
+        idx[lo + j] = ti
+
+
+def _heapsort(values: np.ndarray, idx: np.ndarray, lo: int, n: int) -> None:
+    start = (n - 2) // 2
+    while True:
+        _sift_down(values, idx, lo, start, n)
+        if start == 0:
+            break
+        start -= 1
+    end = n - 1
+    while end > 0:
+        values[lo], values[lo + end] = values[lo + end], values[lo]
+        idx[lo], idx[lo + end] = idx[lo + end], idx[lo]
+        _sift_down(values, idx, lo, 0, end)
+        end -= 1
+
+
+def _sift_down(values: np.ndarray, idx: np.ndarray, lo: int, start: int, end: int) -> None:
+    root = start
+    while True:
+        child = root * 2 + 1
+        maxind = root
+        if child < end and values[lo + maxind] < values[lo + child]:
+            maxind = child
+        if child + 1 < end and values[lo + maxind] < values[lo + child + 1]:
+            maxind = child + 1
+        if maxind == root:
+            break
+        values[lo + root], values[lo + maxind] = values[lo + maxind], values[lo + root]
+        idx[lo + root], idx[lo + maxind] = idx[lo + maxind], idx[lo + root]
+        root = maxind
+
+
+def _sort_by(
+    xrow: np.ndarray,
+    xrow_hi: np.ndarray,
+    idx: np.ndarray,
+    vals: np.ndarray,
+    vals_hi: np.ndarray,
+    out: np.ndarray,
+) -> bool:
+    """Sort the samples ``idx`` by a feature (``xrow``) as the splitter does; their sorted
+    values in ``vals`` (``vals_hi``: + ``FEATURE_THRESHOLD``), the order in ``out``. Returns
+    whether the feature is constant there (``max <= min + FEATURE_THRESHOLD``)."""
+    n = idx.shape[0]
+    for i in range(n):
+        vals[i] = xrow[idx[i]]
+    _sort(vals, idx, 0, n)
+    for i in range(n):
+        out[i] = idx[i]
+        vals_hi[i] = xrow_hi[idx[i]]
+    return vals[n - 1] <= vals_hi[0]
+
+
+def _near(
+    ae_left: np.ndarray,
+    ae_right: np.ndarray,
+    xs: np.ndarray,
+    xs_hi: np.ndarray,
+    margin: float,
+    out: np.ndarray,
+) -> int:
+    """The candidates within ``margin`` of the best: ``f * (n - 1) + p - 1`` for feature row
+    ``f`` and position ``p`` (``xs[f, p] > xs_hi[f, p - 1]``), ascending, in ``out``; how many
+    (0: no candidate). A candidate's score is ``-(ae_left[f, p] + ae_right[f, p])``."""
+    k = ae_left.shape[0]
+    n = ae_left.shape[1] - 1
+    top = -math.inf
+    found = False
+    for f in range(k):
+        for p in range(1, n):
+            if xs[f, p] > xs_hi[f, p - 1]:
+                v = -(ae_left[f, p] + ae_right[f, p])
+                if not found or v > top:
+                    top = v
+                    found = True
+    m = 0
+    if not found:
+        return 0
+    floor = top - margin
+    for f in range(k):
+        for p in range(1, n):
+            if xs[f, p] > xs_hi[f, p - 1]:
+                v = -(ae_left[f, p] + ae_right[f, p])
+                if v >= floor:
+                    out[m] = f * (n - 1) + p - 1
+                    m += 1
+    return m
+
+
+def _partition(xrow: np.ndarray, idx: np.ndarray, thr: float) -> None:
+    """``partition_samples_final``: ``idx``'s samples with ``x <= thr`` first, by its swaps."""
+    ps = 0
+    pe = idx.shape[0]
+    while ps < pe:
+        if xrow[idx[ps]] <= thr:
+            ps += 1
+        else:
+            pe -= 1
+            idx[ps], idx[pe] = idx[pe], idx[ps]
+
+
+def _fenwick_ae(
+    sorted_y: np.ndarray, ranks: np.ndarray, n: int, first: int, step: int, count: int
+) -> float:
+    """scikit-learn's ``precompute_absolute_errors`` after ``count`` samples, from local
+    position ``first`` by ``step`` (+1: a left side, -1: a right side): the absolute error it
+    stores for the last one (its Fenwick tree's sums, its search, its median, its arithmetic)."""
+    tree_w = np.zeros(n + 1)
+    tree_wy = np.zeros(n + 1)
+    max_pow2 = 1
+    while max_pow2 <= n:
+        max_pow2 <<= 1
+    max_pow2 >>= 1
+    total_w = 0.0
+    total_wy = 0.0
+    p = first
+    for _ in range(count):
+        rank = ranks[p]
+        yv = sorted_y[rank]
+        i = rank + 1
+        while i <= n:
+            tree_w[i] += 1.0
+            tree_wy[i] += yv
+            i += i & -i
+        total_w += 1.0
+        total_wy += yv
+        p += step
+    target = 0.5 * total_w
+    # WeightedFenwickTree.search(target)
+    cur = 0
+    cum_w = 0.0
+    cum_wy = 0.0
+    bit = max_pow2
+    equal_bit = 0
+    equal_target = 0.0
+    while bit != 0:
+        nxt = cur + bit
+        if nxt <= n:
+            node_w = tree_w[nxt]
+            if target == node_w:
+                equal_target = target
+                equal_bit = bit
+                break
+            elif target > node_w:
+                target -= node_w
+                cur = nxt
+                cum_w += node_w
+                cum_wy += tree_wy[nxt]
+        bit >>= 1
+    if bit == 0:
+        prev = cur
+    else:
+        prev = cur
+        while bit != 0:
+            nxt = prev + bit
+            if nxt <= n:
+                node_w = tree_w[nxt]
+                if target > node_w:
+                    target -= node_w
+                    prev = nxt
+            bit >>= 1
+        bit = equal_bit
+        target = equal_target
+        while bit != 0:
+            nxt = cur + bit
+            if nxt <= n:
+                node_w = tree_w[nxt]
+                if target >= node_w:
+                    target -= node_w
+                    cur = nxt
+                    cum_w += node_w
+                    cum_wy += tree_wy[nxt]
+            bit >>= 1
+    if cur != prev:
+        median = (sorted_y[prev] + sorted_y[cur]) / 2
+    else:
+        median = sorted_y[cur]
+    w_right = total_w - cum_w
+    wy_right = total_wy - cum_wy
+    return 0.0 + ((wy_right - median * w_right) + (median * cum_w - cum_wy))
+
+
+def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``MAE.reset``'s ``compute_ranks``: the targets sorted (scikit-learn's introsort, from
+    the order its feature sort left), and each sample's rank in them."""
+    n = y_in_order.shape[0]
+    sorted_y = y_in_order.copy()
+    order = np.arange(n, dtype=np.intp)
+    _sort(sorted_y, order, 0, n)
+    ranks = np.empty(n, dtype=np.intp)
+    ranks[order] = np.arange(n, dtype=np.intp)
+    return sorted_y, ranks
+
+
+def _exact_proxy(sorted_y: np.ndarray, ranks: np.ndarray, p: int) -> float:
+    """scikit-learn's ``proxy_impurity_improvement`` at local position ``p`` of a node
+    (:func:`_ranks`; ``MAE``'s forward and backward passes, ``children_impurity``)."""
+    n = sorted_y.shape[0]
+    ae_left = _fenwick_ae(sorted_y, ranks, n, 0, 1, p)
+    ae_right = _fenwick_ae(sorted_y, ranks, n, n - 1, -1, n - p)
+    w_left = float(p)
+    w_right = float(n) - w_left
+    imp_left = ae_left / (w_left * 1)
+    imp_right = ae_right / (w_right * 1)
+    return -w_right * imp_right - w_left * imp_left
+
+
+# ---------------------------------------------------------------- the fast scan
+def _scan_node(ys: np.ndarray, seqs: np.ndarray, ae_left: np.ndarray, ae_right: np.ndarray) -> None:
+    """Absolute errors around the median of every prefix and suffix of a node's samples.
+
+    ``ys`` (n, float64): the node's targets sorted; ``seqs`` (F, n, intp): per feature, the
+    rank in ``ys`` of each sample in that feature's order. Fills ``ae_left[f, k]``: the
+    absolute error of the first ``k`` samples in feature ``f``'s order around their median,
+    ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n).
+
+    The absolute error of k values around their median is the sum of the ``k // 2`` largest
+    minus the sum of the ``k // 2`` smallest. Starting from all n, samples are taken out one
+    at a time (last first for the prefixes, first first for the suffixes) from a linked list
+    in rank order, with a pointer to the ``k // 2``-th value and the sum below it: each step
+    moves the pointer by at most one link.
+    """
+    n = ys.shape[0]
+    n_features = seqs.shape[0]
+    nxt = np.empty(n + 1, dtype=np.intp)
+    prv = np.empty(n + 1, dtype=np.intp)
+    total = 0.0
+    for i in range(n):
+        total += ys[i]
+    half = n // 2
+    low0 = 0.0
+    for i in range(half):
+        low0 += ys[i]
+    for f in range(n_features):
+        for direction in range(2):
+            for i in range(n):
+                nxt[i] = i + 1
+                prv[i] = i - 1
+            t = total
+            low = low0
+            lo = half
+            k = n
+            while k >= 1:
+                odd = k & 1
+                if direction == 0:
+                    ae_left[f, k] = t - low - low - (ys[lo] if odd else 0.0)
+                    if k == 1:
+                        break
+                    r = seqs[f, k - 1]
+                else:
+                    ae_right[f, n - k] = t - low - low - (ys[lo] if odd else 0.0)
+                    if k == 1:
+                        break
+                    r = seqs[f, n - k]
+                if r < lo:
+                    low -= ys[r]
+                    if odd:
+                        low += ys[lo]
+                        lo = nxt[lo]
+                elif r == lo:
+                    if odd:
+                        lo = nxt[lo]
+                    else:
+                        lo = prv[lo]
+                        low -= ys[lo]
+                elif not odd:
+                    lo = prv[lo]
+                    low -= ys[lo]
+                a = prv[r]  # unlink r
+                b = nxt[r]
+                if a >= 0:
+                    nxt[a] = b
+                prv[b] = a
+                t -= ys[r]
+                k -= 1
+        ae_left[f, 0] = 0.0
+        ae_left[f, 1] = 0.0
+        ae_right[f, n - 1] = 0.0
+        ae_right[f, n] = 0.0
+
+
+# ---------------------------------------------------------------- the builder
+_LEAF, _SPLIT, _UNSURE = 0, 1, 2
+
+
+@dataclass(eq=False)
+class _Node:
+    """A node of the tree being built: its samples are ``samples[start:end]``."""
+
+    node_id: int
+    start: int
+    end: int
+    value: float
+    parent: _Node | None
+    is_left: bool
+    kind: int = _LEAF  # _LEAF, _SPLIT, _UNSURE (improvement ~0: split or leaf, not known yet)
+    improvement: float = 0.0  # ours (within the margin of scikit-learn's) unless exact
+    exact: bool = False
+    feature: int = _TREE_UNDEFINED
+    threshold: float = float(_TREE_UNDEFINED)
+    pos: int = 0  # the left child's samples are samples[start:start + pos]
+    ae_left: float = 0.0
+    ae_right: float = 0.0
+    post: np.ndarray | None = None  # samples[start:end] as the split left them
+
+
+class _Builder:
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.xt = np.ascontiguousarray(x.T, dtype=np.float64)  # (F, N): float32 values
+        # x + FEATURE_THRESHOLD in float32, as the splitter compares
+        self.xt_hi = np.ascontiguousarray((x.T + FEATURE_THRESHOLD).astype(np.float64))
+        self.y = y
+        self.n = y.shape[0]
+        self.n_features = x.shape[1]
+        self.samples = np.arange(self.n, dtype=np.intp)
+        self.features = list(range(self.n_features))
+        self.rand = [_SEED]
+        self.tol_ae = _error_bound(self.n, float(np.abs(y).max()))
+        # an improvement is (AE_node - AE_left - AE_right) / N: three sums' errors
+        self.tol_imp = 4.0 * self.tol_ae / self.n
+        self.tol_gap = 2.0 * self.tol_imp  # two improvements closer: compared exactly
+        self.next_id = 0
+
+    def node(self, start: int, end: int, parent: _Node | None, is_left: bool) -> _Node:
+        """A new node on ``samples[start:end]``, its split searched as scikit-learn's
+        ``_add_split_node`` does."""
+        nd = _Node(self.next_id, start, end, 0.0, parent, is_left)
+        self.next_id += 1
+        n = end - start
+        idx = self.samples[start:end]
+        yv = self.y[idx]
+        h = n // 2
+        mid = np.partition(yv, [h - 1, h]) if n > 1 else yv
+        nd.value = float(mid[h]) if n & 1 else (float(mid[h - 1]) + float(mid[h])) / 2.0
+        if n < 2:
+            return nd
+        if parent is None:
+            ae = float(mid[h + (n & 1) :].sum() - mid[:h].sum())
+        else:
+            ae = parent.ae_left if is_left else parent.ae_right
+        # impurity ae / n <= DBL_EPSILON: a leaf, without a split search (and its draws,
+        # which the nodes after it see); ~0: scikit-learn's own rounding decides
+        if ae - n * DBL_EPSILON <= self.tol_ae and self.impurity(nd) <= DBL_EPSILON:
+            return nd
+        # node_split_best: visit the features, sorting the samples by each
+        rank = np.empty(self.n, dtype=np.intp)
+        by_y = np.argsort(yv, kind="stable")
+        rank[idx[by_y]] = np.arange(n)
+        ys = yv[by_y]
+        nf = self.n_features
+        order = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
+        xs = np.empty((nf, n))  # their values
+        xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
+        vf: list[int] = []
+        f_i = nf
+        n_found = 0
+        feats = self.features
+        while f_i > n_found:
+            f_j = _rand_int(self.rand, f_i - n_found) + n_found
+            feat = feats[f_j]
+            k = len(vf)
+            # idx is a view: samples[start:end] sorted in place
+            if _sort_by(self.xt[feat], self.xt_hi[feat], idx, xs[k], xs_hi[k], order[k]):
+                feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
+                n_found += 1
+                continue
+            f_i -= 1
+            feats[f_i], feats[f_j] = feats[f_j], feats[f_i]
+            vf.append(feat)
+        k = len(vf)
+        if k == 0:
+            return nd
+        ae_l = np.empty((k, n + 1))
+        ae_r = np.empty((k, n + 1))
+        _scan_node(ys, rank[order[:k]], ae_l, ae_r)
+        near = np.empty(k * (n - 1), dtype=np.intp)
+        n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * self.tol_ae, near)
+        if n_near == 0:
+            return nd
+        best = int(near[0])
+        if n_near > 1:
+            # scored exactly as scikit-learn does, in its visiting order (features in the
+            # order drawn, positions ascending): the first strictly best wins
+            best_val = -np.inf
+            ranked: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            for c in near[:n_near].tolist():
+                f, p = divmod(c, n - 1)
+                if f not in ranked:
+                    ranked[f] = _ranks(self.y[order[f]])
+                v = _exact_proxy(*ranked[f], p + 1)
+                if v > best_val:
+                    best, best_val = c, v
+        f, p = divmod(best, n - 1)
+        p += 1
+        nd.ae_left = float(ae_l[f, p])
+        nd.ae_right = float(ae_r[f, p])
+        w = float(n)
+        a_l, a_r = nd.ae_left, nd.ae_right
+        imp = (w / self.n) * (ae / w - (n - p) / w * (a_r / (n - p)) - p / w * (a_l / p))
+        nd.threshold = float(xs[f, p - 1]) / 2.0 + float(xs[f, p]) / 2.0
+        nd.feature = vf[f]
+        nd.pos = p
+        _partition(self.xt[nd.feature], idx, nd.threshold)
+        nd.post = idx.copy()
+        nd.improvement = imp
+        # ~0 (never < 0 but by rounding): a split or a leaf, found out if it matters
+        nd.kind = _SPLIT if imp > self.tol_gap else _UNSURE
+        return nd
+
+    def impurity(self, nd: _Node) -> float:
+        """scikit-learn's impurity of ``nd``: the root's ``node_impurity``, or
+        ``children_impurity`` of its parent's split (on the order its partition left)."""
+        par = nd.parent
+        if par is None:
+            sorted_y, ranks = _ranks(self.y)  # the root, before any sort
+            return _fenwick_ae(sorted_y, ranks, self.n, self.n - 1, -1, self.n) / (self.n * 1.0)
+        assert par.post is not None
+        n = par.end - par.start
+        sorted_y, ranks = _ranks(self.y[par.post])
+        w_left = float(par.pos)
+        if nd.is_left:
+            return _fenwick_ae(sorted_y, ranks, n, 0, 1, par.pos) / (w_left * 1)
+        w_right = float(n) - w_left
+        return _fenwick_ae(sorted_y, ranks, n, n - 1, -1, n - par.pos) / (w_right * 1)
+
+    def exact_improvement(self, nd: _Node) -> None:
+        """Make ``nd.improvement`` scikit-learn's (``impurity_improvement``; a split whose
+        improvement is below ``-DBL_EPSILON`` is a leaf, 0)."""
+        if nd.exact:
+            return
+        if nd.kind == _LEAF:
+            nd.improvement = 0.0
+            nd.exact = True
+            return
+        assert nd.post is not None
+        n = nd.end - nd.start
+        sorted_y, ranks = _ranks(self.y[nd.post])
+        w = float(n)
+        w_left = float(nd.pos)
+        w_right = w - w_left
+        imp_left = _fenwick_ae(sorted_y, ranks, n, 0, 1, nd.pos) / (w_left * 1)
+        imp_right = _fenwick_ae(sorted_y, ranks, n, n - 1, -1, n - nd.pos) / (w_right * 1)
+        imp = (w / self.n) * (
+            self.impurity(nd) - (w_right / w * imp_right) - (w_left / w * imp_left)
+        )
+        nd.exact = True
+        nd.kind = _LEAF if imp + DBL_EPSILON < 0.0 else _SPLIT
+        nd.improvement = 0.0 if nd.kind == _LEAF else imp
+
+    def is_split(self, nd: _Node) -> bool:
+        """Whether scikit-learn made ``nd`` a split node (its record's ``is_leaf``)."""
+        if nd.kind == _UNSURE:
+            self.exact_improvement(nd)
+        return nd.kind == _SPLIT
+
+    def less(self, a: _Node, b: _Node) -> bool:
+        """scikit-learn's ``_compare_records(a, b)``: ``a.improvement < b.improvement`` (a
+        leaf's is 0), ours where the margin decides it, else its exact values."""
+        if not (a.exact and b.exact) and abs(a.improvement - b.improvement) <= self.tol_gap:
+            self.exact_improvement(a)
+            self.exact_improvement(b)
+        return a.improvement < b.improvement
+
+
+class _Heap:
+    """libstdc++'s ``push_heap`` / ``pop_heap`` (``__push_heap``, ``__adjust_heap``) on the
+    frontier, comparing scikit-learn's improvements (:meth:`_Builder.less`)."""
+
+    def __init__(self, b: _Builder) -> None:
+        self.b = b
+        self.items: list[_Node] = []
+
+    def push(self, nd: _Node) -> None:
+        self.items.append(nd)
+        self._sift_up(len(self.items) - 1, 0, nd)
+
+    def _sift_up(self, hole: int, top: int, nd: _Node) -> None:
+        a = self.items
+        parent = (hole - 1) // 2
+        while hole > top and self.b.less(a[parent], nd):
+            a[hole] = a[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        a[hole] = nd
+
+    def pop(self) -> _Node:
+        a = self.items
+        if len(a) > 1:
+            last = len(a) - 1
+            nd = a[last]
+            a[last] = a[0]
+            # __adjust_heap(first, 0, last, nd)
+            hole = 0
+            child = 0
+            while child < (last - 1) // 2:
+                child = 2 * (child + 1)
+                if self.b.less(a[child], a[child - 1]):
+                    child -= 1
+                a[hole] = a[child]
+                hole = child
+            if last & 1 == 0 and child == (last - 2) // 2:
+                child = 2 * (child + 1)
+                a[hole] = a[child - 1]
+                hole = child - 1
+            self._sift_up(hole, 0, nd)
+        return a.pop()
+
+
+def fit(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> Tree | None:
+    """scikit-learn's ``DecisionTreeRegressor(criterion="absolute_error",
+    max_leaf_nodes=max_leaf_nodes, random_state=0).fit(x, y)`` tree (module docstring), or
+    ``None`` for inputs it does not take (missing values, under 2 rows): fit scikit-learn's.
+
+    ``x``: (N, F) float32 (the array scikit-learn fits on), ``y``: (N,) float64.
+    """
+    out = fit_or_why(x, y, max_leaf_nodes)
+    return out if isinstance(out, Tree) else None
+
+
+def fit_or_why(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> Tree | str:
+    """:func:`fit`, with why not where it returns ``None``."""
+    n = y.shape[0]
+    if n < 2 or x.ndim != 2 or x.shape[1] < 1 or max_leaf_nodes < 2:
+        return "degenerate input"
+    if not (np.isfinite(y).all() and np.isfinite(x).all()):
+        return "missing values"  # scikit-learn's own rules
+    return _build(_Builder(x, y), max_leaf_nodes)
+
+
+def _build(b: _Builder, max_leaf_nodes: int) -> Tree:
+    """Best first, as ``BestFirstTreeBuilder.build``: its frontier is a ``std::vector`` kept a
+    heap by ``push_heap`` / ``pop_heap`` on ``improvement <`` (a leaf's is 0), replayed here
+    swap for swap (:class:`_Heap`), so equal improvements leave it in the same order."""
+    root = b.node(0, b.n, None, True)
+    nodes = [root]
+    heap = _Heap(b)
+    heap.push(root)
+    budget = max_leaf_nodes - 1
+    children: dict[int, tuple[int, int]] = {}
+    while heap.items and budget > 0:
+        nd = heap.pop()
+        if not b.is_split(nd):
+            continue
+        left = b.node(nd.start, nd.start + nd.pos, nd, True)
+        right = b.node(nd.start + nd.pos, nd.end, nd, False)
+        children[nd.node_id] = (left.node_id, right.node_id)
+        nodes += [left, right]
+        heap.push(left)
+        heap.push(right)
+        budget -= 1
+    k = len(nodes)
+    cl = [_TREE_LEAF] * k
+    cr = [_TREE_LEAF] * k
+    feat = [_TREE_UNDEFINED] * k
+    thr = [float(_TREE_UNDEFINED)] * k
+    for nd in nodes:
+        if nd.node_id in children:
+            cl[nd.node_id], cr[nd.node_id] = children[nd.node_id]
+            feat[nd.node_id] = nd.feature
+            thr[nd.node_id] = nd.threshold
+    return Tree(cl, cr, feat, thr, [nd.value for nd in nodes])
