@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import multiprocessing as mp
 import signal
+import socket
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -77,7 +78,23 @@ def _import_ray() -> Any:
     return ray
 
 
+def _unreachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at ``address`` (``host:port`` or ``ray://host:port``), or None where
+    a TCP connection opens or the address is of another form (``auto``): Ray itself retries an
+    unreachable address for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
 def _ray_init(ray: Any, workers: int, address: str | None) -> None:
+    if address and (why := _unreachable(address)) is not None:
+        raise BackendError(f"--ray-address {address}: cannot connect ({why})")
     # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
     # gpu_sharing_env.interrupt), so that SIGTERM cancels the tasks and shuts Ray down.
     main_thread = threading.current_thread() is threading.main_thread()

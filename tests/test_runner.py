@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,3 +181,19 @@ def test_sigterm_stops_headroom_workers_and_keeps_finished_cells(
     for p in saved:
         cell = headroom.Cell(p.parent.name, "sigtest", path, int(p.stem))
         assert headroom.load_cell(out, cell) is not None, p
+
+
+def test_unreachable_ray_address_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A cluster address where nothing listens fails at once (Ray would retry for minutes)."""
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    main, argv = _main("headroom", tmp_path)
+    assert main([*argv, "--backend", "ray", "--ray-address", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"gsg headroom: error: --ray-address 127.0.0.1:{port}: cannot connect"
+    )
