@@ -20,7 +20,7 @@ from sklearn.utils._sorting import _py_simultaneous_sort
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.sim.build import ScenarioJobs, build_workload
-from gpu_sharing_env.workload import cart
+from gpu_sharing_env.workload import cart, predictor
 from gpu_sharing_env.workload.job import JobKind
 from gpu_sharing_env.workload.predictor import _Fit
 
@@ -172,3 +172,23 @@ def test_the_scan_gives_the_absolute_errors_up_to_rounding() -> None:
             ae_b = float(np.abs(b - np.median(b)).sum()) if k < n else 0.0
             assert left[f, k] == pytest.approx(ae_a, abs=1e-12)
             assert right[f, k] == pytest.approx(ae_b, abs=1e-12)
+
+
+def test_the_predictors_estimates_are_the_same_with_either_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def estimates(fast: bool) -> list[float]:
+        monkeypatch.setattr(predictor, "FAST_CART", fast)
+        predictor._FITS.clear()  # trees are memoised by their rows: fit them again
+        jobs = build_workload(load_scenario("pai-busy"))(np.random.default_rng(4))
+        assert isinstance(jobs, ScenarioJobs) and jobs.predictor is not None
+        p = jobs.predictor
+        offline = [j for j in jobs if j.kind is JobKind.OFFLINE]
+        out = [p.estimate(j, 0.0) for j in offline]  # the warm start's fit
+        for j in sorted(offline, key=lambda j: j.submit_s + j.work_s)[:200]:
+            p.observe(j, j.job_id)  # refits at 100 and 200
+        assert p.n_fits == 3
+        return out + [p.estimate(j, 1.0) for j in offline]
+
+    assert estimates(True) == estimates(False)
+    predictor._FITS.clear()
