@@ -20,4 +20,5 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.sim.events",
     "gpu_sharing_env.envs.observation",
     "gpu_sharing_env.envs.observation_v1",
+    "gpu_sharing_env.workload.cart",
 )

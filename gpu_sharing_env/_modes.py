@@ -88,11 +88,14 @@ def select() -> tuple[str, ...]:
         source = [name for name, ext in exts.items() if ext is None or _stale(name, ext)]
         compiled = tuple(name for name in MODULES if name not in source)
         if missing:
-            what = "none of" if len(missing) == len(MODULES) else f"{len(missing)} of"
+            what = (
+                f"none of its {len(MODULES)} compiled modules are built"
+                if len(missing) == len(MODULES)
+                else f"{len(missing)} of its {len(MODULES)} compiled modules are not built"
+            )
             warnings.warn_explicit(
-                f"gpu_sharing_env runs as pure Python: {what} its {len(MODULES)} compiled "
-                f"modules are built (no C compiler or no Cython at install; `make setup` builds "
-                f"them; {PURE_ENV}=1 silences this)",
+                f"gpu_sharing_env runs as pure Python: {what} (no C compiler or no Cython at "
+                f"install; `make setup` builds them; {PURE_ENV}=1 silences this)",
                 PurePythonWarning,
                 filename="gpu_sharing_env",
                 lineno=0,
