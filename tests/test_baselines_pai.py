@@ -8,6 +8,7 @@ import pytest
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
@@ -126,13 +127,12 @@ def runner_placements(policy: HeuristicPolicy, sim: Simulator) -> dict[int, tupl
     """job -> (start time, GPU), run through the evaluation runner (which sets the simulator's
     ``decision_scope`` from the policy)."""
     out: dict[int, tuple[float, int]] = {}
-    apply = sim.apply
 
-    def logged(d: Decision) -> None:
-        apply(d)
-        out[d.job_id] = (sim.now, d.gpu)
+    class Logged(SimObserver):
+        def on_start(self, sim: Simulator, job_id: int, gpus: list[int], option: int) -> None:
+            out[job_id] = (sim.now, gpus[0])  # (a decision's GPU is the gang's first)
 
-    sim.apply = logged  # type: ignore[method-assign]
+    sim.add_observer(Logged())
     run_episode(policy, sim, 0)
     return out
 

@@ -94,7 +94,7 @@ def test_a_new_placement_replaces_the_batch_size_and_leaving_resets_it() -> None
     assert sim.now == 1_200.0
     assert st.latency_ms == pytest.approx(latency(18.0, st.rps, 16, SLO_MS).mean_ms)
     # The batch size belongs to the placement: gone once the job leaves its GPUs.
-    sim._finish(st, st.status.DONE)
+    sim.lifecycle.finish(st, st.status.DONE)
     assert st.batch_size == 0 and st.effective_batch_size == 8
 
 

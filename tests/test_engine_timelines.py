@@ -8,7 +8,8 @@ import math
 import pytest
 
 from gpu_sharing_env.nodes import Interconnect, NodeSpec
-from gpu_sharing_env.sim.engine import Decision, IllegalDecision
+from gpu_sharing_env.sim.engine import Decision, IllegalDecision, Simulator
+from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
 from tests.helpers import job, make_sim, nodes, option
 
@@ -208,7 +209,7 @@ def test_migration_keeps_progress_and_pauses():
     ts = option(sim, "ts")
     sim.apply(Decision(0, 0, ts))
     sim.apply(Decision(1, 0, ts))
-    sim._integrate(40.0)  # both at 1/2: 20 done each
+    sim.run_until(40.0)  # both at 1/2: 20 done each
     sim.apply(Decision(1, 1, option(sim, "excl")))  # migrate job 1 to the free GPU
     assert sim.jobs[1].gpus == [1] and sim.jobs[1].work_done == pytest.approx(20.0)
     sim.advance()
@@ -233,13 +234,13 @@ def test_load_ticks_are_consecutive_and_counted(scenario, policy):
 
     sim = make_simulator(load_scenario(scenario))
     live = []
-    tick = sim._tick
 
-    def counted():
-        live.append(len(sim._live_online()))
-        return tick()
+    class Counted(SimObserver):
+        def on_tick(self, sim: Simulator, changed: bool) -> None:
+            # the services the tick ran for (a tick ends no service: the same set after it)
+            live.append(len(sim.load.live()))
 
-    sim._tick = counted  # ``advance`` looks the tick up on the instance
+    sim.add_observer(Counted())
     run_episode(make_policy(policy), sim, seed=1)
     # MuxFlow deploys SysMonitor: a tick may then evict or throttle (and end an instant early)
     assert sim.mechanisms.protection == (policy == "muxflow")

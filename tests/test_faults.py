@@ -54,7 +54,7 @@ def test_rollback_to_last_checkpoint():
     sim = make_sim([job(0, 1000.0, checkpoint_interval_s=100.0)])
     sim.reset(0)
     sim.apply(Decision(0, 0, option(sim, "excl")))
-    sim._integrate(250.0)
+    sim.run_until(250.0)
     sim.inject_fault(0, FaultCause.APP_ERROR)
     st = sim.jobs[0]
     assert st.work_done == pytest.approx(200.0)  # 250 done, 50 since the checkpoint at 200 lost

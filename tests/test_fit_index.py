@@ -21,6 +21,10 @@ from gpu_sharing_env.config import SharingConfig, load_scenario
 from gpu_sharing_env.nodes import NodeSpec
 from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.observe import SimObserver
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.waiting import mask_signature
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 
@@ -188,20 +192,31 @@ def test_needs_decision_over_the_queue_asks_the_front_only() -> None:
     sim = make_simulator(
         dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=nodes))
     )
-    fast = sim.needs_decision
     seen = {True: 0, False: 0, "pruned": 0}
 
-    def checked() -> bool:
-        got = fast()
-        if not sim.done:
-            sigs = sim._queue_sigs
-            want = any(sim.cluster.placeable_scan(spec) for _, spec in sigs.values())
-            assert got == want
-            seen[got] += 1
-            seen["pruned"] += len(sim._queue_front or ()) < len(sigs)
-        return got
+    class Checked(SimObserver):
+        """At every tick, start and finish: the memoised answer against a scan of the queue
+        (a read: it only fills the answer's memos, which an observed episode may)."""
 
-    sim.needs_decision = checked  # type: ignore[method-assign]
+        def check(self, sim: Simulator) -> None:
+            got = sim.needs_decision()
+            if not sim.done:
+                specs = {mask_signature(s): s for s in sim.queued_jobs()}
+                want = any(sim.cluster.placeable_scan(spec) for spec in specs.values())
+                assert got == want
+                seen[got] += 1
+                seen["pruned"] += len(sim.waiting.front()) < len(specs)
+
+        def on_tick(self, sim: Simulator, changed: bool) -> None:
+            self.check(sim)
+
+        def on_start(self, sim: Simulator, job_id: int, gpus: list[int], option: int) -> None:
+            self.check(sim)
+
+        def on_finish(self, sim: Simulator, job_id: int, status: Status) -> None:
+            self.check(sim)
+
+    sim.add_observer(Checked())
     run_episode(SjfPredicted(), sim, 0)
     assert seen[True] > 50 and seen[False] > 50 and seen["pruned"] > 50
 

@@ -137,7 +137,7 @@ class _XcudaCheck(SimObserver):
             g = st.gpus[0]
             res = [sim.jobs[j] for j in sim.cluster.residents[g]]
             off = [r for r in res if not r.spec.online]
-            if not off or not all(sim._gated(g, res)[res.index(r)] for r in off):
+            if not off or not all(sim.rates.gated(g, res)[res.index(r)] for r in off):
                 continue
             x = off[0].throttle
             assert all(r.throttle == x for r in off) and x in XCUDA_STEPS
@@ -149,11 +149,11 @@ class _XcudaCheck(SimObserver):
                 bigger = XCUDA_STEPS[XCUDA_STEPS.index(x) - 1]
                 for r in off:
                     r.throttle = bigger
-                sim._gpu_fractions(g, res)
+                sim.rates.gpu_fractions(g, res)
                 assert _kernel_speed(sim, st, g) < target
                 for r in off:
                     r.throttle = x
-                sim._gpu_fractions(g, res)
+                sim.rates.gpu_fractions(g, res)
 
 
 @pytest.mark.parametrize("level", [0.0, 1.0])

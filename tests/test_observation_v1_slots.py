@@ -111,7 +111,7 @@ def test_encoders_made_per_decision_or_moved_leave_no_watches_behind() -> None:
     env.step(0)
     sim = u.sim
     view = ClusterView(sim, ActionCodec(sim.window, sim.n_gpus, len(sim.options)))
-    before = (len(sim.cluster._watchers), len(sim._job_watchers))
+    before = (len(sim.cluster._watchers), sim.rates.watcher_count())
     keep = view.make_encoder(ObservationEncoderV1, sim.n_gpus)
     view.encode(keep)
     for _ in range(20):  # a policy making an encoder per decision
@@ -119,7 +119,7 @@ def test_encoders_made_per_decision_or_moved_leave_no_watches_behind() -> None:
     copy = sim.copy()
     copied = len(copy.cluster._watchers)  # (a copy's cluster carries copies of the sets)
     keep.encode(copy)  # moved to another simulator: its watches there, none left here
-    assert (len(sim.cluster._watchers), len(sim._job_watchers)) == before
+    assert (len(sim.cluster._watchers), sim.rates.watcher_count()) == before
     keep.encode(sim)  # and back
-    assert (len(sim.cluster._watchers), len(sim._job_watchers)) == (before[0] + 1, before[1] + 1)
-    assert (len(copy.cluster._watchers), len(copy._job_watchers)) == (copied, 0)
+    assert (len(sim.cluster._watchers), sim.rates.watcher_count()) == (before[0] + 1, before[1] + 1)
+    assert (len(copy.cluster._watchers), copy.rates.watcher_count()) == (copied, 0)

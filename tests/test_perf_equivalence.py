@@ -71,9 +71,9 @@ def test_masks_and_incremental_state_match_the_plain_computation(scenario: str) 
                 assert np.array_equal(c.placement_mask(spec), reference_mask(c, spec))
                 checked += 1
             # the utilisation sums the simulator keeps equal the per-GPU values it keeps
-            sums = np.array(sim._g_vals).sum(axis=0)
-            assert np.allclose(sim._sums, sums, atol=1e-9)
-            assert np.array_equal(sim.gpu_util, np.array(sim._g_vals)[:, 0])
+            rows = np.array(sim.usage.rows())
+            assert np.allclose(sim.usage.sums, rows.sum(axis=0), atol=1e-9)
+            assert np.array_equal(sim.gpu_util, rows[:, 0])
         legal = np.flatnonzero(info["action_mask"])
         _, _, term, _, info = env.step(int(legal[rng.integers(legal.size)]))
         if term:
@@ -88,8 +88,8 @@ def test_rate_memo_returns_the_speed_models_rates() -> None:
     for _ in range(200):
         legal = np.flatnonzero(env.action_masks())
         env.step(int(legal[-1]))
-    assert sim._rates_cache
-    for key, rates in list(sim._rates_cache.items())[:200]:
+    assert sim.memo.rates_cache
+    for key, rates in list(sim.memo.rates_cache.items())[:200]:
         gpu_type, mode, *fields = key
         residents = [Resident(*f) for f in fields]
         assert sim.speed.rates(gpu_type, mode, residents) == rates

@@ -15,7 +15,7 @@ import yaml
 from gpu_sharing_env.config import ScenarioConfig, from_dict
 from gpu_sharing_env.occupancy import PlacementRecorder
 from gpu_sharing_env.runner import run_episode, run_to_end
-from gpu_sharing_env.sim.build import ScenarioWorkload, make_simulator
+from gpu_sharing_env.sim.build import ScenarioWorkload, build_nodes, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
@@ -67,14 +67,12 @@ def tamper(sim: Simulator) -> None:
             sim.set_true_spec(jid, replace(st.spec, work_s=done + 3.0 * st.spec.work_s))
         elif st.status is Status.QUEUED:
             sim.set_true_spec(jid, replace(st.spec, work_s=0.5 * st.spec.work_s, true_mem_gb=0.1))
-    future = {
-        sp.job_id: replace(sp, submit_s=sp.submit_s + 600.0, num_gpus=1, work_s=7.0)
-        for sp in sim._arrivals
-        if sim.jobs[sp.job_id].status is Status.FUTURE and not sp.online
-    }
-    sim._arrivals = [future.get(sp.job_id, sp) for sp in sim._arrivals]
-    for jid, sp in future.items():
-        sim.jobs[jid].spec = sp
+    future = [
+        replace(st.spec, submit_s=st.spec.submit_s + 600.0, num_gpus=1, work_s=7.0)
+        for st in sim.jobs.values()
+        if st.status is Status.FUTURE and not st.online
+    ]
+    sim.replace_future_offline(sorted(future, key=lambda sp: (sp.submit_s, sp.job_id)))
     sim.reseed(12345, 54321)
 
 
@@ -83,7 +81,7 @@ def test_belief_does_not_depend_on_hidden_truth() -> None:
     a, b = mid_episode(cfg, 3, 6), mid_episode(cfg, 3, 6)
     before = {j: st.spec.work_s for j, st in a.jobs.items()}
     tamper(b)
-    assert any(b.jobs[j].spec.work_s != w for j, w in before.items())
+    assert any(j in b.jobs and b.jobs[j].spec.work_s != w for j, w in before.items())
     wa = sample_belief(a, np.random.default_rng(7))
     wb = sample_belief(b, np.random.default_rng(7))
     ma, mb = run_to_end(AntMan(), wa), run_to_end(AntMan(), wb)
@@ -163,9 +161,12 @@ def test_planner_leaves_observers_to_the_original() -> None:
 
 
 def test_planner_refuses_a_trace_workload() -> None:
-    sim = mid_episode(small(), 2, 1)
+    cfg = small()
+    sim = mid_episode(cfg, 2, 1)
     assert isinstance(sim.workload, ScenarioWorkload)
-    sim.workload = replace(sim.workload, trace_jobs=[])  # as a trace-driven scenario has
+    # the same world with a workload as a trace-driven scenario has
+    sim = Simulator(cfg, build_nodes(cfg), replace(sim.workload, trace_jobs=[]))
+    sim.reset(2)
     with pytest.raises(PlannerError, match="synthetic workload"):
         sample_belief(sim, np.random.default_rng(0))
 

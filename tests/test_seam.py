@@ -68,7 +68,7 @@ def _violations(path: Path, private: set[str]) -> list[str]:
 
 def test_private_members_are_found() -> None:
     private = _private_members()
-    assert {"_start", "_remove", "_fail", "_tick", "_sim", "_arrivals", "_observers"} <= private
+    assert {"_handle", "_integrate", "_sim", "_observers", "_mask_cache", "_rows"} <= private
 
 
 def test_no_private_simulator_member_is_touched_outside_sim() -> None:

@@ -1,5 +1,7 @@
 """The simulator's public seam: its settings are passed in (constructor, ``reset``, two
-mid-episode setters), never assigned from outside ``gpu_sharing_env/sim/`` (issue 51)."""
+mid-episode setters), never assigned from outside ``gpu_sharing_env/sim/`` (issue 51); inside
+``sim/`` it is components that own their state: each declares it in ``__slots__`` (at most 20
+names) and no other class assigns it."""
 
 from __future__ import annotations
 
@@ -20,18 +22,36 @@ ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "gpu_sharing_env" / "sim"
 #: Where the project's Python lives (build outputs and the virtualenv are not scanned).
 SCANNED = ("gpu_sharing_env", "gpu_sharing_gym", "agents", "baselines", "scripts", "tests")
-#: Writes tests still make on a simulator: instance monkeypatches of a method with a spy
-#: (``_tick``, ``apply``, ``needs_decision``), a workload swapped for a trace-like one, and a
-#: planner test's tampering with the future arrivals. Shrink it; never grow it.
+#: Writes tests still make on a simulator: only this file's, checking that they raise. Never
+#: grow it (a test watches an episode through a ``SimObserver`` and acts through public
+#: methods; a different workload is a different ``Simulator``).
 TEST_WRITES_ALLOWED = {
-    ("tests/test_baselines_pai.py", "apply"),
-    ("tests/test_engine_timelines.py", "_tick"),
-    ("tests/test_fit_index.py", "needs_decision"),
-    ("tests/test_planner.py", "_arrivals"),
-    ("tests/test_planner.py", "workload"),
     ("tests/test_sim_seam.py", "decision_scope"),  # (that the write raises)
     ("tests/test_sim_seam.py", "window_order"),
-    ("tests/test_workload_predictor.py", "workload"),
+}
+#: The most attributes a class of ``sim/`` may declare (issue 51).
+MAX_SLOTS = 20
+#: The simulator and its components: each owns the state its ``__slots__`` declare.
+COMPONENTS = (
+    "engine.Simulator",
+    "jobs.JobTable",
+    "waiting.Queue",
+    "legality.Legality",
+    "speed.SpeedMemo",
+    "rates.Rates",
+    "usage.FleetUsage",
+    "ticks.OnlineLoad",
+    "monitor.Monitor",
+    "lifecycle.Lifecycle",
+    "failures.Faults",
+)
+#: Records several components write, field by field (each field has one owner: ``JobState``'s
+#: docstring), and plain data: no component state, so not counted against ``MAX_SLOTS``.
+RECORDS = {"state.JobState", "engine.Decision", "events.EventQueue"}
+#: Writes the name-based scan below takes for a component's and that are not: (file, class,
+#: attribute).
+NOT_COMPONENT_WRITES = {
+    ("build.py", "ScenarioWorkload", "predictor"),  # a drawn job list's predictor
 }
 
 
@@ -175,3 +195,133 @@ def test_inject_fault_fails_a_running_job_only() -> None:
     queued = next(j for j, st in sim.jobs.items() if st.status is Status.FUTURE)
     with pytest.raises(ValueError, match=f"inject_fault: job {queued} is not running"):
         sim.inject_fault(queued, FaultCause.APP_ERROR)
+
+
+# ---------------------------------------------------------------------- components inside sim/
+def _component_classes() -> list[type]:
+    import importlib
+
+    out = []
+    for name in COMPONENTS:
+        mod, cls = name.split(".")
+        out.append(getattr(importlib.import_module(f"gpu_sharing_env.sim.{mod}"), cls))
+    return out
+
+
+def test_components_declare_their_state_in_slots() -> None:
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    parts = [getattr(sim, a) for a in type(sim).__slots__]  # (its components, and theirs)
+    parts += [getattr(p, a) for p in parts for a in getattr(type(p), "__slots__", ())]
+    classes = _component_classes()
+    assert set(classes) <= {type(sim)} | {type(p) for p in parts}
+    for cls in classes:
+        slots = cls.__dict__.get("__slots__")
+        assert slots is not None, f"{cls.__name__}: declare its state in __slots__"
+        assert len(slots) <= MAX_SLOTS, f"{cls.__name__}: {len(slots)} attributes"
+        assert all("__dict__" not in k.__dict__.get("__slots__", ()) for k in cls.__mro__)
+    for obj in [sim, *parts]:
+        if type(obj) in classes:
+            assert not hasattr(obj, "__dict__"), type(obj).__name__  # nothing undeclared
+
+
+def test_no_class_in_sim_has_more_than_twenty_attributes() -> None:
+    for p in sorted(SIM_DIR.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or f"{p.stem}.{node.name}" in RECORDS:
+                continue
+            attrs = {
+                t.attr
+                for f in ast.walk(node)
+                if isinstance(f, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                for t in (f.targets if isinstance(f, ast.Assign) else [f.target])
+                if isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+            }
+            assert len(attrs) <= MAX_SLOTS, f"{p.name}: {node.name} has {len(attrs)} attributes"
+
+
+def component_state_writes(source: str, owned: dict[str, set[str]]) -> list[tuple[int, str, str]]:
+    """(line, class, attribute) of every assignment in ``source`` to an attribute named in
+    ``owned`` (attribute -> the classes that declare it) of anything but ``self``, made outside
+    the classes that declare it: one component writing another's state."""
+    found: list[tuple[int, str, str]] = []
+
+    def targets(node: ast.AST) -> list[ast.expr]:
+        if isinstance(node, ast.Assign | ast.Delete):
+            return list(node.targets)
+        if isinstance(node, ast.AugAssign | ast.AnnAssign):
+            return [node.target]
+        return []
+
+    def flat(t: ast.expr) -> list[ast.expr]:
+        if isinstance(t, ast.Tuple | ast.List):
+            return [x for e in t.elts for x in flat(e)]
+        return [t.value] if isinstance(t, ast.Starred) else [t]
+
+    for cls in ast.walk(ast.parse(source)):
+        where = cls.name if isinstance(cls, ast.ClassDef) else "<module>"
+        body = cls.body if isinstance(cls, ast.ClassDef | ast.Module) else []
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef) and where == "<module>":
+                continue  # (walked as its own class)
+            for node in ast.walk(stmt):
+                for t in (x for tg in targets(node) for x in flat(tg)):
+                    if not isinstance(t, ast.Attribute) or t.attr not in owned:
+                        continue
+                    if isinstance(t.value, ast.Name) and t.value.id == "self":
+                        continue
+                    if where not in owned[t.attr]:
+                        found.append((t.lineno, where, t.attr))
+    return sorted(found)
+
+
+def _owned() -> dict[str, set[str]]:
+    """Each component attribute -> the classes that declare it."""
+    owned: dict[str, set[str]] = {}
+    for cls in _component_classes():
+        for a in cls.__slots__:
+            owned.setdefault(a, set()).add(cls.__name__)
+    return owned
+
+
+def test_the_component_scan_finds_writes_from_outside() -> None:
+    src = (
+        "class Rates:\n"
+        "    def f(self, sim):\n"
+        "        self.sums = 1\n"  # (not Rates' own attribute, but on self: its own)
+        "        sim.now = 2\n"
+        "        self._usage.sums[0] += 1\n"  # a subscript: mutation, not an assignment
+        "        usage.sums = []\n"
+        "class Simulator:\n"
+        "    def copy(self, clone):\n"
+        "        clone.uid = 3\n"  # its own class's attribute, on another instance
+        "x.timeseries, y.log = [], []\n"
+    )
+    owned = {"now": {"Simulator"}, "uid": {"Simulator"}, "sums": {"FleetUsage"}}
+    owned |= {"timeseries": {"FleetUsage"}, "log": {"Queue"}}
+    assert component_state_writes(src, owned) == [
+        (4, "Rates", "now"),
+        (6, "Rates", "sums"),
+        (10, "<module>", "log"),
+        (10, "<module>", "timeseries"),
+    ]
+
+
+def test_no_component_assigns_another_components_state() -> None:
+    owned = _owned()
+    assert {"now", "entries", "sums", "jobs", "health", "mechanisms"} <= set(owned)
+    bad = []
+    for p in sorted(SIM_DIR.glob("*.py")):
+        for line, where, attr in component_state_writes(p.read_text(encoding="utf-8"), owned):
+            if (p.name, where, attr) in NOT_COMPONENT_WRITES:
+                continue
+            bad.append(f"{p.name}:{line}: {where} assigns {sorted(owned[attr])}.{attr}")
+    assert bad == [], "call the owning component's method instead"
+    # (records' fields are another matter: ``JobState`` names none of these attributes)
+    from gpu_sharing_env.metrics import Accumulator
+    from gpu_sharing_env.sim.state import JobState
+
+    record_fields = set(JobState.__slots__) | set(vars(Accumulator()))
+    assert not record_fields & set(owned)

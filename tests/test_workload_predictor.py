@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.envs import gpu_sharing
 from gpu_sharing_env.registry import make_policy, policy_names
 from gpu_sharing_env.runner import run_episode
-from gpu_sharing_env.sim.build import ScenarioJobs, ScenarioWorkload, make_simulator
+from gpu_sharing_env.sim.build import ScenarioJobs, ScenarioWorkload, build_nodes, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
@@ -252,8 +253,7 @@ def test_no_policy_and_no_estimate_reads_an_unfinished_runs_duration(scenario: s
         run_episode(make_policy(name), a, seed)
         t, unfinished = _cut(a)
         assert unfinished and len(_before(log_a, t)) > 3, name
-        b = make_simulator(cfg)
-        b.workload = _lengthened(a.workload, unfinished, seed)  # type: ignore[assignment]
+        b = Simulator(cfg, build_nodes(cfg), _lengthened(a.workload, unfinished, seed))
         log_b = _Log()
         b.add_observer(log_b)
         run_episode(make_policy(name), b, seed)
@@ -267,13 +267,17 @@ def test_no_policy_and_no_estimate_reads_an_unfinished_runs_duration(scenario: s
     [("GpuSharing-v0", {}), ("GpuSharing-v1", {}), ("GpuSharing-v1", {"job_history": True})],
 )
 def test_no_observation_reads_an_unfinished_runs_duration(
-    env_id: str, kwargs: dict[str, Any]
+    env_id: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def rollout(workload: Any = None) -> tuple[list[tuple[float, dict[str, np.ndarray]]], Any]:
+        if workload is not None:  # the env builds its simulator with this workload
+            monkeypatch.setattr(
+                gpu_sharing,
+                "make_simulator",
+                lambda cfg, speed=None: Simulator(cfg, build_nodes(cfg), workload, speed=speed),
+            )
         env = gym.make(env_id, scenario="default", **kwargs)
         sim = env.unwrapped.sim  # type: ignore[attr-defined]
-        if workload is not None:
-            sim.workload = workload
         obs, info = env.reset(seed=11)
         rng = np.random.default_rng(0)
         out = [(sim.now, obs)]

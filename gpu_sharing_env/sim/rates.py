@@ -1,16 +1,23 @@
-"""Per-GPU rates of :class:`~gpu_sharing_env.sim.engine.Simulator`: sharing fractions from the
-speed model (memoised), job rates and their completion events, progress accrual. A mixin:
-``Simulator`` is assembled in ``engine.py`` (shared state: ``base.py``).
+"""Per-GPU rates (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`): sharing
+fractions from the speed model (memoised: :class:`~gpu_sharing_env.sim.speed.SpeedMemo`), job
+rates and their completion events, progress accrual, the nodes' CPU factors.
+
+:class:`Rates` owns the set of GPUs whose fractions are stale, the nodes' CPU factors, the
+static per-GPU and per-node facts it reads on the hot path and the job watchers
+(``Simulator.watch_jobs``). It writes the rate fields of ``JobState`` (``rate``, ``solo_rate``,
+``frac``, ``sm_eff``, the accrual fields, ``alone_frac``, ``wait_ms``, ``tail_ms``) and each
+GPU's usage row (:meth:`FleetUsage.set_gpu <gpu_sharing_env.sim.usage.FleetUsage.set_gpu>`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpu_sharing_env.interference import Resident
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.sim.base import SimulatorBase
+from gpu_sharing_env.nodes import Interconnect
 from gpu_sharing_env.sim.constants import (
     _K_COMPLETE,
     _MIG,
@@ -20,42 +27,152 @@ from gpu_sharing_env.sim.constants import (
     CROSS_NODE_FACTOR,
     PCIE_GANG_FACTOR,
 )
+from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState
+from gpu_sharing_env.sim.usage import FleetUsage
 from gpu_sharing_env.zoo import ZOO
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.sim.engine import Simulator
 
 _NO_SKIP: frozenset[int] = frozenset()
 
 
-class _Rates(SimulatorBase):
+class Rates:
     """Sharing fractions, rates and accrual of the jobs on each GPU."""
 
-    # ================================================================== rates
-    def _accrue(self, st: JobState) -> None:
+    __slots__ = (
+        "_bonus",
+        "_cluster",
+        "_dirty",
+        "_fr_mech",
+        "_jobs",
+        "_mem_cap",
+        "_memo",
+        "_node_factor",
+        "_node_gpus",
+        "_node_of",
+        "_node_pcie",
+        "_node_vcpus",
+        "_opt_share",
+        "_sim",
+        "_terms_of",
+        "_type_of",
+        "_usage",
+        "_watchers",
+        "mechanisms",
+    )
+
+    def __init__(
+        self,
+        sim: Simulator,
+        cluster: Cluster,
+        memo: SpeedMemo,
+        usage: FleetUsage,
+        mechanisms: MechanismConfig,
+        online_priority: bool,
+    ) -> None:
+        c = cluster
+        self._sim = sim
+        self._cluster = c
+        self._memo = memo
+        self._usage = usage
+        #: The model's ``latency_terms`` (None: a model without it).
+        self._terms_of = memo.terms_fn()
+        #: The cluster mechanisms in force (``Simulator.reset``/``set_mechanisms``).
+        self.mechanisms = mechanisms
+        self._fr_mech = mechanisms  # the mechanisms the fractions were computed under
+        #: The priority bonus of an online service (``sharing.online_priority``).
+        self._bonus = 100 if online_priority else 0
+        # Static per-GPU facts as Python lists (scalar reads on the hot path).
+        self._node_of: list[int] = c.node_of.tolist()
+        self._type_of = list(c.type_name_of)
+        self._node_gpus = [
+            range(int(first), int(first) + n.num_gpus)
+            for first, n in zip(c.node_first_gpu, c.nodes, strict=True)
+        ]
+        self._node_pcie = [n.interconnect is Interconnect.PCIE for n in c.nodes]
+        self._node_vcpus: list[float] = c.node_vcpus.tolist()
+        self._mem_cap: list[float] = c.mem_cap.tolist()
+        #: Per placement option: its MPS SM share as a fraction (``sm_pct / 100.0``).
+        self._opt_share = [o.sm_pct / 100.0 for o in c.options]
+        self._jobs: dict[int, JobState] = {}
+        #: Per node: its CPU factor (``min(1, vCPUs / used)``).
+        self._node_factor = [1.0] * c.n_nodes
+        #: GPUs whose residents changed since their fractions were last computed (``refresh``)
+        self._dirty: set[int] = set()
+        #: Sets of running jobs whose progress, rate or load may have changed (``watch``).
+        self._watchers: list[set[int]] = []
+
+    def reset(self, jobs: dict[int, JobState], mechanisms: MechanismConfig) -> None:
+        self._jobs = jobs
+        self.mechanisms = mechanisms
+        self._node_factor = [1.0] * self._cluster.n_nodes
+        self._dirty = set()
+        self._fr_mech = mechanisms
+        self._watchers = []
+
+    def set_mechanisms(self, mechanisms: MechanismConfig) -> None:
+        """The mechanisms from now on (a change mid-episode recomputes every GPU's fractions at
+        the next node-factor change, as documented by ``refresh``)."""
+        self.mechanisms = mechanisms
+
+    # ------------------------------------------------------------------ watchers
+    def watch(self) -> set[int]:
+        """A new job watch (``Simulator.watch_jobs``)."""
+        w: set[int] = set()
+        self._watchers.append(w)
+        return w
+
+    def unwatch(self, w: set[int]) -> None:
+        self._watchers[:] = [x for x in self._watchers if x is not w]
+
+    def watcher_count(self) -> int:
+        """How many job watches are active."""
+        return len(self._watchers)
+
+    def copy_memo(self, memo: dict[int, Any]) -> None:
+        """``Simulator.copy`` carries no job watches."""
+        memo[id(self._watchers)] = []
+
+    def mark_dirty(self, gpus: Sequence[int]) -> None:
+        """``gpus``' residents changed: their fractions are to be recomputed (``refresh``)."""
+        self._dirty.update(gpus)
+
+    def mem_cap(self, g: int) -> float:
+        """GPU ``g``'s memory (GB, a Python float)."""
+        return self._mem_cap[g]
+
+    # ------------------------------------------------------------------ rates
+    def accrue(self, st: JobState) -> None:
+        """Bring a running job's progress up to ``now`` at its current rate."""
         if st.status is not _RUNNING:
             return
-        if self._job_watchers:  # (``watch_jobs``: progress, rates or load about to change)
+        if self._watchers:  # (``watch``: progress, rates or load about to change)
             jid = st.spec.job_id
-            for w in self._job_watchers:
+            for w in self._watchers:
                 w.add(jid)
-        now = self.now
+        now = self._sim.now
         t0 = max(st.last_t, st.setup_until)
         if now > t0 and st.rate > 0:
             dt = now - t0
             st.work_done += st.rate * dt
             st.norm_integral += (st.rate / st.solo_rate) * dt
             st.run_time_s += dt
-        st.last_t = self.now
+        st.last_t = now
 
-    def _residents(self, g: int) -> list[JobState]:
-        return [self.jobs[j] for j in self.cluster.residents[g]]
+    def residents(self, g: int) -> list[JobState]:
+        """The records of GPU ``g``'s residents, in the cluster's order."""
+        jobs = self._jobs
+        return [jobs[j] for j in self._cluster.residents[g]]
 
-    def _gated(self, g: int, res: Sequence[JobState]) -> list[bool]:
+    def gated(self, g: int, res: Sequence[JobState]) -> list[bool]:
         """Which residents of ``g`` are kernel-throttled (xCUDA / Tally): with the
         ``kernel_priority`` mechanism under MPS, the offline ones with a lower priority than an
-        online co-resident (as ``_gpu_fractions`` keys them for the speed model)."""
-        if not self.mechanisms.kernel_priority or _MODES[self.cluster.mode.item(g)] is not _MPS:
+        online co-resident (as :meth:`gpu_fractions` keys them for the speed model)."""
+        if not self.mechanisms.kernel_priority or _MODES[self._cluster.mode.item(g)] is not _MPS:
             return [False] * len(res)
-        bonus = 100 if self.cfg.sharing.online_priority else 0
+        bonus = self._bonus
         top = max((r.spec.priority + bonus for r in res if r.spec.online), default=None)
         if top is None:
             return [False] * len(res)
@@ -64,11 +181,8 @@ class _Rates(SimulatorBase):
     def _sm_shares(self, g: int, res: list[JobState]) -> list[float]:
         opt_share = self._opt_share
         shares = [opt_share[r.option] for r in res]
-        if (
-            self.mechanisms.dynamic_sm
-            and self.cluster.mode[g] == SharingMode.MPS
-            and self.cluster.online_count[g] > 0
-        ):
+        c = self._cluster
+        if self.mechanisms.dynamic_sm and c.mode[g] == SharingMode.MPS and c.online_count[g] > 0:
             # MuxFlow's dynamic SM allocation: the offline clients' SM limit follows the online
             # service's load (its solo SM activity, plus a 20% margin); the service itself is
             # never limited (a limit would stretch its batches). A kernel-throttled client
@@ -76,7 +190,7 @@ class _Rates(SimulatorBase):
             # the service's idle time, the coefficients of which were measured with both clients
             # on every SM (Tally), so a cap on top would count the protection twice; the
             # dynamic allocation then leaves it every SM.
-            gated = self._gated(g, res)
+            gated = self.gated(g, res)
             online_duty = sum(r.duty for r in res if r.spec.online)
             n_off = sum(not r.spec.online and not x for r, x in zip(res, gated, strict=True))
             off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
@@ -86,15 +200,15 @@ class _Rates(SimulatorBase):
             ]
         return shares
 
-    def _refresh(self, gpus: Sequence[int]) -> None:
+    def refresh(self, gpus: Sequence[int]) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
         A node whose CPU factor moves has the rates of all its GPUs' residents set again; the
-        fractions of such a GPU outside ``gpus`` are recomputed only when it is in ``_dirty``
-        (its residents changed since they were last computed): otherwise they would come out
-        as the same bits, and the fleet sums would move by ``x - x``, i.e. not at all.
+        fractions of such a GPU outside ``gpus`` are recomputed only when it is dirty (its
+        residents changed since they were last computed): otherwise they would come out as the
+        same bits, and the fleet sums would move by ``x - x``, i.e. not at all.
         """
-        c = self.cluster
+        c = self._cluster
         node_of = self._node_of
         factor = self._node_factor
         used_of = c.node_cpu_used
@@ -110,10 +224,10 @@ class _Rates(SimulatorBase):
                     extra = []
                 extra.extend(self._node_gpus[node])
         dirty = self._dirty
-        jobs = self.jobs
+        jobs = self._jobs
         residents = c.residents
-        accrue = self._accrue
-        fractions = self._gpu_fractions
+        accrue = self.accrue
+        fractions = self.gpu_fractions
         affected: dict[int, JobState] = {}
         if extra is None:
             todo = gpus if len(gpus) == 1 else sorted(set(gpus))
@@ -123,7 +237,7 @@ class _Rates(SimulatorBase):
             todo = sorted(own.union(extra))
             if self._fr_mech is not self.mechanisms:  # (not mid-episode, as documented)
                 self._fr_mech = self.mechanisms
-                dirty.update(range(self.n_gpus))
+                dirty.update(range(c.n_gpus))
             skip = {g for g in extra if g not in own and g not in dirty}
         for g in todo:
             res = [jobs[j] for j in residents[g]]
@@ -138,12 +252,14 @@ class _Rates(SimulatorBase):
             fractions(g, res)
             if dirty:
                 dirty.discard(g)
-        set_rate = self._set_rate
+        set_rate = self.set_rate
         for st in affected.values():
             set_rate(st)
 
-    def _gpu_fractions(self, g: int, res: list[JobState]) -> None:
-        c = self.cluster
+    def gpu_fractions(self, g: int, res: list[JobState]) -> None:
+        """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
+        from the speed model, the online ones' latency terms, and the GPU's usage row."""
+        c = self._cluster
         util = sm = stp = over = 0.0
         n_online = c.online_count.item(g)
         if res:
@@ -153,7 +269,7 @@ class _Rates(SimulatorBase):
             # priorities matter under time-slicing, and under MPS only with kernel-level
             # priority deployed (Tally / MuxFlow's xCUDA); plain MPS shares without them
             prio_on = mode is not _MPS or mech.kernel_priority
-            bonus = 100 if self.cfg.sharing.online_priority else 0
+            bonus = self._bonus
             keys: list[tuple[Any, ...]] = []
             add = keys.append
             if gpulet_of is not None:
@@ -187,9 +303,10 @@ class _Rates(SimulatorBase):
                     key = (*key, gpulet_of[spec.job_id][0])
                 add(key)
             gpu_type = c.type_name_of[g]
-            fr = self._rates_cache.get((gpu_type, mode, *keys))  # ``_rates``' memo, inlined
+            memo = self._memo
+            fr = memo.rates_cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
             if fr is None:
-                fr = self._rates(gpu_type, mode, keys)
+                fr = memo.rates(gpu_type, mode, keys)
             if n_online > 0:
                 self._online_terms(g, gpu_type, mode, res, keys)
             for r, k, f in zip(res, keys, fr, strict=True):
@@ -213,19 +330,7 @@ class _Rates(SimulatorBase):
         mem = c.mem_true.item(g) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
         busy = 1.0 if res else 0.0
-        new = (util, sm, mem, busy, stp, over, hosts_online)
-        old = self._g_vals[g]
-        s = self._sums
-        # the fleet sums, updated element by element as before (unrolled)
-        s[0] += util - old[0]
-        s[1] += sm - old[1]
-        s[2] += mem - old[2]
-        s[3] += busy - old[3]
-        s[4] += stp - old[4]
-        s[5] += over - old[5]
-        s[6] += hosts_online - old[6]
-        self._g_vals[g] = new
-        self._g_util[g] = util
+        self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
 
     def _online_terms(
         self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
@@ -233,50 +338,36 @@ class _Rates(SimulatorBase):
         """Set the per-batch wait and extra p99 (``wait_ms``, ``tail_ms``) of the online
         residents of GPU ``g`` from the speed model's ``latency_terms`` (memoised; zero for a
         speed model without it)."""
-        cache = self._rates_cache
+        memo = self._memo
+        cache = memo.rates_cache
         for r, k in zip(res, keys, strict=True):
             if r.online and r.gpus[0] == g:
-                alone = cache.get((gpu_type, mode, k))  # ``_rates``' memo, inlined
+                alone = cache.get((gpu_type, mode, k))  # ``SpeedMemo.rates``, inlined
                 if alone is None:
-                    alone = self._rates(gpu_type, mode, [k])
+                    alone = memo.rates(gpu_type, mode, [k])
                 r.alone_frac = alone[0]
-        terms_of = getattr(self.speed, "latency_terms", None)
+        terms_of = self._terms_of
         if terms_of is None or len(res) < 2:
             for r in res:
                 r.wait_ms = r.tail_ms = 0.0
             return
-        key = (gpu_type, mode, *keys)
-        terms = self._terms_cache.get(key)
-        if terms is None:
-            terms = terms_of(gpu_type, mode, [Resident(*k) for k in keys])
-            if len(self._terms_cache) >= 65_536:
-                self._terms_cache.clear()
-            self._terms_cache[key] = terms
+        terms = memo.terms(terms_of, gpu_type, mode, keys)
         for r, (wait, tail) in zip(res, terms, strict=True):
             if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
                 r.wait_ms, r.tail_ms = wait, tail
 
-    def _rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
-        """``speed.rates`` for residents given as field tuples (memoised: a pure function)."""
-        key = (gpu_type, mode, *keys)
-        hit = self._rates_cache.get(key)
-        if hit is None:
-            residents = [Resident(*k) for k in keys]
-            hit = self.speed.rates(gpu_type, mode, residents)
-            if len(self._rates_cache) >= 65_536:
-                self._rates_cache.clear()
-            self._rates_cache[key] = hit
-        return hit
-
-    def _set_rate(self, st: JobState) -> None:
+    def set_rate(self, st: JobState) -> None:
+        """Set running ``st``'s rate from its fractions; an offline job's completion event is
+        rescheduled (a new epoch stales the old one)."""
         spec = st.spec
         gpus = st.gpus
         node_of = self._node_of
+        memo = self._memo
         if len(gpus) == 1:
             g = gpus[0]
-            solo = self._solo_cache.get((spec.model, self._type_of[g]))
+            solo = memo.solo_cache.get((spec.model, self._type_of[g]))
             if solo is None:
-                solo = self._solo_speed(spec.model, self._type_of[g])
+                solo = memo.solo_speed(spec.model, self._type_of[g])
             st.solo_rate = solo
             rate = st.rate = solo * st.frac[g] * self._node_factor[node_of[g]]
         else:
@@ -293,13 +384,13 @@ class _Rates(SimulatorBase):
                 net = CROSS_NODE_FACTOR
             elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-            solo_cache = self._solo_cache
+            solo_cache = memo.solo_cache
             type_of = self._type_of
             solo_of = []
-            for g in gpus:  # ``_solo_speed``, its memo inlined
+            for g in gpus:  # ``SpeedMemo.solo_speed``, its memo inlined
                 solo = solo_cache.get((spec.model, type_of[g]))
                 if solo is None:
-                    solo = self._solo_speed(spec.model, type_of[g])
+                    solo = memo.solo_speed(spec.model, type_of[g])
                 solo_of.append(solo)
             frac = st.frac
             factor = self._node_factor
@@ -311,26 +402,6 @@ class _Rates(SimulatorBase):
             epoch = st.epoch = st.epoch + 1
             remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
-            t_done = max(self.now, st.setup_until) + remaining / rate
-            self.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
-
-    # ================================================================== solo speeds
-    def _solo_speed(self, model: str, gpu_type: str) -> float:
-        """``speed.solo_speed`` (memoised: a pure function of its arguments)."""
-        v = self._solo_cache.get((model, gpu_type))
-        if v is None:
-            v = self._solo_cache[model, gpu_type] = self.speed.solo_speed(model, gpu_type)
-        return v
-
-    def _solo_batch_ms(self, st: JobState) -> float:
-        """Solo batch latency of online ``st`` on the type of its first GPU, at the batch size
-        it runs with (``JobState.effective_batch_size``; cached)."""
-        c = self.cluster
-        assert st.spec.service is not None
-        batch = st.effective_batch_size
-        key = (st.spec.model, int(c.type_idx[st.gpus[0]]), batch)
-        ms = self._batch_ms.get(key)
-        if ms is None:
-            gt = c.type_names[key[1]]
-            ms = self._batch_ms[key] = self.speed.batch_latency_ms(key[0], gt, batch)
-        return ms
+            sim = self._sim
+            t_done = max(sim.now, st.setup_until) + remaining / rate
+            sim.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)

@@ -1,4 +1,32 @@
-"""Mutable per-job runtime state (the simulator's own; policies see read-only views)."""
+"""Mutable per-job runtime state (the simulator's own; policies see read-only views).
+
+:class:`JobState` is the one record the simulator's components share. Who writes which
+field (everyone else only reads it; a field named twice is one quantity two steps keep, e.g.
+``work_done`` accrued by the rates and rolled back by the lifecycle):
+
+==============================  ============================================================
+component                       fields
+==============================  ============================================================
+``JobTable`` (``jobs.py``)      ``status`` (only through ``JobTable.set_status``)
+``Lifecycle``                   ``spec`` (estimates), ``gpus``, ``option``, ``mig``,
+                                ``epoch`` and ``run_id`` bumps, ``last_t`` at a start,
+                                ``setup_until``, ``run_start_t``, ``run_work_start``,
+                                ``first_start_t``, ``finish_t``, ``enqueue_t``, ``attempts``,
+                                ``evictions``, ``batch_size``, ``solo_batch_ms``,
+                                ``work_done`` (a rollback or a migration's carry-over),
+                                ``frac`` and ``rate`` cleared when it leaves its GPUs
+``Rates`` (``rates.py``)        ``rate``, ``solo_rate``, ``frac``, ``sm_eff``, ``epoch`` (a
+                                rescheduled completion), ``work_done``, ``norm_integral``,
+                                ``run_time_s``, ``last_t`` (accrual), ``alone_frac``,
+                                ``wait_ms``, ``tail_ms``
+``OnlineLoad`` (``ticks.py``)   ``noise_z``, ``rps``, ``duty``, ``latency_ms``, ``p99_ms``
+``Monitor`` (``monitor.py``)    ``throttle`` (SysMonitor's and xCUDA's launch fraction)
+``Faults`` (``failures.py``)    ``outage_until``, ``attempts`` (a fault's count)
+==============================  ============================================================
+
+``Queue.reestimate`` gives a queued job a new estimate (``spec``); ``Simulator.set_true_spec``
+replaces a job's hidden truth (``spec``) for a planner's sampled future.
+"""
 
 from __future__ import annotations
 

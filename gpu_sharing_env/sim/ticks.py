@@ -1,17 +1,23 @@
-"""Online services of :class:`~gpu_sharing_env.sim.engine.Simulator` and time: load ticks (AR(1)
-noise), SLO accounting, MuxFlow's SysMonitor, fragmentation samples and the integration of the
-fleet's sums over time. A mixin: ``Simulator`` is assembled in ``engine.py`` (shared state:
-``base.py``).
+"""The online load (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`): load ticks
+(AR(1) noise), SLO accounting and the tick's hand-offs to SysMonitor and xCUDA
+(:mod:`~gpu_sharing_env.sim.monitor`), the fragmentation sample and the timeseries row
+(:mod:`~gpu_sharing_env.sim.usage`).
+
+:class:`OnlineLoad` owns the noise stream and its buffer, the online services that arrived and
+their live list (memoised on ``JobTable.status_version``) and the count of service-ticks. It
+writes the load fields of ``JobState`` (``noise_z``, ``rps``, ``duty``, ``latency_ms``,
+``p99_ms``) and the request accumulators of the episode's ``Accumulator``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpu_sharing_env.sim.base import SimulatorBase
+import numpy as np
+
+from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.sim.constants import (
-    _HEALTHY,
     _NOISE_CHUNK,
     _NOISE_SCALE,
     _QUEUED,
@@ -20,12 +26,19 @@ from gpu_sharing_env.sim.constants import (
     DUTY_STEP,
     NOISE_AR,
 )
-from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO, XCUDA_STEPS, Health, next_health
+from gpu_sharing_env.sim.jobs import JobTable
+from gpu_sharing_env.sim.monitor import Monitor
+from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO
+from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.usage import FleetUsage
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.sim.engine import Simulator
 
 
 def _tick_consts(st: JobState) -> tuple[Any, ...]:
-    """What ``Simulator._tick`` reads of a live service's (immutable) spec, in one tuple:
+    """What ``OnlineLoad.tick`` reads of a live service's (immutable) spec, in one tuple:
     (state, phase_s, period_s, base_rps, peak_rps - base_rps, noise_frac, batch_size, slo_ms)."""
     svc = st.spec.service
     assert svc is not None
@@ -42,26 +55,97 @@ def _tick_consts(st: JobState) -> tuple[Any, ...]:
     )
 
 
-class _Ticks(SimulatorBase):
-    """Online load ticks, SLO accounting, SysMonitor and time integration."""
+class OnlineLoad:
+    """Online services' load ticks and SLO accounting."""
 
-    # ================================================================== online services
+    __slots__ = (
+        "_arrived",
+        "_live",
+        "_live_c",
+        "_live_version",
+        "_noise_buf",
+        "_noise_i",
+        "_rates",
+        "_rng",
+        "_sim",
+        "_table",
+        "_tick_s",
+        "_usage",
+        "mechanisms",
+        "monitor",
+        "n_service_ticks",
+    )
+
+    def __init__(
+        self,
+        sim: Simulator,
+        table: JobTable,
+        rates: Rates,
+        usage: FleetUsage,
+        monitor: Monitor,
+        tick_s: float,
+        mechanisms: MechanismConfig,
+    ) -> None:
+        self._sim = sim
+        self._table = table
+        self._rates = rates
+        self._usage = usage
+        #: SysMonitor and xCUDA, which the tick hands each service's slowdown.
+        self.monitor = monitor
+        self._tick_s = tick_s
+        #: The cluster mechanisms in force (``protection``, ``kernel_priority``).
+        self.mechanisms = mechanisms
+        self._rng = np.random.default_rng(0)
+        self._noise_buf: list[float] = []
+        self._noise_i = 0
+        #: Online services that arrived and have not ended, in arrival order.
+        self._arrived: list[JobState] = []
+        self._live: list[JobState] = []
+        self._live_c: list[tuple[Any, ...]] = []
+        self._live_version = -1
+        #: Load ticks x live services at each (the online model's work; ``gsg bench``).
+        self.n_service_ticks = 0
+
+    def reset(self, rng: np.random.Generator, mechanisms: MechanismConfig) -> None:
+        self.mechanisms = mechanisms
+        self._rng = rng
+        self._noise_buf = []
+        self._noise_i = 0
+        self._arrived = []
+        self._live = []
+        self._live_c = []
+        self._live_version = -1
+        self.n_service_ticks = 0
+
+    def reseed(self, rng: np.random.Generator) -> None:
+        """A fresh noise stream (a sampled future's own)."""
+        self._rng = rng
+        self._noise_buf, self._noise_i = [], 0
+
+    def set_mechanisms(self, mechanisms: MechanismConfig) -> None:
+        self.mechanisms = mechanisms
+
+    def arrived(self, st: JobState) -> None:
+        """Online service ``st`` was submitted."""
+        self._arrived.append(st)
+
+    # ------------------------------------------------------------------ load
     def _next_normal(self) -> float:
-        """The next standard normal of ``rng_noise`` (drawn in blocks, the same stream)."""
+        """The next standard normal of the noise stream (drawn in blocks, the same stream)."""
         i = self._noise_i
         if i == len(self._noise_buf):
-            self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
+            self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
             i = 0
         self._noise_i = i + 1
         return self._noise_buf[i]
 
-    def _update_load(self, st: JobState) -> None:
-        """One load update of online ``st`` (``_tick`` inlines the same arithmetic)."""
+    def update_load(self, st: JobState) -> None:
+        """One load update of online ``st`` (``tick`` inlines the same arithmetic)."""
         svc = st.spec.service
         assert svc is not None
         z = NOISE_AR * st.noise_z + _NOISE_SCALE * self._next_normal()
         st.noise_z = z
-        st.rps = svc.rate_rps(self.now) * math.exp(svc.noise_frac * z)
+        st.rps = svc.rate_rps(self._sim.now) * math.exp(svc.noise_frac * z)
         if st.gpus:
             batch_ms = st.solo_batch_ms
             duty = st.rps * batch_ms / 1000.0 / st.effective_batch_size
@@ -71,42 +155,47 @@ class _Ticks(SimulatorBase):
             q = round(duty / DUTY_STEP) * DUTY_STEP
             st.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
 
-    def _live_online(self) -> list[JobState]:
-        """Online services queued or running now, in ``_online_ids`` order.
+    def live(self) -> list[JobState]:
+        """Online services queued or running now, in arrival order.
 
-        Memoised until a job's status next changes (``_status_version``): at every tick the
-        same list is used (a fresh list when it changes, so a caller may iterate the old one).
+        Memoised until a job's status next changes (``JobTable.status_version``): at every
+        tick the same list is used (a fresh list when it changes, so a caller may iterate the
+        old one).
         """
-        if self._live_version == self._status_version:
+        version = self._table.status_version
+        if self._live_version == version:
             return self._live
         live: list[JobState] = []
         ended = False
-        for st in self._online_arrived:
+        for st in self._arrived:
             status = st.status
             if status is _RUNNING or status is _QUEUED:
                 live.append(st)
             elif status is not Status.FUTURE:
                 ended = True  # DONE and FAILED are final
         if ended:
-            self._online_arrived = [
-                st for st in self._online_arrived if st.status in (_RUNNING, _QUEUED)
-            ]
+            self._arrived = [st for st in self._arrived if st.status in (_RUNNING, _QUEUED)]
         self._live = live
         # Per live service, the service's constants the tick reads (``peak - base`` is the
         # same float at every tick, so computing it once changes nothing).
         self._live_c = [_tick_consts(st) for st in live]
-        self._live_version = self._status_version
+        self._live_version = version
         return live
 
-    def _tick(self) -> bool:
-        tick = self.cfg.tick_s
+    def tick(self) -> bool:
+        """One load tick at ``now``: every live service's load, the running ones' latency and
+        SLO accounting, SysMonitor (with ``protection``) and xCUDA (with ``kernel_priority``),
+        the fragmentation sample and the timeseries row. True if what a scheduler could decide
+        changed."""
+        sim = self._sim
+        tick = self._tick_s
         changed = False
-        self._live_online()  # brings ``_live_c`` up to date as well
+        self.live()  # brings ``_live_c`` up to date as well
         live_c = self._live_c
         self.n_service_ticks += len(live_c)
         touched: list[int] = []
-        now = self.now
-        # Load updates, inlined from ``_update_load`` (the same operations in the same order,
+        now = sim.now
+        # Load updates, inlined from ``update_load`` (the same operations in the same order,
         # so the same floats): this loop runs for every live service at every tick.
         buf = self._noise_buf
         i = self._noise_i
@@ -116,7 +205,7 @@ class _Ticks(SimulatorBase):
         log = math.log
         for st, phase, period, base, span, noise_frac, batch, _ in live_c:
             if i == n_buf:
-                buf = self._noise_buf = self.rng_noise.standard_normal(_NOISE_CHUNK).tolist()
+                buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
             z = NOISE_AR * st.noise_z + _NOISE_SCALE * buf[i]
             i += 1
@@ -135,13 +224,14 @@ class _Ticks(SimulatorBase):
                         touched.extend(st.gpus)
         self._noise_i = i
         if touched:
-            self._refresh(sorted(set(touched)))
+            self._rates.refresh(sorted(set(touched)))
+        monitor = self.monitor
         if self.mechanisms.kernel_priority:
             for c in live_c:
                 st = c[0]
                 if st.status is _RUNNING and len(st.gpus) == 1:
-                    self._xcuda(st)
-        acc = self.acc
+                    monitor.xcuda(st)
+        acc = sim.acc
         protection = self.mechanisms.protection
         t_prev = now - tick
         p99_max = 0.0
@@ -206,149 +296,16 @@ class _Ticks(SimulatorBase):
                     a_ms = solo_ms / alone
                     rho = rps * a_ms / 1000.0 / batch
                     ref = a_ms + rho * (a_ms / (2.0 * (1.0 - rho))) if rho < 1.0 else mean_ms
-                    changed |= self._monitor(gpus[0], mean_ms / ref)
+                    changed |= monitor.check(gpus[0], mean_ms / ref)
                 else:
-                    changed |= self._monitor(gpus[0], 1.0)
+                    changed |= monitor.check(gpus[0], 1.0)
             if ratio > p99_max:
                 p99_max = ratio
         acc.requests, acc.requests_ok = requests, requests_ok
         acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
         acc.slowdown_weighted = slow_w
-        # ``_sample_frag``: recomputed only when its inputs changed
-        if self.cluster.version != self._frag_cv or self._queue_version != self._frag_qv:
-            self._sample_frag()
-        acc.frag_sum += self._frag_val
+        usage = self._usage
+        acc.frag_sum += usage.fragmentation()
         acc.frag_samples += 1
-        g = self._n_gpus_f
-        s = self._sums
-        self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
+        usage.record(now, p99_max)
         return changed
-
-    def _monitor(self, g: int, ratio: float) -> bool:
-        """MuxFlow's SysMonitor on the GPU hosting an online service; ``ratio`` is the
-        service's mean-latency slowdown against its solo latency at the current load."""
-        c = self.cluster
-        th = self.thresholds
-        if (
-            ratio < th.busy_at
-            and ratio < th.throttle_at
-            and ratio < th.evict_at
-            and self.health.item(g) == _HEALTHY
-            and c.healthy.item(g)
-        ):
-            # HEALTHY stays HEALTHY (``next_health``): nothing changes unless an offline
-            # resident is still throttled (then the general path below resets it).
-            jobs = self.jobs
-            for j in c.residents[g]:
-                r = jobs[j]
-                if r.throttle != 1.0 and not r.spec.online:
-                    break
-            else:
-                return False
-        old = Health(int(self.health[g]))
-        new = next_health(old, ratio, self.thresholds)
-        self.health[g] = int(new)
-        healthy = new is Health.HEALTHY
-        changed = bool(c.healthy[g] != healthy)
-        if changed:
-            c.set_healthy(g, healthy)
-        offline = [r for r in self._residents(g) if not r.spec.online]
-        if new is Health.UNHEALTHY:
-            for r in offline:
-                self.evict(r.spec.job_id)
-            return bool(offline) or changed
-        if self._kernel_throttled(g, offline):
-            # One mechanism throttles (physics version 4): with kernel-level priority deployed
-            # (xCUDA) the offline client's launches are held back by xCUDA's own feedback
-            # (:meth:`_xcuda`), MuxFlow's workload-level protection; SysMonitor's OVERLOADED
-            # state then only closes the GPU to new offline work (``healthy``), and it evicts
-            # (UNHEALTHY) only if the service is still slowed by what remains.
-            return changed
-        throttle = self.thresholds.throttle_factor if new is Health.OVERLOADED else 1.0
-        if any(r.throttle != throttle for r in offline):
-            for r in offline:
-                self._accrue(r)
-                r.throttle = throttle
-            self._refresh([g])
-        return changed
-
-    def _kernel_throttled(self, g: int, offline: list[JobState]) -> bool:
-        """Whether kernel-level priority already throttles every offline resident of ``g``:
-        the mechanism is deployed, the GPU shares by MPS and each offline resident has a lower
-        priority than an online co-resident (as ``_gpu_fractions`` keys them for the speed
-        model)."""
-        if not offline:
-            return False
-        res = self._residents(g)
-        gated = dict(zip((r.spec.job_id for r in res), self._gated(g, res), strict=True))
-        return all(gated[r.spec.job_id] for r in offline)
-
-    def _xcuda(self, st: JobState) -> None:
-        """xCUDA's launch control on the GPU of online service ``st`` (MuxFlow Sec. 4.1;
-        physics version 5, ``sim.online.XCUDA_CLOCK_MIN``): the offline clients' launch
-        fraction (``throttle``) becomes the largest of ``XCUDA_STEPS`` at which the service's
-        kernel speed, the time of its batch alone on its allocation over its time beside them
-        (``(L / alone) / (L / f + wait)``), stays at or above ``thresholds.xcuda_clock_min``:
-        launches are delayed while that speed (the device metric standing for the SM clock) is
-        low and go back up while the GPU has room. xCUDA acts per kernel, far faster than a
-        load tick, so the loop is taken at its fixed point for the tick's load."""
-        g = st.gpus[0]
-        res = self._residents(g)
-        offline = [r for r in res if not r.spec.online]
-        if not offline or not self._kernel_throttled(g, offline):
-            return
-        target = self.thresholds.xcuda_clock_min
-        old = [r.throttle for r in offline]
-        best = XCUDA_STEPS[-1]
-        for x in XCUDA_STEPS:
-            for r in offline:
-                r.throttle = x
-            self._gpu_fractions(g, res)  # sets ``frac``, ``wait_ms``, ``alone_frac``
-            f = st.frac[g]
-            alone_ms = st.solo_batch_ms / st.alone_frac
-            if alone_ms / (st.solo_batch_ms / f + st.wait_ms) >= target:
-                best = x
-                break
-        for r, t in zip(offline, old, strict=True):
-            r.throttle = t
-        if all(t == best for t in old):
-            self._gpu_fractions(g, res)  # as they were
-            return
-        for r in offline:
-            self._accrue(r)
-            r.throttle = best
-        self._refresh([g])
-
-    def _sample_frag(self) -> None:
-        """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits
-        (``_frag_val``; ``_tick`` adds it to the accumulator).
-
-        The sample depends only on the cluster's memory state (``version``) and the queue
-        (``_queue_version``): ``_tick`` calls this only when either changed.
-        """
-        c = self.cluster
-        jobs = self.jobs
-        pending = [spec.mem_gb for _, j in self.queue if not (spec := jobs[j].spec).online]
-        need = min(pending) if pending else 0.0
-        free = c.mem_cap - c.mem_decl
-        part = (c.n_res > 0) & (free > 1e-9) & (free < need)
-        self._frag_val = float((free[part] / c.mem_cap[part]).sum())
-        self._frag_cv = c.version
-        self._frag_qv = self._queue_version
-
-    # ================================================================== time
-    def _integrate(self, t: float) -> None:
-        dt = t - self.now
-        if dt > 0:
-            acc = self.acc
-            s = self._sums
-            acc.util_s += s[0] * dt
-            acc.sm_s += s[1] * dt
-            acc.mem_s += s[2] * dt
-            acc.busy_gpu_s += s[3] * dt
-            acc.stp_s += s[4] * dt
-            acc.oversold_s += s[5] * dt
-            acc.online_gpu_s += s[6] * dt
-            acc.in_system_s += self._in_system * dt
-            acc.elapsed_s += dt
-        self.now = max(self.now, t)

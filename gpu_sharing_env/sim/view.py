@@ -76,17 +76,17 @@ class JobView:
 _LATENCY: dict[int, tuple[Any, dict[tuple[str, str, int], float]]] = {}
 
 
-#: The key of the episode token in the simulator's ``_view_cache`` (reset with the episode,
+#: The key of the episode token in the simulator's ``table.view_cache`` (reset with the episode,
 #: emptied in copies of the simulator; job ids are ints, so it is no job's).
 _EPISODE_KEY = "episode"
 
 
-#: The key of the read-only state arrays in the simulator's ``_view_cache`` (see ``_EPISODE_KEY``).
+#: The key of the read-only state arrays in the simulator's ``table.view_cache`` (see ``_EPISODE_KEY``).
 _ARRAYS_KEY = "arrays"
 
 
 def _episode(sim: Simulator) -> object:
-    cache: dict[Any, Any] = sim._view_cache
+    cache: dict[Any, Any] = sim.table.view_cache
     tok = cache.get(_EPISODE_KEY)
     if tok is None:
         tok = cache[_EPISODE_KEY] = object()
@@ -132,14 +132,14 @@ class ClusterView:
         self.type_names: tuple[str, ...] = c.type_names
         # Read-only views of the state arrays, made once per episode (the arrays are allocated
         # at reset and updated in place; a copy of the simulator starts with an empty cache).
-        cache: dict[Any, Any] = sim._view_cache
+        cache: dict[Any, Any] = sim.table.view_cache
         arrays = cache.get(_ARRAYS_KEY)
         if arrays is None:
             arrays = cache[_ARRAYS_KEY] = tuple(
                 _ro_shared(a)
                 for a in (
                     c.type_idx, c.node_of, c.mode, c.n_res, c.mem_cap, c.mem_decl, c.frac_decl,
-                    c.sm_used, c.online_count, c.healthy, c.ready, sim._g_util,
+                    c.sm_used, c.online_count, c.healthy, c.ready, sim.usage.g_util,
                 )
             )  # fmt: skip
         (
@@ -189,7 +189,7 @@ class ClusterView:
             st.batch_size,
             st.spec,  # (a new estimate is a new spec)
         )
-        cache = self._sim._view_cache
+        cache = self._sim.table.view_cache
         hit = cache.get(job_id)
         if hit is not None and hit[0] is st and hit[1] == key:
             return hit[2]
@@ -228,7 +228,7 @@ class ClusterView:
         """The queued jobs a decision may place, in queue order (built once per snapshot while
         no event ran and the queue and the cluster are unchanged)."""
         sim = self._sim
-        key = (sim.n_events, sim._queue_version, sim.cluster.version)
+        key = (sim.n_events, sim.queue_version, sim.cluster.version)
         if self._window is None or self._window[0] != key:
             self._window = (key, [self.job(s.job_id) for s in sim.window_jobs()])
         return list(self._window[1])
@@ -285,7 +285,7 @@ class ClusterView:
         while queued by the duration predictor, appears again).
         A policy that keeps its own ordered queue reads only what is new since its last look
         and drops entries that :meth:`is_queued` no longer holds."""
-        return self._sim._queue_log[start:]
+        return self._sim.queue_log(start)
 
     @property
     def decision_scope(self) -> str:
@@ -350,7 +350,7 @@ class ClusterView:
         gang, its rule on that option alone (each option's row is computed on its own)."""
         version = self._sim.cluster.version
         hit = self._masks.get(job_id)
-        entry = self._sim._mask_cache.get(job_id)
+        entry = self._sim.legality.cached(job_id)
         if (hit is not None and hit[0] == version) or (entry is not None and entry[0] == version):
             return self.mask(job_id)[:, option]
         c = self._sim.cluster
@@ -392,7 +392,7 @@ class ClusterView:
 
     def solo_speed(self, model: str, gpu: int) -> float:
         """Profiled solo speed of a model class on a GPU (relative to V100): public profiles."""
-        return self._sim._solo_speed(model, self.type_name[gpu])  # memoised speed.solo_speed
+        return self._sim.solo_speed(model, self.type_name[gpu])  # memoised speed.solo_speed
 
     def profile(
         self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident], noise: float = 0.03

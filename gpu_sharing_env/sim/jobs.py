@@ -1,0 +1,145 @@
+"""The episode's jobs (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`).
+
+:class:`JobTable` owns the job records (``JobState`` by id), the arrival schedule, the counters
+derived from the jobs' statuses (offline jobs left, offline jobs in the system, a version that
+bumps at every status change) and the views' per-job cache. Every status change goes through
+:meth:`JobTable.set_status`, which keeps the counters.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.workload.job import JobSpec
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.sim.engine import Simulator
+
+_QUEUED = Status.QUEUED
+_RUNNING = Status.RUNNING
+_DONE = Status.DONE
+_FAILED = Status.FAILED
+
+
+class JobTable:
+    """Job records, arrivals and the status counters of one episode."""
+
+    __slots__ = (
+        "_cluster",
+        "_fit_count",
+        "_sim",
+        "arrivals",
+        "in_system",
+        "jobs",
+        "next_arrival",
+        "offline_left",
+        "offline_total",
+        "status_version",
+        "view_cache",
+    )
+
+    def __init__(self, sim: Simulator, cluster: Cluster) -> None:
+        self._sim = sim
+        self._cluster = cluster
+        #: GPUs of the fleet whose type and memory fit, by (gpu_types, mem_gb) (static).
+        self._fit_count: dict[tuple[tuple[str, ...], float], int] = {}
+        #: Job id -> its runtime record.
+        self.jobs: dict[int, JobState] = {}
+        #: The episode's specs by (submit_s, job_id); ``next_arrival`` indexes the next one.
+        self.arrivals: list[JobSpec] = []
+        self.next_arrival = 0
+        self.offline_total = 0
+        #: Offline jobs not yet done or failed.
+        self.offline_left = 0
+        #: Offline jobs queued or running.
+        self.in_system = 0
+        #: Bumps at every job status change (memos of the live services key on it).
+        self.status_version = 0
+        #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
+        self.view_cache: dict[Any, Any] = {}
+
+    def reset(self, specs: list[JobSpec]) -> None:
+        """A new episode's jobs (``specs`` sorted by submission)."""
+        self.jobs = {s.job_id: JobState(s) for s in specs}
+        self.arrivals = specs
+        self.next_arrival = 0
+        self.offline_total = sum(not s.online for s in specs)
+        self.offline_left = self.offline_total
+        self.in_system = 0
+        self.status_version = 0
+        self.view_cache = {}
+
+    def copy_memo(self, memo: dict[int, Any]) -> None:
+        """Prime ``copy.deepcopy``'s ``memo`` for ``Simulator.copy``: the frozen specs are
+        shared, each job record is copied field by field (its three containers anew; MIG
+        instances through the memo: the cluster shares them) and the views' cache starts
+        empty."""
+        for sp in self.arrivals:
+            memo[id(sp)] = sp
+        for st in self.jobs.values():
+            memo[id(st.spec)] = st.spec
+            new = copy.copy(st)  # fields are numbers, enums, frozen specs, and these three:
+            new.gpus, new.frac = list(st.gpus), dict(st.frac)
+            new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
+            memo[id(st)] = new
+        memo[id(self.view_cache)] = {}
+
+    def set_status(self, st: JobState, status: Status) -> None:
+        """Move ``st`` to ``status``, keeping the counters (offline jobs left and in the system,
+        the status version)."""
+        if not st.online:
+            old = st.status
+            self.in_system += (status is _QUEUED or status is _RUNNING) - (
+                old is _QUEUED or old is _RUNNING
+            )
+            self.offline_left -= (status is _DONE or status is _FAILED) - (
+                old is _DONE or old is _FAILED
+            )
+        st.status = status
+        self.status_version += 1
+
+    def schedule_next_arrival(self) -> None:
+        """Push the next submission's ARRIVAL event (one is pending at a time)."""
+        if self.next_arrival < len(self.arrivals):
+            s = self.arrivals[self.next_arrival]
+            self.next_arrival += 1
+            self._sim.events.push(s.submit_s, EventKind.ARRIVAL, s.job_id)
+
+    def feasible(self, spec: JobSpec) -> bool:
+        """Could the job ever run on this fleet (an empty cluster)?"""
+        key = (spec.gpu_types, spec.mem_gb)
+        n = self._fit_count.get(key)
+        if n is None:
+            c = self._cluster
+            ok = c._type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
+            if len(self._fit_count) >= 4096:
+                self._fit_count.clear()
+            n = self._fit_count[key] = int(ok.sum())
+        return n >= spec.num_gpus
+
+    def replace_future_offline(self, specs: Sequence[JobSpec], now: float) -> None:
+        """Replace the offline jobs that have not arrived yet by ``specs`` (fresh ids after every
+        id in use, in the given order; the caller has dropped the pending ARRIVAL event)."""
+        future = Status.FUTURE
+        jobs = self.jobs
+        arrived = [sp for sp in self.arrivals if jobs[sp.job_id].status is not future]
+        kept = [sp for sp in self.arrivals if jobs[sp.job_id].status is future and sp.online]
+        for sp in self.arrivals:
+            if jobs[sp.job_id].status is future and not sp.online:
+                del jobs[sp.job_id]
+        first = max(jobs) + 1
+        fresh = [replace(sp, job_id=first + i) for i, sp in enumerate(specs)]
+        for sp in fresh:
+            jobs[sp.job_id] = JobState(sp)
+        self.arrivals = arrived + sorted(kept + fresh, key=lambda sp: (sp.submit_s, sp.job_id))
+        self.next_arrival = len(arrived)
+        offline = [st for st in jobs.values() if not st.online]
+        self.offline_total = len(offline)
+        self.offline_left = sum(st.status not in (Status.DONE, Status.FAILED) for st in offline)
+        self.schedule_next_arrival()

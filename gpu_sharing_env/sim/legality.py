@@ -1,0 +1,216 @@
+"""Legality: masks and decision points (a component of
+:class:`~gpu_sharing_env.sim.engine.Simulator`).
+
+:class:`Legality` owns the placement masks' memos: per queued job (for the cluster's version),
+per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
+anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
+``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
+(why a decision is illegal).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.waiting import Queue, mask_signature
+from gpu_sharing_env.workload.job import JobSpec
+
+if TYPE_CHECKING:
+    from gpu_sharing_env.sim.engine import Decision, Simulator
+    from gpu_sharing_env.sim.lifecycle import Lifecycle
+
+#: The largest batch size a decision may give an online service (``Decision.batch_size``).
+MAX_BATCH_SIZE = 256
+
+MaskEntry = tuple[int, np.ndarray, bool]
+
+
+def check_batch(st: JobState, batch_size: int) -> str | None:
+    """Why a decision may not give ``st`` batch size ``batch_size`` (non-zero), or None."""
+    if not st.spec.online:
+        return (
+            f"batch_size={batch_size}: only online services take a batch size "
+            f"(job {st.spec.job_id} is offline)"
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
+        return f"batch_size={batch_size!r}: must be an int"
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        return f"batch_size={batch_size}: must be in 1..{MAX_BATCH_SIZE} (0: the service's own)"
+    return None
+
+
+class Legality:
+    """Placement masks (memoised per job and per signature) and the legality of decisions."""
+
+    __slots__ = (
+        "_cluster",
+        "_jobs",
+        "_lifecycle",
+        "_mask_cache",
+        "_n_options",
+        "_queue",
+        "_sig_masks",
+        "_sig_ok",
+        "_sig_version",
+        "_sim",
+    )
+
+    def __init__(self, sim: Simulator, cluster: Cluster, queue: Queue) -> None:
+        self._sim = sim
+        self._cluster = cluster
+        self._queue = queue
+        self._n_options = len(cluster.options)
+        self._lifecycle: Lifecycle | None = None
+        self._jobs: dict[int, JobState] = {}
+        #: Per queued job: (cluster version, mask, mask allows anything).
+        self._mask_cache: dict[int, MaskEntry] = {}
+        #: Mask entries shared by the jobs of one ``mask_signature`` (for cluster version
+        #: ``_sig_version``).
+        self._sig_masks: dict[tuple[Any, ...], MaskEntry] = {}
+        #: Whether a signature's mask allows anything, for ``_sig_version`` (without the mask).
+        self._sig_ok: dict[tuple[Any, ...], bool] = {}
+        self._sig_version = -1
+
+    def connect(self, lifecycle: Lifecycle) -> None:
+        """The lifecycle that judges migrations (built after this component)."""
+        self._lifecycle = lifecycle
+
+    def reset(self, jobs: dict[int, JobState]) -> None:
+        self._jobs = jobs
+        self._mask_cache = {}
+        self._sig_masks = {}
+        self._sig_ok = {}
+        self._sig_version = -1
+
+    def copy_memo(self, memo: dict[int, Any]) -> None:
+        """``Simulator.copy`` starts with no per-job masks (rebuilt on demand)."""
+        memo[id(self._mask_cache)] = {}
+
+    def forget(self, job_id: int) -> None:
+        """Drop a job's mask (it left the queue). Only queued jobs have masks: a started job's
+        would be kept for nothing (at 6,500 GPUs an entry is 40 kB; 20,000 of them were most of
+        a replay's memory)."""
+        self._mask_cache.pop(job_id, None)
+
+    def cached(self, job_id: int) -> MaskEntry | None:
+        """The job's memoised mask entry (cluster version, mask, allows anything), or None;
+        the entry may be stale (compare its version with ``Cluster.version``)."""
+        return self._mask_cache.get(job_id)
+
+    # ------------------------------------------------------------------ masks
+    def mask(self, job_id: int) -> np.ndarray:
+        """Legal (gpu, option) placements of a queued job, from the cluster's legality function."""
+        return self.entry(job_id)[1]
+
+    def entry(self, job_id: int) -> MaskEntry:
+        version = self._cluster.version
+        hit = self._mask_cache.get(job_id)
+        if hit is not None and hit[0] == version:
+            return hit
+        spec = self._jobs[job_id].spec
+        hit = self._mask_cache[job_id] = self.sig_entry(mask_signature(spec), spec)
+        return hit
+
+    def sig_entry(self, sig: tuple[Any, ...], spec: JobSpec) -> MaskEntry:
+        """The mask entry of every job with mask signature ``sig`` (``spec`` one of them), memoised
+        for the cluster's current version (the masks are read-only and shared)."""
+        version = self._cluster.version
+        if self._sig_version != version:
+            self._sig_masks, self._sig_ok = {}, {}
+            self._sig_version = version
+        hit = self._sig_masks.get(sig)
+        if hit is None:
+            m = self._cluster.placement_mask(spec)
+            hit = self._sig_masks[sig] = (version, m, bool(m.any()))
+        return hit
+
+    def placeable(self, job_id: int) -> bool:
+        """Whether ``mask(job_id)`` allows anything (the mask itself is not built for it)."""
+        hit = self._mask_cache.get(job_id)
+        if hit is not None and hit[0] == self._cluster.version:
+            return hit[2]
+        spec = self._jobs[job_id].spec
+        return self.sig_placeable(mask_signature(spec), spec)
+
+    def sig_placeable(self, sig: tuple[Any, ...], spec: JobSpec) -> bool:
+        """``sig_entry(sig, spec)[2]`` without building the mask where there is none yet
+        (``Cluster.placeable``: a gang's mask is not needed to know whether it fits)."""
+        if self._sig_version != self._cluster.version:
+            self._sig_masks, self._sig_ok = {}, {}
+            self._sig_version = self._cluster.version
+        ok = self._sig_ok.get(sig)
+        if ok is None:
+            hit = self._sig_masks.get(sig)
+            ok = self._sig_ok[sig] = hit[2] if hit is not None else self._cluster.placeable(spec)
+        return ok
+
+    def migration_mask(self, job_id: int) -> np.ndarray:
+        """Legal (gpu, option) destinations of migration candidate ``job_id``: empty, ready GPUs
+        where the cluster's legality function would place the job (read-only)."""
+        spec = self._jobs[job_id].spec
+        m = self.sig_entry(mask_signature(spec), spec)[1]
+        c = self._cluster
+        empty = (c.n_res == 0) & c.ready
+        out = m & empty[:, None]
+        out.flags.writeable = False
+        return out
+
+    # ------------------------------------------------------------------ decisions
+    def needs_decision(self) -> bool:
+        """True when some job in the decision scope can be placed now."""
+        q = self._queue
+        if q.scope_n > q.window:
+            # The whole queue: one question per signature of the queued jobs (counted as they
+            # enter and leave the queue), not one per job, and only for the signatures no
+            # other one dominates (``Queue.front``).
+            ok = self.sig_placeable
+            return any(ok(sig, spec) for sig, spec in q.front())
+        # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined (no mask is
+        # built to answer: ``sig_placeable``)
+        version = self._cluster.version
+        cache = self._mask_cache
+        jobs = self._jobs
+        for _, jid in q.entries[: q.scope_n]:
+            hit = cache.get(jid)
+            if hit is not None and hit[0] == version:
+                if hit[2]:
+                    return True
+                continue
+            spec = jobs[jid].spec
+            if self.sig_placeable(mask_signature(spec), spec):
+                return True
+        return False
+
+    def check(self, d: Decision) -> str | None:
+        """Why ``d`` is illegal now, or None."""
+        if self._sim.done:
+            return "the episode is over"
+        st = self._jobs.get(d.job_id)
+        if d.batch_size and st is not None:
+            why = check_batch(st, d.batch_size)
+            if why is not None:
+                return why
+        if st is not None and st.status is Status.RUNNING:
+            assert self._lifecycle is not None
+            return self._lifecycle.check_migration(st, d.gpu, d.option)
+        if st is None or st.status is not Status.QUEUED:
+            return f"job {d.job_id} is neither queued nor running"
+        q = self._queue
+        n = q.scope_n
+        if n < len(q.entries) and d.job_id not in [jid for _, jid in q.entries[:n]]:
+            return f"job {d.job_id} is queued but outside the window of {q.window}"
+        # A mask at hand answers; else the cluster's legality (its fit index: no mask built)
+        hit = self._mask_cache.get(d.job_id)
+        in_range = 0 <= d.gpu < self._cluster.n_gpus and 0 <= d.option < self._n_options
+        if (
+            in_range
+            and hit is not None
+            and hit[0] == self._cluster.version
+            and hit[1][d.gpu, d.option]
+        ):
+            return None
+        return self._cluster.check(st.spec, d.gpu, d.option)

@@ -1,0 +1,102 @@
+"""The speed model and its memos (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`).
+
+:class:`SpeedMemo` owns the speed/interference model (``interference.SpeedModel``) the simulator
+was built with and the memo tables of its pure answers: per-GPU rates of a set of residents,
+solo speeds, solo batch latencies and the latency terms of online services. The model never
+changes for a simulator's life, so neither does any entry (the tables are capped, not
+invalidated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.interference import Resident, SpeedModel
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.state import JobState
+
+#: Entries a memo table keeps before it is emptied (a replay of a big fleet meets many keys).
+MEMO_CAP = 65_536
+
+
+class SpeedMemo:
+    """The speed model and its memoised answers."""
+
+    __slots__ = (
+        "_type_idx",
+        "_type_names",
+        "batch_ms",
+        "latency_terms",
+        "model",
+        "rates_cache",
+        "solo_cache",
+    )
+
+    def __init__(self, model: SpeedModel, cluster: Cluster) -> None:
+        #: The speed/interference model (fixed for the simulator's life).
+        self.model = model
+        # the fleet's GPU types (static): index per GPU, name per index
+        self._type_idx = cluster.type_idx
+        self._type_names = cluster.type_names
+        #: ``rates`` per (gpu_type, mode, *resident keys); read inline on the hot path.
+        self.rates_cache: dict[tuple[Any, ...], list[float]] = {}
+        #: ``solo_speed`` per (model, gpu_type).
+        self.solo_cache: dict[tuple[str, str], float] = {}
+        #: Solo batch latency per (model, gpu type index, batch size).
+        self.batch_ms: dict[tuple[str, int, int], float] = {}
+        #: ``latency_terms`` per (gpu_type, mode, *resident keys).
+        self.latency_terms: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+
+    def rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
+        """``model.rates`` for residents given as field tuples (memoised: a pure function)."""
+        key = (gpu_type, mode, *keys)
+        hit = self.rates_cache.get(key)
+        if hit is None:
+            residents = [Resident(*k) for k in keys]
+            hit = self.model.rates(gpu_type, mode, residents)
+            if len(self.rates_cache) >= MEMO_CAP:
+                self.rates_cache.clear()
+            self.rates_cache[key] = hit
+        return hit
+
+    def terms_fn(self) -> Callable[..., list[tuple[float, float]]] | None:
+        """The model's ``latency_terms``, or None for a model without it."""
+        return getattr(self.model, "latency_terms", None)
+
+    def terms(
+        self,
+        terms_of: Callable[..., list[tuple[float, float]]],
+        gpu_type: str,
+        mode: SharingMode,
+        keys: list[tuple[Any, ...]],
+    ) -> list[tuple[float, float]]:
+        """``terms_of`` (:meth:`terms_fn`) for residents given as field tuples (memoised)."""
+        key = (gpu_type, mode, *keys)
+        terms = self.latency_terms.get(key)
+        if terms is None:
+            terms = terms_of(gpu_type, mode, [Resident(*k) for k in keys])
+            if len(self.latency_terms) >= MEMO_CAP:
+                self.latency_terms.clear()
+            self.latency_terms[key] = terms
+        return terms
+
+    def solo_speed(self, model: str, gpu_type: str) -> float:
+        """``model.solo_speed`` (memoised: a pure function of its arguments)."""
+        v = self.solo_cache.get((model, gpu_type))
+        if v is None:
+            v = self.solo_cache[model, gpu_type] = self.model.solo_speed(model, gpu_type)
+        return v
+
+    def solo_batch_ms(self, st: JobState) -> float:
+        """Solo batch latency of online ``st`` on the type of its first GPU, at the batch size
+        it runs with (``JobState.effective_batch_size``; memoised)."""
+        assert st.spec.service is not None
+        batch = st.effective_batch_size
+        key = (st.spec.model, int(self._type_idx[st.gpus[0]]), batch)
+        ms = self.batch_ms.get(key)
+        if ms is None:
+            gt = self._type_names[key[1]]
+            ms = self.batch_ms[key] = self.model.batch_latency_ms(key[0], gt, batch)
+        return ms

@@ -1,0 +1,126 @@
+"""The fleet's usage over time (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`).
+
+:class:`FleetUsage` owns, per GPU, the values the metrics integrate (utilisation, SM activity,
+memory, busy, system throughput, oversold, hosts-online), their sums over the fleet (kept
+incrementally, element by element: exact by construction), the per-tick timeseries and the
+fragmentation sample (memoised on the cluster's and the queue's versions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.metrics import Accumulator
+from gpu_sharing_env.sim.state import JobState
+from gpu_sharing_env.sim.waiting import Queue
+
+#: One GPU's row: util, sm, mem, busy, stp, oversold, hosts-online.
+GpuRow = tuple[float, float, float, float, float, float, float]
+
+
+class FleetUsage:
+    """Per-GPU usage rows, their fleet sums, the timeseries and the fragmentation sample."""
+
+    __slots__ = (
+        "_cluster",
+        "_frag_cv",
+        "_frag_qv",
+        "_frag_val",
+        "_jobs",
+        "_n_gpus_f",
+        "_queue",
+        "_rows",
+        "g_util",
+        "sums",
+        "timeseries",
+    )
+
+    def __init__(self, cluster: Cluster, queue: Queue) -> None:
+        self._cluster = cluster
+        self._queue = queue
+        self._n_gpus_f = float(cluster.n_gpus)
+        self._jobs: dict[int, JobState] = {}
+        #: Per-GPU utilisation (mirrors the rows' first value, for views).
+        self.g_util = np.zeros(cluster.n_gpus)
+        #: Per GPU (Python floats, read on the hot path): :data:`GpuRow`.
+        self._rows: list[GpuRow] = []
+        #: The rows' sums over the fleet.
+        self.sums = [0.0] * 7
+        #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
+        self.timeseries: list[tuple[float, float, float, float, float, float]] = []
+        self._frag_cv = self._frag_qv = -1  # (cluster, queue) versions of ``_frag_val``
+        self._frag_val = 0.0
+
+    def reset(self, jobs: dict[int, JobState]) -> None:
+        g = self._cluster.n_gpus
+        self._jobs = jobs
+        self.g_util = np.zeros(g)
+        self._rows = [(0.0,) * 7] * g  # type: ignore[list-item]
+        self.sums = [0.0] * 7
+        self.timeseries = []
+        self._frag_cv = self._frag_qv = -1
+        self._frag_val = 0.0
+
+    def copy_memo(self, memo: dict[int, Any]) -> None:
+        """``Simulator.copy``: the timeseries' rows are tuples of floats (shared)."""
+        memo[id(self.timeseries)] = list(self.timeseries)
+
+    def set_gpu(self, g: int, new: GpuRow) -> None:
+        """GPU ``g``'s new row; the fleet sums move by the difference, element by element."""
+        old = self._rows[g]
+        s = self.sums
+        # (unrolled)
+        s[0] += new[0] - old[0]
+        s[1] += new[1] - old[1]
+        s[2] += new[2] - old[2]
+        s[3] += new[3] - old[3]
+        s[4] += new[4] - old[4]
+        s[5] += new[5] - old[5]
+        s[6] += new[6] - old[6]
+        self._rows[g] = new
+        self.g_util[g] = new[0]
+
+    def rows(self) -> list[GpuRow]:
+        """Every GPU's row (a copy)."""
+        return list(self._rows)
+
+    def integrate(self, acc: Accumulator, dt: float, in_system: int) -> None:
+        """Add ``dt`` seconds at the current rows' sums (and ``in_system`` offline jobs)."""
+        s = self.sums
+        acc.util_s += s[0] * dt
+        acc.sm_s += s[1] * dt
+        acc.mem_s += s[2] * dt
+        acc.busy_gpu_s += s[3] * dt
+        acc.stp_s += s[4] * dt
+        acc.oversold_s += s[5] * dt
+        acc.online_gpu_s += s[6] * dt
+        acc.in_system_s += in_system * dt
+        acc.elapsed_s += dt
+
+    def record(self, now: float, p99_max: float) -> None:
+        """A load tick's timeseries row at ``now``."""
+        g = self._n_gpus_f
+        s = self.sums
+        self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
+
+    def fragmentation(self) -> float:
+        """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits.
+
+        The sample depends only on the cluster's memory state (``version``) and the queue
+        (``Queue.version``): it is recomputed only when either changed.
+        """
+        c = self._cluster
+        q = self._queue
+        if c.version != self._frag_cv or q.version != self._frag_qv:
+            jobs = self._jobs
+            pending = [spec.mem_gb for _, j in q.entries if not (spec := jobs[j].spec).online]
+            need = min(pending) if pending else 0.0
+            free = c.mem_cap - c.mem_decl
+            part = (c.n_res > 0) & (free > 1e-9) & (free < need)
+            self._frag_val = float((free[part] / c.mem_cap[part]).sum())
+            self._frag_cv = c.version
+            self._frag_qv = q.version
+        return self._frag_val
