@@ -45,7 +45,7 @@ COMPONENTS = (
     "lifecycle.Lifecycle",
     "failures.Faults",
 )
-#: Records several components write, field by field (each field has one owner: ``JobState``'s
+#: Records several components write, field by field (who writes which field: ``JobState``'s
 #: docstring), and plain data: no component state, so not counted against ``MAX_SLOTS``.
 RECORDS = {"state.JobState", "engine.Decision", "events.EventQueue"}
 #: Writes the name-based scan below takes for a component's and that are not: (file, class,
@@ -64,10 +64,16 @@ def _is_simulator(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "sim"
 
 
+#: The simulator's attributes that are its components (``sim.rates``, ...): their state is
+#: theirs, so ``sim.rates.x = ...`` is a write to the simulator too.
+SIM_COMPONENTS = ("table", "waiting", "legality", "memo", "rates", "usage", "load", "lifecycle")
+SIM_COMPONENTS += ("faults", "monitor")
+
+
 def simulator_writes(source: str) -> list[tuple[int, str]]:
-    """(line, attribute) of every assignment to an attribute of a simulator in ``source``:
-    ``=``, augmented and annotated assignments (tuple targets included), ``del`` and
-    ``setattr(sim, "x", ...)``."""
+    """(line, attribute) of every assignment to an attribute of a simulator or of one of its
+    components (``sim.rates.x``: ``"rates.x"``) in ``source``: ``=``, augmented and annotated
+    assignments (tuple targets included), ``del`` and ``setattr(sim, "x", ...)``."""
     found: list[tuple[int, str]] = []
 
     def target(t: ast.expr) -> None:
@@ -78,6 +84,15 @@ def simulator_writes(source: str) -> list[tuple[int, str]]:
             target(t.value)
         elif isinstance(t, ast.Attribute) and _is_simulator(t.value):
             found.append((t.lineno, t.attr))
+        elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute):
+            # ``sim.<component>[.<component>].x``
+            chain, node = [t.attr], t.value
+            while isinstance(node, ast.Attribute) and node.attr in SIM_COMPONENTS:
+                chain.append(node.attr)
+                if _is_simulator(node.value):
+                    found.append((t.lineno, ".".join(reversed(chain))))
+                    break
+                node = node.value
 
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Assign | ast.Delete):
@@ -115,6 +130,9 @@ def test_the_scan_finds_every_form_of_write() -> None:
         "policy.window_order = 'fifo'\n"  # a policy, not a simulator
         "sim.jobs[0].spec = s\n"  # a job's record, not the simulator's field
         "x = sim.window_order\n"
+        "sim.rates.mechanisms = m\n"
+        "env.sim.load.monitor.thresholds = t\n"
+        "sim.cluster.version = 0\n"  # the cluster is not a component of sim/
     )
     assert simulator_writes(src) == [
         (1, "window_order"),
@@ -124,6 +142,8 @@ def test_the_scan_finds_every_form_of_write() -> None:
         (4, "_noise_i"),
         (5, "n_events"),
         (7, "workload"),
+        (11, "rates.mechanisms"),
+        (12, "load.monitor.thresholds"),
         (6, "decision_scope"),
     ]
 

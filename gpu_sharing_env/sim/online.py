@@ -24,7 +24,7 @@ UNHEALTHY (offline work evicted) from ``evict_at``; back to HEALTHY only below `
 (hysteresis). MuxFlow's five states also watch SM clock and memory; this model keeps the
 latency signal. (Up to version 1 of the physics the signal was p99 over the SLO.)
 
-**xCUDA** (MuxFlow Sec. 4.1, physics version 5; ``sim.ticks``): where an offline client is
+**xCUDA** (MuxFlow Sec. 4.1, physics version 5; ``sim.monitor``): where an offline client is
 kernel-throttled (the ``kernel_priority`` mechanism), a feedback loop on a device metric sets its
 launch fraction at every load tick: the largest of :data:`XCUDA_STEPS` at which the service's
 kernel speed stays at or above ``xcuda_clock_min`` (:data:`XCUDA_CLOCK_MIN`). While xCUDA holds

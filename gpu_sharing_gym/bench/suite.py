@@ -417,12 +417,12 @@ def env_steps_per_s(
 def tick_math_us(n: int = 200_000) -> float:
     """CPython time of one service-tick of the online model's arithmetic alone, in us.
 
-    The load update and SLO accounting ``Simulator._tick`` does for one running service at
-    each load tick (AR(1) noise, diurnal rate, duty quantisation, Kingman latency, p99,
-    attainment, the request-weighted sums), here on local floats: no attribute access, no
-    event queue, no bookkeeping. Times the service-ticks per step, it is a floor under any
-    pure-Python step of this model (one service, unvectorised: vectorising pays only with
-    hundreds of services per tick).
+    The load update and SLO accounting ``OnlineLoad.tick`` (``sim/ticks.py``) does for one
+    running service at each load tick (AR(1) noise, diurnal rate, duty quantisation, Kingman
+    latency, p99, attainment, the request-weighted sums), here on local floats: no attribute
+    access, no event queue, no bookkeeping. Times the service-ticks per step, it is a floor
+    under any pure-Python step of this model (one service, unvectorised: vectorising pays only
+    with hundreds of services per tick).
     """
     sin, exp, log = math.sin, math.exp, math.log
     ar, scale, step = NOISE_AR, _NOISE_SCALE, DUTY_STEP  # the model's constants
