@@ -201,7 +201,7 @@ class Simulator:
         self.rates = rates = Rates(self, c, memo, usage, mech, cfg.sharing.online_priority)
         monitor = Monitor(c, rates, thresholds if thresholds is not None else MonitorThresholds())
         self.load = load = OnlineLoad(self, table, rates, usage, monitor, cfg.tick_s, mech)
-        self.faults = faults = Faults(self, c, rates, cfg.faults, mech, self._observers)
+        self.faults = faults = Faults(self, c, rates, cfg, mech, self._observers)
         self.lifecycle = life = Lifecycle(
             self, cfg, c, table, queue, legality, rates, memo, load, faults, self._observers
         )
@@ -636,7 +636,8 @@ class Simulator:
         tables, the workload generator, frozen job specs) and leaving out the views' caches,
         the job watches and the observers: about 3-4x cheaper than a plain deep copy on
         ``default``."""
-        memo: dict[int, Any] = {id(x): x for x in (self.cfg, self.memo, self.workload)}
+        shared = (self.cfg, self.memo, self.memo.model, self.workload)
+        memo: dict[int, Any] = {id(x): x for x in shared}
         memo[id(self._observers)] = []
         self.table.copy_memo(memo)
         self.rates.copy_memo(memo)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpu_sharing_env.cluster import Cluster
-from gpu_sharing_env.config import FaultConfig, MechanismConfig
+from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
@@ -49,7 +49,7 @@ class Faults:
         sim: Simulator,
         cluster: Cluster,
         rates: Rates,
-        cfg: FaultConfig,
+        cfg: ScenarioConfig,
         mechanisms: MechanismConfig,
         observers: list[SimObserver],
     ) -> None:
@@ -58,10 +58,11 @@ class Faults:
         self._observers = observers
         self._cluster = cluster
         self._rates = rates
+        #: The scenario (its ``faults`` section; shared, never copied).
         self._cfg = cfg
         #: The cluster mechanisms in force (``mixed_error_handling``).
         self.mechanisms = mechanisms
-        per_h = cfg.rate_per_gpu_h
+        per_h = cfg.faults.rate_per_gpu_h
         #: Per random cause: its rate per GPU-hour.
         self._w = np.array([per_h.get(c.value, 0.0) for c in RANDOM_CAUSES])
         self._rate_per_s = float(self._w.sum()) / 3600.0
@@ -117,7 +118,7 @@ class Faults:
         c = self._cluster
         mode = SharingMode(int(c.mode[gpus[0]]))
         others = sorted({j for g in gpus for j in c.residents[g]} - {st.spec.job_id})
-        cfg = self._cfg
+        cfg = self._cfg.faults
         if st.spec.online:
             st.outage_until = sim.now + cfg.restart_delay_s
             acc.gpu_hours_lost += cfg.restart_delay_s * len(gpus) / 3600.0

@@ -89,6 +89,7 @@ class JobTable:
             new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
             memo[id(st)] = new
         memo[id(self.view_cache)] = {}
+        memo[id(self._fit_count)] = self._fit_count  # (a memo of the static fleet: shared)
 
     def set_status(self, st: JobState, status: Status) -> None:
         """Move ``st`` to ``status``, keeping the counters (offline jobs left and in the system,

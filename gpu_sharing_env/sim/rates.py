@@ -56,7 +56,6 @@ class Rates:
         "_node_vcpus",
         "_opt_share",
         "_sim",
-        "_terms_of",
         "_type_of",
         "_usage",
         "_watchers",
@@ -77,8 +76,6 @@ class Rates:
         self._cluster = c
         self._memo = memo
         self._usage = usage
-        #: The model's ``latency_terms`` (None: a model without it).
-        self._terms_of = memo.terms_fn()
         #: The cluster mechanisms in force (``Simulator.reset``/``set_mechanisms``).
         self.mechanisms = mechanisms
         self._fr_mech = mechanisms  # the mechanisms the fractions were computed under
@@ -132,8 +129,18 @@ class Rates:
         return len(self._watchers)
 
     def copy_memo(self, memo: dict[int, Any]) -> None:
-        """``Simulator.copy`` carries no job watches."""
+        """``Simulator.copy`` carries no job watches and shares the static fleet facts."""
         memo[id(self._watchers)] = []
+        for static in (
+            self._node_of,
+            self._type_of,
+            self._node_gpus,
+            self._node_pcie,
+            self._node_vcpus,
+            self._mem_cap,
+            self._opt_share,
+        ):
+            memo[id(static)] = static
 
     def mark_dirty(self, gpus: Sequence[int]) -> None:
         """``gpus``' residents changed: their fractions are to be recomputed (``refresh``)."""
@@ -346,12 +353,11 @@ class Rates:
                 if alone is None:
                     alone = memo.rates(gpu_type, mode, [k])
                 r.alone_frac = alone[0]
-        terms_of = self._terms_of
-        if terms_of is None or len(res) < 2:
+        if not memo.has_terms or len(res) < 2:
             for r in res:
                 r.wait_ms = r.tail_ms = 0.0
             return
-        terms = memo.terms(terms_of, gpu_type, mode, keys)
+        terms = memo.terms(gpu_type, mode, keys)
         for r, (wait, tail) in zip(res, terms, strict=True):
             if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
                 r.wait_ms, r.tail_ms = wait, tail

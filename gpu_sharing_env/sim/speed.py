@@ -9,7 +9,6 @@ invalidated).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gpu_sharing_env.cluster import Cluster
@@ -28,10 +27,11 @@ class SpeedMemo:
         "_type_idx",
         "_type_names",
         "batch_ms",
-        "latency_terms",
+        "has_terms",
         "model",
         "rates_cache",
         "solo_cache",
+        "terms_cache",
     )
 
     def __init__(self, model: SpeedModel, cluster: Cluster) -> None:
@@ -47,7 +47,9 @@ class SpeedMemo:
         #: Solo batch latency per (model, gpu type index, batch size).
         self.batch_ms: dict[tuple[str, int, int], float] = {}
         #: ``latency_terms`` per (gpu_type, mode, *resident keys).
-        self.latency_terms: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+        self.terms_cache: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+        #: Whether the model has ``latency_terms`` (else the terms are zero).
+        self.has_terms = hasattr(model, "latency_terms")
 
     def rates(self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]) -> list[float]:
         """``model.rates`` for residents given as field tuples (memoised: a pure function)."""
@@ -61,25 +63,20 @@ class SpeedMemo:
             self.rates_cache[key] = hit
         return hit
 
-    def terms_fn(self) -> Callable[..., list[tuple[float, float]]] | None:
-        """The model's ``latency_terms``, or None for a model without it."""
-        return getattr(self.model, "latency_terms", None)
-
     def terms(
-        self,
-        terms_of: Callable[..., list[tuple[float, float]]],
-        gpu_type: str,
-        mode: SharingMode,
-        keys: list[tuple[Any, ...]],
+        self, gpu_type: str, mode: SharingMode, keys: list[tuple[Any, ...]]
     ) -> list[tuple[float, float]]:
-        """``terms_of`` (:meth:`terms_fn`) for residents given as field tuples (memoised)."""
+        """The model's ``latency_terms`` (only where :attr:`has_terms`) for residents given as
+        field tuples (memoised)."""
         key = (gpu_type, mode, *keys)
-        terms = self.latency_terms.get(key)
+        terms = self.terms_cache.get(key)
         if terms is None:
-            terms = terms_of(gpu_type, mode, [Resident(*k) for k in keys])
-            if len(self.latency_terms) >= MEMO_CAP:
-                self.latency_terms.clear()
-            self.latency_terms[key] = terms
+            terms = self.model.latency_terms(  # type: ignore[attr-defined]
+                gpu_type, mode, [Resident(*k) for k in keys]
+            )
+            if len(self.terms_cache) >= MEMO_CAP:
+                self.terms_cache.clear()
+            self.terms_cache[key] = terms
         return terms
 
     def solo_speed(self, model: str, gpu_type: str) -> float:
