@@ -488,13 +488,14 @@ class _Builder:
         n = end - start
         idx = self.samples[start:end]
         yv = self.y[idx]
+        by_y = np.argsort(yv, kind="stable")
+        ys = yv[by_y]
         h = n // 2
-        mid = np.partition(yv, [h - 1, h]) if n > 1 else yv
-        nd.value = float(mid[h]) if n & 1 else (float(mid[h - 1]) + float(mid[h])) / 2.0
+        nd.value = float(ys[h]) if n & 1 else (float(ys[h - 1]) + float(ys[h])) / 2.0
         if n < 2:
             return nd
         if parent is None:
-            ae = float(mid[h + (n & 1) :].sum() - mid[:h].sum())
+            ae = float(ys[h + (n & 1) :].sum() - ys[:h].sum())
         else:
             ae = parent.ae_left if is_left else parent.ae_right
         # impurity ae / n <= DBL_EPSILON: a leaf, without a split search (and its draws,
@@ -503,9 +504,7 @@ class _Builder:
             return nd
         # node_split_best: visit the features, sorting the samples by each
         rank = np.empty(self.n, dtype=np.intp)
-        by_y = np.argsort(yv, kind="stable")
         rank[idx[by_y]] = np.arange(n)
-        ys = yv[by_y]
         nf = self.n_features
         order = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
         xs = np.empty((nf, n))  # their values
