@@ -175,7 +175,7 @@ def evaluate_model(
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Deterministic episodes of ``model`` on ``seeds``: (metrics per seed, placement record of
     the first seed for the occupancy figure, if asked)."""
-    from gpu_sharing_gym.agents.candidate_policy import RuleChoices, split_rule_inputs
+    from gpu_sharing_gym.agents.envs import RuleChoices, split_rule_inputs
 
     kwargs, rules = split_rule_inputs(env_kwargs)
     kwargs["invalid_action"] = "noop"

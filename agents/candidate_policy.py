@@ -44,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch as th
 from gymnasium import spaces
@@ -63,8 +62,14 @@ from gpu_sharing_env.envs.observation_v1 import (
     PAIR_FEATURES,
     layout_v1_columns,
 )
-from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_gym.agents.envs import make_expert
+from gpu_sharing_gym.agents.envs import (  # (re-exported: they were defined here)
+    RULE_INPUTS,
+    RULES,
+    RULES_KEY,
+    RuleChoices,
+    rule_actions,
+    split_rule_inputs,
+)
 from gpu_sharing_gym.agents.option_policy import (
     OptionActorCriticPolicy,
     WaitOrPlace,
@@ -74,12 +79,6 @@ from gpu_sharing_gym.agents.option_policy import (
 )
 from gpu_sharing_gym.agents.policy import CandidateScoring
 
-#: The rules whose choices the candidate policy may read and whose agreement is logged.
-RULES = ("speed_sjf_queue", "sjf_predicted", "gandiva", "antman")
-#: Observation key of :class:`RuleChoices`: each rule's action index now (float32).
-RULES_KEY = "rules"
-#: The env keyword that names the rules (:func:`split_rule_inputs` takes it out).
-RULE_INPUTS = "rule_inputs"
 #: Keys the candidate network reads, in the order its features extractor concatenates them.
 CANDIDATE_KEYS = (*KEYS_V1, "history", "nodes", RULES_KEY)
 #: Per-GPU node features: GPUs on the machine, empty ones among them (divided by this).
@@ -90,48 +89,6 @@ _READY = GPU_FEATURES_V1.index("ready")
 _GANG = JOB_FEATURES.index("gang")
 #: The one global feature that depends on the padding (real GPUs over padded slots): left out.
 _PADDING_SHARE = GLOBAL_FEATURES_V1.index("gpus_present")
-
-
-def split_rule_inputs(env_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
-    """(the env's own keywords, the rules named by ``rule_inputs``) of a recipe's env_kwargs."""
-    kw = dict(env_kwargs or {})
-    rules = kw.pop(RULE_INPUTS, None) or []
-    if isinstance(rules, str) or not all(isinstance(r, str) for r in rules):
-        raise ValueError(f"{RULE_INPUTS}: a list of heuristic names (got {rules!r})")
-    return kw, list(rules)
-
-
-def rule_actions(rules: Sequence[Any], view: ClusterView, mask: np.ndarray) -> np.ndarray:
-    """Each rule's action (index into the env's action space) for the view now, float32."""
-    return np.array([r.act(view, None, mask) for r in rules], dtype=np.float32)
-
-
-class RuleChoices(gym.ObservationWrapper[Any, Any, Any]):
-    """Adds ``obs["rules"]``: the action each of ``rules`` would take now (an input feature
-    and what :class:`RuleAgreement` compares the agent's actions with; never a target)."""
-
-    def __init__(self, env: gym.Env[Any, Any], rules: Sequence[str]) -> None:
-        super().__init__(env)
-        self.names = list(rules)
-        self.rules = [make_expert(n) for n in self.names]
-        n = int(env.action_space.n)  # type: ignore[attr-defined]
-        base: Any = env.observation_space
-        self.observation_space = spaces.Dict(
-            {**base.spaces, RULES_KEY: spaces.Box(0.0, float(n), (len(self.names),), np.float32)}
-        )
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(seed=seed, options=options)
-        for r in self.rules:
-            r.reset(int(self.env.unwrapped.episode_seed))  # type: ignore[attr-defined]
-        return self.observation(obs), info
-
-    def observation(self, observation: Any) -> Any:
-        env: Any = self.env.unwrapped
-        view = ClusterView(env.sim, env.codec)
-        return {**observation, RULES_KEY: rule_actions(self.rules, view, env.action_masks())}
 
 
 class RuleAgreement(BaseCallback):
