@@ -1,7 +1,7 @@
 """gpu-sharing-gym: a Gymnasium environment simulating a heterogeneous GPU cluster that shares
 GPUs through time-sharing, MPS and MIG.
 
-Importing the package registers ``GpuSharing-v0`` and ``GpuSharing-v1`` with Gymnasium (the env module itself is only
+Importing the package registers ``GpuSharing-v0``, ``-v1`` and ``-v2`` with Gymnasium (the env module itself is only
 imported when the env is made)::
 
     import gymnasium
@@ -39,6 +39,14 @@ if "GpuSharing-v1" not in _gym_registry:
     _register(
         id="GpuSharing-v1",
         entry_point="gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
+        max_episode_steps=None,
+        nondeterministic=False,
+    )
+if "GpuSharing-v2" not in _gym_registry:
+    # v2: the action picks one of the candidate moves (any queued job, migrations, hold).
+    _register(
+        id="GpuSharing-v2",
+        entry_point="gpu_sharing_env.envs.gpu_sharing_v2:GpuSharingEnvV2",
         max_episode_steps=None,
         nondeterministic=False,
     )

@@ -1,0 +1,261 @@
+"""The candidate moves of ``GpuSharing-v2`` (issue 53, items 1 and 2): every move the simulator
+accepts now, enumerated from the state alone (never from a heuristic), with a feature row each.
+
+**Which moves.** Candidate 0 is *hold* (wait for the next event). Then, in this order:
+
+* **placements**: every queued job of the decision scope (``Simulator.decision_scope``; the
+  env's default is ``"queue"``, the whole queue) in queue order, at every legal (first GPU,
+  option) of its placement mask (``Simulator.mask``: GPU-major, then option), gangs included
+  (a gang takes the first legal GPUs from its first GPU on, as everywhere);
+* **migrations**: every running job (ascending job id) to every (GPU, option) of
+  ``Simulator.migration_mask``: empty, ready GPUs where the legality function would place it.
+  This is read-only; ``Simulator.check`` would also accept moves onto occupied GPUs, but it
+  answers for a running job by taking it off its GPUs and putting it back (its GPUs' residents
+  are re-added in another order), so asking it for every candidate would change the episode.
+  Gandiva's migrations (the only heuristic that migrates) all go to empty GPUs.
+
+Each candidate is a :class:`~gpu_sharing_env.sim.engine.Decision` (``batch_size`` 0), so a
+heuristic's decision is found by equality (:meth:`Candidates.index_of`).
+
+**Features** (:data:`CANDIDATE_FEATURES`, one row per candidate, each in [-1, 1]): the kind of
+move; the job as the view gives it to a heuristic (:class:`~gpu_sharing_env.sim.view.JobView`:
+size, request, the scenario's estimate of its work, i.e. the predictor's where the scenario has
+one, the work left, its wait, priority, and its recurring group's history,
+``ClusterView.group_stats``); the target GPU (type, node id, residents and what they have left,
+free memory, SM and request share, online residents, health, readiness, utilisation) and
+whether the move keeps a gang on one node; the option (mode, SM share, MIG slices); the job's
+profiled solo speed on the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.view import ClusterView, JobView
+
+#: Feature names of a candidate row, in column order.
+CANDIDATE_FEATURES: tuple[str, ...] = (
+    # the move
+    "hold",
+    "place",
+    "migrate",
+    # the job (JobView, group history)
+    "online",
+    "gpus_log",
+    "gpu_frac",
+    "mem",
+    "cpu",
+    "est_work_log",
+    "est_left_log",
+    "wait_log",
+    "attempts",
+    "priority",
+    "group_runs_log",
+    "group_mean_log",
+    "group_std_log",
+    "group_period_log",
+    "job_on_target",
+    # the target GPU
+    "type",
+    "node",
+    "residents",
+    "residents_left_log",
+    "mem_free",
+    "frac_used",
+    "sm_used",
+    "online_residents",
+    "healthy",
+    "ready",
+    "util",
+    "gang_one_node",
+    # the option
+    *(f"mode_{m.name.lower()}" for m in SharingMode),
+    "sm_pct",
+    "mig_slices",
+    # the pair
+    "solo_speed",
+)
+N_FEATURES = len(CANDIDATE_FEATURES)
+_COL = {n: i for i, n in enumerate(CANDIDATE_FEATURES)}
+#: log1p scale of durations (s): log1p(1e6 s) ~ 13.8.
+_LOG_S = math.log1p(1e6)
+
+
+class TooManyCandidates(ValueError):
+    """More legal moves than the env's ``max_candidates``; one line, says how to fix it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The moves now (index 0: hold, ``None``) and their feature rows (``len(moves)`` rows)."""
+
+    moves: list[Decision | None]
+    features: np.ndarray
+    n_place: int
+
+    def index_of(self, d: Decision | None) -> int | None:
+        """The index of the candidate equal to ``d`` (hold for None), or None if none is."""
+        if d is None:
+            return 0
+        key = Decision(d.job_id, d.gpu, d.option, d.batch_size)
+        for i, m in enumerate(self.moves):
+            if m == key:
+                return i
+        return None
+
+
+def _log_s(x: float) -> float:
+    return math.log1p(max(0.0, x)) / _LOG_S if math.isfinite(x) else 0.0
+
+
+def _job_row(view: ClusterView, j: JobView) -> list[float]:
+    g = view.group_stats(j.job_id)
+    runs = mean = std = period = 0.0
+    if g is not None:
+        runs = math.log1p(g.runs_seen) / 5.0
+        mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
+        std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
+        period = _log_s(g.period_s)
+    return [
+        float(j.online),
+        math.log2(max(1, j.num_gpus)) / 6.0,
+        j.gpu_frac,
+        j.mem_gb / 80.0,
+        j.cpu_cores / 64.0,
+        _log_s(j.est_work_s),
+        _log_s(j.est_remaining_s),
+        _log_s(j.wait_s),
+        min(j.attempts, 10) / 10.0,
+        min(j.priority, 10) / 10.0,
+        runs,
+        mean,
+        std,
+        period,
+    ]
+
+
+class CandidateBuilder:
+    """Enumerates the candidates of a simulator's state (module doc) and their features."""
+
+    def __init__(self, sim: Simulator, max_candidates: int) -> None:
+        self.sim = sim
+        self.max_candidates = max_candidates
+        opts = sim.options
+        self.opt_rows = np.zeros((len(opts), len(SharingMode) + 2), dtype=np.float64)
+        for k, o in enumerate(opts):
+            self.opt_rows[k, int(o.mode)] = 1.0
+            self.opt_rows[k, len(SharingMode)] = o.sm_pct / 100.0
+            self.opt_rows[k, len(SharingMode) + 1] = o.mig_slices / 7.0
+
+    def _gpu_rows(self, view: ClusterView) -> np.ndarray:
+        sim = self.sim
+        c = sim.cluster
+        n = view.n_gpus
+        left = np.zeros(n)
+        for g in np.flatnonzero(np.asarray(view.n_res) > 0).tolist():
+            left[g] = sum(view.job(j).est_remaining_s for j in view.resident_ids(g))
+        n_types = max(1, len(view.type_names) - 1)
+        n_nodes = max(1, c.n_nodes - 1)
+        cap = np.maximum(np.asarray(view.mem_cap_gb, dtype=np.float64), 1e-9)
+        return np.stack(
+            [
+                np.asarray(view.type_idx, dtype=np.float64) / n_types,
+                np.asarray(view.node_of, dtype=np.float64) / n_nodes,
+                np.asarray(view.n_res, dtype=np.float64) / max(1, view.max_residents),
+                np.log1p(left) / _LOG_S,
+                1.0 - np.asarray(view.mem_used_gb, dtype=np.float64) / cap,
+                np.asarray(view.frac_used, dtype=np.float64),
+                np.asarray(view.sm_used_pct, dtype=np.float64) / 100.0,
+                np.asarray(view.online_count, dtype=np.float64) / max(1, view.max_residents),
+                np.asarray(view.healthy, dtype=np.float64),
+                np.asarray(view.ready, dtype=np.float64),
+                np.asarray(view.util, dtype=np.float64),
+            ],
+            axis=1,
+        )
+
+    def build(self) -> Candidates:
+        """The candidates of the simulator's state now (raises :class:`TooManyCandidates`)."""
+        sim = self.sim
+        moves: list[Decision | None] = [None]
+        blocks: list[np.ndarray] = [self._hold_row()]
+        if sim.done:
+            return Candidates(moves, np.stack(blocks), 0)
+        view = ClusterView(sim)
+        gpu_rows = self._gpu_rows(view)
+        for jid in view.decidable_ids():
+            if not sim.placeable(jid):
+                continue
+            pairs = np.argwhere(sim.mask(jid))
+            self._add(view, jid, pairs, 1, gpu_rows, moves, blocks)
+        n_place = len(moves) - 1
+        running = sorted({j for g in range(view.n_gpus) for j in view.resident_ids(g)})
+        for jid in running:
+            if sim.jobs[jid].status is not Status.RUNNING:
+                continue
+            pairs = np.argwhere(sim.migration_mask(jid))
+            self._add(view, jid, pairs, 2, gpu_rows, moves, blocks)
+        feats = np.clip(np.concatenate(blocks, axis=0), -1.0, 1.0).astype(np.float32)
+        return Candidates(moves, feats, n_place)
+
+    def _hold_row(self) -> np.ndarray:
+        row = np.zeros((1, N_FEATURES))
+        row[0, _COL["hold"]] = 1.0
+        return row
+
+    def _add(
+        self,
+        view: ClusterView,
+        jid: int,
+        pairs: np.ndarray,
+        kind: int,
+        gpu_rows: np.ndarray,
+        moves: list[Decision | None],
+        blocks: list[np.ndarray],
+    ) -> None:
+        if not len(pairs):
+            return
+        if len(moves) + len(pairs) > self.max_candidates:
+            raise TooManyCandidates(
+                f"more than max_candidates={self.max_candidates} legal moves at "
+                f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
+                "max_candidates to gymnasium.make('GpuSharing-v2', ...)"
+            )
+        j = view.job(jid)
+        gs, os_ = pairs[:, 0], pairs[:, 1]
+        rows = np.zeros((len(pairs), N_FEATURES))
+        rows[:, kind] = 1.0
+        a = _COL["online"]
+        rows[:, a : a + 14] = _job_row(view, j)
+        rows[:, _COL["job_on_target"]] = [float(g in j.gpus) for g in gs.tolist()]
+        t = _COL["type"]
+        rows[:, t : t + gpu_rows.shape[1]] = gpu_rows[gs]
+        if j.num_gpus > 1:
+            node_of = view.node_of
+            rows[:, _COL["gang_one_node"]] = [
+                float(len({int(node_of[x]) for x in view.gang_gpus(jid, g, o)}) == 1)
+                for g, o in zip(gs.tolist(), os_.tolist(), strict=True)
+            ]
+        else:
+            rows[:, _COL["gang_one_node"]] = 1.0
+        m = _COL[f"mode_{SharingMode(0).name.lower()}"]
+        rows[:, m : m + self.opt_rows.shape[1]] = self.opt_rows[os_]
+        speeds = {g: view.solo_speed(j.model, g) for g in set(gs.tolist())}
+        rows[:, _COL["solo_speed"]] = [speeds[g] / 4.0 for g in gs.tolist()]
+        blocks.append(rows)
+        moves.extend(Decision(jid, g, o) for g, o in zip(gs.tolist(), os_.tolist(), strict=True))
+
+
+__all__ = [
+    "CANDIDATE_FEATURES",
+    "N_FEATURES",
+    "CandidateBuilder",
+    "Candidates",
+    "TooManyCandidates",
+]
