@@ -1,0 +1,86 @@
+"""``GpuSharing-v2`` (candidate actions) against the env contract: Gymnasium's checker, masks and
+candidates that the simulator accepts, same seed same episode, illegal actions as wait."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import gpu_sharing_env  # noqa: F401  (registers the envs)
+from gpu_sharing_env.envs.candidates import CANDIDATE_FEATURES
+from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
+from gpu_sharing_env.sim.state import Status
+
+
+def _env(**kw: object) -> GpuSharingEnvV2:
+    env = gym.make("GpuSharing-v2", scenario="default", max_candidates=1024, **kw).unwrapped
+    assert isinstance(env, GpuSharingEnvV2)
+    return env
+
+
+def test_registered_and_gymnasium_checker() -> None:
+    assert "GpuSharing-v2" in gym.registry
+    check_env(_env(), skip_render_check=True)
+
+
+def test_candidates_are_legal_and_deterministic() -> None:
+    a, b = _env(), _env()
+    obs_a, _ = a.reset(seed=1)
+    obs_b, _ = b.reset(seed=1)
+    rng = np.random.default_rng(1)
+    migrations = 0
+    for step in range(400):
+        mask = a.action_masks()
+        assert mask.dtype == np.int8 and mask[0] == 1
+        assert np.array_equal(mask, b.action_masks())
+        assert obs_a in a.observation_space
+        assert obs_a["candidates"].shape[1] == len(CANDIDATE_FEATURES)
+        assert np.array_equal(obs_a["candidate_mask"], mask.astype(np.float32))
+        for k in ("candidates", "global"):
+            assert np.array_equal(obs_a[k], obs_b[k])
+        moves = a.candidates.moves
+        assert len(moves) == int(mask.sum()) and moves[0] is None
+        assert len(set(moves)) == len(moves)  # no move twice
+        sim = a.sim
+        for d in moves[1:]:
+            assert d is not None
+            if sim.jobs[d.job_id].status is Status.QUEUED:
+                assert sim.check(d) is None, d
+            else:
+                migrations += 1
+        if step % 20 == 0 and len(moves) > 1:
+            # a migration's check moves the job's residency around: step a copy instead
+            probe = copy.deepcopy(a)
+            probe.invalid_action = "raise"
+            probe.step(len(moves) - 1)
+            probe.sim.cluster.check_invariants()
+        act = int(rng.choice(np.flatnonzero(mask)))
+        obs_a, r_a, term, _, _ = a.step(act)
+        obs_b, r_b, _, _, _ = b.step(act)
+        assert r_a == r_b
+        a.sim.cluster.check_invariants()
+        if term:
+            obs_a, _ = a.reset(seed=step)
+            obs_b, _ = b.reset(seed=step)
+    assert migrations > 0
+
+
+def test_illegal_actions() -> None:
+    env = _env()
+    env.reset(seed=0)
+    n = len(env.candidates.moves)
+    assert env.explain(n) is not None and "padding" in str(env.explain(n))
+    lax, waiter = copy.deepcopy(env), copy.deepcopy(env)
+    obs_l, r_l, *_, info = lax.step(n)
+    obs_w, r_w, *_ = waiter.step(0)
+    assert info["invalid_action"] is True and r_l == r_w
+    assert all(np.array_equal(obs_l[k], obs_w[k]) for k in obs_l)
+    env.invalid_action = "raise"
+    with pytest.raises(ValueError, match="illegal action"):
+        env.step(n)
+    with pytest.raises(ValueError, match="action: must be in"):
+        env.step(env.max_candidates)
