@@ -4,6 +4,7 @@ candidates that the simulator accepts, same seed same episode, illegal actions a
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -16,7 +17,7 @@ from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
 from gpu_sharing_env.sim.state import Status
 
 
-def _env(**kw: object) -> GpuSharingEnvV2:
+def _env(**kw: Any) -> GpuSharingEnvV2:
     env = gym.make("GpuSharing-v2", scenario="default", max_candidates=1024, **kw).unwrapped
     assert isinstance(env, GpuSharingEnvV2)
     return env
