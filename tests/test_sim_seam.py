@@ -345,3 +345,26 @@ def test_no_component_assigns_another_components_state() -> None:
 
     record_fields = set(JobState.__slots__) | set(vars(Accumulator()))
     assert not record_fields & set(owned)
+
+
+def test_a_copys_components_are_its_own() -> None:
+    """``Simulator.copy`` wires the clone's components to the clone: none of them refers to
+    the original simulator or to one of its components (only the pure memo is shared)."""
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    clone = sim.copy()
+    comps = {a: getattr(sim, a) for a in type(sim).__slots__}
+    comps = {a: c for a, c in comps.items() if type(c) in _component_classes()}
+    comps["load.monitor"] = sim.load.monitor
+    originals = {id(sim)} | {id(c) for a, c in comps.items() if a != "memo"}
+    for name in comps:
+        mine = clone
+        for part in name.split("."):
+            mine = getattr(mine, part)
+        assert type(mine) is type(comps[name])
+        if name == "memo":
+            assert mine is sim.memo  # (pure memo tables of the same speed model)
+            continue
+        assert mine is not comps[name], name
+        refs = {a: getattr(mine, a) for a in type(mine).__slots__ if hasattr(mine, a)}
+        assert not [a for a, v in refs.items() if id(v) in originals], name
