@@ -121,6 +121,9 @@ def test_the_shim_covers_what_the_compiled_modules_use() -> None:
         used |= set(re.findall(r"\bcython\.(\w+)", text))
         if "cython." in text:
             assert "from gpu_sharing_env import _cython as cython" in text, name
+        if "cython.cimports" in text:  # C functions only where compiled, Python's otherwise
+            assert re.search(r"if cython\.compiled:.*\n\s+from cython\.cimports\.", text), name
+    used.discard("cimports")
     missing = sorted(u for u in used if not hasattr(_cython, u))
     assert not missing, missing
 

@@ -16,6 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): C types for tick's locals; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+if cython.compiled:  # C's exp, log and sin: the same libm functions math's call
+    from cython.cimports.libc.math import exp, log, sin
+else:
+    from math import exp, log, sin  # type: ignore[assignment]
+
 from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.sim.constants import (
     _NOISE_CHUNK,
@@ -182,6 +191,21 @@ class OnlineLoad:
         self._live_version = version
         return live
 
+    @cython.locals(
+        tick=cython.double, now=cython.double, i=cython.Py_ssize_t, n_buf=cython.Py_ssize_t,
+        ar=cython.double, scale=cython.double, two_pi=cython.double, step=cython.double,
+        z=cython.double, wave=cython.double, rps=cython.double, duty=cython.double,
+        q=cython.double, phase=cython.double, period=cython.double, base=cython.double,
+        span=cython.double, noise_frac=cython.double, batch=cython.double,
+        slo_ms=cython.double, t_prev=cython.double, p99_max=cython.double,
+        requests=cython.double, requests_ok=cython.double, lat_w=cython.double,
+        p99_w=cython.double, slow_w=cython.double, req=cython.double, solo_ms=cython.double,
+        f=cython.double, batch_ms=cython.double, rho=cython.double, mean_ms=cython.double,
+        p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
+        att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
+        ratio=cython.double, alone=cython.double, a_ms=cython.double, ref=cython.double,
+        unstable=cython.double,
+    )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and
         SLO accounting, SysMonitor (with ``protection``) and xCUDA (with ``kernel_priority``),
@@ -200,24 +224,23 @@ class OnlineLoad:
         buf = self._noise_buf
         i = self._noise_i
         n_buf = len(buf)
-        exp = math.exp
-        sin = math.sin
-        log = math.log
+        ar, scale, two_pi, step = NOISE_AR, _NOISE_SCALE, _TWO_PI, DUTY_STEP
+        unstable = UNSTABLE_LATENCY_X_SLO
         for st, phase, period, base, span, noise_frac, batch, _ in live_c:
             if i == n_buf:
                 buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
-            z = NOISE_AR * st.noise_z + _NOISE_SCALE * buf[i]
+            z = ar * st.noise_z + scale * buf[i]
             i += 1
             st.noise_z = z
             # ServiceSpec.rate_rps(now), inlined
-            wave = (1.0 + sin(_TWO_PI * (now - phase) / period)) / 2.0
+            wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
             rps = st.rps = (base + span * wave) * exp(noise_frac * z)
             if st.gpus:
                 duty = rps * st.solo_batch_ms / 1000.0 / batch
                 duty = duty if duty < 1.0 else 1.0
-                q = round(duty / DUTY_STEP) * DUTY_STEP
-                q = q if q > DUTY_STEP else DUTY_STEP
+                q = round(duty / step) * step
+                q = q if q > step else step
                 if q != st.duty:
                     st.duty = q
                     if st.status is _RUNNING:
@@ -254,7 +277,7 @@ class OnlineLoad:
             batch_ms = solo_ms / f + st.wait_ms
             rho = rps * batch_ms / 1000.0 / batch
             if rho >= 1.0:
-                mean_ms = p99_ms = UNSTABLE_LATENCY_X_SLO * slo_ms
+                mean_ms = p99_ms = unstable * slo_ms
                 attainment = 0.0
             else:
                 m = batch_ms / (2.0 * (1.0 - rho))
@@ -270,7 +293,7 @@ class OnlineLoad:
             else:
                 rho = rps * solo_ms / 1000.0 / batch
                 if rho >= 1.0:
-                    solo_mean = UNSTABLE_LATENCY_X_SLO * slo_ms
+                    solo_mean = unstable * slo_ms
                 else:
                     solo_mean = solo_ms + rho * (solo_ms / (2.0 * (1.0 - rho)))
             out = (st.outage_until - t_prev) / tick
