@@ -17,6 +17,7 @@ import numpy as np
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
+from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.view import ClusterView
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     a = ap.parse_args(argv)
     policy = make_policy(a.policy)
+    if not isinstance(policy, HeuristicPolicy):
+        raise SystemExit(f"--policy {a.policy}: a heuristic (it decides in Decisions)")
     env = gym.make(
         "GpuSharing-v2", scenario=a.scenario, max_candidates=2**24, decision_scope=a.scope
     ).unwrapped
