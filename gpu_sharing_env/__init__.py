@@ -51,9 +51,9 @@ if "GpuSharing-v2" not in _gym_registry:
         nondeterministic=False,
     )
 
-# v0 stays supported beside v1 (v0 agents such as ``ppo_default`` read its observations), so
-# Gymnasium's "out of date, consider upgrading" notice on ``make("GpuSharing-v0")`` is noise.
-warnings.filterwarnings("ignore", message=r".*GpuSharing-v0 is out of date.*")
+# v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
+# observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
+warnings.filterwarnings("ignore", message=r".*GpuSharing-v[01] is out of date.*")
 
 from gpu_sharing_env.interference import MODEL_VERSION  # noqa: E402
 from gpu_sharing_env.workload import WORKLOAD_VERSION  # noqa: E402

@@ -218,8 +218,9 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         """Apply one decision (or wait); advance to the next decision point if none is left."""
         sim = self.sim
         a = int(action)
-        if not 0 <= a < self.codec.n_actions:
-            raise ValueError(f"action: must be in 0..{self.codec.n_actions - 1} (got {a})")
+        n = len(self._mask)
+        if not 0 <= a < n:
+            raise ValueError(f"action: must be in 0..{n - 1} (got {a})")
         invalid = False
         if not sim.done:
             if a != WAIT and not self._mask[a]:
@@ -230,8 +231,7 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
             if a == WAIT:
                 sim.advance()
             else:
-                slot, gpu, option = self.codec.decode(a)  # type: ignore[misc]
-                sim.apply(Decision(self.codec.slot_job(sim, slot), gpu, option))
+                sim.apply(self._decision(a))
                 if not sim.needs_decision():
                     sim.advance()
         reward = float(self.reward_fn(sim))
@@ -285,6 +285,11 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if gpu >= sim.n_gpus:
             return f"gpu {gpu} is padding (the cluster has {sim.n_gpus} GPUs)"
         return sim.check(Decision(window[slot].job_id, gpu, option))
+
+    def _decision(self, action: int) -> Decision:
+        """The decision legal ``action`` (not wait) stands for."""
+        slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
+        return Decision(self.codec.slot_job(self.sim, slot), gpu, option)
 
     def _build_mask(self) -> np.ndarray:
         """The action mask from the simulator's legality function (a fresh array)."""

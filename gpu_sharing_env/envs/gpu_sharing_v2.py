@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal, SupportsFloat, SupportsInt
+from typing import Any, Literal
 
 import numpy as np
 from gymnasium import spaces
@@ -81,11 +81,8 @@ class GpuSharingEnvV2(GpuSharingEnv):
         super().__init__(
             scenario, reward, reward_kwargs, invalid_action, render_mode, 0, window_order
         )
-        if (
-            isinstance(max_candidates, bool)
-            or not isinstance(max_candidates, int | np.integer)
-            or max_candidates < 2
-        ):
+        n = max_candidates
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
             raise ValueError(f"max_candidates: must be an integer >= 2 (got {max_candidates!r})")
         if decision_scope not in DECISION_SCOPES:
             raise ValueError(
@@ -96,7 +93,7 @@ class GpuSharingEnvV2(GpuSharingEnv):
             self.mech = replace(self.cfg.mechanisms, **dict(mechanisms or {}))
         except TypeError as e:
             raise ValueError(f"mechanisms: {e}") from None
-        self.max_candidates = n = int(max_candidates)
+        self.max_candidates = n = int(n)
         self.decision_scope = decision_scope
         self.builder = CandidateBuilder(self.sim, n)
         self.candidates = Candidates([None], np.zeros((1, N_FEATURES), np.float32), 0)
@@ -130,34 +127,11 @@ class GpuSharingEnvV2(GpuSharingEnv):
         self._mask = self._build_mask()
         return self._observe(), self._info(invalid=None)
 
-    def step(self, action: SupportsInt) -> tuple[Obs, SupportsFloat, bool, bool, dict[str, Any]]:
-        """Carry out candidate ``action`` (0: hold); advance to the next decision point if
-        nothing is left to decide."""
-        sim = self.sim
-        a = int(action)
-        if not 0 <= a < self.max_candidates:
-            raise ValueError(f"action: must be in 0..{self.max_candidates - 1} (got {a})")
-        invalid = False
-        if not sim.done:
-            if a != 0 and not self._mask[a]:
-                if self.invalid_action == "raise":
-                    raise ValueError(f"illegal action {a}: {self.explain(a)}")
-                invalid = True
-                a = 0
-            d = self.candidates.moves[a]
-            if d is None:
-                sim.advance()
-            else:
-                sim.apply(d)
-                if not sim.needs_decision():
-                    sim.advance()
-        reward = float(self.reward_fn(sim))
-        self._mask = self._build_mask()
-        terminated = sim.done
-        info = self._info(invalid=invalid)
-        if terminated:
-            info["metrics"] = sim.metrics()
-        return self._observe(), reward, terminated, False, info
+    def _decision(self, action: int) -> Decision:
+        """The candidate move ``action`` (not hold) stands for (``step`` is v0's)."""
+        d = self.candidates.moves[action]
+        assert d is not None
+        return d
 
     def index_of(self, d: Decision | None) -> int | None:
         """The action that carries out decision ``d`` now (0 for None), or None if ``d`` is
