@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.envs.candidates import CANDIDATE_FEATURES
+from gpu_sharing_env.envs.conformance import api_test
 from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
 from gpu_sharing_env.sim.state import Status
 
@@ -85,3 +86,11 @@ def test_illegal_actions() -> None:
         env.step(n)
     with pytest.raises(ValueError, match="action: must be in"):
         env.step(env.max_candidates)
+
+
+def test_conformance_checker() -> None:
+    def make() -> gym.Env[Any, Any]:
+        return gym.make("GpuSharing-v2", scenario="default", max_candidates=1024)
+
+    report = api_test(make, num_steps=150)
+    assert report.legal_stepped > 0 and report.illegal_stepped > 0

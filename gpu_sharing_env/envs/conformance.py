@@ -82,14 +82,20 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def check_mask(env: GpuSharingEnv, mask: np.ndarray, where: str) -> None:
-    """The mask's form (1-D, int8, binary, wait legal, legal only on real slots and GPUs)."""
-    n = env.codec.n_actions
+    """The mask's form (1-D, int8, binary, wait legal, legal only on real slots and GPUs, or
+    for ``GpuSharing-v2`` on its candidates)."""
+    n = int(env.action_space.n)  # type: ignore[attr-defined]
     _require(isinstance(mask, np.ndarray), f"{where}: mask is not a numpy array")
     _require(mask.ndim == 1 and mask.shape == (n,), f"{where}: mask shape {mask.shape} != ({n},)")
     _require(mask.dtype == np.int8, f"{where}: mask dtype {mask.dtype} != int8")
     _require(bool(np.all((mask == 0) | (mask == 1))), f"{where}: mask is not binary")
     _require(int(mask.sum()) >= 1, f"{where}: mask is all zero")
     _require(mask[WAIT] == 1, f"{where}: wait (action 0) is not legal")
+    moves = getattr(env, "candidates", None)
+    if moves is not None:  # GpuSharing-v2: the first len(moves) actions, no others
+        k = len(moves.moves)
+        _require(bool(mask[:k].all()) and not mask[k:].any(), f"{where}: mask != candidates")
+        return
     sim = env.sim
     table = mask[1:].reshape(env.codec.window, env.max_gpus, env.codec.n_options)
     n_window = len(sim.window_jobs())
