@@ -14,6 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, Any
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.modes import SharingMode
@@ -151,6 +156,7 @@ class Rates:
         return self._mem_cap[g]
 
     # ------------------------------------------------------------------ rates
+    @cython.locals(now=cython.double, t0=cython.double, dt=cython.double)
     def accrue(self, st: JobState) -> None:
         """Bring a running job's progress up to ``now`` at its current rate."""
         if st.status is not _RUNNING:
@@ -263,6 +269,11 @@ class Rates:
         for st in affected.values():
             set_rate(st)
 
+    @cython.locals(
+        util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
+        d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
+        busy=cython.double,
+    )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
         from the speed model, the online ones' latency terms, and the GPU's usage row."""
