@@ -234,6 +234,10 @@ def check_backend_args(args: argparse.Namespace) -> None:
     if args.ray_address and args.backend != "ray":
         raise BackendError("--ray-address: only with --backend ray")
     check_backend(args.backend)
+    # Checked here, not only when Ray starts: a Ray already running in this process (a library
+    # caller's, a test's) would otherwise be used and the address never looked at.
+    if args.ray_address and (why := _unreachable(args.ray_address)) is not None:
+        raise BackendError(f"--ray-address {args.ray_address}: cannot connect ({why})")
 
 
 __all__ = [
