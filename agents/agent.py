@@ -44,7 +44,6 @@ from gpu_sharing_env.envs.observation_v1 import (
     ObservationEncoderV1,
     observation_space_v1,
 )
-from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.view import ClusterView
@@ -56,6 +55,7 @@ from gpu_sharing_gym.agents.candidate_policy import (
 from gpu_sharing_gym.agents.envs import HINT, make_expert
 from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
 from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPPOPolicy
+from gpu_sharing_gym.plumbing.fileio import atomic_write_bytes
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 META_NAME = "gpu_sharing_agent.json"
@@ -133,7 +133,7 @@ def one_thread() -> Iterator[None]:
 
 def rewrite_checkpoint(src: Path, dst: Path, members: Mapping[str, bytes]) -> None:
     """Write the checkpoint zip ``src`` to ``dst`` (which may be ``src``) with ``members``
-    replaced or added, atomically (:func:`gpu_sharing_env.fileio.atomic_write_bytes`)."""
+    replaced or added, atomically (:func:`gpu_sharing_gym.plumbing.fileio.atomic_write_bytes`)."""
     with zipfile.ZipFile(src) as z:
         kept = {n: z.read(n) for n in z.namelist() if n not in members}
     buf = io.BytesIO()

@@ -45,15 +45,15 @@ from stable_baselines3.common.vec_env import VecNormalize
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
-from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
-from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate
 from gpu_sharing_gym.agents.agent import save_model, write_metadata
 from gpu_sharing_gym.agents.config import MASKED_ALGOS
 from gpu_sharing_gym.agents.envs import ExpertHint, work_conserving
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.progress import progress
 
 #: Metrics logged under ``eval/`` and ``sim/`` (numbers only).
 LOGGED = tuple(m for m in METRIC_NAMES if m != "meets_slo")
@@ -662,7 +662,7 @@ class WallClockLimit(BaseCallback):
 
 class ProgressBar(BaseCallback):
     """Progress over the run's total timesteps (continues across resumes): a tqdm bar on a
-    terminal, a plain line every 30 s elsewhere (:func:`gpu_sharing_env.progress.progress`);
+    terminal, a plain line every 30 s elsewhere (:func:`gpu_sharing_gym.plumbing.progress.progress`);
     ``disable`` (``--quiet``): none."""
 
     def __init__(self, total: int, disable: bool | None = None) -> None:

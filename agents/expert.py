@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.bc import Demos, discounted_returns
 from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_env, make_expert, work_conserving
+from gpu_sharing_gym.plumbing.interrupt import process_pool
 
 #: Bump when what an episode file holds changes.
 CACHE_VERSION = 1

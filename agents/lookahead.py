@@ -28,7 +28,6 @@ import numpy as np
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-from gpu_sharing_env.interrupt import process_pool
 from gpu_sharing_env.modes import SharingMode
 from gpu_sharing_env.runner import run_to_end
 from gpu_sharing_env.sim.engine import Decision
@@ -36,6 +35,7 @@ from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.bc import Demos, discounted_returns
 from gpu_sharing_gym.agents.envs import HINT, TRAIN_SEED_MIN, make_expert, work_conserving
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.plumbing.interrupt import process_pool
 
 #: Candidate heuristics besides the base one (``"pack"`` is built in, see the module doc).
 CANDIDATES = ("time_sharing", "first_fit", "pack")

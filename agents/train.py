@@ -51,14 +51,14 @@ from typing import Any
 
 import yaml
 
-from gpu_sharing_env.cli_args import (
+from gpu_sharing_gym.plumbing.cli_args import (
     Parser,
     non_negative_float,
     non_negative_int,
     output_dir,
     positive_int,
 )
-from gpu_sharing_env.cli_args import fail as cli_fail
+from gpu_sharing_gym.plumbing.cli_args import fail as cli_fail
 
 PROG = "gsg train"
 
@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
     from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
     from gpu_sharing_env.envs.rewards import SLO_WEIGHT
-    from gpu_sharing_env.fileio import atomic_write_text
     from gpu_sharing_gym.agents.agent import save_model
     from gpu_sharing_gym.agents.callbacks import (
         CheckpointCallback,
@@ -193,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from gpu_sharing_gym.agents.option_policy import OptionActorCriticPolicy
     from gpu_sharing_gym.agents.policy import SetActorCriticPolicy, SetPoolExtractor, SetPPOPolicy
+    from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
     th.set_num_threads(1)  # small networks: threads cost more than they give on 2 cores
     out = Path(args.out)
@@ -449,8 +449,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 bc_info = _pretrain(model, names[0], env_kwargs, settings, conserving, gamma,
                                     out, args.quiet)  # fmt: skip
-            except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gpu_sharing_env.interrupt)
-                from gpu_sharing_env.interrupt import exit_code, stopped_by
+            except (
+                KeyboardInterrupt
+            ) as e:  # Ctrl-C, or SIGTERM (gpu_sharing_gym.plumbing.interrupt)
+                from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
 
                 _close_quietly(venv)
                 print(f"\n{stopped_by(e)} during pretraining (labelled episodes are cached); "
@@ -506,8 +508,8 @@ def main(argv: list[str] | None = None) -> int:
                 total_timesteps=remaining, callback=callbacks, reset_num_timesteps=False,
                 progress_bar=False,
             )  # fmt: skip
-    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gpu_sharing_env.interrupt)
-        from gpu_sharing_env.interrupt import exit_code, stopped_by
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (gpu_sharing_gym.plumbing.interrupt)
+        from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
 
         checkpoint.init_callback(model)
         path = checkpoint.save()
@@ -765,9 +767,9 @@ def _pretrain(
     import numpy as np
     import torch as th
 
-    from gpu_sharing_env.progress import progress
     from gpu_sharing_gym.agents.bc import Demos, pretrain
     from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
+    from gpu_sharing_gym.plumbing.progress import progress
 
     pt = settings.pretrain
     total = pt.episodes + pt.lookahead_episodes + pt.dagger_rounds * pt.dagger_episodes

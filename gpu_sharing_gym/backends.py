@@ -8,7 +8,7 @@ skips it. Results do not depend on the backend: each cell builds its own simulat
 simulator is deterministic per seed.
 
 Backends (:data:`BACKENDS`): ``local`` runs in this process (``workers == 1``) or in a pool of
-``workers`` processes (:func:`gpu_sharing_env.interrupt.process_pool`: Ctrl-C and SIGTERM stop
+``workers`` processes (:func:`gpu_sharing_gym.plumbing.interrupt.process_pool`: Ctrl-C and SIGTERM stop
 the workers within seconds); ``ray`` runs each cell as a Ray task, on a local Ray with
 ``workers`` CPUs or on an existing cluster (``address``, e.g. ``auto`` after ``ray start``).
 A command opens one Ray session for all its cells with :func:`backend_session`; the flags
@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from gpu_sharing_env.interrupt import pool_results, process_pool
 from gpu_sharing_gym.cells import Cell, run_cell
+from gpu_sharing_gym.plumbing.interrupt import pool_results, process_pool
 
 BACKENDS = ("local", "ray")
 #: The one line a command prints where ``--backend ray`` is asked for without Ray.
@@ -96,7 +96,7 @@ def _ray_init(ray: Any, workers: int, address: str | None) -> None:
     if address and (why := _unreachable(address)) is not None:
         raise BackendError(f"--ray-address {address}: cannot connect ({why})")
     # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
-    # gpu_sharing_env.interrupt), so that SIGTERM cancels the tasks and shuts Ray down.
+    # gpu_sharing_gym.plumbing.interrupt), so that SIGTERM cancels the tasks and shuts Ray down.
     main_thread = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:

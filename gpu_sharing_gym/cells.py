@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
-from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.occupancy import PlacementRecorder
 from gpu_sharing_env.policy import Policy
@@ -27,6 +26,7 @@ from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
 #: Bumped when the cell file layout changes (older files are recomputed).
 CELL_FORMAT = 1

@@ -22,8 +22,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from gpu_sharing_env.cli_args import RL_INSTALL, fail, missing_rl
-from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
+from gpu_sharing_gym.plumbing.cli_args import RL_INSTALL, fail, missing_rl
+from gpu_sharing_gym.plumbing.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 
 #: command -> (module with ``main(argv) -> int``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -63,20 +63,9 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.cli_args import (
-    Parser,
-    fail,
-    non_negative_int,
-    output_dir,
-    positive_int,
-    seed_spec,
-)
 from gpu_sharing_env.config import ConfigError, load_scenario
-from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.interference import MODEL_VERSION
-from gpu_sharing_env.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 from gpu_sharing_env.metrics import METRIC_NAMES
-from gpu_sharing_env.progress import progress
 from gpu_sharing_env.registry import make_policy, policy_names
 from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_gym.agents.envs import make_expert
@@ -97,6 +86,17 @@ from gpu_sharing_gym.backends import (
 from gpu_sharing_gym.cells import policy_digest, policy_dir, scenario_digest
 from gpu_sharing_gym.ci import fmt_num, mean_ci95
 from gpu_sharing_gym.leaderboard import meets_slo, rank_key
+from gpu_sharing_gym.plumbing.cli_args import (
+    Parser,
+    fail,
+    non_negative_int,
+    output_dir,
+    positive_int,
+    seed_spec,
+)
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
+from gpu_sharing_gym.plumbing.progress import progress
 
 PROG = "gsg headroom"
 #: Bumped when the cell file layout changes (older files are recomputed).

@@ -26,16 +26,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpu_sharing_env.fileio import atomic_write_bytes as atomic_write_bytes
-from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
-from gpu_sharing_env.progress import KindETA
-from gpu_sharing_env.progress import progress as progress_bar
 from gpu_sharing_gym.backends import run_cells
 from gpu_sharing_gym.cells import CELL_FORMAT as CELL_FORMAT
 from gpu_sharing_gym.cells import Cell, pending_cells, save_cell
 from gpu_sharing_gym.cells import scenario_digest as scenario_digest
 from gpu_sharing_gym.ci import mean_ci95 as mean_ci95
+from gpu_sharing_gym.plumbing.fileio import atomic_write_bytes as atomic_write_bytes
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.progress import KindETA
+from gpu_sharing_gym.plumbing.progress import progress as progress_bar
 
 #: Columns of ``leaderboard.csv``, in order.
 CELL_COLUMNS: tuple[str, ...] = (

@@ -20,7 +20,6 @@ from typing import Any
 
 import pandas as pd
 
-from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
 from gpu_sharing_env.registry import policy_names
 from gpu_sharing_gym.cells import policy_dir
@@ -28,6 +27,7 @@ from gpu_sharing_gym.ci import CI_NOTE as CI_NOTE
 from gpu_sharing_gym.ci import fmt_mean_ci as fmt_mean_ci
 from gpu_sharing_gym.ci import fmt_num as fmt_num
 from gpu_sharing_gym.plots import PLOT_KINDS, scenario_plots
+from gpu_sharing_gym.plumbing.fileio import atomic_write_bytes
 
 #: Metrics shown in the ranked tables (all of them are in summary.csv).
 KEY_METRICS: tuple[str, ...] = (

@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ``docs/workloads.md`` section 3, as JSON."""
     import json
 
-    from gpu_sharing_env.cli_args import Parser, positive_int
     from gpu_sharing_env.runner import strict_json
+    from gpu_sharing_gym.plumbing.cli_args import Parser, positive_int
 
     ap = Parser(prog="gsg workload-report", description=main.__doc__)
     ap.add_argument("table", choices=["inputs", "sjf"])

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
-from gpu_sharing_env.fileio import atomic_write_bytes
 from gpu_sharing_gym.agents.agent import (
     AgentLoadError,
     RLAgent,
@@ -42,6 +41,7 @@ from gpu_sharing_gym.agents.agent import (
 from gpu_sharing_gym.agents.bc import Demos, pretrain_layouts
 from gpu_sharing_gym.agents.envs import HINT
 from gpu_sharing_gym.agents.expert import label_episodes, training_seeds
+from gpu_sharing_gym.plumbing.fileio import atomic_write_bytes
 
 #: The env of the shipped ``ppo``'s recipe (configs/recipes/maskable_ppo_v1_lagrange.yaml); only
 #: ``window_order`` changes what the agent sees, the reward is recorded but not fitted.

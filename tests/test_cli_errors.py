@@ -1,4 +1,4 @@
-"""Every ``gsg`` subcommand speaks one language (gpu_sharing_env.cli_args): a bad option or value is
+"""Every ``gsg`` subcommand speaks one language (gpu_sharing_gym.plumbing.cli_args): a bad option or value is
 one line, ``gsg SUBCOMMAND: error: ...``, exit status 2, given before any work starts; ``--help``
 says ``usage: gsg SUBCOMMAND``; numbers out of range and output paths that cannot be written
 are refused up front; ``gsg train --resume`` over a damaged checkpoint is one line too."""

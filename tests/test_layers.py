@@ -1,7 +1,7 @@
 """The layering the design promises, checked on the source: arrows point down only, no cycles.
 
     gpu_sharing_gym (harness + CLI)  ->  gpu_sharing_gym.agents  ->  gpu_sharing_gym.baselines
-        ->  gpu_sharing_env (core)
+        ->  gpu_sharing_gym.plumbing (what the CLIs share)  ->  gpu_sharing_env (core)
 
 Modules are named as they install (``agents/train.py`` is ``gpu_sharing_gym.agents.train``: the
 package-dir mapping in ``pyproject.toml``, read by ``scripts/typecheck.py``).
@@ -25,6 +25,7 @@ TOP = ("gpu_sharing_env", "gpu_sharing_gym")
 #: prefix first.
 LAYERS = (
     "gpu_sharing_env",
+    "gpu_sharing_gym.plumbing",
     "gpu_sharing_gym.baselines",
     "gpu_sharing_gym.agents",
     "gpu_sharing_gym",
@@ -32,9 +33,19 @@ LAYERS = (
 #: What each layer may import from the project (besides itself).
 ALLOWED = {
     "gpu_sharing_env": set(),
-    "gpu_sharing_gym.baselines": {"gpu_sharing_env"},
-    "gpu_sharing_gym.agents": {"gpu_sharing_env", "gpu_sharing_gym.baselines"},
-    "gpu_sharing_gym": {"gpu_sharing_env", "gpu_sharing_gym.baselines", "gpu_sharing_gym.agents"},
+    "gpu_sharing_gym.plumbing": {"gpu_sharing_env"},
+    "gpu_sharing_gym.baselines": {"gpu_sharing_env", "gpu_sharing_gym.plumbing"},
+    "gpu_sharing_gym.agents": {
+        "gpu_sharing_env",
+        "gpu_sharing_gym.plumbing",
+        "gpu_sharing_gym.baselines",
+    },
+    "gpu_sharing_gym": {
+        "gpu_sharing_env",
+        "gpu_sharing_gym.plumbing",
+        "gpu_sharing_gym.baselines",
+        "gpu_sharing_gym.agents",
+    },
 }
 
 

@@ -18,7 +18,6 @@ import pytest
 
 from gpu_sharing_env import registry
 from gpu_sharing_env.config import SCENARIO_DIR, load_scenario, scenario_names
-from gpu_sharing_env.fileio import atomic_write_text
 from gpu_sharing_env.metrics import METRIC_NAMES
 from gpu_sharing_env.runner import evaluate
 from gpu_sharing_gym.backends import run_cells
@@ -31,6 +30,7 @@ from gpu_sharing_gym.leaderboard import (
     run_leaderboard,
     summarize,
 )
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 from tests.helpers import tiny_scenario_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,7 +295,7 @@ def test_atomic_write_keeps_old_file_on_failure(
     def dies(*a: Any) -> None:
         raise OSError("killed mid-write")
 
-    monkeypatch.setattr("gpu_sharing_env.fileio.os.replace", dies)
+    monkeypatch.setattr("gpu_sharing_gym.plumbing.fileio.os.replace", dies)
     with pytest.raises(OSError):
         atomic_write_text(p, "new\n")
     assert p.read_text() == "old\n"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpu_sharing_env.progress import KindETA, PlainProgress, progress
+from gpu_sharing_gym.plumbing.progress import KindETA, PlainProgress, progress
 
 
 class _Clock:

@@ -1,6 +1,6 @@
 """Stopping cleanly: Ctrl-C (SIGINT) and SIGTERM end a command with 130 / 143, no traceback, its
 worker processes gone and what it wrote resumable; plain progress lines off a terminal; unknown
-names as one-line errors (gpu_sharing_env.interrupt, gpu_sharing_env.progress, gsg commands)."""
+names as one-line errors (gpu_sharing_gym.plumbing.interrupt, gpu_sharing_gym.plumbing.progress, gsg commands)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpu_sharing_env import interrupt, progress
 from gpu_sharing_gym import cli
+from gpu_sharing_gym.plumbing import interrupt, progress
 
 ROOT = Path(__file__).resolve().parents[1]
 #: A scenario whose cells take about half a second each (2 cores, unloaded).
@@ -338,7 +338,7 @@ def test_exit_process_does_not_wait_for_a_stuck_thread() -> None:
     # exit_process ends the process with its status once the grace is over. (A plain
     # sys.exit here would hang: the subprocess timeout would fail the test.)
     code = (
-        "import threading; from gpu_sharing_env.interrupt import exit_process\n"
+        "import threading; from gpu_sharing_gym.plumbing.interrupt import exit_process\n"
         "lock = threading.Lock(); lock.acquire()\n"
         "threading.Thread(target=lock.acquire).start()\n"
         "print('saved', flush=True)\n"

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env.cli_args import Parser, fail, output_file
-from gpu_sharing_env.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.cli_args import Parser, fail, output_file
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
 PROG = "gsg bench markdown"
 #: The generated region's first and last lines; the page's prose lies outside them.

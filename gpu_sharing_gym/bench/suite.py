@@ -88,7 +88,9 @@ import numpy as np
 
 import gpu_sharing_env  # (registers GpuSharing-v0)
 from gpu_sharing_env import _modes
-from gpu_sharing_env.cli_args import (
+from gpu_sharing_env.config import NodeGroupConfig, ScenarioConfig, load_scenario
+from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
+from gpu_sharing_gym.plumbing.cli_args import (
     Parser,
     fail,
     int_range,
@@ -98,11 +100,9 @@ from gpu_sharing_env.cli_args import (
     positive_float,
     positive_int,
 )
-from gpu_sharing_env.config import NodeGroupConfig, ScenarioConfig, load_scenario
-from gpu_sharing_env.fileio import atomic_write_text
-from gpu_sharing_env.interrupt import exit_code, stopped_by
-from gpu_sharing_env.progress import is_tty, progress
-from gpu_sharing_env.sim.engine import _NOISE_SCALE, DUTY_STEP, NOISE_AR
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
+from gpu_sharing_gym.plumbing.progress import is_tty, progress
 
 PROG = "gsg bench"
 SECTIONS = ("replay", "openb", "env", "ppo", "sbs", "training")

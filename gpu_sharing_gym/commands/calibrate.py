@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from gpu_sharing_env.calibration import CalibrationDataError, run
-from gpu_sharing_env.cli_args import Parser, fail, output_file
-from gpu_sharing_env.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.cli_args import Parser, fail, output_file
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
 PROG = "gsg calibrate"
 

@@ -35,8 +35,6 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from gpu_sharing_env import cli_args
-from gpu_sharing_env.cli_args import Parser, describe_seeds, fail
 from gpu_sharing_env.config import (
     ClusterConfig,
     ConfigError,
@@ -45,9 +43,6 @@ from gpu_sharing_env.config import (
     from_dict,
     load_scenario,
 )
-from gpu_sharing_env.fileio import atomic_write_text
-from gpu_sharing_env.interrupt import exit_code, stopped_by
-from gpu_sharing_env.progress import KindETA, progress
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_gym.cells import (
@@ -59,6 +54,11 @@ from gpu_sharing_gym.cells import (
     scenario_digest,
 )
 from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
+from gpu_sharing_gym.plumbing import cli_args
+from gpu_sharing_gym.plumbing.cli_args import Parser, describe_seeds, fail
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
+from gpu_sharing_gym.plumbing.progress import KindETA, progress
 
 PROG = "gsg evaluate"
 

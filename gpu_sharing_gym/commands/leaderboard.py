@@ -29,17 +29,17 @@ import shlex
 import sys
 from pathlib import Path
 
-from gpu_sharing_env import cli_args
-from gpu_sharing_env.cli_args import RL_INSTALL, Parser, fail, rl_missing
 from gpu_sharing_env.config import SCENARIO_DIR, ConfigError, load_scenario, scenario_names
-from gpu_sharing_env.fileio import atomic_write_text
-from gpu_sharing_env.interrupt import exit_code, stopped_by
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy, policy_names
 from gpu_sharing_gym.backends import BackendError, add_backend_args, check_backend_args
 from gpu_sharing_gym.cells import plan_cells
 from gpu_sharing_gym.ci import CI_NOTE
 from gpu_sharing_gym.commands import seed_spec
 from gpu_sharing_gym.leaderboard import run_leaderboard, write_outputs
+from gpu_sharing_gym.plumbing import cli_args
+from gpu_sharing_gym.plumbing.cli_args import RL_INSTALL, Parser, fail, rl_missing
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
 from gpu_sharing_gym.report import text_table
 from gpu_sharing_gym.suites import load_suite, suite_names
 

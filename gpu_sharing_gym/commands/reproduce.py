@@ -24,11 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env import cli_args
-from gpu_sharing_env.cli_args import Parser, fail
-from gpu_sharing_env.fileio import atomic_write_text
-from gpu_sharing_env.interrupt import exit_code, stopped_by
-from gpu_sharing_env.progress import progress
 from gpu_sharing_env.runner import strict_json
 from gpu_sharing_gym.backends import (
     BackendError,
@@ -39,6 +34,11 @@ from gpu_sharing_gym.backends import (
 from gpu_sharing_gym.fidelity import EXPERIMENTS
 from gpu_sharing_gym.fidelity.common import params_for, run_experiment
 from gpu_sharing_gym.fidelity.sweep import SweepError, parse_spec, sweep, write
+from gpu_sharing_gym.plumbing import cli_args
+from gpu_sharing_gym.plumbing.cli_args import Parser, fail
+from gpu_sharing_gym.plumbing.fileio import atomic_write_text
+from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
+from gpu_sharing_gym.plumbing.progress import progress
 
 #: Paired seeds per claim: the project's evaluation standard (30 seeds, as the learned agent's
 #: unseen-seed test). Several claims are effects of a few percent (MuxFlow's ablation, the
@@ -50,7 +50,7 @@ SWEEP_SEEDS = 10
 
 
 def write_json(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write atomically (:func:`gpu_sharing_env.fileio.atomic_write_text`)."""
+    """Write atomically (:func:`gpu_sharing_gym.plumbing.fileio.atomic_write_text`)."""
     atomic_write_text(path, json.dumps(strict_json(records), indent=1, allow_nan=False) + "\n")
 
 

@@ -19,11 +19,17 @@ from __future__ import annotations
 import json
 import sys
 
-from gpu_sharing_env.cli_args import Parser, fail, non_negative_int, positive_float, positive_int
 from gpu_sharing_env.config import ConfigError
 from gpu_sharing_env.runner import strict_json
 from gpu_sharing_env.workload.loaders import READERS, TraceError
 from gpu_sharing_env.workload.stats import trace_report
+from gpu_sharing_gym.plumbing.cli_args import (
+    Parser,
+    fail,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
