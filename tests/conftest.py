@@ -18,6 +18,14 @@ def pytest_configure(config: pytest.Config) -> None:
         path = tempfile.mkdtemp(prefix="gsg-test-cache-")
         os.environ["GSG_CACHE_DIR"] = path
         _MADE.append(path)
+    # Where some compiled module is not built (no C compiler at install), every process that
+    # imports the package says so in one warning line on stderr, which the tests that read a
+    # command's stderr line by line would count. Both modes give the same bits, so such a
+    # session runs pure Python and quiet (tests/test_compiled.py sets its own modes).
+    from gpu_sharing_env import _modes
+
+    if not _modes.pure_forced() and any(_modes._extension(n) is None for n in _modes.MODULES):
+        os.environ[_modes.PURE_ENV] = "1"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
