@@ -26,30 +26,18 @@ __version__ = "0.5.0"
 #: runs all of them from their Python sources, with the same results bit for bit.
 COMPILED: tuple[str, ...] = _modes.select()
 
-if "GpuSharing-v0" not in _gym_registry:
-    # No max_episode_steps: the simulated horizon ends every episode (see the env docstring).
-    _register(
-        id="GpuSharing-v0",
-        entry_point="gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv",
-        max_episode_steps=None,
-        nondeterministic=False,
-    )
-if "GpuSharing-v1" not in _gym_registry:
-    # v1: option-agnostic observations (option and job x GPU features), padded layouts.
-    _register(
-        id="GpuSharing-v1",
-        entry_point="gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
-        max_episode_steps=None,
-        nondeterministic=False,
-    )
-if "GpuSharing-v2" not in _gym_registry:
-    # v2: the action picks one of the candidate moves (any queued job, migrations, hold).
-    _register(
-        id="GpuSharing-v2",
-        entry_point="gpu_sharing_env.envs.gpu_sharing_v2:GpuSharingEnvV2",
-        max_episode_steps=None,
-        nondeterministic=False,
-    )
+#: The registered env ids and their classes. No max_episode_steps: the simulated horizon ends
+#: every episode (see the env docstring). v1: option-agnostic observations (option and job x GPU
+#: features), padded layouts; v2: the action picks one of the candidate moves (any queued job,
+#: migrations, hold).
+_ENVS = {
+    "GpuSharing-v0": "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv",
+    "GpuSharing-v1": "gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
+    "GpuSharing-v2": "gpu_sharing_env.envs.gpu_sharing_v2:GpuSharingEnvV2",
+}
+for _id, _entry in _ENVS.items():
+    if _id not in _gym_registry:
+        _register(id=_id, entry_point=_entry, max_episode_steps=None, nondeterministic=False)
 
 # v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
 # observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
