@@ -2,7 +2,7 @@
 
 TensorBoard tags (besides SB3's own ``rollout/``, ``train/``, ``time/``):
 
-* ``sim/<metric>``: the schema's metrics (``gpu_sharing_env.metrics.METRIC_NAMES``) averaged
+* ``sim/<metric>``: the schema's metrics (``gpu_sharing_env.evaluation.metrics.METRIC_NAMES``) averaged
   over the training episodes that ended since the last dump.
 * ``eval/<metric>``: the agent (deterministic) on the held-out validation seeds;
   ``eval/best_baseline_<metric>`` the best reference baseline on the same seeds (lowest
@@ -45,10 +45,10 @@ from stable_baselines3.common.vec_env import VecNormalize
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
-from gpu_sharing_env.metrics import METRIC_NAMES
-from gpu_sharing_env.occupancy import PlacementRecorder, plot_occupancy
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.occupancy import PlacementRecorder, plot_occupancy
+from gpu_sharing_env.evaluation.runner import evaluate
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import evaluate
 from gpu_sharing_gym.agents.agent import save_model, write_metadata
 from gpu_sharing_gym.agents.config import MASKED_ALGOS
 from gpu_sharing_gym.agents.envs import ExpertHint, work_conserving

@@ -29,7 +29,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import gpu_sharing_env  # registers GpuSharing-v0 and -v1
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.interference import MODEL_VERSION
+from gpu_sharing_env.physics.interference import MODEL_VERSION
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec

@@ -28,8 +28,8 @@ import numpy as np
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.runner import run_to_end
+from gpu_sharing_env.evaluation.runner import run_to_end
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.bc import Demos, discounted_returns

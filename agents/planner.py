@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.runner import run_to_end
+from gpu_sharing_env.evaluation.runner import run_to_end
 from gpu_sharing_env.sim.build import ScenarioWorkload
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status

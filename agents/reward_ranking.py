@@ -29,8 +29,8 @@ import pandas as pd
 
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.rewards import JctReward
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_gym.agents.envs import train_seed_pool

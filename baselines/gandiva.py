@@ -10,7 +10,7 @@ Mechanisms implemented:
   new job starts early instead of queueing behind long ones.
 * **Packing by profiled utilisation.** A job joins an occupied GPU when the residents' profiled
   duties plus its own sum to at most ``pack_limit`` (1.0: they fit in one GPU's time). Duty is
-  the model's profiled solo GPU utilisation (``gpu_sharing_env.zoo``, public profiles); an online
+  the model's profiled solo GPU utilisation (``gpu_sharing_env.physics.zoo``, public profiles); an online
   service's duty is its peak request rate times its profiled batch latency. Best fit: the fullest
   GPU that still fits, keeping empty GPUs for the jobs that need one.
 * **Introspective migration.** At every decision point each shared GPU is introspected: its
@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 
 

@@ -61,12 +61,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_sharing_env.cluster import PlacementOption
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import PlacementOption
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.base import HeuristicPolicy, fastest_exclusive
 from gpu_sharing_gym.baselines.predictors import LinearInterference, train_linear_interference
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.cluster import KMeans
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.base import HeuristicPolicy

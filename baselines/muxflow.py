@@ -52,11 +52,11 @@ from typing import ClassVar, overload
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from gpu_sharing_env.cluster import PlacementOption
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import PlacementOption
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from gpu_sharing_gym.baselines.predictors import (
     PairSpeedPredictor,

@@ -62,11 +62,11 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.hardware import GpuType
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.hardware import GpuType
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.base import HeuristicPolicy, per_options
 from gpu_sharing_gym.baselines.gandiva import est_duty, exclusive_option, shared_option
 from gpu_sharing_gym.baselines.reference import first_fit_options

@@ -4,7 +4,7 @@ The papers profile before they schedule: MuxFlow trains a small MLP on measured 
 online/offline pairs, GPUPool a gradient-boosted-tree co-execution predictor, GPULet a linear
 interference model, Horus a regressor from model features to GPU utilisation. Here every training
 set comes from :meth:`ClusterView.profile` (measured normalised speeds with 3% noise: data, not the
-simulator's formulas) and from the public model-class profiles of :mod:`gpu_sharing_env.zoo`
+simulator's formulas) and from the public model-class profiles of :mod:`gpu_sharing_env.physics.zoo`
 (the "profiled features" a scheduler may know about a model class). No predictor reads hidden
 truth.
 
@@ -28,11 +28,11 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import MODEL_CLASSES
-from gpu_sharing_env.zoo import ZOO
 
 #: Lowest / highest SM fraction MuxFlow's dynamic allocation gives the offline client beside an
 #: online service (the deployed mechanism's bounds; see ``MechanismConfig.dynamic_sm``).

@@ -43,7 +43,7 @@ for _id, _entry in _ENVS.items():
 # observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
 warnings.filterwarnings("ignore", message=r".*GpuSharing-v[01] is out of date.*")
 
-from gpu_sharing_env.interference import MODEL_VERSION  # noqa: E402
+from gpu_sharing_env.physics.interference import MODEL_VERSION  # noqa: E402
 from gpu_sharing_env.workload import WORKLOAD_VERSION  # noqa: E402
 
 __all__ = ["COMPILED", "MODEL_VERSION", "WORKLOAD_VERSION", "__version__"]

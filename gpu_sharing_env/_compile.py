@@ -15,8 +15,8 @@ value that cannot overflow 64 bits).
 
 #: Dotted names of the compiled modules.
 MODULES: tuple[str, ...] = (
-    "gpu_sharing_env.cluster",
-    "gpu_sharing_env.interference",
+    "gpu_sharing_env.fleet.cluster",
+    "gpu_sharing_env.physics.interference",
     "gpu_sharing_env.sim.events",
     "gpu_sharing_env.sim.engine",
     "gpu_sharing_env.sim.rates",

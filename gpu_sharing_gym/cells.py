@@ -1,6 +1,6 @@
 """Leaderboard cells: one (policy, scenario, seed), run in isolation, saved and resumed.
 
-A cell runs through the one evaluation loop (:func:`gpu_sharing_env.runner.evaluate`) on a freshly
+A cell runs through the one evaluation loop (:func:`gpu_sharing_env.evaluation.runner.evaluate`) on a freshly
 built simulator, so its result depends only on its three coordinates (the simulator is
 deterministic per seed), whichever process or Ray worker (:mod:`gpu_sharing_gym.backends`) runs it. Each
 finished cell is saved atomically as ``DIR/cells/<scenario>/<policy>/<seed>.json``.
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
-from gpu_sharing_env.metrics import METRIC_NAMES
-from gpu_sharing_env.occupancy import PlacementRecorder
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.occupancy import PlacementRecorder
+from gpu_sharing_env.evaluation.runner import evaluate, json_safe
 from gpu_sharing_env.policy import Policy
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
@@ -183,7 +183,7 @@ def run_cell(
 
 
 def evaluation_record(result: Mapping[str, Any]) -> dict[str, Any]:
-    """A cell's result as :func:`gpu_sharing_env.runner.evaluate`'s record (``gsg evaluate
+    """A cell's result as :func:`gpu_sharing_env.evaluation.runner.evaluate`'s record (``gsg evaluate
     --json``): policy, scenario, seed, oracle, ``model_version``, the metrics, ``x_*``."""
     rec = {k: v for k, v in result["record"].items() if k not in ("status", "error", "wall_s")}
     return {**rec, **result.get("extras", {})}

@@ -64,10 +64,10 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ConfigError, load_scenario
-from gpu_sharing_env.interference import MODEL_VERSION
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.runner import evaluate, json_safe
+from gpu_sharing_env.physics.interference import MODEL_VERSION
 from gpu_sharing_env.registry import make_policy, policy_names
-from gpu_sharing_env.runner import evaluate, json_safe
 from gpu_sharing_gym.agents.envs import make_expert
 from gpu_sharing_gym.agents.lookahead import CANDIDATES
 from gpu_sharing_gym.agents.planner import (

@@ -1,7 +1,7 @@
 """Leaderboard library: cells, running one cell, resume, per-seed table, summary with CI and rank.
 
 A *cell* is one (policy, scenario, seed). Every cell runs through the one evaluation loop
-(:func:`gpu_sharing_env.runner.evaluate`) on a freshly built simulator, so a cell's result depends only
+(:func:`gpu_sharing_env.evaluation.runner.evaluate`) on a freshly built simulator, so a cell's result depends only
 on its three coordinates (the simulator is deterministic per seed), whichever process or Ray
 worker runs it. Each finished cell is saved as ``DIR/cells/<scenario>/<policy>/<seed>.json``
 (metrics, status, the seed's timeseries and a compact per-job placement record); a rerun skips
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES, PRIMARY_METRIC
 from gpu_sharing_gym.backends import run_cells
 from gpu_sharing_gym.cells import CELL_FORMAT as CELL_FORMAT
 from gpu_sharing_gym.cells import Cell, pending_cells, save_cell

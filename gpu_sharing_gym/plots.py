@@ -35,7 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpu_sharing_env.occupancy import (
+from gpu_sharing_env.evaluation.occupancy import (
     activity_span,
     empty_axes,
     fig_png,
@@ -287,7 +287,7 @@ def plot_latency_slo(
 
 def policy_span(cells: Sequence[Mapping[str, Any]]) -> tuple[float, float] | None:
     """The activity of a policy's first seed, in seconds: first placement to last completion
-    (:func:`~gpu_sharing_env.occupancy.activity_span`); without placement records, the first
+    (:func:`~gpu_sharing_env.evaluation.occupancy.activity_span`); without placement records, the first
     to the last tick with a GPU in use. None when there is neither."""
     if not cells:
         return None

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpu_sharing_env.metrics import METRIC_NAMES, PRIMARY_METRIC
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES, PRIMARY_METRIC
 from gpu_sharing_env.registry import policy_names
 from gpu_sharing_gym.cells import policy_dir
 from gpu_sharing_gym.ci import CI_NOTE as CI_NOTE

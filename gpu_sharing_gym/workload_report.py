@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import ScenarioJobs, make_simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.predictor import audit_estimates
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ``docs/workloads.md`` section 3, as JSON."""
     import json
 
-    from gpu_sharing_env.runner import strict_json
+    from gpu_sharing_env.evaluation.runner import strict_json
     from gpu_sharing_gym.plumbing.cli_args import Parser, positive_int
 
     ap = Parser(prog="gsg workload-report", description=main.__doc__)

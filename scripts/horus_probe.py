@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gpu_sharing_env.config import ScenarioConfig, from_dict
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 

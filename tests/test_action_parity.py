@@ -16,9 +16,9 @@ import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.candidates import TooManyCandidates
 from gpu_sharing_env.envs.gpu_sharing_v2 import DEFAULT_MAX_CANDIDATES, GpuSharingEnvV2
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision

@@ -22,7 +22,7 @@ from sb3_contrib import MaskablePPO
 
 import gpu_sharing_env  # noqa: F401
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.runner import evaluate
+from gpu_sharing_env.evaluation.runner import evaluate
 from gpu_sharing_gym.agents.agent import AgentLoadError, load_agent, pretrained_names
 from gpu_sharing_gym.agents.callbacks import latest_checkpoint
 from gpu_sharing_gym.agents.envs import TRAIN_SEED_MIN, make_env

@@ -20,7 +20,7 @@ import gpu_sharing_env  # noqa: F401
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
 from gpu_sharing_env.envs.observation_v1 import time_left_s
-from gpu_sharing_env.runner import evaluate
+from gpu_sharing_env.evaluation.runner import evaluate
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.view import ClusterView

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_sharing_env.interference import PRIO_RESIDUAL
+from gpu_sharing_env.physics.interference import PRIO_RESIDUAL
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_gym.baselines.antman import AntMan
 from tests.helpers import nodes
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 
-# Profiled duties (gpu_sharing_env.zoo): vgg16 0.51, resnet18 0.96, resnet50 1.0.
+# Profiled duties (gpu_sharing_env.physics.zoo): vgg16 0.51, resnet18 0.96, resnet50 1.0.
 VGG, R18 = 0.51, 0.96
 # Priority time-sharing (physics v2, interference.AnalyticSpeedModel): the guarantee job is
 # slowed only by the residual of the opportunistic one's demand; the opportunistic job gets the

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.interference import CONTEXT_SWITCH_OVERHEAD
-from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.physics.interference import CONTEXT_SWITCH_OVERHEAD
+from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -69,7 +69,7 @@ def drive(
     seed: int = 0,
     on_decision: Callable[[Simulator, Decision], None] | None = None,
 ) -> Simulator:
-    """The runner's loop (``gpu_sharing_env.runner.run_episode``) that also checks every placement
+    """The runner's loop (``gpu_sharing_env.evaluation.runner.run_episode``) that also checks every placement
     against the legality mask and calls ``on_decision(sim, d)`` after each applied decision."""
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))

@@ -3,7 +3,7 @@ gang at its slowest member's rate: ``docs/simulator.md``, ``test_engine_timeline
 
 from __future__ import annotations
 
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.baselines.base import fastest_exclusive

@@ -3,11 +3,11 @@ alone; matched pairs share a GPU under MPS with the best predicted SM split."""
 
 from __future__ import annotations
 
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.gpupool import GPUPool
 from tests.helpers import job, nodes
 from tests.test_baselines_muxflow import default_episode, label, make, run_policy

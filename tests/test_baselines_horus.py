@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.horus import Group, Horus, wfq_order
 from tests.helpers import job, nodes, option
 from tests.test_baselines_muxflow import default_episode, label, make, run_policy

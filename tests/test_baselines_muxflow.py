@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -60,7 +60,7 @@ def run_policy(
     until_s: float = float("inf"),
     on_decision: Callable[[ClusterView, Decision], None] | None = None,
 ) -> Simulator:
-    """The runner's loop (``gpu_sharing_env.runner.run_episode``), checking every decision against the
+    """The runner's loop (``gpu_sharing_env.evaluation.runner.run_episode``), checking every decision against the
     view's legality mask and stopping at ``until_s``."""
     if policy.mechanisms:
         sim.set_mechanisms(**dict(policy.mechanisms))

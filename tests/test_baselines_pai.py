@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.view import ClusterView

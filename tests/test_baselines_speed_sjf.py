@@ -3,13 +3,13 @@ the GPU where solo speed × free share is highest, AntMan's rules for everything
 
 from __future__ import annotations
 
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_gym.baselines.antman import AntMan
 from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF
 from tests.test_baselines_gandiva import calibrated, default_episode, drive, spec
 
-# Profiled solo speeds relative to V100 (gpu_sharing_env.zoo): resnet50 T4 0.41, A100 1.37;
+# Profiled solo speeds relative to V100 (gpu_sharing_env.physics.zoo): resnet50 T4 0.41, A100 1.37;
 # vgg16 T4 0.449, A100 2.168. Duties: resnet50 1.0, vgg16 0.51.
 
 

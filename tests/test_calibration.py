@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_sharing_env.calibration import CalibrationDataError, Report, load, run
+from gpu_sharing_env.calibration.fit import CalibrationDataError, Report, load, run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("GSG_DATA", REPO.parent / "shared" / "data"))

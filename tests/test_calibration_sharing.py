@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_sharing_env import calibration_sharing as cs
-from gpu_sharing_env import interference as itf
+from gpu_sharing_env.calibration import sharing as cs
+from gpu_sharing_env.physics import interference as itf
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_no_transform_rows_are_the_low_end_of_the_bracket(report: cs.SharingRepo
 
 
 def test_reader_maps_every_model_to_the_zoo() -> None:
-    from gpu_sharing_env.zoo import ZOO
+    from gpu_sharing_env.physics.zoo import ZOO
 
     df = cs.load_sharing()
     assert set(df.source) == {"tally", "nos", "orion"}

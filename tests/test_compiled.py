@@ -136,7 +136,7 @@ def test_no_extensions_one_warning_line(tmp_path: Path) -> None:
         ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"),
     )  # fmt: skip
     code = (
-        "import gpu_sharing_env, gpu_sharing_env.cluster as c; "
+        "import gpu_sharing_env, gpu_sharing_env.fleet.cluster as c; "
         "print(gpu_sharing_env.COMPILED, c.__file__.endswith('.py'))"
     )
     env = {k: v for k, v in os.environ.items() if k not in (_modes.PURE_ENV, "PYTHONPATH")}

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, IllegalDecision, Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
@@ -228,7 +228,7 @@ def test_load_ticks_are_consecutive_and_counted(scenario, policy):
     when every tick went through the heap), and ``n_service_ticks`` counts live services at
     each."""
     from gpu_sharing_env.config import load_scenario
-    from gpu_sharing_env.runner import run_episode
+    from gpu_sharing_env.evaluation.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
     from gpu_sharing_gym.baselines import make_policy
 

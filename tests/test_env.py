@@ -23,7 +23,7 @@ from gpu_sharing_env.envs import REWARDS, GpuSharingEnv
 from gpu_sharing_env.envs.conformance import api_test
 from gpu_sharing_env.envs.observation import GLOBAL_FEATURES, GPU_FEATURES, JOB_FEATURES
 from gpu_sharing_env.envs.render import image_shape
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
 from gpu_sharing_env.sim.state import Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -297,8 +297,8 @@ def test_reset_without_seed_continues_the_seeded_sequence() -> None:
 
 
 def test_seeded_episode_equals_the_reference_runner() -> None:
-    """reset(seed=s) + the env's step semantics replay gpu_sharing_env.runner.run_episode exactly."""
-    from gpu_sharing_env.runner import run_episode
+    """reset(seed=s) + the env's step semantics replay gpu_sharing_env.evaluation.runner.run_episode exactly."""
+    from gpu_sharing_env.evaluation.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
     from gpu_sharing_env.sim.view import ClusterView
     from gpu_sharing_gym.baselines.reference import FifoExclusive

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = """

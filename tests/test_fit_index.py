@@ -16,10 +16,10 @@ from typing import cast
 import numpy as np
 import pytest
 
-from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import SharingConfig, load_scenario
-from gpu_sharing_env.nodes import NodeSpec
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
@@ -264,7 +264,7 @@ def test_first_legal_gpu_answers_as_the_masks(seed: int) -> None:
 
 def test_segment_tree_first_leaf() -> None:
     """The tree's "first leaf >= lo with value <= x" against a scan, on random values."""
-    from gpu_sharing_env.cluster import _tree_build, _tree_first, _tree_set
+    from gpu_sharing_env.fleet.cluster import _tree_build, _tree_first, _tree_set
 
     rng = np.random.default_rng(7)
     for n in (1, 2, 3, 5, 8, 13, 64, 100):

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import SharingConfig
-from gpu_sharing_env.interference import AnalyticSpeedModel, Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_gym.baselines.gpulet import GPULet

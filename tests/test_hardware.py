@@ -1,4 +1,4 @@
-"""Tests for the GPU catalogue and MIG geometry (``gpu_sharing_env.hardware``)."""
+"""Tests for the GPU catalogue and MIG geometry (``gpu_sharing_env.physics.hardware``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_sharing_env.hardware import (
+from gpu_sharing_env.physics.hardware import (
     GPU_ALIASES,
     GPU_TYPE_NAMES,
     GPU_TYPES,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_sharing_env.interference import (
+from gpu_sharing_env.physics.interference import (
     MIN_RATE,
     AnalyticSpeedModel,
     Resident,
@@ -18,9 +18,9 @@ from gpu_sharing_env.interference import (
     UnknownModelError,
     sm_share_curve,
 )
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO, get_profile
 from gpu_sharing_env.workload.job import MODEL_CLASSES
-from gpu_sharing_env.zoo import ZOO, get_profile
 
 V100 = "V100-16GB"
 MPS, TS, MIG = SharingMode.MPS, SharingMode.TIME_SHARING, SharingMode.MIG
@@ -218,7 +218,7 @@ def test_driver_priority_slicing_keeps_the_services_slices() -> None:
     slices plain time-slicing gives it (TS_ONLINE_WEIGHT x its load) and is not stretched; the
     offline one runs in the rest. Hand-computed against the TGS fit, which lets the offline
     context fill the gaps between the service's kernels and stretches the service instead."""
-    from gpu_sharing_env.interference import (
+    from gpu_sharing_env.physics.interference import (
         PRIO_BLOCK,
         PRIO_RESIDUAL,
         TS_ONLINE_WEIGHT,

@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from gpu_sharing_env import interference as itf
 from gpu_sharing_env.config import MechanismConfig
-from gpu_sharing_env.interference import AnalyticSpeedModel, Resident, kp_coefficients
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.physics import interference as itf
+from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident, kp_coefficients
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
@@ -211,7 +211,7 @@ def test_no_dynamic_sm_cap_on_a_kernel_throttled_client() -> None:
 def test_pb_time_sharing_arm_runs_driver_priority_slicing() -> None:
     """The PB-TS arm of the MuxFlow experiments runs on driver priority slicing (physics v5);
     the other arms on the scenario's default model."""
-    from gpu_sharing_env.interference import driver_priority_coefficients
+    from gpu_sharing_env.physics.interference import driver_priority_coefficients
     from gpu_sharing_gym.fidelity.common import episode
 
     arms = {a.label: a for a in fmux._arms(True, ["time_sharing", "pb_time_sharing", "muxflow"])}

@@ -18,8 +18,8 @@ import pytest
 
 from gpu_sharing_env import registry
 from gpu_sharing_env.config import SCENARIO_DIR, load_scenario, scenario_names
-from gpu_sharing_env.metrics import METRIC_NAMES
-from gpu_sharing_env.runner import evaluate
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.runner import evaluate
 from gpu_sharing_gym.backends import run_cells
 from gpu_sharing_gym.baselines.reference import FirstFit
 from gpu_sharing_gym.cells import Cell, pending_cells, plan_cells, run_cell
@@ -418,7 +418,7 @@ def test_heldout_scenarios_load_and_are_distinct() -> None:
 def test_reused_simulator_does_not_keep_previous_policy_mechanisms() -> None:
     """evaluate.py runs every policy on one simulator: MuxFlow's mechanisms must not leak."""
     from gpu_sharing_env.config import load_scenario
-    from gpu_sharing_env.runner import run_episode
+    from gpu_sharing_env.evaluation.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
     from gpu_sharing_gym.baselines import make_policy
 

@@ -19,7 +19,7 @@ from gpu_sharing_env.envs.observation_v1 import (
     layout_v1_columns,
     observation_space_v1,
 )
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.codec import WAIT
 from gpu_sharing_env.sim.engine import MIGRATION_MIN_LEFT_S
 from gpu_sharing_env.sim.state import Status

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView

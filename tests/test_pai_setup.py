@@ -11,8 +11,8 @@ import numpy as np
 import yaml
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import make_policy
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import build_workload, make_simulator
 from gpu_sharing_gym.fidelity.common import scenario
 from gpu_sharing_gym.fidelity.pai import SJF_PREDICTORS

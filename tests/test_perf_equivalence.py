@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from gpu_sharing_env.cluster import _EPS, Cluster
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import _EPS, Cluster
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.online import latency, latency_tuple
 from gpu_sharing_env.workload.job import JobSpec
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from gpu_sharing_env.config import ScenarioConfig, from_dict
-from gpu_sharing_env.occupancy import PlacementRecorder
-from gpu_sharing_env.runner import run_episode, run_to_end
+from gpu_sharing_env.evaluation.occupancy import PlacementRecorder
+from gpu_sharing_env.evaluation.runner import run_episode, run_to_end
 from gpu_sharing_env.sim.build import ScenarioWorkload, build_nodes, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import Status

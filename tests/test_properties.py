@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_sharing_env.hardware import mig_layout_legal
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.hardware import mig_layout_legal
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
 from tests.helpers import scenario

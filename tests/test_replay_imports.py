@@ -18,7 +18,7 @@ import gpu_sharing_gym.cli
 from gpu_sharing_gym.commands import evaluate
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.workload.loaders.alibaba import read_pai_tasks
 path = sys.argv[1]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
 from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
 
 TINY = """\
@@ -238,7 +238,7 @@ def _placements(jobs: list[dict]) -> dict[str, Any]:
 def test_occupancy_x_axis_covers_the_activity_in_hours() -> None:
     import matplotlib.pyplot as plt
 
-    from gpu_sharing_env.occupancy import occupancy_figure
+    from gpu_sharing_env.evaluation.occupancy import occupancy_figure
 
     h = 3600.0
     jobs = [_job(0, 5 * h, 7 * h, [0]), _job(1, 6 * h, 9 * h, [1]), _job(2, 8 * h, 8.5 * h, [0])]
@@ -259,7 +259,7 @@ def test_occupancy_x_axis_covers_the_activity_in_hours() -> None:
 def test_occupancy_short_span_in_minutes_and_services_do_not_stretch_it() -> None:
     import matplotlib.pyplot as plt
 
-    from gpu_sharing_env.occupancy import activity_span, occupancy_figure
+    from gpu_sharing_env.evaluation.occupancy import activity_span, occupancy_figure
 
     jobs = [_job(0, 600.0, 1800.0, [0]), _job(9, 0.0, 48 * 3600.0, [1], online=True)]
     assert activity_span(jobs) == (0.0, 1800.0)
@@ -271,7 +271,7 @@ def test_occupancy_short_span_in_minutes_and_services_do_not_stretch_it() -> Non
 
 
 def test_job_colours_are_distinct_then_hatched() -> None:
-    from gpu_sharing_env.occupancy import N_COLOURS, job_style
+    from gpu_sharing_env.evaluation.occupancy import N_COLOURS, job_style
 
     styles = [job_style(i) for i in range(3 * N_COLOURS)]
     assert len({c for c, _ in styles[:N_COLOURS]}) == N_COLOURS

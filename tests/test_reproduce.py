@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gpu_sharing_env.interference import MODEL_VERSION
+from gpu_sharing_env.physics.interference import MODEL_VERSION
 from gpu_sharing_env.workload import WORKLOAD_VERSION
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 from gpu_sharing_gym.commands.reproduce import summary, table
@@ -203,7 +203,7 @@ def test_pai_experiments_schedule_the_whole_queue(records: dict[str, dict[str, A
 
 def test_muxflow_ablation_runs_on_diverse_offline_jobs() -> None:
     from gpu_sharing_env.config import load_scenario
-    from gpu_sharing_env.zoo import ZOO
+    from gpu_sharing_env.physics.zoo import ZOO
     from gpu_sharing_gym.fidelity.muxflow import _arms
 
     cfg = load_scenario("fidelity/muxflow-ablation")

@@ -340,7 +340,7 @@ def test_no_component_assigns_another_components_state() -> None:
             bad.append(f"{p.name}:{line}: {where} assigns {sorted(owned[attr])}.{attr}")
     assert bad == [], "call the owning component's method instead"
     # (records' fields are another matter: ``JobState`` names none of these attributes)
-    from gpu_sharing_env.metrics import Accumulator
+    from gpu_sharing_env.evaluation.metrics import Accumulator
     from gpu_sharing_env.sim.state import JobState
 
     record_fields = set(JobState.__slots__) | set(vars(Accumulator()))

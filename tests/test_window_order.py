@@ -13,7 +13,7 @@ import pytest
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_gym.baselines.speed_sjf import SpeedSJF, SpeedSJFQueue

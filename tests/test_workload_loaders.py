@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_sharing_env.nodes import Interconnect
+from gpu_sharing_env.physics.nodes import Interconnect
 from gpu_sharing_env.workload.job import JobKind
 from gpu_sharing_env.workload.loaders import (
     LOADERS,

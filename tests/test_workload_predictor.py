@@ -20,8 +20,8 @@ import pytest
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs import gpu_sharing
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import make_policy, policy_names
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import ScenarioJobs, ScenarioWorkload, build_nodes, make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView, JobView

@@ -36,7 +36,7 @@ import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
 from gpu_sharing_env.sim.codec import WAIT
 
 EnvSource = str | os.PathLike[str] | ScenarioConfig | Callable[[], gym.Env[Any, Any]]

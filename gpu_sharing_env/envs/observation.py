@@ -21,8 +21,8 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.nodes import GPU_TYPE_NAMES
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobSpec
 

@@ -46,7 +46,6 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.envs.observation import (
     GLOBAL_FEATURES,
     GPU_FEATURES,
@@ -57,12 +56,13 @@ from gpu_sharing_env.envs.observation import (
     ObservationEncoder,
     static_job_values,
 )
-from gpu_sharing_env.hardware import GPU_TYPES, MIG_COMPUTE_SLICES, MIG_MEM_SLICES
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.hardware import GPU_TYPES, MIG_COMPUTE_SLICES, MIG_MEM_SLICES
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.workload.job import JobSpec
-from gpu_sharing_env.zoo import ZOO
 
 #: log10 normaliser of times until free and predicted durations: 10^6 s (~11.6 days) maps to 1.
 LOG_TIME_SCALE = LOG_WAIT_SCALE

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from gpu_sharing_env.cluster import MODE_NONE
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import MODE_NONE
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.engine import Simulator
 
 CELL_PX = 24

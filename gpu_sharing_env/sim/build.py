@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from gpu_sharing_env.config import ConfigError, ScenarioConfig, from_dict
-from gpu_sharing_env.hardware import get_gpu_type
-from gpu_sharing_env.interference import SpeedModel
-from gpu_sharing_env.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.hardware import get_gpu_type
+from gpu_sharing_env.physics.interference import SpeedModel
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Simulator, WorkloadFn
 from gpu_sharing_env.workload.estimates import attach_estimates
 from gpu_sharing_env.workload.job import JobSpec

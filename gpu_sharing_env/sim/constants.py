@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.online import Health
 from gpu_sharing_env.sim.state import Status

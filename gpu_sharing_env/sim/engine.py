@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.cluster import Cluster, PlacementOption
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
-from gpu_sharing_env.interference import AnalyticSpeedModel, SpeedModel, kp_coefficients
-from gpu_sharing_env.metrics import Accumulator, compute_metrics
-from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.evaluation.metrics import Accumulator, compute_metrics
+from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
+from gpu_sharing_env.physics.interference import AnalyticSpeedModel, SpeedModel, kp_coefficients
+from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.sim.base import WorkloadFn
 from gpu_sharing_env.sim.constants import (
     _K_ARRIVAL,

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.observe import SimObserver

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 
 
 class FaultCause(enum.Enum):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec

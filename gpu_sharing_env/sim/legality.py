@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
 from gpu_sharing_env.workload.job import JobSpec

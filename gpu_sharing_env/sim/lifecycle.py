@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from gpu_sharing_env.cluster import Cluster, PlacementOption
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.jobs import JobTable

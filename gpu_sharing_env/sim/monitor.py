@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import _HEALTHY
 from gpu_sharing_env.sim.online import XCUDA_STEPS, Health, MonitorThresholds, next_health
 from gpu_sharing_env.sim.rates import Rates

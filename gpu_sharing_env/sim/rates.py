@@ -19,10 +19,11 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-from gpu_sharing_env.cluster import Cluster
 from gpu_sharing_env.config import MechanismConfig
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.nodes import Interconnect
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.nodes import Interconnect
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.constants import (
     _K_COMPLETE,
     _MIG,
@@ -35,7 +36,6 @@ from gpu_sharing_env.sim.constants import (
 from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.usage import FleetUsage
-from gpu_sharing_env.zoo import ZOO
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_sharing_env.cluster import Cluster
-from gpu_sharing_env.interference import Resident, SpeedModel
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.physics.interference import Resident, SpeedModel
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.state import JobState
 
 #: Entries a memo table keeps before it is emptied (a replay of a big fleet meets many keys).

@@ -34,7 +34,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-from gpu_sharing_env.cluster import MigInstance
+from gpu_sharing_env.fleet.cluster import MigInstance
 from gpu_sharing_env.workload.job import JobSpec
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.cluster import Cluster
-from gpu_sharing_env.metrics import Accumulator
+from gpu_sharing_env.evaluation.metrics import Accumulator
+from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue
 

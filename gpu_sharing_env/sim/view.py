@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gpu_sharing_env.cluster import MigInstance, PlacementOption
-from gpu_sharing_env.hardware import GpuType
-from gpu_sharing_env.interference import Resident
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.fleet.cluster import MigInstance, PlacementOption
+from gpu_sharing_env.physics.hardware import GpuType
+from gpu_sharing_env.physics.interference import Resident
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature

@@ -12,7 +12,7 @@ import bisect
 import sys
 from typing import Any
 
-from gpu_sharing_env.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState

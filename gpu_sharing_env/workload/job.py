@@ -13,7 +13,7 @@ import enum
 import math
 from dataclasses import dataclass, field, fields
 
-#: Model classes the speed model knows; the zoo (``gpu_sharing_env.zoo``) has one profile each.
+#: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
 MODEL_CLASSES: tuple[str, ...] = (
     "resnet50",

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, ServiceSpec
-from gpu_sharing_env.zoo import ZOO
 
 #: Inference model mix (ASSUMPTION): vision (resnet50, mobilenet, yolov3), language (bert,
 #: gpt2) and recommendation (deepfm, ncf) services, the families MuxFlow serves online.

@@ -15,7 +15,7 @@ few percent of tasks; a heavy-tailed user population; declared vs. true GPU memo
 over-use (OOM) probability.
 
 Low real GPU usage (PAI: median use 0.042 GPU against a median request of 0.5 GPU) is not a job
-field: a job's GPU activity is its model class's ``duty`` in ``gpu_sharing_env.zoo``. The default
+field: a job's GPU activity is its model class's ``duty`` in ``gpu_sharing_env.physics.zoo``. The default
 model mix weights low-duty classes (CTR, RL, GNN) as PAI reports them.
 
 Time 0 is Monday 00:00 of the simulated week.
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpu_sharing_env.nodes import GPU_TYPE_NAMES
+from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec
 from gpu_sharing_env.workload.predictor import RunLog
-from gpu_sharing_env.zoo import ZOO
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S

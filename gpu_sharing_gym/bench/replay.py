@@ -17,8 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpu_sharing_env.config import NodeGroupConfig, load_scenario
+from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import UnknownPolicyError, make_policy
-from gpu_sharing_env.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_gym.plumbing.cli_args import Parser, fail, output_file, positive_float
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text

@@ -11,7 +11,7 @@ Sections (``--only``, comma-separated; default all):
 ``replay``
     A 20,000-job PAI-like synthetic trace (``pai-hetero``'s generator: fractional requests,
     heavy-tailed durations, gangs, high-GPU tasks) replayed through the evaluation loop
-    (``gpu_sharing_env.runner.run_episode``, the leaderboard's loop) with ``first_fit``,
+    (``gpu_sharing_env.evaluation.runner.run_episode``, the leaderboard's loop) with ``first_fit``,
     ``reserve_pack`` and ``muxflow`` on 64, 1,024 and 6,500 GPUs. The fleet is PAI's machine
     mix (P100 x2, T4 x2, V100-32GB x8, V100-16GB x8 nodes by their share of PAI's GPUs) scaled
     to the size. The **density is fixed**: 0.1 job per GPU-hour (PAI's figure,
@@ -262,8 +262,8 @@ def replay_one(
     the rates are those of the part replayed (``partial``: jobs = offline jobs started at least
     once or given up by then).
     """
+    from gpu_sharing_env.evaluation.runner import run_episode
     from gpu_sharing_env.registry import make_policy
-    from gpu_sharing_env.runner import run_episode
     from gpu_sharing_env.sim.build import make_simulator
 
     sim = make_simulator(cfg)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu_sharing_env.calibration import CalibrationDataError, run
+from gpu_sharing_env.calibration.fit import CalibrationDataError, run
 from gpu_sharing_gym.plumbing.cli_args import Parser, fail, output_file
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 

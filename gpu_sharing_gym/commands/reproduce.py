@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env.runner import strict_json
+from gpu_sharing_env.evaluation.runner import strict_json
 from gpu_sharing_gym.backends import (
     BackendError,
     add_backend_args,

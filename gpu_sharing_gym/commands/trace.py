@@ -20,7 +20,7 @@ import json
 import sys
 
 from gpu_sharing_env.config import ConfigError
-from gpu_sharing_env.runner import strict_json
+from gpu_sharing_env.evaluation.runner import strict_json
 from gpu_sharing_env.workload.loaders import READERS, TraceError
 from gpu_sharing_env.workload.stats import trace_report
 from gpu_sharing_gym.plumbing.cli_args import (

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
-from gpu_sharing_env.interference import MODEL_VERSION, SpeedModel
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.physics.interference import MODEL_VERSION, SpeedModel
 from gpu_sharing_env.sim.build import build_nodes, build_workload
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.faults import FaultCause

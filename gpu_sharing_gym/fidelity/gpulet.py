@@ -51,13 +51,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.runner import run_episode
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.build import build_nodes
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.services import SERVING_MEM_GB
-from gpu_sharing_env.zoo import ZOO
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from gpu_sharing_gym.baselines.gpulet import GPULet, p99_ms
 from gpu_sharing_gym.fidelity.common import SEED_SEP, check, record, scenario

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.baselines.base import HeuristicPolicy

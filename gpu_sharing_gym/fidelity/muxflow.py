@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.interference import (
+from gpu_sharing_env.physics.interference import (
     KP_LEVEL_CENTRAL,
     AnalyticSpeedModel,
     driver_priority_coefficients,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.loaders._common import (
     MIN_WORK_S,

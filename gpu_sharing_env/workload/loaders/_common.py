@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.synthetic import DEFAULT_MODEL_MIX
-from gpu_sharing_env.zoo import ZOO
 
 #: GPU memory of the reference GPU (V100-16GB). A fractional request of ``f`` GPU is granted
 #: ``f`` of this memory, as PAI's sharing scheduler grants a proportional share of GPU memory

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu_sharing_env.nodes import GPU_TYPE_NAMES, Interconnect, NodeSpec
+from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES, Interconnect, NodeSpec
 from gpu_sharing_env.workload.loaders._common import (
     MODEL_SEED,
     Columns,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.loaders._common import (
     MODEL_SEED,
     Columns,
@@ -17,7 +18,6 @@ from gpu_sharing_env.workload.loaders._common import (
     read_csv,
     timestamps,
 )
-from gpu_sharing_env.zoo import ZOO
 
 
 def read_helios(

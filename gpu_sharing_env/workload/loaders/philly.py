@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.loaders._common import (
     MODEL_SEED,
     Columns,
@@ -24,7 +25,6 @@ from gpu_sharing_env.workload.loaders._common import (
     read_json_list,
     timestamps,
 )
-from gpu_sharing_env.zoo import ZOO
 
 #: Philly records no CPU request; ASSUMPTION: the model class's typical vCPUs per GPU.
 _CPU = {m: p.cpu_cores for m, p in ZOO.items()}

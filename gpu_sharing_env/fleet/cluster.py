@@ -21,15 +21,15 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from gpu_sharing_env.config import SharingConfig
-from gpu_sharing_env.hardware import (
+from gpu_sharing_env.physics.hardware import (
     GpuType,
     get_gpu_type,
     mig_creatable_table,
     mig_free_starts,
     mig_layout_legal,
 )
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.nodes import NodeSpec
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.workload.job import JobSpec
 
 #: ``Cluster.mode`` value of a GPU that has never been configured.

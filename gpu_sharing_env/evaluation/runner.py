@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
-from gpu_sharing_env.interference import MODEL_VERSION
-from gpu_sharing_env.metrics import METRIC_NAMES
+from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
+from gpu_sharing_env.physics.interference import MODEL_VERSION
 from gpu_sharing_env.policy import HeuristicPolicy, Policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec

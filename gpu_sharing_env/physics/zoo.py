@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpu_sharing_env.hardware import GPU_TYPES, GpuType
+from gpu_sharing_env.physics.hardware import GPU_TYPES, GpuType
 from gpu_sharing_env.workload.job import MODEL_CLASSES
 
 __all__ = ["REFERENCE_GPU", "ZOO", "ModelProfile", "UnknownModelError", "get_profile"]

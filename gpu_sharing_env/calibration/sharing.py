@@ -19,11 +19,11 @@ The measurements are *derived ratios* shipped with the package, ``data/sharing_p
 - ``orion_mps``: Orion (EuroSys'24) V100 MPS point: ResNet50 inference at 30 requests/s beside
   ResNet50 training (training speed over solo, inference p50 and p99 in ms).
 
-Every prediction goes through :class:`~gpu_sharing_env.interference.AnalyticSpeedModel` itself
+Every prediction goes through :class:`~gpu_sharing_env.physics.interference.AnalyticSpeedModel` itself
 (``rates`` and ``latency_terms``), with each source model mapped to a zoo class
 (``data/model_map.csv``) and, where the source measured them, the jobs' own solo busy fraction
 and batch time. MPS contention (``KAPPA_*``) is fitted jointly with the pair datasets of
-:mod:`gpu_sharing_env.calibration` (this module adds the MPS throughput rows to that fit, see
+:mod:`gpu_sharing_env.calibration.fit` (this module adds the MPS throughput rows to that fit, see
 :func:`mps_rows`); the time-slicing, priority and tail coefficients are fitted here with the
 kappas fixed.
 """
@@ -41,10 +41,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from gpu_sharing_env.interference import AnalyticSpeedModel, Resident, kp_coefficients
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident, kp_coefficients
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.online import latency
-from gpu_sharing_env.zoo import ZOO
 
 SHARING_DATASETS = (
     "tally_pairs", "tally_priority", "tally_no_transform", "nos_sharing", "orion_mps"
@@ -328,7 +328,7 @@ def heldout_errors(cs: list[Case], kappas: tuple[float, float] | None = None) ->
 
 
 def mps_rows(df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The MPS throughput rows for the joint kappa fit of :mod:`gpu_sharing_env.calibration`:
+    """The MPS throughput rows for the joint kappa fit of :mod:`gpu_sharing_env.calibration.fit`:
     ``source, d_i, b_i, d_j, b_j, n_j, y`` with ``y`` the victim's rate (per pod for nos: aggregate / n)
     beside ``n_j`` identical co-runners at full SM (``_mps_pair`` form, ``d_i = 1`` online)."""
     df = load_sharing() if df is None else df

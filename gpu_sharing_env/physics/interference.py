@@ -20,14 +20,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gpu_sharing_env.modes import SharingMode
+from gpu_sharing_env.physics.modes import SharingMode
 
 # Defined in zoo (their home), re-exported here where callers have always found them.
-from gpu_sharing_env.zoo import REFERENCE_GPU as REFERENCE_GPU
-from gpu_sharing_env.zoo import UnknownModelError as UnknownModelError
+from gpu_sharing_env.physics.zoo import REFERENCE_GPU as REFERENCE_GPU
+from gpu_sharing_env.physics.zoo import UnknownModelError as UnknownModelError
 
 if TYPE_CHECKING:
-    from gpu_sharing_env.zoo import ModelProfile
+    from gpu_sharing_env.physics.zoo import ModelProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ class Resident:
     """What the speed model needs to know about one job resident on a GPU.
 
     Attributes:
-        model: Model class (key of ``gpu_sharing_env.zoo.ZOO``).
+        model: Model class (key of ``gpu_sharing_env.physics.zoo.ZOO``).
         sm_frac: MPS active-thread fraction in (0, 1]; 1.0 outside MPS.
         mig_compute_slices: Compute slices of the job's MIG instance (of 7); 0 outside MIG.
         mig_mem_slices: Memory slices of the job's MIG instance (of 8); 0 outside MIG.
@@ -322,7 +322,7 @@ class AnalyticSpeedModel:
       the other partitions, time-slice terms from the partition-mates, :meth:`latency_terms`).
 
     Args:
-        profiles: Model profiles; defaults to ``gpu_sharing_env.zoo.ZOO``.
+        profiles: Model profiles; defaults to ``gpu_sharing_env.physics.zoo.ZOO``.
         kappa_compute: MPS SM-overlap contention coefficient.
         kappa_bw: MPS bandwidth/L2 contention coefficient.
         mig_mem_weight: Weight of memory slices in a MIG instance's effective size.
@@ -360,7 +360,7 @@ class AnalyticSpeedModel:
         sm_batch_beta: float = SM_BATCH_BETA,
     ) -> None:
         if profiles is None:
-            from gpu_sharing_env.zoo import ZOO
+            from gpu_sharing_env.physics.zoo import ZOO
 
             profiles = ZOO
         for name, value, lo, hi in (
@@ -471,7 +471,7 @@ class AnalyticSpeedModel:
     def _honours_sm_limit(self, gpu_type: str) -> bool:
         ok = self._sm_limit.get(gpu_type)
         if ok is None:
-            from gpu_sharing_env.hardware import get_gpu_type
+            from gpu_sharing_env.physics.hardware import get_gpu_type
 
             ok = self._sm_limit[gpu_type] = get_gpu_type(gpu_type).mps_sm_limit
         return ok

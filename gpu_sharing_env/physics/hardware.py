@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu_sharing_env.nodes import GPU_TYPE_NAMES
+from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 
 __all__ = [
     "GPU_ALIASES",

@@ -5,7 +5,7 @@ model with each dataset three ways and returns ``{dataset: {...}}``:
 
 - ``median_abs_rel_err`` (headline): the *shipped* coefficients (``zoo.ZOO``, the constants in
   ``interference`` and the calibration-only profiles below) evaluated through
-  :class:`~gpu_sharing_env.interference.AnalyticSpeedModel` itself;
+  :class:`~gpu_sharing_env.physics.interference.AnalyticSpeedModel` itself;
 - ``fit_median_abs_rel_err``: a fresh least-squares fit (log residuals, soft-L1 loss);
 - ``heldout_median_abs_rel_err``: leave-one-model-out. The model's own parameters are dropped,
   the rest (global coefficients included) are refitted without its rows, and it is predicted
@@ -29,18 +29,18 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from gpu_sharing_env import calibration_sharing
-from gpu_sharing_env import interference as itf
-from gpu_sharing_env.calibration_sharing import SHARING_DATASETS, mps_rows, ts_check
-from gpu_sharing_env.interference import REFERENCE_GPU, AnalyticSpeedModel, Resident
-from gpu_sharing_env.modes import SharingMode
-from gpu_sharing_env.zoo import MEDIAN_BW, ZOO, ModelProfile
+from gpu_sharing_env.calibration import sharing as calibration_sharing
+from gpu_sharing_env.calibration.sharing import SHARING_DATASETS, mps_rows, ts_check
+from gpu_sharing_env.physics import interference as itf
+from gpu_sharing_env.physics.interference import REFERENCE_GPU, AnalyticSpeedModel, Resident
+from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import MEDIAN_BW, ZOO, ModelProfile
 
 #: The datasets read from ``../shared/data``.
 SHARED_DATASETS = ("miso_mig", "igniter_solo", "igniter_pairs", "gavel_pairs", "lucid_pairs")
 #: Every dataset in a report: the shared ones, the MPS throughput rows of the shipped measured
 #: pairs (``mps_sharing``, fitted jointly with the shared pairs) and the shipped pair datasets of
-#: :mod:`gpu_sharing_env.calibration_sharing`.
+#: :mod:`gpu_sharing_env.calibration.sharing`.
 DATASETS = (*SHARED_DATASETS, "mps_sharing", *SHARING_DATASETS)
 V100 = REFERENCE_GPU
 

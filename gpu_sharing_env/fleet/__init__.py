@@ -1,0 +1,1 @@
+"""Cluster state: the GPUs, what runs on each and in which mode (:mod:`.cluster`)."""
