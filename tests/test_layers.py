@@ -139,3 +139,52 @@ def test_every_package_folder_installs() -> None:
         for p in (ROOT / top).rglob("__init__.py")
     }
     assert folders <= listed, sorted(str(f) for f in folders - listed)
+
+
+#: The core's rooms (issue 51) and what each may import from the rest of the core, as module
+#: prefixes (``gpu_sharing_env.`` left out); a room always imports itself. Lowest first:
+#: physics knows only the job schema's model-class names; the workload, the fleet and the
+#: simulator build on it; the evaluation loop and the Gymnasium envs sit on top. Two arrows go
+#: "up" by design and are named here: the simulator's metric accumulator integrates the schema
+#: of ``evaluation.metrics`` between events, and the sharing calibration evaluates the online
+#: latency model of ``sim.online``.
+ROOMS = {
+    "physics": {"workload.job"},
+    "workload": {"physics", "config"},
+    "fleet": {"physics", "workload", "config"},
+    "calibration": {"physics", "sim.online"},
+    "sim": {"physics", "workload", "fleet", "config", "evaluation.metrics", "_cython", ""},
+    "evaluation": {"physics", "workload", "fleet", "config", "sim", "policy"},
+    "policy": {"sim"},
+    "registry": {"policy"},
+    "envs": {"physics", "workload", "fleet", "config", "sim", "evaluation", "_cython", ""},
+}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "gpu_sharing_env" and len(parts) > 1 else None
+
+
+def test_core_rooms_point_down_only() -> None:
+    bad = []
+    for a, b in _graph().edges:
+        ra, rb = _room(a), _room(b)
+        if ra not in ROOMS or ra == rb or not b.startswith("gpu_sharing_env"):
+            continue
+        target = b.removeprefix("gpu_sharing_env").removeprefix(".")
+        # "" is the package itself (``from gpu_sharing_env import COMPILED``)
+        if not any(
+            target == p or target.startswith(p + ".") or (p == "" and target == "")
+            for p in ROOMS[ra]
+        ):
+            bad.append(f"{a} imports {b}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_every_core_room_is_listed() -> None:
+    core = ROOT / "gpu_sharing_env"
+    rooms = {p.parent.name for p in core.glob("*/__init__.py")} | {
+        p.stem for p in core.glob("*.py") if not p.stem.startswith("_")
+    }
+    assert rooms - {"config", "__init__"} <= set(ROOMS), sorted(rooms - set(ROOMS))
