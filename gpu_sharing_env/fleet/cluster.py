@@ -659,6 +659,20 @@ class Cluster:
                 return
         raise RuntimeError(f"job {job.job_id} is in no gpulet of gpu {gpu}")
 
+    def gpulet_state(self, gpu: int) -> tuple[list[list], int]:
+        """A copy of ``gpu``'s MPS partitions (``[sm_pct, [job ids]]`` each) and its SM
+        percentage in use: what :meth:`restore_gpulets` puts back."""
+        return [[p, list(m)] for p, m in self.parts[gpu]], self.sm_used.item(gpu)
+
+    def restore_gpulets(self, gpu: int, parts: list[list], sm_used: int) -> None:
+        """Put back ``gpu``'s partitions and SM percentage as :meth:`gpulet_state` gave them
+        (a migration's check that removed and re-added a job undoes the new partition order)."""
+        self.parts[gpu] = parts
+        self.n_parts[gpu] = len(parts)
+        self.sm_used[gpu] = sm_used
+        self._touch(gpu)
+        self.version += 1
+
     def gpulet_of(self, gpu: int) -> dict[int, tuple[int, int]]:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
         return {j: (k, pct) for k, (pct, members) in enumerate(self.parts[gpu]) for j in members}

@@ -128,7 +128,7 @@ class Lifecycle:
         old = self._options[st.option]
         # gpulets: the partitions as they were (leaving may free one; rejoining it is undone)
         saved = (
-            [([[p, list(m)] for p, m in c.parts[g]], c.sm_used.item(g)) for g in st.gpus]
+            [c.gpulet_state(g) for g in st.gpus]
             if c.gpulets and old.mode is SharingMode.MPS
             else None
         )
@@ -144,9 +144,7 @@ class Lifecycle:
             mig.append(inst)
         if saved is not None:
             for g, (parts, sm) in zip(st.gpus, saved, strict=True):
-                c.parts[g] = parts
-                c.n_parts[g] = len(c.parts[g])
-                c.sm_used[g] = sm
+                c.restore_gpulets(g, parts, sm)
         st.mig = mig
         return why
 
