@@ -450,3 +450,19 @@ def test_table_and_summary_count_plain_holds_and_bands() -> None:
         summary([fig, miss, none, dep])
         == "2 of 4 hold; 2 of 3 records with a published figure in band"
     )
+
+
+def test_a_printed_figure_stands_for_the_values_that_round_to_it() -> None:
+    """``published``: a band at the figure's printed precision (half a unit of its last digit
+    on each side); the reduction and increase bands follow (PAI's "45 %": 1.802-1.835)."""
+    from gpu_sharing_gym.fidelity.common import increase_band, published, reduction_band
+    from gpu_sharing_gym.fidelity.pai import RP_OVERALL_BAND
+
+    assert published("45") == pytest.approx((44.5, 45.5))
+    assert published("1.10", "2.24") == pytest.approx((1.095, 2.245))
+    assert published("23.7", "30.7") == pytest.approx((23.65, 30.75))
+    assert reduction_band("45") == pytest.approx((1 / 0.555, 1 / 0.545))
+    assert reduction_band("45") == RP_OVERALL_BAND
+    assert increase_band("32", "61.5") == pytest.approx((1.315, 1.6155))
+    lo, hi = reduction_band("45")
+    assert lo < 1 / 0.55 < hi  # the point the paper prints lies inside its band

@@ -622,9 +622,11 @@ def check(
 
     ``band``: the paper's published figure for the same quantity, ``(low, high)`` (a point is
     ``(x, x)``; an "up to 1.5x" slowdown is ``(1.0, 1.5)``, from no effect to the figure;
-    ``None`` on a side: unbounded there, a figure with one bound and no direction). The check
-    then carries ``paper_band`` and ``in_band``, whether its interval overlaps the band
-    (:func:`overlaps`); magnitudes, not only the direction."""
+    ``None`` on a side: unbounded there, a figure with one bound and no direction), at the
+    figure's printed precision (:func:`published`, :func:`reduction_band`,
+    :func:`increase_band`: "45 %" stands for 44.5-45.5 %). The check then carries
+    ``paper_band`` and ``in_band``, whether its interval overlaps the band (:func:`overlaps`);
+    magnitudes, not only the direction."""
     if floor is not None:
         detail = {k: (max(v, floor) if k.partition(SEED_SEP)[0] in (num, den) else v)
                   for k, v in detail.items()}  # fmt: skip
@@ -676,6 +678,36 @@ def overlaps(lo: float, hi: float, band: tuple[float | None, float | None]) -> b
         return False
     b_lo, b_hi = band
     return (b_lo is None or hi >= b_lo) and (b_hi is None or lo <= b_hi)
+
+
+def published(low: str, high: str | None = None) -> tuple[float, float]:
+    """The values a figure stands for as the paper prints it: every value that rounds to it,
+    from half a unit of ``low``'s last printed digit below it to half a unit of ``high``'s
+    above (``high`` None: a point). "45" stands for 44.5 to 45.5, "1.10" for 1.095 to 1.105,
+    "23.7"-"30.7" for 23.65 to 30.75: a printed figure is no more precise than its digits.
+    The figures are strings so that their precision is the paper's ("1.10" is not "1.1")."""
+
+    def half(s: str) -> float:
+        digits = len(s.partition(".")[2])
+        return 0.5 * 10.0**-digits
+
+    hi = low if high is None else high
+    return float(low) - half(low), float(hi) + half(hi)
+
+
+def reduction_band(low: str, high: str | None = None) -> tuple[float, float]:
+    """A published *reduction* of ``low`` (to ``high``) percent as a band of the ratio
+    baseline / ours, ``1 / (1 - p / 100)``, at the figure's printed precision
+    (:func:`published`): "45" % is 1.802 to 1.835."""
+    lo, hi = published(low, high)
+    return 1.0 / (1.0 - lo / 100.0), 1.0 / (1.0 - hi / 100.0)
+
+
+def increase_band(low: str, high: str | None = None) -> tuple[float, float]:
+    """A published *increase* of ``low`` (to ``high``) percent as a band of the ratio
+    ours / baseline, ``1 + p / 100``, at the figure's printed precision (:func:`published`)."""
+    lo, hi = published(low, high)
+    return 1.0 + lo / 100.0, 1.0 + hi / 100.0
 
 
 def _bands(checks: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], bool | None]:

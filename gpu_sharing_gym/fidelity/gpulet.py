@@ -60,7 +60,7 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.services import SERVING_MEM_GB
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from gpu_sharing_gym.baselines.gpulet import GPULet, p99_ms
-from gpu_sharing_gym.fidelity.common import SEED_SEP, check, record, scenario
+from gpu_sharing_gym.fidelity.common import SEED_SEP, check, increase_band, record, scenario
 
 PAPER = "GPULet (Choi et al., USENIX ATC'22)"
 
@@ -491,7 +491,7 @@ def gpulet(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
     simulator serves the plan within the scenario's SLO target (0.99 of the requests)
     (:func:`feasible`, :func:`peak`); the peak throughput is the mix's total rate there. Checks:
     spatio-temporal's peak throughput over temporal-only's (> 1; the paper's +61.7 %, band
-    1.617) and over spatial-only's (> 1). ``quick`` serves each point for half an hour
+    1.6165-1.6175 at its printed precision) and over spatial-only's (> 1). ``quick`` serves each point for half an hour
     instead of two.
     """
     t0 = time.perf_counter()
@@ -521,7 +521,7 @@ def gpulet(seeds: Sequence[int], quick: bool = False) -> dict[str, Any]:
             ">",
             1.0,
             "temporal.peak_rps",
-            band=(1.617, 1.617),
+            band=increase_band("61.7"),
         ),
         check("peak throughput ST/spatial", d, f"{st}.peak_rps", ">", 1.0, "spatial.peak_rps"),
     ]

@@ -33,18 +33,27 @@ from typing import Any
 from gpu_sharing_gym.baselines.gandiva import Gandiva
 from gpu_sharing_gym.baselines.horus import Horus
 from gpu_sharing_gym.baselines.reference import FifoExclusive
-from gpu_sharing_gym.fidelity.common import Variant, check, record, run_variants, scenario
+from gpu_sharing_gym.fidelity.common import (
+    Variant,
+    check,
+    increase_band,
+    record,
+    reduction_band,
+    run_variants,
+    scenario,
+)
 
 PAPER = "Horus (Yeung et al., IEEE TPDS 2022)"
 
 
-#: The paper's figures as bands of our ratios: utilisation +32 to +61.5 % (Horus over the
-#: non-sharing managers), makespan -23.7 to -30.7 % (Gandiva over Horus 1/0.763 to 1/0.693) and
-#: median waiting time up to -68.3 % (Gandiva over Horus from 1, no reduction, to 1/0.317: an
-#: "up to" figure bounds the effect on one side, its direction on the other).
-UTIL_BAND = (1.32, 1.615)
-MAKESPAN_BAND = (1 / (1 - 0.237), 1 / (1 - 0.307))
-WAIT_BAND = (1.0, 1 / (1 - 0.683))
+#: The paper's figures as bands of our ratios, at their printed precision
+#: (``common.published``): utilisation +32 to +61.5 % (Horus over the non-sharing managers),
+#: makespan -23.7 to -30.7 % (Gandiva over Horus 1/0.763 to 1/0.693) and median waiting time up
+#: to -68.3 % (Gandiva over Horus from 1, no reduction, to 1/0.317: an "up to" figure bounds the
+#: effect on one side, its direction on the other).
+UTIL_BAND = increase_band("32", "61.5")
+MAKESPAN_BAND = reduction_band("23.7", "30.7")
+WAIT_BAND = (1.0, reduction_band("68.3")[1])
 
 #: Waits are compared at a resolution of 1 s: a median of 0 s (most jobs start at once) is
 #: "no wait", not an infinitely better arm (``common.check``'s floor).
