@@ -26,18 +26,27 @@ __version__ = "0.5.0"
 #: runs all of them from their Python sources, with the same results bit for bit.
 COMPILED: tuple[str, ...] = _modes.select()
 
-#: The registered env ids and their classes. No max_episode_steps: the simulated horizon ends
-#: every episode (see the env docstring). v1: option-agnostic observations (option and job x GPU
+#: The registered env ids and their settings: every id is the one env class
+#: (``gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv``) with its interface
+#: (``gpu_sharing_env.envs.interfaces``). No max_episode_steps: the simulated horizon ends every
+#: episode (see the env docstring). v1: option-agnostic observations (option and job x GPU
 #: features), padded layouts; v2: the action picks one of the candidate moves (any queued job,
 #: migrations, hold).
+_ENTRY_POINT = "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv"
 _ENVS = {
-    "GpuSharing-v0": "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv",
-    "GpuSharing-v1": "gpu_sharing_env.envs.gpu_sharing_v1:GpuSharingEnvV1",
-    "GpuSharing-v2": "gpu_sharing_env.envs.gpu_sharing_v2:GpuSharingEnvV2",
+    "GpuSharing-v0": {"interface": "v0"},
+    "GpuSharing-v1": {"interface": "v1"},
+    "GpuSharing-v2": {"interface": "v2"},
 }
-for _id, _entry in _ENVS.items():
+for _id, _settings in _ENVS.items():
     if _id not in _gym_registry:
-        _register(id=_id, entry_point=_entry, max_episode_steps=None, nondeterministic=False)
+        _register(
+            id=_id,
+            entry_point=_ENTRY_POINT,
+            max_episode_steps=None,
+            nondeterministic=False,
+            kwargs=_settings,
+        )
 
 # v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
 # observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
-from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.codec import ActionCodec
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     env = gym.make(
         "GpuSharing-v2", scenario=a.scenario, max_candidates=2**24, decision_scope=a.scope
     ).unwrapped
-    assert isinstance(env, GpuSharingEnvV2)
+    assert isinstance(env, GpuSharingEnv) and env.interface.version == "v2"
     t0 = time.perf_counter()
     env.reset(seed=a.seed)
     policy.reset(a.seed)

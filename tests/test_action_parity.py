@@ -15,7 +15,8 @@ import pytest
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs.candidates import TooManyCandidates
-from gpu_sharing_env.envs.gpu_sharing_v2 import DEFAULT_MAX_CANDIDATES, GpuSharingEnvV2
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.envs.interfaces import DEFAULT_MAX_CANDIDATES
 from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
@@ -77,7 +78,7 @@ def _through_env(
         mechanisms=dict(policy.mechanisms),
         invalid_action="raise",
     ).unwrapped
-    assert isinstance(env, GpuSharingEnvV2)
+    assert isinstance(env, GpuSharingEnv) and env.interface.version == "v2"
     env.reset(seed=seed)
     policy.reset(seed)
     sim = env.sim

@@ -14,13 +14,13 @@ from gymnasium.utils.env_checker import check_env
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.envs.candidates import CANDIDATE_FEATURES
 from gpu_sharing_env.envs.conformance import api_test
-from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.sim.state import Status
 
 
-def _env(**kw: Any) -> GpuSharingEnvV2:
+def _env(**kw: Any) -> GpuSharingEnv:
     env = gym.make("GpuSharing-v2", scenario="default", max_candidates=1024, **kw).unwrapped
-    assert isinstance(env, GpuSharingEnvV2)
+    assert isinstance(env, GpuSharingEnv) and env.interface.version == "v2"
     return env
 
 

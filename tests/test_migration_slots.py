@@ -12,7 +12,7 @@ import torch as th
 from gymnasium import spaces
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
-from gpu_sharing_env.envs.gpu_sharing_v1 import GpuSharingEnvV1
+from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.observation_v1 import (
     JOB_FEATURES_V1,
     MOVE_FEATURES,
@@ -32,16 +32,16 @@ MOVES = 2
 J = len(JOB_FEATURES_V1)
 
 
-def _migration_actions(env: GpuSharingEnvV1, legal: np.ndarray) -> np.ndarray:
+def _migration_actions(env: GpuSharingEnv, legal: np.ndarray) -> np.ndarray:
     first = 1 + env.max_window * env.max_gpus * env.codec.n_options
     return legal[legal >= first]
 
 
-def _rollout(seed: int, moves: int = MOVES, steps: int = 400) -> tuple[str, GpuSharingEnvV1, int]:
+def _rollout(seed: int, moves: int = MOVES, steps: int = 400) -> tuple[str, GpuSharingEnv, int]:
     """A rollout that takes a legal migration whenever one is offered (else a random legal
     action): (hash of every observation and reward, the env, migrations taken)."""
     env = gym.make("GpuSharing-v1", scenario="default", migration_slots=moves).unwrapped
-    assert isinstance(env, GpuSharingEnvV1)
+    assert isinstance(env, GpuSharingEnv) and env.interface.version == "v1"
     obs, info = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     h = hashlib.sha256()

@@ -1,7 +1,10 @@
-"""``GpuSharing-v0``: GPU-cluster scheduling with time-sharing, MPS and MIG as a Gymnasium env."""
+"""The ``GpuSharing`` env family: GPU-cluster scheduling with time-sharing, MPS and MIG as a
+Gymnasium env. One class, :class:`GpuSharingEnv`, serves ``GpuSharing-v0``, ``-v1`` and ``-v2``;
+its ``interface`` (``gpu_sharing_env.envs.interfaces``) is what the versions differ in."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any, Literal, SupportsFloat, SupportsInt
@@ -11,19 +14,32 @@ import numpy as np
 from gymnasium import spaces
 
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
-from gpu_sharing_env.envs.observation import ObservationEncoder
+from gpu_sharing_env.envs.interfaces import INTERFACES, Interface, Obs
 from gpu_sharing_env.envs.render import render_ansi, render_rgb
 from gpu_sharing_env.envs.rewards import REWARDS, Reward
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
-from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.engine import Simulator
 
 INVALID_ACTION_MODES = ("noop", "raise")
 #: Episode seeds drawn by ``reset()`` without a seed lie in [0, 2**31).
 _SEED_BOUND = 2**31 - 1
 
-Obs = dict[str, np.ndarray]
+
+def _interface(sim: Simulator, name: str, settings: Mapping[str, Any]) -> Interface:
+    """The interface ``name`` built with ``settings`` (one-line errors for unknown ones)."""
+    cls = INTERFACES.get(name)
+    if cls is None:
+        raise ValueError(f"interface: must be one of {', '.join(INTERFACES)} (got {name!r})")
+    takes = list(inspect.signature(cls).parameters)[1:]  # (after the simulator)
+    unknown = [k for k in settings if k not in takes]
+    if unknown:
+        raise TypeError(
+            f"GpuSharing-{name} got an unexpected keyword argument {unknown[0]!r} (besides the "
+            f"common ones it takes {', '.join(takes) or 'none'})"
+        )
+    return cls(sim, **settings)
 
 
 class GpuSharingEnv(gym.Env[Obs, np.int64]):
@@ -34,44 +50,39 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     A simulated cluster of GPU nodes (T4 ... H100, per the scenario) receives offline training
     jobs (gangs of whole GPUs or fractions of one; heavy-tailed durations known only through
     noisy estimates) and online inference services (diurnal load, latency SLO). The agent is the
-    scheduler: at every decision point it picks one job from a window of the queue and where it
-    goes (first GPU, sharing mode, MPS SM share or MIG instance size), or waits. Co-located jobs
+    scheduler: at every decision point it picks a move (which queued job goes where: first GPU,
+    sharing mode, MPS SM share or MIG instance size; or a migration), or waits. Co-located jobs
     slow each other (interference model), MPS faults can take down co-located clients, MIG
     re-partitioning takes time. The simulator is event-driven: after a decision that leaves
     nothing to decide at that instant, time advances to the next event (arrival, completion,
     fault, load tick) after which some queued job can be placed.
 
+    One class serves every version: ``interface`` (a key of
+    :data:`~gpu_sharing_env.envs.interfaces.INTERFACES`) sets how moves are laid out as actions
+    and what is observed; the simulator, rewards, ``info`` and episode rules are the same.
+    ``gymnasium.make("GpuSharing-v0")`` is this class with ``interface="v0"``, and so on.
+
     ## Action Space
 
-    ``Discrete(1 + queue_window * max_gpus * n_options)``. Action ``0`` waits (always legal).
-    Action ``1 + (slot * max_gpus + gpu) * n_options + option`` places the ``slot``-th job of the
-    queue window with its first GPU at ``gpu`` using placement option ``option`` (the scenario's
-    options in order: exclusive, time-sharing, MPS at each SM share, MIG at each instance size;
-    ``env.unwrapped.sim.options``). Gangs take the first legal GPUs from ``gpu`` on.
-    ``action_masks()`` (sb3-contrib's contract) and ``info["action_mask"]`` give the legal
-    actions as an int8 vector, built from the simulator's own legality function.
+    A flat ``Discrete`` in which action ``0`` waits (always legal). ``action_masks()``
+    (sb3-contrib's contract) and ``info["action_mask"]`` give the legal actions as an int8
+    vector, built from the simulator's own legality function.
+
+    * v0 (:class:`~gpu_sharing_env.envs.interfaces.WindowTables`):
+      ``Discrete(1 + queue_window * max_gpus * n_options)``, action
+      ``1 + (slot * max_gpus + gpu) * n_options + option`` places the ``slot``-th job of the
+      queue window with its first GPU at ``gpu`` using placement option ``option``.
+    * v1 (:class:`~gpu_sharing_env.envs.interfaces.WindowFeatures`): v0's layout padded to
+      ``max_window`` and ``max_options``, plus ``migration_slots`` job slots for running jobs.
+    * v2 (:class:`~gpu_sharing_env.envs.interfaces.CandidateMoves`):
+      ``Discrete(max_candidates)``, one action per move the simulator accepts now.
 
     ## Observation Space
 
-    A ``Dict`` of 1-D float32 ``Box`` es (row-major tables; full layout in ``docs/env.md``):
-
-    | key      | shape                          | contents                                       | range   |
-    |----------|--------------------------------|------------------------------------------------|---------|
-    | gpus     | max_gpus × 26                  | present, type one-hot (8), memory, MIG/MPS     | [0, 1]  |
-    |          |                                | capability, mode one-hot (5), residents, free  |         |
-    |          |                                | memory/SM/MIG, healthy, ready, hosts online,   |         |
-    |          |                                | utilisation, node CPU load                     |         |
-    | jobs     | queue_window × 30              | present, online, gang, GPU fraction, memory,   | [0, 1]  |
-    |          |                                | CPU, est. work (log), wait (log), attempts,    |         |
-    |          |                                | type-constrained, placeable, priority, SLO,    |         |
-    |          |                                | model class one-hot (17)                       |         |
-    | global   | 11                             | time of day sin/cos, time/horizon, queue and   | [-1, 1] |
-    |          |                                | in-system counts (log), window fill, cluster   |         |
-    |          |                                | size/max_gpus, empty GPUs, mean util, SLO      |         |
-    |          |                                | attainment so far, SLO target                  |         |
-
-    GPU rows beyond the cluster's size are zero (``present`` = 0), so one policy (with a fixed
-    ``max_gpus``) serves clusters of several sizes.
+    A ``Dict`` of float32 ``Box`` es with finite bounds (layouts in ``docs/env.md`` and in the
+    interfaces' docstrings): v0 GPU, job and global tables padded to ``max_gpus`` (rows beyond
+    the cluster's size are zero, so one policy serves clusters of several sizes); v1 those
+    widened plus option and job × GPU pair features; v2 one feature row per candidate move.
 
     ## Rewards
 
@@ -95,38 +106,49 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     Terminates when the simulated horizon is reached or every offline job has finished or failed
     (``info["metrics"]`` then holds the episode metrics under the schema's names). The env
-    never truncates: the simulated horizon bounds every episode, so ``GpuSharing-v0`` is
-    registered without ``max_episode_steps``; pass ``max_episode_steps`` to ``gymnasium.make``
-    for a step limit (``TimeLimit``).
+    never truncates: the simulated horizon bounds every episode, so the ids are registered
+    without ``max_episode_steps``; pass ``max_episode_steps`` to ``gymnasium.make`` for a step
+    limit (``TimeLimit``).
 
     ## Arguments
 
     ```python
     gymnasium.make("GpuSharing-v0", scenario="default", reward="jct", reward_kwargs=None,
-                   invalid_action="noop", render_mode=None, max_gpus=None,
-                   window_order="fifo")
+                   invalid_action="noop", render_mode=None, window_order="fifo",
+                   max_gpus=None)
     ```
 
     * ``scenario``: a name in ``configs/scenarios/``, a YAML path, or a ``ScenarioConfig``.
     * ``reward``: a key of ``REWARDS``; ``reward_kwargs`` go to its constructor
       (e.g. ``{"slo_weight": 50.0}``).
     * ``invalid_action``: ``"noop"`` (default) treats an action outside the mask as *wait* and
-      sets ``info["invalid_action"]``; ``"raise"`` raises ``ValueError`` with the simulator's
-      reason. (``"noop"`` is the default because Gymnasium's and SB3's checkers, and unmasked
+      sets ``info["invalid_action"]``; ``"raise"`` raises ``ValueError`` with the reason.
+      (``"noop"`` is the default because Gymnasium's and SB3's checkers, and unmasked
       algorithms, sample actions without the mask.) Actions outside the action space always
       raise.
     * ``render_mode``: ``None``, ``"ansi"`` (text: nodes, GPUs, modes, residents, queue) or
       ``"rgb_array"`` (an image of the same).
-    * ``max_gpus``: padded GPU count of the observation and action layout; ``None`` takes the
-      scenario's ``env.max_gpus``; ``0`` means the cluster's own size.
     * ``window_order``: which queued jobs the window holds. ``"fifo"`` (default): the first
       ``queue_window`` in submission order. ``"predicted"``: services and prioritised jobs first
       (in submission order), then the best-effort jobs with the shortest predicted duration
       (the scenario's estimate over the fastest allowed GPU type's solo speed), so an agent
       can serve the short jobs of a long queue (``Simulator.window_order``).
+    * ``interface``: ``"v0"`` (default), ``"v1"`` or ``"v2"`` (each registered id sets it).
+    * The interface's own settings (keyword arguments): v0 ``max_gpus`` (padded GPU count;
+      ``None`` takes the scenario's ``env.max_gpus``, ``0`` the cluster's own size); v1
+      ``max_gpus``, ``max_window``, ``max_options``, ``migration_slots``, ``job_history``; v2
+      ``max_candidates``, ``decision_scope``, ``mechanisms``. Another version's setting raises
+      ``TypeError``.
+
+    The interface's settings and state read as the env's: ``env.codec``, ``env.max_gpus``,
+    ``env.encoder`` (v0, v1), ``env.max_window`` (v1), ``env.candidates`` and
+    ``env.index_of(decision)`` (v2).
 
     ## Version History
 
+    * v2: candidate actions over the whole queue and migrations; candidate feature rows.
+    * v1: option features, job × GPU pair features, time-until-free, queue statistics beyond
+      the window; padded window and options. Dynamics and rewards as v0.
     * v0: Initial version.
     """
 
@@ -139,8 +161,10 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         reward_kwargs: Mapping[str, Any] | None = None,
         invalid_action: Literal["noop", "raise"] = "noop",
         render_mode: str | None = None,
-        max_gpus: int | None = None,
+        *,
         window_order: str = "fifo",
+        interface: str = "v0",
+        **settings: Any,
     ) -> None:
         if isinstance(scenario, ScenarioConfig):
             cfg = scenario
@@ -173,16 +197,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         #: ``queue_window`` in submission order, or services first and then the shortest
         #: predicted jobs of the whole queue (``Simulator.window_order``).
         self.window_order = window_order
-        n_gpus = self.sim.n_gpus
-        pad = cfg.env.max_gpus if max_gpus is None else max_gpus
-        if isinstance(pad, bool) or not isinstance(pad, int | np.integer) or pad < 0:
-            raise ValueError(f"max_gpus: must be None or an integer >= 0 (got {max_gpus!r})")
-        pad = int(pad) or n_gpus
-        if pad < n_gpus:
-            raise ValueError(
-                f"max_gpus: must be 0 or >= the cluster's {n_gpus} GPUs (got {pad}; "
-                f"scenario {cfg.name})"
-            )
+        #: The version's action layout, mask, observation and reasons.
+        self.interface: Interface = _interface(self.sim, interface, settings)
         try:
             self.reward_fn: Reward = REWARDS[reward](**dict(reward_kwargs or {}))
         except TypeError as e:
@@ -190,33 +206,57 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         self.reward_name = reward
         self.invalid_action = invalid_action
         self.render_mode = render_mode
-        self.max_gpus = pad
-        self.codec = ActionCodec(self.sim.window, pad, len(self.sim.options))
-        self.encoder = ObservationEncoder(self.sim, pad)
-        self.action_space: spaces.Space[np.int64] = spaces.Discrete(self.codec.n_actions)
-        self.observation_space: spaces.Dict = self.encoder.space  # type: ignore[assignment]
+        self.action_space: spaces.Space[np.int64] = self.interface.action_space
+        self.observation_space: spaces.Dict = self.interface.observation_space  # type: ignore[assignment]
         self.episode_seed: int | None = None
-        self._mask = np.zeros(self.codec.n_actions, dtype=np.int8)
+        self._mask = np.zeros(self.interface.action_space.n, dtype=np.int8)
         self._mask[WAIT] = 1
+
+    @property
+    def codec(self) -> ActionCodec:
+        """The queue-window codec (v2: the cluster's own layout, for ``ClusterView``)."""
+        return self.interface.codec
+
+    @property
+    def max_gpus(self) -> int:
+        """GPU rows of the layout, padding included (v2: the cluster's size)."""
+        return self.interface.max_gpus
+
+    def __getattr__(self, name: str) -> Any:
+        # Only names the env lacks arrive here: the interface's settings and state read as the
+        # env's (``env.max_window``, ``env.candidates``, ``env.index_of(d)``).
+        interface = self.__dict__.get("interface")
+        if interface is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        try:
+            return getattr(interface, name)
+        except AttributeError:
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r} "
+                f"(interface {interface.version})"
+            ) from None
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Obs, dict[str, Any]]:
-        """Start an episode; ``seed`` seeds the simulator (see Starting State)."""
+        """Start an episode; ``seed`` seeds the simulator (see Starting State): the runner's
+        episode for that seed (v2: with the same decision scope, window order and mechanisms)."""
         super().reset(seed=seed)
         if seed is None:
             seed = int(self.np_random.integers(_SEED_BOUND))
         self.episode_seed = int(seed)
-        self.sim.reset(self.episode_seed, window_order=self.window_order)
-        self.encoder.reset()
+        face = self.interface
+        self.sim.reset(self.episode_seed, window_order=self.window_order, **face.sim_settings())
+        face.reset()
         self.reward_fn.reset(self.sim)
-        self._mask = self._build_mask()
-        return self._observe(), self._info(invalid=None)
+        self._mask = face.mask()
+        return face.observe(self._mask), self._info(invalid=None)
 
     def step(self, action: SupportsInt) -> tuple[Obs, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one decision (or wait); advance to the next decision point if none is left."""
         sim = self.sim
+        face = self.interface
         a = int(action)
         n = len(self._mask)
         if not 0 <= a < n:
@@ -225,22 +265,22 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         if not sim.done:
             if a != WAIT and not self._mask[a]:
                 if self.invalid_action == "raise":
-                    raise ValueError(f"illegal action {a}: {self.explain(a)}")
+                    raise ValueError(f"illegal action {a}: {face.explain(a)}")
                 invalid = True
                 a = WAIT
             if a == WAIT:
                 sim.advance()
             else:
-                sim.apply(self._decision(a))
+                sim.apply(face.decision(a))
                 if not sim.needs_decision():
                     sim.advance()
         reward = float(self.reward_fn(sim))
-        self._mask = self._build_mask()
+        self._mask = face.mask()
         terminated = sim.done
         info = self._info(invalid=invalid)
         if terminated:
             info["metrics"] = sim.metrics()
-        return self._observe(), reward, terminated, False, info
+        return face.observe(self._mask), reward, terminated, False, info
 
     def set_slo_weight(self, weight: float) -> None:
         """Set the reward's SLO weight λ from the next step on (constrained training adapts it
@@ -270,34 +310,9 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     # ------------------------------------------------------------------ helpers
     def explain(self, action: int) -> str | None:
-        """Why ``action`` is illegal now (the simulator's reason), or None if it is legal."""
-        sim = self.sim
-        if not 0 <= action < self.codec.n_actions:
-            return f"action {action} out of range 0..{self.codec.n_actions - 1}"
-        if action == WAIT:
-            return None
-        if sim.done:
-            return "the episode is over"
-        slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
-        window = sim.window_jobs()
-        if slot >= len(window):
-            return f"queue slot {slot} is empty ({len(window)} jobs in the window)"
-        if gpu >= sim.n_gpus:
-            return f"gpu {gpu} is padding (the cluster has {sim.n_gpus} GPUs)"
-        return sim.check(Decision(window[slot].job_id, gpu, option))
-
-    def _decision(self, action: int) -> Decision:
-        """The decision legal ``action`` (not wait) stands for."""
-        slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
-        return Decision(self.codec.slot_job(self.sim, slot), gpu, option)
-
-    def _build_mask(self) -> np.ndarray:
-        """The action mask from the simulator's legality function (a fresh array)."""
-        return self.codec.mask(self.sim)
-
-    def _observe(self) -> Obs:
-        """The observation now (after :meth:`_build_mask`)."""
-        return self.encoder.encode(self.sim)
+        """Why ``action`` is illegal now (padding, or the simulator's reason), or None if it
+        is legal."""
+        return self.interface.explain(action)
 
     def _info(self, invalid: bool | None) -> dict[str, Any]:
         info: dict[str, Any] = {"action_mask": self._mask.copy(), "sim_time_s": self.sim.now}

@@ -1,0 +1,448 @@
+"""The agent's side of the ``GpuSharing`` env family: what an action means and what is observed.
+
+:class:`~gpu_sharing_env.envs.gpu_sharing.GpuSharingEnv` runs the simulator, the reward, the
+invalid-action rule and the episode once for every version; its ``interface`` argument names
+one of :data:`INTERFACES`, which lays the decisions out as actions, builds the mask and the
+observation and says why an action is illegal:
+
+| version | interface          | action                               | observation                  |
+|---------|--------------------|--------------------------------------|------------------------------|
+| v0      | :class:`WindowTables`   | (window slot, first GPU, option) | GPU, job and global tables   |
+| v1      | :class:`WindowFeatures` | v0's, padded, plus migration slots | v0's widened, option and job x GPU pair features |
+| v2      | :class:`CandidateMoves` | one of the moves the simulator accepts now | a feature row per move |
+
+An interface is built with the env's simulator and its own settings (the env passes on every
+argument it does not take itself) and keeps only agent-side state: the codec, the encoder, the
+candidates. The env reads its settings and state as its own (``env.max_window``,
+``env.candidates``, ``env.index_of(d)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+
+from gpu_sharing_env.envs.candidates import N_FEATURES, CandidateBuilder, Candidates
+from gpu_sharing_env.envs.observation import ObservationEncoder
+from gpu_sharing_env.envs.observation_v1 import ObservationEncoderV1
+from gpu_sharing_env.sim.codec import WAIT, ActionCodec
+from gpu_sharing_env.sim.engine import Decision, Simulator
+
+Obs = dict[str, np.ndarray]
+
+#: The default ``max_candidates``: above the most legal moves seen on ``default`` (parity test).
+DEFAULT_MAX_CANDIDATES = 4096
+#: ``global`` features of v2: time / horizon, queued jobs (log), offline jobs left (share), empty
+#: ready GPUs (share), candidates / ``max_candidates``.
+GLOBAL_FEATURES_V2 = ("time", "queued_log", "offline_left", "empty_gpus", "candidates")
+DECISION_SCOPES = ("queue", "window")
+
+
+def _int_at_least(value: object, low: int) -> bool:
+    return (
+        not isinstance(value, bool) and isinstance(value, int | np.integer) and bool(value >= low)
+    )
+
+
+def _max_gpus(sim: Simulator, max_gpus: int | None) -> int:
+    """The padded GPU count: ``None`` takes the scenario's ``env.max_gpus``, 0 the cluster's."""
+    n_gpus = sim.n_gpus
+    pad = sim.cfg.env.max_gpus if max_gpus is None else max_gpus
+    if not _int_at_least(pad, 0):
+        raise ValueError(f"max_gpus: must be None or an integer >= 0 (got {max_gpus!r})")
+    pad = int(pad) or n_gpus
+    if pad < n_gpus:
+        raise ValueError(
+            f"max_gpus: must be 0 or >= the cluster's {n_gpus} GPUs (got {pad}; "
+            f"scenario {sim.cfg.name})"
+        )
+    return pad
+
+
+def _pad(name: str, value: int | None, own: int, scenario: str) -> int:
+    if value is None or value == 0:
+        return own
+    if not _int_at_least(value, own):
+        raise ValueError(
+            f"{name}: must be None, 0 or an integer >= the scenario's {own} (got {value!r}; "
+            f"scenario {scenario})"
+        )
+    return int(value)
+
+
+class Interface:
+    """One version's action layout, mask, observation and reasons (module docstring)."""
+
+    #: The version it serves (its key in :data:`INTERFACES`).
+    version: ClassVar[str]
+    action_space: spaces.Discrete
+    observation_space: spaces.Dict
+    #: The queue-window codec a heuristic reads the state through (``ClusterView(sim, codec)``).
+    codec: ActionCodec
+    #: GPU rows of the layout (padding included) and of ``render_mode="rgb_array"``'s image.
+    max_gpus: int
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def sim_settings(self) -> dict[str, Any]:
+        """What ``Simulator.reset`` takes besides the seed and the window order."""
+        return {}
+
+    def reset(self) -> None:
+        """Forget the last episode (after the simulator's reset)."""
+
+    def mask(self) -> np.ndarray:
+        """The legal actions now (a fresh int8 array; action 0 is always legal)."""
+        raise NotImplementedError
+
+    def observe(self, mask: np.ndarray) -> Obs:
+        """The observation now (``mask``: what :meth:`mask` just returned)."""
+        raise NotImplementedError
+
+    def decision(self, action: int) -> Decision:
+        """The decision the masked-legal ``action`` (not 0) stands for."""
+        raise NotImplementedError
+
+    def explain(self, action: int) -> str | None:
+        """Why ``action`` is illegal now, or None if it is legal."""
+        raise NotImplementedError
+
+
+class WindowTables(Interface):
+    """``GpuSharing-v0``: the jobs of the queue window at (first GPU, option), GPU and job tables.
+
+    ## Action Space
+
+    ``Discrete(1 + queue_window * max_gpus * n_options)``. Action ``0`` waits (always legal).
+    Action ``1 + (slot * max_gpus + gpu) * n_options + option`` places the ``slot``-th job of the
+    queue window with its first GPU at ``gpu`` using placement option ``option`` (the scenario's
+    options in order: exclusive, time-sharing, MPS at each SM share, MIG at each instance size;
+    ``env.unwrapped.sim.options``). Gangs take the first legal GPUs from ``gpu`` on. The mask is
+    built from the simulator's own legality function (``ActionCodec.mask``).
+
+    ## Observation Space
+
+    A ``Dict`` of 1-D float32 ``Box`` es (row-major tables; full layout in ``docs/env.md``):
+
+    | key      | shape                          | contents                                       | range   |
+    |----------|--------------------------------|------------------------------------------------|---------|
+    | gpus     | max_gpus × 26                  | present, type one-hot (8), memory, MIG/MPS     | [0, 1]  |
+    |          |                                | capability, mode one-hot (5), residents, free  |         |
+    |          |                                | memory/SM/MIG, healthy, ready, hosts online,   |         |
+    |          |                                | utilisation, node CPU load                     |         |
+    | jobs     | queue_window × 30              | present, online, gang, GPU fraction, memory,   | [0, 1]  |
+    |          |                                | CPU, est. work (log), wait (log), attempts,    |         |
+    |          |                                | type-constrained, placeable, priority, SLO,    |         |
+    |          |                                | model class one-hot (17)                       |         |
+    | global   | 11                             | time of day sin/cos, time/horizon, queue and   | [-1, 1] |
+    |          |                                | in-system counts (log), window fill, cluster   |         |
+    |          |                                | size/max_gpus, empty GPUs, mean util, SLO      |         |
+    |          |                                | attainment so far, SLO target                  |         |
+
+    GPU rows beyond the cluster's size are zero (``present`` = 0), so one policy (with a fixed
+    ``max_gpus``) serves clusters of several sizes.
+
+    ## Arguments
+
+    * ``max_gpus``: padded GPU count of the observation and action layout; ``None`` takes the
+      scenario's ``env.max_gpus``; ``0`` means the cluster's own size.
+    """
+
+    version = "v0"
+    encoder: ObservationEncoder | ObservationEncoderV1
+
+    def __init__(self, sim: Simulator, max_gpus: int | None = None) -> None:
+        super().__init__(sim)
+        self.max_gpus = _max_gpus(sim, max_gpus)
+        self._use(
+            ActionCodec(sim.window, self.max_gpus, len(sim.options)),
+            ObservationEncoder(sim, self.max_gpus),
+        )
+
+    def _use(self, codec: ActionCodec, encoder: ObservationEncoder | ObservationEncoderV1) -> None:
+        self.codec = codec
+        self.encoder = encoder
+        self.action_space = spaces.Discrete(codec.n_actions)
+        self.observation_space = encoder.space
+
+    def reset(self) -> None:
+        self.encoder.reset()
+
+    def mask(self) -> np.ndarray:
+        return self.codec.mask(self.sim)
+
+    def observe(self, mask: np.ndarray) -> Obs:
+        return self.encoder.encode(self.sim)
+
+    def decision(self, action: int) -> Decision:
+        slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
+        return Decision(self.codec.slot_job(self.sim, slot), gpu, option)
+
+    def explain(self, action: int) -> str | None:
+        """Why ``action`` is illegal now (the simulator's reason), or None if it is legal."""
+        sim = self.sim
+        if not 0 <= action < self.codec.n_actions:
+            return f"action {action} out of range 0..{self.codec.n_actions - 1}"
+        if action == WAIT:
+            return None
+        if sim.done:
+            return "the episode is over"
+        slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
+        window = sim.window_jobs()
+        if slot >= len(window):
+            return f"queue slot {slot} is empty ({len(window)} jobs in the window)"
+        if gpu >= sim.n_gpus:
+            return f"gpu {gpu} is padding (the cluster has {sim.n_gpus} GPUs)"
+        return sim.check(Decision(window[slot].job_id, gpu, option))
+
+
+class WindowFeatures(WindowTables):
+    """``GpuSharing-v1``: v0's actions with padded layouts, options described by their features.
+
+    ## Action Space
+
+    As v0: ``Discrete(1 + max_window * max_gpus * max_options)``; action ``0`` waits (always
+    legal), action ``1 + (slot * max_gpus + gpu) * max_options + option`` places the ``slot``-th
+    window job with its first GPU at ``gpu`` using placement option ``option``. Slots past the
+    scenario's queue window and options past its option list are padding and never legal, so
+    envs of several scenarios can share one layout (a vector env needs equal spaces).
+
+    ## Observation Space
+
+    A ``Dict`` of 1-D float32 ``Box`` es (``gpu_sharing_env.envs.observation_v1``): v0's
+    ``gpus``, ``jobs`` and ``global`` tables widened with time-until-free per GPU,
+    resource-guarantee residents, predicted durations and statistics of the queue beyond the
+    window; ``options`` (each option's mode one-hot, SM share, MIG compute and memory slices)
+    and ``pairs`` (per window job and GPU: legality, solo speed, predicted share, rate and
+    duration). A network that reads options through their features has no weight whose shape
+    depends on the number of options, GPUs or window slots.
+
+    ## Arguments
+
+    v0's ``max_gpus``, plus ``max_window`` and ``max_options`` (``None`` or ``0``: the
+    scenario's own; otherwise at least that), which pad the layout like ``max_gpus``, and
+    ``migration_slots`` (default 0: none). With ``k`` migration slots the action space gains
+    ``k`` job slots after the window's: slot ``max_window + i`` holds the ``i``-th of
+    ``Simulator.migration_candidates`` (running offline single-GPU jobs on shared GPUs with at
+    least 300 s of estimated work left, longest time left first), and placing it on an empty GPU
+    migrates it there (Gandiva's introspective migration: a checkpoint-restore pause of
+    ``sharing.migration_s``, progress kept). Their ``jobs`` rows follow the window's, and every
+    ``jobs`` row gains two columns (``MOVE_FEATURES``: running, time left at the current rate).
+    Decision points are unchanged (a migration is offered where a placement decision is due).
+    ``job_history=True`` (default False: the spaces of trained agents stay as they are) adds
+    ``history`` (per job slot, ``HISTORY_FEATURES``: group tag and user hashed, finished runs of
+    the group, their mean and spread, time since its last submission, its estimated period: what
+    ``ClusterView.group_stats`` gives heuristics) and ``nodes`` (per GPU its node).
+    """
+
+    version = "v1"
+
+    def __init__(
+        self,
+        sim: Simulator,
+        max_gpus: int | None = None,
+        max_window: int | None = None,
+        max_options: int | None = None,
+        migration_slots: int = 0,
+        job_history: bool = False,
+    ) -> None:
+        Interface.__init__(self, sim)
+        self.max_gpus = pad = _max_gpus(sim, max_gpus)
+        name = sim.cfg.name
+        window = _pad("max_window", max_window, sim.window, name)
+        n_opt = _pad("max_options", max_options, len(sim.options), name)
+        if not _int_at_least(migration_slots, 0):
+            raise ValueError(f"migration_slots: must be an integer >= 0 (got {migration_slots!r})")
+        self.max_window, self.max_options = window, n_opt
+        self.migration_slots = moves = int(migration_slots)
+        self._use(
+            ActionCodec(window, pad, n_opt, moves),
+            ObservationEncoderV1(sim, pad, window, n_opt, moves, history=bool(job_history)),
+        )
+
+    def observe(self, mask: np.ndarray) -> Obs:
+        """The observation now; the window's legal (job, GPU) pairs come from the mask just
+        built (the same ``sim.mask`` rows the encoder would otherwise ask for again)."""
+        sim = self.sim
+        if sim.done:
+            return self.encoder.encode(sim)
+        blocks = mask[1:].reshape(-1, self.max_gpus, self.codec.n_options)
+        rows = blocks if self.migration_slots else blocks[: sim.window]
+        legal = rows[:, : sim.n_gpus].any(axis=2)
+        return self.encoder.encode(sim, legal)  # type: ignore[call-arg]
+
+    def explain(self, action: int) -> str | None:
+        """Why ``action`` is illegal now (padding, or the simulator's reason), or None."""
+        if 0 < action < self.codec.n_actions:
+            slot, gpu, option = self.codec.decode(action)  # type: ignore[misc]
+            if option >= len(self.sim.options):
+                return f"option {option} is padding (the scenario has {len(self.sim.options)})"
+            if slot >= self.max_window:
+                return self._explain_move(slot - self.max_window, gpu, option)
+            if slot >= self.sim.window:
+                return f"queue slot {slot} is padding (the window holds {self.sim.window})"
+        return super().explain(action)
+
+    def _explain_move(self, k: int, gpu: int, option: int) -> str | None:
+        """Why moving migration candidate ``k`` to ``gpu`` with ``option`` is illegal, or None
+        (from the legality the mask holds: asking the simulator to check a migration would
+        move the job's residency around)."""
+        sim = self.sim
+        if sim.done:
+            return "the episode is over"
+        cands = sim.migration_candidates(self.migration_slots)
+        if k >= len(cands):
+            return f"migration slot {k} is empty ({len(cands)} candidates)"
+        if gpu >= sim.n_gpus:
+            return f"gpu {gpu} is padding (the cluster has {sim.n_gpus} GPUs)"
+        if sim.migration_mask(cands[k])[gpu, option]:
+            return None
+        if sim.cluster.n_res[gpu] > 0 or not sim.cluster.ready[gpu]:
+            return f"gpu {gpu} is not empty and ready (a migration goes to an empty GPU)"
+        return sim.cluster.check(sim.jobs[cands[k]].spec, gpu, option) or "not legal"
+
+
+class CandidateMoves(Interface):
+    """``GpuSharing-v2``: the action picks one candidate move (issue 53, item 1).
+
+    ## Action Space
+
+    ``Discrete(max_candidates)``. Each decision point enumerates, from the state alone, every
+    move the simulator accepts (``gpu_sharing_env.envs.candidates``): index 0 holds (waits for
+    the next event); then every queued job of the decision scope at every legal (first GPU,
+    option), gangs included; then every running job to every empty, ready GPU and option where
+    it may go (a migration: checkpoint, ``sharing.migration_s`` pause, progress kept). The mask
+    marks the real candidates (``env.unwrapped.candidates.moves`` lists them as ``Decision`` s;
+    ``index_of(decision)`` finds one); indices beyond them are illegal. More legal moves than
+    ``max_candidates`` raise ``TooManyCandidates`` (one line; pass a larger ``max_candidates``).
+
+    ## Observation Space
+
+    ``candidates``: ``max_candidates × len(CANDIDATE_FEATURES)`` float32 in [-1, 1], one row per
+    candidate (the move's kind, the job as ``ClusterView`` gives it to a heuristic with its
+    group history, the target GPU's type, node, residents and free capacity, the option, solo
+    speed), zero rows beyond them; ``candidate_mask``: 1 for the real rows; ``global``:
+    ``GLOBAL_FEATURES_V2``.
+
+    ## Arguments
+
+    ``max_candidates`` (default :data:`DEFAULT_MAX_CANDIDATES`), ``decision_scope``
+    (``"queue"``, the default: any queued job; ``"window"``: the first ``queue_window`` only, as
+    under v0/v1 and for window heuristics) and ``mechanisms`` (cluster mechanisms such as
+    ``{"protection": True}`` switched on at every reset, as the runner does for a policy that
+    deploys them). No padding: the GPUs are the cluster's own.
+    """
+
+    version = "v2"
+
+    def __init__(
+        self,
+        sim: Simulator,
+        max_candidates: int = DEFAULT_MAX_CANDIDATES,
+        decision_scope: str = "queue",
+        mechanisms: Mapping[str, bool] | None = None,
+    ) -> None:
+        super().__init__(sim)
+        n = max_candidates
+        if not _int_at_least(n, 2):
+            raise ValueError(f"max_candidates: must be an integer >= 2 (got {max_candidates!r})")
+        if decision_scope not in DECISION_SCOPES:
+            raise ValueError(
+                f"decision_scope: must be one of {', '.join(DECISION_SCOPES)} "
+                f"(got {decision_scope!r})"
+            )
+        try:
+            self.mech = replace(sim.cfg.mechanisms, **dict(mechanisms or {}))
+        except TypeError as e:
+            raise ValueError(f"mechanisms: {e}") from None
+        self.max_gpus = sim.n_gpus
+        self.codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+        self.max_candidates = n = int(n)
+        self.decision_scope = decision_scope
+        self.builder = CandidateBuilder(sim, n)
+        self.candidates = Candidates([None], np.zeros((1, N_FEATURES), np.float32), 0)
+        self.action_space = spaces.Discrete(n)
+        self.observation_space = spaces.Dict(
+            {
+                "candidates": spaces.Box(-1.0, 1.0, (n, N_FEATURES), np.float32),
+                "candidate_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
+                "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_FEATURES_V2),), np.float32),
+            }
+        )
+
+    def sim_settings(self) -> dict[str, Any]:
+        return {"mechanisms": self.mech, "decision_scope": self.decision_scope}
+
+    def mask(self) -> np.ndarray:
+        self.candidates = self.builder.build()
+        mask = np.zeros(self.max_candidates, dtype=np.int8)
+        mask[: len(self.candidates.moves)] = 1
+        return mask
+
+    def observe(self, mask: np.ndarray) -> Obs:
+        sim = self.sim
+        n = self.max_candidates
+        k = len(self.candidates.moves)
+        feats = np.zeros((n, N_FEATURES), dtype=np.float32)
+        feats[:k] = self.candidates.features
+        total, left = sim.offline_jobs
+        c = sim.cluster
+        empty = float(np.mean((c.n_res == 0) & c.ready)) if c.n_gpus else 0.0
+        glob = np.array(
+            [
+                min(1.0, sim.now / max(sim.horizon_s, 1e-9)),
+                min(1.0, math.log1p(len(sim.queue)) / math.log1p(1e4)),
+                left / max(1, total),
+                empty,
+                k / n,
+            ],
+            dtype=np.float32,
+        )
+        return {"candidates": feats, "candidate_mask": mask.astype(np.float32), "global": glob}
+
+    def decision(self, action: int) -> Decision:
+        d = self.candidates.moves[action]
+        assert d is not None
+        return d
+
+    def index_of(self, d: Decision | None) -> int | None:
+        """The action that carries out decision ``d`` now (0 for None), or None if ``d`` is
+        not among the candidates."""
+        return self.candidates.index_of(d)
+
+    def explain(self, action: int) -> str | None:
+        if not 0 <= action < self.max_candidates:
+            return f"action {action} out of range 0..{self.max_candidates - 1}"
+        if action == 0:
+            return None
+        if self.sim.done:
+            return "the episode is over"
+        n = len(self.candidates.moves)
+        if action >= n:
+            return f"candidate {action} is padding ({n} candidates now)"
+        return None
+
+
+#: The interfaces by version: ``GpuSharingEnv(interface=...)`` names one, and each registered id
+#: (``gpu_sharing_env._ENVS``) is the env with one of them.
+INTERFACES: dict[str, type[Interface]] = {
+    i.version: i for i in (WindowTables, WindowFeatures, CandidateMoves)
+}
+
+__all__ = [
+    "DECISION_SCOPES",
+    "DEFAULT_MAX_CANDIDATES",
+    "GLOBAL_FEATURES_V2",
+    "INTERFACES",
+    "CandidateMoves",
+    "Interface",
+    "Obs",
+    "WindowFeatures",
+    "WindowTables",
+]
