@@ -70,9 +70,10 @@ def test_settings_read_as_the_env_and_another_versions_raise() -> None:
     with pytest.raises(AttributeError, match=r"'max_window'.*interface v0"):
         _ = v0.max_window
     with pytest.raises(
-        TypeError, match=r"^GpuSharing-v2 got an unexpected keyword argument 'max_gpus'"
+        ValueError,
+        match=r"^max_gpus: GpuSharing-v2 takes no such argument \(its own: max_candidates, decision_scope, mechanisms\)$",
     ):
-        GpuSharingEnvV2("default", max_gpus=16)
+        gym.make("GpuSharing-v2", scenario="default", max_gpus=16)
     with pytest.raises(ValueError, match=r"^interface: must be one of v0, v1, v2 \(got 'v9'\)$"):
         GpuSharingEnv("default", interface="v9")
 
@@ -88,3 +89,11 @@ def test_copies_and_pickles_step_alike(version: str) -> None:
     outs = [e.step(0) for e in (env, *twins)]
     for o in outs[1:]:
         assert all(np.array_equal(o[0][k], outs[0][0][k]) for k in o[0]) and o[1] == outs[0][1]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_conformance_by_scenario_and_interface(version: str) -> None:
+    from gpu_sharing_env.envs.conformance import api_test
+
+    rep = api_test("default", num_steps=40, max_legal_checks=16, interface=version)
+    assert rep.steps == 40 and rep.legal_stepped > 0 and rep.illegal_stepped > 0

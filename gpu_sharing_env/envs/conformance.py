@@ -3,7 +3,7 @@
     from gpu_sharing_env.envs.conformance import api_test
     report = api_test("configs/scenarios/my_cluster.yaml", num_steps=300)
 
-or ``python -m gpu_sharing_env.envs.conformance my_cluster.yaml``. It raises
+or ``python -m gpu_sharing_env.envs.conformance my_cluster.yaml [--interface v1]``. It raises
 :class:`ConformanceError` (an ``AssertionError``) naming the first broken rule:
 
 * masks are well formed: 1-D int8 of the action space's size, binary, never all zero, wait
@@ -36,6 +36,7 @@ import numpy as np
 
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.envs.interfaces import INTERFACES, CandidateMoves
 from gpu_sharing_env.evaluation.metrics import METRIC_NAMES
 from gpu_sharing_env.sim.codec import WAIT
 
@@ -91,9 +92,8 @@ def check_mask(env: GpuSharingEnv, mask: np.ndarray, where: str) -> None:
     _require(bool(np.all((mask == 0) | (mask == 1))), f"{where}: mask is not binary")
     _require(int(mask.sum()) >= 1, f"{where}: mask is all zero")
     _require(mask[WAIT] == 1, f"{where}: wait (action 0) is not legal")
-    moves = getattr(env, "candidates", None)
-    if moves is not None:  # GpuSharing-v2: the first len(moves) actions, no others
-        k = len(moves.moves)
+    if isinstance(env.interface, CandidateMoves):  # the first len(moves) actions, no others
+        k = len(env.interface.candidates.moves)
         _require(bool(mask[:k].all()) and not mask[k:].any(), f"{where}: mask != candidates")
         return
     sim = env.sim
@@ -125,7 +125,7 @@ def api_test(
 
     Args:
         source: A scenario name, YAML path or ``ScenarioConfig`` (the env is built with
-            ``env_kwargs``), or a zero-argument factory returning a ``GpuSharing`` env
+            ``env_kwargs``, e.g. ``interface="v2"``; v0 by default), or a zero-argument factory returning a ``GpuSharing`` env
             (possibly wrapped).
         num_steps: Steps of the main trajectory (episodes restart as needed).
         seed: Seed of the first episode and of the action sampling.
@@ -250,10 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario", help="scenario name or YAML path")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-gpus", type=int, default=None)
+    ap.add_argument("--max-gpus", type=int, default=None, help="v0 and v1 only")
+    ap.add_argument("--interface", default="v0", choices=list(INTERFACES), help="the env version")
     args = ap.parse_args(argv)
+    kw = {} if args.max_gpus is None else {"max_gpus": args.max_gpus}
     try:
-        rep = api_test(args.scenario, num_steps=args.steps, seed=args.seed, max_gpus=args.max_gpus)
+        rep = api_test(
+            args.scenario, num_steps=args.steps, seed=args.seed, interface=args.interface, **kw
+        )
     except ConformanceError as e:
         print(f"conformance: FAILED: {e}", file=sys.stderr)
         return 1

@@ -35,9 +35,9 @@ def _interface(sim: Simulator, name: str, settings: Mapping[str, Any]) -> Interf
     takes = list(inspect.signature(cls).parameters)[1:]  # (after the simulator)
     unknown = [k for k in settings if k not in takes]
     if unknown:
-        raise TypeError(
-            f"GpuSharing-{name} got an unexpected keyword argument {unknown[0]!r} (besides the "
-            f"common ones it takes {', '.join(takes) or 'none'})"
+        raise ValueError(
+            f"{unknown[0]}: GpuSharing-{name} takes no such argument (its own: "
+            f"{', '.join(takes) or 'none'})"
         )
     return cls(sim, **settings)
 
@@ -137,8 +137,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     * The interface's own settings (keyword arguments): v0 ``max_gpus`` (padded GPU count;
       ``None`` takes the scenario's ``env.max_gpus``, ``0`` the cluster's own size); v1
       ``max_gpus``, ``max_window``, ``max_options``, ``migration_slots``, ``job_history``; v2
-      ``max_candidates``, ``decision_scope``, ``mechanisms``. Another version's setting raises
-      ``TypeError``.
+      ``max_candidates``, ``decision_scope``, ``mechanisms``. Another version's setting raises a
+      one-line ``ValueError``.
 
     The interface's settings and state read as the env's: ``env.codec``, ``env.max_gpus``,
     ``env.encoder`` (v0, v1), ``env.max_window`` (v1), ``env.candidates`` and
