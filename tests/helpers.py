@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 from gpu_sharing_env.config import ScenarioConfig, from_dict
@@ -170,6 +171,16 @@ def assert_golden_metrics(got: dict[str, str], want: dict[str, str], exact: bool
         if not abs(a - b) <= GOLDEN_REL_TOL * max(abs(a), abs(b), 1e-300):
             moved[k] = (a, b)
     assert not moved, f"metrics moved (got, golden): {moved}"
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` as a module (the probes and tools are scripts, not package modules)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def installed_modules() -> dict[str, Path]:

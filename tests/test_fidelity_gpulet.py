@@ -4,9 +4,7 @@ planned, and the peak search."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
@@ -25,6 +23,7 @@ from gpu_sharing_gym.fidelity.gpulet import (
     saturating_part,
     served,
 )
+from tests.helpers import load_script
 
 
 class Table:
@@ -109,11 +108,7 @@ def test_probe_shows_where_the_spatio_temporal_plan_loses() -> None:
     # scripts/gpulet_probe.py (docs/fidelity.md's gpulet finding): GLET's rule saturates
     # partitions, which serve no more than whole GPUs here; with saturated gpulets on whole
     # GPUs and the residue partitioned, spatio-temporal serves more than temporal-only.
-    path = Path(__file__).resolve().parents[1] / "scripts" / "gpulet_probe.py"
-    spec = importlib.util.spec_from_file_location("gpulet_probe", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("gpulet_probe")
     rows = {k: mod.probe(k, [0], quick=True) for k in ("spatio_temporal", "temporal", "st_whole")}
     assert all(r["attainment"][0] >= 0.99 for r in rows.values())
     assert rows["spatio_temporal"]["rate"] < rows["temporal"]["rate"] < rows["st_whole"]["rate"]

@@ -4,25 +4,18 @@ Horus does not over-commit) shows on a seed."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from gpu_sharing_gym.fidelity.horus import WAIT_RESOLUTION_S, horus
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "horus_probe.py"
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("horus_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("horus_probe")
 
 
 def test_probe_measures_the_experiments_quantities(probe: ModuleType) -> None:

@@ -4,8 +4,6 @@ time-slicing runs its batches 1.7-2.8x slower at any load, as Tally measured 1.5
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -13,17 +11,12 @@ import pytest
 from gpu_sharing_env.physics.interference import AnalyticSpeedModel
 from gpu_sharing_env.workload.services import SERVING_BATCH
 from gpu_sharing_gym.fidelity import muxflow as mx
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "muxflow_online_probe.py"
+from tests.helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("muxflow_online_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("muxflow_online_probe")
 
 
 def test_probe_runs_the_experiments_time_sharing_arm(probe: ModuleType) -> None:
