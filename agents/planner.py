@@ -58,6 +58,7 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,11 @@ KNOWABLE = ("durations", "arrivals", "memory", "streams")
 
 
 def sample_belief(
-    sim: Simulator, rng: np.random.Generator, observed: bool = True, know: Sequence[str] = ()
+    sim: Simulator,
+    rng: np.random.Generator,
+    observed: bool = True,
+    know: Sequence[str] = (),
+    censored: bool = False,
 ) -> Simulator:
     """A copy of ``sim`` with its hidden future redrawn (see the module doc); ``sim`` is not
     changed. The copy depends only on what a scheduler can observe and on ``rng``.
@@ -101,6 +106,17 @@ def sample_belief(
     (:func:`observed_belief`: its arrival rate against the generator's, and the duration
     error of the jobs that finished); else the generator's averages and the scenario's
     ``estimate_sigma`` as they are.
+
+    ``censored`` (with ``observed``): the duration error is fitted with the running jobs as
+    right-censored observations (:func:`censored_error`: each is known to run longer than the
+    work it has done), separately for jobs of recurring groups and the others
+    (:func:`error_class`), and a running job's duration is drawn from its class's fitted error
+    truncated to that work (:func:`_draw_after`, inverse CDF), instead of redrawn up to
+    :data:`_MAX_REDRAWS` times and then believed to end 10 % of its estimate later. Without
+    it, the jobs that run far past their estimate are believed always to be about to end
+    (``docs/notes/2026-11-28-headroom-afternoon.md``). Where the workload is capped
+    (``max_jobs``) and the draw reaches the cap, the arrivals to come are the draw's after as
+    many as the episode has seen (:func:`_capped_future`), not thinned by the observed rate.
 
     ``know`` (a measurement, not a scheduler: the copy then reads hidden truth) keeps part of
     the truth (:data:`KNOWABLE`): ``"durations"``, the true durations of the offline jobs
@@ -127,8 +143,11 @@ def sample_belief(
     if "streams" not in know:
         s.reseed(*streams)
     draw = [sp for sp in wl(rng) if not sp.online]
+    fits: list[tuple[float, float]] = []
     if observed:
         rate, mu, sigma = observed_belief(s, draw, sigma0)
+        if censored:  # per error class (:func:`error_class`)
+            fits = [censored_error(s, sigma0, k) for k in (0, 1)]
     else:
         rate, mu, sigma = 1.0, 0.0, sigma0
     # 1. durations (and queued jobs' memory) of offline jobs in the system
@@ -143,6 +162,10 @@ def sample_belief(
         work = spec.est_work_s
         if "durations" in know:
             work = spec.work_s
+        elif censored and spec.est_work_s > 0:
+            m, sd = fits[error_class(s, st)]
+            c = _log_ratio(done, spec.est_work_s)
+            work = spec.est_work_s * math.exp(_draw_after(m, sd, c, float(rng.uniform())))
         else:
             for _ in range(_MAX_REDRAWS):
                 work = spec.est_work_s * math.exp(mu + sigma * float(rng.standard_normal()))
@@ -167,6 +190,10 @@ def sample_belief(
             if "memory" not in know:
                 mem = round(spec.mem_gb * _mem_use(syn, rng), 3)
             s.set_true_spec(spec.job_id, replace(spec, work_s=work, true_mem_gb=mem))
+        return s
+    cap = s.cfg.workload.offline.max_jobs
+    if censored and cap and len(draw) >= cap:
+        s.replace_future_offline(_capped_future(s, draw))
         return s
     # 3. future arrivals: offline ones from a fresh draw of the generator, after now, thinned
     #    or topped up (from further draws) to the arrival rate observed so far
@@ -218,6 +245,107 @@ def observed_belief(
     return rate, mu, math.sqrt(var)
 
 
+def _capped_future(sim: Simulator, draw: Sequence[Any]) -> list[Any]:
+    """The arrivals to come where the workload is its first ``max_jobs`` jobs and the draw has
+    that many: the draw's jobs after as many as the episode has seen, each after ``now`` by its
+    gap from the draw's last one seen (so the count to come is the cap's, and the pace the
+    generator's). Thinning the draw's arrivals after ``now`` to the observed rate instead
+    (the ``observed`` belief) believes nothing more arrives once the draw reached its cap
+    earlier than the episode, which on ``default-x2`` is hours before the window's end."""
+    seen = sum(1 for st in sim.jobs.values() if not st.online and st.status is not Status.FUTURE)
+    order = sorted(draw, key=lambda sp: (sp.submit_s, sp.job_id))
+    anchor = order[seen - 1].submit_s if 0 < seen <= len(order) else 0.0
+    now = sim.now
+    future = [replace(sp, submit_s=now + max(sp.submit_s - anchor, 1.0)) for sp in order[seen:]]
+    return sorted(future, key=lambda sp: (sp.submit_s, sp.job_id))
+
+
+#: EM iterations of :func:`censored_error` (it moves by < 1e-6 after ~20 on ``default``).
+_EM_ITERATIONS = 30
+
+
+def _log_ratio(done: float, est: float) -> float:
+    """``log(done / est)``, ``-inf`` where nothing is done yet (no information)."""
+    return math.log(done / est) if done > 0 else -math.inf
+
+
+def _tail(a: float) -> tuple[float, float]:
+    """``(P(Z > a), E[Z | Z > a])`` for a standard normal ``Z``."""
+    if a == -math.inf:
+        return 1.0, 0.0
+    sf = 0.5 * math.erfc(a / math.sqrt(2.0))
+    if sf < 1e-300:  # far in the tail: the inverse Mills ratio's asymptote
+        return 0.0, a + 1.0 / a
+    return sf, math.exp(-0.5 * a * a) / math.sqrt(2.0 * math.pi) / sf
+
+
+#: A job is of error class 0 (:func:`error_class`) when its group has at least this many
+#: finished runs other than itself.
+RECURRING_RUNS = 2
+
+
+def error_class(sim: Simulator, st: Any) -> int:
+    """0 where the job's group has :data:`RECURRING_RUNS` finished runs besides the job itself
+    (the online predictor's estimate rests on them: PAI's recurring jobs, median |log error|
+    ~0.2 on workload v2), else 1 (a new or rare group: ~1.7; every job where the scenario has
+    no online predictor). What the cluster's log says now (``ClusterView.group_stats``)."""
+    pred = sim.predictor
+    if pred is None or not st.spec.group:
+        return 1
+    runs = pred.group_stats(st.spec, sim.now).runs_seen - (st.status is Status.DONE)
+    return 0 if runs >= RECURRING_RUNS else 1
+
+
+def censored_error(sim: Simulator, sigma0: float, cls: int | None = None) -> tuple[float, float]:
+    """``(mu, sigma)`` of the log duration error ``log(true / estimated)`` from the offline
+    jobs (of :func:`error_class` ``cls``; None: all) that finished (observed) and those
+    running (right-censored at ``log(done / estimated)``: they run at least that long),
+    shrunk towards ``(0, sigma0)`` with
+    :data:`PRIOR_JOBS` jobs of prior as :func:`observed_belief` does; the maximum of that
+    penalised likelihood by EM (Tobit: a censored value is replaced by its conditional mean and
+    second moment under the current fit). Only what a scheduler sees: estimates, finished runs'
+    durations and running jobs' progress."""
+    obs: list[float] = []
+    cens: list[float] = []
+    for st in sim.jobs.values():
+        if st.online or st.spec.est_work_s <= 0 or st.status not in (Status.DONE, Status.RUNNING):
+            continue
+        if cls is not None and error_class(sim, st) != cls:
+            continue
+        if st.status is Status.DONE:
+            obs.append(math.log(st.spec.work_s / st.spec.est_work_s))
+        elif st.status is Status.RUNNING:
+            c = _log_ratio(sim.progress(st.spec.job_id), st.spec.est_work_s)
+            if c > -math.inf:
+                cens.append(c)
+    n = len(obs) + len(cens)
+    s1, s2 = sum(obs), sum(x * x for x in obs)
+    mu, sigma = 0.0, sigma0
+    for _ in range(_EM_ITERATIONS if cens else 1):
+        e1, e2 = s1, s2
+        for c in cens:
+            a = (c - mu) / sigma
+            _, lam = _tail(a)
+            m1 = mu + sigma * lam
+            var = sigma * sigma * max(0.0, 1.0 + a * lam - lam * lam)
+            e1 += m1
+            e2 += var + m1 * m1
+        mu = e1 / (PRIOR_JOBS + n)
+        var_sum = e2 - 2.0 * mu * e1 + n * mu * mu  # sum of E[(x - mu)^2]
+        sigma = math.sqrt(max(1e-12, (PRIOR_JOBS * sigma0**2 + var_sum) / (PRIOR_JOBS + n)))
+    return mu, sigma
+
+
+def _draw_after(mu: float, sigma: float, c: float, u: float) -> float:
+    """The ``u``-quantile of ``N(mu, sigma)`` truncated to values above ``c`` (inverse CDF)."""
+    sf, _ = _tail((c - mu) / sigma)
+    if sf <= 0.0:  # beyond double precision: the truncated normal is ~ c + Exp(a / sigma)
+        a = (c - mu) / sigma
+        return c - sigma / a * math.log(max(u, 1e-300))
+    p = min(max(u * sf, 1e-300), 1.0 - 1e-16)
+    return max(c, mu - sigma * NormalDist().inv_cdf(p))
+
+
 def _mem_use(syn: SyntheticWorkloadConfig, rng: np.random.Generator) -> float:
     """One draw of the synthetic generator's peak-memory / declared-memory ratio
     (``gpu_sharing_env.workload.synthetic.generate_jobs``)."""
@@ -228,7 +356,7 @@ def _mem_use(syn: SyntheticWorkloadConfig, rng: np.random.Generator) -> float:
 
 
 #: What the rollouts' futures are drawn from (``RolloutPlanner(belief=...)``).
-BELIEFS = ("observed", "prior", "oracle")
+BELIEFS = ("observed", "censored", "prior", "oracle")
 
 
 class RolloutPlanner(HeuristicPolicy):
@@ -246,6 +374,9 @@ class RolloutPlanner(HeuristicPolicy):
         seed: Mixed with the episode seed into the planner's own random stream.
         belief: ``"observed"`` (the default): sampled futures follow the arrival rate and
             the duration error the episode has shown so far (:func:`observed_belief`);
+            ``"censored"``: the same, the duration error fitted with running jobs as censored
+            observations and running jobs' durations drawn beyond their progress
+            (:func:`sample_belief`'s ``censored``);
             ``"prior"``: the generator's averages and the scenario's ``estimate_sigma``;
             ``"oracle"``: no redraw, the rollouts run on the true future (a ceiling for
             measurement: the policy is then marked ``oracle`` and reads hidden truth).
@@ -259,6 +390,16 @@ class RolloutPlanner(HeuristicPolicy):
         know: Parts of the hidden truth the sampled futures keep (:data:`KNOWABLE`; only
             :class:`PartialOraclePlanner`, marked as an oracle: a measurement of where the
             oracle's gain comes from).
+        cut_s: Simulated seconds a rollout runs past the decision (None, the default: to the
+            end of the episode). A cut rollout stops at the first decision point at or after
+            ``now + cut_s`` and is scored by :func:`cut_metrics` at that time: every offline
+            job arrived by then counts its completion time, or the time it has spent in the
+            system so far where it has not finished (the JCT metric's own rule for an
+            unfinished job); SLO attainment is that of the requests served until the stop.
+            Rollouts then cost about ``cut_s`` of simulation instead of the rest of the
+            episode, the objective weighs the next ``cut_s`` only, and the fortified
+            planner's guarantee (never worse than ``base`` on the true future) no longer
+            holds.
     """
 
     name = "planner"
@@ -276,9 +417,13 @@ class RolloutPlanner(HeuristicPolicy):
         belief: str = "observed",
         fortified: bool = True,
         know: Sequence[str] = (),
+        cut_s: float | None = None,
     ) -> None:
         if samples < 1 or horizon < 0 or margin < 0 or min_t < 0:
             raise ValueError("planner: samples >= 1, horizon >= 0, margin >= 0, min_t >= 0")
+        if cut_s is not None and not cut_s > 0:
+            raise ValueError(f"planner: cut_s={cut_s!r}: must be > 0 (None: no cut)")
+        self.cut_s = cut_s
         if belief not in BELIEFS:
             raise ValueError(f"planner: belief={belief!r}: must be one of {', '.join(BELIEFS)}")
         if (belief == "oracle") != (self.oracle and not know):
@@ -407,13 +552,18 @@ class RolloutPlanner(HeuristicPolicy):
         """``scores[sample, candidate]``: the objective of ``firsts[i]`` then ``starts[i]``
         (run on a copy) to the end, in each sampled future (column 0: the reference)."""
         target = sim.cfg.slo_target
+        t_end = math.inf if self.cut_s is None else sim.now + self.cut_s
         scores = np.zeros((self.samples, len(firsts)))
         for k in range(self.samples):
             if self.belief == "oracle":
                 world = sim.copy()  # the true future, its random streams included
             else:
                 world = sample_belief(
-                    sim, self.plan_rng, observed=self.belief == "observed", know=self.know
+                    sim,
+                    self.plan_rng,
+                    observed=self.belief in ("observed", "censored"),
+                    know=self.know,
+                    censored=self.belief == "censored",
                 )
             for i, (first, start) in enumerate(zip(firsts, starts, strict=True)):
                 s2 = world if i == len(firsts) - 1 else world.copy()
@@ -421,7 +571,9 @@ class RolloutPlanner(HeuristicPolicy):
                     s2.advance()  # the plan waits here (as the runner does on a wait)
                 else:
                     s2.apply(first)
-                m = run_to_end(copy.deepcopy(start), s2)
+                m = run_to_end(copy.deepcopy(start), s2, t_end)
+                if self.cut_s is not None:
+                    m = cut_metrics(s2, t_end)
                 if i == 0:  # the reference comes first: it sets the sample's SLO reference
                     target = self.slo_reference(sim.cfg.slo_target, m["slo_attainment"])
                 scores[k, i] = _objective(m, target)
@@ -445,6 +597,26 @@ class RolloutPlanner(HeuristicPolicy):
             if float(diff.mean()) < self.min_t * se:
                 return 0
         return best
+
+
+def cut_metrics(sim: Simulator, t_end: float) -> dict[str, float]:
+    """``jct_mean_s`` and ``slo_attainment`` of a rollout stopped at or after ``t_end``
+    (``RolloutPlanner(cut_s=...)``), as of ``t_end``: over the offline jobs submitted by then and
+    not given up, each counts ``min(its completion, t_end, now) - submit`` (a job unfinished at
+    the cut counts its time in the system so far, as ``compute_metrics`` counts one unfinished
+    at the episode's end); the SLO attainment is the simulator's at ``now``. Candidates that
+    share a sampled future are so scored over the same jobs and the same instant, whatever
+    their last decision point."""
+    stop = min(t_end, sim.now)
+    jct = [
+        min(st.finish_t if st.status is Status.DONE else stop, stop) - st.spec.submit_s
+        for st in sim.jobs.values()
+        if not st.online
+        and st.spec.submit_s <= stop
+        and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
+    ]
+    slo = sim.metrics()["slo_attainment"]
+    return {"jct_mean_s": float(np.mean(jct)) if jct else 0.0, "slo_attainment": slo}
 
 
 def _key(d: Decision | None) -> tuple[int, int, int] | None:

@@ -6,6 +6,8 @@
     gsg headroom --scenarios default --agents ppo --out runs/headroom
     gsg headroom --scenarios pai-busy --seeds 7101-7105 --samples 4 \\
         --backend ray --ray-address auto --out runs/headroom-pai     (on a Ray cluster)
+    gsg headroom --scenarios mig-a100 --seeds 7101-7105 --samples 4 --cut-h 2 \\
+        --out runs/headroom-mig                    (rollouts cut 2 simulated hours ahead)
 
 Per scenario, on the given seeds:
 
@@ -29,6 +31,12 @@ Per scenario, on the given seeds:
 5. with ``--agents``, learned agents (a shipped agent's name or a ``model.zip``) on the same
    seeds, each judged by issue 25's bar: where the headroom is at least 15 % of the best
    heuristic's mean, at least 10 % better than it; elsewhere, at least half the headroom closed.
+
+``--horizon`` is the number of decisions a candidate keeps making in a rollout before the
+base takes over; a rollout runs to the end of the episode unless ``--cut-h`` cuts it that many
+simulated hours after the decision (scored on the state reached:
+:func:`~gpu_sharing_gym.agents.planner.cut_metrics`), which is what makes large scenarios
+affordable. A cut changes the planners' cells (a new ``cut_s`` in their settings).
 
 *Headroom* is the oracle planner's mean ``jct_mean_s`` minus the best heuristic's, with the
 95 % CI of the paired per-seed differences (Student t, n - 1 degrees of freedom); the honest
@@ -89,8 +97,10 @@ from gpu_sharing_gym.leaderboard import meets_slo, rank_key
 from gpu_sharing_gym.plumbing.cli_args import (
     Parser,
     fail,
+    non_negative_float,
     non_negative_int,
     output_dir,
+    positive_float,
     positive_int,
     seed_spec,
 )
@@ -109,6 +119,8 @@ PARTIAL: dict[str, tuple[str, ...]] = {
     "planner_knows_arrivals": ("arrivals",),
     "planner_knows_both": ("durations", "arrivals"),
 }
+#: ``--belief``: the honest planner's beliefs (``RolloutPlanner(belief=...)``), the default first.
+HONEST_BELIEFS = ("observed", "censored")
 #: Headroom at or above this share of the best heuristic's mean JCT is flagged (issue 25).
 FLAG_SHARE = 0.15
 #: Issue 25's bar for a learned agent: where the headroom is flagged, at least this much better
@@ -157,10 +169,15 @@ def planner_params(
     horizon: int,
     oracle: bool,
     know: Sequence[str] = (),
+    cut_s: float | None = None,
+    belief: str = "observed",
+    min_t: float = 1.0,
 ) -> tuple[tuple[str, Any], ...]:
     """The planner's constructor arguments as a cell's ``params`` (the oracle has one true
     future, so its ``samples`` is 1 whatever was asked; a partial oracle, ``know``, samples
-    the rest of the future)."""
+    the rest of the future; ``cut_s`` only where rollouts are cut and ``min_t`` only where it is
+    not the planner's default 1.0 and there are samples to test, so cells of earlier runs keep
+    the key they had before these options existed)."""
     kw: dict[str, Any] = {
         "base": base,
         "candidates": tuple(candidates),
@@ -169,9 +186,13 @@ def planner_params(
         "fortified": True,  # the planner's default (recorded: older cells were not)
     }
     if not oracle:
-        kw["belief"] = "observed"
+        kw["belief"] = "observed" if know else belief  # a partial oracle samples the rest so
     if know:
         kw["know"] = tuple(know)
+    if cut_s is not None:
+        kw["cut_s"] = float(cut_s)
+    if min_t != 1.0 and not oracle:
+        kw["min_t"] = float(min_t)
     return tuple(sorted(kw.items()))
 
 
@@ -385,6 +406,9 @@ class ScenarioResult:
     n_heuristics: int = 0
     agents: list[Row] = field(default_factory=list)
     partial: list[Row] = field(default_factory=list)
+    cut_s: float | None = None  # the planners' rollout cut (None: rollouts run to the end)
+    belief: str = "observed"  # the honest planner's (``--belief``)
+    min_t: float = 1.0  # the honest planner's (``--min-t``)
 
     def partial_rows(self) -> list[Row]:
         """``--decompose``'s rows that have every seed."""
@@ -434,6 +458,12 @@ class ScenarioResult:
             "candidates": self.candidates,
             "heuristics": [row(r) for r in self.ranked],
         }
+        if self.cut_s is not None:
+            data["rollout_cut_s"] = self.cut_s
+        if self.belief != HONEST_BELIEFS[0]:
+            data["belief"] = self.belief
+        if self.min_t != 1.0:
+            data["min_t"] = self.min_t
         if self.complete():
             assert self.planner is not None and self.oracle is not None
             data["planner"] = row(self.planner)
@@ -511,7 +541,7 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
         s, n = res.seeds, len(res.seeds)
         rows: list[tuple[str, Row]] = [(f"best heuristic: **{res.best.policy}**", res.best)]
         if res.planner is not None and all(k in res.planner.jct for k in s):
-            rows.append(("planner (observed belief)", res.planner))
+            rows.append((f"planner ({res.belief} belief)", res.planner))
         if res.oracle is not None and all(k in res.oracle.jct for k in s):
             rows.append(("planner_oracle (**oracle**: true future)", res.oracle))
         for r in res.partial_rows():
@@ -537,7 +567,9 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             f"- **{res.scenario}** (seeds {_seed_text(s)}, SLO target {res.slo_target:g}): "
             f"best of {res.n_heuristics} heuristics {res.best.policy}"
             f" (next: {runner_up}); planner base {res.best.policy}, candidates"
-            f" {', '.join(res.candidates)}."
+            f" {', '.join(res.candidates)}"
+            + ("" if res.min_t == 1.0 else f"; the planner deviates at t >= {res.min_t:g}")
+            + ("." if res.cut_s is None else f"; rollouts cut at {res.cut_s / 3600:g} h.")
         )
         if res.complete():
             assert res.planner is not None and res.oracle is not None
@@ -616,6 +648,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--horizon", type=non_negative_int, default=8, help="decisions a candidate keeps making"
     )
     ap.add_argument(
+        "--cut-h",
+        type=positive_float,
+        default=None,
+        metavar="H",
+        help="cut each rollout H simulated hours after the decision (default: run to the end)",
+    )
+    ap.add_argument(
+        "--belief",
+        choices=HONEST_BELIEFS,
+        default=HONEST_BELIEFS[0],
+        help="the honest planner's belief (agents/planner.py; default: %(default)s)",
+    )
+    ap.add_argument(
+        "--min-t",
+        type=non_negative_float,
+        default=1.0,
+        metavar="T",
+        help="a candidate replaces the plan only if its paired gain over the sampled futures is"
+        " T standard errors clear of zero (default: %(default)s)",
+    )
+    ap.add_argument(
         "--top", type=positive_int, default=5, help="the N best heuristics (base included) propose"
     )
     ap.add_argument(
@@ -686,6 +739,9 @@ def headroom(
     decompose: bool = False,
     backend: str = "local",
     address: str | None = None,
+    cut_s: float | None = None,
+    belief: str = "observed",
+    min_t: float = 1.0,
 ) -> tuple[list[ScenarioResult], list[str]]:
     """Compute (or load) every cell and return the per-scenario results and error lines; the
     missing cells run on ``backend`` (:func:`gpu_sharing_gym.backends.run_tasks`: ``local``
@@ -718,14 +774,21 @@ def headroom(
         # first-fit, pack) not among them
         cands = [r.policy for r in experts[1:top]]
         cands += [c for c in CANDIDATES if c not in cands and c != best.policy]
-        res = ScenarioResult(scen, list(seeds), target, best, ranked, cands, n_heuristics=len(heur))
+        res = ScenarioResult(
+            scen, list(seeds), target, best, ranked, cands, n_heuristics=len(heur), cut_s=cut_s,
+            belief=belief, min_t=min_t,
+        )  # fmt: skip
         results.append(res)
         for seed in seeds:  # seed-major: a partial run still pairs both planners by seed
             for name, oracle in ((ORACLE, True), (PLANNER, False)):
-                params = planner_params(best.policy, cands, samples, horizon, oracle)
+                params = planner_params(
+                    best.policy, cands, samples, horizon, oracle, (), cut_s, belief, min_t
+                )
                 pcells.append(Cell(name, scen, path, seed, params))
             for name, know in PARTIAL.items() if decompose else ():
-                params = planner_params(best.policy, cands, samples, horizon, False, know)
+                params = planner_params(
+                    best.policy, cands, samples, horizon, False, know, cut_s, "observed", min_t
+                )
                 pcells.append(Cell(name, scen, path, seed, params))
     # an agent's cells carry its checkpoint's hash: a replaced checkpoint is evaluated again
     digests = {a: policy_digest(a) for a in agents}
@@ -774,6 +837,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.out, scenarios, seeds, args.samples, args.horizon, args.top,
                 args.workers, args.quiet, log=sys.stderr, agents=agents,
                 decompose=args.decompose, backend=args.backend, address=args.ray_address,
+                cut_s=None if args.cut_h is None else 3600.0 * args.cut_h, belief=args.belief,
+                min_t=args.min_t,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(

@@ -115,6 +115,32 @@ def test_decompose_rows(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert _run(tiny, out, monkeypatch, ("--decompose",)) == []
 
 
+def test_cut_rollouts_are_new_planner_cells(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--cut-h``: the planners' cells carry the cut (the heuristics' are reused; uncut cells
+    keep the key they had before the cut existed) and the table says where rollouts were cut."""
+    assert "cut_s" not in dict(headroom.planner_params("antman", ["pack"], 4, 8, False))
+    assert (
+        dict(headroom.planner_params("antman", ["pack"], 4, 8, True, (), 7200.0))["cut_s"] == 7200.0
+    )
+    out = tmp_path / "hr"
+    _run(tiny, out, monkeypatch)
+    ran = _run(tiny, out, monkeypatch, ("--cut-h", "0.5"))
+    assert sorted(ran) == sorted(f"{n}/{s}" for n in ("planner", "planner_oracle") for s in (1, 2))
+    saved = json.loads((out / "cells/tiny/planner/1.json").read_text())
+    assert saved["cell"]["params"]["cut_s"] == 1800.0
+    assert json.loads((out / "headroom.json").read_text())[0]["rollout_cut_s"] == 1800.0
+    assert "rollouts cut at 0.5 h" in (out / "headroom.md").read_text()
+
+
+def test_bad_cut_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        headroom.main(["--cut-h", "0", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
 def test_bad_seeds_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert headroom.main(["--seeds", "9-3", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()

@@ -390,3 +390,87 @@ def test_planner_teaches_env_states_with_a_migrating_base() -> None:
         assert p.env_actions and isinstance(p.base, EnvActions) and placed > 0
         m_base, _ = _env_episode(make_policy("gandiva"), cfg, seed)
         assert _objective(m, cfg.slo_target) <= _objective(m_base, cfg.slo_target) + 1e-6
+
+
+def test_cut_rollout_scores_the_state_at_the_cut() -> None:
+    """``cut_metrics``: a rollout stopped at ``now + cut_s`` counts each offline job arrived by
+    then with its completion time, or its time in the system so far; with a cut past the end
+    of the episode it is the episode's own ``jct_mean_s``."""
+    from gpu_sharing_gym.agents.planner import cut_metrics
+
+    cfg = small()
+    sim = mid_episode(cfg, 5, 4)
+    t_end = sim.now + 1800.0
+    s2 = sim.copy()
+    run_to_end(AntMan(), s2, until_s=t_end)
+    assert s2.now >= t_end and not s2.done
+    m = cut_metrics(s2, t_end)
+    want = [
+        min(st.finish_t if st.status is Status.DONE else t_end, t_end) - st.spec.submit_s
+        for st in s2.jobs.values()
+        if not st.online
+        and st.spec.submit_s <= t_end
+        and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
+    ]
+    assert m["jct_mean_s"] == pytest.approx(float(np.mean(want)))
+    assert m["slo_attainment"] == s2.metrics()["slo_attainment"]
+    s3 = sim.copy()
+    full = run_to_end(AntMan(), s3)
+    assert cut_metrics(s3, math.inf)["jct_mean_s"] == pytest.approx(full["jct_mean_s"])
+
+
+def test_cut_planner_is_deterministic_and_checked() -> None:
+    """``cut_s`` cuts every rollout (cheaper per decision), the planner stays deterministic and
+    a non-positive cut is refused in one line."""
+    from gpu_sharing_gym.agents.planner import OraclePlanner
+
+    with pytest.raises(ValueError, match="cut_s"):
+        RolloutPlanner(cut_s=0.0)
+    sim = make_simulator(small())
+    p = RolloutPlanner(base="antman", samples=2, cut_s=1800.0)
+    m = run_episode(p, sim, 4)
+    assert p.n_planned > 0 and run_episode(p, sim, 4) == m
+    o = OraclePlanner(base="antman", cut_s=1800.0)
+    assert run_episode(o, sim, 4) == run_episode(o, sim, 4)
+
+
+def test_censored_belief_reads_no_truth_and_runs_jobs_past_their_progress() -> None:
+    """``belief="censored"``: running jobs are censored observations of the duration error
+    (a job far past its estimate raises the fitted error) and each running job is believed to
+    run longer than the work it has done; like every belief it reads no hidden truth."""
+    from gpu_sharing_gym.agents.planner import _draw_after, censored_error
+
+    cfg = small()
+    a, b = mid_episode(cfg, 3, 6), mid_episode(cfg, 3, 6)
+    tamper(b)
+    wa = sample_belief(a, np.random.default_rng(7), censored=True)
+    wb = sample_belief(b, np.random.default_rng(7), censored=True)
+    assert [st.spec.work_s for st in wa.jobs.values()] == [
+        st.spec.work_s for st in wb.jobs.values()
+    ]
+    assert censored_error(a, 0.5) == censored_error(b, 0.5)
+    for j, st in a.jobs.items():
+        if not st.online and st.status is Status.RUNNING:
+            assert wa.jobs[j].spec.work_s >= a.progress(j)
+    pa, pb = (
+        RolloutPlanner(samples=2, horizon=2, belief="censored"),
+        RolloutPlanner(samples=2, horizon=2, belief="censored"),
+    )
+    pa.reset(3)
+    pb.reset(3)
+    assert pa.decide(ClusterView(a)) == pb.decide(ClusterView(b))
+    # the truncated draw: always beyond the cut, the median of the tail where it is plain
+    for c in (-math.inf, -1.0, 0.0, 3.0, 40.0):
+        xs = [_draw_after(0.0, 1.0, c, u) for u in (0.0, 0.3, 0.5, 0.9, 0.999999)]
+        assert all(x >= c and math.isfinite(x) for x in xs) and xs == sorted(xs, reverse=True)
+    assert _draw_after(0.0, 1.0, -math.inf, 0.5) == pytest.approx(0.0)
+    # a running job far past its estimate pulls the fitted error up
+    sim = mid_episode(cfg, 3, 6)
+    sim.advance()  # (some progress on every running job)
+    run = [st for st in sim.jobs.values() if not st.online and st.status is Status.RUNNING]
+    mu0, _ = censored_error(sim, 0.5)
+    for st in run:
+        done = sim.progress(st.spec.job_id)
+        if done > 0:
+            sim.jobs[st.spec.job_id].spec = replace(st.spec, est_work_s=done / 20.0)
+    assert run and censored_error(sim, 0.5)[0] > mu0 + 0.05

@@ -64,15 +64,18 @@ def run_episode(
     return run_to_end(policy, sim)
 
 
-def run_to_end(policy: Policy, sim: Simulator) -> dict[str, float]:
-    """Let ``policy`` schedule ``sim`` from its current state to the end; return the metrics."""
+def run_to_end(policy: Policy, sim: Simulator, until_s: float = math.inf) -> dict[str, float]:
+    """Let ``policy`` schedule ``sim`` from its current state to the end; return the metrics.
+
+    ``until_s``: stop instead at the first decision point at or after that time (a rollout
+    cut short; the metrics are then those of the state reached)."""
     # (an agent trained with migration slots gets them here too: the same running jobs)
     moves = 0 if isinstance(policy, HeuristicPolicy) else getattr(policy, "migration_slots", 0)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), int(moves))
     same_instant = 0
     last_t = -1.0
     sim.set_decision_scope(_scope(policy))
-    while not sim.done:
+    while not sim.done and sim.now < until_s:
         if not sim.needs_decision():
             sim.advance()
             continue
