@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(e))
     if args.out is None:
         return fail("--out: required (the run directory)")
+    if config_ref is not None and _trainer(config_ref) == "candidate_dagger":
+        return _candidate_dagger(args, config_ref)
     import torch as th
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -667,6 +669,34 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _trainer(path: Path) -> str | None:
+    """A recipe's top-level ``trainer:`` (a recipe run by another trainer than SB3's), if any."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None  # (the SB3 path reports it)
+    return data.get("trainer") if isinstance(data, dict) else None
+
+
+def _candidate_dagger(args: argparse.Namespace, config: Path) -> int:
+    """``trainer: candidate_dagger`` recipes: :mod:`gpu_sharing_gym.agents.candidate_dagger`
+    (``--out``, ``--resume``, ``--max-minutes``; the recipe holds every other setting)."""
+    taken = {"algo": None, "scenario": "default", "timesteps": None, "n_envs": None, "seed": None,
+             "init_from": None, "no_pretrain": False}  # fmt: skip
+    for name, unset in taken.items():
+        if getattr(args, name, unset) not in (unset, None):
+            flag = "--" + name.replace("_", "-")
+            return fail(f"{flag}: not taken by a trainer: candidate_dagger recipe ({config})")
+    from gpu_sharing_gym.agents.candidate_dagger import main as train_candidates
+
+    argv = ["train", "--config", str(config), "--out", str(args.out)]
+    if args.resume:
+        argv.append("--resume")
+    if args.max_minutes is not None:
+        argv += ["--max-minutes", str(args.max_minutes)]
+    return train_candidates(argv)
 
 
 def _recipe_algo(config: str | None, algos: Any) -> str:

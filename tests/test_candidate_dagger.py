@@ -1,0 +1,129 @@
+"""The policy over GpuSharing-v2's candidates trained by DAgger then PPO (issue 53, item 5):
+the network scores any number of candidates, in any order, the same way; a teacher-driven
+episode is the runner's episode of the seed's best heuristic, with a paired return of zero;
+a tiny run trains, validates, saves, resumes and evaluates (~40 s)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch as th
+
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.evaluation.runner import run_episode
+from gpu_sharing_env.registry import make_policy
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_gym.agents.candidate_dagger import (
+    CandidateEnv,
+    CandidateNet,
+    batch,
+    main,
+    n_inputs,
+    paired_rows,
+    run_episode_env,
+)
+from gpu_sharing_gym.agents.train import main as train_main
+
+RULES = ["gandiva", "speed_sjf_queue"]
+
+
+def test_scores_follow_the_candidates() -> None:
+    th.manual_seed(0)
+    net = CandidateNet(n_inputs(2), hidden=16)
+    rng = np.random.default_rng(0)
+    rows = rng.uniform(-1, 1, (7, n_inputs(2))).astype(np.float32)
+    g = rng.uniform(0, 1, 5).astype(np.float32)
+    perm = rng.permutation(7)
+    x, valid, gg = batch([rows, rows[perm], rows[:4]], [g, g, g])
+    logits, value = net(x, valid, gg)
+    assert th.allclose(logits[1, :7], logits[0, perm], atol=1e-5)  # order-equivariant
+    assert th.allclose(value[0], value[1], atol=1e-5)
+    assert (logits[2, 4:] < -1e8).all()  # padding never chosen
+    alone, _ = net(*batch([rows[:4]], [g]))
+    assert th.allclose(alone[0], logits[2, :4], atol=1e-5)  # padding changes nothing
+
+
+@pytest.mark.parametrize("seed", [960, 961])
+def test_teacher_episode_is_the_runners(seed: int) -> None:
+    env = CandidateEnv("default", [*RULES, "sjf_predicted"], RULES)
+    steps, m = run_episode_env(env, seed, None)
+    sim = make_simulator(load_scenario("default"))
+    direct = run_episode(make_policy(env.best_ref), sim, seed)
+    assert m["jct_mean_s"] == direct["jct_mean_s"]
+    assert abs(sum(steps.rewards)) < 1e-9  # paired against itself: zero
+    others = [run_episode(make_policy(n), sim, seed)["jct_mean_s"] for n in RULES]
+    assert direct["jct_mean_s"] == min(others)  # the seed's best
+
+
+def test_train_resume_evaluate(tmp_path: Path) -> None:
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(
+        "curriculum: [{scenario: default}]\nrules: [gandiva, speed_sjf_queue]\n"
+        "hidden: 16\nbc_episodes: 3\ndagger_rounds: 1\ndagger_episodes: 2\nbc_epochs: 1\n"
+        "episodes_per_update: 2\nvalue_warmup_updates: 1\nppo_updates: 2\neval_every: 1\n"
+        "eval_seeds: [1000]\nbatch_size: 64\n"
+    )
+    out = tmp_path / "run"
+    cfg.write_text("trainer: candidate_dagger\n" + cfg.read_text())
+    assert train_main(["--config", str(cfg), "--out", str(out), "--quiet"]) == 0  # gsg train
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in log]
+    assert kinds[0] == "baselines" and kinds.count("dagger") == 2 and kinds.count("ppo") == 2
+    ppo = [r for r in log if r["kind"] == "ppo"]
+    assert {"agree_gandiva", "agree_speed_sjf_queue", "agree_teacher"} <= set(ppo[-1])
+    assert [r["value_only"] for r in ppo] == [True, False]
+    for f in ("state.pt", "model.pt", "best.pt"):
+        assert (out / f).is_file()
+    # resume: raise the updates, it continues from update 2
+    cfg.write_text(cfg.read_text().replace("ppo_updates: 2", "ppo_updates: 3"))
+    assert main(["train", "--config", str(cfg), "--out", str(out), "--resume"]) == 0
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in log if r["kind"] == "ppo"] == [1, 2, 3]
+    res = tmp_path / "e.json"
+    assert main(["evaluate", "--model", str(out / "best.pt"), "--seeds", "960-961",
+                 "--json", str(res)]) == 0  # fmt: skip
+    recs = json.loads(res.read_text())
+    assert [r["seed"] for r in recs] == [960, 961]
+    assert recs[0]["policy"] == str(out / "best.pt") and recs[0]["jct_mean_s"] > 0
+    p = paired_rows([*recs, *({**r, "policy": "b"} for r in recs)], str(out / "best.pt"), "b")
+    assert p["diff_mean_s"] == 0.0 and p["n"] == 2.0
+
+
+def test_bad_recipe_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("nope: 1\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown setting(s) nope" in err and "\n" not in err
+
+
+def test_teachers_among_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("rules: [gandiva]\nteachers: [gandiva, speed_sjf_queue]\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "teachers must be among rules (not: speed_sjf_queue)" in capsys.readouterr().err
+
+
+def test_migrations_cannot_loop() -> None:
+    """v2 lets a job migrate back and forth at one instant; the agent's env allows a job one
+    migration per cooldown, so a policy that always migrates still ends its episode."""
+    env = CandidateEnv("default", RULES, RULES)
+    env.reset(1000)
+    done, n, info = False, 0, {}
+    while not done:
+        rows, _, _ = env.state()
+        mig = np.flatnonzero(rows[:, 2] > 0)  # the "migrate" column
+        _, done, info = env.step(int(mig[0]) if len(mig) else min(1, len(rows) - 1))
+        n += 1
+        assert n < 5000
+    assert info["metrics"]["migrations"] > 0
+
+
+def test_gsg_train_flags_it_does_not_take(capsys: pytest.CaptureFixture[str]) -> None:
+    assert train_main(["--config", "candidate_dagger", "--out", "x", "--timesteps", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--timesteps: not taken by a trainer: candidate_dagger recipe" in err
+    assert "\n" not in err
