@@ -166,7 +166,7 @@ class CandidateEnv:
         # (Gandiva's record of its own migrations, for its cooldown, is kept only if its move
         # is the one made: restored in step otherwise)
         self._saved = [dict(getattr(r, _OWN_MOVES, None) or {}) for r in self.rules]
-        self.choices = [r.decide(ClusterView(sim, codec)) for r in self.rules]
+        self.choices = [self._decide(r, codec) for r in self.rules]
         for i, d in enumerate(self.choices):
             a = env.index_of(d)
             self.choice_idx[i] = -1 if a is None else a
@@ -186,6 +186,24 @@ class CandidateEnv:
             or k in self.choice_idx
         ]
         return np.asarray(keep, dtype=np.int64)
+
+    def _decide(self, rule: HeuristicPolicy, codec: ActionCodec) -> Decision | None:
+        """``rule``'s decision now, in its own queue order and decision scope (the runner's:
+        speed_sjf_queue's window is the shortest predicted jobs, Gandiva's the oldest); the
+        simulator's own are put back after."""
+        sim = self.env.sim
+        order, scope = sim.window_order, sim.decision_scope
+        if rule.window_order != order:
+            sim.set_window_order(rule.window_order)
+        if rule.decision_scope != scope:
+            sim.set_decision_scope(rule.decision_scope)
+        try:
+            return rule.decide(ClusterView(sim, codec))
+        finally:
+            if sim.window_order != order:
+                sim.set_window_order(order)
+            if sim.decision_scope != scope:
+                sim.set_decision_scope(scope)
 
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows of the candidates the agent may take, ``global``, each rule's choice as an
