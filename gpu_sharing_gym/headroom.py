@@ -16,7 +16,8 @@ Per scenario, on the given seeds:
    ``slo_attainment`` meets the scenario's ``slo_target``
    (:func:`gpu_sharing_gym.leaderboard.rank_key`);
 2. the honest rollout planner (:class:`~gpu_sharing_gym.agents.planner.RolloutPlanner`,
-   ``belief="observed"``: futures sampled from what the episode has shown so far) runs with
+   ``belief="observed"``, or ``--belief censored``: futures sampled from what the episode
+   has shown so far; ``--min-t``: its deviation test) runs with
    that heuristic as its base and, as candidates for each decision, the other heuristics among
    the ``--top`` best (only those without cluster mechanisms can be: ``make_expert``) plus
    ``pack``;
