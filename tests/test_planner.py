@@ -474,3 +474,24 @@ def test_censored_belief_reads_no_truth_and_runs_jobs_past_their_progress() -> N
         if done > 0:
             sim.jobs[st.spec.job_id].spec = replace(st.spec, est_work_s=done / 20.0)
     assert run and censored_error(sim, 0.5)[0] > mu0 + 0.05
+
+
+def test_capped_future_continues_the_draw_by_count() -> None:
+    """A capped workload (``max_jobs``): the arrivals to come are the draw's after as many as
+    the episode has seen, after now, at the draw's own gaps (``belief="censored"``)."""
+    from itertools import pairwise
+
+    from gpu_sharing_gym.agents.planner import _capped_future
+
+    sim = mid_episode(small(), 3, 6)
+    draw = sorted(
+        (st.spec for st in sim.jobs.values() if not st.online), key=lambda sp: sp.submit_s
+    )
+    seen = sum(1 for st in sim.jobs.values() if not st.online and st.status is not Status.FUTURE)
+    fut = _capped_future(sim, draw)
+    assert len(fut) == len(draw) - seen > 0
+    assert all(sp.submit_s > sim.now for sp in fut)
+    gaps = [b.submit_s - a.submit_s for a, b in pairwise(draw[seen:])]
+    got = [b.submit_s - a.submit_s for a, b in pairwise(fut)]
+    assert got == pytest.approx(gaps)
+    sim.replace_future_offline(fut)  # a valid future for the simulator
