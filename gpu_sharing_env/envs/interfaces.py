@@ -5,11 +5,12 @@ invalid-action rule and the episode once for every version; its ``interface`` ar
 one of :data:`INTERFACES`, which lays the decisions out as actions, builds the mask and the
 observation and says why an action is illegal:
 
-| version | interface          | action                               | observation                  |
-|---------|--------------------|--------------------------------------|------------------------------|
-| v0      | :class:`WindowTables`   | (window slot, first GPU, option) | GPU, job and global tables   |
-| v1      | :class:`WindowFeatures` | v0's, padded, plus migration slots | v0's widened, option and job x GPU pair features |
-| v2      | :class:`CandidateMoves` | one of the moves the simulator accepts now | a feature row per move |
+* v0, :class:`WindowTables`: (window slot, first GPU, option) actions; GPU, job and global
+  tables;
+* v1, :class:`WindowFeatures`: v0's actions padded, plus migration slots; v0's tables widened,
+  option features and job × GPU pair features;
+* v2, :class:`CandidateMoves`: one action per move the simulator accepts now; a feature row per
+  move.
 
 An interface is built with the env's simulator and its own settings (the env passes on every
 argument it does not take itself) and keeps only agent-side state: the codec, the encoder, the
@@ -252,7 +253,7 @@ class WindowFeatures(WindowTables):
         migration_slots: int = 0,
         job_history: bool = False,
     ) -> None:
-        Interface.__init__(self, sim)
+        Interface.__init__(self, sim)  # (v0's would build v0's encoder for nothing)
         self.max_gpus = pad = _max_gpus(sim, max_gpus)
         name = sim.cfg.name
         window = _pad("max_window", max_window, sim.window, name)
