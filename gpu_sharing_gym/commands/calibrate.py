@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, str(exc))
     with pd.option_context("display.width", 120, "display.precision", 3):
         print(report.table().to_string())
-    print("\nfreshly fitted coefficients (shipped ones live in gpu_sharing_env/physics/zoo.py and interference.py):")
+    print(
+        "\nfreshly fitted coefficients (shipped ones live in gpu_sharing_env/physics/zoo.py and interference.py):"
+    )
     print(json.dumps(report.fitted, indent=1))
     if args.json is None:
         print("\nnothing written (pass --json PATH to save)")
