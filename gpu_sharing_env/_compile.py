@@ -17,6 +17,7 @@ value that cannot overflow 64 bits).
 MODULES: tuple[str, ...] = (
     "gpu_sharing_env.fleet.cluster",
     "gpu_sharing_env.physics.interference",
+    "gpu_sharing_env.sim.state",
     "gpu_sharing_env.sim.events",
     "gpu_sharing_env.sim.engine",
     "gpu_sharing_env.sim.rates",

@@ -190,3 +190,49 @@ def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
     )
     assert p.returncode == 0 and p.stderr == "", p.stderr
     assert p.stdout.split() == ["False", str(src)]
+
+
+def test_state_pxd_declares_the_job_record_s_fields() -> None:
+    """``sim/state.pxd`` (the compiled ``JobState``: an extension type) declares exactly the
+    fields ``state.py``'s ``__slots__`` name, each public (the interpreted class reads and
+    writes them all), the float fields as C doubles."""
+    tree = ast.parse((ROOT / "gpu_sharing_env" / "sim" / "state.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "JobState")
+    slots = next(
+        ast.literal_eval(s.value)
+        for s in cls.body
+        if isinstance(s, ast.Assign) and any(getattr(t, "id", "") == "__slots__" for t in s.targets)
+    )
+    floats = {
+        s.target.id
+        for s in cls.body
+        if isinstance(s, ast.AnnAssign)
+        and isinstance(s.target, ast.Name)
+        and isinstance(s.annotation, ast.Name)
+        and s.annotation.id == "float"
+    }
+    pxd = (ROOT / "gpu_sharing_env" / "sim" / "state.pxd").read_text()
+    declared = dict(
+        (name, ctype) for ctype, name in re.findall(r"^\s+cdef public (\w+) (\w+)$", pxd, re.M)
+    )
+    assert set(declared) == set(slots)
+    assert {n for n, t in declared.items() if t == "double"} == floats
+
+
+def test_a_job_record_copies_and_pickles_field_for_field() -> None:
+    import copy
+    import pickle
+
+    from gpu_sharing_env.config import load_scenario
+    from gpu_sharing_env.sim.build import make_simulator
+
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    st = next(iter(sim.jobs.values()))
+    st.work_done, st.gpus, st.frac = 1.5, [2], {2: 0.5}
+    for twin in (copy.copy(st), pickle.loads(pickle.dumps(st))):
+        assert type(twin) is type(st)
+        for name in type(st).__slots__:
+            a, b = getattr(twin, name), getattr(st, name)
+            assert a == b or (a != a and b != b), name  # (NaN times: not started, not done)
+    assert copy.copy(st).gpus is st.gpus  # (shallow)

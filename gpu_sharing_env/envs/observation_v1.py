@@ -61,7 +61,11 @@ from gpu_sharing_env.physics.hardware import GPU_TYPES, MIG_COMPUTE_SLICES, MIG_
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import Simulator
-from gpu_sharing_env.sim.state import JobState
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.workload.job import JobSpec
 
 #: log10 normaliser of times until free and predicted durations: 10^6 s (~11.6 days) maps to 1.
@@ -289,7 +293,7 @@ def guarantee(spec: JobSpec) -> bool:
 @cython.locals(
     now=cython.double, last_t=cython.double, setup_until=cython.double, rate=cython.double,
     est=cython.double, t0=cython.double, done=cython.double, left=cython.double,
-    setup=cython.double,
+    setup=cython.double, st=JobState,
 )  # fmt: skip
 @cython.returns(cython.double)
 def time_left_s(st: JobState, now: float) -> float:
@@ -618,7 +622,7 @@ class ObservationEncoderV1:
 
     @cython.locals(
         now=cython.double, soonest=cython.double, lo=cython.double, hi=cython.double,
-        n_g=cython.double, on=cython.double, off=cython.double, t=cython.double,
+        n_g=cython.double, on=cython.double, off=cython.double, t=cython.double, st=JobState,
     )  # fmt: skip
     def gpu_times_scan(self, sim: Simulator, out: np.ndarray) -> tuple[np.ndarray, float, int]:
         """:meth:`_gpu_times` by visiting every resident, written into ``out``: what small
@@ -657,7 +661,7 @@ class ObservationEncoderV1:
 
     @cython.locals(
         now=cython.double, max_att=cython.double, b=cython.double, d=cython.double,
-        left=cython.double, dur=cython.double,
+        left=cython.double, dur=cython.double, st=JobState,
     )  # fmt: skip
     def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The current v1 observation of ``sim`` (fresh arrays every call).

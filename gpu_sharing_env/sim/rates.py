@@ -34,7 +34,11 @@ from gpu_sharing_env.sim.constants import (
     PCIE_GANG_FACTOR,
 )
 from gpu_sharing_env.sim.speed import SpeedMemo
-from gpu_sharing_env.sim.state import JobState
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.usage import FleetUsage
 
 if TYPE_CHECKING:
@@ -156,7 +160,7 @@ class Rates:
         return self._mem_cap[g]
 
     # ------------------------------------------------------------------ rates
-    @cython.locals(now=cython.double, t0=cython.double, dt=cython.double)
+    @cython.locals(now=cython.double, t0=cython.double, dt=cython.double, st=JobState)
     def accrue(self, st: JobState) -> None:
         """Bring a running job's progress up to ``now`` at its current rate."""
         if st.status is not _RUNNING:
@@ -213,6 +217,7 @@ class Rates:
             ]
         return shares
 
+    @cython.locals(r=JobState, st=JobState)
     def refresh(self, gpus: Sequence[int]) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
@@ -272,7 +277,7 @@ class Rates:
     @cython.locals(
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
-        busy=cython.double,
+        busy=cython.double, r=JobState,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
@@ -373,6 +378,7 @@ class Rates:
             if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
                 r.wait_ms, r.tail_ms = wait, tail
 
+    @cython.locals(st=JobState)
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""

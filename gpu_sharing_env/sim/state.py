@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
 
 from gpu_sharing_env.fleet.cluster import MigInstance
 from gpu_sharing_env.workload.job import JobSpec
@@ -46,50 +45,139 @@ class Status(enum.IntEnum):
     FAILED = 4
 
 
-@dataclass(slots=True)
 class JobState:
-    """A job's progress. Work is in seconds of solo exclusive running on the reference GPU."""
+    """A job's progress. Work is in seconds of solo exclusive running on the reference GPU.
+
+    Compiled, an extension type whose float fields are C doubles (``state.pxd``): the
+    components' hot loops read them without a Python object; interpreted, a class with
+    ``__slots__``. Either way a float field holds a Python float's value (an ``int`` or a numpy
+    float written to one reads back as a ``float`` when compiled: the same IEEE double).
+    """
+
+    __slots__ = (
+        "alone_frac",
+        "attempts",
+        "batch_size",
+        "duty",
+        "enqueue_t",
+        "epoch",
+        "evictions",
+        "finish_t",
+        "first_start_t",
+        "frac",
+        "gpus",
+        "last_t",
+        "latency_ms",
+        "mig",
+        "noise_z",
+        "norm_integral",
+        "online",
+        "option",
+        "outage_until",
+        "p99_ms",
+        "rate",
+        "rps",
+        "run_id",
+        "run_start_t",
+        "run_time_s",
+        "run_work_start",
+        "setup_until",
+        "sm_eff",
+        "solo_batch_ms",
+        "solo_rate",
+        "spec",
+        "status",
+        "tail_ms",
+        "throttle",
+        "wait_ms",
+        "work_done",
+    )
 
     spec: JobSpec
-    status: Status = Status.FUTURE
-    gpus: list[int] = field(default_factory=list)
-    option: int = -1
-    mig: list[MigInstance | None] = field(default_factory=list)
-    work_done: float = 0.0
-    rate: float = 0.0  # reference-seconds of work per second
-    solo_rate: float = 0.0  # rate it would have alone, exclusive, on the same GPUs
-    frac: dict[int, float] = field(default_factory=dict)  # per-GPU sharing fraction
-    sm_eff: float = 1.0  # effective SM share (dynamic SM may change it)
-    throttle: float = 1.0  # SysMonitor throttle factor for offline work
-    last_t: float = 0.0
-    setup_until: float = 0.0
-    epoch: int = 0  # bumps when the completion time is rescheduled
-    run_id: int = 0  # bumps at every (re)start; stales fault events
-    run_start_t: float = 0.0
-    run_work_start: float = 0.0
-    first_start_t: float = math.nan
-    finish_t: float = math.nan
-    enqueue_t: float = 0.0
-    attempts: int = 0
-    evictions: int = 0
-    norm_integral: float = 0.0  # integral of rate / solo_rate over running time
-    run_time_s: float = 0.0
+    status: Status
+    gpus: list[int]
+    option: int
+    mig: list[MigInstance | None]
+    work_done: float
+    rate: float  # reference-seconds of work per second
+    solo_rate: float  # rate it would have alone, exclusive, on the same GPUs
+    frac: dict[int, float]  # per-GPU sharing fraction
+    sm_eff: float  # effective SM share (dynamic SM may change it)
+    throttle: float  # SysMonitor throttle factor for offline work
+    last_t: float
+    setup_until: float
+    epoch: int  # bumps when the completion time is rescheduled
+    run_id: int  # bumps at every (re)start; stales fault events
+    run_start_t: float
+    run_work_start: float
+    first_start_t: float
+    finish_t: float
+    enqueue_t: float
+    attempts: int
+    evictions: int
+    norm_integral: float  # integral of rate / solo_rate over running time
+    run_time_s: float
     # online services
-    duty: float = 0.0  # current load-dependent utilisation at full speed
-    rps: float = 0.0
-    noise_z: float = 0.0  # AR(1) state of the load noise
-    outage_until: float = 0.0
-    latency_ms: float = 0.0
-    p99_ms: float = 0.0
-    solo_batch_ms: float = 0.0  # solo batch latency on the type of its first GPU (set at start)
-    wait_ms: float = 0.0  # per-batch wait before it runs (time-slice wait; speed model)
-    tail_ms: float = 0.0  # extra p99 latency (MPS co-runners' kernels in flight; speed model)
-    alone_frac: float = 1.0  # per-batch rate it would have with no co-runner, same allocation
-    online: bool = False  # ``spec.online``, read on the hot path
-    batch_size: int = 0  # the placement's batch size (``Decision.batch_size``; 0: the service's)
+    duty: float  # current load-dependent utilisation at full speed
+    rps: float
+    noise_z: float  # AR(1) state of the load noise
+    outage_until: float
+    latency_ms: float
+    p99_ms: float
+    solo_batch_ms: float  # solo batch latency on the type of its first GPU (set at start)
+    wait_ms: float  # per-batch wait before it runs (time-slice wait; speed model)
+    tail_ms: float  # extra p99 latency (MPS co-runners' kernels in flight; speed model)
+    alone_frac: float  # per-batch rate it would have with no co-runner, same allocation
+    online: bool  # ``spec.online``, read on the hot path
+    batch_size: int  # the placement's batch size (``Decision.batch_size``; 0: the service's)
 
-    def __post_init__(self) -> None:
-        self.online = self.spec.online
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.status = Status.FUTURE
+        self.gpus = []
+        self.option = -1
+        self.mig = []
+        self.work_done = 0.0
+        self.rate = 0.0
+        self.solo_rate = 0.0
+        self.frac = {}
+        self.sm_eff = 1.0
+        self.throttle = 1.0
+        self.last_t = 0.0
+        self.setup_until = 0.0
+        self.epoch = 0
+        self.run_id = 0
+        self.run_start_t = 0.0
+        self.run_work_start = 0.0
+        self.first_start_t = math.nan
+        self.finish_t = math.nan
+        self.enqueue_t = 0.0
+        self.attempts = 0
+        self.evictions = 0
+        self.norm_integral = 0.0
+        self.run_time_s = 0.0
+        self.duty = 0.0
+        self.rps = 0.0
+        self.noise_z = 0.0
+        self.outage_until = 0.0
+        self.latency_ms = 0.0
+        self.p99_ms = 0.0
+        self.solo_batch_ms = 0.0
+        self.wait_ms = 0.0
+        self.tail_ms = 0.0
+        self.alone_frac = 1.0
+        self.online = spec.online
+        self.batch_size = 0
+
+    def __repr__(self) -> str:
+        return f"JobState(job_id={self.spec.job_id}, status={self.status.name})"
+
+    def __copy__(self) -> JobState:
+        """A shallow copy (the containers shared, as ``copy.copy`` of a plain object)."""
+        new = JobState.__new__(JobState)
+        for name in JobState.__slots__:
+            setattr(new, name, getattr(self, name))
+        return new
 
     @property
     def effective_batch_size(self) -> int:

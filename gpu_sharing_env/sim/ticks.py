@@ -21,9 +21,13 @@ try:  # compiled (gpu_sharing_env._compile): C types for tick's locals; interpre
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 if cython.compiled:  # C's exp, log and sin: the same libm functions math's call
-    from cython.cimports.libc.math import exp, log, sin
+    from cython.cimports.libc.math import exp, log, rint, sin
 else:
     from math import exp, log, sin  # type: ignore[assignment]
+
+    # ``round(x) * step`` of a finite float is ``rint(x) * step`` (ties to even, exact below
+    # 2**53): C's rint when compiled, without a Python call and an int per service and tick.
+    rint = round
 
 from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.sim.constants import (
@@ -39,13 +43,19 @@ from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO
 from gpu_sharing_env.sim.rates import Rates
-from gpu_sharing_env.sim.state import JobState, Status
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.usage import FleetUsage
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
 
 
+@cython.locals(st=JobState)
 def _tick_consts(st: JobState) -> tuple[Any, ...]:
     """What ``OnlineLoad.tick`` reads of a live service's (immutable) spec, in one tuple:
     (state, phase_s, period_s, base_rps, peak_rps - base_rps, noise_frac, batch_size, slo_ms)."""
@@ -164,6 +174,7 @@ class OnlineLoad:
             q = round(duty / DUTY_STEP) * DUTY_STEP
             st.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
 
+    @cython.locals(st=JobState)
     def live(self) -> list[JobState]:
         """Online services queued or running now, in arrival order.
 
@@ -204,7 +215,7 @@ class OnlineLoad:
         p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
         att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
         ratio=cython.double, alone=cython.double, a_ms=cython.double, ref=cython.double,
-        unstable=cython.double,
+        unstable=cython.double, st=JobState,
     )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and
@@ -239,7 +250,7 @@ class OnlineLoad:
             if st.gpus:
                 duty = rps * st.solo_batch_ms / 1000.0 / batch
                 duty = duty if duty < 1.0 else 1.0
-                q = round(duty / step) * step
+                q = rint(duty / step) * step
                 q = q if q > step else step
                 if q != st.duty:
                     st.duty = q
@@ -303,13 +314,16 @@ class OnlineLoad:
             p99_w += req * p99_ms
             slowdown = mean_ms / solo_mean
             slow_w += req * slowdown
-            st.latency_ms, st.p99_ms = mean_ms, p99_ms
+            st.latency_ms = mean_ms
+            st.p99_ms = p99_ms
             ratio = p99_ms / slo_ms
             if protection:
                 # SysMonitor may evict or throttle (and accrue) but never touches the request
                 # accumulators: write them back around it all the same.
-                acc.requests, acc.requests_ok = requests, requests_ok
-                acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
+                acc.requests = requests
+                acc.requests_ok = requests_ok
+                acc.latency_weighted_ms = lat_w
+                acc.p99_weighted_ms = p99_w
                 acc.slowdown_weighted = slow_w
                 # MuxFlow's rule: slowdown against the latency the service would have at the
                 # current load without co-runners (on its own allocation: what evicting or
@@ -324,8 +338,10 @@ class OnlineLoad:
                     changed |= monitor.check(gpus[0], 1.0)
             if ratio > p99_max:
                 p99_max = ratio
-        acc.requests, acc.requests_ok = requests, requests_ok
-        acc.latency_weighted_ms, acc.p99_weighted_ms = lat_w, p99_w
+        acc.requests = requests
+        acc.requests_ok = requests_ok
+        acc.latency_weighted_ms = lat_w
+        acc.p99_weighted_ms = p99_w
         acc.slowdown_weighted = slow_w
         usage = self._usage
         acc.frag_sum += usage.fragmentation()

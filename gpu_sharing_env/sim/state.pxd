@@ -1,0 +1,41 @@
+# The compiled JobState (gpu_sharing_env/_compile.py): an extension type whose float fields are
+# C doubles, read by the components' typed loops (``cython.locals(st=JobState)``). The fields
+# and their meaning are state.py's; keep the two in step (tests/test_compiled.py checks it).
+
+cdef class JobState:
+    cdef public object spec
+    cdef public object status
+    cdef public list gpus
+    cdef public object option
+    cdef public list mig
+    cdef public double work_done
+    cdef public double rate
+    cdef public double solo_rate
+    cdef public dict frac
+    cdef public double sm_eff
+    cdef public double throttle
+    cdef public double last_t
+    cdef public double setup_until
+    cdef public object epoch
+    cdef public object run_id
+    cdef public double run_start_t
+    cdef public double run_work_start
+    cdef public double first_start_t
+    cdef public double finish_t
+    cdef public double enqueue_t
+    cdef public object attempts
+    cdef public object evictions
+    cdef public double norm_integral
+    cdef public double run_time_s
+    cdef public double duty
+    cdef public double rps
+    cdef public double noise_z
+    cdef public double outage_until
+    cdef public double latency_ms
+    cdef public double p99_ms
+    cdef public double solo_batch_ms
+    cdef public double wait_ms
+    cdef public double tail_ms
+    cdef public double alone_frac
+    cdef public object online
+    cdef public object batch_size
