@@ -495,3 +495,13 @@ def test_capped_future_continues_the_draw_by_count() -> None:
     got = [b.submit_s - a.submit_s for a, b in pairwise(fut)]
     assert got == pytest.approx(gaps)
     sim.replace_future_offline(fut)  # a valid future for the simulator
+
+
+def test_a_cut_past_the_end_is_no_cut() -> None:
+    """Rollouts cut after the episode's end are scored as uncut ones (``cut_metrics`` at the end
+    is the episode's ``jct_mean_s``): the oracle makes the same decisions, bit for bit."""
+    from gpu_sharing_gym.agents.planner import OraclePlanner
+
+    sim = make_simulator(small())
+    uncut = run_episode(OraclePlanner(base="antman"), sim, 2)
+    assert run_episode(OraclePlanner(base="antman", cut_s=1e9), sim, 2) == uncut
