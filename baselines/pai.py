@@ -359,6 +359,8 @@ def lexmin(gpus: np.ndarray, *keys: Callable[[np.ndarray], np.ndarray]) -> int:
     every GPU is a candidate, and the first key usually leaves few)."""
     sel = gpus
     for key in keys:
+        if sel.size == 1:  # (one GPU left: the keys after cannot change the answer)
+            break
         k = key(sel)
         sel = sel[k == k.min()]
     return int(sel[0])
@@ -530,7 +532,11 @@ class ReservePack(HeuristicPolicy):
         if memo[0] is view.episode and memo[1] == tids:
             info, n_plans, ordered = memo[2], memo[3], memo[4]
         else:  # (the same jobs as at the last decision: most decisions)
-            info = [self._plan_info_id(view, jid) for jid in ids]
+            if self._info_episode is not view.episode:
+                self._info_episode, self._info = view.episode, {}
+            # (most of a new window was in the last one: their plan info is a lookup)
+            known = self._info.get
+            info = [known(jid) or self._plan_info_id(view, jid) for jid in ids]
             n_plans = [len(plans) for _, plans, _ in info]
             ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
                 k for k, (h, _, _) in enumerate(info) if not h
