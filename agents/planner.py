@@ -602,19 +602,32 @@ class RolloutPlanner(HeuristicPolicy):
 def cut_metrics(sim: Simulator, t_end: float) -> dict[str, float]:
     """``jct_mean_s`` and ``slo_attainment`` of a rollout stopped at or after ``t_end``
     (``RolloutPlanner(cut_s=...)``), as of ``t_end``: over the offline jobs submitted by then and
-    not given up, each counts ``min(its completion, t_end, now) - submit`` (a job unfinished at
-    the cut counts its time in the system so far, as ``compute_metrics`` counts one unfinished
-    at the episode's end); the SLO attainment is the simulator's at ``now``. Candidates that
-    share a sampled future are so scored over the same jobs and the same instant, whatever
-    their last decision point."""
+    not given up, a job finished by then counts its JCT; one unfinished counts its time in the
+    system so far plus the work it has left at solo reference speed (``work_s`` minus its
+    progress: the rollout's own world's, sampled for the honest planner), a lower bound of its
+    JCT; the SLO attainment is the simulator's at ``now``. Candidates that share a sampled
+    future are so scored over the same jobs and the same instant, whatever their last decision
+    point. Without the work left, a cut rollout favours starving long jobs (a job queued and
+    one half done would cost the same), and on ``default-x2`` the oracle with 1-8 h cuts ended
+    up to 3.5x worse than its base (``docs/notes/2026-11-28-headroom-afternoon.md``). Once the
+    episode is over nothing is added (its own ``jct_mean_s``)."""
     stop = min(t_end, sim.now)
-    jct = [
-        min(st.finish_t if st.status is Status.DONE else stop, stop) - st.spec.submit_s
-        for st in sim.jobs.values()
-        if not st.online
-        and st.spec.submit_s <= stop
-        and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
-    ]
+    over = sim.done
+    jct = []
+    for st in sim.jobs.values():
+        if (
+            st.online
+            or st.spec.submit_s > stop
+            or st.status not in (Status.DONE, Status.QUEUED, Status.RUNNING)
+        ):
+            continue
+        if st.status is Status.DONE and st.finish_t <= stop:
+            jct.append(st.finish_t - st.spec.submit_s)
+            continue
+        left = 0.0 if over else max(0.0, st.spec.work_s - sim.progress(st.spec.job_id))
+        if st.status is Status.DONE:  # finished between the cut and the stop
+            left = 0.0 if over else st.finish_t - stop
+        jct.append(stop - st.spec.submit_s + left)
     slo = sim.metrics()["slo_attainment"]
     return {"jct_mean_s": float(np.mean(jct)) if jct else 0.0, "slo_attainment": slo}
 

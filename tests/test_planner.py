@@ -394,8 +394,9 @@ def test_planner_teaches_env_states_with_a_migrating_base() -> None:
 
 def test_cut_rollout_scores_the_state_at_the_cut() -> None:
     """``cut_metrics``: a rollout stopped at ``now + cut_s`` counts each offline job arrived by
-    then with its completion time, or its time in the system so far; with a cut past the end
-    of the episode it is the episode's own ``jct_mean_s``."""
+    then with its JCT if it finished by then, else its time in the system so far plus the work
+    it has left; with a cut past the end of the episode it is the episode's own
+    ``jct_mean_s``."""
     from gpu_sharing_gym.agents.planner import cut_metrics
 
     cfg = small()
@@ -406,12 +407,15 @@ def test_cut_rollout_scores_the_state_at_the_cut() -> None:
     assert s2.now >= t_end and not s2.done
     m = cut_metrics(s2, t_end)
     want = [
-        min(st.finish_t if st.status is Status.DONE else t_end, t_end) - st.spec.submit_s
+        st.finish_t - st.spec.submit_s
+        if st.status is Status.DONE
+        else t_end - st.spec.submit_s + st.spec.work_s - s2.progress(st.spec.job_id)
         for st in s2.jobs.values()
         if not st.online
         and st.spec.submit_s <= t_end
         and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
     ]
+    assert any(st.status is not Status.DONE for st in s2.jobs.values() if not st.online)
     assert m["jct_mean_s"] == pytest.approx(float(np.mean(want)))
     assert m["slo_attainment"] == s2.metrics()["slo_attainment"]
     s3 = sim.copy()
