@@ -269,8 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     # 0.5.0). ``gc.freeze`` leaves them out. What an episode allocates (the job records of its
     # reset, the runtime state) is long-lived too and holds almost no cycles (10 objects
     # collected in a 20,000-job replay): the default full pass, every 10 middle-generation
-    # passes, re-scanned it for nothing, 4-7 % of such an episode (2026-11-28 note on replay
-    # speed). A full pass every 100 of them instead; young cycles are collected as before.
+    # passes, re-scanned it for nothing, up to 4 % of such an episode (docs/notes/
+    # 2026-11-28-replay-speed.md). A full pass every 100 of them instead; young cycles are
+    # collected as before.
     gc.freeze()
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], max(thresholds[2], FULL_GC_EVERY))
