@@ -38,7 +38,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,6 @@ from gpu_sharing_gym.agents.envs import (
     scenario_digest,
 )
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
-from gpu_sharing_gym.ci import mean_ci95
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
 #: Columns added per rule: the candidate is the rule's choice, moves its job, targets its GPU.
@@ -842,18 +841,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def paired_rows(records: Sequence[Mapping[str, Any]], a: str, b: str) -> dict[str, float]:
-    """``a - b`` of ``jct_mean_s`` per common seed: mean, 95 % CI half-width, %, seeds lower."""
-    ja = {r["seed"]: r["jct_mean_s"] for r in records if r["policy"] == a}
-    jb = {r["seed"]: r["jct_mean_s"] for r in records if r["policy"] == b}
-    seeds = sorted(set(ja) & set(jb))
-    d = [ja[s] - jb[s] for s in seeds]
-    m, h, n = mean_ci95(d)
-    ref = float(np.mean([jb[s] for s in seeds]))
-    return {"diff_mean_s": m, "diff_ci95_s": h, "diff_pct": 100 * m / ref,
-            "better": float(sum(x < 0 for x in d)), "n": float(n)}  # fmt: skip
-
-
 __all__ = [
     "CandidateEnv",
     "CandidateNet",
@@ -862,7 +849,6 @@ __all__ = [
     "evaluate_net",
     "load_model",
     "main",
-    "paired_rows",
     "run_episode_env",
 ]
 
