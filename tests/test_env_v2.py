@@ -94,3 +94,34 @@ def test_conformance_checker() -> None:
 
     report = api_test(make, num_steps=150)
     assert report.legal_stepped > 0 and report.illegal_stepped > 0
+
+
+def test_a_moved_job_cannot_move_again_while_it_resumes() -> None:
+    """A migration's job sets up again (``migration_s``); until then it has no migration
+    candidate and ``Simulator.check`` refuses a move: no moving back and forth at one instant."""
+    env = _env()
+    env.reset(seed=1000)
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        moves = env.candidates.moves
+        mig = [
+            i
+            for i, d in enumerate(moves)
+            if d is not None and env.sim.jobs[d.job_id].status is Status.RUNNING
+        ]
+        if mig:
+            break
+        _, _, term, _, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+        assert not term
+    else:
+        pytest.fail("no migration candidate in 2000 steps")
+    d = moves[mig[0]]
+    old_gpus = tuple(env.sim.jobs[d.job_id].gpus)
+    now = env.sim.now
+    env.step(mig[0])
+    sim = env.sim
+    assert sim.now == now  # the same instant: the moved job is no candidate, its way back illegal
+    assert all(m is None or m.job_id != d.job_id for m in env.candidates.moves)
+    back = type(d)(job_id=d.job_id, gpu=old_gpus[0], option=d.option)
+    assert sim.jobs[d.job_id].setup_until > sim.now
+    assert "setting up" in (sim.check(back) or "")

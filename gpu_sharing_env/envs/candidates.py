@@ -8,7 +8,9 @@ accepts now, enumerated from the state alone (never from a heuristic), with a fe
   option) of its placement mask (``Simulator.mask``: GPU-major, then option), gangs included
   (a gang takes the first legal GPUs from its first GPU on, as everywhere);
 * **migrations**: every running job (ascending job id) to every (GPU, option) of
-  ``Simulator.migration_mask``: empty, ready GPUs where the legality function would place it.
+  ``Simulator.migration_mask``: empty, ready GPUs where the legality function would place it;
+  none while the job still sets up (just started, or resuming from its last move), so a job
+  cannot move back and forth with no time passing.
   This is read-only; ``Simulator.check`` would also accept moves onto occupied GPUs, but it
   answers for a running job by taking it off its GPUs and putting it back (its GPUs' residents
   are re-added in another order), so asking it for every candidate would change the episode.

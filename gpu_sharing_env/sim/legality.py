@@ -151,11 +151,14 @@ class Legality:
     def migration_mask(self, job_id: int) -> np.ndarray:
         """Legal (gpu, option) destinations of migration candidate ``job_id``: empty, ready GPUs
         where the cluster's legality function would place the job (read-only)."""
-        spec = self._jobs[job_id].spec
+        st = self._jobs[job_id]
+        spec = st.spec
         m = self.sig_entry(mask_signature(spec), spec)[1]
         c = self._cluster
         empty = (c.n_res == 0) & c.ready
         out = m & empty[:, None]
+        if st.setup_until > self._sim.now:  # still setting up: cannot move (check_migration)
+            out = np.zeros_like(out)
         out.flags.writeable = False
         return out
 

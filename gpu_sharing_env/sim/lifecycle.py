@@ -121,7 +121,11 @@ class Lifecycle:
 
     # ================================================================== migration
     def check_migration(self, st: JobState, gpu: int, option: int) -> str | None:
-        """Why running ``st`` may not move to ``(gpu, option)``, or None."""
+        """Why running ``st`` may not move to ``(gpu, option)``, or None. A job still setting up
+        (starting, or resuming from its last move) cannot checkpoint, so it cannot move: without
+        this rule a job could move back and forth between two GPUs with no time passing."""
+        if st.setup_until > self._sim.now:
+            return f"job {st.spec.job_id} is still setting up until t={st.setup_until:g} s"
         c = self._cluster
         if not (0 <= gpu < c.n_gpus and 0 <= option < len(self._options)):
             return c.check(st.spec, gpu, option)
