@@ -69,6 +69,7 @@ from gpu_sharing_gym.agents.envs import (
     scenario_digest,
 )
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.plumbing.cli_args import seed_spec
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 
 #: Columns added per rule: the candidate is the rule's choice, moves its job, targets its GPU.
@@ -172,9 +173,8 @@ class CandidateEnv:
 
     def _keep(self) -> np.ndarray:
         """The env's candidates the agent may take: all but migrations of a job it migrated
-        less than ``cooldown_s`` ago (v2 lets a job move back and forth at one instant, so a
-        policy could loop without time advancing; Gandiva's own cooldown), rules' choices
-        always."""
+        less than ``cooldown_s`` ago (Gandiva's own cooldown; the simulator itself only keeps
+        a job from moving again while it sets up), rules' choices always."""
         c = self.env.candidates
         now = float(self.env.sim.now)
         keep = [
@@ -790,14 +790,6 @@ def load_model(path: str | Path) -> tuple[CandidateNet, Settings]:
     return net, s
 
 
-def _seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        out.extend(range(int(a), int(b or a) + 1))
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_sharing_gym.agents.candidate_dagger")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -809,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("evaluate", help="greedy episodes of saved models; gsg evaluate's records")
     e.add_argument("--model", required=True, help="comma-separated .pt files")
     e.add_argument("--scenario", default="default")
-    e.add_argument("--seeds", default="960-989")
+    e.add_argument("--seeds", default="960-989", type=seed_spec)
     e.add_argument("--json", required=True)
     a = p.parse_args(argv)
     th.set_num_threads(1)
@@ -834,7 +826,7 @@ def main(argv: list[str] | None = None) -> int:
     recs: list[dict[str, Any]] = []
     for path in a.model.split(","):
         net, s = load_model(path)
-        for r in evaluate_net(net, s, a.scenario, _seeds(a.seeds)):
+        for r in evaluate_net(net, s, a.scenario, a.seeds):
             r["policy"] = path
             recs.append(r)
     atomic_write_text(Path(a.json), json.dumps([json_safe(r) for r in recs], indent=1) + "\n")
