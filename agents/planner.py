@@ -393,9 +393,9 @@ class RolloutPlanner(HeuristicPolicy):
         cut_s: Simulated seconds a rollout runs past the decision (None, the default: to the
             end of the episode). A cut rollout stops at the first decision point at or after
             ``now + cut_s`` and is scored by :func:`cut_metrics` at that time: every offline
-            job arrived by then counts its completion time, or the time it has spent in the
-            system so far where it has not finished (the JCT metric's own rule for an
-            unfinished job); SLO attainment is that of the requests served until the stop.
+            job arrived by then counts its completion time, or where it has not finished its
+            time in the system so far plus its work left at solo reference speed; SLO
+            attainment is that of the requests served until the stop.
             Rollouts then cost about ``cut_s`` of simulation instead of the rest of the
             episode, the objective weighs the next ``cut_s`` only, and the fortified
             planner's guarantee (never worse than ``base`` on the true future) no longer
