@@ -68,6 +68,7 @@ from gpu_sharing_gym.agents.envs import (
     resolve_cache_dir,
     scenario_digest,
 )
+from gpu_sharing_gym.agents.planner import OraclePlanner, RolloutPlanner
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from gpu_sharing_gym.plumbing.cli_args import seed_spec
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
@@ -170,6 +171,18 @@ class CandidateEnv:
         for i, d in enumerate(self.choices):
             a = env.index_of(d)
             self.choice_idx[i] = -1 if a is None else a
+
+    def row_of(self, policy: HeuristicPolicy) -> int:
+        """The row of the last ``state()`` that is ``policy``'s decision now, asked in its own
+        queue order and scope (-1 where it is no candidate the agent may take). Ask a stateful
+        policy (a planner) once per step, as the runner would."""
+        sim = self.env.sim
+        d = self._decide(policy, ActionCodec(sim.window, sim.n_gpus, len(sim.options), 0))
+        a = self.env.index_of(d)
+        if a is None:
+            return -1
+        hit = np.flatnonzero(self.keep == a)
+        return int(hit[0]) if len(hit) else -1
 
     def _keep(self) -> np.ndarray:
         """The env's candidates the agent may take: all but migrations of a job it migrated
@@ -314,6 +327,14 @@ def batch(
 
 
 # ---------------------------------------------------------------------------------- settings
+#: Planners that may label DAgger's states (``dagger_teacher``): the rollout planner on the true
+#: future (privileged: training time only) or on its observed belief.
+TEACHER_PLANNERS: dict[str, type[RolloutPlanner]] = {
+    "planner_oracle": OraclePlanner,
+    "planner": RolloutPlanner,
+}
+
+
 @dataclass
 class Settings:
     """A recipe (``configs/recipes/candidate_dagger.yaml``); every field documented there."""
@@ -327,6 +348,10 @@ class Settings:
         default_factory=lambda: ["gandiva", "speed_sjf_queue", "sjf_predicted"]
     )
     teachers: list[str] = field(default_factory=lambda: ["gandiva", "speed_sjf_queue"])
+    #: DAgger's labels: ``per_seed_best`` (the seed's best of ``teachers``) or a planner of
+    #: :data:`TEACHER_PLANNERS` built with ``planner`` (its constructor's arguments).
+    dagger_teacher: str = "per_seed_best"
+    planner: dict[str, Any] = field(default_factory=dict)
     max_candidates: int = 4096
     migration_cooldown_s: float = 1800.0
     hidden: int = 64
@@ -340,6 +365,8 @@ class Settings:
     bc_lr: float = 1e-3
     label_smoothing: float = 0.05
     dataset_max_steps: int = 60000
+    #: DAgger stops after the round that passes this share of the wall-clock budget.
+    imitation_share: float = 1.0
     # PPO
     ppo_updates: int = 100000
     episodes_per_update: int = 16
@@ -370,7 +397,22 @@ class Settings:
         missing = [t for t in s.teachers if t not in s.rules]
         if missing:
             raise ValueError(f"{path}: teachers must be among rules (not: {', '.join(missing)})")
+        if s.dagger_teacher != "per_seed_best" and s.dagger_teacher not in TEACHER_PLANNERS:
+            raise ValueError(
+                f"{path}: dagger_teacher {s.dagger_teacher!r}: must be per_seed_best or one of "
+                f"{', '.join(TEACHER_PLANNERS)}"
+            )
+        try:
+            s.make_teacher()
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}: planner: {err}") from None
         return s
+
+    def make_teacher(self) -> HeuristicPolicy | None:
+        """DAgger's labelling policy (None: the per-seed best of ``teachers``)."""
+        if self.dagger_teacher == "per_seed_best":
+            return None
+        return TEACHER_PLANNERS[self.dagger_teacher](**self.planner)
 
 
 # ---------------------------------------------------------------------------------- rollouts
@@ -424,19 +466,29 @@ def run_episode_env(
     mode: str = "sample",
     beta: float = 0.0,
     rng: np.random.Generator | None = None,
+    teacher: HeuristicPolicy | None = None,
 ) -> tuple[Steps, dict[str, float]]:
-    """One episode; the teacher is the seed's best reference (``env.best_ref``, also a rule).
-    ``net`` None: the teacher drives; else the net drives (``mode``), except with probability
-    ``beta`` per step the teacher (DAgger's mixture). Returns the steps (label: the teacher's
-    choice) and the env's final metrics."""
+    """One episode; the teacher is ``teacher`` (a planner, asked at every step) or else the
+    seed's best reference (``env.best_ref``, also a rule). ``net`` None: the teacher drives;
+    else the net drives (``mode``), except with probability ``beta`` per step the teacher
+    (DAgger's mixture). Returns the steps (label: the teacher's choice; where a planner's is
+    no candidate, the seed's best reference's, counted in the metrics' ``x_label_fallback``)
+    and the env's final metrics."""
     env.reset(seed)
+    if teacher is not None:
+        teacher.reset(seed)
     t_idx = env.rule_names.index(env.best_ref)
     out = Steps()
     done = False
     info: dict[str, Any] = {}
+    fallback = 0
     while not done:
         rows, glob, choice = env.state()
         label = max(0, int(choice[t_idx]))  # (a teacher's move is always a candidate: parity)
+        if teacher is not None:
+            row = env.row_of(teacher)
+            fallback += row < 0
+            label = label if row < 0 else row
         if net is None or (rng is not None and beta > 0 and rng.random() < beta):
             a, logp, v = label, 0.0, 0.0
         else:
@@ -451,7 +503,8 @@ def run_episode_env(
         out.rewards.append(r)
         out.dones.append(done)
         out.choices.append(choice)
-    return out, dict(info["metrics"])
+    extra = {} if teacher is None else {"x_label_fallback": fallback}
+    return out, {**info["metrics"], **extra}
 
 
 def evaluate_net(
@@ -592,6 +645,9 @@ class Run:
         self.best_jct = math.inf
         self.reward_scale = 1.0
         self.envs: dict[str, CandidateEnv] = {}
+        self.teacher = settings.make_teacher()
+        #: ``best.pt`` is the lowest validated mean JCT among those meeting this (mean) SLO.
+        self.slo_target = float(load_scenario(settings.eval_scenario).slo_target)
 
     # -- persistence
     def save(self) -> None:
@@ -674,8 +730,9 @@ class Run:
         data, metrics, teachers = Steps(), [], []
         scen = self.scenario()
         env = self.env(scen)
+        teacher = self.teacher if self.phase == "bc" else None
         for _ in range(episodes):
-            st, m = run_episode_env(env, self.seed(), net, mode, beta, self.rng)
+            st, m = run_episode_env(env, self.seed(), net, mode, beta, self.rng, teacher)
             data.extend(st)
             metrics.append(m)
             teachers.append(env.best_ref)
@@ -705,7 +762,8 @@ class Run:
         self.log(kind="val", phase=self.phase, round=self.round, update=self.update,
                  jct_mean_s=jct, slo=float(np.mean([r["slo_attainment"] for r in recs])),
                  **agree)  # fmt: skip
-        if jct < self.best_jct:
+        slo_ok = float(np.mean([r["slo_attainment"] for r in recs])) >= self.slo_target
+        if jct < self.best_jct and slo_ok:
             self.best_jct = jct
             self.save_model(self.out / "best.pt")
         return jct
@@ -739,11 +797,18 @@ class Run:
             tick()
             self.log(kind="dagger", round=self.round, dataset=len(data), loss=loss, acc=acc,
                      episodes=len(ms), jct_mean_s=float(np.mean([m["jct_mean_s"] for m in ms])),
-                     teacher_gandiva=ts.count("gandiva") / len(ts))  # fmt: skip
-            if self.round > s.dagger_rounds:
+                     teacher_gandiva=ts.count("gandiva") / len(ts),
+                     **_agreement(new, s.rules),
+                     label_fallback=int(sum(m.get("x_label_fallback", 0) for m in ms)))  # fmt: skip
+            last = (
+                self.round > s.dagger_rounds
+                or self.wall_s >= stop_at - (1 - s.imitation_share) * budget
+            )
+            if last:
                 self.phase = "ppo"
                 self.opt = th.optim.Adam(self.net.parameters(), lr=s.lr)
-                self.validate()
+            if last or self.teacher is not None:
+                self.validate()  # (best.pt may be a DAgger round's)
             self.save()
         data = Steps()
         while self.phase == "ppo" and self.update < s.ppo_updates and tick():
@@ -768,6 +833,17 @@ class Run:
                 self.validate()
             self.save()
         self.save()
+
+
+def _agreement(steps: Steps, rules: Sequence[str]) -> dict[str, float]:
+    """How often the steps' actions and labels are each rule's choice."""
+    ch = np.stack(steps.choices)
+    acts, labels = np.asarray(steps.actions), np.asarray(steps.labels)
+    out = {}
+    for i, n in enumerate(rules):
+        out[f"agree_{n}"] = float((ch[:, i] == acts).mean())
+        out[f"label_agree_{n}"] = float((ch[:, i] == labels).mean())
+    return out
 
 
 def _episode_returns(steps: Steps) -> np.ndarray:
