@@ -23,9 +23,11 @@ Time 0 is Monday 00:00 of the simulated week.
 
 from __future__ import annotations
 
+import bisect
+import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -314,23 +316,32 @@ def _periodic_times(
     t1_s: float,
 ) -> np.ndarray:
     """Slots ``phase + k * period`` covering ``[t0_s, t1_s)``, each jittered by N(0, jitter x
-    period). A daily group's phase follows the diurnal arrival curve (morning peak); others are
-    uniform."""
+    period), in slot order (jitter may swap two: :func:`generate_workload` sorts every
+    submission at once). A daily group's phase follows the diurnal arrival curve (morning
+    peak); others are uniform."""
+    # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
+    # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
+        top = cfg.arrivals_per_h / 3600.0 * 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
+        top *= 1.0 + cfg.diurnal_amplitude
+        # arrival_rate_per_s on [0, DAY_S) (a weekday), the same operations on one float
+        rate0 = cfg.arrivals_per_h / 3600.0 * (7.0 / (5.0 + 2.0 * cfg.weekend_factor))
+        amp, peak_s = cfg.diurnal_amplitude, cfg.peak_hour * 3600.0
         while True:  # rejection: phase density proportional to a weekday's arrival rate
-            ph = float(rng.uniform(0.0, DAY_S))
-            top = cfg.arrivals_per_h / 3600.0 * 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
-            top *= 1.0 + cfg.diurnal_amplitude
-            if top <= 0 or rng.uniform(0.0, top) < arrival_rate_per_s(cfg, np.array([ph]))[0]:
+            ph = DAY_S * rng.random()
+            if top <= 0:
+                break
+            u = top * rng.random()
+            if u < rate0 * (1.0 + amp * float(np.cos(2.0 * np.pi * (ph - peak_s) / DAY_S))):
                 break
         phase = ph % period_s
     else:
-        phase = float(rng.uniform(0.0, period_s))
+        phase = period_s * rng.random()
     k0 = math.floor((t0_s - phase) / period_s)
     k1 = math.ceil((t1_s - phase) / period_s)
     slots = phase + period_s * np.arange(k0, k1 + 1)
     t = slots + cfg.period_jitter * period_s * rng.standard_normal(slots.size)
-    return np.sort(t[(t >= t0_s) & (t < t1_s)])
+    return t[(t >= t0_s) & (t < t1_s)]
 
 
 def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.ndarray:
@@ -384,26 +395,43 @@ def generate_workload(
     lo_sig = cfg.duration_sigma
     periods_h = np.asarray(cfg.period_h_choices, dtype=float)
     pw = np.asarray(cfg.period_weights, dtype=float)
+    # Which periods a base run time allows decides the period weights: at most 2^len of them,
+    # each computed with numpy once (the same values as per draw) and looked up per draw.
+    periods_s = [p * 3600.0 for p in periods_h.tolist()]
+    inv_longest = 1.0 / float(periods_h.max())
+    by_ok: dict[tuple[bool, ...], tuple[float, list[float]]] = {}
+    med, d_lo, d_hi, ratio = (
+        cfg.duration_median_s,
+        cfg.duration_min_s,
+        cfg.duration_max_s,
+        cfg.period_run_ratio,
+    )
     per_base: list[float] = []
     per_period: list[float] = []
     got = 0.0
     while got < per_rate_h:
-        base = float(
-            np.clip(
-                cfg.duration_median_s * math.exp(lo_sig * rng.standard_normal()),
-                cfg.duration_min_s,
-                cfg.duration_max_s,
+        # np.clip's value for a finite float (exp never gives NaN here)
+        base = min(max(med * math.exp(lo_sig * rng.standard_normal()), d_lo), d_hi)
+        key = tuple(p >= ratio * base for p in periods_s)
+        hit = by_ok.get(key)
+        if hit is None:
+            ok = np.array(key)
+            w = (
+                np.where(ok, pw, 0.0)
+                if ok.any()
+                else np.where(periods_h == periods_h.max(), 1.0, 0.0)
             )
-        )
-        ok = periods_h * 3600.0 >= cfg.period_run_ratio * base
-        w = np.where(ok, pw, 0.0) if ok.any() else np.where(periods_h == periods_h.max(), 1.0, 0.0)
-        w = w / w.sum()
+            w = w / w.sum()
+            cdf = w.cumsum()
+            cdf /= cdf[-1]
+            hit = by_ok[key] = (float(np.sum(w / periods_h)), cdf.tolist())
         # A group submits 1/period runs per hour, and short runs get short periods: keep a
         # drawn group with probability (1 / longest period) / E[1 / period | base], so that
         # runs (not groups) follow the lognormal run-time distribution.
-        if rng.uniform() * float(np.sum(w / periods_h)) > 1.0 / float(periods_h.max()):
+        if rng.random() * hit[0] > inv_longest:
             continue
-        p_h = float(periods_h[rng.choice(w.size, p=w)])
+        # rng.choice(len(w), p=w)'s draw: one double against the normalised cumulative weights
+        p_h = float(periods_h[bisect.bisect_right(hit[1], rng.random())])
         per_base.append(base)
         per_period.append(p_h * 3600.0)
         got += 1.0 / p_h
@@ -414,7 +442,8 @@ def generate_workload(
     amp = cfg.diurnal_amplitude
     if cfg.arrivals_per_h > flat_h:
         amp = min(0.95, amp * cfg.arrivals_per_h / (cfg.arrivals_per_h - flat_h))
-    cfg_d = replace(cfg, diurnal_amplitude=amp)
+    cfg_d = copy.copy(cfg)  # (amp is in [0, 0.95]: valid, so no __post_init__ walk)
+    object.__setattr__(cfg_d, "diurnal_amplitude", amp)
     k_mean = cfg.group_size_mean
     n_burst = round(burst_rate_h * cfg.burst_gap_h / k_mean) if burst_rate_h > 0 else 0
     if burst_rate_h > 0:
@@ -425,12 +454,9 @@ def generate_workload(
     burst_base = cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_burst))
 
     # Submissions of every template over [t0, horizon).
-    times: list[np.ndarray] = []
-    labels: list[np.ndarray] = []
-    for k in range(n_per):
-        t = _periodic_times(cfg_d, rng, per_period[k], t0, horizon_s)
-        times.append(t)
-        labels.append(np.full(t.size, k, dtype=np.int64))
+    # (Their order before the sort below does not matter: equal times and labels are the same.)
+    times = [_periodic_times(cfg_d, rng, per_period[k], t0, horizon_s) for k in range(n_per)]
+    labels = [np.repeat(np.arange(n_per, dtype=np.int64), [t.size for t in times])]
     if n_burst:
         starts = _arrivals(
             cfg_d, rng, t0, horizon_s, n_burst / cfg.burst_gap_h / cfg.arrivals_per_h
@@ -438,15 +464,27 @@ def generate_workload(
         owner = n_per + rng.integers(0, n_burst, size=starts.size)
         p = 1.0 / (k_mean - cfg.group_size_min + 1.0)
         sizes = cfg.group_size_min + rng.geometric(p, size=starts.size) - 1
+        # Every sweep's gaps in one draw (the same doubles as a draw per sweep, in turn); a
+        # sweep's times are its start plus the running sum of its gaps after the first (the
+        # additions of np.cumsum, in order).
+        n_gaps = int(sizes.sum())
+        spacing = cfg.burst_spacing_s
+        gaps = rng.exponential(spacing, size=n_gaps).tolist() if spacing else [0.0] * n_gaps
+        b_t: list[float] = []
+        b_lab: list[int] = []
+        i = 0
         for s0, g, m in zip(starts.tolist(), owner.tolist(), sizes.tolist(), strict=True):
-            gaps = (
-                rng.exponential(cfg.burst_spacing_s, size=m) if cfg.burst_spacing_s else np.zeros(m)
-            )
-            gaps[0] = 0.0
-            t = s0 + np.cumsum(gaps)
-            t = t[t < horizon_s]
-            times.append(t)
-            labels.append(np.full(t.size, g, dtype=np.int64))
+            acc = 0.0
+            for j in range(i, i + m):
+                if j > i:
+                    acc += gaps[j]
+                t_j = s0 + acc
+                if t_j < horizon_s:
+                    b_t.append(t_j)
+                    b_lab.append(g)
+            i += m
+        times.append(np.array(b_t, dtype=float))
+        labels.append(np.array(b_lab, dtype=np.int64))
     one = _arrivals(cfg_d, rng, t0, horizon_s, 1.0 - cfg.recurring_share)
     times.append(one)
     labels.append(n_grp + np.arange(one.size, dtype=np.int64))
@@ -499,9 +537,12 @@ def generate_workload(
     n_past = int(past.sum())  # sorted by time: the history is the prefix
     hl = lab[:n_past]
     hreq = req[hl]
+    # tags by lookup (one string per template and user, indexed by the history's rows)
+    g_tags = np.array([f"g{k}" for k in range(n_grp)] + [""], dtype=object)
+    u_tags = np.array([f"u{u}" for u in range(cfg.num_users)], dtype=object)
     history = RunLog(
-        group=[f"g{k}" if k < n_grp else "" for k in hl.tolist()],
-        user=[f"u{u}" for u in users[hl].tolist()],
+        group=g_tags[np.minimum(hl, n_grp)].tolist(),
+        user=u_tags[users[hl]].tolist(),
         gpus=np.where(hreq < 1, hreq, np.floor(hreq)),
         work_s=dur[:n_past].copy(),
         submit_s=t_all[:n_past].copy(),
