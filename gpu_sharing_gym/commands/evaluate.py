@@ -23,6 +23,7 @@ import argparse
 import gc
 import hashlib
 import json
+import math
 import shutil
 import sys
 import threading
@@ -30,9 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from gpu_sharing_env.config import (
@@ -59,6 +59,9 @@ from gpu_sharing_gym.plumbing.cli_args import Parser, describe_seeds, fail
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
 from gpu_sharing_gym.plumbing.progress import KindETA, progress
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PROG = "gsg evaluate"
 
@@ -120,26 +123,70 @@ def override(
 FULL_GC_EVERY = 100
 
 
-def summary_table(records: Sequence[Mapping[str, Any]], slo_target: float) -> pd.DataFrame:
-    """Per policy (best first: meeting the SLO, then lowest mean JCT): the :data:`SHOWN` metrics
-    as display strings, "mean ± 95 % CI half-width" for :data:`WITH_CI` (plain means for the
-    rest), ``meets_slo`` and ``n`` (seeds)."""
-    df = pd.DataFrame(list(records))
+def _number(v: Any) -> float | None:
+    """A record's metric as a float; None when absent or not a number."""
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def summary_rows(records: Sequence[Mapping[str, Any]], slo_target: float) -> list[dict[str, Any]]:
+    """Per policy (best first: meeting the SLO, then lowest mean JCT; ties in the records' order):
+    ``policy``, the :data:`SHOWN` metrics as display strings, "mean ± 95 % CI half-width" for
+    :data:`WITH_CI` (plain means for the rest), ``meets_slo`` and ``n`` (seeds). No pandas: a
+    replay's process stays without it (docs/notes/2026-11-28-replay-speed.md)."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r.get("policy"), []).append(r)
     rows: list[dict[str, Any]] = []
-    for pol, grp in df.groupby("policy", sort=False):
+    for pol, grp in groups.items():
         row: dict[str, Any] = {"policy": pol}
         for m in SHOWN:
-            mean, half, _ = mean_ci95(pd.to_numeric(grp[m], errors="coerce").astype(float))
+            mean, half, _ = mean_ci95(_number(r.get(m)) for r in grp)
             row[m] = fmt_mean_ci(mean, half) if m in WITH_CI else fmt_num(mean)
             row[f"_{m}"] = mean
         slo = row["_slo_attainment"]
         row["meets_slo"] = bool(slo != slo or slo >= slo_target)  # NaN: no online services
         row["n"] = len(grp)
         rows.append(row)
-    table = pd.DataFrame(rows).sort_values(
-        ["meets_slo", "_jct_mean_s"], ascending=[False, True], na_position="last", kind="stable"
+    jct = "_jct_mean_s"
+    return sorted(
+        rows,
+        key=lambda r: (
+            not r["meets_slo"],
+            math.isnan(r[jct]),
+            0.0 if math.isnan(r[jct]) else r[jct],
+        ),
     )
-    return table.set_index("policy")[[*SHOWN, "meets_slo", "n"]]
+
+
+#: The columns of the printed table, after the policy.
+COLUMNS = [*SHOWN, "meets_slo", "n"]
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`summary_rows` as text, laid out as pandas' ``DataFrame.to_string`` lays out
+    :func:`summary_table`: the policy column left-aligned under its name's own line, the others
+    right-aligned, each cell after one space (two before a number or a truth value)."""
+    names = [str(r["policy"]) for r in rows]
+    width0 = max(len("policy"), *map(len, names))
+    cols = []
+    for c in COLUMNS:
+        lead = " " if c in ("meets_slo", "n") else ""  # pandas' sign space of numeric columns
+        cells = [" " + str(r[c]) for r in rows]
+        w = max(len(lead + c), *map(len, cells))
+        cols.append([(lead + c).rjust(w), *(x.rjust(w) for x in cells)])
+    lines = [" ".join([" " * width0, *(col[0] for col in cols)])]
+    lines.append("policy".ljust(len(lines[0])))
+    for i, nm in enumerate(names, start=1):
+        lines.append(" ".join([nm.ljust(width0), *(col[i] for col in cols)]))
+    return "\n".join(lines)
+
+
+def summary_table(records: Sequence[Mapping[str, Any]], slo_target: float) -> pd.DataFrame:
+    """:func:`summary_rows` as a frame indexed by policy (columns :data:`COLUMNS`)."""
+    import pandas as pd
+
+    rows = summary_rows(records, slo_target)
+    return pd.DataFrame(rows).set_index("policy")[COLUMNS]
 
 
 class Heartbeat:
@@ -315,10 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         gc.set_threshold(*thresholds)
     records = [evaluation_record(done[c]) for c in cells]
     target = scenario.slo_target
-    table = summary_table(records, target)
-    with pd.option_context("display.width", 200):
-        print(f"scenario {scenario.name}: mean over {describe_seeds(seeds)} (SLO target {target})")
-        print(table.to_string())
+    print(f"scenario {scenario.name}: mean over {describe_seeds(seeds)} (SLO target {target})")
+    print(format_table(summary_rows(records, target)))
     print(f"{CI_NOTE}; the other columns are means")
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(records, indent=1, allow_nan=False))

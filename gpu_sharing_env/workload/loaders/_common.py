@@ -1,8 +1,11 @@
 """Shared machinery of the trace loaders: errors, vectorised validation, model assignment.
 
-Validation is column-wise with pandas (a trace of 80 k rows is checked in milliseconds); the
-first offending row is reported in a one-line :class:`TraceError` naming the file, the 1-based
-data row (the header is not counted), the field and the rule.
+Validation is column-wise (a trace of 80 k rows is checked in milliseconds); the first
+offending row is reported in a one-line :class:`TraceError` naming the file, the 1-based data
+row (the header is not counted), the field and the rule. The frame functions here
+(:func:`read_csv`, :func:`numeric`, :func:`timestamps`) use pandas, imported when first called:
+the Philly and Helios readers parse date-times with it. The Alibaba readers (openb, PAI: the
+replay path) read with :mod:`gpu_sharing_env.workload.loaders._table` instead, without pandas.
 """
 
 from __future__ import annotations
@@ -10,17 +13,21 @@ from __future__ import annotations
 import json
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.synthetic import DEFAULT_MODEL_MIX
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: GPU memory of the reference GPU (V100-16GB). A fractional request of ``f`` GPU is granted
 #: ``f`` of this memory, as PAI's sharing scheduler grants a proportional share of GPU memory
@@ -112,6 +119,23 @@ def fail(path: Path | str, row: int | None, col: str, rule: str, got: Any = None
     return TraceError(f"{path}: {where}field {col!r}: {rule}{tail}")
 
 
+def csv_header(
+    path: Path | str, required: Iterable[str], names: list[str] | None
+) -> tuple[Path, list[str], list[str] | None]:
+    """The checks before a CSV is parsed: the file, the required columns as a list, and the
+    header to impose (``names`` when the first line lacks ``required[0]``, else None: the file's
+    own first line is the header)."""
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(f"{path}: file not found")
+    req = list(required)
+    with p.open("r", encoding="utf-8", errors="replace") as fh:
+        first = fh.readline()
+    if not first.strip():
+        raise TraceError(f"{path}: file is empty")
+    return p, req, None if names is None or req[0] in first.split(",") else names
+
+
 def read_csv(
     path: Path | str, required: Iterable[str], *, names: list[str] | None = None
 ) -> pd.DataFrame:
@@ -122,15 +146,9 @@ def read_csv(
         required: Columns that must be present.
         names: Header to use when the file has none (detected: first line lacks ``required[0]``).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise TraceError(f"{path}: file not found")
-    req = list(required)
-    with p.open("r", encoding="utf-8", errors="replace") as fh:
-        first = fh.readline()
-    if not first.strip():
-        raise TraceError(f"{path}: file is empty")
-    header = None if names is None or req[0] in first.split(",") else names
+    import pandas as pd
+
+    p, req, header = csv_header(path, required, names)
     df = pd.read_csv(
         p, dtype=str, keep_default_na=False, names=header, header=0 if header is None else None
     )
@@ -165,6 +183,10 @@ def read_json_list(path: Path | str) -> list[Any]:
     return data
 
 
+#: Cells that count as empty (case-insensitive, after stripping) besides "".
+EMPTY_WORDS = ("nan", "none", "null")
+
+
 def numeric(
     df: pd.DataFrame,
     col: str,
@@ -188,12 +210,39 @@ def numeric(
         optional: Empty cells become NaN instead of an error.
         integer: Values must be whole numbers.
     """
+    import pandas as pd
+
     raw = df[col].astype(str).str.strip()
     vals = pd.to_numeric(raw, errors="coerce").astype("float64")
-    empty = raw.eq("") | raw.str.lower().isin(("nan", "none", "null"))
-    bad = ~np.isfinite(vals.to_numpy())
+    empty = raw.eq("") | raw.str.lower().isin(EMPTY_WORDS)
+    bad, rule = check_numbers(
+        vals.to_numpy(),
+        empty.to_numpy(),
+        lo=lo,
+        lo_open=lo_open,
+        hi=hi,
+        optional=optional,
+        integer=integer,
+    )
+    first_bad(bad, df, col, path, rule)
+    return vals
+
+
+def check_numbers(
+    v: np.ndarray,
+    empty: np.ndarray,
+    *,
+    lo: float | None = None,
+    lo_open: bool = False,
+    hi: float | None = None,
+    optional: bool = False,
+    integer: bool = False,
+) -> tuple[np.ndarray, str]:
+    """The rows of a parsed column ``v`` (NaN where a cell is no number) that break the rule,
+    and the rule's text (arguments as in :func:`numeric`; ``empty`` marks the empty cells)."""
+    bad = ~np.isfinite(v)
     if optional:
-        bad &= ~empty.to_numpy()
+        bad &= ~empty
     parts = []
     if lo is not None:
         parts.append(f"{'>' if lo_open else '>='} {lo:g}")
@@ -203,7 +252,6 @@ def numeric(
     rule += (" " + " and ".join(parts)) if parts else ""
     if optional:
         rule += " or empty"
-    v = vals.to_numpy()
     with np.errstate(invalid="ignore"):
         if lo is not None:
             bad |= np.isfinite(v) & ((v <= lo) if lo_open else (v < lo))
@@ -211,24 +259,27 @@ def numeric(
             bad |= np.isfinite(v) & (v > hi)
         if integer:
             bad |= np.isfinite(v) & (np.floor(v) != v)
-    first_bad(bad, df, col, path, rule)
-    return vals
+    return bad, rule
 
 
-def first_bad(bad: np.ndarray, df: pd.DataFrame, col: str, path: Path | str, rule: str) -> None:
-    """Raise for the first True in ``bad`` (1-based data row)."""
+def first_bad(bad: np.ndarray, df: Any, col: str, path: Path | str, rule: str) -> None:
+    """Raise for the first True in ``bad`` (1-based data row); ``df`` is a pandas frame or a
+    :class:`~gpu_sharing_env.workload.loaders._table.Table` (its raw cell goes in the message)."""
     idx = np.flatnonzero(bad)
     if idx.size:
         i = int(idx[0])
-        raise fail(path, i + 1, col, rule, df[col].iloc[i])
+        cells = df[col]
+        raise fail(path, i + 1, col, rule, cells.iloc[i] if hasattr(cells, "iloc") else cells[i])
 
 
 def timestamps(
     df: pd.DataFrame, col: str, path: Path | str, *, optional: bool = False
 ) -> pd.Series:
     """Column ``col`` as seconds since the epoch (float); datetime strings or numbers."""
+    import pandas as pd
+
     raw = df[col].astype(str).str.strip()
-    empty = raw.eq("") | raw.str.lower().isin(("nan", "none", "null", "nat"))
+    empty = raw.eq("") | raw.str.lower().isin((*EMPTY_WORDS, "nat"))
     num = pd.to_numeric(raw, errors="coerce")
     if num[~empty].notna().all():
         secs = num.astype("float64")
@@ -262,19 +313,32 @@ def model_from_name(name: str) -> str | None:
     return None
 
 
-def assign_models(n: int, seed: int, names: pd.Series | None = None) -> np.ndarray:
-    """Model per row: a name hint when there is one, else the seeded draw for that row."""
+def assign_models(n: int, seed: int, names: Iterable[Any] | None = None) -> np.ndarray:
+    """Model per row: a name hint when there is one, else the seeded draw for that row.
+
+    ``names``: one name per row (a list or a pandas Series; each taken as ``str(name)``)."""
     models = draw_models(n, seed)
     if names is not None:
-        # One vectorised pass finds the rows with any hint; only those walk the ordered keys.
-        text = names.astype(str)
-        hinted = np.flatnonzero(text.str.contains(_ANY_HINT, regex=True).to_numpy(dtype=bool))
         found: dict[str, str | None] = {}
-        for i, nm in zip(hinted.tolist(), text.iloc[hinted].tolist(), strict=True):
+        text = list(map(str, names))
+        for i in _hinted_rows(text):
+            nm = text[i]
             hint = found[nm] if nm in found else found.setdefault(nm, model_from_name(nm))
             if hint is not None:
                 models[i] = hint
     return models
+
+
+def _hinted_rows(text: list[str]) -> list[int]:
+    """The rows whose name has any hint (:data:`_ANY_HINT`), in order: one regex scan of the
+    names joined by newlines (a newline is no letter, so it bounds a key as a name's start or
+    end does), then the matches' rows; a name holding a newline itself is searched alone."""
+    joined = "\n".join(text)
+    if joined.count("\n") != len(text) - 1:
+        return [i for i, nm in enumerate(text) if _ANY_HINT.search(nm) is not None]
+    starts = list(accumulate((len(nm) + 1 for nm in text[:-1]), initial=0))
+    rows = (bisect_right(starts, m.start()) - 1 for m in _ANY_HINT.finditer(joined))
+    return sorted(set(rows))
 
 
 def mem_for(models: np.ndarray, gpu_frac: np.ndarray) -> np.ndarray:

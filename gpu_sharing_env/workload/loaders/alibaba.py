@@ -1,5 +1,10 @@
 """Alibaba traces: openb v2023 (FGD, ATC'23) pods and nodes; PAI v2020 (NSDI'22) machines and
-tasks. Formats and mapping choices are written up in ``docs/workloads.md``."""
+tasks. Formats and mapping choices are written up in ``docs/workloads.md``.
+
+Every reader here reads with :mod:`~gpu_sharing_env.workload.loaders._table` (the stdlib
+``csv`` module, no pandas: a replay's process stays without it); ``engine="pandas"`` reads the
+same file through pandas instead, with the same result (the reference of
+``tests/test_trace_reader.py``)."""
 
 from __future__ import annotations
 
@@ -19,9 +24,8 @@ from gpu_sharing_env.workload.loaders._common import (
     day_origin,
     fail,
     first_bad,
-    numeric,
-    read_csv,
 )
+from gpu_sharing_env.workload.loaders._table import numeric, read_table
 
 #: openb ``model`` / ``gpu_spec`` names -> canonical GPU types. G1-G3 are undisclosed internal
 #: codes (openb README); the mapping is an ASSUMPTION from the node shapes in
@@ -94,6 +98,7 @@ def read_openb_pods(
     window_s: tuple[float, float] | None = None,
     model_seed: int = MODEL_SEED,
     gpu_map: Mapping[str, str] | None = None,
+    engine: str = "csv",
 ) -> TraceLoad:
     """Read an openb v2023 pod list (``openb_pod_list_*.csv``).
 
@@ -113,40 +118,40 @@ def read_openb_pods(
         window_s: ``(start, end)`` seconds of trace time to keep; ``start`` becomes 0.
         model_seed: Seed of the model-class draw (the trace names no models).
         gpu_map: Replaces :data:`OPENB_GPU_MODELS`.
+        engine: ``csv`` or ``pandas`` (the same result; see the module's docstring).
 
     Raises:
         TraceError: Missing column, bad value, unknown GPU type or QoS, negative duration.
     """
     req = ["cpu_milli", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time"]
-    df = read_csv(path, req)
+    df = read_table(path, req, engine=engine)
     table = _upper(gpu_map, OPENB_GPU_MODELS)
     num_gpu = numeric(df, "num_gpu", path, lo=0, integer=True)
     cpu = numeric(df, "cpu_milli", path, lo=0)
     milli = numeric(df, "gpu_milli", path, lo=0, hi=1000)
-    created = numeric(df, "creation_time", path, lo=0)
-    deleted = numeric(df, "deletion_time", path, lo=0, optional=True)
-    gpu = num_gpu.to_numpy() >= 1
-    first_bad(gpu & (milli.to_numpy() <= 0), df, "gpu_milli", path, "must be > 0 for GPU pods")
-    trace_end = float(np.nanmax(np.fmax(deleted.to_numpy(), created.to_numpy())))
-    c, d = created.to_numpy(), deleted.to_numpy()
+    c = numeric(df, "creation_time", path, lo=0)
+    d = numeric(df, "deletion_time", path, lo=0, optional=True)
+    gpu = num_gpu >= 1
+    first_bad(gpu & (milli <= 0), df, "gpu_milli", path, "must be > 0 for GPU pods")
+    trace_end = float(np.nanmax(np.fmax(d, c)))
     with np.errstate(invalid="ignore"):
         first_bad(d < c, df, "deletion_time", path, "must be >= creation_time (negative duration)")
-    qos = df["qos"].astype(str).str.strip().str.lower()
-    bad_qos = ~qos.isin(list(OPENB_QOS_PRIORITY))
-    first_bad(bad_qos.to_numpy(), df, "qos", path, "must be one of LS, BE, Burstable, Guaranteed")
-    phase = df["pod_phase"].astype(str).str.strip() if "pod_phase" in df else None
+    qos = [q.lower() for q in df.stripped("qos")]
+    bad_qos = np.array([q not in OPENB_QOS_PRIORITY for q in qos], dtype=bool)
+    first_bad(bad_qos, df, "qos", path, "must be one of LS, BE, Burstable, Guaranteed")
     censored = np.isnan(d)
-    if phase is not None:
-        censored |= (phase == "Running").to_numpy() & (d >= trace_end)
+    if "pod_phase" in df:
+        running = np.array([p == "Running" for p in df.stripped("pod_phase")], dtype=bool)
+        censored |= running & (d >= trace_end)
     end = np.where(np.isnan(d), trace_end, d)
-    spec = df["gpu_spec"].astype(str).str.strip() if "gpu_spec" in df else None
+    spec = df.stripped("gpu_spec") if "gpu_spec" in df else None
 
     rows = np.flatnonzero(gpu)
-    n_gpu = num_gpu.to_numpy()[rows].astype(int)
-    frac = np.where(n_gpu == 1, milli.to_numpy()[rows] / 1000.0, 1.0)
+    n_gpu = num_gpu[rows].astype(int)
+    frac = np.where(n_gpu == 1, milli[rows] / 1000.0, 1.0)
     types: list[tuple[str, ...]] = []
     for i in rows.tolist():
-        raw = "" if spec is None else spec.iloc[i]
+        raw = "" if spec is None else spec[i]
         if raw.lower() in ("", "nan"):
             types.append(())
             continue
@@ -159,10 +164,10 @@ def read_openb_pods(
         work_s=(end - c)[rows],
         num_gpus=n_gpu,
         gpu_frac=frac,
-        cpu_cores=cpu.to_numpy()[rows] / 1000.0 / n_gpu,
+        cpu_cores=cpu[rows] / 1000.0 / n_gpu,
         models=models,
         gpu_types=types,
-        priority=qos.map(OPENB_QOS_PRIORITY).to_numpy()[rows],
+        priority=np.array([OPENB_QOS_PRIORITY[q] for q in qos], dtype=np.int64)[rows],
         censored=censored[rows],
     )
     skipped = {"cpu_only": int(len(df) - rows.size)}
@@ -176,6 +181,7 @@ def read_pai_tasks(
     window_s: tuple[float, float] | None = None,
     model_seed: int = MODEL_SEED,
     gpu_map: Mapping[str, str] | None = None,
+    engine: str = "csv",
 ) -> TraceLoad:
     """Read the public PAI v2020 ``pai_task_table.csv`` (header optional: the official file has
     none and the columns of :data:`PAI_TASK_COLUMNS` are assumed).
@@ -190,43 +196,41 @@ def read_pai_tasks(
     lost); ``work_s`` = ``end_time - start_time``; no ``end_time`` = censored at the last end
     time. Tasks with empty ``plan_gpu`` (CPU tasks) or no ``start_time`` are skipped and counted.
     Model classes come from name hints in ``job_name``/``task_name`` when present, else the
-    seeded draw.
+    seeded draw. Arguments as :func:`read_openb_pods`'s.
 
     Raises:
         TraceError: Missing column, bad value, unknown GPU type, negative duration.
     """
     req = ["inst_num", "start_time", "end_time", "plan_gpu"]
-    df = read_csv(path, req, names=PAI_TASK_COLUMNS)
+    df = read_table(path, req, names=PAI_TASK_COLUMNS, engine=engine)
     table = _upper(gpu_map, PAI_GPU_MODELS)
     plan_gpu = numeric(df, "plan_gpu", path, lo=0, optional=True)
     inst = numeric(df, "inst_num", path, lo=1, integer=True)
     start = numeric(df, "start_time", path, lo=0, optional=True)
     end = numeric(df, "end_time", path, lo=0, optional=True)
     cpu = numeric(df, "plan_cpu", path, lo=0, optional=True) if "plan_cpu" in df else None
-    s, e = start.to_numpy(), end.to_numpy()
-    e = np.where(e == 0, np.nan, e)  # 0 marks "not ended" in the public table
+    s, e = start, np.where(end == 0, np.nan, end)  # 0 marks "not ended" in the public table
     with np.errstate(invalid="ignore"):
         first_bad(e < s, df, "end_time", path, "must be >= start_time (negative duration)")
-    g = plan_gpu.to_numpy()
+    g = plan_gpu
     is_gpu = np.isfinite(g) & (g > 0)
     started = np.isfinite(s)
     rows = np.flatnonzero(is_gpu & started)
     if rows.size == 0:
         raise TraceError(f"{path}: no GPU tasks with a start_time")
     last_end = float(np.nanmax(np.fmax(e, s)))
-    total = inst.to_numpy()[rows] * g[rows] / 100.0
+    total = inst[rows] * g[rows] / 100.0
     n_gpus = np.where(total <= 1.0, 1, np.ceil(total - 1e-9)).astype(int)
     frac = np.where(total <= 1.0, total, 1.0)
     cpu_total = (
-        inst.to_numpy()[rows] * np.nan_to_num(cpu.to_numpy()[rows]) / 100.0
-        if cpu is not None
-        else np.zeros(rows.size)
+        inst[rows] * np.nan_to_num(cpu[rows]) / 100.0 if cpu is not None else np.zeros(rows.size)
     )
     types: list[tuple[str, ...]] = [()] * rows.size
     if "gpu_type" in df:
         # Mapped once per distinct value (a trace names a handful), in row order so the first
         # bad row is the one reported.
-        raw_types = df["gpu_type"].astype(str).str.strip().to_numpy()[rows].tolist()
+        all_types = df.stripped("gpu_type")
+        raw_types = [all_types[i] for i in rows.tolist()]
         mapped: dict[str, tuple[str, ...]] = {}
         for k, (i, raw) in enumerate(zip(rows.tolist(), raw_types, strict=True)):
             hit = mapped.get(raw)
@@ -238,12 +242,8 @@ def read_pai_tasks(
                 )
                 mapped[raw] = hit
             types[k] = hit
-    hint = None
-    name_cols = [c for c in ("job_name", "task_name") if c in df]
-    if name_cols:
-        hint = df[name_cols[0]].astype(str)
-        for c in name_cols[1:]:
-            hint = hint.str.cat(df[c].astype(str), sep=" ")
+    name_cols = [df[c] for c in ("job_name", "task_name") if c in df]
+    hint = [" ".join(parts) for parts in zip(*name_cols, strict=True)] if name_cols else None
     models = assign_models(len(df), model_seed, hint)[rows]
     origin = day_origin(s[rows])
     ends = np.where(np.isnan(e), last_end, e)
@@ -272,17 +272,22 @@ def _read_nodes(
     *,
     cpu_scale: float,
     mem_scale: float,
+    engine: str,
 ) -> list[NodeSpec]:
     name_c, type_c, cpu_c, mem_c, gpu_c = cols
-    df = read_csv(path, list(cols))
-    gpus = numeric(df, gpu_c, path, lo=0, integer=True).to_numpy().astype(int)
-    cpu = numeric(df, cpu_c, path, lo=0, lo_open=True).to_numpy() * cpu_scale
-    mem = numeric(df, mem_c, path, lo=0, lo_open=True).to_numpy() * mem_scale
-    names = df[name_c].astype(str).str.strip()
-    first_bad(names.eq("").to_numpy(), df, name_c, path, "must not be empty")
-    first_bad(names.duplicated().to_numpy(), df, name_c, path, "must be unique")
+    df = read_table(path, list(cols), engine=engine)
+    gpus = numeric(df, gpu_c, path, lo=0, integer=True).astype(int)
+    cpu = numeric(df, cpu_c, path, lo=0, lo_open=True) * cpu_scale
+    mem = numeric(df, mem_c, path, lo=0, lo_open=True) * mem_scale
+    name_l = df.stripped(name_c)
+    first_bad(
+        np.array([n == "" for n in name_l], dtype=bool), df, name_c, path, "must not be empty"
+    )
+    first_row = {n: i for i, n in reversed(list(enumerate(name_l)))}
+    dup = np.array([first_row[n] != i for i, n in enumerate(name_l)], dtype=bool)
+    first_bad(dup, df, name_c, path, "must be unique")
     out: list[NodeSpec] = []
-    name_l, type_l = names.tolist(), df[type_c].astype(str).tolist()
+    type_l = df[type_c]
     gpus_l, cpu_l, mem_l = gpus.tolist(), cpu.tolist(), mem.tolist()
     mapped: dict[str, str] = {}
     for i in np.flatnonzero(gpus > 0).tolist():
@@ -303,7 +308,7 @@ def _read_nodes(
 
 
 def load_openb_nodes(
-    path: Path | str, *, gpu_map: Mapping[str, str] | None = None
+    path: Path | str, *, gpu_map: Mapping[str, str] | None = None, engine: str = "csv"
 ) -> list[NodeSpec]:
     """Read an openb node list (``sn,cpu_milli,memory_mib,gpu,model``) into a fleet.
 
@@ -315,11 +320,11 @@ def load_openb_nodes(
     """
     table = _upper(gpu_map, OPENB_GPU_MODELS)
     cols = ("sn", "model", "cpu_milli", "memory_mib", "gpu")
-    return _read_nodes(path, cols, table, cpu_scale=1e-3, mem_scale=1.0 / 1024.0)
+    return _read_nodes(path, cols, table, cpu_scale=1e-3, mem_scale=1.0 / 1024.0, engine=engine)
 
 
 def load_pai_machines(
-    path: Path | str, *, gpu_map: Mapping[str, str] | None = None
+    path: Path | str, *, gpu_map: Mapping[str, str] | None = None, engine: str = "csv"
 ) -> list[NodeSpec]:
     """Read PAI v2020 ``pai_machine_spec.csv`` (``machine,gpu_type,cap_cpu,cap_mem,cap_gpu``).
 
@@ -331,4 +336,4 @@ def load_pai_machines(
     """
     table = _upper(gpu_map, PAI_GPU_MODELS)
     cols = ("machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu")
-    return _read_nodes(path, cols, table, cpu_scale=1.0, mem_scale=1.0)
+    return _read_nodes(path, cols, table, cpu_scale=1.0, mem_scale=1.0, engine=engine)

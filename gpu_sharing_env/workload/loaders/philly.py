@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.loaders._common import (
@@ -125,6 +124,8 @@ def read_philly_raw(
         gpus.append(n)
         vcs.append(str(entry.get("vc") or ""))
         names.append(str(entry.get("jobid") or ""))
+    import pandas as pd  # date-time parsing (timestamps); imported only when a trace needs it
+
     df = pd.DataFrame(
         {"submitted_time": sub, "attempts.start_time": start, "attempts.end_time": end}
     )
@@ -140,7 +141,7 @@ def read_philly_raw(
         raise TraceError(f"{path}: no GPU job with a start time")
     latest = float(np.nanmax(np.fmax(np.fmax(t_sub, t_start), t_end)))
     ends = np.where(np.isnan(t_end), latest, t_end)
-    models = assign_models(len(df), model_seed, pd.Series(names))[rows]
+    models = assign_models(len(df), model_seed, names)[rows]
     cols = Columns(
         submit_s=t_sub[rows] - day_origin(t_sub[rows]),
         work_s=(ends - t_start)[rows],
