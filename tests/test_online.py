@@ -7,7 +7,14 @@ import math
 import pytest
 
 from gpu_sharing_env.sim.engine import Decision
-from gpu_sharing_env.sim.online import Health, MonitorThresholds, latency, next_health
+from gpu_sharing_env.sim.online import (
+    DeviceMetrics,
+    Health,
+    MonitorThresholds,
+    kernel_speed,
+    latency,
+    next_health,
+)
 from gpu_sharing_env.sim.state import Status
 from tests.helpers import job, make_sim, nodes, option, service
 
@@ -26,15 +33,42 @@ def test_unstable_queue_misses_everything():
     assert s.attainment == 0.0 and s.p99_ms == 300.0
 
 
-def test_monitor_state_machine_with_hysteresis():
+def _m(util: float = 0.3, sm: float = 0.3, clock: float = 1.0, mem: float = 0.4) -> DeviceMetrics:
+    return DeviceMetrics(util, sm, clock, mem)
+
+
+def test_monitor_state_machine_on_device_metrics():
+    # SysMonitor's transitions on GPU utilisation, SM activity, SM clock (kernel speed), memory
     th = MonitorThresholds()
-    h = next_health(Health.HEALTHY, 1.02, th)  # slowdown vs solo at the current load
+    h = next_health(Health.HEALTHY, _m(), th)
     assert h is Health.HEALTHY
-    assert next_health(h, 1.12, th) is Health.BUSY
-    assert next_health(Health.BUSY, 1.3, th) is Health.OVERLOADED
-    assert next_health(Health.OVERLOADED, 1.6, th) is Health.UNHEALTHY
-    assert next_health(Health.UNHEALTHY, 1.08, th) is Health.BUSY  # not yet recovered
-    assert next_health(Health.BUSY, 1.01, th) is Health.HEALTHY
+    assert next_health(h, _m(util=0.6), th) is Health.BUSY  # no room: no new offline work
+    assert next_health(h, _m(sm=0.65), th) is Health.BUSY
+    assert next_health(Health.BUSY, _m(util=0.59, sm=0.59), th) is Health.HEALTHY
+    assert next_health(Health.BUSY, _m(clock=0.8), th) is Health.OVERLOADED  # < 1/1.2
+    assert next_health(Health.HEALTHY, _m(clock=0.84), th) is Health.HEALTHY
+    assert next_health(Health.OVERLOADED, _m(clock=0.6), th) is Health.UNHEALTHY  # < 1/1.5
+    assert next_health(Health.HEALTHY, _m(mem=1.0), th) is Health.UNHEALTHY  # memory used up
+    assert next_health(Health.HEALTHY, _m(mem=0.99, util=0.9), th) is Health.BUSY
+    # hysteresis: out of OVERLOADED / UNHEALTHY only once the clock is back at 1/1.05
+    assert next_health(Health.UNHEALTHY, _m(clock=0.9), th) is Health.BUSY
+    assert next_health(Health.OVERLOADED, _m(clock=0.95), th) is Health.BUSY
+    assert next_health(Health.OVERLOADED, _m(clock=0.96), th) is Health.HEALTHY
+    assert next_health(Health.BUSY, _m(clock=0.9), th) is Health.HEALTHY  # BUSY is no latch
+
+
+def test_monitor_thresholds_are_the_documented_central_values():
+    th = MonitorThresholds()
+    assert th.sysmon_busy == 0.6  # MuxFlow Sec. 2 (99 % of online GPUs below 60 %)
+    assert th.sysmon_clock_throttle == pytest.approx(1 / 1.2)  # "less than 20 %", Sec. 6.2
+    assert th.sysmon_clock_evict == pytest.approx(1 / 1.5)  # time-sharing's "up to 50 %"
+    assert th.sysmon_mem_evict == 1.0
+
+
+def test_kernel_speed_is_one_alone_and_falls_with_co_runners():
+    assert kernel_speed(10.0, 0.75, 0.75, 0.0) == 1.0
+    assert kernel_speed(10.0, 1.0, 0.5, 0.0) == pytest.approx(0.5)
+    assert kernel_speed(10.0, 1.0, 1.0, 10.0) == pytest.approx(0.5)  # a time slice's wait
 
 
 def test_queued_service_misses_its_requests():

@@ -2,8 +2,10 @@
 
 :class:`Monitor` owns each GPU's SysMonitor state (``health``) and the thresholds
 (:class:`~gpu_sharing_env.sim.online.MonitorThresholds`); at every load tick the online load
-(:mod:`~gpu_sharing_env.sim.ticks`) hands it each running service's slowdown (:meth:`Monitor.check`)
-and, with kernel-level priority deployed, lets xCUDA set the offline clients' launch fraction
+(:mod:`~gpu_sharing_env.sim.ticks`) hands it each running service with its GPU's usage row, from
+which it reads the device metrics (:meth:`Monitor.metrics`: utilisation, SM activity, the SM
+clock as xCUDA models it, memory) and steps the state machine (:meth:`Monitor.check`); with
+kernel-level priority deployed it lets xCUDA set the offline clients' launch fraction
 (:meth:`Monitor.xcuda`). It evicts through the lifecycle and re-rates through the rates.
 """
 
@@ -15,9 +17,17 @@ import numpy as np
 
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import _HEALTHY
-from gpu_sharing_env.sim.online import XCUDA_STEPS, Health, MonitorThresholds, next_health
+from gpu_sharing_env.sim.online import (
+    XCUDA_STEPS,
+    DeviceMetrics,
+    Health,
+    MonitorThresholds,
+    kernel_speed,
+    next_health,
+)
 from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.state import JobState
+from gpu_sharing_env.sim.usage import GpuRow
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.lifecycle import Lifecycle
@@ -46,21 +56,24 @@ class Monitor:
         self._jobs = jobs
         self.health = np.zeros(self._cluster.n_gpus, dtype=np.int64)
 
-    def check(self, g: int, ratio: float) -> bool:
-        """MuxFlow's SysMonitor on the GPU hosting an online service; ``ratio`` is the
-        service's mean-latency slowdown against its solo latency at the current load. True if
-        what a scheduler could decide changed."""
+    def metrics(self, g: int, st: JobState, frac: float, row: GpuRow) -> DeviceMetrics:
+        """The device metrics of GPU ``g`` hosting running service ``st`` (sharing fraction
+        ``frac``) with usage row ``row`` (``FleetUsage``: utilisation, SM activity, ...)."""
+        clock = kernel_speed(st.solo_batch_ms, st.alone_frac, frac, st.wait_ms)
+        mem = self._cluster.mem_true.item(g) / self._rates.mem_cap(g)
+        return DeviceMetrics(row[0], row[1], clock, mem)
+
+    def check(self, g: int, st: JobState, frac: float, row: GpuRow) -> bool:
+        """MuxFlow's SysMonitor on GPU ``g`` hosting running online service ``st`` (its sharing
+        fraction ``frac``), the GPU's usage row ``row``: one step of the state machine on the
+        device metrics (:meth:`metrics`, ``online.next_health``). True if what a scheduler
+        could decide changed."""
         c = self._cluster
-        th = self.thresholds
-        if (
-            ratio < th.busy_at
-            and ratio < th.throttle_at
-            and ratio < th.evict_at
-            and self.health.item(g) == _HEALTHY
-            and c.healthy.item(g)
-        ):
-            # HEALTHY stays HEALTHY (``next_health``): nothing changes unless an offline
-            # resident is still throttled (then the general path below resets it).
+        m = self.metrics(g, st, frac, row)
+        new = next_health(Health(self.health.item(g)), m, self.thresholds)
+        if new is Health.HEALTHY and self.health.item(g) == _HEALTHY and c.healthy.item(g):
+            # HEALTHY stays HEALTHY: nothing changes unless an offline resident is still
+            # throttled (then the general path below resets it).
             jobs = self._jobs
             for j in c.residents[g]:
                 r = jobs[j]
@@ -68,8 +81,6 @@ class Monitor:
                     break
             else:
                 return False
-        old = Health(int(self.health[g]))
-        new = next_health(old, ratio, self.thresholds)
         self.health[g] = int(new)
         healthy = new is Health.HEALTHY
         changed = bool(c.healthy[g] != healthy)
@@ -89,7 +100,7 @@ class Monitor:
             # state then only closes the GPU to new offline work (``healthy``), and it evicts
             # (UNHEALTHY) only if the service is still slowed by what remains.
             return changed
-        throttle = self.thresholds.throttle_factor if new is Health.OVERLOADED else 1.0
+        throttle = self.thresholds.sysmon_throttle if new is Health.OVERLOADED else 1.0
         if any(r.throttle != throttle for r in offline):
             for r in offline:
                 rates.accrue(r)
@@ -130,9 +141,7 @@ class Monitor:
             for r in offline:
                 r.throttle = x
             rates.gpu_fractions(g, res)  # sets ``frac``, ``wait_ms``, ``alone_frac``
-            f = st.frac[g]
-            alone_ms = st.solo_batch_ms / st.alone_frac
-            if alone_ms / (st.solo_batch_ms / f + st.wait_ms) >= target:
+            if kernel_speed(st.solo_batch_ms, st.alone_frac, st.frac[g], st.wait_ms) >= target:
                 best = x
                 break
         for r, t in zip(offline, old, strict=True):

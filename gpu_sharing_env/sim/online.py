@@ -15,14 +15,20 @@ An unstable queue (``ρ >= 1``) misses the SLO for every request. This is the "q
 fine" of DESIGN.md: it reproduces the knee of latency-vs-load curves that MuxFlow and GPULet
 plan around, at the cost of per-request detail.
 
-**SysMonitor** (MuxFlow, Sec. 4.1: a per-GPU state machine with metric thresholds; offline work
-only goes to healthy GPUs). States by the online service's *slowdown*: its mean latency over the
-mean latency it would have alone at the current load (MuxFlow's rule: protect the online
-service's solo performance, not a possibly lenient SLO). HEALTHY below ``busy_at``; BUSY (no new
-offline work) from ``busy_at``; OVERLOADED (offline work throttled) from ``throttle_at``;
-UNHEALTHY (offline work evicted) from ``evict_at``; back to HEALTHY only below ``recover_at``
-(hysteresis). MuxFlow's five states also watch SM clock and memory; this model keeps the
-latency signal. (Up to version 1 of the physics the signal was p99 over the SLO.)
+**SysMonitor** (MuxFlow, Sec. 4.1: "a state machine ... each state has a set of metric thresholds
+for GPU utilisation, SM activity, SM clock and GPU memory usage; the thresholds are chosen
+empirically; offline work is only scheduled to healthy GPUs"). The simulator reads, per GPU
+hosting a running service, the device metrics it produces (:class:`DeviceMetrics`): GPU
+utilisation and SM activity (the GPU's usage row, from the residents' duties and SM shares),
+the SM clock as xCUDA models it (the service's kernel speed, :func:`kernel_speed`) and memory
+used over capacity. States (:func:`next_health`): UNHEALTHY (offline work evicted) when memory
+is used up or the clock is below ``sysmon_clock_evict``; OVERLOADED (offline work throttled)
+when the clock is below ``sysmon_clock_throttle``; BUSY (no new offline work) when utilisation
+or SM activity reaches ``sysmon_busy``; HEALTHY otherwise, and back
+to HEALTHY from OVERLOADED or UNHEALTHY only once the clock is at ``sysmon_clock_recover``
+(hysteresis). The paper has five states (their names are in a figure the notes do not carry);
+the simulator keeps the four it can act on. Until 2026-11-28 the signal was the service's
+latency slowdown (and up to physics version 1 its p99 over the SLO).
 
 **xCUDA** (MuxFlow Sec. 4.1, physics version 5; ``sim.monitor``): where an offline client is
 kernel-throttled (the ``kernel_priority`` mechanism), a feedback loop on a device metric sets its
@@ -106,31 +112,81 @@ class Health(enum.IntEnum):
     UNHEALTHY = 3
 
 
+#: SysMonitor's central thresholds (MuxFlow Sec. 4.1: "chosen empirically", none printed; each
+#: a sweep parameter of ``gsg reproduce``, ``fidelity/muxflow.py``; docs/fidelity.md). Where each
+#: value comes from:
+#:
+#: * BUSY at 0.6 GPU utilisation or SM activity: MuxFlow's measurement of its online GPUs
+#:   (Sec. 2, Fig. 2: over 99 % below 60 % GPU utilisation and SM activity), read as the level
+#:   above which a GPU is busier than its online fleet ever is (a GPU with no room left).
+#: * OVERLOADED below a clock (kernel speed) of 1 / 1.2: the paper's bound on the services'
+#:   slowdown under MuxFlow ("less than 20 %", Sec. 6.2) as a bound on their batches.
+#: * UNHEALTHY below 1 / 1.5: the slowdown the paper reports for unprotected time-sharing ("up to
+#:   50 %", Sec. 6.2): a service as slow as with no protection at all. UNHEALTHY, too, at memory
+#:   used up (1.0 of the capacity: the next allocation fails, ``FaultCause.OOM``; xCUDA's memory
+#:   quota, Sec. 4.1, has the same aim).
+#: * Recovery at 1 / 1.05 and the throttle's launch share 0.5: ASSUMPTIONS kept from the
+#:   latency-based monitor (no figure; not swept in the claims' runs).
+SYSMON_BUSY = 0.6
+SYSMON_CLOCK_THROTTLE = 1.0 / 1.2
+SYSMON_CLOCK_EVICT = 1.0 / 1.5
+SYSMON_CLOCK_RECOVER = 1.0 / 1.05
+SYSMON_MEM_EVICT = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorThresholds:
-    """Slowdown thresholds of the SysMonitor state machine (mean latency over solo mean latency
-    at the current load). MuxFlow keeps online latency within 20 % of solo (Sec. 6.2): OVERLOADED
-    from 1.2. Its thresholds were chosen empirically and are not published: BUSY from 1.1,
-    UNHEALTHY from 1.5 and recovery below 1.05 are assumptions of the same spirit."""
+    """SysMonitor's metric thresholds (:func:`next_health`, module docstring) and xCUDA's
+    feedback target. A field's name is its ``gsg reproduce --sweep`` parameter."""
 
-    busy_at: float = 1.1
-    throttle_at: float = 1.2
-    evict_at: float = 1.5
-    recover_at: float = 1.05
-    throttle_factor: float = 0.5  # offline kernel launches delayed: half the GPU time
+    sysmon_busy: float = SYSMON_BUSY
+    """BUSY from this GPU utilisation (fraction of time a kernel runs) or SM activity (one
+    value: the paper's figure is the same for both)."""
+    sysmon_clock_throttle: float = SYSMON_CLOCK_THROTTLE
+    """OVERLOADED below this SM clock (the service's kernel speed, :func:`kernel_speed`)."""
+    sysmon_clock_evict: float = SYSMON_CLOCK_EVICT
+    """UNHEALTHY below this SM clock."""
+    sysmon_clock_recover: float = SYSMON_CLOCK_RECOVER
+    """From OVERLOADED or UNHEALTHY, HEALTHY again only at or above this clock (else BUSY)."""
+    sysmon_mem_evict: float = SYSMON_MEM_EVICT
+    """UNHEALTHY from this share of the GPU's memory in use (its residents' true footprint)."""
+    sysmon_throttle: float = 0.5
+    """OVERLOADED's launch share for offline work SysMonitor throttles (half the GPU time)."""
     xcuda_clock_min: float = XCUDA_CLOCK_MIN
     """xCUDA's feedback target (physics version 5, :data:`XCUDA_CLOCK_MIN`)."""
 
 
-def next_health(current: Health, slowdown: float, th: MonitorThresholds) -> Health:
-    """One transition of the SysMonitor state machine."""
-    r = slowdown
-    if r >= th.evict_at:
+@dataclass(frozen=True, slots=True)
+class DeviceMetrics:
+    """What SysMonitor reads of one GPU at a load tick (module docstring)."""
+
+    util: float
+    """GPU utilisation (the usage row's: residents' duties, offline ones at their fraction)."""
+    sm: float
+    """SM activity (the same, weighted by each resident's SM share)."""
+    clock: float
+    """The SM clock as xCUDA reads it: the hosted service's kernel speed (:func:`kernel_speed`)."""
+    mem: float
+    """Memory in use over capacity (the residents' true footprint; above 1 when over-committed)."""
+
+
+def kernel_speed(solo_ms: float, alone_frac: float, frac: float, wait_ms: float) -> float:
+    """A service's kernel speed (the device metric standing for the SM clock, :data:`XCUDA_CLOCK_MIN`):
+    the time of its batch alone on its allocation (``solo_ms / alone_frac``) over its time
+    beside its co-runners (``solo_ms / frac + wait_ms``); 1 when nothing slows it."""
+    if frac == alone_frac and wait_ms == 0.0:
+        return 1.0
+    return (solo_ms / alone_frac) / (solo_ms / frac + wait_ms)
+
+
+def next_health(current: Health, m: DeviceMetrics, th: MonitorThresholds) -> Health:
+    """One transition of the SysMonitor state machine on GPU metrics ``m``."""
+    if m.mem >= th.sysmon_mem_evict or m.clock < th.sysmon_clock_evict:
         return Health.UNHEALTHY
-    if r >= th.throttle_at:
+    if m.clock < th.sysmon_clock_throttle:
         return Health.OVERLOADED
-    if r >= th.busy_at:
-        return max(current, Health.BUSY) if current != Health.HEALTHY else Health.BUSY
-    if current != Health.HEALTHY and r >= th.recover_at:
+    if m.util >= th.sysmon_busy or m.sm >= th.sysmon_busy:
         return Health.BUSY
+    if current >= Health.OVERLOADED and m.clock < th.sysmon_clock_recover:
+        return Health.BUSY  # not yet recovered
     return Health.HEALTHY

@@ -109,7 +109,7 @@ class OnlineLoad:
         self._table = table
         self._rates = rates
         self._usage = usage
-        #: SysMonitor and xCUDA, which the tick hands each service's slowdown.
+        #: SysMonitor and xCUDA, which the tick hands each running service and its GPU's row.
         self.monitor = monitor
         self._tick_s = tick_s
         #: The cluster mechanisms in force (``protection``, ``kernel_priority``).
@@ -214,8 +214,7 @@ class OnlineLoad:
         f=cython.double, batch_ms=cython.double, rho=cython.double, mean_ms=cython.double,
         p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
         att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
-        ratio=cython.double, alone=cython.double, a_ms=cython.double, ref=cython.double,
-        unstable=cython.double, st=JobState,
+        ratio=cython.double, unstable=cython.double, st=JobState,
     )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and
@@ -266,6 +265,7 @@ class OnlineLoad:
                 if st.status is _RUNNING and len(st.gpus) == 1:
                     monitor.xcuda(st)
         acc = sim.acc
+        usage = self._usage
         protection = self.mechanisms.protection
         t_prev = now - tick
         p99_max = 0.0
@@ -325,17 +325,8 @@ class OnlineLoad:
                 acc.latency_weighted_ms = lat_w
                 acc.p99_weighted_ms = p99_w
                 acc.slowdown_weighted = slow_w
-                # MuxFlow's rule: slowdown against the latency the service would have at the
-                # current load without co-runners (on its own allocation: what evicting or
-                # throttling offline work can restore)
-                alone = st.alone_frac
-                if alone != f or st.wait_ms:
-                    a_ms = solo_ms / alone
-                    rho = rps * a_ms / 1000.0 / batch
-                    ref = a_ms + rho * (a_ms / (2.0 * (1.0 - rho))) if rho < 1.0 else mean_ms
-                    changed |= monitor.check(gpus[0], mean_ms / ref)
-                else:
-                    changed |= monitor.check(gpus[0], 1.0)
+                # on the GPU's device metrics (utilisation, SM activity, clock, memory)
+                changed |= monitor.check(gpus[0], st, f, usage.row(gpus[0]))
             if ratio > p99_max:
                 p99_max = ratio
         acc.requests = requests
@@ -343,7 +334,6 @@ class OnlineLoad:
         acc.latency_weighted_ms = lat_w
         acc.p99_weighted_ms = p99_w
         acc.slowdown_weighted = slow_w
-        usage = self._usage
         acc.frag_sum += usage.fragmentation()
         acc.frag_samples += 1
         usage.record(now, p99_max)

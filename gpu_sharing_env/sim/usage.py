@@ -83,6 +83,10 @@ class FleetUsage:
         self._rows[g] = new
         self.g_util[g] = new[0]
 
+    def row(self, g: int) -> GpuRow:
+        """GPU ``g``'s row (SysMonitor's device metrics)."""
+        return self._rows[g]
+
     def rows(self) -> list[GpuRow]:
         """Every GPU's row (a copy)."""
         return list(self._rows)

@@ -41,6 +41,13 @@ from gpu_sharing_env.physics.interference import (
 )
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.faults import FaultCause
+from gpu_sharing_env.sim.online import (
+    SYSMON_BUSY,
+    SYSMON_CLOCK_EVICT,
+    SYSMON_CLOCK_RECOVER,
+    SYSMON_CLOCK_THROTTLE,
+    SYSMON_MEM_EVICT,
+)
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.baselines.base import Policy
 from gpu_sharing_gym.baselines.muxflow import _ILLEGAL, MuxFlow
@@ -89,6 +96,32 @@ XCUDA_CLOCK = register_param(
         experiments=frozenset({"muxflow-online", "muxflow-offline", "muxflow-ablation"}),
     )
 )
+
+#: SysMonitor's thresholds on device metrics (``sim.online.MonitorThresholds``, unpublished:
+#: "chosen empirically", MuxFlow Sec. 4.1; central values and where each comes from in
+#: ``sim.online``'s ``SYSMON_*``). Each is a field of the thresholds, which
+#: :func:`common.episode` applies to the simulator, so a sweep needs no code beyond this.
+SYSMON_PARAMS = tuple(
+    register_param(
+        Param(
+            name,
+            f"SysMonitor: {doc} (sim.online.MonitorThresholds, central {central:.3g})",
+            experiments=frozenset({"muxflow-online", "muxflow-offline", "muxflow-ablation"}),
+        )
+    )
+    for name, doc, central in (
+        ("sysmon_busy", "BUSY (no new offline work) from this GPU utilisation or SM "
+         "activity", SYSMON_BUSY),
+        ("sysmon_clock_throttle", "OVERLOADED (offline throttled) below this SM clock "
+         "(the service's kernel speed)", SYSMON_CLOCK_THROTTLE),
+        ("sysmon_clock_evict", "UNHEALTHY (offline evicted) below this SM clock",
+         SYSMON_CLOCK_EVICT),
+        ("sysmon_clock_recover", "HEALTHY again from OVERLOADED/UNHEALTHY at this SM clock",
+         SYSMON_CLOCK_RECOVER),
+        ("sysmon_mem_evict", "UNHEALTHY from this share of GPU memory in use",
+         SYSMON_MEM_EVICT),
+    )
+)  # fmt: skip
 
 #: The bracket of the protection level: the measured kernel-level priority mechanisms that keep
 #: the service within MuxFlow's 1.2x bound on Tally's pairs (``interference.KP_LEVEL_CENTRAL``).
