@@ -446,6 +446,8 @@ class ReservePack(HeuristicPolicy):
         self.service_max_duty = service_max_duty
         self._fleet_key: tuple[GpuType, ...] | None = None
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
+        #: The fleet's GPU type names from the least capable up (:meth:`plans`).
+        self._order: list[str] = []
         #: high_gpu per (online, type constraint, model, GPUs, fraction); cleared per fleet.
         self._high: dict[tuple[bool, tuple[str, ...], str, int, float], bool] = {}
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
@@ -474,6 +476,7 @@ class ReservePack(HeuristicPolicy):
             for g, gt in enumerate(view.gpu_types):
                 types.setdefault(gt.name, (gt, []))[1].append(g)
             self._fleet_key, self._types = view.gpu_types, types
+            self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             self._high, self._rank_memo, self._info_episode = {}, {}, None
         return self._types
 
@@ -513,7 +516,7 @@ class ReservePack(HeuristicPolicy):
     def plans(self, view: ClusterView, job: JobView) -> list[str]:
         """GPU types in the order this task tries them."""
         types = self._fleet_types(view)
-        order = sorted(types, key=lambda t: _capability(types[t][0]))
+        order = self._order
         if job.online:
             # Right-sized: the least capable types that serve the peak load, then the others
             # from the most capable down.
@@ -521,7 +524,7 @@ class ReservePack(HeuristicPolicy):
                 t for t in order if est_duty(view, job, types[t][1][0]) <= self.service_max_duty
             ]
             return fits + [t for t in order[::-1] if t not in fits]
-        return order[::-1] if self.high_gpu(view, job) else order
+        return order[::-1] if self.high_gpu(view, job) else list(order)
 
     def decide(self, view: ClusterView) -> Decision | None:
         # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
