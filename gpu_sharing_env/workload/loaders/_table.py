@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -187,37 +188,28 @@ def _parse(raw: list[str]) -> tuple[np.ndarray, np.ndarray]:
         else:
             if np.isfinite(v).all():  # else "nan" (empty) or "inf": cell by cell below
                 return v, np.zeros(len(raw), dtype=bool)
-    v = np.fromiter(map(_number, raw), dtype=np.float64, count=len(raw))
-    empty = np.fromiter(
+    return np.fromiter(map(_number, raw), dtype=np.float64, count=len(raw)), _empty(raw)
+
+
+def _empty(raw: list[str]) -> np.ndarray:
+    """Per stripped cell: whether it counts as empty."""
+    return np.fromiter(
         (c == "" or c.lower() in EMPTY_WORDS for c in raw), dtype=bool, count=len(raw)
     )
-    return v, empty
 
 
-def numeric(
-    table: Table,
-    col: str,
-    path: Path | str,
-    *,
-    lo: float | None = None,
-    lo_open: bool = False,
-    hi: float | None = None,
-    optional: bool = False,
-    integer: bool = False,
-) -> np.ndarray:
-    """Column ``col`` as float64, checked; the first bad row raises (as
-    :func:`_common.numeric`, whose arguments these are)."""
+def numeric(table: Table, col: str, path: Path | str, **rule: Any) -> np.ndarray:
+    """Column ``col`` as float64, checked against ``rule`` (``lo``, ``lo_open``, ``hi``,
+    ``optional``, ``integer``: as :func:`_common.numeric`'s); the first bad row raises."""
     raw = table.stripped(col)
     if table.engine == "pandas":
         import pandas as pd
 
         vals = pd.to_numeric(pd.Series(raw, dtype=str), errors="coerce")
         v = vals.astype("float64").to_numpy()
-        empty = np.array([c == "" or c.lower() in EMPTY_WORDS for c in raw], dtype=bool)
+        empty = _empty(raw)
     else:
         v, empty = _numbers(raw)
-    bad, rule = check_numbers(
-        v, empty, lo=lo, lo_open=lo_open, hi=hi, optional=optional, integer=integer
-    )
-    first_bad(bad, table, col, path, rule)
+    bad, text = check_numbers(v, empty, **rule)
+    first_bad(bad, table, col, path, text)
     return v
