@@ -10,8 +10,9 @@ Three keys, each a row-major flattening of a (rows, features) table (see ``docs/
 
 Every feature lies in [0, 1] except the time-of-day sine and cosine ([-1, 1]). Heavy-tailed
 quantities (durations, waits, queue lengths) are log-scaled. The encoder is vectorised: the
-GPU table costs a fixed number of numpy operations whatever the cluster size; only the queue
-window (at most 64 jobs) is walked in Python, with each job's static features cached.
+GPU table costs a fixed number of numpy operations whatever the cluster size (compiled: one
+typed loop over the GPUs, the same operations); only the queue window (at most 64 jobs) is
+walked in Python, with each job's static features cached.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
@@ -143,6 +149,61 @@ def static_job_values(spec: JobSpec) -> list[float]:
     return row
 
 
+@cython.locals(
+    dv=cython.double[:, ::1], mode=cython.longlong[::1], n_res=cython.longlong[::1],
+    mem_decl=cython.double[::1], sm_used=cython.longlong[::1], mig_used=cython.longlong[::1],
+    healthy=cython.uchar[::1], ready=cython.uchar[::1], online=cython.longlong[::1],
+    node_cpu=cython.double[::1], node_of=cython.longlong[::1], inv_res=cython.double,
+    neg_inv_cap=cython.double[::1], neg_mig7=cython.double[::1], mig_cap=cython.double[::1],
+    half_inv=cython.double[::1], g=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
+    n_modes=cython.Py_ssize_t, r=cython.Py_ssize_t, x=cython.double,
+)  # fmt: skip
+def _dyn_columns(
+    dv: np.ndarray,
+    mode: np.ndarray,
+    n_res: np.ndarray,
+    mem_decl: np.ndarray,
+    sm_used: np.ndarray,
+    mig_used: np.ndarray,
+    healthy: np.ndarray,
+    ready: np.ndarray,
+    online: np.ndarray,
+    node_cpu: np.ndarray,
+    node_of: np.ndarray,
+    inv_res: float,
+    neg_inv_cap: np.ndarray,
+    neg_mig7: np.ndarray,
+    mig_cap: np.ndarray,
+    half_inv: np.ndarray,
+) -> None:
+    """Compiled only: :meth:`ObservationEncoder.gpu_table`'s dynamic rows (the mode one-hot,
+    then residents, free memory, free SM, free MIG slices, healthy, ready, online, utilisation
+    (already in its row), CPU pressure), each GPU's with the numpy passes' operations in the
+    same order (an integer is converted to a double first, as numpy's mixed ops do), then
+    clipped to [0, 1] as ``ndarray.clip`` (NaN kept, -0.0 to 0.0)."""
+    g = dv.shape[1]
+    n_modes = dv.shape[0] - 9
+    r = n_modes
+    for j in range(g):
+        for k in range(n_modes):
+            dv[k, j] = 1.0 if mode[j] == k - 1 else 0.0
+        dv[r, j] = cython.cast(cython.double, n_res[j]) * inv_res
+        dv[r + 1, j] = mem_decl[j] * neg_inv_cap[j] + 1.0
+        dv[r + 2, j] = cython.cast(cython.double, sm_used[j]) * -0.01 + 1.0
+        dv[r + 3, j] = cython.cast(cython.double, mig_used[j]) * neg_mig7[j] + mig_cap[j]
+        dv[r + 4, j] = 1.0 if healthy[j] else 0.0
+        dv[r + 5, j] = 1.0 if ready[j] else 0.0
+        dv[r + 6, j] = 1.0 if online[j] > 0 else 0.0
+        dv[r + 8, j] = node_cpu[node_of[j]] * half_inv[j]
+        for k in range(r, r + 9):
+            x = dv[k, j]
+            if not (x > 0.0 or x != x):
+                x = 0.0
+            elif x > 1.0:
+                x = 1.0
+            dv[k, j] = x
+
+
 class ObservationEncoder:
     """Encodes one simulator's state; holds the static GPU table and per-job caches.
 
@@ -212,26 +273,41 @@ class ObservationEncoder:
         ``GPU_FEATURES`` in its first columns, zero elsewhere."""
         c = sim.cluster
         g = c.n_gpus
-        # Dynamic columns are computed as contiguous float64 rows (one ufunc each, written in
-        # place), then transposed into the float32 table in one copy: ~15 numpy calls in all.
+        # Dynamic columns are computed as contiguous float64 rows (interpreted: one ufunc each,
+        # written in place; compiled: one typed loop), then transposed into the float32 table
+        # in one copy.
         d = self._dyn
         r0, r1, r2, r3, r4, r5, r6, r7, r8 = self._dyn_rows
-        np.equal(c.mode, self._mode_vals, out=self._mode_rows)  # the mode one-hot
-        np.multiply(c.n_res, self._inv_res, out=r0)
-        np.multiply(c.mem_decl, self._neg_inv_cap, out=r1)
-        r1 += 1.0
-        np.multiply(c.sm_used, -0.01, out=r2)
-        r2 += 1.0
-        np.multiply(c.mig_used, self._neg_mig7, out=r3)
-        r3 += self._mig_capable
-        r4[...] = c.healthy
-        r5[...] = c.ready
-        np.greater(c.online_count, 0, out=r6)  # bool written as 0.0 / 1.0
-        r7[...] = sim.gpu_util
-        np.multiply(c.node_cpu_used[c.node_of], self._half_inv_gpu, out=r8)
-        # Clipped to [0, 1] before the cast to float32 (contiguous, so faster): the same
-        # numbers, as the cast's rounding is monotonic and 0 and 1 are exact.
-        d.clip(0.0, 1.0, out=d)
+        if cython.compiled:  # one typed loop: the same operations on each GPU (_dyn_columns)
+            r7[...] = sim.gpu_util
+            _dyn_columns(
+                d, c.mode, c.n_res, c.mem_decl, c.sm_used, c.mig_used, c.healthy.view(np.uint8),
+                c.ready.view(np.uint8), c.online_count, c.node_cpu_used, c.node_of,
+                self._inv_res, self._neg_inv_cap, self._neg_mig7, self._mig_capable,
+                self._half_inv_gpu,
+            )  # fmt: skip
+        else:
+            np.equal(c.mode, self._mode_vals, out=self._mode_rows)  # the mode one-hot
+            np.multiply(c.n_res, self._inv_res, out=r0)
+            np.multiply(c.mem_decl, self._neg_inv_cap, out=r1)
+            r1 += 1.0
+            np.multiply(c.sm_used, -0.01, out=r2)
+            r2 += 1.0
+            np.multiply(c.mig_used, self._neg_mig7, out=r3)
+            r3 += self._mig_capable
+            r4[...] = c.healthy
+            r5[...] = c.ready
+            np.greater(c.online_count, 0, out=r6)  # bool written as 0.0 / 1.0
+            r7[...] = sim.gpu_util
+            np.multiply(c.node_cpu_used[c.node_of], self._half_inv_gpu, out=r8)
+            # Clipped to [0, 1] before the cast to float32 (contiguous, so faster): the same
+            # numbers, as the cast's rounding is monotonic and 0 and 1 are exact.
+            d.clip(0.0, 1.0, out=d)
+        return self._table(d, g, width)
+
+    def _table(self, d: np.ndarray, g: int, width: int) -> np.ndarray:
+        """The template of ``width`` columns, copied, with the dynamic columns ``d`` (float64,
+        one row per column) written in."""
         out = self._templates.get(width)
         if out is None:
             out = self._templates[width] = np.zeros((self.max_gpus, width), dtype=np.float32)

@@ -312,6 +312,107 @@ def time_left_s(st: JobState, now: float) -> float:
     return setup + left / max(rate, 1e-6)
 
 
+@cython.locals(
+    m=cython.Py_ssize_t, g=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
+    sp=cython.double[:, ::1], pj=cython.double[:, ::1], lr=cython.uchar[:, ::1],
+    ut=cython.double[::1], free=cython.double[::1],
+    fv=cython.double[:, :, ::1], tv=cython.double[:, ::1], s=cython.double, best=cython.double,
+    duty=cython.double, rem=cython.double, mem=cython.double, x=cython.double,
+    share=cython.double, rate=cython.double, sps=cython.double, lts=cython.double,
+)  # fmt: skip
+def pair_features(
+    speeds: list[np.ndarray],
+    cols: list[tuple[float, float, float, float]],
+    legal_rows: np.ndarray,
+    util: np.ndarray,
+    mem_cap: np.ndarray,
+    mem_decl: np.ndarray,
+) -> np.ndarray:
+    """The ``pairs`` features (float64, rows x GPUs x ``len(PAIR_FEATURES)``) of the job rows
+    whose solo speed per GPU is ``speeds``, whose (best speed, duty, estimated work left,
+    declared memory) is ``cols`` and whose legal GPUs are ``legal_rows``, on GPUs with
+    utilisation ``util`` and declared of ``mem_cap`` GPU memory ``mem_decl``.
+
+    Interpreted: one numpy pass per feature over every pair. Compiled: one typed loop over the
+    pairs, the same IEEE operations on each (numpy's ``maximum``/``minimum``, NaN included),
+    and numpy's ``log10`` over the same contiguous array (its SIMD loop is not libm's): the
+    same bits (``tests/test_compiled.py`` compares the two modes' observations)."""
+    speed = np.array(speeds)
+    m, g = speed.shape[0], speed.shape[1]
+    if cython.compiled:
+        f = np.empty((m, g, len(PAIR_FEATURES)))
+        sps, lts = float(SPEED_SCALE), float(LOG_TIME_SCALE)
+        sp = speed
+        pj = np.array(cols, dtype=np.float64)
+        lr = np.ascontiguousarray(legal_rows).view(np.uint8)
+        ut = np.subtract(1.0, util, dtype=np.float64)  # (writable: the simulator's are not)
+        free = mem_cap - mem_decl
+        fv = f
+        t = np.empty((m, g))
+        tv = t
+        for i in range(m):
+            best = pj[i, 0]
+            duty = pj[i, 1]
+            rem = pj[i, 2]
+            mem = pj[i, 3] - 1e-9
+            if not (duty >= 1e-3 or duty != duty):  # np.maximum(duty, 1e-3)
+                duty = 1e-3
+            for j in range(g):
+                s = sp[i, j]
+                fv[i, j, 0] = 1.0 if lr[i, j] else 0.0
+                x = s / sps
+                fv[i, j, 1] = x if (x <= 1.0 or x != x) else 1.0
+                x = s / best  # (> 1 only on GPUs it may not use)
+                fv[i, j, 2] = x if (x <= 1.0 or x != x) else 1.0
+                x = ut[j]
+                if not (x >= 0.0 or x != x):
+                    x = 0.0
+                share = x / duty
+                if not (share <= 1.0 or share != share):
+                    share = 1.0
+                fv[i, j, 3] = share
+                rate = s * share
+                x = rate if (rate >= 1e-3 or rate != rate) else 1e-3
+                tv[i, j] = rem / x + 1.0
+                x = rate / best
+                fv[i, j, 4] = x if (x <= 1.0 or x != x) else 1.0
+                fv[i, j, 6] = 1.0 if free[j] >= mem else 0.0
+        np.log10(t, out=t)
+        for i in range(m):
+            for j in range(g):
+                x = tv[i, j] / lts
+                fv[i, j, 5] = x if (x <= 1.0 or x != x) else 1.0
+    else:
+        per_job = np.array(cols)
+        best_c = per_job[:, 0:1]
+        duty_c = per_job[:, 1:2]
+        remaining = per_job[:, 2:3]
+        mem_c = per_job[:, 3:4]
+        idle = np.subtract(1.0, util, dtype=np.float64)
+        np.maximum(idle, 0.0, out=idle)
+        free_mem = mem_cap - mem_decl
+        ft = np.empty((len(PAIR_FEATURES), m, g))
+        ft[0] = legal_rows
+        np.divide(speed, SPEED_SCALE, out=ft[1])
+        np.divide(speed, best_c, out=ft[2])  # (> 1 only on GPUs it may not use)
+        share_t = ft[3]
+        np.maximum(duty_c, 1e-3, out=duty_c)
+        np.divide(idle, duty_c, out=share_t)
+        np.minimum(share_t, 1.0, out=share_t)
+        rate_t = ft[4]
+        np.multiply(speed, share_t, out=rate_t)
+        tt = np.maximum(rate_t, 1e-3)
+        np.divide(remaining, tt, out=tt)
+        tt += 1.0
+        np.log10(tt, out=tt)
+        np.divide(tt, LOG_TIME_SCALE, out=ft[5])
+        rate_t /= best_c
+        np.greater_equal(free_mem, mem_c - 1e-9, out=ft[6])
+        np.minimum(ft[1:6], 1.0, out=ft[1:6])
+        f = ft.transpose(1, 2, 0)
+    return f
+
+
 #: Fleets from this many GPUs keep the ``gpus`` table's resident columns incrementally
 #: (``_ResidentSlots``); smaller ones scan their residents at every step. Raw env steps/s under
 #: random legal actions, table against scan (2 cores, 2026-11-27, 2,000 steps, best of 5):
@@ -782,38 +883,10 @@ class ObservationEncoderV1:
                 _log_norm(time_left_s(st, now), LOG_TIME_SCALE),
             )
         if cols:
-            # every (job, GPU) pair at once: one numpy pass per feature for all rows
-            speed = np.array(speeds)
-            per_job = np.array(cols)
-            best = per_job[:, 0:1]
-            duty = per_job[:, 1:2]
-            remaining = per_job[:, 2:3]
-            mem = per_job[:, 3:4]
-            idle = np.subtract(1.0, sim.gpu_util, dtype=np.float64)
-            np.maximum(idle, 0.0, out=idle)
-            free_mem = c.mem_cap - c.mem_decl
-            f = np.empty((len(PAIR_FEATURES), len(cols), g))
-            f[0] = legal_rows
-            np.divide(speed, SPEED_SCALE, out=f[1])
-            np.divide(speed, best, out=f[2])  # (> 1 only on GPUs it may not use)
-            share = f[3]
-            np.maximum(duty, 1e-3, out=duty)
-            np.divide(idle, duty, out=share)
-            np.minimum(share, 1.0, out=share)
-            rate = f[4]
-            np.multiply(speed, share, out=rate)
-            t = np.maximum(rate, 1e-3)
-            np.divide(remaining, t, out=t)
-            t += 1.0
-            np.log10(t, out=t)
-            np.divide(t, LOG_TIME_SCALE, out=f[5])
-            rate /= best
-            np.greater_equal(free_mem, mem - 1e-9, out=f[6])
-            np.minimum(f[1:6], 1.0, out=f[1:6])
-            ft = f.transpose(1, 2, 0)
-            pairs[:n, :g] = ft[:n]
+            f = pair_features(speeds, cols, legal_rows, sim.gpu_util, c.mem_cap, c.mem_decl)
+            pairs[:n, :g] = f[:n]
             if movers:
-                pairs[self.window : self.window + len(movers), :g] = ft[n:]
+                pairs[self.window : self.window + len(movers), :g] = f[n:]
 
         # --- global: v0's values, then the queue beyond the window
         queue = sim.queue
@@ -884,5 +957,6 @@ __all__ = [
     "layout_v1_columns",
     "observation_space_v1",
     "option_table",
+    "pair_features",
     "time_left_s",
 ]
