@@ -26,6 +26,7 @@ from gpu_sharing_env.workload.loaders import (
     read_openb_pods,
     read_pai_tasks,
 )
+from gpu_sharing_env.workload.loaders._common import _ANY_HINT, NAME_HINTS, _hinted_rows
 from gpu_sharing_env.workload.loaders._table import numeric, read_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,3 +333,26 @@ def test_replay_process_imports_no_pandas(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "first_fit" in out.stdout and out.stdout.strip().endswith("PANDAS False")
+
+
+# ------------------------------------------------------------------------------ name hints
+def test_hinted_rows_as_the_pattern_finds_them() -> None:
+    """``assign_models`` finds the rows with a hint by ``str.find`` over the joined names: the
+    rows where :data:`_ANY_HINT` matches, on random names (keys in any case, glued to letters,
+    digits and punctuation, non-ASCII letters and newlines inside names)."""
+    rng = random.Random(3)
+    alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-./"
+    keys = [k for k, _ in NAME_HINTS]
+    for _ in range(2000):
+        names = []
+        for _ in range(rng.randint(1, 30)):
+            parts = [
+                rng.choice([*keys, "".join(rng.choice(alpha) for _ in range(rng.randint(0, 4)))])
+                for _ in range(rng.randint(0, 4))
+            ]
+            name = "".join(p.upper() if rng.random() < 0.2 else p for p in parts)
+            if rng.random() < 0.03:
+                name += rng.choice(["é", "\n", "\u212a", "\u017f", "\u0130"])
+            names.append(name)
+        want = [i for i, nm in enumerate(names) if _ANY_HINT.search(nm) is not None]
+        assert _hinted_rows(names) == want, names

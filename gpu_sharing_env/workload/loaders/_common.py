@@ -330,15 +330,30 @@ def assign_models(n: int, seed: int, names: Iterable[Any] | None = None) -> np.n
 
 
 def _hinted_rows(text: list[str]) -> list[int]:
-    """The rows whose name has any hint (:data:`_ANY_HINT`), in order: one regex scan of the
-    names joined by newlines (a newline is no letter, so it bounds a key as a name's start or
-    end does), then the matches' rows; a name holding a newline itself is searched alone."""
+    """The rows whose name has any hint (a match of :data:`_ANY_HINT`), ascending. ASCII names
+    (a trace's) are joined by newlines and each key found with ``str.find`` in the lowercased
+    text, then its bounds checked as :func:`_hint_key` writes them (a newline is no letter, so
+    it bounds a key as a name's ends do); otherwise the pattern searches name by name."""
     joined = "\n".join(text)
-    if joined.count("\n") != len(text) - 1:
+    if not joined.isascii() or joined.count("\n") != len(text) - 1:
         return [i for i, nm in enumerate(text) if _ANY_HINT.search(nm) is not None]
+    joined = joined.lower()
+    letters = frozenset("abcdefghijklmnopqrstuvwxyz")
+    end = len(joined)
+    hits: set[int] = set()
+    for key, _ in NAME_HINTS:
+        n, short = len(key), len(key) <= 3
+        pos = joined.find(key)
+        while pos >= 0:
+            if (pos == 0 or joined[pos - 1] not in letters) and not (
+                short and pos + n < end and joined[pos + n] in letters
+            ):
+                hits.add(pos)
+            pos = joined.find(key, pos + 1)
+    if not hits:
+        return []
     starts = list(accumulate((len(nm) + 1 for nm in text[:-1]), initial=0))
-    rows = (bisect_right(starts, m.start()) - 1 for m in _ANY_HINT.finditer(joined))
-    return sorted(set(rows))
+    return sorted({bisect_right(starts, p) - 1 for p in hits})
 
 
 def mem_for(models: np.ndarray, gpu_frac: np.ndarray) -> np.ndarray:
