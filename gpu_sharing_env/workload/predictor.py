@@ -216,6 +216,18 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
+def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` of tags (the distinct tags in code-point order,
+    each key's index among them), with a dict instead of a string array's sort."""
+    ids: dict[str, int] = {}
+    first = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.intp)
+    names = list(ids)
+    srt = sorted(range(len(names)), key=names.__getitem__)  # str order: numpy's for '<U'
+    rank = np.empty(len(names), dtype=np.intp)
+    rank[srt] = np.arange(len(names))
+    return [names[i] for i in srt], rank[first]
+
+
 class OnlinePredictor:
     """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
 
@@ -279,8 +291,7 @@ class OnlinePredictor:
             (self._use_g, history.group, self._g),
             (self._use_u, history.user, self._u),
         ):
-            k = np.asarray(keys, dtype=object)[order].astype(str)
-            codes, inv = np.unique(k, return_inverse=True)
+            codes, inv = _codes(np.asarray(keys, dtype=object)[order].tolist())
             by = np.argsort(inv, kind="stable")  # grouped by key, in finish order inside
             ys, cs = y[by], np.cumsum(y[by])
             start = np.searchsorted(inv[by], inv[by])  # each row's key block's first row
@@ -288,16 +299,16 @@ class OnlinePredictor:
             prior_s = np.empty(n)
             prior_n[by] = np.arange(n) - start
             prior_s[by] = cs - ys - (cs[start] - ys[start])
-            empty = k == ""
-            prior_n[empty] = 0.0
+            if codes and codes[0] == "":  # ("" sorts first)
+                prior_n[inv == 0] = 0.0
             if use:
                 known = prior_n > 0
                 cols.append(np.where(known, prior_s / np.maximum(prior_n, 1.0), mean))
                 cols.append(np.log1p(prior_n))
-            cnt = np.bincount(inv, minlength=codes.size).astype(float)
-            tot = np.bincount(inv, weights=y, minlength=codes.size)
-            sq = np.bincount(inv, weights=y * y, minlength=codes.size)
-            for c, key in enumerate(codes.tolist()):
+            cnt = np.bincount(inv, minlength=len(codes)).astype(float)
+            tot = np.bincount(inv, weights=y, minlength=len(codes))
+            sq = np.bincount(inv, weights=y * y, minlength=len(codes))
+            for c, key in enumerate(codes):
                 if key:
                     table[key] = [float(cnt[c]), float(tot[c]), float(sq[c])]
         if self._use_r:
