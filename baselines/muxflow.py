@@ -17,9 +17,10 @@ Mechanisms implemented:
 * **Dynamic SM allocation** (``dynamic_sm`` mechanism): the offline client's SM share follows the
   online service's load; the predictor is queried at the share the mechanism will give (every
   SM for a client xCUDA holds back, physics version 5: no cap on top of the launch control).
-* **Two-level protection** (``protection`` mechanism): the simulator's SysMonitor throttles, then
-  evicts offline work when the service nears its SLO, and offline work is placed only on
-  healthy GPUs (the legality mask excludes the others).
+* **Two-level protection** (``protection`` mechanism): the simulator's SysMonitor, a state
+  machine on the GPU's utilisation, SM activity, SM clock (the service's kernel speed) and
+  memory (``sim.online``), closes a busy GPU to new offline work, throttles, then evicts offline
+  work, and offline work is placed only on healthy GPUs (the legality mask excludes the others).
 * **xCUDA** (``kernel_priority`` mechanism): the offline client runs at a lower priority than
   the service and launches kernels only into its idle time (see below), and a feedback loop on
   the service's kernel speed (the device metric standing for the SM clock) delays its launches

@@ -221,8 +221,9 @@ class MechanismConfig:
     """Cluster mechanisms a scheduler may deploy (a policy may switch them on)."""
 
     protection: bool = False
-    """MuxFlow's SysMonitor: throttle, then evict offline work on GPUs whose online service
-    nears its SLO; offline work goes only to healthy GPUs."""
+    """MuxFlow's SysMonitor: a state machine on each service GPU's device metrics (utilisation,
+    SM activity, SM clock, memory) that closes it to new offline work, throttles, then evicts
+    offline work (``sim.online``); offline work goes only to healthy GPUs."""
     dynamic_sm: bool = False
     """MuxFlow's dynamic SM allocation: an offline MPS client beside an online service gets
     the SM share the online service leaves at its current load."""
