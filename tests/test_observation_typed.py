@@ -49,14 +49,15 @@ def test_pair_features_compiled_and_interpreted_agree_bit_for_bit() -> None:
             left = float(rng.choice([0.0, rng.uniform(0, 1e6)]))
             mem = float(rng.choice([0.0, 16.0, rng.uniform(0, 80)]))
             cols.append((best, duty, left, mem))
+        per_job = np.array(cols)
         legal = rng.uniform(size=(m, g)) < 0.5
         util = rng.choice([0.0, 1.0, 1.2, 0.3, rng.uniform()], size=g)
         if case % 7 == 0:
             util[0] = math.nan
         cap = rng.choice([16.0, 40.0, 80.0], size=g)
         decl = np.minimum(cap, rng.choice([0.0, 16.0, rng.uniform(0, 80)], size=g))
-        a = observation_v1.pair_features(speeds, cols, legal, util, cap, decl)
-        b = src.pair_features(speeds, cols, legal, util, cap, decl)
+        a = observation_v1.pair_features(speeds, per_job, legal, util, cap, decl)
+        b = src.pair_features(speeds, per_job, legal, util, cap, decl)
         assert a.shape == b.shape == (m, g, len(observation_v1.PAIR_FEATURES))
         assert np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes(), case
         assert a.astype(np.float32).tobytes() == b.astype(np.float32).tobytes(), case

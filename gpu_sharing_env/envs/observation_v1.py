@@ -322,16 +322,17 @@ def time_left_s(st: JobState, now: float) -> float:
 )  # fmt: skip
 def pair_features(
     speeds: list[np.ndarray],
-    cols: list[tuple[float, float, float, float]],
+    cols: np.ndarray,
     legal_rows: np.ndarray,
     util: np.ndarray,
     mem_cap: np.ndarray,
     mem_decl: np.ndarray,
 ) -> np.ndarray:
     """The ``pairs`` features (float64, rows x GPUs x ``len(PAIR_FEATURES)``) of the job rows
-    whose solo speed per GPU is ``speeds``, whose (best speed, duty, estimated work left,
-    declared memory) is ``cols`` and whose legal GPUs are ``legal_rows``, on GPUs with
-    utilisation ``util`` and declared of ``mem_cap`` GPU memory ``mem_decl``.
+    whose solo speed per GPU is ``speeds``, whose best speed, duty, estimated work left and
+    declared memory are ``cols``' rows (float64, C order) and whose legal GPUs are
+    ``legal_rows``, on GPUs with utilisation ``util`` and declared of ``mem_cap`` GPU memory
+    ``mem_decl``.
 
     Interpreted: one numpy pass per feature over every pair. Compiled: one typed loop over the
     pairs, the same IEEE operations on each (numpy's ``maximum``/``minimum``, NaN included),
@@ -343,7 +344,7 @@ def pair_features(
         f = np.empty((m, g, len(PAIR_FEATURES)))
         sps, lts = float(SPEED_SCALE), float(LOG_TIME_SCALE)
         sp = speed
-        pj = np.array(cols, dtype=np.float64)
+        pj = cols
         lr = np.ascontiguousarray(legal_rows).view(np.uint8)
         ut = np.subtract(1.0, util, dtype=np.float64)  # (writable: the simulator's are not)
         free = mem_cap - mem_decl
@@ -668,6 +669,12 @@ class ObservationEncoderV1:
         )
         self._jobs: dict[int, _Job] = {}
         self._rank_div = max(1, self.window - 1)
+        #: Per job row (float64, rewritten each step): its per-step ``jobs`` columns
+        #: (:data:`_J_STEP_V1`) and what :func:`pair_features` reads of it (best speed, duty,
+        #: work left, memory); written element by element (typed when compiled), then copied
+        #: into the float32 tables in one numpy call each.
+        self._step = np.zeros((self.window + self.moves, len(_J_STEP_V1)))
+        self._per_job = np.zeros((self.window + self.moves, 4))
         #: The resident columns kept incrementally on larger fleets (on small ones a scan of the
         #: residents costs less than the table's fixed numpy work).
         self._slots = _ResidentSlots(g) if g >= SLOTS_MIN_GPUS else None
@@ -762,7 +769,8 @@ class ObservationEncoderV1:
 
     @cython.locals(
         now=cython.double, max_att=cython.double, b=cython.double, d=cython.double,
-        left=cython.double, dur=cython.double, st=JobState,
+        left=cython.double, dur=cython.double, st=JobState, sv=cython.double[:, ::1],
+        cv=cython.double[:, ::1], m=cython.Py_ssize_t,
     )  # fmt: skip
     def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The current v1 observation of ``sim`` (fresh arrays every call).
@@ -796,7 +804,8 @@ class ObservationEncoderV1:
         states = sim.jobs
         max_att = float(sim.cfg.faults.max_attempts)
         speeds: list[np.ndarray] = []
-        cols: list[tuple[float, float, float, float]] = []
+        sv = self._step
+        cv = self._per_job
         legal_rows = np.zeros((n + len(movers), g), dtype=bool)
         if n:
             if legal is None:
@@ -807,7 +816,6 @@ class ObservationEncoderV1:
                 ok = legal_rows[:n].any(axis=1).tolist()  # type: ignore[assignment]
             rows = []
             pred = []
-            step = []
             for k, spec in enumerate(window):
                 st = states[spec.job_id]
                 info = self._job(spec)
@@ -827,18 +835,17 @@ class ObservationEncoderV1:
                 pred.append(dur)
                 rows.append(info.row)
                 speeds.append(info.speed)  # type: ignore[arg-type]
-                cols.append((b, d, left, info.mem))
-                step.append(
-                    (
-                        _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE),
-                        min(1.0, st.attempts / max_att),
-                        ok[k],
-                        min(1.0, d),
-                        _log_norm(left, LOG_TIME_SCALE),
-                        _log_norm(dur, LOG_TIME_SCALE),
-                        0.0,
-                    )
-                )
+                cv[k, 0] = b
+                cv[k, 1] = d
+                cv[k, 2] = left
+                cv[k, 3] = info.mem
+                sv[k, 0] = _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE)
+                sv[k, 1] = min(1.0, st.attempts / max_att)
+                sv[k, 2] = 1.0 if ok[k] else 0.0
+                sv[k, 3] = min(1.0, d)
+                sv[k, 4] = _log_norm(left, LOG_TIME_SCALE)
+                sv[k, 5] = _log_norm(dur, LOG_TIME_SCALE)
+                sv[k, 6] = 0.0
                 placeable += bool(ok[k])
             # the rank of each predicted duration in the window (stable: ties in queue order)
             if n > 1:
@@ -848,9 +855,9 @@ class ObservationEncoderV1:
                     order = np.argsort(np.asarray(pred), kind="stable").tolist()
                 rank_div = self._rank_div
                 for r, k in enumerate(order):
-                    step[k] = (*step[k][:6], r / rank_div)
+                    sv[k, 6] = r / rank_div
             jobs[:n, : len(JOB_FEATURES_V1)] = rows
-            jobs[:n, _J_STEP_V1] = step
+            jobs[:n, _J_STEP_V1] = self._step[:n]
         for k, jid in enumerate(movers):
             # a running job: its work left as of now, and how long it takes at its current rate
             st = states[jid]
@@ -867,7 +874,11 @@ class ObservationEncoderV1:
                 left = 0.0
             b, d = info.best, info.duty
             speeds.append(info.speed)  # type: ignore[arg-type]
-            cols.append((b, d, left, info.mem))
+            m = n + k
+            cv[m, 0] = b
+            cv[m, 1] = d
+            cv[m, 2] = left
+            cv[m, 3] = info.mem
             jobs[row, : len(JOB_FEATURES_V1)] = info.row  # type: ignore[assignment]
             jobs[row, _J_STEP_V1] = (
                 0.0,
@@ -882,8 +893,9 @@ class ObservationEncoderV1:
                 1.0,
                 _log_norm(time_left_s(st, now), LOG_TIME_SCALE),
             )
-        if cols:
-            f = pair_features(speeds, cols, legal_rows, sim.gpu_util, c.mem_cap, c.mem_decl)
+        if speeds:
+            per_job = self._per_job[: len(speeds)]
+            f = pair_features(speeds, per_job, legal_rows, sim.gpu_util, c.mem_cap, c.mem_decl)
             pairs[:n, :g] = f[:n]
             if movers:
                 pairs[self.window : self.window + len(movers), :g] = f[n:]
