@@ -7,7 +7,11 @@ GPU, and *hold*; one row of :data:`~gpu_sharing_env.envs.candidates.CANDIDATE_FE
 candidate. To each row :class:`CandidateEnv` adds, for every rule of ``rules``, whether the
 candidate is that rule's choice now, moves the same job, or targets the same GPU (a rule's
 choice is an input, never a target during PPO). Only the real candidates are kept (no padding),
-so the cost of a step follows the legal moves and one checkpoint plays any fleet.
+so the cost of a step follows the legal moves and one checkpoint plays any fleet. The setting
+``pruning: classes`` (default ``none``) has the env keep one target per class of
+interchangeable ones (``gpu_sharing_env.envs.candidates``; 9-15x fewer candidates on
+``pai-busy``); the rules are asked as the env builds its candidates (its ``keep_moves``), so
+their choices, and the teacher's label, stay candidates.
 
 **The network** (:class:`CandidateNet`): a shared MLP embeds every candidate row; the mean and
 max of the embeddings and the ``global`` features give a context; each candidate's score is an
@@ -58,7 +62,7 @@ from gpu_sharing_env.evaluation.runner import json_safe, run_episode
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
-from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.envs import (
     CURVES,
@@ -110,9 +114,15 @@ class CandidateEnv:
         max_candidates: int = 4096,
         cache_dir: str | Path | None = None,
         migration_cooldown_s: float = 1800.0,
+        pruning: str = "none",
     ) -> None:
         self.env: GpuSharingEnvV2 = gym.make(  # type: ignore[assignment]
-            "GpuSharing-v2", scenario=scenario, reward="jct", max_candidates=max_candidates
+            "GpuSharing-v2",
+            scenario=scenario,
+            reward="jct",
+            max_candidates=max_candidates,
+            pruning=pruning,
+            keep_moves=self._rule_moves,  # (the rules are asked as the env builds candidates)
         ).unwrapped
         self.scenario = scenario
         self.rule_names = list(rules)
@@ -139,10 +149,10 @@ class CandidateEnv:
         )
 
     def reset(self, seed: int) -> None:
-        self._obs, _ = self.env.reset(seed=seed)
         self._moved_at = {}
         for r in self.rules:
             r.reset(seed)
+        self._obs, _ = self.env.reset(seed=seed)
         curves = [self._curve(i, seed) for i in range(len(self.refs))]
         best = int(np.argmin([c[1][-1] for c in curves]))
         self.best_ref = self.ref_names[best]
@@ -151,23 +161,28 @@ class CandidateEnv:
         n = sum(not st.spec.online for st in sim.jobs.values())
         self._scale = 3600.0 * max(1, n)
         self._prev = self._i_ref(sim.now)
-        self._ask_rules()
+        self._index_choices()
 
     def _i_ref(self, t: float) -> float:
         return float(np.interp(t, self._times, self._integral))
 
-    def _ask_rules(self) -> None:
-        env = self.env
-        sim = env.sim
-        if sim.done:
-            self.choices = [None] * len(self.rules)
-            self.choice_idx[:] = 0
-            return
+    def _rule_moves(self, sim: Simulator) -> list[Decision | None]:
+        """Each rule's decision now: the env's ``keep_moves``, asked at every decision point
+        (under ``pruning`` the rules' choices stay candidates)."""
         codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), 0)
         # (Gandiva's record of its own migrations, for its cooldown, is kept only if its move
         # is the one made: restored in step otherwise)
         self._saved = [dict(getattr(r, _OWN_MOVES, None) or {}) for r in self.rules]
         self.choices = [self._decide(r, codec) for r in self.rules]
+        return self.choices
+
+    def _index_choices(self) -> None:
+        """The rules' choices (asked as the env built its candidates) as candidate indices."""
+        env = self.env
+        if env.sim.done:
+            self.choices = [None] * len(self.rules)
+            self.choice_idx[:] = 0
+            return
         for i, d in enumerate(self.choices):
             a = env.index_of(d)
             self.choice_idx[i] = -1 if a is None else a
@@ -256,7 +271,7 @@ class CandidateEnv:
         if term:
             shaped += (float(self._integral[-1]) - cur) / self._scale
         else:
-            self._ask_rules()
+            self._index_choices()
         return shaped, bool(term), info
 
 
@@ -353,6 +368,7 @@ class Settings:
     dagger_teacher: str = "per_seed_best"
     planner: dict[str, Any] = field(default_factory=dict)
     max_candidates: int = 4096
+    pruning: str = "none"
     migration_cooldown_s: float = 1800.0
     hidden: int = 64
     seed: int = 0
@@ -513,7 +529,7 @@ def evaluate_net(
     """Greedy episodes on ``seeds``: one record per seed (``gsg evaluate --json``'s fields)."""
     env = CandidateEnv(
         scenario, settings.rules, settings.teachers, settings.max_candidates,
-        migration_cooldown_s=settings.migration_cooldown_s,
+        migration_cooldown_s=settings.migration_cooldown_s, pruning=settings.pruning,
     )  # fmt: skip
     recs = []
     for s in seeds:
@@ -717,7 +733,7 @@ class Run:
         if scenario not in self.envs:
             self.envs[scenario] = CandidateEnv(
                 scenario, self.s.rules, self.s.teachers, self.s.max_candidates, "user",
-                self.s.migration_cooldown_s,
+                self.s.migration_cooldown_s, self.s.pruning,
             )  # fmt: skip
         return self.envs[scenario]
 

@@ -22,13 +22,15 @@ from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import ActionCodec
-from gpu_sharing_env.sim.engine import Decision
+from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
 
 HEURISTICS = ("speed_sjf_queue", "sjf_predicted", "reserve_pack", "antman", "horus", "gandiva")
 #: (scenario, seed): Gandiva migrates 5 times on ``default`` seed 0 and 6 on ``default-x2`` seed 3.
 EPISODES = (("default", 0), ("default", 3), ("default-x2", 3))
 MIGRATING = (("default", 0), ("default-x2", 3))
+#: Pruned: the migrating episodes and a MIG fleet.
+PRUNED_EPISODES = (*MIGRATING, ("mig-a100", 0))
 
 
 def _heuristic(name: str) -> HeuristicPolicy:
@@ -67,9 +69,18 @@ def _direct(name: str, scenario: str, seed: int) -> tuple[dict[str, float], list
 
 
 def _through_env(
-    name: str, scenario: str, seed: int
+    name: str, scenario: str, seed: int, pruning: str = "none"
 ) -> tuple[dict[str, float], list[Decision], int]:
+    """``name``'s episode through the env; its decision at each point is asked once, by the
+    env's ``keep_moves`` (so a pruned candidate set keeps it)."""
     policy = _heuristic(name)
+    said: list[Decision | None] = [None]
+
+    def ask(sim: Simulator) -> list[Decision | None]:
+        codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), 0)
+        said[0] = policy.decide(ClusterView(sim, codec))
+        return [said[0]]
+
     env = gym.make(
         "GpuSharing-v2",
         scenario=scenario,
@@ -77,17 +88,18 @@ def _through_env(
         window_order=policy.window_order,
         mechanisms=dict(policy.mechanisms),
         invalid_action="raise",
+        pruning=pruning,
+        keep_moves=ask,
     ).unwrapped
     assert isinstance(env, GpuSharingEnv) and env.interface.version == "v2"
-    env.reset(seed=seed)
     policy.reset(seed)
+    env.reset(seed=seed)
     sim = env.sim
-    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options), 0)
     log: list[Decision] = []
     most = 0
     while True:
         most = max(most, len(env.candidates.moves))
-        d = policy.decide(ClusterView(sim, codec))
+        d = said[0]
         a = env.index_of(d)
         if a is None:
             pytest.fail(f"parity gap: {name}'s decision {d} at t={sim.now:.1f}s is no candidate")
@@ -108,6 +120,18 @@ def test_parity(name: str, scenario: str, seed: int) -> None:
     assert most <= DEFAULT_MAX_CANDIDATES
     if name == "gandiva" and (scenario, seed) in MIGRATING:  # migrations through the env
         assert m_env["migrations"] > 0
+
+
+@pytest.mark.parametrize(("scenario", "seed"), PRUNED_EPISODES)
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_parity_pruned(name: str, scenario: str, seed: int) -> None:
+    """With ``pruning="classes"`` and the heuristic's choices kept, the same episode (on
+    ``mig-a100`` within the default ``max_candidates``, which its full set exceeds)."""
+    m_direct, log_direct = _direct(name, scenario, seed)
+    m_env, log_env, most = _through_env(name, scenario, seed, "classes")
+    assert log_env == log_direct
+    assert _same(m_env, m_direct)
+    assert most <= DEFAULT_MAX_CANDIDATES
 
 
 def test_too_many_candidates_is_one_line() -> None:

@@ -57,13 +57,25 @@ def test_teacher_episode_is_the_runners(seed: int) -> None:
     assert direct["jct_mean_s"] == min(others)  # the seed's best
 
 
+def test_pruned_teacher_episode_is_the_runners() -> None:
+    """Under ``pruning: classes`` the rules' choices stay candidates: the teacher's episode is
+    the runner's, out of fewer rows."""
+    rules = [*RULES, "sjf_predicted"]
+    pruned = CandidateEnv("default", rules, RULES, pruning="classes")
+    full = CandidateEnv("default", rules, RULES)
+    steps, m = run_episode_env(pruned, 961, None)
+    steps_full, m_full = run_episode_env(full, 961, None)
+    assert m == m_full and steps.labels != [] and abs(sum(steps.rewards)) < 1e-9
+    assert sum(map(len, steps.rows)) < sum(map(len, steps_full.rows))
+
+
 def test_train_resume_evaluate(tmp_path: Path) -> None:
     cfg = tmp_path / "r.yaml"
     cfg.write_text(
         "curriculum: [{scenario: default}]\nrules: [gandiva, speed_sjf_queue]\n"
         "hidden: 16\nbc_episodes: 3\ndagger_rounds: 1\ndagger_episodes: 2\nbc_epochs: 1\n"
         "episodes_per_update: 2\nvalue_warmup_updates: 1\nppo_updates: 2\neval_every: 1\n"
-        "eval_seeds: [1000]\nbatch_size: 64\n"
+        "eval_seeds: [1000]\nbatch_size: 64\npruning: classes\n"
     )
     out = tmp_path / "run"
     cfg.write_text("trainer: candidate_dagger\n" + cfg.read_text())

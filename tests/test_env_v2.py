@@ -15,7 +15,9 @@ import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.envs.candidates import CANDIDATE_FEATURES
 from gpu_sharing_env.envs.conformance import api_test
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
+from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.view import ClusterView
 
 
 def _env(**kw: Any) -> GpuSharingEnv:
@@ -125,3 +127,42 @@ def test_a_moved_job_cannot_move_again_while_it_resumes() -> None:
     back = type(d)(job_id=d.job_id, gpu=old_gpus[0], option=d.option)
     assert sim.jobs[d.job_id].setup_until > sim.now
     assert "setting up" in (sim.check(back) or "")
+
+
+def test_pruned_candidates_are_a_subsequence_keeping_what_is_asked() -> None:
+    """``pruning="classes"``: at every state a subsequence of the full candidates (fewer), each
+    a legal move, holding what ``keep_moves`` names (here each state's last legal placement:
+    the highest GPU, the one pruning would drop)."""
+
+    def last(sim: Simulator) -> list[Decision | None]:
+        ids = [j for j in ClusterView(sim).decidable_ids() if sim.placeable(j)]
+        if not ids:
+            return [None]
+        g, o = np.argwhere(sim.mask(ids[-1]))[-1].tolist()
+        return [Decision(ids[-1], g, o)]
+
+    env, full = _env(pruning="classes", keep_moves=last), _env()
+    env.reset(seed=3)
+    full.reset(seed=3)
+    rng = np.random.default_rng(3)
+    fewer = 0
+    for _ in range(300):
+        moves, every = env.candidates.moves, full.candidates.moves
+        pos = [every.index(m) for m in moves]
+        assert pos == sorted(pos) and env.candidates.n_place <= full.candidates.n_place
+        assert last(env.sim)[0] in moves
+        fewer += len(moves) < len(every)
+        act = int(rng.choice(np.flatnonzero(env.action_masks())))
+        _, r, term, _, _ = env.step(act)
+        _, r_full, _, _, _ = full.step(every.index(moves[act]))
+        assert r == r_full
+        if term:
+            break
+    assert fewer > 100
+
+
+def test_pruning_argument() -> None:
+    with pytest.raises(ValueError, match="pruning: must be one of none, classes"):
+        gym.make("GpuSharing-v2", pruning="some")
+    with pytest.raises(ValueError, match="keep_moves"):
+        gym.make("GpuSharing-v2", keep_moves=3)

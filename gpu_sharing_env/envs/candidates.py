@@ -19,6 +19,19 @@ accepts now, enumerated from the state alone (never from a heuristic), with a fe
 Each candidate is a :class:`~gpu_sharing_env.sim.engine.Decision` (``batch_size`` 0), so a
 heuristic's decision is found by equality (:meth:`Candidates.index_of`).
 
+**Pruning** (``pruning="classes"``; the default ``"none"`` keeps every move). Per job, the
+targets that are interchangeable for it collapse to the first of them (lowest GPU), so the
+candidates are a subsequence of the full list (:class:`TargetClasses`): the same option on a
+GPU of the same type, mode (an empty GPU's mode counts only where it saves a setup: MPS, MIG),
+MIG layout, health and readiness, the same residents' signature (each resident's model,
+request, priority and estimated work left to a power of two; empty is one), on a node of the
+same size and interconnect whose free GPUs are one (this one), some or all, whose CPUs the job
+fits (a node it would oversubscribe is its own class). A gang's class is the option, how many
+nodes the GPUs it takes span and those GPUs' classes; a migration's destinations collapse
+alike, its own node apart. Decisions passed as ``keep`` (the env's ``keep_moves``: the choices
+of the rules an agent reads) stay candidates. On ``pai-busy`` 9-15x fewer candidates
+(``scripts/bench_candidates.py``).
+
 **Features** (:data:`CANDIDATE_FEATURES`, one row per candidate, each in [-1, 1]): the kind of
 move; the job as the view gives it to a heuristic (:class:`~gpu_sharing_env.sim.view.JobView`:
 size, request, the scenario's estimate of its work, i.e. the predictor's where the scenario has
@@ -32,14 +45,17 @@ profiled solo speed on the target.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.nodes import Interconnect
 from gpu_sharing_env.sim.engine import Decision, Simulator
-from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.workload.job import JobSpec
 
 #: Feature names of a candidate row, in column order.
 CANDIDATE_FEATURES: tuple[str, ...] = (
@@ -85,6 +101,9 @@ CANDIDATE_FEATURES: tuple[str, ...] = (
 )
 N_FEATURES = len(CANDIDATE_FEATURES)
 _COL = {n: i for i, n in enumerate(CANDIDATE_FEATURES)}
+#: ``pruning`` settings of ``GpuSharing-v2``: every legal move, or one per class of
+#: interchangeable targets (module doc).
+PRUNINGS = ("none", "classes")
 #: log1p scale of durations (s): log1p(1e6 s) ~ 13.8.
 _LOG_S = math.log1p(1e6)
 
@@ -142,12 +161,98 @@ def _job_row(view: ClusterView, j: JobView) -> list[float]:
     ]
 
 
-class CandidateBuilder:
-    """Enumerates the candidates of a simulator's state (module doc) and their features."""
+class TargetClasses:
+    """Which targets are interchangeable now (``pruning="classes"``, module doc): a class per
+    GPU of the state, refined per job and option by :meth:`keys`."""
 
-    def __init__(self, sim: Simulator, max_candidates: int) -> None:
+    def __init__(self, sim: Simulator) -> None:
+        c = sim.cluster
+        self.node_of = c.node_of
+        self.node_list: list[int] = c.node_of.tolist()
+        self.n_nodes = c.n_nodes
+        free = (c.n_res == 0) & c.ready
+        n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
+        size = np.bincount(c.node_of, minlength=c.n_nodes)
+        # the node: its size and interconnect, and its free GPUs: one, some or all
+        node = list(
+            zip(
+                size.tolist(),
+                [n.interconnect is Interconnect.PCIE for n in c.nodes],
+                np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1)).tolist(),
+                strict=True,
+            )
+        )
+        jobs = sim.jobs
+        ids: dict[tuple[object, ...], int] = {}
+        gid = np.empty(c.n_gpus, dtype=np.int64)
+        for g, (t, n, mode, res) in enumerate(
+            zip(c.type_idx.tolist(), self.node_list, c.mode.tolist(), c.residents, strict=True)
+        ):
+            if not res and mode != _MIG:
+                mode = _FREE  # (an empty GPU switches mode: :meth:`keys` tells the cost apart)
+            key = (
+                t,
+                mode,
+                tuple((i.profile, i.start, i.job_id is None) for i in c.mig_instances[g]),
+                c.healthy.item(g),
+                c.ready.item(g),
+                c.sm_used.item(g),
+                node[n],
+                tuple(sorted(_resident_sig(jobs[j]) for j in res)),
+            )
+            gid[g] = ids.setdefault(key, len(ids))
+        self.gid = gid
+        self.mode = c.mode
+        # an option whose mode an empty GPU must be set up for (the MPS daemon, MIG): -2 none
+        setup = (SharingMode.MPS, SharingMode.MIG)
+        self.opt_mode = np.array(
+            [int(o.mode) if o.mode in setup else _FREE for o in sim.options], dtype=np.int64
+        )
+        self._cpu_left = c.node_vcpus - c.node_cpu_used
+
+    def keys(self, spec: JobSpec, gpus: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
+        """One integer per (GPU, option) target of a job with ``spec``, equal for
+        interchangeable targets: the GPU's class, the option, whether the GPU is in the
+        option's mode already where that saves a setup (MPS, MIG), and the node if the job's
+        CPUs would oversubscribe it; a migrating job's own node (``here``; -1: none) apart."""
+        fits = self._cpu_left >= spec.cpu_cores - 1e-9
+        node = self.node_of[gpus]
+        key = self.gid[gpus] * (self.n_nodes + 1) + np.where(fits[node], 0, node + 1)
+        key = key * len(self.opt_mode) + options
+        key = key * 4 + (self.mode[gpus] == self.opt_mode[options]) * 2 + (node == here)
+        return key
+
+
+#: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
+_FREE = -2
+_MIG = int(SharingMode.MIG)
+
+
+def _resident_sig(st: JobState) -> tuple[object, ...]:
+    """What a resident brings to a newcomer on its GPU: its model, request, priority and its
+    estimated work left (``JobView.est_remaining_s``) to a power of two."""
+    spec = st.spec
+    left = spec.est_work_s - st.work_done
+    return (
+        spec.model,
+        spec.online,
+        spec.num_gpus,
+        spec.gpu_frac,
+        spec.mem_gb,
+        spec.cpu_cores,
+        spec.priority,
+        math.frexp(left)[1] if left > 0 else 0,
+    )
+
+
+class CandidateBuilder:
+    """Enumerates the candidates of a simulator's state (module doc) and their features;
+    ``pruning="classes"`` keeps one target of each class of interchangeable ones."""
+
+    def __init__(self, sim: Simulator, max_candidates: int, pruning: str = "none") -> None:
         self.sim = sim
         self.max_candidates = max_candidates
+        self.pruning = pruning
         opts = sim.options
         self.opt_rows = np.zeros((len(opts), len(SharingMode) + 2), dtype=np.float64)
         for k, o in enumerate(opts):
@@ -182,8 +287,9 @@ class CandidateBuilder:
             axis=1,
         )
 
-    def build(self) -> Candidates:
-        """The candidates of the simulator's state now (raises :class:`TooManyCandidates`)."""
+    def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
+        """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
+        with pruning, every legal move of ``keep`` is a candidate too."""
         sim = self.sim
         moves: list[Decision | None] = [None]
         blocks: list[np.ndarray] = [self._hold_row()]
@@ -191,20 +297,78 @@ class CandidateBuilder:
             return Candidates(moves, np.stack(blocks), 0)
         view = ClusterView(sim)
         gpu_rows = self._gpu_rows(view)
+        classes = TargetClasses(sim) if self.pruning == "classes" else None
+        kept: dict[int, list[tuple[int, int]]] = {}
+        for d in keep:
+            if d is not None:
+                kept.setdefault(d.job_id, []).append((d.gpu, d.option))
         for jid in view.decidable_ids():
             if not sim.placeable(jid):
                 continue
             pairs = np.argwhere(sim.mask(jid))
+            if classes is not None:
+                pairs = self._prune(classes, jid, pairs, kept.get(jid), -1)
             self._add(view, jid, pairs, 1, gpu_rows, moves, blocks)
         n_place = len(moves) - 1
         running = sorted({j for g in range(view.n_gpus) for j in view.resident_ids(g)})
         for jid in running:
-            if sim.jobs[jid].status is not Status.RUNNING:
+            st = sim.jobs[jid]
+            if st.status is not Status.RUNNING:
                 continue
             pairs = np.argwhere(sim.migration_mask(jid))
+            if classes is not None and len(pairs):
+                here = int(sim.cluster.node_of[st.gpus[0]])
+                pairs = self._prune(classes, jid, pairs, kept.get(jid), here)
             self._add(view, jid, pairs, 2, gpu_rows, moves, blocks)
         feats = np.clip(np.concatenate(blocks, axis=0), -1.0, 1.0).astype(np.float32)
         return Candidates(moves, feats, n_place)
+
+    def _prune(
+        self,
+        classes: TargetClasses,
+        jid: int,
+        pairs: np.ndarray,
+        keep: list[tuple[int, int]] | None,
+        here: int,
+    ) -> np.ndarray:
+        """The rows of ``pairs`` (GPU-major) that stand for their class: the first (lowest
+        GPU) of each (target class, option), and those of ``keep``."""
+        if len(pairs) < 2:
+            return pairs
+        spec = self.sim.jobs[jid].spec
+        gs, os_ = pairs[:, 0], pairs[:, 1]
+        if spec.num_gpus == 1:
+            key = classes.keys(spec, gs, os_, here)
+        else:
+            key = self._gang_keys(classes, spec, gs, os_, here)
+        first = np.unique(key, return_index=True)[1]
+        pick = np.zeros(len(pairs), dtype=bool)
+        pick[first] = True
+        for g, o in keep or ():
+            pick |= (gs == g) & (os_ == o)
+        return pairs[pick]
+
+    def _gang_keys(
+        self, classes: TargetClasses, spec: JobSpec, gs: np.ndarray, os_: np.ndarray, here: int
+    ) -> np.ndarray:
+        """A gang's class per (first GPU, option) pair: the option, how many nodes the GPUs it
+        takes span and their classes (as a multiset). It takes the first ``num_gpus`` GPUs
+        from the first one that the cluster's single-GPU legality allows (``gang_gpus``)."""
+        c = self.sim.cluster
+        k = spec.num_gpus
+        rows = np.zeros((len(gs), 2 + k), dtype=np.int64)
+        every = np.arange(c.n_gpus)
+        for o in np.unique(os_).tolist():
+            at = np.flatnonzero(os_ == o)
+            legal = np.flatnonzero(c.single_row(spec, o))
+            first = np.searchsorted(legal, gs[at])
+            taken = legal[np.minimum(first[:, None] + np.arange(k), len(legal) - 1)]
+            of = classes.keys(spec, every, np.full_like(every, o), here)
+            nodes = np.sort(classes.node_of[taken], axis=1)
+            rows[at, 0] = o
+            rows[at, 1] = 1 + (np.diff(nodes, axis=1) != 0).sum(axis=1)
+            rows[at, 2:] = np.sort(of[taken], axis=1)
+        return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
     def _hold_row(self) -> np.ndarray:
         row = np.zeros((1, N_FEATURES))
@@ -257,7 +421,9 @@ class CandidateBuilder:
 __all__ = [
     "CANDIDATE_FEATURES",
     "N_FEATURES",
+    "PRUNINGS",
     "CandidateBuilder",
     "Candidates",
+    "TargetClasses",
     "TooManyCandidates",
 ]
