@@ -797,6 +797,10 @@ class Run:
         s = self.s
         if self.phase == "bc" and self.round == 0:
             self.log(kind="baselines", scenario=s.eval_scenario, **self.baselines())
+        if self.phase == "bc" and self.round > s.dagger_rounds:
+            # (resumed with a recipe that now asks for fewer DAgger rounds than were done)
+            self.phase = "ppo"
+            self.opt = th.optim.Adam(self.net.parameters(), lr=s.lr)
         data = Steps()
         while self.phase == "bc" and tick():
             if self.round == 0:
@@ -816,10 +820,9 @@ class Run:
                      teacher_gandiva=ts.count("gandiva") / len(ts),
                      **_agreement(new, s.rules),
                      label_fallback=int(sum(m.get("x_label_fallback", 0) for m in ms)))  # fmt: skip
-            last = (
-                self.round > s.dagger_rounds
-                or self.wall_s >= stop_at - (1 - s.imitation_share) * budget
-            )
+            share = s.imitation_share  # (1: out of time, DAgger resumes where it stopped)
+            early = share < 1 and self.wall_s >= stop_at - (1 - share) * budget
+            last = self.round > s.dagger_rounds or early
             if last:
                 self.phase = "ppo"
                 self.opt = th.optim.Adam(self.net.parameters(), lr=s.lr)

@@ -136,3 +136,48 @@ def test_gsg_train_flags_it_does_not_take(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err.strip()
     assert "--timesteps: not taken by a trainer: candidate_dagger recipe" in err
     assert "\n" not in err
+
+
+def test_planner_teacher_drives_the_runners_episode() -> None:
+    """A planner labelling DAgger's states (``dagger_teacher``), driving alone, plays the
+    runner's episode of the same planner (its decisions are candidates: action parity)."""
+    from gpu_sharing_gym.agents.planner import OraclePlanner
+
+    kw = {"base": "speed_sjf_queue", "candidates": ["speed_sjf", "pack"], "horizon": 2}
+    env = CandidateEnv("default", [*RULES, "sjf_predicted"], RULES)
+    steps, m = run_episode_env(env, 961, None, teacher=OraclePlanner(**kw))
+    direct = run_episode(OraclePlanner(**kw), make_simulator(load_scenario("default")), 961)
+    assert m["jct_mean_s"] == direct["jct_mean_s"]
+    assert m["x_label_fallback"] == 0 and steps.labels == steps.actions
+
+
+def test_unknown_dagger_teacher_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("dagger_teacher: planner_psychic\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "dagger_teacher 'planner_psychic'" in err and "\n" not in err
+    cfg.write_text("dagger_teacher: planner_oracle\nplanner: {samples: 0}\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    assert "planner: planner: samples >= 1" in capsys.readouterr().err
+
+
+def test_resume_with_fewer_dagger_rounds_goes_to_ppo(tmp_path: Path) -> None:
+    """A run stopped in DAgger resumes straight into PPO when its recipe now asks for no more
+    rounds than were done (as the evening run was: docs/notes/2026-11-28-candidate-dagger-evening.md)."""
+    cfg = tmp_path / "r.yaml"
+    base = (
+        "rules: [gandiva, speed_sjf_queue]\nhidden: 16\nbc_episodes: 2\ndagger_episodes: 1\n"
+        "bc_epochs: 1\nepisodes_per_update: 1\nvalue_warmup_updates: 0\neval_every: 1\n"
+        "eval_seeds: [1000]\nbatch_size: 64\n"
+    )
+    cfg.write_text(base + "dagger_rounds: 5\nppo_updates: 1\n")
+    out = tmp_path / "run"  # (out of time after the first round: still in DAgger)
+    assert main(["train", "--config", str(cfg), "--out", str(out), "--max-minutes", "0.001"]) == 0
+    assert th.load(out / "state.pt", weights_only=False)["meta"]["phase"] == "bc"
+    cfg.write_text(base + "dagger_rounds: 0\nppo_updates: 1\n")
+    assert main(["train", "--config", str(cfg), "--out", str(out), "--resume"]) == 0
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in log if r["kind"] in ("dagger", "ppo")] == ["dagger", "ppo"]
