@@ -184,18 +184,25 @@ def _dyn_columns(
     g = dv.shape[1]
     n_modes = dv.shape[0] - 9
     r = n_modes
-    for j in range(g):
-        for k in range(n_modes):
+    for k in range(n_modes):  # (row by row: each row is contiguous)
+        for j in range(g):
             dv[k, j] = 1.0 if mode[j] == k - 1 else 0.0
+    for j in range(g):
         dv[r, j] = cython.cast(cython.double, n_res[j]) * inv_res
+    for j in range(g):
         dv[r + 1, j] = mem_decl[j] * neg_inv_cap[j] + 1.0
+    for j in range(g):
         dv[r + 2, j] = cython.cast(cython.double, sm_used[j]) * -0.01 + 1.0
+    for j in range(g):
         dv[r + 3, j] = cython.cast(cython.double, mig_used[j]) * neg_mig7[j] + mig_cap[j]
+    for j in range(g):
         dv[r + 4, j] = 1.0 if healthy[j] else 0.0
         dv[r + 5, j] = 1.0 if ready[j] else 0.0
         dv[r + 6, j] = 1.0 if online[j] > 0 else 0.0
+    for j in range(g):
         dv[r + 8, j] = node_cpu[node_of[j]] * half_inv[j]
-        for k in range(r, r + 9):
+    for k in range(r, r + 9):
+        for j in range(g):
             x = dv[k, j]
             if not (x > 0.0 or x != x):
                 x = 0.0
