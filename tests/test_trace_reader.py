@@ -174,8 +174,34 @@ def test_row_longer_than_header_is_one_line(tmp_path: Path) -> None:
 def test_not_utf8_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "pai_machine_spec.csv"
     path.write_bytes(b"machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm\xff0,T4,96,512,2\n")
-    with pytest.raises(TraceError, match=r"not UTF-8"):
+    with pytest.raises(TraceError, match=r"line 2: not UTF-8"):
         load_pai_machines(path)
+    # past the decoder's first chunk the line is still the file's, not the chunk's
+    rows = "".join(f"m{k},T4,96,512,2\n" for k in range(5000)).encode()
+    path.write_bytes(b"machine,gpu_type,cap_cpu,cap_mem,cap_gpu\n" + rows + b"m\xff,T4,96,512,2\n")
+    with pytest.raises(TraceError, match=r"line 5002: not UTF-8"):
+        load_pai_machines(path)
+
+
+@pytest.mark.parametrize("rows", [1, 20_000])
+def test_quote_left_open_is_one_line(tmp_path: Path, rows: int) -> None:
+    """A quote never closed swallows the rest of the file: an error with its line (pandas:
+    "EOF inside string"), whether the field it opens is short or past the csv module's
+    default limit of 131,072 characters."""
+    path = tmp_path / "pai_machine_spec.csv"
+    body = "".join(f"m{k},T4,96,512,2\n" for k in range(rows))
+    path.write_text('machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm,"T4,96,512,2\n' + body)
+    with pytest.raises(
+        TraceError, match=r"^.*pai_machine_spec.csv: line \d+: not a well-formed CSV"
+    ):
+        load_pai_machines(path)
+
+
+def test_long_field_reads_as_pandas(tmp_path: Path) -> None:
+    """A field longer than the csv module's default limit reads, as pandas reads it."""
+    path = tmp_path / "pai_machine_spec.csv"
+    path.write_text(f"machine,gpu_type,cap_cpu,cap_mem,cap_gpu\n{'m' * 200_000},T4,96,512,2\n")
+    assert len(assert_same(load_pai_machines, path)) == 1  # one machine, read by both
 
 
 # ------------------------------------------------------------------------------ openb, fleets

@@ -48,6 +48,9 @@ _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 #: An integer literal: a column of nothing else is read by ``pd.to_numeric`` as integers.
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 #: The readers: the stdlib ``csv`` module, or pandas (the reference, for the differential test).
+#: The longest field the reader takes (the csv module's default is 131,072 characters; pandas
+#: has no limit): 2**31 - 1, the largest the C long of every platform holds.
+_FIELD_LIMIT = 2**31 - 1
 ENGINES = ("csv", "pandas")
 
 
@@ -126,14 +129,21 @@ def read_table(
     if engine != "csv":
         raise ValueError(f"engine {engine!r}: must be one of {', '.join(ENGINES)}")
     p, req, header = csv_header(path, required, names)
+    limit = csv.field_size_limit(_FIELD_LIMIT)  # pandas reads fields of any length
+    reader = None
     try:
         with p.open("r", encoding="utf-8-sig", newline="") as fh:
+            # strict: a quote left open at the end of the file is an error, as in pandas
+            reader = csv.reader(fh, strict=True)
             # pandas skips empty lines and lines of spaces, not a line of a quoted ""
-            lines = [
-                r for r in csv.reader(fh) if len(r) > 1 or (r and (r[0] == "" or r[0].strip()))
-            ]
+            lines = [r for r in reader if len(r) > 1 or (r and (r[0] == "" or r[0].strip()))]
     except UnicodeDecodeError as e:
-        raise TraceError(f"{path}: byte {e.start}: not UTF-8 text ({e.reason})") from None
+        raise TraceError(f"{path}: line {_bad_utf8_line(p)}: not UTF-8 text ({e.reason})") from None
+    except csv.Error as e:
+        where = f"line {reader.line_num}" if reader is not None else "line 1"
+        raise TraceError(f"{path}: {where}: not a well-formed CSV ({e})") from None
+    finally:
+        csv.field_size_limit(limit)
     if header is None:
         head, data = _header_names(lines[0]) if lines else [], lines[1:]
     else:
@@ -151,6 +161,18 @@ def read_table(
         if len(r) < width:
             r.extend([""] * (width - len(r)))
     return Table(dict(zip(head, map(list, zip(*data, strict=True)), strict=True)), len(data))
+
+
+def _bad_utf8_line(p: Path) -> int:
+    """The first line of ``p`` that is not UTF-8 (the decoder's own offset counts from its
+    current chunk, not the file); only read on that error's path."""
+    with p.open("rb") as fh:
+        for k, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8-sig" if k == 1 else "utf-8")
+            except UnicodeDecodeError:
+                return k
+    return 1
 
 
 def _number(cell: str) -> float:
