@@ -56,7 +56,7 @@ from torch.nn import functional as F
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.envs.candidates import N_FEATURES
+from gpu_sharing_env.envs.candidates import N_FEATURES, PRUNINGS
 from gpu_sharing_env.envs.gpu_sharing_v2 import GLOBAL_FEATURES_V2, GpuSharingEnvV2
 from gpu_sharing_env.evaluation.runner import json_safe, run_episode
 from gpu_sharing_env.registry import make_policy
@@ -422,6 +422,11 @@ class Settings:
             s.make_teacher()
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: planner: {err}") from None
+        if s.pruning not in PRUNINGS:
+            raise ValueError(f"{path}: pruning {s.pruning!r}: must be one of {', '.join(PRUNINGS)}")
+        share = s.imitation_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+            raise ValueError(f"{path}: imitation_share {share!r}: must be a number in (0, 1]")
         return s
 
     def make_teacher(self) -> HeuristicPolicy | None:
@@ -778,7 +783,8 @@ class Run:
         self.log(kind="val", phase=self.phase, round=self.round, update=self.update,
                  jct_mean_s=jct, slo=float(np.mean([r["slo_attainment"] for r in recs])),
                  **agree)  # fmt: skip
-        slo_ok = float(np.mean([r["slo_attainment"] for r in recs])) >= self.slo_target
+        slo = float(np.mean([r["slo_attainment"] for r in recs]))
+        slo_ok = slo != slo or slo >= self.slo_target  # NaN: no services, as gsg evaluate
         if jct < self.best_jct and slo_ok:
             self.best_jct = jct
             self.save_model(self.out / "best.pt")

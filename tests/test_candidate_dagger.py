@@ -164,6 +164,26 @@ def test_unknown_dagger_teacher_is_one_line(
     assert "planner: planner: samples >= 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("pruning: bogus", "pruning 'bogus': must be one of none, classes"),
+        ("imitation_share: lots", "imitation_share 'lots': must be a number in (0, 1]"),
+        ("imitation_share: 0", "imitation_share 0: must be a number in (0, 1]"),
+        ("imitation_share: 1.5", "imitation_share 1.5: must be a number in (0, 1]"),
+    ],
+)
+def test_bad_setting_is_one_line_before_any_episode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, says: str
+) -> None:
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(line + "\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{cfg}: {says}" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()  # nothing ran
+
+
 def test_resume_with_fewer_dagger_rounds_goes_to_ppo(tmp_path: Path) -> None:
     """A run stopped in DAgger resumes straight into PPO when its recipe now asks for no more
     rounds than were done (as the evening run was: docs/notes/2026-11-28-candidate-dagger-evening.md)."""
