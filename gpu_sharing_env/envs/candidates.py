@@ -27,8 +27,9 @@ MIG layout, health and readiness, the same residents' signature (each resident's
 request, priority and estimated work left to a power of two; empty is one), on a node of the
 same size and interconnect whose free GPUs are one (this one), some or all, whose CPUs the job
 fits (a node it would oversubscribe is its own class). A gang's class is the option, how many
-nodes the GPUs it takes span and those GPUs' classes; a migration's destinations collapse
-alike, its own node apart. Decisions passed as ``keep`` (the env's ``keep_moves``: the choices
+nodes the GPUs it takes span and those GPUs' classes; a single-GPU job's migration
+destinations collapse alike, its own node apart (a gang's are all kept: it may take back GPUs
+it leaves, which its classes, read in place, do not see). Decisions passed as ``keep`` (the env's ``keep_moves``: the choices
 of the rules an agent reads) stay candidates. On ``pai-busy`` 9-15x fewer candidates
 (``scripts/bench_candidates.py``).
 
@@ -336,6 +337,11 @@ class CandidateBuilder:
         if len(pairs) < 2:
             return pairs
         spec = self.sim.jobs[jid].spec
+        if spec.num_gpus > 1 and here >= 0:
+            # A gang's move is judged as if it had left its GPUs (``Lifecycle.check_migration``)
+            # and may take some of them back, which the classes below (read with the gang in
+            # place) do not see: every destination stays.
+            return pairs
         gs, os_ = pairs[:, 0], pairs[:, 1]
         if spec.num_gpus == 1:
             key = classes.keys(spec, gs, os_, here)
