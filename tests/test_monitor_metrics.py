@@ -12,11 +12,11 @@ import pytest
 
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.observe import SimObserver
-from gpu_sharing_env.sim.online import DeviceMetrics, Health, MonitorThresholds, kernel_speed
+from gpu_sharing_env.sim.online import DeviceMetrics, Health, MonitorThresholds
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.fidelity import common
 from gpu_sharing_gym.fidelity import muxflow as fmux
-from tests.helpers import job, make_sim, nodes, option, service
+from tests.helpers import LinearSpeed, job, make_sim, nodes, option, service
 
 
 class _Ticks(SimObserver):
@@ -53,7 +53,9 @@ def test_busy_follows_gpu_utilisation() -> None:
         assert m.util < 0.6 and m.clock == 1.0
 
 
-def _with_offline(true_mem_gb: float, label: str = "mps50") -> tuple[Simulator, _Ticks]:
+def _with_offline(
+    true_mem_gb: float, label: str = "mps50", thresholds: MonitorThresholds | None = None
+) -> tuple[Simulator, _Ticks]:
     """A service and an offline job on GPU 0 (a second GPU idle), run to the end without
     placing the job again once evicted."""
     jobs = [service(0, 7200.0, rps=50.0), job(1, 1e6, mem_gb=4.0, true_mem_gb=true_mem_gb)]
@@ -64,6 +66,14 @@ def _with_offline(true_mem_gb: float, label: str = "mps50") -> tuple[Simulator, 
         mechanisms={"protection": True},
         faults={"oom_delay_s": 3600.0},
     )
+    if thresholds is not None:
+        sim = Simulator(
+            sim.cfg,
+            nodes(gpus=2),
+            lambda rng: list(jobs),
+            speed=LinearSpeed(),
+            thresholds=thresholds,
+        )
     obs = _Ticks()
     sim.add_observer(obs)
     sim.reset(0)
@@ -95,9 +105,13 @@ def test_a_low_clock_evicts_and_the_gpu_recovers_with_it() -> None:
     (s0, h0, _), (s1, h1, m1) = obs.seen[:2]
     assert (s0, h0) == (Health.UNHEALTHY, False)
     assert (s1, h1) == (Health.HEALTHY, True) and m1.clock == 1.0
-    # the clock SysMonitor read before evicting: the pair's kernel speed under time-slicing
-    st = sim.jobs[0]
-    assert kernel_speed(st.solo_batch_ms, 1.0, 0.5, 0.0) == pytest.approx(0.5)
+    # the clock decided it: with both clock thresholds below time-slicing's 0.5 the same pair
+    # stays, HEALTHY at every tick (memory 8 of 16 GB; the GPU's utilisation under BUSY's 0.6)
+    low = MonitorThresholds(sysmon_clock_throttle=0.45, sysmon_clock_evict=0.4)
+    sim, obs = _with_offline(4.0, label="ts", thresholds=low)
+    assert sim.jobs[1].evictions == 0
+    assert [state for state, _, _ in obs.seen] == [Health.HEALTHY] * len(obs.seen)
+    assert all(m.clock == pytest.approx(0.5) for _, _, m in obs.seen)
 
 
 def test_sysmon_parameters_are_registered_for_the_muxflow_experiments() -> None:
