@@ -9,7 +9,7 @@ candidate is that rule's choice now, moves the same job, or targets the same GPU
 choice is an input, never a target during PPO). Only the real candidates are kept (no padding),
 so the cost of a step follows the legal moves and one checkpoint plays any fleet. The setting
 ``pruning: classes`` (default ``none``) has the env keep one target per class of
-interchangeable ones (``gpu_sharing_env.envs.candidates``; 9-15x fewer candidates on
+interchangeable ones (``gpu_sharing_env.envs.candidates``; 6-7x fewer candidates on
 ``pai-busy``); the rules are asked as the env builds its candidates (its ``keep_moves``), so
 their choices, and the teacher's label, stay candidates.
 

@@ -30,7 +30,7 @@ fits (a node it would oversubscribe is its own class). A gang's class is the opt
 nodes the GPUs it takes span and those GPUs' classes; a single-GPU job's migration
 destinations collapse alike, its own node apart (a gang's are all kept: it may take back GPUs
 it leaves, which its classes, read in place, do not see). Decisions passed as ``keep`` (the env's ``keep_moves``: the choices
-of the rules an agent reads) stay candidates. On ``pai-busy`` 9-15x fewer candidates
+of the rules an agent reads) stay candidates. On ``pai-busy`` 6-7x fewer candidates
 (``scripts/bench_candidates.py``).
 
 **Features** (:data:`CANDIDATE_FEATURES`, one row per candidate, each in [-1, 1]): the kind of

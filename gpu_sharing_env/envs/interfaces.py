@@ -348,7 +348,7 @@ class CandidateMoves(Interface):
     job and option, one target (the lowest GPU) of each class of interchangeable ones (same
     GPU type, mode and residents' signature, same kind of node and its free GPUs as one, some
     or all; gangs by the classes of the GPUs they take and the nodes they span:
-    ``gpu_sharing_env.envs.candidates``), migrations alike: 9-15x fewer candidates on
+    ``gpu_sharing_env.envs.candidates``), single-GPU migrations alike: 6-7x fewer candidates on
     ``pai-busy``. ``keep_moves`` (a callable of the simulator, asked at every decision point,
     e.g. the heuristics whose choices are an agent's inputs) names decisions kept as
     candidates under any pruning, so each of those rules' episodes is one the env can play.
