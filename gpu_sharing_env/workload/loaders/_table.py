@@ -8,8 +8,8 @@ float64 values bit for bit and the same one-line errors, checked by
 ``tests/test_trace_reader.py`` on fixtures and the shared data (``engine="pandas"`` reads
 through pandas, the reference). Where pandas gives no one-line error, this reader does: a data
 row with more fields than the header (pandas takes the extra leading fields as an index and
-shifts the row, or raises its own parser error) and a file that is not UTF-8 are
-:class:`TraceError` here.
+shifts the row, or raises its own parser error), a quote left open and a file that is not
+UTF-8 are :class:`TraceError` here, naming the line.
 
 Parsing rules (pandas' ``read_csv(dtype=str, keep_default_na=False)``): the file's first line is
 the header unless ``names`` is imposed; lines that are empty or only spaces are skipped; a short
@@ -47,10 +47,10 @@ from gpu_sharing_env.workload.loaders._common import (
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 #: An integer literal: a column of nothing else is read by ``pd.to_numeric`` as integers.
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-#: The readers: the stdlib ``csv`` module, or pandas (the reference, for the differential test).
 #: The longest field the reader takes (the csv module's default is 131,072 characters; pandas
 #: has no limit): 2**31 - 1, the largest the C long of every platform holds.
 _FIELD_LIMIT = 2**31 - 1
+#: The readers: the stdlib ``csv`` module, or pandas (the reference, for the differential test).
 ENGINES = ("csv", "pandas")
 
 
