@@ -369,6 +369,9 @@ class Settings:
     planner: dict[str, Any] = field(default_factory=dict)
     max_candidates: int = 4096
     pruning: str = "none"
+    #: A model (``best.pt``/``model.pt`` of an earlier run, its ``rules`` and ``hidden`` the
+    #: same) whose weights start a fresh run: the curriculum's step from a smaller fleet.
+    init_from: str = ""
     migration_cooldown_s: float = 1800.0
     hidden: int = 64
     seed: int = 0
@@ -424,10 +427,31 @@ class Settings:
             raise ValueError(f"{path}: planner: {err}") from None
         if s.pruning not in PRUNINGS:
             raise ValueError(f"{path}: pruning {s.pruning!r}: must be one of {', '.join(PRUNINGS)}")
+        if s.init_from:
+            s.check_init(path)
         share = s.imitation_share
         if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
             raise ValueError(f"{path}: imitation_share {share!r}: must be a number in (0, 1]")
         return s
+
+    def check_init(self, path: str | Path) -> None:
+        """One-line errors for an ``init_from`` the network cannot start from."""
+        init = Path(self.init_from)
+        if not init.is_file():
+            raise ValueError(f"{path}: init_from {self.init_from!r}: no such file")
+        try:
+            theirs = th.load(init, weights_only=False)["meta"]["settings"]
+        except Exception as err:  # (any unreadable file: pickle, zip, torch errors)
+            raise ValueError(
+                f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
+                f"({type(err).__name__})"
+            ) from None
+        for k in ("rules", "hidden"):
+            if theirs.get(k) != getattr(self, k):
+                raise ValueError(
+                    f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k)!r} there, "
+                    f"{getattr(self, k)!r} here (they must be the same)"
+                )
 
     def make_teacher(self) -> HeuristicPolicy | None:
         """DAgger's labelling policy (None: the per-seed best of ``teachers``)."""
@@ -654,6 +678,8 @@ class Run:
         self.s = settings
         out.mkdir(parents=True, exist_ok=True)
         self.net = CandidateNet(n_inputs(len(settings.rules)), settings.hidden)
+        if settings.init_from:  # (a resumed run's state.pt then replaces these weights)
+            self.net.load_state_dict(th.load(settings.init_from, weights_only=False)["net"])
         self.opt = th.optim.Adam(self.net.parameters(), lr=settings.bc_lr)
         self.rng = np.random.default_rng(settings.seed)
         th.manual_seed(settings.seed)

@@ -201,3 +201,33 @@ def test_resume_with_fewer_dagger_rounds_goes_to_ppo(tmp_path: Path) -> None:
     assert main(["train", "--config", str(cfg), "--out", str(out), "--resume"]) == 0
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in log if r["kind"] in ("dagger", "ppo")] == ["dagger", "ppo"]
+
+
+def test_init_from_starts_a_fresh_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``init_from`` (the curriculum's step from a smaller fleet) starts a run from an earlier
+    model's weights; a model of other rules or width, or no model, is one line before any
+    episode."""
+    from gpu_sharing_gym.agents.candidate_dagger import Run, Settings, load_model
+
+    first = tmp_path / "first.pt"
+    Run(tmp_path / "r0", Settings(rules=RULES, hidden=16, seed=1)).save_model(first)
+    cfg = tmp_path / "r.yaml"
+    rules = "rules: [gandiva, speed_sjf_queue]\n"
+    cfg.write_text(f"{rules}hidden: 16\ninit_from: {first}\n")
+    run = Run(tmp_path / "r1", Settings.load(cfg))
+    net0, _ = load_model(first)
+    assert all(th.equal(run.net.state_dict()[k], v) for k, v in net0.state_dict().items())
+    cases = [
+        (f"{rules}hidden: 32\ninit_from: {first}", f"init_from '{first}': hidden 16 there, 32 "
+         "here (they must be the same)"),
+        (f"rules: [gandiva]\nteachers: [gandiva]\nhidden: 16\ninit_from: {first}",
+         f"init_from '{first}': rules ['gandiva', 'speed_sjf_queue'] there, ['gandiva'] here"),
+        (f"init_from: {tmp_path / 'none.pt'}", f"init_from '{tmp_path / 'none.pt'}': no such file"),
+        (f"init_from: {cfg}", f"init_from '{cfg}': not a candidate_dagger model"),
+    ]  # fmt: skip
+    for text, says in cases:
+        cfg.write_text(text + "\n")
+        assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{cfg}: {says}" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()  # nothing ran
