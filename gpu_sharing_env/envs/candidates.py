@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect
 from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_env.workload.job import JobSpec
@@ -113,37 +113,97 @@ class TooManyCandidates(ValueError):
     """More legal moves than the env's ``max_candidates``; one line, says how to fix it."""
 
 
-@dataclass(frozen=True, slots=True)
 class Candidates:
-    """The moves now (index 0: hold, ``None``) and their feature rows (``len(moves)`` rows)."""
+    """The moves now (index 0: hold, ``None``) and their feature rows (``len(moves)`` rows).
 
-    moves: list[Decision | None]
-    features: np.ndarray
-    n_place: int
+    The moves are held as three integer arrays (``job``, ``gpu``, ``option``; -1 at hold) and
+    made :class:`~gpu_sharing_env.sim.engine.Decision` s only when :attr:`moves` is first read
+    (an env step needs one: :meth:`move`)."""
+
+    __slots__ = ("_moves", "features", "gpu", "job", "n_place", "option")
+
+    def __init__(
+        self,
+        job: np.ndarray,
+        gpu: np.ndarray,
+        option: np.ndarray,
+        features: np.ndarray,
+        n_place: int,
+    ) -> None:
+        self.job, self.gpu, self.option = job, gpu, option
+        self.features = features
+        self.n_place = n_place
+        self._moves: list[Decision | None] | None = None
+
+    @classmethod
+    def hold_only(cls) -> Candidates:
+        """Hold alone (the episode is over, or nothing was built yet)."""
+        none = np.full(1, -1, dtype=np.int64)
+        return cls(none, none, none, _hold_row().astype(np.float32), 0)
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    @property
+    def moves(self) -> list[Decision | None]:
+        """Every candidate as a decision (``None`` at index 0, hold)."""
+        m = self._moves
+        if m is None:
+            m = self._moves = [None]
+            m.extend(
+                map(
+                    Decision, self.job[1:].tolist(), self.gpu[1:].tolist(), self.option[1:].tolist()
+                )
+            )
+        return m
+
+    def move(self, i: int) -> Decision | None:
+        """``moves[i]``, without making the others."""
+        if self._moves is not None:
+            return self._moves[i]
+        if i == 0:
+            return None
+        return Decision(int(self.job[i]), int(self.gpu[i]), int(self.option[i]))
 
     def index_of(self, d: Decision | None) -> int | None:
         """The index of the candidate equal to ``d`` (hold for None), or None if none is."""
         if d is None:
             return 0
-        key = Decision(d.job_id, d.gpu, d.option, d.batch_size)
-        for i, m in enumerate(self.moves):
-            if m == key:
-                return i
-        return None
+        if d.batch_size != 0:
+            return None  # (every candidate keeps the configured batch size)
+        job, gpu, option = self.job[1:], self.gpu[1:], self.option[1:]
+        hit = np.flatnonzero((job == d.job_id) & (gpu == d.gpu) & (option == d.option))
+        return int(hit[0]) + 1 if len(hit) else None
 
 
 def _log_s(x: float) -> float:
     return math.log1p(max(0.0, x)) / _LOG_S if math.isfinite(x) else 0.0
 
 
-def _job_row(view: ClusterView, j: JobView) -> list[float]:
-    g = view.group_stats(j.job_id)
-    runs = mean = std = period = 0.0
-    if g is not None:
-        runs = math.log1p(g.runs_seen) / 5.0
-        mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
-        std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
-        period = _log_s(g.period_s)
+#: The job's columns of a candidate row (:func:`_job_row`), from ``online`` on.
+_JOB_COLS = CANDIDATE_FEATURES[_COL["online"] : _COL["job_on_target"]]
+
+
+def _hold_row() -> np.ndarray:
+    row = np.zeros((1, N_FEATURES))
+    row[0, _COL["hold"]] = 1.0
+    return row
+
+
+def _job_row(view: ClusterView, j: JobView, groups: dict[str, tuple[float, ...]]) -> list[float]:
+    """The job's columns (:data:`_JOB_COLS`); ``groups``: its group's columns, per group, as
+    far as known (``ClusterView.group_stats`` is asked for the others and they are added)."""
+    group = j.group
+    cols = groups.get(group)
+    if cols is None:
+        g = view.group_stats(j.job_id)
+        runs = mean = std = period = 0.0
+        if g is not None:
+            runs = math.log1p(g.runs_seen) / 5.0
+            mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
+            std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
+            period = _log_s(g.period_s)
+        cols = groups[group] = (runs, mean, std, period)
     return [
         float(j.online),
         math.log2(max(1, j.num_gpus)) / 6.0,
@@ -155,10 +215,7 @@ def _job_row(view: ClusterView, j: JobView) -> list[float]:
         _log_s(j.wait_s),
         min(j.attempts, 10) / 10.0,
         min(j.priority, 10) / 10.0,
-        runs,
-        mean,
-        std,
-        period,
+        *cols,
     ]
 
 
@@ -248,7 +305,12 @@ def _resident_sig(st: JobState) -> tuple[object, ...]:
 
 class CandidateBuilder:
     """Enumerates the candidates of a simulator's state (module doc) and their features;
-    ``pruning="classes"`` keeps one target of each class of interchangeable ones."""
+    ``pruning="classes"`` keeps one target of each class of interchangeable ones.
+
+    A state's candidates are gathered as blocks (a job and its (GPU, option) targets, as
+    index arrays: no Decision is made until one is asked for) and their feature rows written
+    into one table in a few whole-table passes. Within one build, jobs that share a placement
+    mask share its targets and, pruned, their choice of targets (``_Memo``)."""
 
     def __init__(self, sim: Simulator, max_candidates: int, pruning: str = "none") -> None:
         self.sim = sim
@@ -260,14 +322,22 @@ class CandidateBuilder:
             self.opt_rows[k, int(o.mode)] = 1.0
             self.opt_rows[k, len(SharingMode)] = o.sm_pct / 100.0
             self.opt_rows[k, len(SharingMode) + 1] = o.mig_slices / 7.0
+        #: The job rows' group statistics of the last build, per group, and when they hold:
+        #: (the episode, events run, the time); the predictor's log changes only in events.
+        self._groups: tuple[object, int, float, dict[str, tuple[float, ...]]] | None = None
 
     def _gpu_rows(self, view: ClusterView) -> np.ndarray:
         sim = self.sim
         c = sim.cluster
         n = view.n_gpus
         left = np.zeros(n)
+        jobs = sim.jobs
+        residents = c.residents
         for g in np.flatnonzero(np.asarray(view.n_res) > 0).tolist():
-            left[g] = sum(view.job(j).est_remaining_s for j in view.resident_ids(g))
+            # (``JobView.est_remaining_s`` of each resident, summed in order)
+            left[g] = sum(
+                max(0.0, jobs[j].spec.est_work_s - jobs[j].work_done) for j in residents[g]
+            )
         n_types = max(1, len(view.type_names) - 1)
         n_nodes = max(1, c.n_nodes - 1)
         cap = np.maximum(np.asarray(view.mem_cap_gb, dtype=np.float64), 1e-9)
@@ -292,67 +362,88 @@ class CandidateBuilder:
         """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
         with pruning, every legal move of ``keep`` is a candidate too."""
         sim = self.sim
-        moves: list[Decision | None] = [None]
-        blocks: list[np.ndarray] = [self._hold_row()]
         if sim.done:
-            return Candidates(moves, np.stack(blocks), 0)
+            return Candidates.hold_only()
         view = ClusterView(sim)
-        gpu_rows = self._gpu_rows(view)
-        classes = TargetClasses(sim) if self.pruning == "classes" else None
-        kept: dict[int, list[tuple[int, int]]] = {}
+        memo = _Memo(TargetClasses(sim) if self.pruning == "classes" else None)
         for d in keep:
             if d is not None:
-                kept.setdefault(d.job_id, []).append((d.gpu, d.option))
+                memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
+        blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
+        total = 1
         for jid in view.decidable_ids():
             if not sim.placeable(jid):
                 continue
-            pairs = np.argwhere(sim.mask(jid))
-            if classes is not None:
-                pairs = self._prune(classes, jid, pairs, kept.get(jid), -1)
-            self._add(view, jid, pairs, 1, gpu_rows, moves, blocks)
-        n_place = len(moves) - 1
-        running = sorted({j for g in range(view.n_gpus) for j in view.resident_ids(g)})
-        for jid in running:
-            st = sim.jobs[jid]
+            gs, os_ = memo.targets(sim.mask(jid))
+            if memo.classes is not None:
+                gs, os_ = self._prune(memo, jid, gs, os_, -1)
+            total = self._add(jid, gs, os_, blocks, total)
+        n_place = total - 1
+        jobs = sim.jobs
+        for jid in sorted({j for res in sim.cluster.residents for j in res}):
+            st = jobs[jid]
             if st.status is not Status.RUNNING:
                 continue
-            pairs = np.argwhere(sim.migration_mask(jid))
-            if classes is not None and len(pairs):
+            gs, os_ = np.nonzero(sim.migration_mask(jid))
+            if memo.classes is not None and len(gs):
                 here = int(sim.cluster.node_of[st.gpus[0]])
-                pairs = self._prune(classes, jid, pairs, kept.get(jid), here)
-            self._add(view, jid, pairs, 2, gpu_rows, moves, blocks)
-        feats = np.clip(np.concatenate(blocks, axis=0), -1.0, 1.0).astype(np.float32)
-        return Candidates(moves, feats, n_place)
+                gs, os_ = self._prune(memo, jid, gs, os_, here)
+            total = self._add(jid, gs, os_, blocks, total)
+        return self._assemble(view, blocks, n_place, total)
+
+    def _add(
+        self,
+        jid: int,
+        gs: np.ndarray,
+        os_: np.ndarray,
+        blocks: list[tuple[int, np.ndarray, np.ndarray]],
+        total: int,
+    ) -> int:
+        """Adds a job's targets as a block; the candidates counted so far, with them."""
+        if not len(gs):
+            return total
+        if total + len(gs) > self.max_candidates:
+            raise TooManyCandidates(
+                f"more than max_candidates={self.max_candidates} legal moves at "
+                f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
+                "max_candidates to gymnasium.make('GpuSharing-v2', ...)"
+            )
+        blocks.append((jid, gs, os_))
+        return total + len(gs)
 
     def _prune(
-        self,
-        classes: TargetClasses,
-        jid: int,
-        pairs: np.ndarray,
-        keep: list[tuple[int, int]] | None,
-        here: int,
-    ) -> np.ndarray:
-        """The rows of ``pairs`` (GPU-major) that stand for their class: the first (lowest
-        GPU) of each (target class, option), and those of ``keep``."""
-        if len(pairs) < 2:
-            return pairs
+        self, memo: _Memo, jid: int, gs: np.ndarray, os_: np.ndarray, here: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The targets ``(gs, os_)`` (GPU-major) that stand for their class: the first (lowest
+        GPU) of each (target class, option), and those kept for the job."""
+        if len(gs) < 2:
+            return gs, os_
         spec = self.sim.jobs[jid].spec
         if spec.num_gpus > 1 and here >= 0:
             # A gang's move is judged as if it had left its GPUs (``Lifecycle.check_migration``)
             # and may take some of them back, which the classes below (read with the gang in
             # place) do not see: every destination stays.
-            return pairs
-        gs, os_ = pairs[:, 0], pairs[:, 1]
+            return gs, os_
+        pick = memo.picks(self, spec, gs, os_, here)
+        keep = memo.kept.get(jid)
+        if keep:
+            pick = pick.copy()
+            for g, o in keep:
+                pick |= (gs == g) & (os_ == o)
+        return gs[pick], os_[pick]
+
+    def _first_of_class(
+        self, classes: TargetClasses, spec: JobSpec, gs: np.ndarray, os_: np.ndarray, here: int
+    ) -> np.ndarray:
+        """Per target of ``(gs, os_)``: whether it is the first of its class."""
         if spec.num_gpus == 1:
             key = classes.keys(spec, gs, os_, here)
         else:
             key = self._gang_keys(classes, spec, gs, os_, here)
         first = np.unique(key, return_index=True)[1]
-        pick = np.zeros(len(pairs), dtype=bool)
+        pick = np.zeros(len(gs), dtype=bool)
         pick[first] = True
-        for g, o in keep or ():
-            pick |= (gs == g) & (os_ == o)
-        return pairs[pick]
+        return pick
 
     def _gang_keys(
         self, classes: TargetClasses, spec: JobSpec, gs: np.ndarray, os_: np.ndarray, here: int
@@ -376,52 +467,149 @@ class CandidateBuilder:
             rows[at, 2:] = np.sort(of[taken], axis=1)
         return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
-    def _hold_row(self) -> np.ndarray:
-        row = np.zeros((1, N_FEATURES))
-        row[0, _COL["hold"]] = 1.0
-        return row
+    def _group_stats(self, view: ClusterView) -> dict[str, tuple[float, ...]]:
+        """The job rows' group columns per group, memoised while no event runs."""
+        sim = self.sim
+        last = self._groups
+        if (
+            last is not None
+            and last[0] is view.episode
+            and last[1] == sim.n_events
+            and last[2] == sim.now
+        ):
+            return last[3]
+        memo: dict[str, tuple[float, ...]] = {}
+        self._groups = (view.episode, sim.n_events, sim.now, memo)
+        return memo
 
-    def _add(
+    def _assemble(
         self,
         view: ClusterView,
-        jid: int,
-        pairs: np.ndarray,
-        kind: int,
-        gpu_rows: np.ndarray,
-        moves: list[Decision | None],
-        blocks: list[np.ndarray],
+        blocks: list[tuple[int, np.ndarray, np.ndarray]],
+        n_place: int,
+        total: int,
+    ) -> Candidates:
+        """The candidates of ``blocks`` (placements first, ``n_place`` of them) and their
+        feature table."""
+        feats = np.zeros((total, N_FEATURES))
+        feats[0, _COL["hold"]] = 1.0
+        job = np.empty(total, dtype=np.int64)
+        gpu = np.empty(total, dtype=np.int64)
+        option = np.empty(total, dtype=np.int64)
+        job[0] = gpu[0] = option[0] = -1
+        if blocks:
+            counts = [len(b[1]) for b in blocks]
+            ids = np.array([b[0] for b in blocks], dtype=np.int64)
+            gpu[1:] = gs = np.concatenate([b[1] for b in blocks])
+            option[1:] = os_ = np.concatenate([b[2] for b in blocks])
+            at = np.repeat(np.arange(len(blocks)), counts)
+            job[1:] = ids[at]
+            self._rows(view, blocks, feats[1:], n_place, gs, os_, at)
+        np.clip(feats, -1.0, 1.0, out=feats)
+        return Candidates(job, gpu, option, feats.astype(np.float32), n_place)
+
+    def _rows(
+        self,
+        view: ClusterView,
+        blocks: list[tuple[int, np.ndarray, np.ndarray]],
+        rows: np.ndarray,
+        n_place: int,
+        gs: np.ndarray,
+        os_: np.ndarray,
+        at: np.ndarray,
     ) -> None:
-        if not len(pairs):
-            return
-        if len(moves) + len(pairs) > self.max_candidates:
-            raise TooManyCandidates(
-                f"more than max_candidates={self.max_candidates} legal moves at "
-                f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
-                "max_candidates to gymnasium.make('GpuSharing-v2', ...)"
-            )
-        j = view.job(jid)
-        gs, os_ = pairs[:, 0], pairs[:, 1]
-        rows = np.zeros((len(pairs), N_FEATURES))
-        rows[:, kind] = 1.0
+        """Writes the candidates' feature rows (after hold's) into ``rows``; ``at``: each
+        candidate's block."""
+        rows[:n_place, _COL["place"]] = 1.0
+        rows[n_place:, _COL["migrate"]] = 1.0
+        groups = self._group_stats(view)
+        n = len(blocks)
+        job_rows = np.empty((n, len(_JOB_COLS)))
+        own = np.full(n, -1, dtype=np.int64)  # a job's own GPU (job_on_target), -1: none
+        model = np.empty(n, dtype=np.int64)  # the job's model, as an index into ``models``
+        models: dict[str, int] = {}
+        gangs: list[int] = []
+        owners: list[tuple[int, tuple[int, ...]]] = []
+        for b, (jid, _, _) in enumerate(blocks):
+            j = view.job(jid)
+            job_rows[b] = _job_row(view, j, groups)
+            if len(j.gpus) == 1:
+                own[b] = j.gpus[0]
+            elif j.gpus:
+                owners.append((b, j.gpus))
+            model[b] = models.setdefault(j.model, len(models))
+            if j.num_gpus > 1:
+                gangs.append(b)
         a = _COL["online"]
-        rows[:, a : a + 14] = _job_row(view, j)
-        rows[:, _COL["job_on_target"]] = [float(g in j.gpus) for g in gs.tolist()]
+        rows[:, a : a + len(_JOB_COLS)] = job_rows[at]
+        on = _COL["job_on_target"]
+        rows[:, on] = gs == own[at]
+        starts = np.cumsum([0] + [len(b[1]) for b in blocks])
+        for b, mine in owners:
+            lo, hi = starts[b], starts[b + 1]
+            rows[lo:hi, on] = np.isin(gs[lo:hi], mine)
+        gpu_rows = self._gpu_rows(view)
         t = _COL["type"]
         rows[:, t : t + gpu_rows.shape[1]] = gpu_rows[gs]
-        if j.num_gpus > 1:
-            node_of = view.node_of
-            rows[:, _COL["gang_one_node"]] = [
+        one = _COL["gang_one_node"]
+        rows[:, one] = 1.0
+        node_of = view.node_of
+        for b in gangs:
+            jid, bgs, bos = blocks[b]
+            rows[starts[b] : starts[b + 1], one] = [
                 float(len({int(node_of[x]) for x in view.gang_gpus(jid, g, o)}) == 1)
-                for g, o in zip(gs.tolist(), os_.tolist(), strict=True)
+                for g, o in zip(bgs.tolist(), bos.tolist(), strict=True)
             ]
-        else:
-            rows[:, _COL["gang_one_node"]] = 1.0
         m = _COL[f"mode_{SharingMode(0).name.lower()}"]
         rows[:, m : m + self.opt_rows.shape[1]] = self.opt_rows[os_]
-        speeds = {g: view.solo_speed(j.model, g) for g in set(gs.tolist())}
-        rows[:, _COL["solo_speed"]] = [speeds[g] / 4.0 for g in gs.tolist()]
-        blocks.append(rows)
-        moves.extend(Decision(jid, g, o) for g, o in zip(gs.tolist(), os_.tolist(), strict=True))
+        # the job's profiled solo speed per GPU type (``ClusterView.solo_speed``), / 4
+        sim = self.sim
+        names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
+        speed = np.array(
+            [[sim.solo_speed(name, tn) for tn in names] for name in models], dtype=np.float64
+        )
+        type_idx = np.asarray(view.type_idx)
+        rows[:, _COL["solo_speed"]] = speed[model[at], type_idx[gs]] / 4.0
+
+
+class _Memo:
+    """What one build shares between jobs: the targets of each placement mask (jobs of one
+    mask signature share the mask object) and, pruned, each (mask targets, request) pair's
+    choice of targets before the kept moves are added."""
+
+    __slots__ = ("_picks", "_targets", "classes", "kept")
+
+    def __init__(self, classes: TargetClasses | None) -> None:
+        self.classes = classes
+        self.kept: dict[int, list[tuple[int, int]]] = {}
+        self._targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._picks: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def targets(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""
+        hit = self._targets.get(id(mask))
+        if hit is None or hit[0] is not mask:
+            gs, os_ = np.nonzero(mask)
+            hit = self._targets[id(mask)] = (mask, gs, os_)
+        return hit[1], hit[2]
+
+    def picks(
+        self,
+        builder: CandidateBuilder,
+        spec: JobSpec,
+        gs: np.ndarray,
+        os_: np.ndarray,
+        here: int,
+    ) -> np.ndarray:
+        """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``;
+        shared by jobs of the same targets (the same arrays), mask signature, CPUs and node."""
+        assert self.classes is not None
+        key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
+        hit = self._picks.get(key)
+        if hit is None or hit[0] is not gs or hit[1] is not os_:
+            pick = builder._first_of_class(self.classes, spec, gs, os_, here)
+            hit = self._picks[key] = (gs, os_, pick)
+        return hit[2]
 
 
 __all__ = [

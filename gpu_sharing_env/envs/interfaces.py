@@ -389,7 +389,7 @@ class CandidateMoves(Interface):
         self.pruning = pruning
         self.keep_moves = keep_moves
         self.builder = CandidateBuilder(sim, n, pruning)
-        self.candidates = Candidates([None], np.zeros((1, N_FEATURES), np.float32), 0)
+        self.candidates = Candidates.hold_only()
         self.action_space = spaces.Discrete(n)
         self.observation_space = spaces.Dict(
             {
@@ -408,13 +408,13 @@ class CandidateMoves(Interface):
             keep = list(self.keep_moves(self.sim))  # (asked at every decision point)
         self.candidates = self.builder.build(keep if self.pruning != "none" else ())
         mask = np.zeros(self.max_candidates, dtype=np.int8)
-        mask[: len(self.candidates.moves)] = 1
+        mask[: len(self.candidates)] = 1
         return mask
 
     def observe(self, mask: np.ndarray) -> Obs:
         sim = self.sim
         n = self.max_candidates
-        k = len(self.candidates.moves)
+        k = len(self.candidates)
         feats = np.zeros((n, N_FEATURES), dtype=np.float32)
         feats[:k] = self.candidates.features
         total, left = sim.offline_jobs
@@ -433,7 +433,7 @@ class CandidateMoves(Interface):
         return {"candidates": feats, "candidate_mask": mask.astype(np.float32), "global": glob}
 
     def decision(self, action: int) -> Decision:
-        d = self.candidates.moves[action]
+        d = self.candidates.move(action)
         assert d is not None
         return d
 
@@ -449,7 +449,7 @@ class CandidateMoves(Interface):
             return None
         if self.sim.done:
             return "the episode is over"
-        n = len(self.candidates.moves)
+        n = len(self.candidates)
         if action >= n:
             return f"candidate {action} is padding ({n} candidates now)"
         return None
