@@ -46,12 +46,13 @@ profiled solo speed on the target.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from gpu_sharing_env.physics.modes import SharingMode
-from gpu_sharing_env.physics.nodes import Interconnect
+from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import JobState, Status
@@ -223,43 +224,39 @@ class TargetClasses:
     """Which targets are interchangeable now (``pruning="classes"``, module doc): a class per
     GPU of the state, refined per job and option by :meth:`keys`."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: Simulator, pcie: np.ndarray | None = None) -> None:
+        """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand."""
         c = sim.cluster
         self.node_of = c.node_of
-        self.node_list: list[int] = c.node_of.tolist()
         self.n_nodes = c.n_nodes
         free = (c.n_res == 0) & c.ready
         n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
         size = np.bincount(c.node_of, minlength=c.n_nodes)
         # the node: its size and interconnect, and its free GPUs: one, some or all
-        node = list(
-            zip(
-                size.tolist(),
-                [n.interconnect is Interconnect.PCIE for n in c.nodes],
-                np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1)).tolist(),
-                strict=True,
-            )
-        )
+        if pcie is None:
+            pcie = _pcie(c.nodes)
+        node = np.stack([size, pcie, np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1))])
+        # what only a loop reads, for the GPUs with residents or MIG instances: the instances'
+        # layout and the residents' signatures (0: none of either)
         jobs = sim.jobs
-        ids: dict[tuple[object, ...], int] = {}
-        gid = np.empty(c.n_gpus, dtype=np.int64)
-        for g, (t, n, mode, res) in enumerate(
-            zip(c.type_idx.tolist(), self.node_list, c.mode.tolist(), c.residents, strict=True)
-        ):
-            if not res and mode != _MIG:
-                mode = _FREE  # (an empty GPU switches mode: :meth:`keys` tells the cost apart)
-            key = (
-                t,
-                mode,
-                tuple((i.profile, i.start, i.job_id is None) for i in c.mig_instances[g]),
-                c.healthy.item(g),
-                c.ready.item(g),
-                c.sm_used.item(g),
-                node[n],
-                tuple(sorted(_resident_sig(jobs[j]) for j in res)),
-            )
-            gid[g] = ids.setdefault(key, len(ids))
-        self.gid = gid
+        ids: dict[tuple[object, ...], int] = {((), ()): 0}
+        held = np.zeros(c.n_gpus, dtype=np.int64)
+        busy = np.zeros(c.n_gpus, dtype=bool)
+        for g, (res, mig) in enumerate(zip(c.residents, c.mig_instances, strict=True)):
+            if res or mig:
+                busy[g] = bool(res)
+                key = (
+                    tuple((i.profile, i.start, i.job_id is None) for i in mig),
+                    tuple(sorted(_resident_sig(jobs[j]) for j in res)),
+                )
+                held[g] = ids.setdefault(key, len(ids))
+        # an empty GPU switches mode (:meth:`keys` tells the cost apart); MIG's layout stays
+        mode = np.where(~busy & (c.mode != _MIG), _FREE, c.mode)
+        # A GPU's class: equal for equal (type, mode, MIG layout, health, readiness, SM in use,
+        # node class, residents' signatures). Only which GPUs share a class matters (keys
+        # are compared for equality), not its number.
+        cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
+        self.gid = _class_ids(cols)
         self.mode = c.mode
         # an option whose mode an empty GPU must be set up for (the MPS daemon, MIG): -2 none
         setup = (SharingMode.MPS, SharingMode.MIG)
@@ -279,6 +276,30 @@ class TargetClasses:
         key = key * len(self.opt_mode) + options
         key = key * 4 + (self.mode[gpus] == self.opt_mode[options]) * 2 + (node == here)
         return key
+
+
+def _pcie(nodes: Sequence[NodeSpec]) -> np.ndarray:
+    """Per node: 1 if its GPUs talk over PCIe (``TargetClasses``' node class), else 0."""
+    return np.array([n.interconnect is Interconnect.PCIE for n in nodes], dtype=np.int64)
+
+
+def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
+    """One integer per row of the integer columns ``cols``, equal iff the rows are (0 ..
+    number of distinct rows - 1): the columns' values as digits of one number, renumbered."""
+    code = np.zeros(len(cols[0]), dtype=np.int64)
+    span = 1
+    for col in cols:
+        col = np.asarray(col, dtype=np.int64)
+        if not len(col):
+            break
+        low = int(col.min())
+        width = int(col.max()) - low + 1
+        if span * width >= 1 << 62:  # (renumber first: fewer distinct rows than GPUs)
+            code = np.unique(code, return_inverse=True)[1].reshape(-1)
+            span = int(code.max()) + 1
+        code = code * width + (col - low)
+        span *= width
+    return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -325,6 +346,8 @@ class CandidateBuilder:
         #: The job rows' group statistics of the last build, per group, and when they hold:
         #: (the episode, events run, the time); the predictor's log changes only in events.
         self._groups: tuple[object, int, float, dict[str, tuple[float, ...]]] | None = None
+        #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
+        self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray] | None = None
 
     def _gpu_rows(self, view: ClusterView) -> np.ndarray:
         sim = self.sim
@@ -365,7 +388,13 @@ class CandidateBuilder:
         if sim.done:
             return Candidates.hold_only()
         view = ClusterView(sim)
-        memo = _Memo(TargetClasses(sim) if self.pruning == "classes" else None)
+        classes = None
+        if self.pruning == "classes":
+            nodes = sim.cluster.nodes
+            if self._nodes is None or self._nodes[0] is not nodes:
+                self._nodes = (nodes, _pcie(nodes))
+            classes = TargetClasses(sim, self._nodes[1])
+        memo = _Memo(classes)
         for d in keep:
             if d is not None:
                 memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
@@ -380,13 +409,17 @@ class CandidateBuilder:
             total = self._add(jid, gs, os_, blocks, total)
         n_place = total - 1
         jobs = sim.jobs
-        for jid in sorted({j for res in sim.cluster.residents for j in res}):
+        c = sim.cluster
+        # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
+        empty = bool(((c.n_res == 0) & c.ready).any())
+        running = sorted({j for res in c.residents for j in res}) if empty else []
+        for jid in running:
             st = jobs[jid]
             if st.status is not Status.RUNNING:
                 continue
             gs, os_ = np.nonzero(sim.migration_mask(jid))
             if memo.classes is not None and len(gs):
-                here = int(sim.cluster.node_of[st.gpus[0]])
+                here = int(c.node_of[st.gpus[0]])
                 gs, os_ = self._prune(memo, jid, gs, os_, here)
             total = self._add(jid, gs, os_, blocks, total)
         return self._assemble(view, blocks, n_place, total)
@@ -424,12 +457,13 @@ class CandidateBuilder:
             # and may take some of them back, which the classes below (read with the gang in
             # place) do not see: every destination stays.
             return gs, os_
-        pick = memo.picks(self, spec, gs, os_, here)
+        pick, chosen = memo.picks(self, spec, gs, os_, here)
         keep = memo.kept.get(jid)
-        if keep:
-            pick = pick.copy()
-            for g, o in keep:
-                pick |= (gs == g) & (os_ == o)
+        if not keep:
+            return chosen
+        pick = pick.copy()
+        for g, o in keep:
+            pick |= (gs == g) & (os_ == o)
         return gs[pick], os_[pick]
 
     def _first_of_class(
@@ -583,7 +617,7 @@ class _Memo:
         self.classes = classes
         self.kept: dict[int, list[tuple[int, int]]] = {}
         self._targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._picks: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._picks: dict[tuple[object, ...], tuple[Any, ...]] = {}
 
     def targets(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""
@@ -600,16 +634,17 @@ class _Memo:
         gs: np.ndarray,
         os_: np.ndarray,
         here: int,
-    ) -> np.ndarray:
-        """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``;
-        shared by jobs of the same targets (the same arrays), mask signature, CPUs and node."""
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``,
+        and those targets; shared by jobs of the same targets (the same arrays), mask
+        signature, CPUs and node."""
         assert self.classes is not None
         key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
         hit = self._picks.get(key)
         if hit is None or hit[0] is not gs or hit[1] is not os_:
             pick = builder._first_of_class(self.classes, spec, gs, os_, here)
-            hit = self._picks[key] = (gs, os_, pick)
-        return hit[2]
+            hit = self._picks[key] = (gs, os_, pick, (gs[pick], os_[pick]))
+        return hit[2], hit[3]
 
 
 __all__ = [
