@@ -20,6 +20,11 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): C types for the mask's loop; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.config import SharingConfig
 from gpu_sharing_env.physics.hardware import (
     GpuType,
@@ -146,6 +151,58 @@ class _MigTables:
             for p in range(n_p):
                 out[:, k] |= ok[:, p].astype(np.int64) << p
         return out
+
+
+@cython.locals(
+    g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t, n_mig=cython.Py_ssize_t,
+    mps0=cython.Py_ssize_t, join0=cython.Py_ssize_t, mig0=cython.Py_ssize_t,
+    n_excl=cython.Py_ssize_t, n_ts=cython.Py_ssize_t, b=cython.uchar, sh=cython.uchar,
+    mb=cython.uchar, mbits=cython.longlong, mem=cython.double, gang=cython.bint,
+    out=cython.uchar[:, :], type_ok=cython.uchar[:], base_ok=cython.uchar[:],
+    free=cython.uchar[:], excl=cython.uchar[:], ts=cython.uchar[:], mps=cython.uchar[:, :],
+    mig_base=cython.uchar[:], mem_decl=cython.double[:], cap_eps=cython.double[:],
+    mig_bits=cython.longlong[:], bits=cython.longlong[:, :],
+)  # fmt: skip
+def _single_rows(
+    out: np.ndarray,
+    type_ok: np.ndarray,
+    base_ok: np.ndarray,
+    free: np.ndarray,
+    excl: np.ndarray,
+    ts: np.ndarray,
+    mps: np.ndarray,
+    mig_base: np.ndarray,
+    mem_decl: np.ndarray,
+    cap_eps: np.ndarray,
+    mig_bits: np.ndarray,
+    bits: np.ndarray,
+    mem: float,
+    n_excl: int,
+    n_ts: int,
+    mps0: int,
+    join0: int,
+    mig0: int,
+    n_mig: int,
+    gang: bool,
+) -> None:
+    """``Cluster._single_mask``'s rows without gpulets, GPU by GPU (compiled only): ``out``
+    and the boolean inputs as ``uint8`` views. The same booleans as its numpy passes: the
+    memory test is the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
+    n = out.shape[1]
+    for g in range(n):
+        b = type_ok[g] & base_ok[g]
+        if n_excl:
+            out[0, g] = b & free[g] & excl[g]
+        sh = b & (mem_decl[g] + mem <= cap_eps[g])
+        if n_ts:
+            out[n_excl, g] = sh & ts[g]
+        for k in range(mps0, join0):
+            out[k, g] = sh & mps[k - mps0, g]
+        if n_mig:
+            mb = b & mig_base[g]
+            mbits = mig_bits[g]
+            for k in range(n_mig):
+                out[mig0 + k, g] = 0 if gang else (mb & ((mbits & bits[k, g]) != 0))
 
 
 class Cluster:
@@ -480,6 +537,20 @@ class Cluster:
         free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
         type_ok, excl, bits = self._static(job)
         out = np.empty((len(self.options), self.n_gpus), dtype=bool)
+        if cython.compiled and not self.gpulets:
+            # Compiled: the same booleans in one typed loop over (GPU, option) instead of ~10
+            # numpy passes over small arrays (their fixed cost was most of a mask on a small
+            # fleet); interpreted, the passes below (tests/test_typed_components.py compares
+            # the two on random states).
+            _single_rows(
+                out.view(np.uint8), type_ok.view(np.uint8),
+                (self.ready if job.online else ready_healthy).view(np.uint8),
+                free.view(np.uint8), excl.view(np.uint8), ts.view(np.uint8),
+                mps.view(np.uint8), mig_base.view(np.uint8), self.mem_decl, self._cap_eps,
+                mig_bits, bits, float(job.mem_gb), self._n_excl, self._n_ts, self._mps0,
+                self._join0, self._mig0, len(self._mig_slices), job.num_gpus > 1,
+            )  # fmt: skip
+            return out
         base = type_ok & (self.ready if job.online else ready_healthy)
         n_excl, mps0, mig0 = self._n_excl, self._mps0, self._mig0
         if n_excl:

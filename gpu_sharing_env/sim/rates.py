@@ -244,8 +244,6 @@ class Rates:
         dirty = self._dirty
         jobs = self._jobs
         residents = c.residents
-        accrue = self.accrue
-        fractions = self.gpu_fractions
         affected: dict[int, JobState] = {}
         if extra is None:
             todo = gpus if len(gpus) == 1 else sorted(set(gpus))
@@ -262,12 +260,12 @@ class Rates:
             for r in res:
                 jid = r.spec.job_id
                 if jid not in affected:
-                    accrue(r)
+                    self.accrue(r)  # (compiled: a C call, rates.pxd)
                     affected[jid] = r
             if g in skip and not any(len(r.gpus) > 1 for r in res):
                 # (a gang's ``sm_eff`` is its last computed GPU's: those are recomputed)
                 continue
-            fractions(g, res)
+            self.gpu_fractions(g, res)
             if dirty:
                 dirty.discard(g)
         set_rate = self.set_rate

@@ -1,0 +1,31 @@
+# The compiled Rates (gpu_sharing_env/_compile.py): an extension type whose state is the
+# __slots__ of rates.py, the usage it writes typed (its calls are C calls), and the methods its
+# loops call C-callable. Keep the two in step (tests/test_typed_components.py checks it).
+
+from gpu_sharing_env.sim.state cimport JobState
+from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
+
+cdef class Rates:
+    cdef public object _bonus
+    cdef public object _cluster
+    cdef public set _dirty
+    cdef public object _fr_mech
+    cdef public dict _jobs
+    cdef public list _mem_cap
+    cdef public object _memo
+    cdef public list _node_factor
+    cdef public list _node_gpus
+    cdef public list _node_of
+    cdef public list _node_pcie
+    cdef public list _node_vcpus
+    cdef public list _opt_share
+    cdef public object _sim
+    cdef public list _type_of
+    cdef public _FleetUsage _usage
+    cdef public list _watchers
+    cdef public object mechanisms
+
+    cpdef mark_dirty(self, gpus)
+    cpdef mem_cap(self, g)
+    cpdef accrue(self, JobState st)
+    cpdef gpu_fractions(self, g, res)

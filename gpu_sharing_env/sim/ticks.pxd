@@ -1,0 +1,24 @@
+# The compiled OnlineLoad (gpu_sharing_env/_compile.py): an extension type whose state is the
+# __slots__ of ticks.py, the peers it calls typed (their calls are C calls), the tick length a
+# C double. Keep the two in step (tests/test_typed_components.py checks it).
+
+from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
+
+cdef class OnlineLoad:
+    cdef public list _arrived
+    cdef public list _live
+    cdef public list _live_c
+    cdef public object _live_version
+    cdef public list _noise_buf
+    cdef public Py_ssize_t _noise_i
+    cdef public object _rates
+    cdef public object _rng
+    cdef public object _sim
+    cdef public object _table
+    cdef public double _tick_s
+    cdef public _FleetUsage _usage
+    cdef public object mechanisms
+    cdef public object monitor
+    cdef public Py_ssize_t n_service_ticks
+
+    cpdef live(self)

@@ -1,0 +1,23 @@
+# The compiled FleetUsage (gpu_sharing_env/_compile.py): an extension type whose state is the
+# __slots__ of usage.py, declared here with C types where a field is a Python float (a C double
+# holds the same IEEE value), and its hot methods callable from C by the typed components.
+# Keep the two in step (tests/test_typed_components.py checks it).
+
+cdef class FleetUsage:
+    cdef public object _cluster
+    cdef public object _frag_cv
+    cdef public object _frag_qv
+    cdef public double _frag_val
+    cdef public dict _jobs
+    cdef public double _n_gpus_f
+    cdef public object _queue
+    cdef public list _rows
+    cdef public object g_util
+    cdef public list sums
+    cdef public list timeseries
+
+    cpdef set_gpu(self, g, new)
+    cpdef row(self, g)
+    cpdef integrate(self, acc, dt, in_system)
+    cpdef record(self, now, p99_max)
+    cpdef fragmentation(self)

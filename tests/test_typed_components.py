@@ -1,0 +1,151 @@
+"""The simulator's typed components (issue 51): compiled, ``FleetUsage``, ``OnlineLoad`` and
+``Rates`` are extension types declared by a ``.pxd`` beside their ``.py`` (the same source runs
+interpreted), and the cluster's single-GPU mask is one typed loop instead of numpy passes.
+
+Checked here: each ``.pxd`` declares exactly the ``__slots__`` of its class; a copy of a
+simulator (``Simulator.copy``, a deep copy through the extension types' pickling) plays on as
+the original does; the compiled mask loop and the source's numpy passes give the same
+booleans on the states of random episodes. ``tests/test_compiled.py`` compares whole episodes
+and rollouts in both modes, in two processes.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pickle
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpu_sharing_env  # noqa: F401  (registers the envs)
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.fleet import cluster as cluster_mod
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.engine import Decision
+
+SIM = Path(__file__).resolve().parents[1] / "gpu_sharing_env" / "sim"
+
+#: (module, class) of the components typed by a ``.pxd`` beside their module.
+TYPED = (("usage", "FleetUsage"), ("ticks", "OnlineLoad"), ("rates", "Rates"))
+
+
+@pytest.mark.parametrize(("module", "cls"), TYPED)
+def test_pxd_declares_the_component_s_slots(module: str, cls: str) -> None:
+    """The ``.pxd``'s ``cdef class`` declares exactly the ``__slots__`` of the ``.py``'s class,
+    each public (tests and ``Simulator.copy`` read them), a Python float field as a double."""
+    tree = ast.parse((SIM / f"{module}.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    slots = next(
+        ast.literal_eval(s.value)
+        for s in node.body
+        if isinstance(s, ast.Assign) and any(getattr(t, "id", "") == "__slots__" for t in s.targets)
+    )
+    pxd = (SIM / f"{module}.pxd").read_text(encoding="utf-8")
+    assert re.search(rf"^cdef class {cls}:$", pxd, re.M)
+    declared = re.findall(r"^\s+cdef public \w+ (\w+)$", pxd, re.M)
+    assert sorted(declared) == sorted(slots)
+
+
+def _random_steps(env: gym.Env, rng: np.random.Generator, n: int) -> None:
+    _, info = env.reset(seed=int(rng.integers(1000)))
+    for _ in range(n):
+        legal = np.flatnonzero(info["action_mask"])
+        _, _, term, trunc, info = env.step(int(legal[rng.integers(legal.size)]))
+        if term or trunc:
+            _, info = env.reset(seed=int(rng.integers(1000)))
+
+
+def test_a_copy_plays_on_as_the_original() -> None:
+    """``Simulator.copy`` (a deep copy through the typed components) and the original, given
+    the same decisions, end with the same metrics; the copy's components are its own."""
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(3)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        if sim.done:
+            break
+        win = sim.window_jobs()
+        jid = win[0].job_id
+        legal = np.argwhere(sim.mask(jid))
+        g, o = legal[rng.integers(len(legal))]
+        sim.apply(Decision(jid, int(g), int(o)))
+        sim.advance()
+    twin = sim.copy()
+    assert twin.load._usage is twin.usage and twin.rates._usage is twin.usage
+    assert twin.load._sim is twin and twin.load is not sim.load
+    for s in (sim, twin):
+        while not s.done:
+            win = s.window_jobs()
+            if win and s.placeable(win[0].job_id):
+                legal = np.argwhere(s.mask(win[0].job_id))
+                s.apply(Decision(win[0].job_id, int(legal[0][0]), int(legal[0][1])))
+            s.advance()
+    a, b = sim.metrics(), twin.metrics()
+    assert a.keys() == b.keys()
+    assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
+
+
+def test_a_typed_component_pickles() -> None:
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    usage = pickle.loads(pickle.dumps(sim.usage))
+    assert type(usage) is type(sim.usage)
+    assert usage.sums == sim.usage.sums and usage.timeseries == sim.usage.timeseries
+
+
+def _interpreted_cluster() -> ModuleType:
+    path = cluster_mod.__file__.split(".cpython")[0].removesuffix(".py") + ".py"
+    spec = importlib.util.spec_from_file_location("_cluster_source", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod
+
+
+@pytest.mark.skipif(cluster_mod.__file__.endswith(".py"), reason="cluster runs interpreted here")
+@pytest.mark.parametrize("scenario", ["default", "mig-a100", "muxflow-t4", "pai-hetero"])
+def test_mask_loop_compiled_and_numpy_passes_agree(scenario: str) -> None:
+    """On the cluster states of random episodes, the compiled ``_single_mask`` (its typed loop)
+    and the source's (numpy passes, the same method run on the same object) give the same
+    booleans for every kind of job: online or not, gangs, memory at and past a GPU's."""
+    src = _interpreted_cluster()
+    assert not src.cython.compiled
+    env = gym.make("GpuSharing-v1", scenario=load_scenario(scenario))
+    rng = np.random.default_rng(1)
+    c = None
+    for _round in range(12):
+        _random_steps(env, rng, int(rng.integers(1, 25)))
+        sim: Any = env.unwrapped.sim  # type: ignore[attr-defined]
+        c = sim.cluster
+        caps = sorted(set(c.mem_cap.tolist()))
+        types = sorted(set(c.type_name_of))
+        specs = [st.spec for st in sim.jobs.values()]
+        for _ in range(40):
+            spec = specs[int(rng.integers(len(specs)))]
+            mem = float(rng.choice([1.0, 7.5, *caps, caps[-1] + 1.0, float(rng.uniform(0, 90))]))
+            kw: dict[str, Any] = {"mem_gb": mem}
+            if not spec.online:
+                kw["num_gpus"] = n = int(rng.choice([1, 1, 2, 4]))
+                if n > 1:
+                    kw["gpu_frac"] = 1.0
+                kw["gpu_types"] = tuple(
+                    rng.choice(types, size=int(rng.integers(0, 2)), replace=False)
+                )
+            job = replace(spec, **kw)
+            a = cluster_mod.Cluster._single_mask(c, job)
+            b = src.Cluster._single_mask(c, job)
+            assert a.dtype == b.dtype == bool and a.shape == b.shape
+            assert np.array_equal(a, b), (scenario, job)
+    assert c is not None
