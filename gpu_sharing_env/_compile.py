@@ -26,5 +26,6 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.sim.speed",
     "gpu_sharing_env.envs.observation",
     "gpu_sharing_env.envs.observation_v1",
+    "gpu_sharing_env.envs.candidates",
     "gpu_sharing_env.workload.cart",
 )

@@ -38,7 +38,8 @@ class _CType:
 
 
 bint = _CType("bint", bool)
-double = _CType("double", float)
+double = _CType("double", builtins.float)
+float = _CType("float", builtins.float)  # Cython's C float (single precision; a marker here)
 int = _CType("int", builtins.int)  # Cython's C int (a marker here)
 long = _CType("long", builtins.int)
 longlong = _CType("longlong", builtins.int)

@@ -51,6 +51,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -525,8 +530,8 @@ class CandidateBuilder:
     ) -> Candidates:
         """The candidates of ``blocks`` (placements first, ``n_place`` of them) and their
         feature table."""
-        feats = np.zeros((total, N_FEATURES))
-        feats[0, _COL["hold"]] = 1.0
+        feats = np.empty((total, N_FEATURES), dtype=np.float32)
+        feats[0] = _hold_row()[0]
         job = np.empty(total, dtype=np.int64)
         gpu = np.empty(total, dtype=np.int64)
         option = np.empty(total, dtype=np.int64)
@@ -539,8 +544,7 @@ class CandidateBuilder:
             at = np.repeat(np.arange(len(blocks)), counts)
             job[1:] = ids[at]
             self._rows(view, blocks, feats[1:], n_place, gs, os_, at)
-        np.clip(feats, -1.0, 1.0, out=feats)
-        return Candidates(job, gpu, option, feats.astype(np.float32), n_place)
+        return Candidates(job, gpu, option, feats, n_place)
 
     def _rows(
         self,
@@ -552,7 +556,7 @@ class CandidateBuilder:
         os_: np.ndarray,
         at: np.ndarray,
     ) -> None:
-        """Writes the candidates' feature rows (after hold's) into ``rows``; ``at``: each
+        """Writes the candidates' feature rows (after hold's) into the float32 ``rows``; ``at``: each
         candidate's block."""
         rows[:n_place, _COL["place"]] = 1.0
         rows[n_place:, _COL["migrate"]] = 1.0
@@ -574,19 +578,34 @@ class CandidateBuilder:
             model[b] = models.setdefault(j.model, len(models))
             if j.num_gpus > 1:
                 gangs.append(b)
-        a = _COL["online"]
-        rows[:, a : a + len(_JOB_COLS)] = job_rows[at]
-        on = _COL["job_on_target"]
-        rows[:, on] = gs == own[at]
+        # the job's profiled solo speed per GPU type (``ClusterView.solo_speed``)
+        sim = self.sim
+        names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
+        speed = np.array(
+            [[sim.solo_speed(name, tn) for tn in names] for name in models], dtype=np.float64
+        )
+        gpu_rows = self._gpu_rows(view)
+        type_idx = sim.cluster.type_idx
+        _fill(
+            rows,
+            n_place,
+            job_rows,
+            gpu_rows,
+            self.opt_rows,
+            speed,
+            type_idx,
+            gs,
+            os_,
+            at,
+            own,
+            model,
+        )
+        # what only some blocks have: a job on several GPUs, a gang's nodes
+        on, one = _COL["job_on_target"], _COL["gang_one_node"]
         starts = np.cumsum([0] + [len(b[1]) for b in blocks])
         for b, mine in owners:
             lo, hi = starts[b], starts[b + 1]
             rows[lo:hi, on] = np.isin(gs[lo:hi], mine)
-        gpu_rows = self._gpu_rows(view)
-        t = _COL["type"]
-        rows[:, t : t + gpu_rows.shape[1]] = gpu_rows[gs]
-        one = _COL["gang_one_node"]
-        rows[:, one] = 1.0
         node_of = view.node_of
         for b in gangs:
             jid, bgs, bos = blocks[b]
@@ -594,16 +613,113 @@ class CandidateBuilder:
                 float(len({int(node_of[x]) for x in view.gang_gpus(jid, g, o)}) == 1)
                 for g, o in zip(bgs.tolist(), bos.tolist(), strict=True)
             ]
-        m = _COL[f"mode_{SharingMode(0).name.lower()}"]
-        rows[:, m : m + self.opt_rows.shape[1]] = self.opt_rows[os_]
-        # the job's profiled solo speed per GPU type (``ClusterView.solo_speed``), / 4
-        sim = self.sim
-        names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
-        speed = np.array(
-            [[sim.solo_speed(name, tn) for tn in names] for name in models], dtype=np.float64
-        )
-        type_idx = np.asarray(view.type_idx)
-        rows[:, _COL["solo_speed"]] = speed[model[at], type_idx[gs]] / 4.0
+
+
+#: Columns of a candidate row (:data:`CANDIDATE_FEATURES`) that :func:`_fill` writes.
+_PLACE, _MIGRATE = _COL["place"], _COL["migrate"]
+_JOB0, _ON, _GPU0 = _COL["online"], _COL["job_on_target"], _COL["type"]
+_ONE, _OPT0, _SOLO = (
+    _COL["gang_one_node"],
+    _COL["mode_" + SharingMode(0).name.lower()],
+    _COL["solo_speed"],
+)
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(x=cython.double)
+@cython.returns(cython.double)
+def _clip1(x: float) -> float:
+    """``np.clip(x, -1.0, 1.0)`` on one double: NaN kept (with its sign and payload), -0.0
+    kept (numpy's ``max(x, lo)`` then ``min(., hi)``, each keeping a NaN first operand)."""
+    if x != x:
+        return x
+    if not x > -1.0:
+        x = -1.0
+    if not x < 1.0:
+        x = 1.0
+    return x
+
+
+@cython.locals(
+    n_place=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t, b=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, o=cython.Py_ssize_t, n=cython.Py_ssize_t, nj=cython.Py_ssize_t,
+    ng=cython.Py_ssize_t, no=cython.Py_ssize_t, x=cython.double,
+    c_place=cython.Py_ssize_t, c_migrate=cython.Py_ssize_t, c_job=cython.Py_ssize_t,
+    c_on=cython.Py_ssize_t, c_gpu=cython.Py_ssize_t, c_one=cython.Py_ssize_t,
+    c_opt=cython.Py_ssize_t, c_solo=cython.Py_ssize_t,
+    rv=cython.float[:, ::1], jv=cython.double[:, ::1], gv=cython.double[:, ::1],
+    ov=cython.double[:, ::1], sv=cython.double[:, ::1], tv=cython.longlong[::1],
+    gsv=cython.longlong[::1], osv=cython.longlong[::1], atv=cython.longlong[::1],
+    ownv=cython.longlong[::1], mv=cython.longlong[::1],
+)  # fmt: skip
+def _fill(
+    out: np.ndarray,
+    n_place: int,
+    job_rows: np.ndarray,
+    gpu_rows: np.ndarray,
+    opt_rows: np.ndarray,
+    speed: np.ndarray,
+    type_idx: np.ndarray,
+    gs: np.ndarray,
+    os_: np.ndarray,
+    at: np.ndarray,
+    own: np.ndarray,
+    model: np.ndarray,
+) -> None:
+    """Writes the candidates' rows, clipped to [-1, 1], into the float32 table ``out`` (C
+    order; every cell written): the kind (placements first, ``n_place`` of them), the block's
+    job row (``job_rows[at]``), whether the target is the job's own GPU (``own[at]``, -1:
+    none; a job on several GPUs is the caller's), the target GPU's row, ``gang_one_node`` 1
+    (a gang's is the caller's), the option's row and the job's solo speed on the GPU's type
+    (``speed[model[at], type_idx[gs]]``) over 4.
+
+    Interpreted: a numpy pass per column block into a float64 table, clipped and cast in one
+    pass each; compiled: one typed loop over the rows, each double clipped as ``np.clip``
+    does and cast to float as numpy does (``tests/test_candidates_typed.py`` compares the two
+    on random inputs, NaN and -0.0 included)."""
+    if cython.compiled:
+        rv, jv, gv, ov, sv, tv = out, job_rows, gpu_rows, opt_rows, speed, type_idx
+        gsv, osv, atv, ownv, mv = gs, os_, at, own, model
+        n = rv.shape[0]
+        nj, ng, no = jv.shape[1], gv.shape[1], ov.shape[1]
+        c_place, c_migrate, c_job, c_on = _PLACE, _MIGRATE, _JOB0, _ON
+        c_gpu, c_one, c_opt, c_solo = _GPU0, _ONE, _OPT0, _SOLO
+        if not (
+            c_job + nj == c_on
+            and c_gpu + ng == c_one
+            and c_opt + no == c_solo
+            and c_solo + 1 == rv.shape[1]
+        ):
+            raise ValueError("candidate rows: the column blocks do not tile the row")
+        for i in range(n):
+            b = atv[i]
+            g = gsv[i]
+            o = osv[i]
+            for c in range(c_job):
+                rv[i, c] = 0.0
+            rv[i, c_place if i < n_place else c_migrate] = 1.0
+            for c in range(nj):
+                rv[i, c_job + c] = _clip1(jv[b, c])
+            rv[i, c_on] = 1.0 if g == ownv[b] else 0.0
+            for c in range(ng):
+                rv[i, c_gpu + c] = _clip1(gv[g, c])
+            rv[i, c_one] = 1.0
+            for c in range(no):
+                rv[i, c_opt + c] = _clip1(ov[o, c])
+            x = sv[mv[b], tv[g]]
+            rv[i, c_solo] = _clip1(x / 4.0)
+    else:
+        rows = np.zeros(out.shape)
+        rows[:n_place, _PLACE] = 1.0
+        rows[n_place:, _MIGRATE] = 1.0
+        rows[:, _JOB0 : _JOB0 + job_rows.shape[1]] = job_rows[at]
+        rows[:, _ON] = gs == own[at]
+        rows[:, _GPU0 : _GPU0 + gpu_rows.shape[1]] = gpu_rows[gs]
+        rows[:, _ONE] = 1.0
+        rows[:, _OPT0 : _OPT0 + opt_rows.shape[1]] = opt_rows[os_]
+        rows[:, _SOLO] = speed[model[at], type_idx[gs]] / 4.0
+        out[...] = np.clip(rows, -1.0, 1.0, out=rows)
 
 
 class _Memo:

@@ -1,0 +1,93 @@
+"""The v2 candidate table's typed loop (compiled) and its numpy passes (interpreted) give the
+same bits, edge values included (NaN of either sign, -0.0, values past [-1, 1], infinities).
+
+The compiled module and its source loaded a second time under another name run side by side
+on the same inputs (as ``tests/test_observation_typed.py`` does for the v1 pair table);
+``tests/test_compiled.py`` compares whole rollouts in both modes, and the v2 parity and
+determinism tests run in both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from gpu_sharing_env.envs import candidates
+from gpu_sharing_env.envs.candidates import N_FEATURES
+
+
+def _interpreted() -> ModuleType:
+    path = candidates.__file__.split(".cpython")[0].removesuffix(".py") + ".py"
+    spec = importlib.util.spec_from_file_location("_candidates_source", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod
+
+
+_EDGES = np.array([np.nan, -np.nan, -0.0, 0.0, -1.0, 1.0, -2.5, 3.0, np.inf, -np.inf, 1e-300])
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    x = rng.uniform(-1.5, 1.5, size=shape)
+    edge = rng.uniform(size=shape) < 0.15
+    x[edge] = rng.choice(_EDGES, size=int(edge.sum()))
+    return x
+
+
+def _inputs(rng: np.random.Generator) -> tuple[object, ...]:
+    n_blocks, n_gpus, n_opts = int(rng.integers(1, 9)), int(rng.integers(1, 30)), 7
+    n_types, n_models = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    counts = rng.integers(1, 12, size=n_blocks)
+    n = int(counts.sum())
+    at = np.repeat(np.arange(n_blocks), counts)
+    gs = rng.integers(0, n_gpus, size=n)
+    os_ = rng.integers(0, n_opts, size=n)
+    own = rng.integers(-1, n_gpus, size=n_blocks)
+    own[0] = gs[0]  # (a target on the job's own GPU at least once)
+    return (
+        int(rng.integers(0, n + 1)),  # n_place
+        _values(rng, (n_blocks, 14)),
+        _values(rng, (n_gpus, 11)),
+        _values(rng, (n_opts, candidates._SOLO - candidates._OPT0)),
+        _values(rng, (n_models, n_types)) * 4.0,
+        rng.integers(0, n_types, size=n_gpus),
+        gs,
+        os_,
+        at,
+        own,
+        rng.integers(0, n_models, size=n_blocks),
+    )
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_candidate_rows_compiled_and_interpreted_agree_bit_for_bit() -> None:
+    src = _interpreted()
+    assert not src.cython.compiled
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        args = _inputs(rng)
+        n = len(args[6])  # type: ignore[arg-type]
+        a = np.full((n, N_FEATURES), 7.0, dtype=np.float32)  # (every cell must be written)
+        b = np.full((n, N_FEATURES), 9.0, dtype=np.float32)
+        candidates._fill(a, *args)
+        src._fill(b, *args)
+        assert a.view(np.uint32).tobytes() == b.view(np.uint32).tobytes()
+
+
+def test_clip_as_numpy() -> None:
+    """The loop's clip of one double is ``np.clip(x, -1, 1)``'s (run interpreted here)."""
+    src = _interpreted()
+    x = np.concatenate([_EDGES, np.linspace(-2, 2, 41)])
+    ours = np.array([src._clip1(float(v)) for v in x])
+    assert ours.view(np.uint64).tobytes() == np.clip(x, -1.0, 1.0).view(np.uint64).tobytes()
