@@ -34,7 +34,13 @@ from gpu_sharing_env.sim.engine import Decision
 SIM = Path(__file__).resolve().parents[1] / "gpu_sharing_env" / "sim"
 
 #: (module, class) of the components typed by a ``.pxd`` beside their module.
-TYPED = (("usage", "FleetUsage"), ("ticks", "OnlineLoad"), ("rates", "Rates"))
+TYPED = (
+    ("usage", "FleetUsage"),
+    ("ticks", "OnlineLoad"),
+    ("rates", "Rates"),
+    ("legality", "Legality"),
+    ("lifecycle", "Lifecycle"),
+)
 
 
 @pytest.mark.parametrize(("module", "cls"), TYPED)

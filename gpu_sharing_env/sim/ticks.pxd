@@ -22,3 +22,4 @@ cdef class OnlineLoad:
     cdef public Py_ssize_t n_service_ticks
 
     cpdef live(self)
+    cpdef update_load(self, st)

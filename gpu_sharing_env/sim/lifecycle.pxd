@@ -1,0 +1,28 @@
+# The compiled Lifecycle (gpu_sharing_env/_compile.py): an extension type whose state is the
+# __slots__ of lifecycle.py, the typed peers it calls (legality, rates, online load: C calls).
+# Keep the two in step (tests/test_typed_components.py checks it).
+
+from gpu_sharing_env.sim.legality cimport Legality as _Legality
+from gpu_sharing_env.sim.rates cimport Rates as _Rates
+from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
+
+cdef class Lifecycle:
+    cdef public object _cfg
+    cdef public object _cluster
+    cdef public object _faults
+    cdef public dict _jobs
+    cdef public _Legality _legality
+    cdef public _OnlineLoad _load
+    cdef public object _memo
+    cdef public list _observers
+    cdef public object _options
+    cdef public object _queue
+    cdef public _Rates _rates
+    cdef public object _sim
+    cdef public object _table
+    cdef public object predictor
+
+    cpdef arrive(self, st)
+    cpdef enqueue(self, st)
+    cpdef remove(self, st)
+    cpdef finish(self, st, status)
