@@ -384,6 +384,8 @@ class Settings:
     bc_lr: float = 1e-3
     label_smoothing: float = 0.05
     dataset_max_steps: int = 60000
+    #: Episodes cut after this many steps (0: whole episodes), validation's included.
+    max_steps: int = 0
     #: DAgger stops after the round that passes this share of the wall-clock budget.
     imitation_share: float = 1.0
     # PPO
@@ -427,6 +429,8 @@ class Settings:
             raise ValueError(f"{path}: planner: {err}") from None
         if s.pruning not in PRUNINGS:
             raise ValueError(f"{path}: pruning {s.pruning!r}: must be one of {', '.join(PRUNINGS)}")
+        if isinstance(s.max_steps, bool) or not isinstance(s.max_steps, int) or s.max_steps < 0:
+            raise ValueError(f"{path}: max_steps {s.max_steps!r}: must be an integer >= 0")
         if s.init_from:
             s.check_init(path)
         share = s.imitation_share
@@ -512,13 +516,15 @@ def run_episode_env(
     beta: float = 0.0,
     rng: np.random.Generator | None = None,
     teacher: HeuristicPolicy | None = None,
+    max_steps: int = 0,
 ) -> tuple[Steps, dict[str, float]]:
     """One episode; the teacher is ``teacher`` (a planner, asked at every step) or else the
     seed's best reference (``env.best_ref``, also a rule). ``net`` None: the teacher drives;
     else the net drives (``mode``), except with probability ``beta`` per step the teacher
     (DAgger's mixture). Returns the steps (label: the teacher's choice; where a planner's is
     no candidate, the seed's best reference's, counted in the metrics' ``x_label_fallback``)
-    and the env's final metrics."""
+    and the env's final metrics. ``max_steps`` > 0 cuts the episode after that many steps (the
+    last marked done, no terminal reward): its metrics are then :func:`_cut_metrics`'."""
     env.reset(seed)
     if teacher is not None:
         teacher.reset(seed)
@@ -527,7 +533,7 @@ def run_episode_env(
     done = False
     info: dict[str, Any] = {}
     fallback = 0
-    while not done:
+    while not done and (max_steps <= 0 or len(out) < max_steps):
         rows, glob, choice = env.state()
         label = max(0, int(choice[t_idx]))  # (a teacher's move is always a candidate: parity)
         if teacher is not None:
@@ -549,13 +555,43 @@ def run_episode_env(
         out.dones.append(done)
         out.choices.append(choice)
     extra = {} if teacher is None else {"x_label_fallback": fallback}
+    if not done:
+        out.dones[-1] = True
+        return out, {**_cut_metrics(env, out), **extra}
     return out, {**info["metrics"], **extra}
 
 
+def _cut_metrics(env: CandidateEnv, steps: Steps) -> dict[str, float]:
+    """A cut episode's record: the offline job-seconds in the system up to the cut (``x_job_s``;
+    their mean over time over the jobs is what mean JCT averages) beside the paired
+    reference's at the same simulated time (``x_ref_job_s``), their relative difference
+    (``x_excess``, what validation ranks a cut run by), the paired return, the simulated time;
+    the whole episode's metrics NaN."""
+    now = float(env.env.sim.now)
+    ret = float(sum(steps.rewards))
+    ref = env._i_ref(now)
+    job_s = ref - ret * env._scale  # (the paired reward: v2's -dI/scale plus dI_ref/scale)
+    return {
+        "jct_mean_s": math.nan,
+        "slo_attainment": math.nan,
+        "x_cut_steps": float(len(steps)),
+        "x_sim_time_s": now,
+        "x_paired_return": ret,
+        "x_job_s": job_s,
+        "x_ref_job_s": ref,
+        "x_excess": job_s / ref - 1.0 if ref > 0 else math.nan,
+    }
+
+
 def evaluate_net(
-    net: CandidateNet, settings: Settings, scenario: str, seeds: Sequence[int]
+    net: CandidateNet,
+    settings: Settings,
+    scenario: str,
+    seeds: Sequence[int],
+    max_steps: int = 0,
 ) -> list[dict[str, Any]]:
-    """Greedy episodes on ``seeds``: one record per seed (``gsg evaluate --json``'s fields)."""
+    """Greedy episodes on ``seeds``: one record per seed (``gsg evaluate --json``'s fields;
+    ``max_steps`` > 0: cut there, :func:`_cut_metrics`' record)."""
     env = CandidateEnv(
         scenario, settings.rules, settings.teachers, settings.max_candidates,
         migration_cooldown_s=settings.migration_cooldown_s, pruning=settings.pruning,
@@ -563,7 +599,7 @@ def evaluate_net(
     recs = []
     for s in seeds:
         t0 = time.perf_counter()
-        steps, m = run_episode_env(env, int(s), net, mode="greedy")
+        steps, m = run_episode_env(env, int(s), net, mode="greedy", max_steps=max_steps)
         ch = np.stack(steps.choices)
         acts = np.asarray(steps.actions)
         rec: dict[str, Any] = {"policy": "", "scenario": scenario, "seed": int(s), **m}
@@ -779,7 +815,9 @@ class Run:
         env = self.env(scen)
         teacher = self.teacher if self.phase == "bc" else None
         for _ in range(episodes):
-            st, m = run_episode_env(env, self.seed(), net, mode, beta, self.rng, teacher)
+            st, m = run_episode_env(
+                env, self.seed(), net, mode, beta, self.rng, teacher, self.s.max_steps
+            )
             data.extend(st)
             metrics.append(m)
             teachers.append(env.best_ref)
@@ -800,21 +838,28 @@ class Run:
         }
 
     def validate(self) -> float:
-        recs = evaluate_net(self.net, self.s, self.s.eval_scenario, self.s.eval_seeds)
+        """Greedy episodes on the validation seeds; ``best.pt`` keeps the lowest mean JCT
+        (a cut run: the lowest mean ``x_excess`` over the reference)."""
+        s = self.s
+        recs = evaluate_net(self.net, s, s.eval_scenario, s.eval_seeds, s.max_steps)
         jct = float(np.mean([r["jct_mean_s"] for r in recs]))
+        cut = {}
+        if s.max_steps > 0:
+            cut = {"excess": float(np.mean([r["x_excess"] for r in recs]))}
         agree = {
             f"val_agree_{n}": float(np.mean([r[f"x_agree_{n}"] for r in recs]))
             for n in self.s.rules
         }
         self.log(kind="val", phase=self.phase, round=self.round, update=self.update,
                  jct_mean_s=jct, slo=float(np.mean([r["slo_attainment"] for r in recs])),
-                 **agree)  # fmt: skip
+                 **cut, **agree)  # fmt: skip
         slo = float(np.mean([r["slo_attainment"] for r in recs]))
         slo_ok = slo != slo or slo >= self.slo_target  # NaN: no services, as gsg evaluate
-        if jct < self.best_jct and slo_ok:
-            self.best_jct = jct
+        score = cut.get("excess", jct)
+        if score < self.best_jct and slo_ok:
+            self.best_jct = score
             self.save_model(self.out / "best.pt")
-        return jct
+        return score
 
     # -- the phases
     def train(self, max_minutes: float | None = None) -> None:
@@ -849,6 +894,7 @@ class Run:
             tick()
             self.log(kind="dagger", round=self.round, dataset=len(data), loss=loss, acc=acc,
                      episodes=len(ms), jct_mean_s=float(np.mean([m["jct_mean_s"] for m in ms])),
+                     **_excess(ms),
                      teacher_gandiva=ts.count("gandiva") / len(ts),
                      **_agreement(new, s.rules),
                      label_fallback=int(sum(m.get("x_label_fallback", 0) for m in ms)))  # fmt: skip
@@ -877,7 +923,7 @@ class Run:
             agree = {f"agree_{n}": float((ch[:, i] == acts).mean()) for i, n in enumerate(s.rules)}
             self.log(kind="ppo", update=self.update, scenario=self.scenario(),
                      paired_return=float(np.mean(_episode_returns(roll))),
-                     jct_mean_s=float(np.mean([m["jct_mean_s"] for m in ms])),
+                     jct_mean_s=float(np.mean([m["jct_mean_s"] for m in ms])), **_excess(ms),
                      agree_teacher=float((np.asarray(roll.labels) == acts).mean()),
                      hold=float((acts == 0).mean()), value_only=warm, **agree, **stats)  # fmt: skip
             if self.update % s.eval_every == 0:
@@ -895,6 +941,13 @@ def _agreement(steps: Steps, rules: Sequence[str]) -> dict[str, float]:
         out[f"agree_{n}"] = float((ch[:, i] == acts).mean())
         out[f"label_agree_{n}"] = float((ch[:, i] == labels).mean())
     return out
+
+
+def _excess(metrics: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Cut episodes' mean ``x_excess`` over the reference (none for whole episodes)."""
+    if not metrics or "x_excess" not in metrics[0]:
+        return {}
+    return {"excess": float(np.mean([m["x_excess"] for m in metrics]))}
 
 
 def _episode_returns(steps: Steps) -> np.ndarray:
@@ -930,6 +983,11 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--scenario", default="default")
     e.add_argument("--seeds", default="960-989", type=seed_spec)
     e.add_argument("--json", required=True)
+    e.add_argument("--max-steps", type=int, default=0, help="cut each episode there (0: whole)")
+    e.add_argument(
+        "--reference", default=None, help="the paired reference (one of the model's rules; "
+        "default: the per-seed best of its teachers)"
+    )  # fmt: skip
     a = p.parse_args(argv)
     th.set_num_threads(1)
     if a.cmd == "train":
@@ -953,7 +1011,13 @@ def main(argv: list[str] | None = None) -> int:
     recs: list[dict[str, Any]] = []
     for path in a.model.split(","):
         net, s = load_model(path)
-        for r in evaluate_net(net, s, a.scenario, a.seeds):
+        if a.reference is not None:
+            if a.reference not in s.rules:
+                print(f"error: --reference {a.reference!r}: not among {path}'s rules "
+                      f"({', '.join(s.rules)})", file=sys.stderr)  # fmt: skip
+                return 2
+            s.teachers = [a.reference]
+        for r in evaluate_net(net, s, a.scenario, a.seeds, a.max_steps):
             r["policy"] = path
             recs.append(r)
     atomic_write_text(Path(a.json), json.dumps([json_safe(r) for r in recs], indent=1) + "\n")

@@ -231,3 +231,21 @@ def test_init_from_starts_a_fresh_run(tmp_path: Path, capsys: pytest.CaptureFixt
         err = capsys.readouterr().err.strip()
         assert f"{cfg}: {says}" in err and "\n" not in err
     assert not (tmp_path / "o").exists()  # nothing ran
+
+
+def test_cut_episode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``max_steps`` cuts an episode (the last step done): the teacher driving has the job-seconds
+    of its reference at the cut; a student's record says by how much it is above."""
+    env = CandidateEnv("default", [*RULES, "sjf_predicted"], RULES)
+    steps, m = run_episode_env(env, 961, None, max_steps=40)
+    assert len(steps) == 40 and steps.dones[-1] and not any(steps.dones[:-1])
+    assert m["x_cut_steps"] == 40 and m["x_job_s"] > 0 and m["jct_mean_s"] != m["jct_mean_s"]
+    assert m["x_job_s"] == pytest.approx(m["x_ref_job_s"], rel=1e-9) and abs(m["x_excess"]) < 1e-9
+    th.manual_seed(0)
+    _, m = run_episode_env(env, 961, CandidateNet(n_inputs(3), hidden=16), "greedy", max_steps=40)
+    assert m["x_job_s"] == pytest.approx(m["x_ref_job_s"] * (1 + m["x_excess"]))
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("max_steps: -1\n")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{cfg}: max_steps -1: must be an integer >= 0" in err and "\n" not in err
