@@ -174,9 +174,10 @@ class Gandiva(HeuristicPolicy):
             ]
             movable.sort(key=lambda r: (-r.est_remaining_s, r.job_id))
             for r in movable:
-                # The legality function also answers for a running single-GPU job on another
-                # GPU (its own residency only affects the GPU it leaves).
-                legal = view.mask(r.job_id)[:, opt]
+                # Its legal destinations (its own residency only affects the GPU it leaves):
+                # none while it is still setting up (moved at this instant by another policy,
+                # e.g. a planner's rollout handing over from a candidate to this base).
+                legal = view.migration_mask(r.job_id)[:, opt]
                 targets = [int(t) for t in empty if legal[t] and t != g]
                 if targets:
                     t = max(targets, key=lambda t: (view.solo_speed(r.model, t), -t))

@@ -22,7 +22,7 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
-from gpu_sharing_gym.baselines.gandiva import Gandiva
+from gpu_sharing_gym.baselines.gandiva import Gandiva, shared_option
 from tests.helpers import nodes, scenario
 
 KEEP = 1.0 - CONTEXT_SWITCH_OVERHEAD  # time-sharing throughput kept when contexts share
@@ -195,6 +195,36 @@ def test_a_job_estimated_nearly_done_is_not_migrated() -> None:
     sim = drive(Gandiva(), calibrated(jobs, nodes(gpus=2)), on_decision=hook)
     assert moved == [0]
     assert sim.metrics()["migrations"] == 1
+
+
+def test_a_job_still_setting_up_is_not_migrated() -> None:
+    # Four V100s, A (job 0) on GPU 0 and B (job 1, more estimated work left) on GPU 1. At
+    # 1,000 s (D's arrival) another policy moves B onto GPU 0 beside A: B sets up (checkpoint
+    # restore) until 1,030 s and cannot move again before. A Gandiva that did not make that move
+    # (a planner's rollout hands over from a candidate to its own copy of the base at such an
+    # instant) finds GPU 0 hurting; it moves A, not B (it asked for B's legal destinations with
+    # the placement mask, and the simulator refused the move: ``IllegalDecision``).
+    jobs = [
+        spec(0, "resnet50", 20_000.0),
+        spec(1, "resnet50", 30_000.0),
+        spec(2, "ncf", 100.0, 1_000.0, mem_gb=2.0),
+    ]
+    sim = calibrated(jobs, nodes(gpus=4))
+    sim.reset(0)
+    codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
+    opt = shared_option(ClusterView(sim, codec))
+    assert opt is not None
+    sim.apply(Decision(0, 0, opt))
+    sim.apply(Decision(1, 1, opt))
+    while sim.now < 1_000.0:
+        sim.advance()
+    sim.apply(Decision(1, 0, opt))  # the other policy's move
+    assert sim.jobs[1].setup_until > sim.now
+    view = ClusterView(sim, codec)
+    assert not view.migration_mask(1).any()
+    d = Gandiva().migration(view)
+    assert d is not None and d.job_id == 0 and d.gpu in (1, 2, 3)
+    assert sim.check(d) is None
 
 
 def test_gandiva_completes_the_default_episode() -> None:

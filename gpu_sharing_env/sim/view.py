@@ -343,6 +343,12 @@ class ClusterView:
             hit = self._masks[job_id] = (version, _ro(self._sim.mask(job_id)))
         return hit[1]
 
+    def migration_mask(self, job_id: int) -> np.ndarray:
+        """Legal (gpu, option) destinations of running job ``job_id`` moved now: empty, ready
+        GPUs where the legality function would place it; none while it is still setting up
+        (just started or moved, it cannot checkpoint: ``Simulator.check``). Read-only."""
+        return self._sim.migration_mask(job_id)
+
     def mask_column(self, job_id: int, option: int) -> np.ndarray:
         """``mask(job_id)[:, option]`` (read-only). When the whole mask is not at hand (neither
         here nor in the simulator's cache), only that option's column is computed: the cluster's
