@@ -91,3 +91,27 @@ def test_clip_as_numpy() -> None:
     x = np.concatenate([_EDGES, np.linspace(-2, 2, 41)])
     ours = np.array([src._clip1(float(v)) for v in x])
     assert ours.view(np.uint64).tobytes() == np.clip(x, -1.0, 1.0).view(np.uint64).tobytes()
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_gpu_table_compiled_and_interpreted_agree_bit_for_bit() -> None:
+    src = _interpreted()
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        g = int(rng.integers(1, 40))
+        ints = [rng.integers(0, 9, size=g) for _ in range(5)]  # type, node, residents, SM, online
+        cap = rng.choice([80.0, 40.0, 0.0, -0.0, 1e-12, np.nan], size=g)
+        floats = [_values(rng, (g,)) for _ in range(4)]  # log_left, mem, frac, util
+        healthy, ready = rng.uniform(size=g) < 0.8, rng.uniform(size=g) < 0.8
+        scales = [int(x) for x in rng.integers(1, 8, size=3)]
+        args = (
+            floats[0], ints[0], ints[1], ints[2], floats[1], cap, floats[2], ints[3], ints[4],
+            healthy, ready, floats[3], *scales,
+        )  # fmt: skip
+        a = np.full((g, len(candidates._GPU_COLS)), 7.0)
+        b = np.full((g, len(candidates._GPU_COLS)), 9.0)
+        candidates._gpu_table(a, *args)
+        src._gpu_table(b, *args)
+        assert a.view(np.uint64).tobytes() == b.view(np.uint64).tobytes()

@@ -368,23 +368,14 @@ class CandidateBuilder:
             )
         n_types = max(1, len(view.type_names) - 1)
         n_nodes = max(1, c.n_nodes - 1)
-        cap = np.maximum(np.asarray(view.mem_cap_gb, dtype=np.float64), 1e-9)
-        return np.stack(
-            [
-                np.asarray(view.type_idx, dtype=np.float64) / n_types,
-                np.asarray(view.node_of, dtype=np.float64) / n_nodes,
-                np.asarray(view.n_res, dtype=np.float64) / max(1, view.max_residents),
-                np.log1p(left) / _LOG_S,
-                1.0 - np.asarray(view.mem_used_gb, dtype=np.float64) / cap,
-                np.asarray(view.frac_used, dtype=np.float64),
-                np.asarray(view.sm_used_pct, dtype=np.float64) / 100.0,
-                np.asarray(view.online_count, dtype=np.float64) / max(1, view.max_residents),
-                np.asarray(view.healthy, dtype=np.float64),
-                np.asarray(view.ready, dtype=np.float64),
-                np.asarray(view.util, dtype=np.float64),
-            ],
-            axis=1,
-        )
+        # (the arrays ``view`` reads, writable: a typed loop reads them)
+        out = np.empty((n, len(_GPU_COLS)))
+        _gpu_table(
+            out, np.log1p(left), c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap,
+            c.frac_decl, c.sm_used, c.online_count, c.healthy, c.ready, sim.usage.g_util,
+            n_types, n_nodes, max(1, view.max_residents),
+        )  # fmt: skip
+        return out
 
     def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
         """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
@@ -623,6 +614,84 @@ _ONE, _OPT0, _SOLO = (
     _COL["mode_" + SharingMode(0).name.lower()],
     _COL["solo_speed"],
 )
+
+
+#: The target GPU's columns of a candidate row (:func:`_gpu_table`), from ``type`` on.
+_GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
+
+
+@cython.locals(
+    dv=cython.double[:, ::1], ll=cython.double[::1], type_idx=cython.longlong[::1],
+    node_of=cython.longlong[::1], n_res=cython.longlong[::1], mem_decl=cython.double[::1],
+    mem_cap=cython.double[::1], frac=cython.double[::1], sm_used=cython.longlong[::1],
+    online=cython.longlong[::1], healthy=cython.uchar[::1], ready=cython.uchar[::1],
+    util=cython.double[::1], nt=cython.double, nn=cython.double, mr=cython.double,
+    log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
+)  # fmt: skip
+def _gpu_table(
+    out: np.ndarray,
+    log_left: np.ndarray,
+    type_idx: np.ndarray,
+    node_of: np.ndarray,
+    n_res: np.ndarray,
+    mem_decl: np.ndarray,
+    mem_cap: np.ndarray,
+    frac: np.ndarray,
+    sm_used: np.ndarray,
+    online: np.ndarray,
+    healthy: np.ndarray,
+    ready: np.ndarray,
+    util: np.ndarray,
+    n_types: int,
+    n_nodes: int,
+    max_res: int,
+) -> None:
+    """Writes the GPUs' columns (:data:`_GPU_COLS`) into the float64 table ``out`` (GPU x
+    column, C order): type and node index over ``n_types`` and ``n_nodes``, residents over
+    ``max_res``, ``log_left`` (log1p of the residents' estimated work left: numpy's, over the
+    whole array) over log1p(1e6), free memory share (capacity at least 1e-9, as
+    ``np.maximum``), request share, SM share, online residents over ``max_res``, healthy,
+    ready, utilisation.
+
+    Interpreted: a numpy pass per column; compiled: one typed loop over the GPUs, the same
+    IEEE operations on each (an integer converted to a double first, as numpy's mixed
+    operations do; ``tests/test_candidates_typed.py`` compares the two)."""
+    if cython.compiled:
+        dv, ll = out, log_left
+        nt, nn, mr, log_s = n_types, n_nodes, max_res, _LOG_S
+        for g in range(dv.shape[0]):
+            dv[g, 0] = cython.cast(cython.double, type_idx[g]) / nt
+            dv[g, 1] = cython.cast(cython.double, node_of[g]) / nn
+            dv[g, 2] = cython.cast(cython.double, n_res[g]) / mr
+            dv[g, 3] = ll[g] / log_s
+            cap = mem_cap[g]
+            if not (cap >= 1e-9 or cap != cap):  # np.maximum(cap, 1e-9)
+                cap = 1e-9
+            dv[g, 4] = 1.0 - mem_decl[g] / cap
+            dv[g, 5] = frac[g]
+            dv[g, 6] = cython.cast(cython.double, sm_used[g]) / 100.0
+            dv[g, 7] = cython.cast(cython.double, online[g]) / mr
+            dv[g, 8] = 1.0 if healthy[g] else 0.0
+            dv[g, 9] = 1.0 if ready[g] else 0.0
+            dv[g, 10] = util[g]
+    else:
+        caps = np.maximum(np.asarray(mem_cap, dtype=np.float64), 1e-9)
+        out[...] = np.stack(
+            [
+                np.asarray(type_idx, dtype=np.float64) / n_types,
+                np.asarray(node_of, dtype=np.float64) / n_nodes,
+                np.asarray(n_res, dtype=np.float64) / max_res,
+                log_left / _LOG_S,
+                1.0 - np.asarray(mem_decl, dtype=np.float64) / caps,
+                np.asarray(frac, dtype=np.float64),
+                np.asarray(sm_used, dtype=np.float64) / 100.0,
+                np.asarray(online, dtype=np.float64) / max_res,
+                np.asarray(healthy, dtype=np.float64),
+                np.asarray(ready, dtype=np.float64),
+                np.asarray(util, dtype=np.float64),
+            ],
+            axis=1,
+        )
 
 
 @cython.cfunc
