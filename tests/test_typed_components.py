@@ -122,12 +122,16 @@ def _interpreted_cluster() -> ModuleType:
 
 @pytest.mark.skipif(cluster_mod.__file__.endswith(".py"), reason="cluster runs interpreted here")
 @pytest.mark.parametrize("scenario", ["default", "mig-a100", "muxflow-t4", "pai-hetero"])
-def test_mask_loop_compiled_and_numpy_passes_agree(scenario: str) -> None:
+def test_mask_loop_compiled_and_numpy_passes_agree(
+    scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On the cluster states of random episodes, the compiled ``_single_mask`` (its typed loop)
     and the source's (numpy passes, the same method run on the same object) give the same
     booleans for every kind of job: online or not, gangs, memory at and past a GPU's."""
     src = _interpreted_cluster()
     assert not src.cython.compiled
+    # the loop on every fleet here (compiled, it runs below ``_MASK_LOOP_GPUS`` GPUs only)
+    monkeypatch.setattr(cluster_mod, "_MASK_LOOP_GPUS", 1 << 30)
     env = gym.make("GpuSharing-v1", scenario=load_scenario(scenario))
     rng = np.random.default_rng(1)
     c = None

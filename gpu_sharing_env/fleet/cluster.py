@@ -46,6 +46,10 @@ _INF = float("inf")
 #: instead of by a suffix sum (measured on a 10-option mask, half its rows empty: equal at
 #: ~256 GPUs, 15 vs 12 us at 512, 34 vs 13 us at 1,024, 179 vs 43 us at 6,500).
 _GANG_SCAN_GPUS = 512
+#: Below this many GPUs the compiled single-GPU mask is one typed loop (``_single_rows``): on a
+#: small fleet numpy's fixed cost per pass is most of a mask; on a large one its SIMD passes
+#: beat a scalar loop (at 1,024 GPUs the loop cost 3x the passes' instructions).
+_MASK_LOOP_GPUS = 64
 _TS = int(SharingMode.TIME_SHARING)
 _MPS = int(SharingMode.MPS)
 _MIG = int(SharingMode.MIG)
@@ -153,6 +157,8 @@ class _MigTables:
         return out
 
 
+@cython.boundscheck(False)  # (every index is in range by construction)
+@cython.wraparound(False)
 @cython.locals(
     g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t, n_mig=cython.Py_ssize_t,
     mps0=cython.Py_ssize_t, join0=cython.Py_ssize_t, mig0=cython.Py_ssize_t,
@@ -537,7 +543,7 @@ class Cluster:
         free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
         type_ok, excl, bits = self._static(job)
         out = np.empty((len(self.options), self.n_gpus), dtype=bool)
-        if cython.compiled and not self.gpulets:
+        if cython.compiled and not self.gpulets and self.n_gpus < _MASK_LOOP_GPUS:
             # Compiled: the same booleans in one typed loop over (GPU, option) instead of ~10
             # numpy passes over small arrays (their fixed cost was most of a mask on a small
             # fleet); interpreted, the passes below (tests/test_typed_components.py compares
