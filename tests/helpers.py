@@ -4,6 +4,7 @@ timelines (so timeline tests check the engine, not the calibrated coefficients).
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -180,6 +181,22 @@ def load_script(name: str) -> ModuleType:
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def interpreted(module: ModuleType) -> ModuleType:
+    """A compiled module's Python source, loaded a second time under another name: the two
+    bodies of an ``if cython.compiled:`` function run side by side on the same inputs."""
+    path = module.__file__.split(".cpython")[0].removesuffix(".py") + ".py"  # type: ignore[union-attr]
+    name = "_source_" + module.__name__.replace(".", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # (while it runs: dataclasses look their module up)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[name]
     return mod
 
 

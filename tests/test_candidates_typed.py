@@ -9,29 +9,12 @@ determinism tests run in both.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 import numpy as np
 import pytest
 
 from gpu_sharing_env.envs import candidates
 from gpu_sharing_env.envs.candidates import N_FEATURES
-
-
-def _interpreted() -> ModuleType:
-    path = candidates.__file__.split(".cpython")[0].removesuffix(".py") + ".py"
-    spec = importlib.util.spec_from_file_location("_candidates_source", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[spec.name]
-    return mod
-
+from tests.helpers import interpreted
 
 _EDGES = np.array([np.nan, -np.nan, -0.0, 0.0, -1.0, 1.0, -2.5, 3.0, np.inf, -np.inf, 1e-300])
 
@@ -72,7 +55,7 @@ def _inputs(rng: np.random.Generator) -> tuple[object, ...]:
     candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
 )
 def test_candidate_rows_compiled_and_interpreted_agree_bit_for_bit() -> None:
-    src = _interpreted()
+    src = interpreted(candidates)
     assert not src.cython.compiled
     rng = np.random.default_rng(0)
     for _ in range(300):
@@ -87,7 +70,7 @@ def test_candidate_rows_compiled_and_interpreted_agree_bit_for_bit() -> None:
 
 def test_clip_as_numpy() -> None:
     """The loop's clip of one double is ``np.clip(x, -1, 1)``'s (run interpreted here)."""
-    src = _interpreted()
+    src = interpreted(candidates)
     x = np.concatenate([_EDGES, np.linspace(-2, 2, 41)])
     ours = np.array([src._clip1(float(v)) for v in x])
     assert ours.view(np.uint64).tobytes() == np.clip(x, -1.0, 1.0).view(np.uint64).tobytes()
@@ -97,7 +80,7 @@ def test_clip_as_numpy() -> None:
     candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
 )
 def test_gpu_table_compiled_and_interpreted_agree_bit_for_bit() -> None:
-    src = _interpreted()
+    src = interpreted(candidates)
     rng = np.random.default_rng(1)
     for _ in range(300):
         g = int(rng.integers(1, 40))
