@@ -7,6 +7,9 @@ this process loads from their extension modules, decided once when the package i
   ``make setup``) is loaded from the source too: the edit runs, not the stale build.
 * No extension at all for a listed module (no compiler or no Cython at install): the source
   runs, and one warning line says so.
+* A compiled module that cimports an extension type of one running from source (its ``.pxd``'s
+  ``cimport``, its source's ``cython.cimports``) runs from source too: a compiled module
+  cannot use a type its peer does not define as an extension type.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -68,8 +72,40 @@ def _stale(name: str, ext: Path) -> bool:
     those of the unpacking.)"""
     if not (PACKAGE_DIR.parent / "pyproject.toml").is_file():
         return False
-    src = PACKAGE_DIR.parent.joinpath(*name.split(".")).with_suffix(".py")
-    return src.is_file() and src.stat().st_mtime > ext.stat().st_mtime
+    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    built = ext.stat().st_mtime
+    return any(
+        src.is_file() and src.stat().st_mtime > built
+        for src in (base.with_suffix(".py"), base.with_suffix(".pxd"))
+    )
+
+
+def _cimported(name: str) -> set[str]:
+    """The listed modules whose extension types ``name`` cimports."""
+    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    found: set[str] = set()
+    for suffix, pattern in (
+        (".pxd", r"from\s+([\w.]+)\s+cimport"),
+        (".py", r"cython\.cimports\.([\w.]+)"),
+    ):
+        src = base.with_suffix(suffix)
+        if src.is_file():
+            found.update(re.findall(pattern, src.read_text(encoding="utf-8")))
+    return found & set(MODULES) - {name}
+
+
+def _with_dependents(source: list[str]) -> list[str]:
+    """``source`` and every listed module that cimports one of them, transitively."""
+    if not source or len(source) == len(MODULES):
+        return source
+    deps = {name: _cimported(name) for name in MODULES if name not in source}
+    out = set(source)
+    grew = True
+    while grew:
+        more = {name for name, d in deps.items() if name not in out and d & out}
+        out |= more
+        grew = bool(more)
+    return [name for name in MODULES if name in out]
 
 
 def pure_forced() -> bool:
@@ -86,6 +122,7 @@ def select() -> tuple[str, ...]:
         exts = {name: _extension(name) for name in MODULES}
         missing = [name for name, ext in exts.items() if ext is None]
         source = [name for name, ext in exts.items() if ext is None or _stale(name, ext)]
+        source = _with_dependents(source)
         compiled = tuple(name for name in MODULES if name not in source)
         if missing:
             what = (

@@ -149,3 +149,18 @@ def test_mask_loop_compiled_and_numpy_passes_agree(
             assert a.dtype == b.dtype == bool and a.shape == b.shape
             assert np.array_equal(a, b), (scenario, job)
     assert c is not None
+
+
+def test_a_module_running_from_source_takes_its_cimporters_with_it() -> None:
+    """A compiled module cannot use an extension type its peer, running from source (edited
+    since the build, or not built), does not define: ``_modes`` runs the cimporters from source
+    too, transitively (here ``lifecycle`` cimports ``legality``, ``rates`` and ``ticks``, which
+    cimport ``usage`` and ``state``)."""
+    from gpu_sharing_env import _modes
+
+    sim = "gpu_sharing_env.sim."
+    assert f"{sim}lifecycle" in _modes._with_dependents([f"{sim}legality"])
+    deps = set(_modes._with_dependents([f"{sim}usage"]))
+    assert {f"{sim}usage", f"{sim}ticks", f"{sim}rates", f"{sim}lifecycle"} <= deps
+    assert f"{sim}legality" not in deps and "gpu_sharing_env.fleet.cluster" not in deps
+    assert _modes._cimported(f"{sim}lifecycle") >= {f"{sim}legality", f"{sim}rates"}
