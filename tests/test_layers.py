@@ -151,7 +151,7 @@ def test_every_package_folder_installs() -> None:
 ROOMS = {
     "physics": {"workload.job"},
     "workload": {"physics", "config"},
-    "fleet": {"physics", "workload", "config"},
+    "fleet": {"physics", "workload", "config", "_cython", ""},
     "calibration": {"physics", "sim.online"},
     "sim": {"physics", "workload", "fleet", "config", "evaluation.metrics", "_cython", ""},
     "evaluation": {"physics", "workload", "fleet", "config", "sim", "policy"},
