@@ -249,3 +249,15 @@ def test_cut_episode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert f"{cfg}: max_steps -1: must be an integer >= 0" in err and "\n" not in err
+
+
+def test_evaluate_reference_not_a_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_sharing_gym.agents.candidate_dagger import Run, Settings
+
+    model = tmp_path / "m.pt"
+    Run(tmp_path / "r", Settings(rules=RULES, hidden=16)).save_model(model)
+    args = ["evaluate", "--model", str(model), "--seeds", "960", "--json", str(tmp_path / "e")]
+    assert main([*args, "--reference", "antman"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--reference 'antman': not among {model}'s rules (gandiva, speed_sjf_queue)" in err
+    assert "\n" not in err and not (tmp_path / "e").exists()
