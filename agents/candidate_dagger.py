@@ -260,7 +260,7 @@ class CandidateEnv:
             if int(self.choice_idx[i]) != a and hasattr(rule, _OWN_MOVES):
                 setattr(rule, _OWN_MOVES, self._saved[i])
         if a > env.candidates.n_place:
-            d = env.candidates.moves[a]
+            d = env.candidates.move(a)
             assert d is not None
             self._moved_at[d.job_id] = float(env.sim.now)
         self._obs, r, term, _, info = env.step(a)
@@ -444,7 +444,8 @@ class Settings:
         if not init.is_file():
             raise ValueError(f"{path}: init_from {self.init_from!r}: no such file")
         try:
-            theirs = th.load(init, weights_only=False)["meta"]["settings"]
+            st = th.load(init, weights_only=True)
+            theirs = st["meta"]["settings"]
         except Exception as err:  # (any unreadable file: pickle, zip, torch errors)
             raise ValueError(
                 f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
@@ -456,6 +457,13 @@ class Settings:
                     f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k)!r} there, "
                     f"{getattr(self, k)!r} here (they must be the same)"
                 )
+        try:
+            CandidateNet(n_inputs(len(self.rules)), self.hidden).load_state_dict(st["net"])
+        except (KeyError, RuntimeError, TypeError) as err:
+            raise ValueError(
+                f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
+                f"(its weights: {type(err).__name__})"
+            ) from None
 
     def make_teacher(self) -> HeuristicPolicy | None:
         """DAgger's labelling policy (None: the per-seed best of ``teachers``)."""
@@ -554,10 +562,13 @@ def run_episode_env(
         out.rewards.append(r)
         out.dones.append(done)
         out.choices.append(choice)
-    extra = {} if teacher is None else {"x_label_fallback": fallback}
+    extra: dict[str, float] = {} if teacher is None else {"x_label_fallback": fallback}
     if not done:
         out.dones[-1] = True
         return out, {**_cut_metrics(env, out), **extra}
+    if max_steps > 0:  # ended before the cut: its own metrics, and the cut's measure at its end
+        cut = _cut_metrics(env, out)
+        extra.update({k: cut[k] for k in ("x_job_s", "x_ref_job_s", "x_excess")})
     return out, {**info["metrics"], **extra}
 
 
@@ -715,7 +726,7 @@ class Run:
         out.mkdir(parents=True, exist_ok=True)
         self.net = CandidateNet(n_inputs(len(settings.rules)), settings.hidden)
         if settings.init_from:  # (a resumed run's state.pt then replaces these weights)
-            self.net.load_state_dict(th.load(settings.init_from, weights_only=False)["net"])
+            self.net.load_state_dict(th.load(settings.init_from, weights_only=True)["net"])
         self.opt = th.optim.Adam(self.net.parameters(), lr=settings.bc_lr)
         self.rng = np.random.default_rng(settings.seed)
         th.manual_seed(settings.seed)
@@ -960,9 +971,20 @@ def _episode_returns(steps: Steps) -> np.ndarray:
     return np.asarray(out)
 
 
+def _non_negative(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
+    return n
+
+
 def load_model(path: str | Path) -> tuple[CandidateNet, Settings]:
     """A saved network and the settings it was trained with."""
-    st = th.load(path, weights_only=False)
+    st = th.load(path, weights_only=True)
     s = Settings(**st["meta"]["settings"])
     net = CandidateNet(n_inputs(len(s.rules)), s.hidden)
     net.load_state_dict(st["net"])
@@ -983,7 +1005,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--scenario", default="default")
     e.add_argument("--seeds", default="960-989", type=seed_spec)
     e.add_argument("--json", required=True)
-    e.add_argument("--max-steps", type=int, default=0, help="cut each episode there (0: whole)")
+    e.add_argument(
+        "--max-steps", type=_non_negative, default=0, help="cut each episode there (0: whole)"
+    )
     e.add_argument(
         "--reference", default=None, help="the paired reference (one of the model's rules; "
         "default: the per-seed best of its teachers)"

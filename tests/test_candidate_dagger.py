@@ -217,6 +217,8 @@ def test_init_from_starts_a_fresh_run(tmp_path: Path, capsys: pytest.CaptureFixt
     run = Run(tmp_path / "r1", Settings.load(cfg))
     net0, _ = load_model(first)
     assert all(th.equal(run.net.state_dict()[k], v) for k, v in net0.state_dict().items())
+    no_net = tmp_path / "no_net.pt"
+    th.save({"meta": {"settings": {"rules": ["gandiva", "speed_sjf_queue"], "hidden": 16}}}, no_net)
     cases = [
         (f"{rules}hidden: 32\ninit_from: {first}", f"init_from '{first}': hidden 16 there, 32 "
          "here (they must be the same)"),
@@ -224,6 +226,8 @@ def test_init_from_starts_a_fresh_run(tmp_path: Path, capsys: pytest.CaptureFixt
          f"init_from '{first}': rules ['gandiva', 'speed_sjf_queue'] there, ['gandiva'] here"),
         (f"init_from: {tmp_path / 'none.pt'}", f"init_from '{tmp_path / 'none.pt'}': no such file"),
         (f"init_from: {cfg}", f"init_from '{cfg}': not a candidate_dagger model"),
+        (f"{rules}hidden: 16\ninit_from: {no_net}", f"init_from '{no_net}': not a candidate_dagger "
+         "model (its weights: KeyError)"),
     ]  # fmt: skip
     for text, says in cases:
         cfg.write_text(text + "\n")
@@ -242,8 +246,20 @@ def test_cut_episode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert m["x_cut_steps"] == 40 and m["x_job_s"] > 0 and m["jct_mean_s"] != m["jct_mean_s"]
     assert m["x_job_s"] == pytest.approx(m["x_ref_job_s"], rel=1e-9) and abs(m["x_excess"]) < 1e-9
     th.manual_seed(0)
-    _, m = run_episode_env(env, 961, CandidateNet(n_inputs(3), hidden=16), "greedy", max_steps=40)
-    assert m["x_job_s"] == pytest.approx(m["x_ref_job_s"] * (1 + m["x_excess"]))
+    net = CandidateNet(n_inputs(3), hidden=16)
+    _, m = run_episode_env(env, 961, net, "greedy", max_steps=40)
+    assert m["x_cut_steps"] == 40 and m["x_job_s"] > 0 and m["x_excess"] == m["x_excess"]
+    # An episode that ends before the cut keeps its own metrics and has the cut's measure at its
+    # end: the student's above the reference's, the teacher's (the reference) level with it.
+    steps, m = run_episode_env(env, 961, net, "greedy", max_steps=100_000)
+    assert len(steps) < 100_000 and m["jct_mean_s"] == m["jct_mean_s"]
+    assert m["x_job_s"] > m["x_ref_job_s"] > 0 and m["x_excess"] > 0
+    steps, m = run_episode_env(env, 961, None, max_steps=100_000)
+    assert len(steps) < 100_000 and m["jct_mean_s"] == m["jct_mean_s"]
+    assert m["x_job_s"] == pytest.approx(m["x_ref_job_s"], rel=1e-9) and abs(m["x_excess"]) < 1e-9
+    with pytest.raises(SystemExit) as exit_:
+        main(["evaluate", "--model", "m.pt", "--json", "o.json", "--max-steps", "-5"])
+    assert exit_.value.code == 2 and "'-5': must be an integer >= 0" in capsys.readouterr().err
     cfg = tmp_path / "r.yaml"
     cfg.write_text("max_steps: -1\n")
     assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 2

@@ -756,7 +756,9 @@ def _fill(
         c_gpu, c_one, c_opt, c_solo = _GPU0, _ONE, _OPT0, _SOLO
         if not (
             c_job + nj == c_on
+            and c_on + 1 == c_gpu
             and c_gpu + ng == c_one
+            and c_one + 1 == c_opt
             and c_opt + no == c_solo
             and c_solo + 1 == rv.shape[1]
         ):
