@@ -776,7 +776,7 @@ class Run:
         tmp.replace(path)
 
     def load(self) -> None:
-        st = th.load(self.out / "state.pt", weights_only=False)
+        st = th.load(self.out / "state.pt", weights_only=True)
         self.net.load_state_dict(st["net"])
         m = st["meta"]
         self.phase, self.round, self.update = m["phase"], m["round"], m["update"]
