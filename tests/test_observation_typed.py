@@ -8,35 +8,20 @@ processes.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from gpu_sharing_env.envs import observation_v1
-
-
-def _interpreted() -> ModuleType:
-    path = observation_v1.__file__.split(".cpython")[0].removesuffix(".py") + ".py"
-    spec = importlib.util.spec_from_file_location("_observation_v1_source", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[spec.name]
-    return mod
+from tests.helpers import interpreted
 
 
 @pytest.mark.skipif(
     observation_v1.__file__.endswith(".py"), reason="observation_v1 runs interpreted here"
 )
 def test_pair_features_compiled_and_interpreted_agree_bit_for_bit() -> None:
-    src = _interpreted()
+    src = interpreted(observation_v1)
     assert not src.cython.compiled
     rng = np.random.default_rng(0)
     for case in range(200):

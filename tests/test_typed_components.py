@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import pickle
 import re
-import runpy
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.fleet import cluster as cluster_mod
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
+from tests.helpers import interpreted
 
 SIM = Path(__file__).resolve().parents[1] / "gpu_sharing_env" / "sim"
 
@@ -105,11 +105,6 @@ def test_a_typed_component_pickles() -> None:
     assert usage.sums == sim.usage.sums and usage.timeseries == sim.usage.timeseries
 
 
-def _interpreted_cluster() -> dict[str, Any]:
-    """The globals of ``fleet/cluster.py`` run from its source (its numpy passes)."""
-    return runpy.run_path(str(Path(cluster_mod.__file__).with_name("cluster.py")), run_name="_src")
-
-
 @pytest.mark.skipif(cluster_mod.__file__.endswith(".py"), reason="cluster runs interpreted here")
 @pytest.mark.parametrize("scenario", ["default", "mig-a100", "muxflow-t4", "pai-hetero"])
 def test_mask_loop_compiled_and_numpy_passes_agree(
@@ -118,8 +113,8 @@ def test_mask_loop_compiled_and_numpy_passes_agree(
     """On the cluster states of random episodes, the compiled ``_single_mask`` (its typed loop)
     and the source's (numpy passes, the same method run on the same object) give the same
     booleans for every kind of job: online or not, gangs, memory at and past a GPU's."""
-    src = _interpreted_cluster()
-    assert not src["cython"].compiled
+    src = interpreted(cluster_mod)
+    assert not src.cython.compiled
     # the loop on every fleet here (compiled, it runs below ``_MASK_LOOP_GPUS`` GPUs only)
     monkeypatch.setattr(cluster_mod, "_MASK_LOOP_GPUS", 1 << 30)
     env = gym.make("GpuSharing-v1", scenario=load_scenario(scenario))
@@ -145,7 +140,7 @@ def test_mask_loop_compiled_and_numpy_passes_agree(
                 )
             job = replace(spec, **kw)
             a = cluster_mod.Cluster._single_mask(c, job)
-            b = src["Cluster"]._single_mask(c, job)
+            b = src.Cluster._single_mask(c, job)
             assert a.dtype == b.dtype == bool and a.shape == b.shape
             assert np.array_equal(a, b), (scenario, job)
     assert c is not None
