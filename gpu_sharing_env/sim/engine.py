@@ -46,6 +46,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): typed peers in ``advance``; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.evaluation.metrics import Accumulator, compute_metrics
 from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
@@ -71,16 +76,26 @@ from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.jobs import JobTable
-from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE, Legality
-from gpu_sharing_env.sim.lifecycle import Lifecycle
+from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE
 from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds
 from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.speed import SpeedMemo
-from gpu_sharing_env.sim.state import JobState, Status
-from gpu_sharing_env.sim.ticks import OnlineLoad
-from gpu_sharing_env.sim.usage import FleetUsage
+from gpu_sharing_env.sim.state import Status
+
+if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls are C calls
+    from cython.cimports.gpu_sharing_env.sim.legality import Legality
+    from cython.cimports.gpu_sharing_env.sim.lifecycle import Lifecycle
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+    from cython.cimports.gpu_sharing_env.sim.ticks import OnlineLoad
+    from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
+else:
+    from gpu_sharing_env.sim.legality import Legality
+    from gpu_sharing_env.sim.lifecycle import Lifecycle
+    from gpu_sharing_env.sim.state import JobState
+    from gpu_sharing_env.sim.ticks import OnlineLoad
+    from gpu_sharing_env.sim.usage import FleetUsage
 from gpu_sharing_env.sim.waiting import Queue, checked_order
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import OnlinePredictor
@@ -512,6 +527,7 @@ class Simulator:
             self.lifecycle.start(st, d.gpu, d.option, d.batch_size)
         self.acc.decisions += 1
 
+    @cython.locals(load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState)
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
         # The hot loop of the simulator (~11 events per env step on ``default``): events are
@@ -522,12 +538,17 @@ class Simulator:
         # and when no other event comes at or before it, it is run right here as its own
         # instant instead of going through the heap (the same instants in the same order: a
         # tick is the only event of its kind, so its sequence number never breaks a tie).
+        #
+        # Compiled, the components are typed (their ``.pxd``): the tick, the finish, the usage
+        # integral and the decision test are C calls.
         heap = self.events.heap
         handle = self._handle
         integrate = self._integrate
-        tick = self._observed_tick if self._observers else self.load.tick
-        finish = self.lifecycle.finish
-        needs_decision = self.legality.needs_decision
+        observed = bool(self._observers)  # (``_observed_tick`` instead of the plain tick)
+        load = self.load
+        life = self.lifecycle
+        legality = self.legality
+        done = Status.DONE
         table = self.table
         tick_s = self.cfg.tick_s
         jobs = table.jobs
@@ -544,13 +565,13 @@ class Simulator:
             while heap and heap[0][0] == t:
                 _, kind, _, subject, stamp = heappop(heap)
                 if kind == _K_TICK:
-                    changed |= tick()
+                    changed |= self._observed_tick() if observed else load.tick()
                     ticked = True
                 elif kind == _K_COMPLETE:
                     # ``_handle``'s COMPLETE case; a stale one (older epoch) changes nothing
                     st = jobs[subject]
                     if st.status is _RUNNING and stamp == st.epoch:
-                        finish(st, Status.DONE)
+                        life.finish(st, done)
                         changed = True
                 else:
                     changed |= handle(t, kind, subject, stamp)
@@ -569,19 +590,21 @@ class Simulator:
                 # nothing to decide and no other event up to the next tick: run it now
                 t = nxt
                 integrate(t)
-                changed = tick()
+                changed = self._observed_tick() if observed else load.tick()
                 self.n_events += 1
             if table.offline_total and not table.offline_left:
                 self.done = True
                 return
-            if changed and needs_decision():
+            if changed and legality.needs_decision():
                 return
 
+    @cython.locals(usage=FleetUsage)
     def _integrate(self, t: float) -> None:
         """Bring the clock to ``t``, integrating the fleet's usage over the interval."""
         dt = t - self.now
         if dt > 0:
-            self.usage.integrate(self.acc, dt, self.table.in_system)
+            usage = self.usage
+            usage.integrate(self.acc, dt, self.table.in_system)
         self.now = max(self.now, t)
 
     def run_until(self, t: float) -> None:

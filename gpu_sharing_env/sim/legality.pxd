@@ -21,3 +21,4 @@ cdef class Legality:
     cpdef sig_entry(self, sig, spec)
     cpdef placeable(self, job_id)
     cpdef sig_placeable(self, sig, spec)
+    cpdef needs_decision(self)

@@ -170,8 +170,10 @@ class Legality:
             # The whole queue: one question per signature of the queued jobs (counted as they
             # enter and leave the queue), not one per job, and only for the signatures no
             # other one dominates (``Queue.front``).
-            ok = self.sig_placeable
-            return any(ok(sig, spec) for sig, spec in q.front())
+            for sig, spec in q.front():  # noqa: SIM110 (a loop: no closure in a compiled cpdef)
+                if self.sig_placeable(sig, spec):
+                    return True
+            return False
         # ``any(self.placeable(jid) ...)`` with the mask cache's hit test inlined (no mask is
         # built to answer: ``sig_placeable``)
         version = self._cluster.version

@@ -262,15 +262,18 @@ class Rates:
                 if jid not in affected:
                     self.accrue(r)  # (compiled: a C call, rates.pxd)
                     affected[jid] = r
-            if g in skip and not any(len(r.gpus) > 1 for r in res):
+            if g in skip:
                 # (a gang's ``sm_eff`` is its last computed GPU's: those are recomputed)
-                continue
+                for r in res:  # (a loop, not ``any``: no closure in a compiled cpdef)
+                    if len(r.gpus) > 1:
+                        break
+                else:
+                    continue
             self.gpu_fractions(g, res)
             if dirty:
                 dirty.discard(g)
-        set_rate = self.set_rate
         for st in affected.values():
-            set_rate(st)
+            self.set_rate(st)  # (compiled: a C call, rates.pxd)
 
     @cython.locals(
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
@@ -416,9 +419,14 @@ class Rates:
             frac = st.frac
             factor = self._node_factor
             st.solo_rate = min(solo_of) * net  # alone and exclusive: its slowest GPU type
-            rate = st.rate = min(
-                s * net * frac[g] * factor[node_of[g]] for s, g in zip(solo_of, gpus, strict=True)
-            )
+            # ``min`` of the members' rates, as a loop (no closure in a compiled cpdef): the
+            # first of the least, as ``min`` keeps it
+            rate = None
+            for s, g in zip(solo_of, gpus, strict=True):
+                v = s * net * frac[g] * factor[node_of[g]]
+                if rate is None or v < rate:
+                    rate = v
+            st.rate = rate
         if not st.online:
             epoch = st.epoch = st.epoch + 1
             remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined

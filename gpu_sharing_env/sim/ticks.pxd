@@ -2,6 +2,7 @@
 # __slots__ of ticks.py, the peers it calls typed (their calls are C calls), the tick length a
 # C double. Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 
 cdef class OnlineLoad:
@@ -11,7 +12,7 @@ cdef class OnlineLoad:
     cdef public object _live_version
     cdef public list _noise_buf
     cdef public Py_ssize_t _noise_i
-    cdef public object _rates
+    cdef public _Rates _rates
     cdef public object _rng
     cdef public object _sim
     cdef public object _table
@@ -23,3 +24,4 @@ cdef class OnlineLoad:
 
     cpdef live(self)
     cpdef update_load(self, st)
+    cpdef tick(self)

@@ -284,7 +284,15 @@ class OnlineLoad:
             gpus = st.gpus
             solo_ms = st.solo_batch_ms
             frac = st.frac
-            f = frac[gpus[0]] if len(gpus) == 1 else min(frac[x] for x in gpus)
+            if len(gpus) == 1:
+                f = frac[gpus[0]]
+            else:  # ``min(frac[x] for x in gpus)`` as a loop (no closure in a compiled cpdef)
+                fm = None
+                for x in gpus:
+                    v = frac[x]
+                    if fm is None or v < fm:
+                        fm = v
+                f = fm
             batch_ms = solo_ms / f + st.wait_ms
             rho = rps * batch_ms / 1000.0 / batch
             if rho >= 1.0:
