@@ -567,21 +567,27 @@ def run_episode_env(
         out.dones[-1] = True
         return out, {**_cut_metrics(env, out), **extra}
     if max_steps > 0:  # ended before the cut: its own metrics, and the cut's measure at its end
-        cut = _cut_metrics(env, out)
-        extra.update({k: cut[k] for k in ("x_job_s", "x_ref_job_s", "x_excess")})
+        cut = _cut_metrics(env, out, finished=True)
+        extra.update({k: cut[k] for k in ("x_job_s", "x_ref_job_s", "x_excess", "x_paired_return")})
     return out, {**info["metrics"], **extra}
 
 
-def _cut_metrics(env: CandidateEnv, steps: Steps) -> dict[str, float]:
-    """A cut episode's record: the offline job-seconds in the system up to the cut (``x_job_s``;
-    their mean over time over the jobs is what mean JCT averages) beside the paired
-    reference's at the same simulated time (``x_ref_job_s``), their relative difference
-    (``x_excess``, what validation ranks a cut run by), the paired return, the simulated time;
-    the whole episode's metrics NaN."""
-    now = float(env.env.sim.now)
+def _cut_metrics(env: CandidateEnv, steps: Steps, finished: bool = False) -> dict[str, float]:
+    """A cut episode's record: the offline job-seconds in the system up to the cut (``x_job_s``,
+    the simulator's integral since the episode began: their mean over time over the jobs is
+    what mean JCT averages, and at an episode's end they are the sum of the JCTs ``jct_mean_s``
+    averages) beside the paired reference's at the same simulated time (``x_ref_job_s``; for an
+    episode that ended, ``finished``, the reference's whole episode, as the paired return's
+    terminal reward counts it), their relative difference (``x_excess``, what validation ranks
+    a cut run by), the paired return, the simulated time; the whole episode's metrics NaN.
+    (Read off the paired return instead, the job-seconds came out short by the reference's
+    rest where an episode ended before its reference's, and by the SLO term where attainment
+    was below target.)"""
+    sim = env.env.sim
+    now = float(sim.now)
     ret = float(sum(steps.rewards))
-    ref = env._i_ref(now)
-    job_s = ref - ret * env._scale  # (the paired reward: v2's -dI/scale plus dI_ref/scale)
+    ref = float(env._integral[-1]) if finished else env._i_ref(now)
+    job_s = float(sim.acc.in_system_s)
     return {
         "jct_mean_s": math.nan,
         "slo_attainment": math.nan,

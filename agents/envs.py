@@ -51,7 +51,7 @@ ENV_IDS = ("GpuSharing-v0", "GpuSharing-v1")
 #: Reference curves kept in memory per process (each a few hundred floats on `default`).
 CURVE_CACHE_SIZE = 256
 #: Bump when what a reference curve file holds, or how a curve is computed, changes.
-CURVE_CACHE_VERSION = 1
+CURVE_CACHE_VERSION = 2  # (2: a reference's decision scope and mechanisms, as the runner's)
 #: Seeds the fixed stream of pooled training seeds (:func:`train_seed_pool`).
 _POOL_STREAM = 20_240_601
 
@@ -123,9 +123,19 @@ def reference_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Run ``policy`` on ``sim``'s episode ``seed`` (the runner's loop) and return the times of
     its decision points and the offline job-seconds in the system by then (``sim.acc
-    .in_system_s``), both non-decreasing, the last at the episode's end."""
-    # (the scenario's mechanisms and the policy's queue order, as the runner does)
-    sim.reset(seed, mechanisms=sim.cfg.mechanisms, window_order=policy.window_order)
+    .in_system_s``), both non-decreasing, the last at the episode's end: the sum of the JCTs
+    the runner's ``jct_mean_s`` averages."""
+    # (the scenario's mechanisms with the policy's, its decision scope and its queue order, as
+    # the runner does: without the scope, sjf_predicted's curve was another episode's)
+    mechanisms = sim.cfg.mechanisms
+    if policy.mechanisms:
+        mechanisms = dataclasses.replace(mechanisms, **dict(policy.mechanisms))
+    sim.reset(
+        seed,
+        mechanisms=mechanisms,
+        decision_scope=policy.decision_scope,
+        window_order=policy.window_order,
+    )
     policy.reset(seed)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     times, integral = [sim.now], [sim.acc.in_system_s]

@@ -13,9 +13,12 @@ import pytest
 import torch as th
 
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.envs.rewards import SLO_WEIGHT
 from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.engine import Simulator
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.agents.candidate_dagger import (
     CandidateEnv,
     CandidateNet,
@@ -277,3 +280,37 @@ def test_evaluate_reference_not_a_rule(tmp_path: Path, capsys: pytest.CaptureFix
     err = capsys.readouterr().err.strip()
     assert f"--reference 'antman': not among {model}'s rules (gandiva, speed_sjf_queue)" in err
     assert "\n" not in err and not (tmp_path / "e").exists()
+
+
+def _jct_sum(sim: Simulator) -> float:
+    """The sum of the JCTs ``jct_mean_s`` averages: the offline jobs done, queued or running."""
+    return sum(
+        (st.finish_t if st.status is Status.DONE else sim.now) - st.spec.submit_s
+        for st in sim.jobs.values()
+        if not st.spec.online and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
+    )
+
+
+@pytest.mark.parametrize("seed", [960, 962])
+def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
+    """An episode played to its end: ``x_job_s`` is the sum of its offline jobs' JCTs and
+    ``x_ref_job_s`` the reference's whole episode's (here speed_sjf_queue drives and sjf_predicted
+    is the reference, whose episode ends later; on 960 the SLO is missed); the paired return is
+    their difference over the scale plus the SLO term. Read off the paired return, the measure
+    was short by the reference's rest after this episode's end (and by the SLO term)."""
+    env = CandidateEnv("default", [*RULES, "sjf_predicted"], ["sjf_predicted"])
+    _, m = run_episode_env(
+        env, seed, None, teacher=make_policy("speed_sjf_queue"), max_steps=100_000
+    )
+    sim = env.env.sim
+    n = sum(not st.spec.online for st in sim.jobs.values())
+    assert sim.done and sim.now < env._times[-1]  # it ended before its reference
+    assert m["x_job_s"] == pytest.approx(_jct_sum(sim), rel=1e-12)
+    assert m["x_job_s"] == pytest.approx(m["jct_mean_s"] * n, rel=1e-12)
+    ref = run_episode(make_policy("sjf_predicted"), make_simulator(load_scenario("default")), seed)
+    assert m["x_ref_job_s"] == pytest.approx(ref["jct_mean_s"] * n, rel=1e-12)
+    assert m["x_excess"] == pytest.approx(m["jct_mean_s"] / ref["jct_mean_s"] - 1, rel=1e-9)
+    shortfall = max(0.0, sim.cfg.slo_target - m["slo_attainment"])
+    assert (seed == 960) == (shortfall > 0)
+    paired = -(m["x_job_s"] - m["x_ref_job_s"]) / env._scale - SLO_WEIGHT * shortfall
+    assert m["x_paired_return"] == pytest.approx(paired, rel=1e-9)
