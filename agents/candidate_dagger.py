@@ -742,7 +742,10 @@ class Run:
         self.steps_done = 0
         self.episodes_done = 0
         self.wall_s = 0.0
-        self.best_jct = math.inf
+        #: ``best.pt``'s validation score and its kind (:func:`score_kind`): scores of two
+        #: kinds are never compared (a resume that switches ``max_steps`` restarts ``best.pt``).
+        self.best_score = math.inf
+        self.best_kind = score_kind(settings.max_steps)
         self.reward_scale = 1.0
         self.envs: dict[str, CandidateEnv] = {}
         self.teacher = settings.make_teacher()
@@ -772,7 +775,8 @@ class Run:
             "steps_done": self.steps_done,
             "episodes_done": self.episodes_done,
             "wall_s": self.wall_s,
-            "best_jct": self.best_jct,
+            "best_score": self.best_score,
+            "best_kind": self.best_kind,
             "reward_scale": self.reward_scale,
         }
 
@@ -787,8 +791,20 @@ class Run:
         m = st["meta"]
         self.phase, self.round, self.update = m["phase"], m["round"], m["update"]
         self.steps_done, self.episodes_done = m["steps_done"], m["episodes_done"]
-        self.wall_s, self.best_jct = m["wall_s"], m["best_jct"]
+        self.wall_s = m["wall_s"]
         self.reward_scale = m["reward_scale"]
+        # (a state.pt from before scores carried their kind: its run's max_steps says which)
+        kind = m.get("best_kind", score_kind(int(m["settings"].get("max_steps", 0))))
+        score = float(m.get("best_score", m.get("best_jct", math.inf)))
+        if kind == self.best_kind:
+            self.best_score = score
+        else:  # another kind of score: best.pt starts again, the old one kept beside it
+            best = self.out / "best.pt"
+            kept = self.out / f"best.{kind}.pt"
+            if best.exists():
+                best.replace(kept)
+            self.log(kind="best_restarted", best_kind_was=kind, best_score_was=score,
+                     best_kind=self.best_kind, kept=kept.name if kept.exists() else None)  # fmt: skip
         if self.phase == "ppo":
             self.opt = th.optim.Adam(self.net.parameters(), lr=self.s.lr)
         self.opt.load_state_dict(st["opt"])
@@ -872,9 +888,9 @@ class Run:
                  **cut, **agree)  # fmt: skip
         slo = float(np.mean([r["slo_attainment"] for r in recs]))
         slo_ok = slo != slo or slo >= self.slo_target  # NaN: no services, as gsg evaluate
-        score = cut.get("excess", jct)
-        if score < self.best_jct and slo_ok:
-            self.best_jct = score
+        score = cut.get("excess", jct)  # (of kind score_kind(s.max_steps))
+        if score < self.best_score and slo_ok:
+            self.best_score = score
             self.save_model(self.out / "best.pt")
         return score
 
@@ -947,6 +963,13 @@ class Run:
                 self.validate()
             self.save()
         self.save()
+
+
+def score_kind(max_steps: int) -> str:
+    """What validation ranks ``best.pt`` by: ``jct_mean_s`` (the mean JCT in seconds, whole
+    episodes) or, for a run whose episodes are cut (``max_steps`` > 0), ``x_excess`` (the mean
+    relative excess over the reference, a fraction)."""
+    return "x_excess" if max_steps > 0 else "jct_mean_s"
 
 
 def _agreement(steps: Steps, rules: Sequence[str]) -> dict[str, float]:

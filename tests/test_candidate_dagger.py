@@ -6,6 +6,7 @@ a tiny run trains, validates, saves, resumes and evaluates (~40 s)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -314,3 +315,40 @@ def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
     assert (seed == 960) == (shortfall > 0)
     paired = -(m["x_job_s"] - m["x_ref_job_s"]) / env._scale - SLO_WEIGHT * shortfall
     assert m["x_paired_return"] == pytest.approx(paired, rel=1e-9)
+
+
+def test_resume_never_compares_scores_of_two_kinds(tmp_path: Path) -> None:
+    """``best.pt``'s score carries its kind (mean JCT in seconds, or a cut run's ``x_excess``, a
+    fraction): a resume that switches ``max_steps`` on or off restarts ``best.pt`` (the old one
+    kept as ``best.<kind>.pt``, the restart logged); a resume of the same kind keeps the score,
+    and a ``state.pt`` from before scores carried a kind has it from its run's ``max_steps``."""
+    from gpu_sharing_gym.agents.candidate_dagger import Run, Settings
+
+    out = tmp_path / "run"
+    whole = Run(out, Settings(rules=RULES, hidden=16))
+    whole.best_score = 4321.0  # (seconds)
+    whole.save_model(out / "best.pt")
+    whole.save()
+    same = Run(out, Settings(rules=RULES, hidden=16))
+    same.load()
+    assert (same.best_kind, same.best_score) == ("jct_mean_s", 4321.0)
+    cut = Run(out, Settings(rules=RULES, hidden=16, max_steps=40))
+    cut.load()
+    assert (cut.best_kind, cut.best_score) == ("x_excess", math.inf)
+    assert not (out / "best.pt").exists() and (out / "best.jct_mean_s.pt").exists()
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["kind"] == "best_restarted" and log[-1]["best_kind_was"] == "jct_mean_s"
+    assert log[-1]["best_score_was"] == 4321.0 and log[-1]["kept"] == "best.jct_mean_s.pt"
+    # a state.pt of before: "best_jct", no kind (its run cut at 40 steps)
+    st = th.load(out / "state.pt", weights_only=True)
+    meta = st["meta"]
+    meta["settings"]["max_steps"] = 40
+    meta["best_jct"] = 0.0123
+    del meta["best_score"], meta["best_kind"]
+    th.save(st, out / "state.pt")
+    old = Run(out, Settings(rules=RULES, hidden=16, max_steps=600))
+    old.load()
+    assert (old.best_kind, old.best_score) == ("x_excess", 0.0123)
+    whole_again = Run(out, Settings(rules=RULES, hidden=16))
+    whole_again.load()
+    assert whole_again.best_score == math.inf
