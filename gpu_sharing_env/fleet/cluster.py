@@ -162,27 +162,41 @@ class _MigTables:
 @cython.locals(
     g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t, n_mig=cython.Py_ssize_t,
     mps0=cython.Py_ssize_t, join0=cython.Py_ssize_t, mig0=cython.Py_ssize_t,
-    n_excl=cython.Py_ssize_t, n_ts=cython.Py_ssize_t, b=cython.uchar, sh=cython.uchar,
-    mb=cython.uchar, mbits=cython.longlong, mem=cython.double, gang=cython.bint,
-    out=cython.uchar[:, :], type_ok=cython.uchar[:], base_ok=cython.uchar[:],
-    free=cython.uchar[:], excl=cython.uchar[:], ts=cython.uchar[:], mps=cython.uchar[:, :],
-    mig_base=cython.uchar[:], mem_decl=cython.double[:], cap_eps=cython.double[:],
-    mig_bits=cython.longlong[:], bits=cython.longlong[:, :],
+    n_excl=cython.Py_ssize_t, n_ts=cython.Py_ssize_t, max_res=cython.longlong,
+    b=cython.uchar, sh=cython.uchar, sh_room=cython.uchar, mps_room=cython.uchar,
+    mb=cython.uchar, free=cython.uchar, room=cython.uchar, no_limit=cython.uchar,
+    mbits=cython.longlong, n_r=cython.longlong, md=cython.longlong, sm=cython.longlong,
+    m_ts=cython.longlong, m_mps=cython.longlong, m_mig=cython.longlong, mem=cython.double,
+    gang=cython.bint, online=cython.bint,
+    out=cython.uchar[:, :], type_ok=cython.uchar[:], excl=cython.uchar[:],
+    ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
+    mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
+    cap_eps=cython.double[:], mps_limit=cython.uchar[:], mig_capable=cython.uchar[:],
+    mig_occ=cython.longlong[:], mig_used=cython.longlong[:], type_idx=cython.longlong[:],
+    creatable=cython.longlong[:, :, :], pcts=cython.longlong[:], bits=cython.longlong[:, :],
 )  # fmt: skip
 def _single_rows(
     out: np.ndarray,
     type_ok: np.ndarray,
-    base_ok: np.ndarray,
-    free: np.ndarray,
     excl: np.ndarray,
-    ts: np.ndarray,
-    mps: np.ndarray,
-    mig_base: np.ndarray,
+    ready: np.ndarray,
+    healthy: np.ndarray,
+    online: bool,
+    n_res: np.ndarray,
+    mode: np.ndarray,
+    sm_used: np.ndarray,
     mem_decl: np.ndarray,
     cap_eps: np.ndarray,
-    mig_bits: np.ndarray,
+    mps_limit: np.ndarray,
+    mig_capable: np.ndarray,
+    mig_occ: np.ndarray,
+    mig_used: np.ndarray,
+    type_idx: np.ndarray,
+    creatable: np.ndarray,
+    pcts: np.ndarray,
     bits: np.ndarray,
     mem: float,
+    max_res: int,
     n_excl: int,
     n_ts: int,
     mps0: int,
@@ -191,24 +205,42 @@ def _single_rows(
     n_mig: int,
     gang: bool,
 ) -> None:
-    """``Cluster._single_mask``'s rows without gpulets, GPU by GPU (compiled only): ``out``
-    and the boolean inputs as ``uint8`` views. The same booleans as its numpy passes: the
-    memory test is the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
+    """``Cluster._single_mask``'s rows without gpulets, GPU by GPU (compiled only), from the
+    cluster's own state arrays (no job-independent pass first: ``Cluster._dynamic``): ``out``
+    and the boolean inputs as ``uint8`` views. The same booleans as the numpy passes: the same
+    integer comparisons (``sm_used + pct <= 100`` as ``sm_used <= 100 - pct``), and the memory
+    test the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
     n = out.shape[1]
+    m_ts, m_mps, m_mig = _TS, _MPS, _MIG
     for g in range(n):
-        b = type_ok[g] & base_ok[g]
+        n_r = n_res[g]
+        md = mode[g]
+        free = n_r == 0
+        room = n_r < max_res
+        b = type_ok[g] & ready[g]
+        if not online:
+            b = b & healthy[g]
         if n_excl:
-            out[0, g] = b & free[g] & excl[g]
+            out[0, g] = b & free & excl[g]
         sh = b & (mem_decl[g] + mem <= cap_eps[g])
+        sh_room = sh & room
         if n_ts:
-            out[n_excl, g] = sh & ts[g]
-        for k in range(mps0, join0):
-            out[k, g] = sh & mps[k - mps0, g]
+            out[n_excl, g] = sh_room & (free | (md == m_ts))
+        if join0 > mps0:
+            mps_room = sh_room & (free | (md == m_mps))
+            no_limit = not mps_limit[g]
+            sm = sm_used[g]
+            for k in range(mps0, join0):
+                out[k, g] = mps_room & ((sm <= 100 - pcts[k - mps0]) | no_limit)
         if n_mig:
-            mb = b & mig_base[g]
-            mbits = mig_bits[g]
-            for k in range(n_mig):
-                out[mig0 + k, g] = 0 if gang else (mb & ((mbits & bits[k, g]) != 0))
+            if gang:
+                for k in range(n_mig):
+                    out[mig0 + k, g] = 0
+            else:
+                mb = b & room & mig_capable[g] & (free | (md == m_mig))
+                mbits = creatable[type_idx[g], mig_occ[g], mig_used[g]]
+                for k in range(n_mig):
+                    out[mig0 + k, g] = mb & ((mbits & bits[k, g]) != 0)
 
 
 class Cluster:
@@ -244,6 +276,9 @@ class Cluster:
         self.mem_cap = np.array([self.types[t].mem_gb for t in gpu_type_idx], dtype=np.float64)
         self.mps_limit = np.array([self.types[t].mps_sm_limit for t in gpu_type_idx], dtype=bool)
         self.mig_capable = np.array([bool(self.types[t].mig_profiles) for t in gpu_type_idx])
+        #: The two as ``uint8`` views (static), for the compiled mask loop (``_single_rows``).
+        self._mps_limit_u8 = self.mps_limit.view(np.uint8)
+        self._mig_capable_u8 = self.mig_capable.view(np.uint8)
         self.node_vcpus = np.array([n.vcpus for n in nodes], dtype=np.float64)
         #: Static per-GPU facts as Python lists (scalar reads on the hot path).
         self._node_of_l: list[int] = self.node_of.tolist()
@@ -522,7 +557,14 @@ class Cluster:
             bits = self.mig.profile_bits(mem, self._mig_slices)[self.type_idx].T.copy()
             if len(self._job_static) >= 4096:
                 self._job_static.clear()
-            hit = self._job_static[key] = (type_ok, excl, bits)
+            # (with their ``uint8`` views, for the compiled loop: ``_single_rows``)
+            hit = self._job_static[key] = (
+                type_ok,
+                excl,
+                bits,
+                type_ok.view(np.uint8),
+                excl.view(np.uint8),
+            )
         return hit
 
     def _single_cached(self, job: JobSpec) -> np.ndarray:
@@ -540,23 +582,26 @@ class Cluster:
 
     def _single_mask(self, job: JobSpec) -> np.ndarray:
         """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
-        free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
-        type_ok, excl, bits = self._static(job)
-        out = np.empty((len(self.options), self.n_gpus), dtype=bool)
+        type_ok, excl, bits, type_ok_u8, excl_u8 = self._static(job)
         if cython.compiled and not self.gpulets and self.n_gpus < _MASK_LOOP_GPUS:
-            # Compiled: the same booleans in one typed loop over (GPU, option) instead of ~10
-            # numpy passes over small arrays (their fixed cost was most of a mask on a small
-            # fleet); interpreted, the passes below (tests/test_typed_components.py compares
-            # the two on random states).
+            # Compiled: the same booleans in one typed loop over (GPU, option), from the
+            # cluster's state arrays, instead of the job-independent pass (``_dynamic``) and
+            # ~10 numpy passes over small arrays (their fixed cost was most of a mask on a
+            # small fleet); interpreted, the passes below (tests/test_typed_components.py
+            # compares the two on random states).
+            out8 = np.empty((len(self.options), self.n_gpus), dtype=np.uint8)
             _single_rows(
-                out.view(np.uint8), type_ok.view(np.uint8),
-                (self.ready if job.online else ready_healthy).view(np.uint8),
-                free.view(np.uint8), excl.view(np.uint8), ts.view(np.uint8),
-                mps.view(np.uint8), mig_base.view(np.uint8), self.mem_decl, self._cap_eps,
-                mig_bits, bits, float(job.mem_gb), self._n_excl, self._n_ts, self._mps0,
-                self._join0, self._mig0, len(self._mig_slices), job.num_gpus > 1,
+                out8, type_ok_u8, excl_u8, self.ready.view(np.uint8),
+                self.healthy.view(np.uint8), job.online, self.n_res, self.mode, self.sm_used,
+                self.mem_decl, self._cap_eps, self._mps_limit_u8, self._mig_capable_u8,
+                self.mig_occ, self.mig_used, self.type_idx, self.mig.creatable_bits,
+                self._mps_pcts, bits, float(job.mem_gb), self.sharing.max_residents,
+                self._n_excl, self._n_ts, self._mps0, self._join0, self._mig0,
+                len(self._mig_slices), job.num_gpus > 1,
             )  # fmt: skip
-            return out
+            return out8.view(bool)
+        free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
+        out = np.empty((len(self.options), self.n_gpus), dtype=bool)
         base = type_ok & (self.ready if job.online else ready_healthy)
         n_excl, mps0, mig0 = self._n_excl, self._mps0, self._mig0
         if n_excl:
