@@ -153,6 +153,31 @@ def test_mask_loop_compiled_and_numpy_passes_agree(
     assert c is not None
 
 
+def test_fragmentation_loop_gives_numpy_s_sum() -> None:
+    """``usage.frag_sum`` (the compiled fragmentation sample's loop, run here as it is loaded)
+    gives numpy's float where fewer than 8 GPUs count, and None (numpy sums) from 8 on."""
+    from gpu_sharing_env.sim import usage
+
+    rng = np.random.default_rng(5)
+    seen = {False: 0, True: 0}
+    for _ in range(3000):
+        n = int(rng.integers(1, 40))
+        cap = rng.choice([16.0, 24.0, 32.0, 40.0, 80.0, 10 ** rng.uniform(-1, 3)], size=n)
+        decl = cap * rng.choice([0.0, 1.0, rng.uniform(0, 1)], size=n) * rng.uniform(0, 1, n)
+        n_res = rng.integers(0, 3, size=n).astype(np.int64)
+        need = float(rng.choice([0.0, 1.0, 7.5, 20.0, 1e9, rng.uniform(0, 80)]))
+        free = cap - decl
+        part = (n_res > 0) & (free > 1e-9) & (free < need)
+        want = float((free[part] / cap[part]).sum())
+        got = usage.frag_sum(cap, decl, n_res, need)
+        seen[got is None] += 1
+        if got is None:
+            assert int(part.sum()) >= 8
+        else:
+            assert int(part.sum()) < 8 and got.hex() == want.hex()
+    assert min(seen.values()) > 100  # both cases met
+
+
 def test_a_module_running_from_source_takes_its_cimporters_with_it() -> None:
     """A compiled module cannot use an extension type its peer, running from source (edited
     since the build, or not built), does not define: ``_modes`` runs the cimporters from source

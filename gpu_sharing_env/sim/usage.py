@@ -12,6 +12,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): C types for the fragmentation loop; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.evaluation.metrics import Accumulator
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.state import JobState
@@ -19,6 +24,35 @@ from gpu_sharing_env.sim.waiting import Queue
 
 #: One GPU's row: util, sm, mem, busy, stp, oversold, hosts-online.
 GpuRow = tuple[float, float, float, float, float, float, float]
+
+#: Below this many GPUs the compiled fragmentation sample is one typed loop (``frag_sum``).
+_FRAG_LOOP_GPUS = 64
+
+
+@cython.boundscheck(False)  # (every index is in range: the three arrays are the fleet's)
+@cython.wraparound(False)
+@cython.locals(
+    g=cython.Py_ssize_t, n=cython.Py_ssize_t, k=cython.Py_ssize_t, f=cython.double,
+    total=cython.double, need=cython.double, cap=cython.double[:], decl=cython.double[:],
+    n_res=cython.longlong[:],
+)  # fmt: skip
+def frag_sum(cap: np.ndarray, decl: np.ndarray, n_res: np.ndarray, need: float) -> float | None:
+    """``float((free[part] / cap[part]).sum())`` with ``free = cap - decl`` and ``part =
+    (n_res > 0) & (free > 1e-9) & (free < need)``, GPU by GPU, where fewer than 8 GPUs are in
+    ``part``: numpy sums fewer than 8 values left to right from 0.0, so the loop gives the same
+    float. None where 8 or more are (numpy's pairwise blocks then: the caller sums with numpy)."""
+    n = cap.shape[0]
+    total = 0.0
+    k = 0
+    for g in range(n):
+        if n_res[g] > 0:
+            f = cap[g] - decl[g]
+            if f > 1e-9 and f < need:
+                k += 1
+                if k == 8:
+                    return None
+                total += f / cap[g]
+    return total
 
 
 class FleetUsage:
@@ -122,9 +156,16 @@ class FleetUsage:
             jobs = self._jobs
             pending = [spec.mem_gb for _, j in q.entries if not (spec := jobs[j].spec).online]
             need = min(pending) if pending else 0.0
-            free = c.mem_cap - c.mem_decl
-            part = (c.n_res > 0) & (free > 1e-9) & (free < need)
-            self._frag_val = float((free[part] / c.mem_cap[part]).sum())
+            val = None
+            if cython.compiled and c.n_gpus < _FRAG_LOOP_GPUS:
+                # a typed loop on a small fleet (numpy's fixed cost per pass was most of it);
+                # interpreted, the passes below (tests/test_typed_components.py compares them)
+                val = frag_sum(c.mem_cap, c.mem_decl, c.n_res, need)
+            if val is None:
+                free = c.mem_cap - c.mem_decl
+                part = (c.n_res > 0) & (free > 1e-9) & (free < need)
+                val = float((free[part] / c.mem_cap[part]).sum())
+            self._frag_val = val
             self._frag_cv = c.version
             self._frag_qv = q.version
         return self._frag_val
