@@ -9,11 +9,16 @@ determinism tests run in both.
 
 from __future__ import annotations
 
+import math
+
+import gymnasium as gym
 import numpy as np
 import pytest
 
+from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs import candidates
 from gpu_sharing_env.envs.candidates import N_FEATURES
+from gpu_sharing_env.sim.view import ClusterView
 from tests.helpers import interpreted
 
 _EDGES = np.array([np.nan, -np.nan, -0.0, 0.0, -1.0, 1.0, -2.5, 3.0, np.inf, -np.inf, 1e-300])
@@ -98,3 +103,69 @@ def test_gpu_table_compiled_and_interpreted_agree_bit_for_bit() -> None:
         candidates._gpu_table(a, *args)
         src._gpu_table(b, *args)
         assert a.view(np.uint64).tobytes() == b.view(np.uint64).tobytes()
+
+
+def _old_job_row(view: ClusterView, jid: int) -> list[float]:
+    """A job's columns as the rows were first defined: from ``ClusterView.job`` (a JobView)
+    and ``ClusterView.group_stats``."""
+    j = view.job(jid)
+    g = view.group_stats(jid)
+    runs = mean = std = period = 0.0
+    if g is not None:
+        runs = math.log1p(g.runs_seen) / 5.0
+        mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
+        std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
+        period = candidates._log_s(g.period_s)
+    return [
+        float(j.online),
+        math.log2(max(1, j.num_gpus)) / 6.0,
+        j.gpu_frac,
+        j.mem_gb / 80.0,
+        j.cpu_cores / 64.0,
+        candidates._log_s(j.est_work_s),
+        candidates._log_s(j.est_remaining_s),
+        candidates._log_s(j.wait_s),
+        min(j.attempts, 10) / 10.0,
+        min(j.priority, 10) / 10.0,
+        runs,
+        mean,
+        std,
+        period,
+    ]
+
+
+@pytest.mark.parametrize("scenario,kw", [("default", {}), ("pai-busy", {"pruning": "classes"})])
+def test_rows_read_from_state_are_the_views(scenario: str, kw: dict[str, str]) -> None:
+    """The rows read the jobs' state directly (no JobView); at every step of a random legal
+    rollout their job columns, the residents' work left and ``gang_one_node`` are what the
+    heuristics' view gives (``ClusterView.job``, ``group_stats``, ``residents``,
+    ``gang_gpus``), ``job_on_target`` included."""
+    env = gym.make(
+        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, **kw
+    ).unwrapped
+    _, info = env.reset(seed=3)
+    rng = np.random.default_rng(3)
+    col = candidates._COL
+    jobs_at, gpus_at = col["online"], col["type"]
+    seen_gangs = 0
+    for _ in range(300 if scenario == "default" else 40):
+        cands, sim = env.candidates, env.sim
+        view = ClusterView(sim)
+        f = cands.features
+        for i in range(1, len(cands)):
+            jid, g, o = int(cands.job[i]), int(cands.gpu[i]), int(cands.option[i])
+            want = np.clip(np.array(_old_job_row(view, jid)), -1.0, 1.0).astype(np.float32)
+            assert f[i, jobs_at : col["job_on_target"]].tobytes() == want.tobytes()
+            assert f[i, col["job_on_target"]] == float(g in view.job(jid).gpus)
+            left = sum(r.est_remaining_s for r in view.residents(g))
+            want_left = np.float32(min(1.0, np.log1p(left) / candidates._LOG_S))
+            assert f[i, gpus_at + candidates._GPU_COLS.index("residents_left_log")] == want_left
+            if view.job(jid).num_gpus > 1:
+                seen_gangs += 1
+                nodes = {int(view.node_of[x]) for x in view.gang_gpus(jid, g, o)}
+                assert f[i, col["gang_one_node"]] == float(len(nodes) == 1)
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            break
+    assert seen_gangs > 0 or scenario != "default"

@@ -60,9 +60,14 @@ from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
-from gpu_sharing_env.sim.state import JobState, Status
-from gpu_sharing_env.sim.view import ClusterView, JobView
+from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.view import decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
 
 #: Feature names of a candidate row, in column order.
 CANDIDATE_FEATURES: tuple[str, ...] = (
@@ -196,33 +201,30 @@ def _hold_row() -> np.ndarray:
     return row
 
 
-def _job_row(view: ClusterView, j: JobView, groups: dict[str, tuple[float, ...]]) -> list[float]:
-    """The job's columns (:data:`_JOB_COLS`); ``groups``: its group's columns, per group, as
-    far as known (``ClusterView.group_stats`` is asked for the others and they are added)."""
-    group = j.group
-    cols = groups.get(group)
+#: Hold's row of the float32 table.
+_HOLD_ROW = _hold_row()[0].astype(np.float32)
+
+
+#: A job's group columns (the last four of :data:`_JOB_COLS`).
+_GroupCols = tuple[float, float, float, float]
+
+
+def _group_cols(sim: Simulator, spec: JobSpec, groups: dict[str, _GroupCols]) -> _GroupCols:
+    """The job's group columns (the last four of :data:`_JOB_COLS`: what
+    ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
+    as known (the predictor is asked for the others and they are added)."""
+    cols = groups.get(spec.group)
     if cols is None:
-        g = view.group_stats(j.job_id)
+        pred = sim.predictor
+        g = pred.group_stats(spec, sim.now) if pred is not None else None
         runs = mean = std = period = 0.0
         if g is not None:
             runs = math.log1p(g.runs_seen) / 5.0
             mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
             std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
             period = _log_s(g.period_s)
-        cols = groups[group] = (runs, mean, std, period)
-    return [
-        float(j.online),
-        math.log2(max(1, j.num_gpus)) / 6.0,
-        j.gpu_frac,
-        j.mem_gb / 80.0,
-        j.cpu_cores / 64.0,
-        _log_s(j.est_work_s),
-        _log_s(j.est_remaining_s),
-        _log_s(j.wait_s),
-        min(j.attempts, 10) / 10.0,
-        min(j.priority, 10) / 10.0,
-        *cols,
-    ]
+        cols = groups[spec.group] = (runs, mean, std, period)
+    return cols
 
 
 class TargetClasses:
@@ -350,30 +352,40 @@ class CandidateBuilder:
             self.opt_rows[k, len(SharingMode) + 1] = o.mig_slices / 7.0
         #: The job rows' group statistics of the last build, per group, and when they hold:
         #: (the episode, events run, the time); the predictor's log changes only in events.
-        self._groups: tuple[object, int, float, dict[str, tuple[float, ...]]] | None = None
+        self._groups: tuple[object, int, float, dict[str, _GroupCols]] | None = None
         #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray] | None = None
+        #: Each model's profiled solo speed per GPU type, as rows in order of first sight, and
+        #: the row of each model: (the episode, rows, models), kept for the episode.
+        self._speeds: tuple[object, np.ndarray, dict[str, int]] | None = None
 
-    def _gpu_rows(self, view: ClusterView) -> np.ndarray:
+    @cython.locals(g=cython.Py_ssize_t, x=cython.double, total=cython.double, st=JobState)
+    def _gpu_rows(self) -> np.ndarray:
         sim = self.sim
         c = sim.cluster
-        n = view.n_gpus
+        n = c.n_gpus
         left = np.zeros(n)
         jobs = sim.jobs
         residents = c.residents
-        for g in np.flatnonzero(np.asarray(view.n_res) > 0).tolist():
-            # (``JobView.est_remaining_s`` of each resident, summed in order)
-            left[g] = sum(
-                max(0.0, jobs[j].spec.est_work_s - jobs[j].work_done) for j in residents[g]
-            )
-        n_types = max(1, len(view.type_names) - 1)
+        for g in range(n):
+            res = residents[g]
+            if res:
+                # each resident's estimated work left (``JobView.est_remaining_s``), summed in
+                # order from 0
+                total = 0.0
+                for j in res:
+                    st = jobs[j]
+                    x = st.spec.est_work_s - st.work_done
+                    total += x if x > 0.0 else 0.0
+                left[g] = total
+        n_types = max(1, len(c.type_names) - 1)
         n_nodes = max(1, c.n_nodes - 1)
-        # (the arrays ``view`` reads, writable: a typed loop reads them)
+        # (the arrays ``ClusterView`` reads, writable: a typed loop reads them)
         out = np.empty((n, len(_GPU_COLS)))
         _gpu_table(
             out, np.log1p(left), c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap,
             c.frac_decl, c.sm_used, c.online_count, c.healthy, c.ready, sim.usage.g_util,
-            n_types, n_nodes, max(1, view.max_residents),
+            n_types, n_nodes, max(1, c.sharing.max_residents),
         )  # fmt: skip
         return out
 
@@ -383,7 +395,6 @@ class CandidateBuilder:
         sim = self.sim
         if sim.done:
             return Candidates.hold_only()
-        view = ClusterView(sim)
         classes = None
         if self.pruning == "classes":
             nodes = sim.cluster.nodes
@@ -396,7 +407,7 @@ class CandidateBuilder:
                 memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
         blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
         total = 1
-        for jid in view.decidable_ids():
+        for jid in decidable_ids(sim):
             if not sim.placeable(jid):
                 continue
             gs, os_ = memo.targets(sim.mask(jid))
@@ -409,16 +420,18 @@ class CandidateBuilder:
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
         empty = bool(((c.n_res == 0) & c.ready).any())
         running = sorted({j for res in c.residents for j in res}) if empty else []
+        now = sim.now
         for jid in running:
             st = jobs[jid]
-            if st.status is not Status.RUNNING:
+            # (a job still setting up cannot move: its migration mask is empty)
+            if st.status is not Status.RUNNING or st.setup_until > now:
                 continue
             gs, os_ = np.nonzero(sim.migration_mask(jid))
             if memo.classes is not None and len(gs):
                 here = int(c.node_of[st.gpus[0]])
                 gs, os_ = self._prune(memo, jid, gs, os_, here)
             total = self._add(jid, gs, os_, blocks, total)
-        return self._assemble(view, blocks, n_place, total)
+        return self._assemble(blocks, n_place, total)
 
     def _add(
         self,
@@ -497,24 +510,43 @@ class CandidateBuilder:
             rows[at, 2:] = np.sort(of[taken], axis=1)
         return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
 
-    def _group_stats(self, view: ClusterView) -> dict[str, tuple[float, ...]]:
+    def _group_stats(self) -> dict[str, _GroupCols]:
         """The job rows' group columns per group, memoised while no event runs."""
         sim = self.sim
         last = self._groups
+        episode = episode_token(sim)
         if (
             last is not None
-            and last[0] is view.episode
+            and last[0] is episode
             and last[1] == sim.n_events
             and last[2] == sim.now
         ):
             return last[3]
-        memo: dict[str, tuple[float, ...]] = {}
-        self._groups = (view.episode, sim.n_events, sim.now, memo)
+        memo: dict[str, _GroupCols] = {}
+        self._groups = (episode, sim.n_events, sim.now, memo)
         return memo
+
+    def _speed_rows(self, models: Iterable[str]) -> tuple[np.ndarray, dict[str, int]]:
+        """Each model's profiled solo speed per GPU type (``ClusterView.solo_speed``: the
+        simulator's memoised ``solo_speed``) and the row of each model, ``models`` included;
+        kept for the episode, grown as new models appear."""
+        sim = self.sim
+        episode = episode_token(sim)
+        last = self._speeds
+        if last is None or last[0] is not episode:
+            last = self._speeds = (episode, np.zeros((0, len(sim.cluster.types))), {})
+        row = last[2]
+        new = [m for m in dict.fromkeys(models) if m not in row]
+        if new:
+            names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
+            for m in new:
+                row[m] = len(row)
+            add = np.array([[sim.solo_speed(m, tn) for tn in names] for m in new])
+            last = self._speeds = (episode, np.concatenate([last[1], add]), row)
+        return last[1], row
 
     def _assemble(
         self,
-        view: ClusterView,
         blocks: list[tuple[int, np.ndarray, np.ndarray]],
         n_place: int,
         total: int,
@@ -522,7 +554,7 @@ class CandidateBuilder:
         """The candidates of ``blocks`` (placements first, ``n_place`` of them) and their
         feature table."""
         feats = np.empty((total, N_FEATURES), dtype=np.float32)
-        feats[0] = _hold_row()[0]
+        feats[0] = _HOLD_ROW
         job = np.empty(total, dtype=np.int64)
         gpu = np.empty(total, dtype=np.int64)
         option = np.empty(total, dtype=np.int64)
@@ -530,17 +562,27 @@ class CandidateBuilder:
         if blocks:
             counts = [len(b[1]) for b in blocks]
             ids = np.array([b[0] for b in blocks], dtype=np.int64)
-            gpu[1:] = gs = np.concatenate([b[1] for b in blocks])
-            option[1:] = os_ = np.concatenate([b[2] for b in blocks])
+            gs, os_ = gpu[1:], option[1:]
+            if len(blocks) == 1:
+                gs[...] = blocks[0][1]
+                os_[...] = blocks[0][2]
+            else:
+                np.concatenate([b[1] for b in blocks], out=gs)
+                np.concatenate([b[2] for b in blocks], out=os_)
             at = np.repeat(np.arange(len(blocks)), counts)
             job[1:] = ids[at]
-            self._rows(view, blocks, feats[1:], n_place, gs, os_, at)
+            self._rows(blocks, counts, feats[1:], n_place, gs, os_, at)
         return Candidates(job, gpu, option, feats, n_place)
 
+    @cython.locals(
+        b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
+        st=JobState,
+        now=cython.double, x=cython.double, jr=cython.double[:, ::1], ownv=cython.longlong[::1],
+    )  # fmt: skip
     def _rows(
         self,
-        view: ClusterView,
         blocks: list[tuple[int, np.ndarray, np.ndarray]],
+        counts: list[int],
         rows: np.ndarray,
         n_place: int,
         gs: np.ndarray,
@@ -548,35 +590,48 @@ class CandidateBuilder:
         at: np.ndarray,
     ) -> None:
         """Writes the candidates' feature rows (after hold's) into the float32 ``rows``; ``at``: each
-        candidate's block."""
-        rows[:n_place, _COL["place"]] = 1.0
-        rows[n_place:, _COL["migrate"]] = 1.0
-        groups = self._group_stats(view)
+        candidate's block (``counts``: each block's candidates)."""
+        sim = self.sim
+        jobs = sim.jobs
+        now = sim.now
+        groups = self._group_stats()
         n = len(blocks)
+        # The job's columns (``_JOB_COLS``), as ``ClusterView.job`` gives the job to a heuristic
+        # (``JobView``: its request, estimate, work left, wait), read from its state
         job_rows = np.empty((n, len(_JOB_COLS)))
         own = np.full(n, -1, dtype=np.int64)  # a job's own GPU (job_on_target), -1: none
-        model = np.empty(n, dtype=np.int64)  # the job's model, as an index into ``models``
-        models: dict[str, int] = {}
+        jr, ownv = job_rows, own
+        specs: list[JobSpec] = []
+        owners: list[tuple[int, list[int]]] = []
         gangs: list[int] = []
-        owners: list[tuple[int, tuple[int, ...]]] = []
-        for b, (jid, _, _) in enumerate(blocks):
-            j = view.job(jid)
-            job_rows[b] = _job_row(view, j, groups)
-            if len(j.gpus) == 1:
-                own[b] = j.gpus[0]
-            elif j.gpus:
-                owners.append((b, j.gpus))
-            model[b] = models.setdefault(j.model, len(models))
-            if j.num_gpus > 1:
+        for b in range(n):
+            st = jobs[blocks[b][0]]
+            spec = st.spec
+            specs.append(spec)
+            jr[b, 0] = 1.0 if st.online else 0.0
+            jr[b, 1] = math.log2(max(1, spec.num_gpus)) / 6.0
+            jr[b, 2] = spec.gpu_frac
+            jr[b, 3] = spec.mem_gb / 80.0
+            jr[b, 4] = spec.cpu_cores / 64.0
+            x = spec.est_work_s
+            jr[b, 5] = _log_s(x)
+            jr[b, 6] = _log_s(max(0.0, x - st.work_done))
+            jr[b, 7] = _log_s(now - st.enqueue_t if st.status is Status.QUEUED else 0.0)
+            jr[b, 8] = min(st.attempts, 10) / 10.0
+            jr[b, 9] = min(spec.priority, 10) / 10.0
+            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups)
+            mine = st.gpus
+            if len(mine) == 1:
+                ownv[b] = mine[0]
+            elif mine:
+                owners.append((b, mine))
+            if spec.num_gpus > 1:
                 gangs.append(b)
-        # the job's profiled solo speed per GPU type (``ClusterView.solo_speed``)
-        sim = self.sim
-        names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
-        speed = np.array(
-            [[sim.solo_speed(name, tn) for tn in names] for name in models], dtype=np.float64
-        )
-        gpu_rows = self._gpu_rows(view)
-        type_idx = sim.cluster.type_idx
+        # the job's profiled solo speed per GPU type
+        speed, row_of = self._speed_rows([s.model for s in specs])
+        model = np.array([row_of[s.model] for s in specs], dtype=np.int64)
+        gpu_rows = self._gpu_rows()
+        c = sim.cluster
         _fill(
             rows,
             n_place,
@@ -584,26 +639,30 @@ class CandidateBuilder:
             gpu_rows,
             self.opt_rows,
             speed,
-            type_idx,
+            c.type_idx,
             gs,
             os_,
             at,
             own,
             model,
         )
+        if not owners and not gangs:
+            return
         # what only some blocks have: a job on several GPUs, a gang's nodes
-        on, one = _COL["job_on_target"], _COL["gang_one_node"]
-        starts = np.cumsum([0] + [len(b[1]) for b in blocks])
+        starts = [0]
+        for k in counts:
+            starts.append(starts[-1] + k)
+        on = _COL["job_on_target"]
         for b, mine in owners:
-            lo, hi = starts[b], starts[b + 1]
-            rows[lo:hi, on] = np.isin(gs[lo:hi], mine)
-        node_of = view.node_of
+            lo = starts[b]
+            rows[lo : starts[b + 1], on] = [float(g in mine) for g in blocks[b][1].tolist()]
         for b in gangs:
-            jid, bgs, bos = blocks[b]
-            rows[starts[b] : starts[b + 1], one] = [
-                float(len({int(node_of[x]) for x in view.gang_gpus(jid, g, o)}) == 1)
-                for g, o in zip(bgs.tolist(), bos.tolist(), strict=True)
-            ]
+            spec = specs[b]
+            lo, hi = starts[b], starts[b + 1]
+            legal = np.zeros((len(self.opt_rows), c.n_gpus), dtype=bool)
+            for o in dict.fromkeys(blocks[b][2].tolist()):
+                legal[o] = c.single_row(spec, o)
+            _gang_one_node(rows[lo:hi], gs[lo:hi], os_[lo:hi], legal, c.node_of, spec.num_gpus)
 
 
 #: Columns of a candidate row (:data:`CANDIDATE_FEATURES`) that :func:`_fill` writes.
@@ -791,6 +850,44 @@ def _fill(
         rows[:, _OPT0 : _OPT0 + opt_rows.shape[1]] = opt_rows[os_]
         rows[:, _SOLO] = speed[model[at], type_idx[gs]] / 4.0
         out[...] = np.clip(rows, -1.0, 1.0, out=rows)
+
+
+@cython.locals(
+    out=cython.float[:, ::1], gsv=cython.longlong[::1], osv=cython.longlong[::1],
+    node_v=cython.longlong[::1], legal_v=cython.uchar[:, ::1], i=cython.Py_ssize_t,
+    x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t, k=cython.Py_ssize_t, found=cython.Py_ssize_t,
+    first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t, col=cython.Py_ssize_t,
+)  # fmt: skip
+def _gang_one_node(
+    out: np.ndarray,
+    gs: np.ndarray,
+    os_: np.ndarray,
+    legal: np.ndarray,
+    node_of: np.ndarray,
+    k: int,
+) -> None:
+    """Writes the ``gang_one_node`` column of a gang's candidates at ``(gs, os_)`` into their
+    float32 rows ``out``: 1 if the GPUs it takes lie on one node. It takes the first ``k`` GPUs from its first one that
+    its single-GPU legality under the option (``legal[option]``: ``Cluster.single_row``)
+    allows, as ``Cluster.gang_gpus`` does (``ClusterView.gang_gpus``)."""
+    gsv, osv, node_v, legal_v = gs, os_, node_of, legal
+    n_gpus = node_v.shape[0]
+    col = _ONE
+    for i in range(gsv.shape[0]):
+        o = osv[i]
+        found = 0
+        first = -1
+        same = True
+        x = gsv[i]
+        while x < n_gpus and found < k:
+            if legal_v[o, x]:
+                if found == 0:
+                    first = node_v[x]
+                elif node_v[x] != first:
+                    same = False
+                found += 1
+            x += 1
+        out[i, col] = 1.0 if same and found > 0 else 0.0
 
 
 class _Memo:

@@ -85,12 +85,21 @@ _EPISODE_KEY = "episode"
 _ARRAYS_KEY = "arrays"
 
 
-def _episode(sim: Simulator) -> object:
+def episode_token(sim: Simulator) -> object:
+    """``ClusterView(sim).episode`` without the view: an object that identifies the simulator's
+    episode (compare with ``is``), new at every reset and in every copy of the simulator."""
     cache: dict[Any, Any] = sim.table.view_cache
     tok = cache.get(_EPISODE_KEY)
     if tok is None:
         tok = cache[_EPISODE_KEY] = object()
     return tok
+
+
+def decidable_ids(sim: Simulator) -> list[int]:
+    """``ClusterView(sim).decidable_ids()`` without the view: the job ids a decision may place
+    now, in queue order (the window, or the whole queue under ``decision_scope="queue"``)."""
+    n = sim.window if sim.decision_scope != "queue" else len(sim.queue)
+    return [jid for _, jid in sim.queue[:n]]
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -164,7 +173,7 @@ class ClusterView:
         #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
         #: and in every copy of the simulator. Facts about a job that never change (its model,
         #: its request) may be cached under it.
-        self.episode = _episode(sim)
+        self.episode = episode_token(sim)
         #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
         #: episodes (an encoder built for it may be reused after its ``reset``).
         self.simulator_id = sim.uid
@@ -254,9 +263,7 @@ class ClusterView:
 
     def decidable_ids(self) -> list[int]:
         """The job ids of :attr:`decidable`, in queue order (no JobViews built)."""
-        sim = self._sim
-        n = sim.window if sim.decision_scope != "queue" else len(sim.queue)
-        return [jid for _, jid in sim.queue[:n]]
+        return decidable_ids(self._sim)
 
     def queued_wait_s(self, ids: Sequence[int]) -> list[float]:
         """``JobView.wait_s`` of queued jobs ``ids``, without building views."""

@@ -264,6 +264,9 @@ class OnlinePredictor:
         self._subs: dict[str, list[float]] | None = None
         self._subs_hist = history
         self._subs_todo: list[tuple[str, float]] = []
+        #: (group, n) -> the median gap of the group's first n submissions (its lists only
+        #: grow, so a prefix never changes): an event asks for every queued job's group.
+        self._periods: dict[tuple[str, int], float] = {}
         #: The warm start's rows as arrays (features, log work), before the episode's rows.
         self._hist_x = np.zeros((0, self._n_features()))
         self._hist_y = np.zeros(0)
@@ -330,6 +333,7 @@ class OnlinePredictor:
         if self._subs is not None:
             new._subs = {k: list(v) for k, v in self._subs.items()}
         new._subs_todo = list(self._subs_todo)
+        new._periods = {}  # (the copy's lists grow apart from these)
         memo[id(self)] = new
         return new
 
@@ -465,9 +469,15 @@ class OnlinePredictor:
         # a group's times are in time order (the history's sorted, then the episode's as they
         # come), so the submissions before now are a prefix
         times = self._subs.get(spec.group, []) if spec.group else []
-        subs = times[: bisect.bisect_left(times, now)]
-        last = subs[-1] if subs else nan
-        period = float(np.median(np.diff(subs))) if len(subs) >= 2 else nan
+        k = bisect.bisect_left(times, now)
+        last = times[k - 1] if k else nan
+        period = nan
+        if k >= 2:
+            key = (spec.group, k)
+            hit = self._periods.get(key)
+            if hit is None:
+                hit = self._periods[key] = float(np.median(np.diff(times[:k])))
+            period = hit
         return GroupStats(n, mean, std, last, period)
 
 
