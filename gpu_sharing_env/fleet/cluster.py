@@ -1139,7 +1139,11 @@ class _FitIndex:
                 if keep[o]:
                     lst = vals[o][t]
                     if old < inf:
-                        del lst[bisect_left(lst, old)]
+                        # the last of the values equal to ``old``: the list is only read by
+                        # comparisons (its least value, bisections), so which equal one goes
+                        # changes no answer, and the last one moves the fewest (a big fleet's
+                        # free GPUs share one value: the first one moved the whole list)
+                        del lst[bisect_right(lst, old) - 1]
                     if v < inf:
                         insort(lst, v)
                 if trees[o] is not None:
