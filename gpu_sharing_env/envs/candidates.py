@@ -687,6 +687,8 @@ _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
     util=cython.double[::1], nt=cython.double, nn=cython.double, mr=cython.double,
     log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
 )  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``out`` too)
+@cython.wraparound(False)
 def _gpu_table(
     out: np.ndarray,
     log_left: np.ndarray,
@@ -781,6 +783,8 @@ def _clip1(x: float) -> float:
     gsv=cython.longlong[::1], osv=cython.longlong[::1], atv=cython.longlong[::1],
     ownv=cython.longlong[::1], mv=cython.longlong[::1],
 )  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
+@cython.wraparound(False)
 def _fill(
     out: np.ndarray,
     n_place: int,
@@ -858,6 +862,8 @@ def _fill(
     x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t, k=cython.Py_ssize_t, found=cython.Py_ssize_t,
     first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t, col=cython.Py_ssize_t,
 )  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
+@cython.wraparound(False)
 def _gang_one_node(
     out: np.ndarray,
     gs: np.ndarray,
