@@ -580,9 +580,9 @@ def _cut_metrics(env: CandidateEnv, steps: Steps, finished: bool = False) -> dic
     episode that ended, ``finished``, the reference's whole episode, as the paired return's
     terminal reward counts it), their relative difference (``x_excess``, what validation ranks
     a cut run by), the paired return, the simulated time; the whole episode's metrics NaN.
-    (Read off the paired return instead, the job-seconds came out short by the reference's
-    rest where an episode ended before its reference's, and by the SLO term where attainment
-    was below target.)"""
+    (Read off the paired return instead, they came out short by the reference's rest where an
+    episode ended before its reference's, and over by the SLO penalty, in job-seconds, where
+    attainment was below target.)"""
     sim = env.env.sim
     now = float(sim.now)
     ret = float(sum(steps.rewards))

@@ -298,7 +298,7 @@ def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
     ``x_ref_job_s`` the reference's whole episode's (here speed_sjf_queue drives and sjf_predicted
     is the reference, whose episode ends later; on 960 the SLO is missed); the paired return is
     their difference over the scale plus the SLO term. Read off the paired return, the measure
-    was short by the reference's rest after this episode's end (and by the SLO term)."""
+    was short by the reference's rest after this episode's end (and over by the SLO penalty)."""
     env = CandidateEnv("default", [*RULES, "sjf_predicted"], ["sjf_predicted"])
     _, m = run_episode_env(
         env, seed, None, teacher=make_policy("speed_sjf_queue"), max_steps=100_000
