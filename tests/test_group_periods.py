@@ -56,3 +56,19 @@ def test_period_kept_per_prefix_is_the_median_afresh() -> None:
         if k == 100:
             twin = copy.deepcopy(p)
             theirs = {grp: list(ts) for grp, ts in mine.items()}
+
+
+def test_period_with_ties_and_a_long_history_first() -> None:
+    """Submissions at equal times (zero gaps), many before the first question (the gaps sorted
+    at once), then one by one: numpy's median every time."""
+    rng = np.random.default_rng(1)
+    p = OnlinePredictor(PredictorConfig())
+    times: list[float] = []
+    now = 0.0
+    for k in range(400):
+        now += float(rng.choice([0.0, 0.0, 7.5, 60.0, rng.exponential(100.0)]))
+        p.note_submit(_job(k, "g"), now)
+        times.append(now)
+        if k >= 300 or k in (2, 3, 50):
+            got = p.group_stats(_job(-1, "g"), now + 1e-3).period_s
+            assert _same(got, _period(times, now + 1e-3))

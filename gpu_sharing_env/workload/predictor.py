@@ -267,6 +267,9 @@ class OnlinePredictor:
         #: (group, n) -> the median gap of the group's first n submissions (its lists only
         #: grow, so a prefix never changes): an event asks for every queued job's group.
         self._periods: dict[tuple[str, int], float] = {}
+        #: group -> (n, the gaps between its first n submissions, sorted): the period's median
+        #: as the group's submissions before now grow (:meth:`_median_gap`).
+        self._gaps: dict[str, tuple[int, list[float]]] = {}
         #: The warm start's rows as arrays (features, log work), before the episode's rows.
         self._hist_x = np.zeros((0, self._n_features()))
         self._hist_y = np.zeros(0)
@@ -333,7 +336,7 @@ class OnlinePredictor:
         if self._subs is not None:
             new._subs = {k: list(v) for k, v in self._subs.items()}
         new._subs_todo = list(self._subs_todo)
-        new._periods = {}  # (the copy's lists grow apart from these)
+        new._periods, new._gaps = {}, {}  # (the copy's lists grow apart from these)
         memo[id(self)] = new
         return new
 
@@ -476,9 +479,29 @@ class OnlinePredictor:
             key = (spec.group, k)
             hit = self._periods.get(key)
             if hit is None:
-                hit = self._periods[key] = float(np.median(np.diff(times[:k])))
+                hit = self._periods[key] = self._median_gap(spec.group, times, k)
             period = hit
         return GroupStats(n, mean, std, last, period)
+
+    def _median_gap(self, group: str, times: list[float], k: int) -> float:
+        """``float(np.median(np.diff(times[:k])))``, the same double, from the group's gaps
+        kept sorted as its prefix grows: the middle gap, or the two middle ones' sum halved
+        (numpy's mean of two). Where a gap is NaN or -0.0 (numpy's partition may order those
+        otherwise) or ``k`` is below what is kept, numpy's median itself."""
+        done, gaps = self._gaps.get(group, (1, []))
+        if k < done:
+            return float(np.median(np.diff(times[:k])))
+        new = [times[i] - times[i - 1] for i in range(done, k)]
+        if any(g != g or (g == 0.0 and math.copysign(1.0, g) < 0.0) for g in new):
+            return float(np.median(np.diff(times[:k])))
+        if len(new) > 16:
+            gaps = sorted(gaps + new)
+        else:
+            for g in new:
+                bisect.insort(gaps, g)
+        self._gaps[group] = (k, gaps)
+        m = len(gaps)
+        return gaps[m // 2] if m % 2 else (gaps[m // 2 - 1] + gaps[m // 2]) / 2
 
 
 @dataclass
