@@ -278,7 +278,7 @@ class Rates:
     @cython.locals(
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
-        busy=cython.double, r=JobState,
+        busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
@@ -307,7 +307,12 @@ class Rates:
                 opt_share = self._opt_share
                 shares = [opt_share[r.option] for r in res]
             is_mig = mode is _MIG
-            for r, share in zip(res, shares, strict=True):
+            # (index loops, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
+            # generic call of ~3 k instructions; the lists are built here, of one length)
+            n = len(res)
+            for i in range(n):
+                r = res[i]
+                share = shares[i]
                 inst = r.mig[r.gpus.index(g)] if is_mig else None
                 spec = r.spec
                 online = r.online
@@ -331,9 +336,14 @@ class Rates:
             fr = memo.rates_cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
             if fr is None:
                 fr = memo.rates(gpu_type, mode, keys)
+            if len(fr) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
+                raise ValueError(f"speed model: {len(fr)} rates for {n} residents")
             if n_online > 0:
                 self._online_terms(g, gpu_type, mode, res, keys)
-            for r, k, f in zip(res, keys, fr, strict=True):
+            for i in range(n):
+                r = res[i]
+                k = keys[i]
+                f = fr[i]
                 d = k[4]
                 if r.online:  # ``f * 1.0`` is ``f``
                     r.frac[g] = f
@@ -356,6 +366,7 @@ class Rates:
         busy = 1.0 if res else 0.0
         self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
 
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t)
     def _online_terms(
         self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
     ) -> None:
@@ -364,7 +375,10 @@ class Rates:
         speed model without it)."""
         memo = self._memo
         cache = memo.rates_cache
-        for r, k in zip(res, keys, strict=True):
+        n = len(res)
+        for i in range(n):  # (index loops: see ``gpu_fractions``)
+            r = res[i]
+            k = keys[i]
             if r.online and r.gpus[0] == g:
                 alone = cache.get((gpu_type, mode, k))  # ``SpeedMemo.rates``, inlined
                 if alone is None:
@@ -375,8 +389,12 @@ class Rates:
                 r.wait_ms = r.tail_ms = 0.0
             return
         terms = memo.terms(gpu_type, mode, keys)
-        for r, (wait, tail) in zip(res, terms, strict=True):
+        if len(terms) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
+            raise ValueError(f"speed model: {len(terms)} latency terms for {n} residents")
+        for i in range(n):
+            r = res[i]
             if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
+                wait, tail = terms[i]
                 r.wait_ms, r.tail_ms = wait, tail
 
     @cython.locals(st=JobState)
