@@ -7,6 +7,9 @@ cdef class Legality:
     cdef public dict _jobs
     cdef public object _lifecycle
     cdef public dict _mask_cache
+    cdef public object _mig_empty
+    cdef public dict _mig_masks
+    cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public object _queue
     cdef public dict _sig_masks

@@ -51,6 +51,9 @@ class Legality:
         "_jobs",
         "_lifecycle",
         "_mask_cache",
+        "_mig_empty",
+        "_mig_masks",
+        "_mig_version",
         "_n_options",
         "_queue",
         "_sig_masks",
@@ -74,6 +77,11 @@ class Legality:
         #: Whether a signature's mask allows anything, for ``_sig_version`` (without the mask).
         self._sig_ok: dict[tuple[Any, ...], bool] = {}
         self._sig_version = -1
+        #: Migration masks per mask signature (read-only, shared by the running jobs of one
+        #: signature) and the empty, ready GPUs as a column, for cluster version ``_mig_version``.
+        self._mig_masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self._mig_empty: np.ndarray | None = None
+        self._mig_version = -1
 
     def connect(self, lifecycle: Lifecycle) -> None:
         """The lifecycle that judges migrations (built after this component)."""
@@ -85,10 +93,15 @@ class Legality:
         self._sig_masks = {}
         self._sig_ok = {}
         self._sig_version = -1
+        self._mig_masks = {}
+        self._mig_empty = None
+        self._mig_version = -1
 
     def copy_memo(self, memo: dict[int, Any]) -> None:
-        """``Simulator.copy`` starts with no per-job masks (rebuilt on demand)."""
+        """``Simulator.copy`` starts with no per-job masks nor migration masks (rebuilt on
+        demand: a deep copy of a read-only array would be writeable)."""
         memo[id(self._mask_cache)] = {}
+        memo[id(self._mig_masks)] = {}
 
     def forget(self, job_id: int) -> None:
         """Drop a job's mask (it left the queue). Only queued jobs have masks: a started job's
@@ -150,16 +163,32 @@ class Legality:
 
     def migration_mask(self, job_id: int) -> np.ndarray:
         """Legal (gpu, option) destinations of migration candidate ``job_id``: empty, ready GPUs
-        where the cluster's legality function would place the job (read-only)."""
+        where the cluster's legality function would place the job (read-only).
+
+        Memoised per mask signature for the cluster's version (``placement_mask`` of the
+        signature and the empty, ready GPUs: both change only with the version), so the running
+        jobs of one signature share one array; a job still setting up gets zeros."""
         st = self._jobs[job_id]
         spec = st.spec
-        m = self.sig_entry(mask_signature(spec), spec)[1]
         c = self._cluster
-        empty = (c.n_res == 0) & c.ready
-        out = m & empty[:, None]
+        version = c.version
+        if self._mig_version != version:
+            self._mig_masks = {}
+            self._mig_empty = None
+            self._mig_version = version
+        sig = mask_signature(spec)
+        out = self._mig_masks.get(sig)
+        if out is None:
+            m = self.sig_entry(sig, spec)[1]
+            empty = self._mig_empty
+            if empty is None:
+                empty = self._mig_empty = ((c.n_res == 0) & c.ready)[:, None]
+            out = m & empty
+            out.flags.writeable = False
+            self._mig_masks[sig] = out
         if st.setup_until > self._sim.now:  # still setting up: cannot move (check_migration)
             out = np.zeros_like(out)
-        out.flags.writeable = False
+            out.flags.writeable = False
         return out
 
     # ------------------------------------------------------------------ decisions
