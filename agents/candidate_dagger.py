@@ -785,6 +785,34 @@ class Run:
         th.save({"net": self.net.state_dict(), "meta": self.meta()}, tmp)
         tmp.replace(path)
 
+    def _best_score_of(self, path: Path) -> float:
+        """The validation score a saved model was kept for (``meta.best_score``)."""
+        m = th.load(path, weights_only=True).get("meta", {})
+        return float(m.get("best_score", m.get("best_jct", math.inf)))
+
+    def _switch_best(self, kind: str, score: float) -> None:
+        """A resume whose score kind differs from ``state.pt``'s: ``best.pt`` (of ``kind``)
+        moves to ``best.<kind>.pt`` (where one is there already, the better of the two keeps
+        that name and the other ``best.<kind>.prev.pt``: nothing is lost), and this kind's
+        kept model, if any, comes back as ``best.pt`` with its score."""
+        best = self.out / "best.pt"
+        kept = self.out / f"best.{kind}.pt"
+        if best.exists():
+            if kept.exists() and self._best_score_of(kept) <= score:
+                best.replace(self.out / f"best.{kind}.prev.pt")
+            else:
+                if kept.exists():
+                    kept.replace(self.out / f"best.{kind}.prev.pt")
+                best.replace(kept)
+        back = self.out / f"best.{self.best_kind}.pt"
+        restored = back.exists()
+        if restored:
+            back.replace(best)
+            self.best_score = self._best_score_of(best)
+        self.log(kind="best_restarted", best_kind_was=kind, best_score_was=score,
+                 best_kind=self.best_kind, best_score=self.best_score,
+                 kept=kept.name if kept.exists() else None, restored=restored)  # fmt: skip
+
     def load(self) -> None:
         st = th.load(self.out / "state.pt", weights_only=True)
         self.net.load_state_dict(st["net"])
@@ -798,13 +826,8 @@ class Run:
         score = float(m.get("best_score", m.get("best_jct", math.inf)))
         if kind == self.best_kind:
             self.best_score = score
-        else:  # another kind of score: best.pt starts again, the old one kept beside it
-            best = self.out / "best.pt"
-            kept = self.out / f"best.{kind}.pt"
-            if best.exists():
-                best.replace(kept)
-            self.log(kind="best_restarted", best_kind_was=kind, best_score_was=score,
-                     best_kind=self.best_kind, kept=kept.name if kept.exists() else None)  # fmt: skip
+        else:  # another kind of score: best.pt is kept beside it, this kind's comes back
+            self._switch_best(kind, score)
         if self.phase == "ppo":
             self.opt = th.optim.Adam(self.net.parameters(), lr=self.s.lr)
         self.opt.load_state_dict(st["opt"])

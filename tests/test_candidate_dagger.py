@@ -320,7 +320,8 @@ def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
 def test_resume_never_compares_scores_of_two_kinds(tmp_path: Path) -> None:
     """``best.pt``'s score carries its kind (mean JCT in seconds, or a cut run's ``x_excess``, a
     fraction): a resume that switches ``max_steps`` on or off restarts ``best.pt`` (the old one
-    kept as ``best.<kind>.pt``, the restart logged); a resume of the same kind keeps the score,
+    kept as ``best.<kind>.pt``, the restart logged; switched back, it returns); a resume of the
+    same kind keeps the score,
     and a ``state.pt`` from before scores carried a kind has it from its run's ``max_steps``."""
     from gpu_sharing_gym.agents.candidate_dagger import Run, Settings
 
@@ -349,6 +350,51 @@ def test_resume_never_compares_scores_of_two_kinds(tmp_path: Path) -> None:
     old = Run(out, Settings(rules=RULES, hidden=16, max_steps=600))
     old.load()
     assert (old.best_kind, old.best_score) == ("x_excess", 0.0123)
+    # switched back: the kept whole-episode best.pt comes back with its score
     whole_again = Run(out, Settings(rules=RULES, hidden=16))
     whole_again.load()
-    assert whole_again.best_score == math.inf
+    assert whole_again.best_score == 4321.0 and (out / "best.pt").exists()
+    assert not (out / "best.jct_mean_s.pt").exists()
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["restored"] and log[-1]["best_score"] == 4321.0
+
+
+def test_switching_kinds_back_and_forth_loses_no_best(tmp_path: Path) -> None:
+    """Cut, whole, cut again: the cut run's best (0.05) comes back as ``best.pt`` with its
+    score, so a worse cut model cannot replace it; the whole run's best is kept beside it; and
+    a kept model is never overwritten by a worse one of its kind (the worse is ``.prev``)."""
+    from gpu_sharing_gym.agents.candidate_dagger import Run, Settings
+
+    out = tmp_path / "run"
+    cut = Run(out, Settings(rules=RULES, hidden=16, max_steps=40))
+    cut.best_score = 0.05
+    cut.save_model(out / "best.pt")
+    cut.save()
+    whole = Run(out, Settings(rules=RULES, hidden=16))
+    whole.load()
+    whole.best_score = 4321.0
+    whole.save_model(out / "best.pt")
+    whole.save()
+    back = Run(out, Settings(rules=RULES, hidden=16, max_steps=40))
+    back.load()
+    assert (back.best_kind, back.best_score) == ("x_excess", 0.05)
+    assert sorted(p.name for p in out.glob("best*.pt")) == ["best.jct_mean_s.pt", "best.pt"]
+    # a kept model is never overwritten by a worse one of its kind (files of an earlier run)
+    back.save()
+    whole = Run(out, Settings(rules=RULES, hidden=16))
+    whole.load()  # (the whole-episode best comes back; the cut one is kept)
+    whole.best_score = 100.0
+    whole.save_model(out / "best.jct_mean_s.pt")  # a better one kept beside it
+    whole.best_score = 4321.0
+    whole.save()
+    again = Run(out, Settings(rules=RULES, hidden=16, max_steps=40))
+    again.load()
+    assert again.best_score == 0.05
+    assert sorted(p.name for p in out.glob("best*.pt")) == [
+        "best.jct_mean_s.prev.pt",
+        "best.jct_mean_s.pt",
+        "best.pt",
+    ]
+    kept = th.load(out / "best.jct_mean_s.pt", weights_only=True)["meta"]
+    prev = th.load(out / "best.jct_mean_s.prev.pt", weights_only=True)["meta"]
+    assert (kept["best_score"], prev["best_score"]) == (100.0, 4321.0)

@@ -72,3 +72,23 @@ def test_period_with_ties_and_a_long_history_first() -> None:
         if k >= 300 or k in (2, 3, 50):
             got = p.group_stats(_job(-1, "g"), now + 1e-3).period_s
             assert _same(got, _period(times, now + 1e-3))
+
+
+def test_period_falls_back_to_numpy_for_nan_and_negative_zero_gaps() -> None:
+    """A gap that is NaN or -0.0 (an infinite time, or equal times one of which is -0.0) takes
+    numpy's median itself: the same double (NaN where numpy gives NaN), before and after."""
+    cases = [
+        [0.0, 10.0, math.inf, math.inf, 40.0, 45.0],  # inf - inf: a NaN gap
+        [-0.0, 0.0, 5.0, 5.0, 12.0],  # 0.0 - -0.0 = +0.0; tied times
+        [0.0, -0.0, 3.0, 9.0, 9.0, 20.0],  # -0.0 - 0.0 = -0.0: a negative-zero gap
+        [1.0, 2.0, 4.0, math.nan, 8.0, 16.0, 32.0],
+    ]
+    for n, times in enumerate(cases):
+        p = OnlinePredictor(PredictorConfig())
+        grp = f"g{n}"
+        for k in range(2, len(times) + 1):
+            got = p._median_gap(grp, times, k)
+            assert _same(got, float(np.median(np.diff(times[:k])))), (times, k)
+        for k in (2, len(times)):  # asked again, shorter and whole
+            got = p._median_gap(grp, times, k)
+            assert _same(got, float(np.median(np.diff(times[:k])))), (times, k)

@@ -1,0 +1,88 @@
+"""Raw env steps beside CartPole-v1 in one process (issue 51's speed bars).
+
+For each case of ``SIZES`` (``v2:default``, ``v1:default``, ``v2:1024``: an env version and
+``default`` or a GPU count, a scaled ``default`` with ``pruning="classes"`` for v2), the least
+CPU time (``time.process_time``) over ``R`` repeats of the same ``K`` seeded random-legal-action
+steps (episodes reset with seeds 0, 1, 2, ... as they end; the first reset not timed; ``K1024``
+steps for a scaled fleet), and CartPole-v1's the same before and after. ``PYTHONPATH`` selects
+the tree, so two trees alternate with the same interpreter. Prints one JSON line::
+
+    PYTHONPATH=. R=3 K=1000 K1024=30 SIZES=v2:default,v1:default,v2:1024 \\
+        python scripts/bench_step_cartpole.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import gpu_sharing_env
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_gym.bench.suite import scaled_scenario
+
+R, K = int(os.environ.get("R", "3")), int(os.environ.get("K", "1000"))
+SIZES = os.environ.get("SIZES", "v1:default,v2:default").split(",")
+
+
+def once(env: gym.Env[Any, Any], k: int) -> float:
+    rng = np.random.default_rng(0)
+    seed = 0
+    _, info = env.reset(seed=seed)
+    t0 = time.process_time()
+    for _ in range(k):
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(legal[rng.integers(legal.size)])
+        if te or tr:
+            seed += 1
+            _, info = env.reset(seed=seed)
+    return (time.process_time() - t0) / k * 1e6
+
+
+def cartpole_once(env: gym.Env[Any, Any], k: int) -> float:
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    t0 = time.process_time()
+    for _ in range(k):
+        _, _, te, tr, _ = env.step(env.action_space.sample())
+        if te or tr:
+            env.reset()
+    return (time.process_time() - t0) / k * 1e6
+
+
+def main() -> None:
+    cfg = load_scenario("default")
+    cp = gym.make("CartPole-v1")
+    c1 = min(cartpole_once(cp, 20_000) for _ in range(R))
+    out: dict[str, Any] = {
+        "tree": os.environ.get("PYTHONPATH", ""),
+        "compiled": len(gpu_sharing_env.COMPILED),
+        "load": round(os.getloadavg()[0], 2),
+    }
+    for key in SIZES:
+        version, size = key.split(":")
+        env_id = "GpuSharing-" + version
+        if size == "default":
+            env, k = gym.make(env_id, scenario=cfg), K
+        else:
+            kw: dict[str, Any] = {}
+            if version == "v2":
+                kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
+            env = gym.make(env_id, scenario=scaled_scenario(cfg, int(size)), **kw)
+            k = int(os.environ.get("K1024", "30"))
+        out[key + "_us"] = round(min(once(env, k) for _ in range(R)), 1)
+        env.close()
+    c2 = min(cartpole_once(cp, 20_000) for _ in range(R))
+    c = min(c1, c2)
+    out["cartpole_us"] = round(c, 2)
+    for key in SIZES:
+        out[key + "_x"] = round(c / out[key + "_us"], 5)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
