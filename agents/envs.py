@@ -29,6 +29,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import gpu_sharing_env  # registers GpuSharing-v0 and -v1
 from gpu_sharing_env.config import ScenarioConfig
+from gpu_sharing_env.evaluation.runner import start_episode
 from gpu_sharing_env.physics.interference import MODEL_VERSION
 from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
@@ -125,18 +126,9 @@ def reference_curve(
     its decision points and the offline job-seconds in the system by then (``sim.acc
     .in_system_s``), both non-decreasing, the last at the episode's end: the sum of the JCTs
     the runner's ``jct_mean_s`` averages."""
-    # (the scenario's mechanisms with the policy's, its decision scope and its queue order, as
-    # the runner does: without the scope, sjf_predicted's curve was another episode's)
-    mechanisms = sim.cfg.mechanisms
-    if policy.mechanisms:
-        mechanisms = dataclasses.replace(mechanisms, **dict(policy.mechanisms))
-    sim.reset(
-        seed,
-        mechanisms=mechanisms,
-        decision_scope=policy.decision_scope,
-        window_order=policy.window_order,
-    )
-    policy.reset(seed)
+    # (the episode as the runner starts it: without the policy's decision scope,
+    # sjf_predicted's curve was another episode's)
+    start_episode(policy, sim, seed)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     times, integral = [sim.now], [sim.acc.in_system_s]
     while not sim.done:

@@ -34,17 +34,9 @@ def _scope(policy: Policy) -> str:
     return policy.decision_scope if isinstance(policy, HeuristicPolicy) else "window"
 
 
-def run_episode(
-    policy: Policy,
-    sim: Simulator,
-    seed: int,
-    on_reset: Callable[[Simulator], object] | None = None,
-) -> dict[str, float]:
-    """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics.
-
-    ``on_reset(sim)``, if given, is called once the episode is reset (where the env calls its
-    reward's ``reset``), before the policy's first decision.
-    """
+def start_episode(policy: Policy, sim: Simulator, seed: int) -> None:
+    """Reset ``sim`` to episode ``seed`` as ``policy`` runs it (the scenario's mechanisms with
+    the policy's, its decision scope and its queue order) and reset ``policy``."""
     # The scenario's mechanisms, then the policy's: a simulator reused across policies must
     # not keep a previous policy's mechanisms (e.g. MuxFlow's protection) switched on.
     mechanisms = sim.cfg.mechanisms
@@ -59,6 +51,20 @@ def run_episode(
         window_order=getattr(policy, "window_order", "fifo"),
     )
     policy.reset(seed)
+
+
+def run_episode(
+    policy: Policy,
+    sim: Simulator,
+    seed: int,
+    on_reset: Callable[[Simulator], object] | None = None,
+) -> dict[str, float]:
+    """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics.
+
+    ``on_reset(sim)``, if given, is called once the episode is reset (where the env calls its
+    reward's ``reset``), before the policy's first decision.
+    """
+    start_episode(policy, sim, seed)
     if on_reset is not None:
         on_reset(sim)
     return run_to_end(policy, sim)
