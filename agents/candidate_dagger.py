@@ -730,12 +730,14 @@ class Run:
         self.out = out
         self.s = settings
         out.mkdir(parents=True, exist_ok=True)
+        # (seeded before the network's initial weights are drawn: they were the process's
+        # torch RNG state, so a run's result hung on what had run before it in the process)
+        th.manual_seed(settings.seed)
+        self.rng = np.random.default_rng(settings.seed)
         self.net = CandidateNet(n_inputs(len(settings.rules)), settings.hidden)
         if settings.init_from:  # (a resumed run's state.pt then replaces these weights)
             self.net.load_state_dict(th.load(settings.init_from, weights_only=True)["net"])
         self.opt = th.optim.Adam(self.net.parameters(), lr=settings.bc_lr)
-        self.rng = np.random.default_rng(settings.seed)
-        th.manual_seed(settings.seed)
         self.phase = "bc"
         self.round = 0  # DAgger rounds done
         self.update = 0  # PPO updates done

@@ -23,6 +23,8 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_gym.agents.candidate_dagger import (
     CandidateEnv,
     CandidateNet,
+    Run,
+    Settings,
     batch,
     main,
     n_inputs,
@@ -71,6 +73,19 @@ def test_pruned_teacher_episode_is_the_runners() -> None:
     steps_full, m_full = run_episode_env(full, 961, None)
     assert m == m_full and steps.labels != [] and abs(sum(steps.rewards)) < 1e-9
     assert sum(map(len, steps.rows)) < sum(map(len, steps_full.rows))
+
+
+def test_initial_weights_are_the_recipes_seeds(tmp_path: Path) -> None:
+    """A run's first network comes from its recipe's seed, whatever the process's torch RNG
+    state (it was drawn before the seeding: test_train_resume_evaluate's best.pt came and
+    went with the tests run before it in the process)."""
+    s = Settings(rules=RULES, teachers=RULES, hidden=16)
+    with th.random.fork_rng():
+        nets = []
+        for other in (1, 2):
+            th.manual_seed(other)
+            nets.append(Run(tmp_path / str(other), s).net.state_dict())
+    assert all(th.equal(nets[0][k], nets[1][k]) for k in nets[0])
 
 
 def test_train_resume_evaluate(tmp_path: Path) -> None:
