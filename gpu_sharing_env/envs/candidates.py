@@ -16,6 +16,11 @@ accepts now, enumerated from the state alone (never from a heuristic), with a fe
   are re-added in another order), so asking it for every candidate would change the episode.
   Gandiva's migrations (the only heuristic that migrates) all go to empty GPUs.
 
+* **suspensions** (only with ``suspend=True``): every running job ``Simulator.suspendable``
+  names (offline, past its setup, run since its last (re)start; ascending job id) as
+  ``Decision.suspend(job_id)`` (GPU and option -1): it keeps its progress, leaves its GPUs
+  and is queued again, and a later placement resumes it.
+
 Each candidate is a :class:`~gpu_sharing_env.sim.engine.Decision` (``batch_size`` 0), so a
 heuristic's decision is found by equality (:meth:`Candidates.index_of`).
 
@@ -40,7 +45,10 @@ one, the work left, its wait, priority, and its recurring group's history,
 ``ClusterView.group_stats``); the target GPU (type, node id, residents and what they have left,
 free memory, SM and request share, online residents, health, readiness, utilisation) and
 whether the move keeps a gang on one node; the option (mode, SM share, MIG slices); the job's
-profiled solo speed on the target.
+profiled solo speed on the target. With ``suspend=True`` each row gains a last column,
+:data:`SUSPEND_FEATURE` (1 on a suspension; 0 elsewhere), and a suspension's row describes the
+job on its own first GPU with its own option (``job_on_target`` 1, ``gang_one_node``: its GPUs
+lie on one node), its kind columns (``hold``, ``place``, ``migrate``) 0.
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ except ModuleNotFoundError:
 
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
-from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.engine import SUSPEND, Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import decidable_ids, episode_token
@@ -113,6 +121,17 @@ CANDIDATE_FEATURES: tuple[str, ...] = (
 )
 N_FEATURES = len(CANDIDATE_FEATURES)
 _COL = {n: i for i, n in enumerate(CANDIDATE_FEATURES)}
+#: The column a row gains with ``suspend=True`` (after :data:`CANDIDATE_FEATURES`): 1 on a
+#: suspension.
+SUSPEND_FEATURE = "suspend"
+
+
+def candidate_features(suspend: bool = False) -> tuple[str, ...]:
+    """The names of a candidate row's columns: :data:`CANDIDATE_FEATURES`, and
+    :data:`SUSPEND_FEATURE` last with ``suspend``."""
+    return (*CANDIDATE_FEATURES, SUSPEND_FEATURE) if suspend else CANDIDATE_FEATURES
+
+
 #: ``pruning`` settings of ``GpuSharing-v2``: every legal move, or one per class of
 #: interchangeable targets (module doc).
 PRUNINGS = ("none", "classes")
@@ -147,10 +166,13 @@ class Candidates:
         self._moves: list[Decision | None] | None = None
 
     @classmethod
-    def hold_only(cls) -> Candidates:
-        """Hold alone (the episode is over, or nothing was built yet)."""
+    def hold_only(cls, n_features: int = N_FEATURES) -> Candidates:
+        """Hold alone (the episode is over, or nothing was built yet), in rows of
+        ``n_features`` columns (:func:`candidate_features`)."""
         none = np.full(1, -1, dtype=np.int64)
-        return cls(none, none, none, _hold_row().astype(np.float32), 0)
+        row = np.zeros((1, n_features), dtype=np.float32)
+        row[0, :N_FEATURES] = _HOLD_ROW
+        return cls(none, none, none, row, 0)
 
     def __len__(self) -> int:
         return len(self.job)
@@ -340,10 +362,15 @@ class CandidateBuilder:
     into one table in a few whole-table passes. Within one build, jobs that share a placement
     mask share its targets and, pruned, their choice of targets (``_Memo``)."""
 
-    def __init__(self, sim: Simulator, max_candidates: int, pruning: str = "none") -> None:
+    def __init__(
+        self, sim: Simulator, max_candidates: int, pruning: str = "none", suspend: bool = False
+    ) -> None:
         self.sim = sim
         self.max_candidates = max_candidates
         self.pruning = pruning
+        #: Whether suspensions are candidates (and rows have :data:`SUSPEND_FEATURE`).
+        self.suspend = suspend
+        self.n_features = len(candidate_features(suspend))
         opts = sim.options
         self.opt_rows = np.zeros((len(opts), len(SharingMode) + 2), dtype=np.float64)
         for k, o in enumerate(opts):
@@ -394,7 +421,7 @@ class CandidateBuilder:
         with pruning, every legal move of ``keep`` is a candidate too."""
         sim = self.sim
         if sim.done:
-            return Candidates.hold_only()
+            return Candidates.hold_only(self.n_features)
         classes = None
         if self.pruning == "classes":
             nodes = sim.cluster.nodes
@@ -431,7 +458,34 @@ class CandidateBuilder:
                 here = int(c.node_of[st.gpus[0]])
                 gs, os_ = self._prune(memo, jid, gs, os_, here)
             total = self._add(jid, gs, os_, blocks, total)
-        return self._assemble(blocks, n_place, total)
+        if not self.suspend:
+            return self._assemble(blocks, n_place, total)
+        # suspensions: each row first built as a move to the job's own first GPU and option
+        moved = total
+        for jid in sim.suspendable():
+            st = jobs[jid]
+            at = np.array(st.gpus[:1], dtype=np.int64)
+            total = self._add(jid, at, np.array([st.option], dtype=np.int64), blocks, total)
+        return self._suspensions(self._assemble(blocks, n_place, total), moved)
+
+    def _suspensions(self, cands: Candidates, lo: int) -> Candidates:
+        """``cands`` with its candidates from ``lo`` on made suspensions (GPU and option
+        :data:`SUSPEND`; their rows as the module doc says) and every row given the
+        :data:`SUSPEND_FEATURE` column."""
+        k = len(cands)
+        feats = np.zeros((k, self.n_features), dtype=np.float32)
+        feats[:, :N_FEATURES] = cands.features
+        if lo < k:
+            cands.gpu[lo:] = SUSPEND
+            cands.option[lo:] = SUSPEND
+            feats[lo:, _MIGRATE] = 0.0
+            feats[lo:, N_FEATURES] = 1.0
+            node_of = self.sim.cluster.node_of
+            jobs = self.sim.jobs
+            for i in range(lo, k):
+                nodes = node_of[jobs[int(cands.job[i])].gpus]
+                feats[i, _ONE] = 1.0 if bool((nodes == nodes[0]).all()) else 0.0
+        return Candidates(cands.job, cands.gpu, cands.option, feats, cands.n_place)
 
     def _add(
         self,
@@ -941,8 +995,10 @@ __all__ = [
     "CANDIDATE_FEATURES",
     "N_FEATURES",
     "PRUNINGS",
+    "SUSPEND_FEATURE",
     "CandidateBuilder",
     "Candidates",
     "TargetClasses",
     "TooManyCandidates",
+    "candidate_features",
 ]

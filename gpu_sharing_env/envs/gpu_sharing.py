@@ -51,7 +51,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     jobs (gangs of whole GPUs or fractions of one; heavy-tailed durations known only through
     noisy estimates) and online inference services (diurnal load, latency SLO). The agent is the
     scheduler: at every decision point it picks a move (which queued job goes where: first GPU,
-    sharing mode, MPS SM share or MIG instance size; or a migration), or waits. Co-located jobs
+    sharing mode, MPS SM share or MIG instance size; or a migration or, v2 with
+    ``suspend=True``, a suspension), or waits. Co-located jobs
     slow each other (interference model), MPS faults can take down co-located clients, MIG
     re-partitioning takes time. The simulator is event-driven: after a decision that leaves
     nothing to decide at that instant, time advances to the next event (arrival, completion,
@@ -137,8 +138,9 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
     * The interface's own settings (keyword arguments): v0 ``max_gpus`` (padded GPU count;
       ``None`` takes the scenario's ``env.max_gpus``, ``0`` the cluster's own size); v1
       ``max_gpus``, ``max_window``, ``max_options``, ``migration_slots``, ``job_history``; v2
-      ``max_candidates``, ``decision_scope``, ``mechanisms``. Another version's setting raises a
-      one-line ``ValueError``.
+      ``max_candidates``, ``decision_scope``, ``mechanisms``, ``pruning``, ``keep_moves``,
+      ``suspend`` (suspensions as candidates; default False). Another version's setting raises
+      a one-line ``ValueError``.
 
     The interface's settings and state read as the env's: ``env.codec``, ``env.max_gpus``,
     ``env.encoder`` (v0, v1), ``env.max_window`` (v1), ``env.candidates`` and
@@ -146,7 +148,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     ## Version History
 
-    * v2: candidate actions over the whole queue and migrations; candidate feature rows.
+    * v2: candidate actions over the whole queue and migrations (suspensions with
+      ``suspend=True``); candidate feature rows.
     * v1: option features, job × GPU pair features, time-until-free, queue statistics beyond
       the window; padded window and options. Dynamics and rewards as v0.
     * v0: Initial version.

@@ -29,7 +29,6 @@ import numpy as np
 from gymnasium import spaces
 
 from gpu_sharing_env.envs.candidates import (
-    N_FEATURES,
     PRUNINGS,
     CandidateBuilder,
     Candidates,
@@ -323,7 +322,8 @@ class CandidateMoves(Interface):
     move the simulator accepts (``gpu_sharing_env.envs.candidates``): index 0 holds (waits for
     the next event); then every queued job of the decision scope at every legal (first GPU,
     option), gangs included; then every running job to every empty, ready GPU and option where
-    it may go (a migration: checkpoint, ``sharing.migration_s`` pause, progress kept). The mask
+    it may go (a migration: checkpoint, ``sharing.migration_s`` pause, progress kept); with
+    ``suspend=True``, then every running job that may be suspended (``Decision.suspend``). The mask
     marks the real candidates (``env.unwrapped.candidates.moves`` lists them as ``Decision`` s;
     ``index_of(decision)`` finds one); indices beyond them are illegal. More legal moves than
     ``max_candidates`` raise ``TooManyCandidates`` (one line; pass a larger ``max_candidates``).
@@ -333,8 +333,9 @@ class CandidateMoves(Interface):
     ``candidates``: ``max_candidates × len(CANDIDATE_FEATURES)`` float32 in [-1, 1], one row per
     candidate (the move's kind, the job as ``ClusterView`` gives it to a heuristic with its
     group history, the target GPU's type, node, residents and free capacity, the option, solo
-    speed), zero rows beyond them; ``candidate_mask``: 1 for the real rows; ``global``:
-    ``GLOBAL_FEATURES_V2``.
+    speed), zero rows beyond them (with ``suspend=True`` one column more,
+    ``SUSPEND_FEATURE``: ``candidate_features(True)``); ``candidate_mask``: 1 for the real
+    rows; ``global``: ``GLOBAL_FEATURES_V2``.
 
     ## Arguments
 
@@ -352,6 +353,13 @@ class CandidateMoves(Interface):
     ``pai-busy``. ``keep_moves`` (a callable of the simulator, asked at every decision point,
     e.g. the heuristics whose choices are an agent's inputs) names decisions kept as
     candidates under any pruning, so each of those rules' episodes is one the env can play.
+
+    ``suspend`` (default False: the default candidates and observation are as before):
+    suspensions are candidates too (Gandiva's suspend-resume: the job keeps its progress, leaves
+    its GPUs and is queued again; an ordinary placement of it resumes it), one per running job
+    ``Simulator.suspendable`` names, after the migrations, each row's kind in the extra
+    ``suspend`` column. Like a migration, a suspension is offered where a placement decision
+    is due.
     """
 
     version = "v2"
@@ -364,6 +372,7 @@ class CandidateMoves(Interface):
         mechanisms: Mapping[str, bool] | None = None,
         pruning: str = "none",
         keep_moves: Callable[[Simulator], Iterable[Decision | None]] | None = None,
+        suspend: bool = False,
     ) -> None:
         super().__init__(sim)
         n = max_candidates
@@ -378,6 +387,8 @@ class CandidateMoves(Interface):
             raise ValueError(f"pruning: must be one of {', '.join(PRUNINGS)} (got {pruning!r})")
         if keep_moves is not None and not callable(keep_moves):
             raise ValueError(f"keep_moves: must be None or a callable (got {keep_moves!r})")
+        if not isinstance(suspend, bool | np.bool_):
+            raise ValueError(f"suspend: must be True or False (got {suspend!r})")
         try:
             self.mech = replace(sim.cfg.mechanisms, **dict(mechanisms or {}))
         except TypeError as e:
@@ -388,12 +399,15 @@ class CandidateMoves(Interface):
         self.decision_scope = decision_scope
         self.pruning = pruning
         self.keep_moves = keep_moves
-        self.builder = CandidateBuilder(sim, n, pruning)
-        self.candidates = Candidates.hold_only()
+        self.suspend = bool(suspend)
+        self.builder = CandidateBuilder(sim, n, pruning, self.suspend)
+        #: Columns of a candidate row (``candidate_features(suspend)``).
+        self.n_features = width = self.builder.n_features
+        self.candidates = Candidates.hold_only(width)
         self.action_space = spaces.Discrete(n)
         self.observation_space = spaces.Dict(
             {
-                "candidates": spaces.Box(-1.0, 1.0, (n, N_FEATURES), np.float32),
+                "candidates": spaces.Box(-1.0, 1.0, (n, width), np.float32),
                 "candidate_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
                 "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_FEATURES_V2),), np.float32),
             }
@@ -415,7 +429,7 @@ class CandidateMoves(Interface):
         sim = self.sim
         n = self.max_candidates
         k = len(self.candidates)
-        feats = np.zeros((n, N_FEATURES), dtype=np.float32)
+        feats = np.zeros((n, self.n_features), dtype=np.float32)
         feats[:k] = self.candidates.features
         total, left = sim.offline_jobs
         c = sim.cluster

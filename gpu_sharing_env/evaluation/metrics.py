@@ -70,6 +70,7 @@ class Accumulator:
     errors_by_cause: dict[str, int] = field(default_factory=dict)
     gpu_hours_lost: float = 0.0
     evictions: int = 0
+    suspensions: int = 0  # a policy's suspensions (``Decision.suspend``)
     mig_reconfigs: int = 0
     migrations: int = 0
     decisions: int = 0
@@ -134,6 +135,8 @@ def compute_metrics(
     # Extras beyond the schema (not part of the contract, but useful): prefixed "x_".
     m["x_sim_time_s"] = now_s
     m["x_evictions"] = float(acc.evictions)
+    if acc.suspensions:  # (present once a policy has suspended a job: older records unchanged)
+        m["x_suspensions"] = float(acc.suspensions)
     m["x_jobs_running"] = float(sum(j.status is Status.RUNNING for j in submitted))
     m["x_jobs_queued"] = float(sum(j.status is Status.QUEUED for j in submitted))
     for cause, n in sorted(acc.errors_by_cause.items()):

@@ -76,7 +76,7 @@ from gpu_sharing_env.sim.events import EventKind, EventQueue
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.jobs import JobTable
-from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE
+from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE, SUSPEND
 from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.online import MonitorThresholds
@@ -106,6 +106,7 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "NOISE_AR",
     "PCIE_GANG_FACTOR",
+    "SUSPEND",
     "_NOISE_SCALE",
     "Decision",
     "IllegalDecision",
@@ -124,6 +125,9 @@ MIGRATION_MIN_LEFT_S = 300.0
 class Decision:
     """Place queued job ``job_id`` with its first GPU at ``gpu`` using option ``option``.
 
+    About a running job: migrate it there (:meth:`Simulator.apply`); with ``gpu`` and
+    ``option`` both :data:`SUSPEND` (-1; :meth:`suspend` makes one), suspend it.
+
     ``batch_size``: for an online service, the batch size it runs with on this placement
     (1..``MAX_BATCH_SIZE``; GPULet chooses it per placement); 0 (the default, and the only value
     for offline jobs) keeps the service's configured ``ServiceSpec.batch_size``. The Gymnasium
@@ -134,6 +138,17 @@ class Decision:
     gpu: int
     option: int
     batch_size: int = 0
+
+    @classmethod
+    def suspend(cls, job_id: int) -> Decision:
+        """The decision that suspends running job ``job_id``: ``Decision(job_id, SUSPEND,
+        SUSPEND)``."""
+        return cls(job_id, SUSPEND, SUSPEND)
+
+    @property
+    def suspends(self) -> bool:
+        """Whether this decision is a suspension (``gpu`` and ``option`` are :data:`SUSPEND`)."""
+        return self.gpu == SUSPEND and self.option == SUSPEND
 
 
 class IllegalDecision(ValueError):
@@ -509,19 +524,37 @@ class Simulator:
         where the cluster's legality function would place the job (read-only)."""
         return self.legality.migration_mask(job_id)
 
+    # ------------------------------------------------------------------ suspension
+    def suspendable(self) -> list[int]:
+        """The running jobs a policy may suspend now (``Decision.suspend``), ascending job id:
+        offline jobs past their setup that have run since their last (re)start (so a job
+        suspended and resumed at one instant is not suspended again before time passes). A
+        function of the state, from the legality function (``Simulator.check``)."""
+        if self.done:
+            return []
+        jobs = self.table.jobs
+        life = self.lifecycle
+        running = sorted({j for res in self.cluster.residents for j in res})
+        return [j for j in running if life.check_suspend(j, jobs[j]) is None]
+
     # ================================================================== decisions, time
     def apply(self, d: Decision) -> None:
         """Carry out a decision (raises :class:`IllegalDecision` if illegal).
 
         A decision about a queued job places it; about a running job, migrates it (Gandiva's
         introspective migration): the job checkpoints, moves and resumes after
-        ``sharing.migration_s`` without losing progress.
+        ``sharing.migration_s`` without losing progress. ``Decision.suspend(job_id)`` suspends
+        a running offline job (Gandiva's suspend-resume): it keeps its progress, leaves its
+        GPUs and is queued again, to be resumed by a later placement
+        (``Lifecycle.suspend``; legal for :meth:`suspendable` jobs).
         """
         why = self.legality.check(d)
         if why is not None:
             raise IllegalDecision(why)
         st = self.table.jobs[d.job_id]
-        if st.status is Status.RUNNING:
+        if d.gpu == SUSPEND and d.option == SUSPEND:
+            self.lifecycle.suspend(st)
+        elif st.status is Status.RUNNING:
             self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)
         else:
             self.lifecycle.start(st, d.gpu, d.option, d.batch_size)

@@ -5,7 +5,7 @@
 per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
 anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
 ``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
-(why a decision is illegal).
+(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
 #: The largest batch size a decision may give an online service (``Decision.batch_size``).
 MAX_BATCH_SIZE = 256
+
+#: ``Decision.gpu`` and ``Decision.option`` of a suspension: ``Decision(job_id, SUSPEND,
+#: SUSPEND)`` (``Decision.suspend(job_id)``) suspends running offline job ``job_id`` (no GPU
+#: nor option is -1 otherwise, so no placement or migration reads as one).
+SUSPEND = -1
 
 MaskEntry = tuple[int, np.ndarray, bool]
 
@@ -228,6 +233,9 @@ class Legality:
             why = check_batch(st, d.batch_size)
             if why is not None:
                 return why
+        if d.gpu == SUSPEND and d.option == SUSPEND:
+            assert self._lifecycle is not None
+            return self._lifecycle.check_suspend(d.job_id, st)
         if st is not None and st.status is Status.RUNNING:
             assert self._lifecycle is not None
             return self._lifecycle.check_migration(st, d.gpu, d.option)

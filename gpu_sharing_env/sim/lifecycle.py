@@ -1,5 +1,5 @@
 """The job lifecycle (a component of :class:`~gpu_sharing_env.sim.engine.Simulator`): arrivals,
-starts, stops, preemption with checkpoint rollback, eviction and migration.
+starts, stops, preemption with checkpoint rollback, eviction, migration and suspension.
 
 :class:`Lifecycle` owns the episode's duration predictor; everything else it changes belongs to
 another component and is changed through it: statuses (``JobTable.set_status``), the queue
@@ -35,9 +35,18 @@ if TYPE_CHECKING:
 
 __all__ = ["Lifecycle", "mask_signature"]
 
+#: A job's status in a reason (``Lifecycle.check_suspend``).
+_STATUS_WORDS = {
+    Status.FUTURE: "not yet submitted",
+    Status.QUEUED: "queued",
+    Status.RUNNING: "running",
+    Status.DONE: "done",
+    Status.FAILED: "failed",
+}
+
 
 class Lifecycle:
-    """Arrivals, starts, stops, preemption, eviction and migration of jobs."""
+    """Arrivals, starts, stops, preemption, eviction, migration and suspension of jobs."""
 
     __slots__ = (
         "_cfg",
@@ -166,6 +175,43 @@ class Lifecycle:
         st.setup_until = max(st.setup_until, now + self._cfg.sharing.migration_s)
         self._sim.acc.migrations += 1
         rates.refresh(sorted(set(freed) | set(st.gpus)))
+
+    # ================================================================== suspension
+    def check_suspend(self, job_id: int, st: JobState | None) -> str | None:
+        """Why job ``job_id`` (its state ``st``; None: no such job) may not be suspended now,
+        or None. Only a running offline job that has run since its last (re)start may be: a
+        job still setting up has not reached a mini-batch boundary to stop at, and without the
+        second rule a job could be suspended and resumed over and over with no time passing
+        (its resume is a start at this instant)."""
+        if st is None or st.status is not Status.RUNNING:
+            state = "not in this episode" if st is None else _STATUS_WORDS[st.status]
+            return f"job {job_id} is {state}: only a running job can be suspended"
+        if st.spec.online:
+            return f"job {job_id} is an online service: services cannot be suspended"
+        now = self._sim.now
+        if st.setup_until > now:
+            return f"job {job_id} is still setting up until t={st.setup_until:g} s"
+        if st.run_start_t >= now:
+            return (
+                f"job {job_id} (re)started at this instant (t={now:g} s): it can be suspended "
+                "once it has run"
+            )
+        return None
+
+    def suspend(self, st: JobState) -> None:
+        """Suspend running offline ``st`` (a policy's move: Gandiva's suspend-resume, Xiao et
+        al., OSDI'18): it stops at a mini-batch boundary, where its GPU memory is
+        smallest, so it keeps all its progress (no rollback, unlike :meth:`preempt`; no attempt
+        counted, so it is never given up for it), leaves its GPUs and is queued again (with the
+        predictor's estimate, made now). An ordinary placement resumes it: a :meth:`start`, with
+        the setup a start pays. The copy of its memory to the host and back is not charged."""
+        sim = self._sim
+        for o in self._observers:
+            o.on_suspend(sim, st.spec.job_id)
+        gpus = self.remove(st)
+        self.enqueue(st)
+        sim.acc.suspensions += 1
+        self._rates.refresh(gpus)
 
     # ================================================================== start / stop
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:

@@ -43,8 +43,9 @@ class SimObserver:
         migration, which stops the job on its old GPUs first)."""
 
     def on_stop(self, sim: Simulator, job_id: int) -> None:
-        """A job is about to leave its GPUs: it finished, failed, was evicted, preempted or
-        migrated (``on_finish``/``on_fault``/``on_evict`` say which, where one applies)."""
+        """A job is about to leave its GPUs: it finished, failed, was evicted, preempted,
+        suspended or migrated (``on_finish``/``on_fault``/``on_evict``/``on_suspend`` say which,
+        where one applies)."""
 
     def on_finish(self, sim: Simulator, job_id: int, status: Status) -> None:
         """A job ended (``Status.DONE``) or an online service reached its end of life."""
@@ -55,6 +56,10 @@ class SimObserver:
 
     def on_evict(self, sim: Simulator, job_id: int) -> None:
         """A running offline job is evicted (SysMonitor, or a policy's preemption)."""
+
+    def on_suspend(self, sim: Simulator, job_id: int) -> None:
+        """A policy suspends running offline job ``job_id`` (``Decision.suspend``): it keeps
+        its progress and is queued again (called before it leaves its GPUs)."""
 
     def on_repartition(self, sim: Simulator, gpu: int, delay_s: float) -> None:
         """A GPU started reconfiguring (a MIG re-partition or a mode change) for ``delay_s``."""
