@@ -43,7 +43,7 @@ from gpu_sharing_env.sim.view import ClusterView
 from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-#: ``default`` seeds on which the scripted policy suspends (5 and 63 times).
+#: ``default`` seeds on which the scripted policy suspends (once and 12 times).
 SUSPENDING = (4, 2)
 
 
@@ -130,6 +130,27 @@ def test_suspend_keeps_progress_requeues_and_resumes() -> None:
     assert st.work_done == pytest.approx(st.spec.work_s, rel=1e-9)
     m = sim.metrics()
     assert m["x_suspensions"] == 1.0
+
+
+def test_resume_elsewhere_pays_a_migration() -> None:
+    """Resumed on GPUs other than those it left, a suspended job's state moves there: it pauses
+    ``sharing.migration_s``, as a migration does (on its own GPUs: no pause, above)."""
+    sim = _until_suspendable()
+    jid = sim.suspendable()[0]
+    st = sim.jobs[jid]
+    old, option, work = list(st.gpus), st.option, sim.progress(jid)
+    sim.apply(Decision.suspend(jid))
+    other = [g for g in np.flatnonzero(sim.mask(jid)[:, option]).tolist() if [g] != old]
+    assert other and st.spec.num_gpus == 1
+    sim.apply(Decision(jid, other[0], option))
+    pause = sim.cfg.sharing.migration_s
+    assert pause > 0 and st.setup_until == max(sim.now + pause, st.run_start_t)
+    assert st.work_done == work
+    # its completion is rescheduled after the pause: nothing accrues before it
+    sim.run_until(sim.now + pause / 2)
+    assert sim.progress(jid) == work
+    # a second suspension before the pause ends is refused (still setting up)
+    assert "still setting up" in (sim.check(Decision.suspend(jid)) or "")
 
 
 def test_suspend_gang() -> None:
@@ -327,23 +348,30 @@ def test_no_endless_suspend_resume() -> None:
 
 
 # ---------------------------------------------------------------- the scripted policy
-def _direct(seed: int) -> tuple[dict[str, float], list[Decision]]:
-    policy = load_script("suspend_move").SuspendLongest()
-    log: list[Decision] = []
-    decide = policy.decide
+SuspendLongest = load_script("suspend_move").SuspendLongest
 
-    def logged(view: ClusterView) -> Decision | None:
-        d = decide(view)
+
+class _Logged(SuspendLongest):  # type: ignore[misc,valid-type]
+    """The scripted policy, its decisions written to ``log``."""
+
+    def __init__(self, log: list[Decision]) -> None:
+        super().__init__()
+        self.log = log
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        d: Decision | None = super().decide(view)
         if d is not None:
-            log.append(d)
+            self.log.append(d)
         return d
 
-    policy.decide = logged  # type: ignore[method-assign]
-    return run_episode(policy, make_simulator(load_scenario("default")), seed), log
+
+def _direct(seed: int) -> tuple[dict[str, float], list[Decision]]:
+    log: list[Decision] = []
+    return run_episode(_Logged(log), make_simulator(load_scenario("default")), seed), log
 
 
 def _through_env(seed: int) -> tuple[dict[str, float], list[Decision]]:
-    policy = load_script("suspend_move").SuspendLongest()
+    policy = SuspendLongest()
     said: list[Decision | None] = [None]
 
     def ask(sim: Simulator) -> list[Decision | None]:

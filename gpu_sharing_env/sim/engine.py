@@ -545,8 +545,9 @@ class Simulator:
         introspective migration): the job checkpoints, moves and resumes after
         ``sharing.migration_s`` without losing progress. ``Decision.suspend(job_id)`` suspends
         a running offline job (Gandiva's suspend-resume): it keeps its progress, leaves its
-        GPUs and is queued again, to be resumed by a later placement
-        (``Lifecycle.suspend``; legal for :meth:`suspendable` jobs).
+        GPUs and is queued again, to be resumed by a later placement, which on other GPUs
+        than those it left also pauses ``sharing.migration_s`` (``Lifecycle.suspend``,
+        ``Lifecycle.restore``; legal for :meth:`suspendable` jobs).
         """
         why = self.legality.check(d)
         if why is not None:
@@ -558,6 +559,7 @@ class Simulator:
             self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)
         else:
             self.lifecycle.start(st, d.gpu, d.option, d.batch_size)
+            self.lifecycle.restore(st)  # (a resume elsewhere pays a migration's pause)
         self.acc.decisions += 1
 
     @cython.locals(load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState)

@@ -19,6 +19,7 @@ cdef class Lifecycle:
     cdef public object _queue
     cdef public _Rates _rates
     cdef public object _sim
+    cdef public dict _suspended
     cdef public object _table
     cdef public object predictor
 

@@ -61,6 +61,7 @@ class Lifecycle:
         "_queue",
         "_rates",
         "_sim",
+        "_suspended",
         "_table",
         "predictor",
     )
@@ -93,6 +94,8 @@ class Lifecycle:
         #: The simulator's observers (its list: registrations show here).
         self._observers = observers
         self._jobs: dict[int, JobState] = {}
+        #: Per suspended job not yet resumed: the GPUs it left (``suspend``, ``restore``).
+        self._suspended: dict[int, list[int]] = {}
         #: The duration predictor of this episode (``workload.predictor``; None: estimates come
         #: with the specs): asked at each offline arrival, fed each finished offline run.
         self.predictor: OnlinePredictor | None = None
@@ -100,6 +103,7 @@ class Lifecycle:
     def reset(self, jobs: dict[int, JobState], predictor: OnlinePredictor | None) -> None:
         self._jobs = jobs
         self.predictor = predictor
+        self._suspended = {}
 
     # ================================================================== arrivals
     def arrive(self, st: JobState) -> None:
@@ -204,14 +208,29 @@ class Lifecycle:
         smallest, so it keeps all its progress (no rollback, unlike :meth:`preempt`; no attempt
         counted, so it is never given up for it), leaves its GPUs and is queued again (with the
         predictor's estimate, made now). An ordinary placement resumes it: a :meth:`start`, with
-        the setup a start pays. The copy of its memory to the host and back is not charged."""
+        the setup a start pays, then :meth:`restore`. The copy of its memory to the host and
+        back is not charged."""
         sim = self._sim
         for o in self._observers:
             o.on_suspend(sim, st.spec.job_id)
         gpus = self.remove(st)
+        self._suspended[st.spec.job_id] = list(gpus)
         self.enqueue(st)
         sim.acc.suspensions += 1
         self._rates.refresh(gpus)
+
+    def restore(self, st: JobState) -> None:
+        """``st`` was just started: if it is a suspended job resumed on GPUs other than those it
+        left, its state moves there, a checkpoint-restore as in a migration, so it pauses
+        ``sharing.migration_s`` (a suspension and a resume elsewhere cost what a migration
+        costs; on its own GPUs, Gandiva's time-slicing, only the start's setup)."""
+        if not self._suspended:
+            return
+        left = self._suspended.pop(st.spec.job_id, None)
+        if left is None or left == st.gpus:
+            return
+        st.setup_until = max(st.setup_until, self._sim.now + self._cfg.sharing.migration_s)
+        self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
