@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
@@ -30,6 +31,7 @@ from gpu_sharing_env.envs.candidates import (
     SUSPEND_FEATURE,
     candidate_features,
 )
+from gpu_sharing_env.envs.conformance import api_test
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.physics.modes import SharingMode
@@ -306,6 +308,18 @@ def test_env_suspension_step() -> None:
     assert env.sim.acc.suspensions == 1
 
 
+def test_env_checkers_with_suspensions() -> None:
+    """Gymnasium's checker and the package's conformance test on ``suspend=True``."""
+
+    def make() -> gym.Env[Any, Any]:
+        return gym.make("GpuSharing-v2", scenario="default", max_candidates=1024, suspend=True)
+
+    check_env(make().unwrapped, skip_render_check=True)
+
+    report = api_test(make, num_steps=150)
+    assert report.legal_stepped > 0 and report.illegal_stepped > 0
+
+
 @pytest.mark.filterwarnings("ignore:.*GpuSharing-v1 is out of date")
 def test_bad_suspend_argument() -> None:
     with pytest.raises(ValueError, match=r"^suspend: must be True or False \(got 'yes'\)$"):
@@ -370,7 +384,7 @@ def _direct(seed: int) -> tuple[dict[str, float], list[Decision]]:
     return run_episode(_Logged(log), make_simulator(load_scenario("default")), seed), log
 
 
-def _through_env(seed: int) -> tuple[dict[str, float], list[Decision]]:
+def _through_env(seed: int, pruning: str = "none") -> tuple[dict[str, float], list[Decision]]:
     policy = SuspendLongest()
     said: list[Decision | None] = [None]
 
@@ -386,6 +400,7 @@ def _through_env(seed: int) -> tuple[dict[str, float], list[Decision]]:
         window_order=policy.window_order,
         mechanisms=dict(policy.mechanisms),
         keep_moves=ask,
+        pruning=pruning,
     )
     policy.reset(seed)
     env.reset(seed=seed)
@@ -407,12 +422,15 @@ def _same(a: dict[str, float], b: dict[str, float]) -> bool:
     )
 
 
-@pytest.mark.parametrize("seed", SUSPENDING)
-def test_scripted_policy_through_env(seed: int) -> None:
-    """The policy that suspends: through ``GpuSharing-v2(suspend=True)``'s actions, the same
-    decisions and metrics bit for bit as through the runner."""
+@pytest.mark.parametrize(
+    ("seed", "pruning"), [*((s, "none") for s in SUSPENDING), (SUSPENDING[1], "classes")]
+)
+def test_scripted_policy_through_env(seed: int, pruning: str) -> None:
+    """The policy that suspends: through ``GpuSharing-v2(suspend=True)``'s actions (every
+    candidate, or pruned with its choices kept), the same decisions and metrics bit for bit as
+    through the runner."""
     m_direct, log_direct = _direct(seed)
-    m_env, log_env = _through_env(seed)
+    m_env, log_env = _through_env(seed, pruning)
     assert log_env == log_direct
     assert _same(m_env, m_direct)
     n = sum(d.suspends for d in log_direct)
