@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -157,6 +158,78 @@ class _MigTables:
         return out
 
 
+def _no_views() -> None:
+    """What a pickled or deep-copied :class:`_StateViews` becomes: nothing (its owner builds
+    views of its own arrays again, :meth:`Cluster._state_views`)."""
+    return None
+
+
+@cython.cclass
+class _StateViews:
+    """Typed views of a cluster's state arrays, for the compiled mask loop (``_single_rows``):
+    built once per :meth:`Cluster.reset` (the arrays are replaced there and only there) instead
+    of ~15 buffer acquisitions a mask. They share the arrays' memory, so they read the state as
+    it is now. A pickle or deep copy of one is None: a copied cluster builds views of its own
+    arrays (a view of the original's would read the original's state)."""
+
+    src: object
+    n_res: cython.longlong[:]
+    mode: cython.longlong[:]
+    sm_used: cython.longlong[:]
+    mem_decl: cython.double[:]
+    ready: cython.uchar[:]
+    healthy: cython.uchar[:]
+    mig_occ: cython.longlong[:]
+    mig_used: cython.longlong[:]
+    cap_eps: cython.double[:]
+    mps_limit: cython.uchar[:]
+    mig_capable: cython.uchar[:]
+    type_idx: cython.longlong[:]
+    creatable: cython.longlong[:, :, :]
+    pcts: cython.longlong[:]
+
+    def __init__(self, c: Cluster) -> None:
+        self.src = c.n_res  # (the arrays of one reset: ``Cluster._state_views`` checks it)
+        self.n_res = c.n_res
+        self.mode = c.mode
+        self.sm_used = c.sm_used
+        self.mem_decl = c.mem_decl
+        self.ready = c.ready.view(np.uint8)
+        self.healthy = c.healthy.view(np.uint8)
+        self.mig_occ = c.mig_occ
+        self.mig_used = c.mig_used
+        self.cap_eps = c._cap_eps
+        self.mps_limit = c.mps_limit.view(np.uint8)
+        self.mig_capable = c.mig_capable.view(np.uint8)
+        self.type_idx = c.type_idx
+        self.creatable = c.mig.creatable_bits
+        self.pcts = c._mps_pcts
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
+@cython.cclass
+class _JobViews:
+    """Typed views of a job's static mask parts (``Cluster._static``): its GPU types allowed,
+    its exclusive fit (``uint8``) and its MIG profile bits per option and GPU. The arrays never
+    change, so a copy (pickle, deep copy) views the same values."""
+
+    arrays: tuple
+    type_ok: cython.uchar[:]
+    excl: cython.uchar[:]
+    bits: cython.longlong[:, :]
+
+    def __init__(self, type_ok: np.ndarray, excl: np.ndarray, bits: np.ndarray) -> None:
+        self.arrays = (type_ok, excl, bits)
+        self.type_ok = type_ok.view(np.uint8)
+        self.excl = excl.view(np.uint8)
+        self.bits = bits
+
+    def __reduce__(self) -> tuple[object, tuple[Any, ...]]:
+        return (_JobViews, self.arrays)
+
+
 @cython.boundscheck(False)  # (every index is in range by construction)
 @cython.wraparound(False)
 @cython.locals(
@@ -167,7 +240,7 @@ class _MigTables:
     mb=cython.uchar, free=cython.uchar, room=cython.uchar, no_limit=cython.uchar,
     mbits=cython.longlong, n_r=cython.longlong, md=cython.longlong, sm=cython.longlong,
     m_ts=cython.longlong, m_mps=cython.longlong, m_mig=cython.longlong, mem=cython.double,
-    gang=cython.bint, online=cython.bint,
+    gang=cython.bint, online=cython.bint, v=_StateViews, jv=_JobViews,
     out=cython.uchar[:, :], type_ok=cython.uchar[:], excl=cython.uchar[:],
     ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
     mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
@@ -177,24 +250,9 @@ class _MigTables:
 )  # fmt: skip
 def _single_rows(
     out: np.ndarray,
-    type_ok: np.ndarray,
-    excl: np.ndarray,
-    ready: np.ndarray,
-    healthy: np.ndarray,
+    v: _StateViews,
+    jv: _JobViews,
     online: bool,
-    n_res: np.ndarray,
-    mode: np.ndarray,
-    sm_used: np.ndarray,
-    mem_decl: np.ndarray,
-    cap_eps: np.ndarray,
-    mps_limit: np.ndarray,
-    mig_capable: np.ndarray,
-    mig_occ: np.ndarray,
-    mig_used: np.ndarray,
-    type_idx: np.ndarray,
-    creatable: np.ndarray,
-    pcts: np.ndarray,
-    bits: np.ndarray,
     mem: float,
     max_res: int,
     n_excl: int,
@@ -206,10 +264,16 @@ def _single_rows(
     gang: bool,
 ) -> None:
     """``Cluster._single_mask``'s rows without gpulets, GPU by GPU (compiled only), from the
-    cluster's own state arrays (no job-independent pass first: ``Cluster._dynamic``): ``out``
-    and the boolean inputs as ``uint8`` views. The same booleans as the numpy passes: the same
-    integer comparisons (``sm_used + pct <= 100`` as ``sm_used <= 100 - pct``), and the memory
-    test the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
+    cluster's own state arrays (no job-independent pass first: ``Cluster._dynamic``) read
+    through views held from the cluster's reset (``v``) and the job's static entry (``jv``):
+    ``out`` and the boolean inputs as ``uint8`` views. The same booleans as the numpy passes:
+    the same integer comparisons (``sm_used + pct <= 100`` as ``sm_used <= 100 - pct``), and
+    the memory test the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
+    type_ok, excl, bits = jv.type_ok, jv.excl, jv.bits
+    ready, healthy, n_res, mode = v.ready, v.healthy, v.n_res, v.mode
+    sm_used, mem_decl, cap_eps, mps_limit = v.sm_used, v.mem_decl, v.cap_eps, v.mps_limit
+    mig_capable, mig_occ, mig_used = v.mig_capable, v.mig_occ, v.mig_used
+    type_idx, creatable, pcts = v.type_idx, v.creatable, v.pcts
     n = out.shape[1]
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
     for g in range(n):
@@ -276,9 +340,6 @@ class Cluster:
         self.mem_cap = np.array([self.types[t].mem_gb for t in gpu_type_idx], dtype=np.float64)
         self.mps_limit = np.array([self.types[t].mps_sm_limit for t in gpu_type_idx], dtype=bool)
         self.mig_capable = np.array([bool(self.types[t].mig_profiles) for t in gpu_type_idx])
-        #: The two as ``uint8`` views (static), for the compiled mask loop (``_single_rows``).
-        self._mps_limit_u8 = self.mps_limit.view(np.uint8)
-        self._mig_capable_u8 = self.mig_capable.view(np.uint8)
         self.node_vcpus = np.array([n.vcpus for n in nodes], dtype=np.float64)
         #: Static per-GPU facts as Python lists (scalar reads on the hot path).
         self._node_of_l: list[int] = self.node_of.tolist()
@@ -307,7 +368,7 @@ class Cluster:
         self._mps0 = self._n_excl + self._n_ts
         self._join0 = self._mps0 + len(self._mps_pcts)
         self._mig0 = self._join0 + self.gpulets
-        self._job_static: dict[tuple[float, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
+        self._job_static: dict[tuple[float, tuple[str, ...]], tuple[Any, ...]] = {}
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -343,6 +404,9 @@ class Cluster:
         self._dirty: set[int] | None = None  # None: recompute everything
         self._single_version = -1
         self._single_memo: dict[tuple[float, tuple[str, ...], bool, bool], np.ndarray] = {}
+        #: Typed views of the arrays above, for the compiled mask loop (built on first use:
+        #: :meth:`_state_views`).
+        self._views: _StateViews | None = None
         #: "Does anything fit" indexes (:class:`_FitIndex`), per job kind (online or not),
         #: built on first use and kept up to date with the GPUs changed since.
         self._fit_ix: dict[bool, _FitIndex] = {}
@@ -546,7 +610,16 @@ class Cluster:
         self._touch(gpu)
         self.version += 1
 
-    def _static(self, job: JobSpec) -> tuple[np.ndarray, ...]:
+    @cython.locals(v=_StateViews)
+    def _state_views(self) -> _StateViews:
+        """The typed views of this reset's state arrays (built on first use, and again in a
+        copy: a deep copy's are None)."""
+        v = self._views
+        if v is None or v.src is not self.n_res:
+            v = self._views = _StateViews(self)
+        return v
+
+    def _static(self, job: JobSpec) -> tuple[Any, ...]:
         """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
         key = (job.mem_gb, job.gpu_types)
         hit = self._job_static.get(key)
@@ -557,14 +630,9 @@ class Cluster:
             bits = self.mig.profile_bits(mem, self._mig_slices)[self.type_idx].T.copy()
             if len(self._job_static) >= 4096:
                 self._job_static.clear()
-            # (with their ``uint8`` views, for the compiled loop: ``_single_rows``)
-            hit = self._job_static[key] = (
-                type_ok,
-                excl,
-                bits,
-                type_ok.view(np.uint8),
-                excl.view(np.uint8),
-            )
+            # (with their typed views, for the compiled loop: ``_single_rows``)
+            jv = _JobViews(type_ok, excl, bits) if cython.compiled else None
+            hit = self._job_static[key] = (type_ok, excl, bits, jv)
         return hit
 
     def _single_cached(self, job: JobSpec) -> np.ndarray:
@@ -582,7 +650,7 @@ class Cluster:
 
     def _single_mask(self, job: JobSpec) -> np.ndarray:
         """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
-        type_ok, excl, bits, type_ok_u8, excl_u8 = self._static(job)
+        type_ok, excl, bits, jv = self._static(job)
         if cython.compiled and not self.gpulets and self.n_gpus < _MASK_LOOP_GPUS:
             # Compiled: the same booleans in one typed loop over (GPU, option), from the
             # cluster's state arrays, instead of the job-independent pass (``_dynamic``) and
@@ -591,13 +659,9 @@ class Cluster:
             # compares the two on random states).
             out8 = np.empty((len(self.options), self.n_gpus), dtype=np.uint8)
             _single_rows(
-                out8, type_ok_u8, excl_u8, self.ready.view(np.uint8),
-                self.healthy.view(np.uint8), job.online, self.n_res, self.mode, self.sm_used,
-                self.mem_decl, self._cap_eps, self._mps_limit_u8, self._mig_capable_u8,
-                self.mig_occ, self.mig_used, self.type_idx, self.mig.creatable_bits,
-                self._mps_pcts, bits, float(job.mem_gb), self.sharing.max_residents,
-                self._n_excl, self._n_ts, self._mps0, self._join0, self._mig0,
-                len(self._mig_slices), job.num_gpus > 1,
+                out8, self._state_views(), jv, job.online, float(job.mem_gb),
+                self.sharing.max_residents, self._n_excl, self._n_ts, self._mps0, self._join0,
+                self._mig0, len(self._mig_slices), job.num_gpus > 1,
             )  # fmt: skip
             return out8.view(bool)
         free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
@@ -1086,8 +1150,10 @@ class _FitIndex:
             self.cur_mig = [-1] * c.n_gpus
         self.dirty = set()
 
+    @cython.locals(sv=_StateViews, gi=cython.Py_ssize_t)
     def sync(self) -> None:
-        """Replace the entries of the GPUs changed since the last question."""
+        """Replace the entries of the GPUs changed since the last question (compiled, the
+        GPUs' state read through the cluster's typed views: :meth:`Cluster._state_views`)."""
         dirty = self.dirty
         if not dirty:
             return
@@ -1108,28 +1174,40 @@ class _FitIndex:
         arrays, pending_arr = self.arrays, self.pending_arr
         n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
         mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, c._mps_limit_l
+        mig_on = bool(c._mig_slices)
+        sv = c._state_views()
         for g in dirty:
             t = type_l[g]
-            n = n_res(g)
-            mode = mode_of(g)
+            if cython.compiled:  # (typed views: C reads, no ``.item`` calls)
+                gi = g
+                n = sv.n_res[gi]
+                mode = sv.mode[gi]
+                ok = sv.ready[gi] != 0 and (online or sv.healthy[gi] != 0)
+                mem = sv.mem_decl[gi]
+            else:
+                n = n_res(g)
+                mode = mode_of(g)
+                ok = ready(g) if online else ready(g) and healthy(g)
+                mem = mem_of(g)
             free = n == 0
             room = n < mr
-            ok = ready(g) if online else ready(g) and healthy(g)
-            mem = mem_of(g)
             new: list[float] = []
             if n_excl:
                 new.append(0.0 if ok and free else inf)
             if n_ts:
                 new.append(mem if ok and room and (free or mode == _TS) else inf)
-            if pcts:
+            if pcts:  # (loops, not generator expressions: compiled, a generator is costly)
                 if ok and room and (free or mode == _MPS):
                     if limit[g]:
-                        sm = sm_of(g)
-                        new.extend(mem if sm + p <= 100 else inf for p in pcts)
+                        sm = sv.sm_used[gi] if cython.compiled else sm_of(g)
+                        for p in pcts:
+                            new.append(mem if sm + p <= 100 else inf)
                     else:
-                        new.extend(mem for _ in pcts)
+                        for _p in pcts:
+                            new.append(mem)
                 else:
-                    new.extend(inf for _ in pcts)
+                    for _p in pcts:
+                        new.append(inf)
             for o, v in enumerate(new):
                 row = cur[o]
                 old = row[g]
@@ -1150,9 +1228,12 @@ class _FitIndex:
                     pending[o].add(g)
                 if arrays[o] is not None:
                     pending_arr[o].add(g)
-            if c._mig_slices:
+            if mig_on:
                 b = -1
-                if ok and room and c.mig_capable.item(g) and (free or mode == _MIG):
+                if cython.compiled:
+                    if ok and room and sv.mig_capable[gi] and (free or mode == _MIG):
+                        b = sv.creatable[t, sv.mig_occ[gi], sv.mig_used[gi]]
+                elif ok and room and c.mig_capable.item(g) and (free or mode == _MIG):
                     b = int(c.mig.creatable_bits[t, c.mig_occ.item(g), c.mig_used.item(g)])
                 old_b = self.cur_mig[g]
                 if old_b != b:

@@ -1,0 +1,85 @@
+"""The cluster's typed views (issue 51): compiled, the single-GPU mask loop reads the state
+arrays through views held from the cluster's reset (``Cluster._state_views``) and a job's static
+parts through views kept with its ``_static`` entry, instead of acquiring ~15 buffers a mask.
+
+Checked here: a copy of a simulator (``Simulator.copy``, a deep copy) and a pickled cluster
+build views of their own arrays, so after the original moves on, each cluster's mask equals
+the source's numpy passes run on that cluster (``tests/helpers.interpreted``); a reset gives
+fresh views of the fresh arrays.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.fleet import cluster as cluster_mod
+from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.engine import Decision, Simulator
+from tests.helpers import interpreted
+
+
+def _play(sim: Simulator, rng: np.random.Generator, n: int) -> None:
+    for _ in range(n):
+        if sim.done:
+            return
+        win = sim.window_jobs()
+        if win and sim.placeable(win[0].job_id):
+            jid = win[0].job_id
+            legal = np.argwhere(sim.mask(jid))
+            g, o = legal[rng.integers(len(legal))]
+            sim.apply(Decision(jid, int(g), int(o)))
+        sim.advance()
+
+
+def _masks_agree(c: Any, sim: Simulator, rng: np.random.Generator) -> None:
+    """The cluster's ``_single_mask`` (compiled: the typed loop) equals the source's numpy
+    passes on the same cluster, for random jobs of the episode (online or not, gangs)."""
+    src = interpreted(cluster_mod)
+    specs = [st.spec for st in sim.jobs.values()]
+    caps = sorted(set(c.mem_cap.tolist()))
+    for _ in range(30):
+        spec = specs[int(rng.integers(len(specs)))]
+        kw: dict[str, Any] = {"mem_gb": float(rng.choice([1.0, 7.5, *caps]))}
+        if not spec.online:
+            kw["num_gpus"] = n = int(rng.choice([1, 1, 2]))
+            if n > 1:
+                kw["gpu_frac"] = 1.0
+        job = replace(spec, **kw)
+        a = cluster_mod.Cluster._single_mask(c, job)
+        b = src.Cluster._single_mask(c, job)
+        assert np.array_equal(a, b), job
+
+
+@pytest.mark.parametrize("scenario", ["default", "mig-a100"])
+def test_a_copy_s_mask_reads_its_own_state(scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the loop on every fleet here (compiled, it runs below ``_MASK_LOOP_GPUS`` GPUs only)
+    monkeypatch.setattr(cluster_mod, "_MASK_LOOP_GPUS", 1 << 30)
+    rng = np.random.default_rng(7)
+    sim = make_simulator(load_scenario(scenario))
+    sim.reset(2)
+    _play(sim, rng, 25)
+    _masks_agree(sim.cluster, sim, rng)  # (the original's views are built here)
+    twin = sim.copy()
+    thawed = pickle.loads(pickle.dumps(sim.cluster))
+    assert twin.cluster._views is None and thawed._views is None
+    n_res = sim.cluster.n_res.copy()
+    _play(sim, rng, 40)  # the original moves on; the copy and the pickled one stay
+    assert not np.array_equal(n_res, sim.cluster.n_res) or sim.done
+    assert np.array_equal(twin.cluster.n_res, n_res) and np.array_equal(thawed.n_res, n_res)
+    for c, s in ((twin.cluster, twin), (thawed, twin), (sim.cluster, sim)):
+        _masks_agree(c, s, rng)
+    _play(twin, rng, 40)  # and the copy moves on too
+    _masks_agree(twin.cluster, twin, rng)
+    _masks_agree(sim.cluster, sim, rng)
+    if not cluster_mod.__file__.endswith(".py"):  # compiled: views were built
+        assert twin.cluster._state_views() is not sim.cluster._state_views()
+    # a reset replaces the arrays: the next mask views the new ones
+    sim.reset(5)
+    _play(sim, rng, 10)
+    _masks_agree(sim.cluster, sim, rng)
