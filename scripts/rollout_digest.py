@@ -1,13 +1,20 @@
-"""A digest of ``GpuSharing-v2`` rollouts, to check that a speed change keeps every bit.
+"""A digest of ``GpuSharing-v2`` (or ``-v1``) rollouts, to check that a speed change keeps
+every bit.
 
-Three episodes each of ``default``, ``mig-a100`` and ``default-x2`` (every candidate) and
-``pai-busy`` (``pruning="classes"``), cut at ``CUT`` steps (default 300), random legal actions
-from a seeded generator; every observation, mask, reward, end flag, the final metrics and the
-clock are hashed. Run it before and after a change, compiled and with ``GSG_PURE_PYTHON=1``:
-the four digests must be equal. Prints one JSON line::
+``GpuSharing-v2`` (the default): three episodes each of ``default``, ``mig-a100`` and
+``default-x2`` (every candidate) and ``pai-busy`` (``pruning="classes"``). ``ENV=v1``:
+``GpuSharing-v1``, three episodes each of ``default``, ``mig-a100``, ``default-x2`` and
+``muxflow-t4``, without and with a migration slot (``migration_slots=1``: its rows and
+masks), ``default`` with ``job_history=True`` (the ``history`` and ``nodes`` keys) and
+``pai-busy`` (226 GPUs: the encoder's incremental resident table). Each
+cut at ``CUT`` steps (default 300), random legal actions from a seeded generator; every
+observation, mask, reward, end flag, the final metrics and the clock are hashed. Run it before
+and after a change, compiled and with ``GSG_PURE_PYTHON=1``: the digests must be equal. Prints
+one JSON line::
 
     python scripts/rollout_digest.py
     GSG_PURE_PYTHON=1 python scripts/rollout_digest.py
+    ENV=v1 python scripts/rollout_digest.py
 """
 
 from __future__ import annotations
@@ -30,11 +37,18 @@ CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("default-x2", {"max_candidates": 65536}),
     ("pai-busy", {"pruning": "classes", "max_candidates": 65536}),
 )
+CASES_V1: tuple[tuple[str, dict[str, Any]], ...] = (
+    *((name, kw) for name in ("default", "mig-a100", "default-x2", "muxflow-t4")
+      for kw in ({}, {"migration_slots": 1})),
+    ("default", {"job_history": True}),
+    ("pai-busy", {}),
+)  # fmt: skip
+VERSION = os.environ.get("ENV", "v2")
 
 
 def digest(name: str, kw: dict[str, Any]) -> str:
     h = hashlib.sha256()
-    env = gym.make("GpuSharing-v2", scenario=load_scenario(name), **kw).unwrapped
+    env = gym.make("GpuSharing-" + VERSION, scenario=load_scenario(name), **kw).unwrapped
     for ep in range(3):
         rng = np.random.default_rng(100 + ep)
         obs, info = env.reset(seed=ep)
@@ -59,9 +73,10 @@ def digest(name: str, kw: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    out: dict[str, Any] = {"compiled": len(gpu_sharing_env.COMPILED)}
-    for name, kw in CASES:
-        out[name] = digest(name, kw)
+    out: dict[str, Any] = {"env": VERSION, "compiled": len(gpu_sharing_env.COMPILED)}
+    for name, kw in CASES_V1 if VERSION == "v1" else CASES:
+        key = name + ("".join(f",{k}={v}" for k, v in kw.items()) if VERSION == "v1" else "")
+        out[key] = digest(name, kw)
     print(json.dumps(out))
 
 

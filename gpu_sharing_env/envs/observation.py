@@ -18,6 +18,7 @@ walked in Python, with each job's static features cached.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -149,38 +150,81 @@ def static_job_values(spec: JobSpec) -> list[float]:
     return row
 
 
+def _no_views() -> None:
+    """What a pickled or deep-copied :class:`_DynViews` becomes: nothing (its encoder builds
+    views again at its next table)."""
+    return None
+
+
+@cython.cclass
+class _DynViews:
+    """Compiled: typed views of what :func:`_dyn_columns` reads (a cluster's state arrays of
+    one reset, the encoder's constant ones) and writes (the encoder's ``_dyn``), built once per
+    cluster reset (the cluster replaces its arrays there and only there, ``src`` names them)
+    instead of ~15 buffer acquisitions a table. A pickle or deep copy of one is None."""
+
+    src: object
+    dv: cython.double[:, ::1]
+    mode: cython.longlong[::1]
+    n_res: cython.longlong[::1]
+    mem_decl: cython.double[::1]
+    sm_used: cython.longlong[::1]
+    mig_used: cython.longlong[::1]
+    healthy: cython.uchar[::1]
+    ready: cython.uchar[::1]
+    online: cython.longlong[::1]
+    node_cpu: cython.double[::1]
+    node_of: cython.longlong[::1]
+    neg_inv_cap: cython.double[::1]
+    neg_mig7: cython.double[::1]
+    mig_cap: cython.double[::1]
+    half_inv: cython.double[::1]
+
+    def __init__(self, enc: ObservationEncoder, c: Any) -> None:
+        self.src = c.n_res
+        self.dv = enc._dyn
+        self.mode = c.mode
+        self.n_res = c.n_res
+        self.mem_decl = c.mem_decl
+        self.sm_used = c.sm_used
+        self.mig_used = c.mig_used
+        self.healthy = c.healthy.view(np.uint8)
+        self.ready = c.ready.view(np.uint8)
+        self.online = c.online_count
+        self.node_cpu = c.node_cpu_used
+        self.node_of = c.node_of
+        self.neg_inv_cap = enc._neg_inv_cap
+        self.neg_mig7 = enc._neg_mig7
+        self.mig_cap = enc._mig_capable
+        self.half_inv = enc._half_inv_gpu
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
+@cython.cfunc
+@cython.boundscheck(False)  # (every index is in range by construction: g GPUs, their nodes)
+@cython.wraparound(False)
 @cython.locals(
-    dv=cython.double[:, ::1], mode=cython.longlong[::1], n_res=cython.longlong[::1],
-    mem_decl=cython.double[::1], sm_used=cython.longlong[::1], mig_used=cython.longlong[::1],
-    healthy=cython.uchar[::1], ready=cython.uchar[::1], online=cython.longlong[::1],
-    node_cpu=cython.double[::1], node_of=cython.longlong[::1], inv_res=cython.double,
-    neg_inv_cap=cython.double[::1], neg_mig7=cython.double[::1], mig_cap=cython.double[::1],
-    half_inv=cython.double[::1], g=cython.Py_ssize_t, j=cython.Py_ssize_t, k=cython.Py_ssize_t,
-    n_modes=cython.Py_ssize_t, r=cython.Py_ssize_t, x=cython.double,
+    v=_DynViews, dv=cython.double[:, ::1], mode=cython.longlong[::1],
+    n_res=cython.longlong[::1], mem_decl=cython.double[::1], sm_used=cython.longlong[::1],
+    mig_used=cython.longlong[::1], healthy=cython.uchar[::1], ready=cython.uchar[::1],
+    online=cython.longlong[::1], node_cpu=cython.double[::1], node_of=cython.longlong[::1],
+    inv_res=cython.double, neg_inv_cap=cython.double[::1], neg_mig7=cython.double[::1],
+    mig_cap=cython.double[::1], half_inv=cython.double[::1], g=cython.Py_ssize_t,
+    j=cython.Py_ssize_t, k=cython.Py_ssize_t, n_modes=cython.Py_ssize_t, r=cython.Py_ssize_t,
+    x=cython.double,
 )  # fmt: skip
-def _dyn_columns(
-    dv: np.ndarray,
-    mode: np.ndarray,
-    n_res: np.ndarray,
-    mem_decl: np.ndarray,
-    sm_used: np.ndarray,
-    mig_used: np.ndarray,
-    healthy: np.ndarray,
-    ready: np.ndarray,
-    online: np.ndarray,
-    node_cpu: np.ndarray,
-    node_of: np.ndarray,
-    inv_res: float,
-    neg_inv_cap: np.ndarray,
-    neg_mig7: np.ndarray,
-    mig_cap: np.ndarray,
-    half_inv: np.ndarray,
-) -> None:
+def _dyn_columns(v: _DynViews, inv_res: float) -> None:
     """Compiled only: :meth:`ObservationEncoder.gpu_table`'s dynamic rows (the mode one-hot,
     then residents, free memory, free SM, free MIG slices, healthy, ready, online, utilisation
     (already in its row), CPU pressure), each GPU's with the numpy passes' operations in the
     same order (an integer is converted to a double first, as numpy's mixed ops do), then
     clipped to [0, 1] as ``ndarray.clip`` (NaN kept, -0.0 to 0.0)."""
+    dv, mode, n_res, mem_decl = v.dv, v.mode, v.n_res, v.mem_decl
+    sm_used, mig_used, healthy, ready = v.sm_used, v.mig_used, v.healthy, v.ready
+    online, node_cpu, node_of = v.online, v.node_cpu, v.node_of
+    neg_inv_cap, neg_mig7, mig_cap, half_inv = v.neg_inv_cap, v.neg_mig7, v.mig_cap, v.half_inv
     g = dv.shape[1]
     n_modes = dv.shape[0] - 9
     r = n_modes
@@ -249,6 +293,8 @@ class ObservationEncoder:
         self._half_inv_gpu = self._half_inv_vcpus[c.node_of]  # per GPU: its node's
         #: The GPU table's columns from the mode one-hot on, as float64 rows (one per column).
         self._dyn = np.empty((len(GPU_FEATURES) - _MODE0, g))
+        #: Compiled: typed views for :func:`_dyn_columns` (of one cluster reset's arrays).
+        self._dyn_views: _DynViews | None = None
         self._views()
         #: Per mode column, the ``cluster.mode`` value it stands for (MODE_NONE, -1: "unset").
         self._mode_vals = np.arange(-1, len(_MODE_COLS) - 1).reshape(-1, 1)
@@ -268,6 +314,7 @@ class ObservationEncoder:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
+        self._dyn_views = None  # (views of the copy's own arrays are built when first asked)
         self._views()
 
     def reset(self) -> None:
@@ -275,6 +322,7 @@ class ObservationEncoder:
         self._job_static.clear()
 
     # ------------------------------------------------------------------ parts
+    @cython.locals(views=_DynViews)
     def gpu_table(self, sim: Simulator, width: int) -> np.ndarray:
         """A fresh ``max_gpus × width`` float32 GPU table (``width`` >= ``len(GPU_FEATURES)``):
         ``GPU_FEATURES`` in its first columns, zero elsewhere."""
@@ -287,12 +335,10 @@ class ObservationEncoder:
         r0, r1, r2, r3, r4, r5, r6, r7, r8 = self._dyn_rows
         if cython.compiled:  # one typed loop: the same operations on each GPU (_dyn_columns)
             r7[...] = sim.gpu_util
-            _dyn_columns(
-                d, c.mode, c.n_res, c.mem_decl, c.sm_used, c.mig_used, c.healthy.view(np.uint8),
-                c.ready.view(np.uint8), c.online_count, c.node_cpu_used, c.node_of,
-                self._inv_res, self._neg_inv_cap, self._neg_mig7, self._mig_capable,
-                self._half_inv_gpu,
-            )  # fmt: skip
+            views = self._dyn_views
+            if views is None or views.src is not c.n_res:  # (a new episode's arrays)
+                views = self._dyn_views = _DynViews(self, c)
+            _dyn_columns(views, self._inv_res)
         else:
             np.equal(c.mode, self._mode_vals, out=self._mode_rows)  # the mode one-hot
             np.multiply(c.n_res, self._inv_res, out=r0)

@@ -290,19 +290,29 @@ def guarantee(spec: JobSpec) -> bool:
 
 
 @cython.ccall
-@cython.locals(
-    now=cython.double, last_t=cython.double, setup_until=cython.double, rate=cython.double,
-    est=cython.double, t0=cython.double, done=cython.double, left=cython.double,
-    setup=cython.double, st=JobState,
-)  # fmt: skip
+@cython.locals(st=JobState, now=cython.double)
 @cython.returns(cython.double)
 def time_left_s(st: JobState, now: float) -> float:
     """Estimated seconds until a running job leaves its GPUs (module doc), from the estimate,
     its observed progress and its current rate."""
     spec = st.spec
-    if spec.online:
-        return max(0.0, spec.submit_s + spec.est_work_s - now)
-    last_t, setup_until, rate, est = st.last_t, st.setup_until, st.rate, spec.est_work_s
+    return _time_left(st, now, spec.online, spec.est_work_s, spec.submit_s + spec.est_work_s)
+
+
+@cython.cfunc
+@cython.locals(
+    now=cython.double, online=cython.bint, est=cython.double, end=cython.double,
+    last_t=cython.double, setup_until=cython.double, rate=cython.double, t0=cython.double,
+    done=cython.double, left=cython.double, setup=cython.double, st=JobState,
+)  # fmt: skip
+@cython.returns(cython.double)
+def _time_left(st: JobState, now: float, online: bool, est: float, end: float) -> float:
+    """:func:`time_left_s` of a job whose spec is online or not, estimates ``est`` seconds of
+    work and was submitted ``end - est`` seconds after 0 (``end``: ``submit_s + est_work_s``,
+    that sum), read from the encoder's per-job cache (:class:`_Job`) instead of the spec."""
+    if online:
+        return max(0.0, end - now)
+    last_t, setup_until, rate = st.last_t, st.setup_until, st.rate
     t0 = max(last_t, setup_until)
     done = st.work_done + (rate * (now - t0) if now > t0 else 0.0)
     left = est - done
@@ -312,6 +322,8 @@ def time_left_s(st: JobState, now: float) -> float:
     return setup + left / max(rate, 1e-6)
 
 
+@cython.boundscheck(False)  # (compiled: the shapes are checked first)
+@cython.wraparound(False)
 @cython.locals(
     m=cython.Py_ssize_t, g=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
     sp=cython.double[:, ::1], pj=cython.double[:, ::1], lr=cython.uchar[:, ::1],
@@ -348,6 +360,18 @@ def pair_features(
         lr = np.ascontiguousarray(legal_rows).view(np.uint8)
         ut = np.subtract(1.0, util, dtype=np.float64)  # (writable: the simulator's are not)
         free = mem_cap - mem_decl
+        if not (
+            pj.shape[0] >= m
+            and pj.shape[1] >= 4
+            and lr.shape[0] >= m
+            and lr.shape[1] >= g
+            and ut.shape[0] >= g
+            and free.shape[0] >= g
+        ):
+            raise ValueError(
+                f"pair_features: {m} rows x {g} GPUs of speeds, but cols {cols.shape}, "
+                f"legal_rows {legal_rows.shape}, {util.size} GPUs' util and memory"
+            )
         fv = f
         t = np.empty((m, g))
         tv = t
@@ -441,6 +465,7 @@ class _Job:
     __slots__ = (
         "best",
         "duty",
+        "end",
         "est",
         "gang",
         "guarantee",
@@ -458,6 +483,8 @@ class _Job:
         self.guarantee = guarantee(spec)
         self.duty = ZOO[spec.model].duty
         self.est = spec.est_work_s
+        #: ``submit_s + est_work_s``: when an online service's estimate says it leaves.
+        self.end = spec.submit_s + spec.est_work_s
         self.gang = spec.num_gpus
         self.share_gpus = spec.num_gpus * spec.gpu_frac
         self.mem = spec.mem_gb
@@ -667,6 +694,8 @@ class ObservationEncoderV1:
         self._times_div = np.array(
             [LOG_TIME_SCALE, LOG_TIME_SCALE, max(1, c.sharing.max_residents), 1.0, DUTY_SCALE]
         )
+        #: Compiled: the first two columns plus 1, their log10 taken in place (numpy's).
+        self._log_in = np.zeros((g, 2))
         self._jobs: dict[int, _Job] = {}
         self._rank_div = max(1, self.window - 1)
         #: Per job row (float64, rewritten each step): its per-step ``jobs`` columns
@@ -731,6 +760,7 @@ class ObservationEncoderV1:
     @cython.locals(
         now=cython.double, soonest=cython.double, lo=cython.double, hi=cython.double,
         n_g=cython.double, on=cython.double, off=cython.double, t=cython.double, st=JobState,
+        ov=cython.double[:, ::1], i=cython.Py_ssize_t,
     )  # fmt: skip
     def gpu_times_scan(self, sim: Simulator, out: np.ndarray) -> tuple[np.ndarray, float, int]:
         """:meth:`_gpu_times` by visiting every resident, written into ``out``: what small
@@ -744,14 +774,18 @@ class ObservationEncoderV1:
         soonest = math.inf
         if not busy:
             return out, soonest, 0
-        job = self._job
+        jobs = self._jobs
+        ov = out
         for i in busy:
             lo, hi = math.inf, 0.0
             n_g = on = off = 0.0
             for jid in residents[i]:
                 st = states[jid]
-                info = job(st.spec)
-                t = time_left_s(st, now)
+                spec = st.spec
+                info = jobs.get(spec.job_id)
+                if info is None or info.spec is not spec:
+                    info = self._job(spec)
+                t = _time_left(st, now, info.online, info.est, info.end)
                 if info.online:
                     on += st.duty
                 else:
@@ -764,13 +798,23 @@ class ObservationEncoderV1:
                     n_g += 1.0
             if lo < soonest:
                 soonest = lo
-            out[i] = (hi, lo, n_g, on, off)
+            ov[i, 0] = hi
+            ov[i, 1] = lo
+            ov[i, 2] = n_g
+            ov[i, 3] = on
+            ov[i, 4] = off
         return out, soonest, len(busy)
 
+    @cython.boundscheck(False)  # (the typed views' indices are in range by construction;
+    @cython.wraparound(False)  # a legal mask's shape is checked before it is read)
     @cython.locals(
         now=cython.double, max_att=cython.double, b=cython.double, d=cython.double,
         left=cython.double, dur=cython.double, st=JobState, sv=cython.double[:, ::1],
-        cv=cython.double[:, ::1], m=cython.Py_ssize_t,
+        cv=cython.double[:, ::1], m=cython.Py_ssize_t, tv=cython.double[:, ::1],
+        lv=cython.double[:, ::1], dv=cython.double[::1], gv=cython.float[:, ::1],
+        i=cython.Py_ssize_t, k=cython.Py_ssize_t, x=cython.double, j=cython.Py_ssize_t,
+        lg=cython.uchar[:, :], lr=cython.uchar[:, ::1], a=cython.uchar,
+        jv=cython.float[:, ::1], jc=cython.Py_ssize_t[::1],
     )  # fmt: skip
     def encode(self, sim: Simulator, legal: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The current v1 observation of ``sim`` (fresh arrays every call).
@@ -788,11 +832,25 @@ class ObservationEncoderV1:
         # --- GPUs: v0's table, widened
         times, soonest, n_busy = self._gpu_times(sim)
         gpus = self.base.gpu_table(sim, len(GPU_FEATURES_V1))
-        ext = np.log10(times[:, :2] + 1.0)
-        times[:, :2] = ext
-        times /= self._times_div
-        np.minimum(times, 1.0, out=times)
-        gpus[:g, _G1:] = times
+        if cython.compiled:  # the same operations as below, one GPU at a time
+            tv = times
+            lv = self._log_in
+            for i in range(g):
+                lv[i, 0] = tv[i, 0] + 1.0
+                lv[i, 1] = tv[i, 1] + 1.0
+            np.log10(self._log_in, out=self._log_in)  # (numpy's, on the same (g, 2) array)
+            dv = self._times_div
+            gv = gpus
+            for i in range(g):
+                for k in range(5):
+                    x = (lv[i, k] if k < 2 else tv[i, k]) / dv[k]
+                    gv[i, _G1 + k] = x if (x <= 1.0 or x != x) else 1.0  # np.minimum's
+        else:
+            ext = np.log10(times[:, :2] + 1.0)
+            times[:, :2] = ext
+            times /= self._times_div
+            np.minimum(times, 1.0, out=times)
+            gpus[:g, _G1:] = times
 
         # --- window jobs (rows 0..n-1), migration candidates (rows window..), and pairs
         slots = self.window + self.moves
@@ -811,14 +869,33 @@ class ObservationEncoderV1:
             if legal is None:
                 ok: list[bool] = [sim.placeable(s.job_id) for s in window]
                 legal_rows[:n] = [sim.mask(s.job_id).any(axis=1) for s in window]
+            elif (
+                cython.compiled
+                and legal.dtype == np.bool_
+                and legal.ndim == 2
+                and legal.shape[0] >= n
+                and legal.shape[1] >= g
+            ):  # the copy and any(), typed
+                lg = legal.view(np.uint8)
+                lr = legal_rows.view(np.uint8)
+                ok = []
+                for k in range(n):
+                    a = 0
+                    for j in range(g):
+                        lr[k, j] = lg[k, j]
+                        a |= lg[k, j]
+                    ok.append(a != 0)
             else:
                 legal_rows[:n] = legal[:n, :g]
                 ok = legal_rows[:n].any(axis=1).tolist()  # type: ignore[assignment]
             rows = []
             pred = []
+            cache = self._jobs
             for k, spec in enumerate(window):
                 st = states[spec.job_id]
-                info = self._job(spec)
+                info = cache.get(spec.job_id)
+                if info is None or info.spec is not spec:
+                    info = self._job(spec)
                 if info.row is None:
                     self._fill(sim, info)
                 b = info.best
@@ -857,7 +934,14 @@ class ObservationEncoderV1:
                 for r, k in enumerate(order):
                     sv[k, 6] = r / rank_div
             jobs[:n, : len(JOB_FEATURES_V1)] = rows
-            jobs[:n, _J_STEP_V1] = self._step[:n]
+            if cython.compiled:  # the per-step columns, element by element (the same casts)
+                jv = jobs
+                jc = _J_STEP_V1
+                for k in range(n):
+                    for j in range(jc.shape[0]):
+                        jv[k, jc[j]] = sv[k, j]
+            else:
+                jobs[:n, _J_STEP_V1] = self._step[:n]
         for k, jid in enumerate(movers):
             # a running job: its work left as of now, and how long it takes at its current rate
             st = states[jid]

@@ -465,26 +465,26 @@ def generate_workload(
         p = 1.0 / (k_mean - cfg.group_size_min + 1.0)
         sizes = cfg.group_size_min + rng.geometric(p, size=starts.size) - 1
         # Every sweep's gaps in one draw (the same doubles as a draw per sweep, in turn); a
-        # sweep's times are its start plus the running sum of its gaps after the first (the
-        # additions of np.cumsum, in order).
+        # sweep's times are its start plus the running sum of its gaps after the first: one
+        # row per sweep (its first gap 0.0, zeros after its last), summed along the rows by
+        # np.cumsum (an accumulation adds in order from the row's first value: the same
+        # doubles as adding them one by one from 0.0), kept where a member is before the
+        # horizon, sweep by sweep and member by member.
         n_gaps = int(sizes.sum())
         spacing = cfg.burst_spacing_s
-        gaps = rng.exponential(spacing, size=n_gaps).tolist() if spacing else [0.0] * n_gaps
-        b_t: list[float] = []
-        b_lab: list[int] = []
-        i = 0
-        for s0, g, m in zip(starts.tolist(), owner.tolist(), sizes.tolist(), strict=True):
-            acc = 0.0
-            for j in range(i, i + m):
-                if j > i:
-                    acc += gaps[j]
-                t_j = s0 + acc
-                if t_j < horizon_s:
-                    b_t.append(t_j)
-                    b_lab.append(g)
-            i += m
-        times.append(np.array(b_t, dtype=float))
-        labels.append(np.array(b_lab, dtype=np.int64))
+        gaps = rng.exponential(spacing, size=n_gaps) if spacing else np.zeros(n_gaps)
+        n_sw = int(sizes.size)
+        width = int(sizes.max()) if n_sw else 0
+        first = np.cumsum(sizes) - sizes
+        row = np.repeat(np.arange(n_sw), sizes)
+        pad = np.zeros((n_sw, width))
+        pad[row, np.arange(n_gaps) - first[row]] = gaps
+        if width:
+            pad[:, 0] = 0.0
+        t_sw = starts[:, None] + np.cumsum(pad, axis=1)
+        keep = (np.arange(width) < sizes[:, None]) & (t_sw < horizon_s)
+        times.append(t_sw[keep])
+        labels.append(np.broadcast_to(owner[:, None], t_sw.shape)[keep].astype(np.int64))
     one = _arrivals(cfg_d, rng, t0, horizon_s, 1.0 - cfg.recurring_share)
     times.append(one)
     labels.append(n_grp + np.arange(one.size, dtype=np.int64))
@@ -557,6 +557,9 @@ def generate_workload(
         constrained.tolist(),
     )
     set_idx_l, users_l, cpu_noise_l = set_idx.tolist(), users.tolist(), cpu_noise.tolist()
+    g_tags_l, u_tags_l = g_tags.tolist(), u_tags.tolist()
+    cpu_med, ckpt, offline = cfg.cpu_per_gpu_median, cfg.checkpoint_interval_s, JobKind.OFFLINE
+    high_types = tuple(cfg.high_end_types)
     for i in range(n_past, n):
         k = lab_l[i]
         model = str(models_l[k])
@@ -565,32 +568,32 @@ def generate_workload(
         num_gpus = 1 if r < 1 else int(r)
         prof = ZOO[model]
         mem = frac * REF_GPU_MEM_GB if r < 1 else prof.mem_gb
-        cpu = cfg.cpu_per_gpu_median * prof.cpu_cores / 4.0 * cpu_noise_l[k]
+        cpu = cpu_med * prof.cpu_cores / 4.0 * cpu_noise_l[k]
         if high_l[k]:
-            types: tuple[str, ...] = tuple(cfg.high_end_types)
+            types: tuple[str, ...] = high_types
         elif constrained_l[k] and sets:
             types = sets[set_idx_l[k]]
         else:
             types = ()
         w = dur_l[i]
         jobs.append(
-            JobSpec(
-                job_id=len(jobs),
-                kind=JobKind.OFFLINE,
-                model=model,
-                submit_s=t_l[i],
-                num_gpus=num_gpus,
-                gpu_frac=frac,
-                mem_gb=round(mem, 2),
-                cpu_cores=round(min(max(cpu, 1.0), 32.0), 1),
-                work_s=w,
-                est_work_s=w,
-                true_mem_gb=round(mem * use_l[i], 3),
-                gpu_types=types,
-                checkpoint_interval_s=cfg.checkpoint_interval_s,
-                group=f"g{k}" if k < n_grp else "",
-                user=f"u{users_l[k]}",
-                priority=1 if high_l[k] else 0,
+            JobSpec(  # (positional: JobSpec's field order, job.py asserts it)
+                len(jobs),  # job_id
+                offline,  # kind
+                model,
+                t_l[i],  # submit_s
+                num_gpus,
+                frac,  # gpu_frac
+                round(mem, 2),  # mem_gb
+                round(min(max(cpu, 1.0), 32.0), 1),  # cpu_cores
+                w,  # work_s
+                w,  # est_work_s
+                round(mem * use_l[i], 3),  # true_mem_gb
+                types,  # gpu_types
+                ckpt,  # checkpoint_interval_s
+                g_tags_l[k if k < n_grp else n_grp],  # group ("" for a one-off job)
+                u_tags_l[users_l[k]],  # user
+                1 if high_l[k] else 0,  # priority
             )
         )
     infer = frozenset(f"g{k}" for k in np.flatnonzero(inference).tolist())
