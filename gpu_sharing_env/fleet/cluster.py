@@ -269,11 +269,24 @@ def _single_rows(
     ``out`` and the boolean inputs as ``uint8`` views. The same booleans as the numpy passes:
     the same integer comparisons (``sm_used + pct <= 100`` as ``sm_used <= 100 - pct``), and
     the memory test the same double addition and comparison (``mem_decl + mem <= cap_eps``)."""
-    type_ok, excl, bits = jv.type_ok, jv.excl, jv.bits
-    ready, healthy, n_res, mode = v.ready, v.healthy, v.n_res, v.mode
-    sm_used, mem_decl, cap_eps, mps_limit = v.sm_used, v.mem_decl, v.cap_eps, v.mps_limit
-    mig_capable, mig_occ, mig_used = v.mig_capable, v.mig_occ, v.mig_used
-    type_idx, creatable, pcts = v.type_idx, v.creatable, v.pcts
+    # (one view a line: a tuple assignment would box each view as a Python object)
+    type_ok = jv.type_ok
+    excl = jv.excl
+    bits = jv.bits
+    ready = v.ready
+    healthy = v.healthy
+    n_res = v.n_res
+    mode = v.mode
+    sm_used = v.sm_used
+    mem_decl = v.mem_decl
+    cap_eps = v.cap_eps
+    mps_limit = v.mps_limit
+    mig_capable = v.mig_capable
+    mig_occ = v.mig_occ
+    mig_used = v.mig_used
+    type_idx = v.type_idx
+    creatable = v.creatable
+    pcts = v.pcts
     n = out.shape[1]
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
     for g in range(n):

@@ -366,7 +366,7 @@ class Rates:
         busy = 1.0 if res else 0.0
         self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
 
-    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState)
     def _online_terms(
         self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
     ) -> None:
@@ -397,7 +397,7 @@ class Rates:
                 wait, tail = terms[i]
                 r.wait_ms, r.tail_ms = wait, tail
 
-    @cython.locals(st=JobState)
+    @cython.locals(st=JobState, i=cython.Py_ssize_t)
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
@@ -439,9 +439,12 @@ class Rates:
             st.solo_rate = min(solo_of) * net  # alone and exclusive: its slowest GPU type
             # ``min`` of the members' rates, as a loop (no closure in a compiled cpdef): the
             # first of the least, as ``min`` keeps it
+            # (an index loop, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
+            # generic call; ``solo_of`` was built from ``gpus``, of one length)
             rate = None
-            for s, g in zip(solo_of, gpus, strict=True):
-                v = s * net * frac[g] * factor[node_of[g]]
+            for i in range(len(gpus)):
+                g = gpus[i]
+                v = solo_of[i] * net * frac[g] * factor[node_of[g]]
                 if rate is None or v < rate:
                     rate = v
             st.rate = rate

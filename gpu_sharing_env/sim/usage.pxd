@@ -12,9 +12,9 @@ cdef class FleetUsage:
     cdef public double _n_gpus_f
     cdef public object _queue
     cdef public list _rows
+    cdef public list _ts
     cdef public object g_util
     cdef public list sums
-    cdef public list timeseries
 
     cpdef set_gpu(self, g, new)
     cpdef row(self, g)

@@ -67,9 +67,9 @@ class FleetUsage:
         "_n_gpus_f",
         "_queue",
         "_rows",
+        "_ts",
         "g_util",
         "sums",
-        "timeseries",
     )
 
     def __init__(self, cluster: Cluster, queue: Queue) -> None:
@@ -83,8 +83,9 @@ class FleetUsage:
         self._rows: list[GpuRow] = []
         #: The rows' sums over the fleet.
         self.sums = [0.0] * 7
-        #: Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO).
-        self.timeseries: list[tuple[float, float, float, float, float, float]] = []
+        #: The timeseries' rows (:attr:`timeseries`) one after another, six floats a tick (no
+        #: tuple kept a tick: a container that lives on makes the cyclic GC run more often).
+        self._ts: list[float] = []
         self._frag_cv = self._frag_qv = -1  # (cluster, queue) versions of ``_frag_val``
         self._frag_val = 0.0
 
@@ -94,26 +95,42 @@ class FleetUsage:
         self.g_util = np.zeros(g)
         self._rows = [(0.0,) * 7] * g  # type: ignore[list-item]
         self.sums = [0.0] * 7
-        self.timeseries = []
+        self._ts = []
         self._frag_cv = self._frag_qv = -1
         self._frag_val = 0.0
 
     def copy_memo(self, memo: dict[int, Any]) -> None:
-        """``Simulator.copy``: the timeseries' rows are tuples of floats (shared)."""
-        memo[id(self.timeseries)] = list(self.timeseries)
+        """``Simulator.copy``: the timeseries is floats (shared)."""
+        memo[id(self._ts)] = list(self._ts)
 
+    @property
+    def timeseries(self) -> list[tuple[float, float, float, float, float, float]]:
+        """Per tick: (t_s, gpu_util, sm_activity, busy_gpu_frac, gpu_mem_util, max p99/SLO)
+        (a new list of tuples at each read)."""
+        it = iter(self._ts)
+        return list(zip(it, it, it, it, it, it))
+
+    @cython.locals(a=cython.double, b=cython.double, t=cython.double)
     def set_gpu(self, g: int, new: GpuRow) -> None:
-        """GPU ``g``'s new row; the fleet sums move by the difference, element by element."""
+        """GPU ``g``'s new row; the fleet sums move by the difference, element by element
+        (``s[k] += new[k] - old[k]``; compiled, in C doubles: the same IEEE operations)."""
         old = self._rows[g]
         s = self.sums
         # (unrolled)
-        s[0] += new[0] - old[0]
-        s[1] += new[1] - old[1]
-        s[2] += new[2] - old[2]
-        s[3] += new[3] - old[3]
-        s[4] += new[4] - old[4]
-        s[5] += new[5] - old[5]
-        s[6] += new[6] - old[6]
+        a, b, t = new[0], old[0], s[0]
+        s[0] = t + (a - b)
+        a, b, t = new[1], old[1], s[1]
+        s[1] = t + (a - b)
+        a, b, t = new[2], old[2], s[2]
+        s[2] = t + (a - b)
+        a, b, t = new[3], old[3], s[3]
+        s[3] = t + (a - b)
+        a, b, t = new[4], old[4], s[4]
+        s[4] = t + (a - b)
+        a, b, t = new[5], old[5], s[5]
+        s[5] = t + (a - b)
+        a, b, t = new[6], old[6], s[6]
+        s[6] = t + (a - b)
         self._rows[g] = new
         self.g_util[g] = new[0]
 
@@ -142,7 +159,13 @@ class FleetUsage:
         """A load tick's timeseries row at ``now``."""
         g = self._n_gpus_f
         s = self.sums
-        self.timeseries.append((now, s[0] / g, s[1] / g, s[3] / g, s[2] / g, p99_max))
+        ts = self._ts
+        ts.append(now)
+        ts.append(s[0] / g)
+        ts.append(s[1] / g)
+        ts.append(s[3] / g)
+        ts.append(s[2] / g)
+        ts.append(p99_max)
 
     def fragmentation(self) -> float:
         """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits.
