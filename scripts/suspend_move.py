@@ -54,19 +54,13 @@ class SuspendLongest(SpeedSJFQueue):
         super().__init__()
         self.ratio = ratio
         self.min_left_s = min_left_s
-        self._now = -1.0
-        self._touched: set[int] = set()
         self._left: dict[int, int] = {}
 
     def reset(self, seed: int) -> None:
         super().reset(seed)
-        self._now = -1.0
-        self._touched = set()
         self._left = {}
 
     def decide(self, view: ClusterView) -> Decision | None:
-        if view.now_s != self._now:
-            self._now, self._touched = view.now_s, set()
         d = super().decide(view)
         if d is None:
             d = self._suspension(view)
@@ -74,9 +68,6 @@ class SuspendLongest(SpeedSJFQueue):
                 self._left[d.job_id] = view.job(d.job_id).gpus[0]
         else:
             self._left.pop(d.job_id, None)  # (resumed)
-        if d is not None:
-            # (a job placed or resumed at this instant cannot be suspended before time passes)
-            self._touched.add(d.job_id)
         return d
 
     def _opportunistic_gpu(
@@ -101,28 +92,24 @@ class SuspendLongest(SpeedSJFQueue):
         job = min(waiting, key=lambda j: (pred[j.job_id], j.submit_s, j.job_id))
         short = pred[job.job_id]
         best: tuple[float, int] | None = None  # (-time left, job id): the longest, then lowest id
-        seen: set[int] = set()
-        for g in range(view.n_gpus):
-            for jv in view.residents(g):
-                if jv.online or jv.job_id in seen or jv.job_id in self._touched:
-                    continue
-                seen.add(jv.job_id)
-                if not all(view.ready[x] for x in jv.gpus):
-                    continue  # still setting up
-                # only a job alone on its GPUs empties GPUs that the short job may use
-                if len(jv.gpus) < job.num_gpus or any(view.n_res[x] != 1 for x in jv.gpus):
-                    continue
-                x = jv.gpus[0]
-                if job.gpu_types and view.type_name[x] not in job.gpu_types:
-                    continue
-                if view.mem_cap_gb[x] < job.mem_gb:
-                    continue
-                speed = min(view.solo_speed(jv.model, x) for x in jv.gpus)
-                left = jv.est_remaining_s / max(speed, 1e-9)
-                if left < self.min_left_s or left < self.ratio * short:
-                    continue
-                if best is None or (-left, jv.job_id) < best:
-                    best = (-left, jv.job_id)
+        for jid in view.suspendable():  # (running offline jobs past their setup, not just placed)
+            jv = view.job(jid)
+            if not all(view.ready[x] for x in jv.gpus):
+                continue  # a GPU being reconfigured
+            # only a job alone on its GPUs empties GPUs that the short job may use
+            if len(jv.gpus) < job.num_gpus or any(view.n_res[x] != 1 for x in jv.gpus):
+                continue
+            x = jv.gpus[0]
+            if job.gpu_types and view.type_name[x] not in job.gpu_types:
+                continue
+            if view.mem_cap_gb[x] < job.mem_gb:
+                continue
+            speed = min(view.solo_speed(jv.model, x) for x in jv.gpus)
+            left = jv.est_remaining_s / max(speed, 1e-9)
+            if left < self.min_left_s or left < self.ratio * short:
+                continue
+            if best is None or (-left, jv.job_id) < best:
+                best = (-left, jv.job_id)
         return Decision.suspend(best[1]) if best is not None else None
 
 

@@ -356,6 +356,12 @@ class ClusterView:
         (just started or moved, it cannot checkpoint: ``Simulator.check``). Read-only."""
         return self._sim.migration_mask(job_id)
 
+    def suspendable(self) -> list[int]:
+        """The running jobs a decision may suspend now (``Decision.suspend``), ascending job
+        id: offline jobs past their setup that have run since their last (re)start
+        (``Simulator.suspendable``: from the job's observable state, no truth)."""
+        return self._sim.suspendable()
+
     def mask_column(self, job_id: int, option: int) -> np.ndarray:
         """``mask(job_id)[:, option]`` (read-only). When the whole mask is not at hand (neither
         here nor in the simulator's cache), only that option's column is computed: the cluster's
