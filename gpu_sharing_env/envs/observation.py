@@ -163,22 +163,24 @@ class _DynViews:
     cluster reset (the cluster replaces its arrays there and only there, ``src`` names them)
     instead of ~15 buffer acquisitions a table. A pickle or deep copy of one is None."""
 
-    src: object
-    dv: cython.double[:, ::1]
-    mode: cython.longlong[::1]
-    n_res: cython.longlong[::1]
-    mem_decl: cython.double[::1]
-    sm_used: cython.longlong[::1]
-    mig_used: cython.longlong[::1]
-    healthy: cython.uchar[::1]
-    ready: cython.uchar[::1]
-    online: cython.longlong[::1]
-    node_cpu: cython.double[::1]
-    node_of: cython.longlong[::1]
-    neg_inv_cap: cython.double[::1]
-    neg_mig7: cython.double[::1]
-    mig_cap: cython.double[::1]
-    half_inv: cython.double[::1]
+    # (cython.declare: typed fields; with annotation typing off, annotations here would make
+    # Python-object fields, converted to a view again at every read)
+    src = cython.declare(object)
+    dv = cython.declare(cython.double[:, ::1])
+    mode = cython.declare(cython.longlong[::1])
+    n_res = cython.declare(cython.longlong[::1])
+    mem_decl = cython.declare(cython.double[::1])
+    sm_used = cython.declare(cython.longlong[::1])
+    mig_used = cython.declare(cython.longlong[::1])
+    healthy = cython.declare(cython.uchar[::1])
+    ready = cython.declare(cython.uchar[::1])
+    online = cython.declare(cython.longlong[::1])
+    node_cpu = cython.declare(cython.double[::1])
+    node_of = cython.declare(cython.longlong[::1])
+    neg_inv_cap = cython.declare(cython.double[::1])
+    neg_mig7 = cython.declare(cython.double[::1])
+    mig_cap = cython.declare(cython.double[::1])
+    half_inv = cython.declare(cython.double[::1])
 
     def __init__(self, enc: ObservationEncoder, c: Any) -> None:
         self.src = c.n_res

@@ -54,6 +54,7 @@ from gpu_sharing_env.envs.observation import (
     LOG_GANG_SCALE,
     LOG_WAIT_SCALE,
     ObservationEncoder,
+    _no_views,
     static_job_values,
 )
 from gpu_sharing_env.fleet.cluster import Cluster
@@ -642,6 +643,31 @@ class _ResidentSlots:
         return out, (float(lo.min()) if lo.size else math.inf), int(lo.size)
 
 
+@cython.cclass
+class _EncViews:
+    """Compiled: typed views of an encoder's own work arrays (they live as long as it does),
+    kept instead of a buffer acquisition each per observation. A pickle or deep copy of one is
+    None (the copy's encoder builds views of its own arrays)."""
+
+    step = cython.declare(cython.double[:, ::1])
+    per_job = cython.declare(cython.double[:, ::1])
+    times = cython.declare(cython.double[:, ::1])
+    log_in = cython.declare(cython.double[:, ::1])
+    times_div = cython.declare(cython.double[::1])
+    jcols = cython.declare(cython.Py_ssize_t[::1])
+
+    def __init__(self, enc: ObservationEncoderV1) -> None:
+        self.step = enc._step
+        self.per_job = enc._per_job
+        self.times = enc._times
+        self.log_in = enc._log_in
+        self.times_div = enc._times_div
+        self.jcols = _J_STEP_V1
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 class ObservationEncoderV1:
     """Encodes one simulator's state for ``GpuSharing-v1`` (module doc).
 
@@ -704,9 +730,20 @@ class ObservationEncoderV1:
         #: into the float32 tables in one numpy call each.
         self._step = np.zeros((self.window + self.moves, len(_J_STEP_V1)))
         self._per_job = np.zeros((self.window + self.moves, 4))
+        #: Compiled: typed views of the work arrays above (:class:`_EncViews`).
+        self._ev: _EncViews | None = None
         #: The resident columns kept incrementally on larger fleets (on small ones a scan of the
         #: residents costs less than the table's fixed numpy work).
         self._slots = _ResidentSlots(g) if g >= SLOTS_MIN_GPUS else None
+
+    @cython.locals(ev=_EncViews)
+    def _enc_views(self) -> _EncViews:
+        """The typed views of this encoder's work arrays (built when first asked, and again in
+        a copy, whose views are None)."""
+        ev = self._ev
+        if ev is None:
+            ev = self._ev = _EncViews(self)
+        return ev
 
     def reset(self) -> None:
         """Forget per-episode caches."""
@@ -813,6 +850,7 @@ class ObservationEncoderV1:
         cv=cython.double[:, ::1], m=cython.Py_ssize_t, tv=cython.double[:, ::1],
         lv=cython.double[:, ::1], dv=cython.double[::1], gv=cython.float[:, ::1],
         i=cython.Py_ssize_t, k=cython.Py_ssize_t, x=cython.double, j=cython.Py_ssize_t,
+        c0=cython.Py_ssize_t, ev=_EncViews,
         lg=cython.uchar[:, :], lr=cython.uchar[:, ::1], a=cython.uchar,
         jv=cython.float[:, ::1], jc=cython.Py_ssize_t[::1],
     )  # fmt: skip
@@ -833,18 +871,20 @@ class ObservationEncoderV1:
         times, soonest, n_busy = self._gpu_times(sim)
         gpus = self.base.gpu_table(sim, len(GPU_FEATURES_V1))
         if cython.compiled:  # the same operations as below, one GPU at a time
-            tv = times
-            lv = self._log_in
+            ev = self._enc_views()
+            tv = ev.times  # (times is the encoder's own _times)
+            lv = ev.log_in
             for i in range(g):
                 lv[i, 0] = tv[i, 0] + 1.0
                 lv[i, 1] = tv[i, 1] + 1.0
             np.log10(self._log_in, out=self._log_in)  # (numpy's, on the same (g, 2) array)
-            dv = self._times_div
+            dv = ev.times_div
             gv = gpus
+            c0 = _G1
             for i in range(g):
                 for k in range(5):
                     x = (lv[i, k] if k < 2 else tv[i, k]) / dv[k]
-                    gv[i, _G1 + k] = x if (x <= 1.0 or x != x) else 1.0  # np.minimum's
+                    gv[i, c0 + k] = x if (x <= 1.0 or x != x) else 1.0  # np.minimum's
         else:
             ext = np.log10(times[:, :2] + 1.0)
             times[:, :2] = ext
@@ -862,8 +902,11 @@ class ObservationEncoderV1:
         states = sim.jobs
         max_att = float(sim.cfg.faults.max_attempts)
         speeds: list[np.ndarray] = []
-        sv = self._step
-        cv = self._per_job
+        if cython.compiled:
+            ev = self._enc_views()
+            sv, cv = ev.step, ev.per_job
+        else:
+            sv, cv = self._step, self._per_job
         legal_rows = np.zeros((n + len(movers), g), dtype=bool)
         if n:
             if legal is None:
@@ -936,7 +979,7 @@ class ObservationEncoderV1:
             jobs[:n, : len(JOB_FEATURES_V1)] = rows
             if cython.compiled:  # the per-step columns, element by element (the same casts)
                 jv = jobs
-                jc = _J_STEP_V1
+                jc = ev.jcols
                 for k in range(n):
                     for j in range(jc.shape[0]):
                         jv[k, jc[j]] = sv[k, j]
