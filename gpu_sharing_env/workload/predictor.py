@@ -270,6 +270,9 @@ class OnlinePredictor:
         #: group -> (n, the gaps between its first n submissions, sorted): the period's median
         #: as the group's submissions before now grow (:meth:`_median_gap`).
         self._gaps: dict[str, tuple[int, list[float]]] = {}
+        #: group -> (its finished runs counted, its submissions before the time asked, the
+        #: answer): :meth:`group_stats` changes only when one of the two counts does.
+        self._stats: dict[str, tuple[float, int, GroupStats]] = {}
         #: The warm start's rows as arrays (features, log work), before the episode's rows.
         self._hist_x = np.zeros((0, self._n_features()))
         self._hist_y = np.zeros(0)
@@ -337,6 +340,7 @@ class OnlinePredictor:
             new._subs = {k: list(v) for k, v in self._subs.items()}
         new._subs_todo = list(self._subs_todo)
         new._periods, new._gaps = {}, {}  # (the copy's lists grow apart from these)
+        new._stats = {}
         memo[id(self)] = new
         return new
 
@@ -458,30 +462,39 @@ class OnlinePredictor:
         return subs
 
     def group_stats(self, spec: JobSpec, now: float) -> GroupStats:
-        """What the log says about ``spec``'s group now."""
+        """What the log says about ``spec``'s group now (the same object while neither its
+        finished runs nor its submissions before ``now`` change: its runs' sums only grow with
+        their count, and a count of submissions before ``now`` fixes the last and the period)."""
+        group = spec.group
+        e = self._g.get(group) if group else None
+        if self._subs is None:
+            self._subs = self._build_subs()
+        # a group's times are in time order (the history's sorted, then the episode's as they
+        # come), so the submissions before now are a prefix
+        times = self._subs.get(group, []) if group else []
+        k = bisect.bisect_left(times, now)
+        runs = e[0] if e is not None else 0.0
+        hit = self._stats.get(group)
+        if hit is not None and hit[0] == runs and hit[1] == k:
+            return hit[2]
         nan = math.nan
-        e = self._g.get(spec.group) if spec.group else None
         if e is None:
             n, mean, std = 0, nan, nan
         else:
             n = int(e[0])
             mean = e[1] / e[0]
             std = math.sqrt(max(0.0, e[2] / e[0] - mean * mean)) if n >= 2 else nan
-        if self._subs is None:
-            self._subs = self._build_subs()
-        # a group's times are in time order (the history's sorted, then the episode's as they
-        # come), so the submissions before now are a prefix
-        times = self._subs.get(spec.group, []) if spec.group else []
-        k = bisect.bisect_left(times, now)
         last = times[k - 1] if k else nan
         period = nan
         if k >= 2:
-            key = (spec.group, k)
-            hit = self._periods.get(key)
-            if hit is None:
-                hit = self._periods[key] = self._median_gap(spec.group, times, k)
-            period = hit
-        return GroupStats(n, mean, std, last, period)
+            key = (group, k)
+            p = self._periods.get(key)
+            if p is None:
+                p = self._periods[key] = self._median_gap(group, times, k)
+            period = p
+        out = GroupStats(n, mean, std, last, period)
+        self._stats[group] = (runs, k, out)
+        return out
 
     def _median_gap(self, group: str, times: list[float], k: int) -> float:
         """``float(np.median(np.diff(times[:k])))``, the same double, from the group's gaps
