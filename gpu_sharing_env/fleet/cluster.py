@@ -1018,22 +1018,34 @@ def _tree_build(vals: list[float]) -> list[float]:
     return tree
 
 
+@cython.locals(
+    pos=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.double, b=cython.double,
+    m=cython.double, t=cython.double,
+)  # fmt: skip
 def _tree_set(tree: list[float], pos: int, v: float) -> None:
-    """Set leaf ``pos`` to ``v`` and the minima above it (up to the first one unchanged)."""
+    """Set leaf ``pos`` to ``v`` and the minima above it (up to the first one unchanged).
+    Compiled, the values are read as C doubles (the same comparisons: every value is a float)."""
     i = pos + (len(tree) >> 1)
     tree[i] = v
     i >>= 1
     while i:
-        a, b = tree[2 * i], tree[2 * i + 1]
+        a = tree[2 * i]
+        b = tree[2 * i + 1]
         m = a if a < b else b
-        if tree[i] == m:
+        t = tree[i]
+        if t == m:
             return
         tree[i] = m
         i >>= 1
 
 
+@cython.locals(
+    lo=cython.Py_ssize_t, x=cython.double, size=cython.Py_ssize_t, i=cython.Py_ssize_t,
+    t=cython.double,
+)  # fmt: skip
 def _tree_first(tree: list[float], lo: int, x: float) -> int:
-    """The least leaf position ``>= lo`` whose value is ``<= x`` (-1: none)."""
+    """The least leaf position ``>= lo`` whose value is ``<= x`` (-1: none). Compiled, the
+    values are read as C doubles (the same comparisons: every value is a float)."""
     size = len(tree) >> 1
     if lo <= 0:
         i = 1
@@ -1043,15 +1055,18 @@ def _tree_first(tree: list[float], lo: int, x: float) -> int:
         i = lo + size
     # Walk the canonical segments of [lo, size) left to right up to one holding a value <= x,
     # then descend to its leftmost such leaf.
-    while tree[i] > x:
+    t = tree[i]
+    while t > x:
         while i & 1:  # a right child (or the root): its right neighbour is above
             i >>= 1
         if not i:
             return -1
         i += 1
+        t = tree[i]
     while i < size:
         i <<= 1
-        if tree[i] > x:
+        t = tree[i]
+        if t > x:
             i += 1
     return i - size
 
