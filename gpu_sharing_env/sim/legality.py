@@ -19,6 +19,11 @@ from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
 from gpu_sharing_env.workload.job import JobSpec
 
+try:
+    import cython
+except ModuleNotFoundError:  # no Cython at run time: the same no-ops
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Decision, Simulator
     from gpu_sharing_env.sim.lifecycle import Lifecycle
@@ -32,6 +37,69 @@ MAX_BATCH_SIZE = 256
 SUSPEND = -1
 
 MaskEntry = tuple[int, np.ndarray, bool]
+
+
+@cython.boundscheck(False)  # (every index is in range by construction)
+@cython.wraparound(False)
+def _empty_rows(
+    out: np.ndarray,
+    idx: np.ndarray,
+    v: Any,
+    jv: Any,
+    online: bool,
+    mem: float,
+    max_res: int,
+    n_excl: int,
+    n_ts: int,
+    mps0: int,
+    join0: int,
+    mig0: int,
+    n_mig: int,
+) -> None:
+    """A single-GPU job's placement mask on the empty GPUs ``idx`` only (compiled only; the
+    other rows of ``out``, ``(n_gpus, n_options)`` as ``uint8``, stay as they are): the rules of
+    the cluster's own mask loop (``fleet.cluster._single_rows``) where the GPU holds no resident,
+    read through the cluster's typed views of its state (``v``) and of the job's static parts
+    (``jv``). The same integer comparisons and the same double addition and comparison for
+    memory (``mem_decl + mem <= cap_eps``: an empty GPU's declared memory is read, not assumed
+    zero). Declared in ``legality.pxd``; ``Legality.migration_mask`` calls it."""
+    type_ok = jv.type_ok
+    excl = jv.excl
+    bits = jv.bits
+    ready = v.ready
+    healthy = v.healthy
+    sm_used = v.sm_used
+    mem_decl = v.mem_decl
+    cap_eps = v.cap_eps
+    mps_limit = v.mps_limit
+    mig_capable = v.mig_capable
+    mig_occ = v.mig_occ
+    mig_used = v.mig_used
+    type_idx = v.type_idx
+    creatable = v.creatable
+    pcts = v.pcts
+    room = max_res > 0  # (no resident: 0 < max_res)
+    n = idx.shape[0]
+    for i in range(n):
+        g = idx[i]
+        b = type_ok[g] & ready[g]
+        if not online:
+            b = b & healthy[g]
+        if n_excl:
+            out[g, 0] = b & excl[g]
+        sh_room = b & (mem_decl[g] + mem <= cap_eps[g]) & room
+        if n_ts:
+            out[g, n_excl] = sh_room
+        if join0 > mps0:
+            no_limit = not mps_limit[g]
+            sm = sm_used[g]
+            for k in range(mps0, join0):
+                out[g, k] = sh_room & ((sm <= 100 - pcts[k - mps0]) | no_limit)
+        if n_mig:
+            mb = b & room & mig_capable[g]
+            mbits = creatable[type_idx[g], mig_occ[g], mig_used[g]]
+            for k in range(n_mig):
+                out[g, mig0 + k] = mb & ((mbits & bits[k, g]) != 0)
 
 
 def check_batch(st: JobState, batch_size: int) -> str | None:
@@ -170,9 +238,11 @@ class Legality:
         """Legal (gpu, option) destinations of migration candidate ``job_id``: empty, ready GPUs
         where the cluster's legality function would place the job (read-only).
 
-        Memoised per mask signature for the cluster's version (``placement_mask`` of the
-        signature and the empty, ready GPUs: both change only with the version), so the running
-        jobs of one signature share one array; a job still setting up gets zeros."""
+        Memoised per mask signature for the cluster's version (the mask depends on the
+        signature and the GPUs' state only, which changes only with the version), so the running
+        jobs of one signature share one array; a job still setting up gets zeros. Compiled, a
+        single-GPU job's is computed on the empty, ready GPUs only (``_empty_rows``: no whole
+        ``placement_mask``); else it is ``placement_mask`` of the signature on those rows."""
         st = self._jobs[job_id]
         spec = st.spec
         c = self._cluster
@@ -184,11 +254,24 @@ class Legality:
         sig = mask_signature(spec)
         out = self._mig_masks.get(sig)
         if out is None:
-            m = self.sig_entry(sig, spec)[1]
-            empty = self._mig_empty
-            if empty is None:
-                empty = self._mig_empty = ((c.n_res == 0) & c.ready)[:, None]
-            out = m & empty
+            idx = self._mig_empty
+            if idx is None:  # the empty, ready GPUs, once per version
+                idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
+            # (the job's typed views: None where the cluster runs as Python)
+            jv = c._static(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
+            if jv is not None and not c.gpulets:
+                out8 = np.zeros((c.n_gpus, self._n_options), dtype=np.uint8)
+                if len(idx):
+                    _empty_rows(
+                        out8, idx, c._state_views(), jv, spec.online,
+                        float(spec.mem_gb), c.sharing.max_residents, c._n_excl, c._n_ts,
+                        c._mps0, c._join0, c._mig0, len(c._mig_slices),
+                    )  # fmt: skip
+                out = out8.view(bool)
+            else:
+                m = self.sig_entry(sig, spec)[1]
+                out = np.zeros(m.shape, dtype=bool)
+                out[idx] = m[idx]
             out.flags.writeable = False
             self._mig_masks[sig] = out
         if st.setup_until > self._sim.now:  # still setting up: cannot move (check_migration)

@@ -1,0 +1,79 @@
+"""``Simulator.migration_mask`` computed on the empty GPUs only (compiled: ``_empty_rows`` for a
+single-GPU job, from the cluster's typed views) against today's formula, ``placement_mask`` of
+the job & the empty, ready GPUs (zeroed while it sets up): the same booleans, shape, dtype and
+read-only flag for every running job at every decision point of several random-legal
+``GpuSharing-v2`` episodes (cut) of ``default``, ``mig-a100``, ``default-x2`` and ``pai-busy``
+(pruned). Run compiled and with ``GSG_PURE_PYTHON=1`` (there the formula itself on the rows of
+the empty GPUs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpu_sharing_env
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.sim.state import Status
+
+#: Steps per episode (cut), episodes per scenario.
+CUT, EPISODES = 150, 3
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("default", {}),
+    ("mig-a100", {"max_candidates": 65536}),
+    ("default-x2", {"max_candidates": 65536}),
+    ("pai-busy", {"pruning": "classes", "max_candidates": 65536}),
+]
+
+
+#: Both modules compiled: a single-GPU job's mask comes from the typed loop (a ``uint8`` array
+#: seen as booleans).
+TYPED = {"gpu_sharing_env.sim.legality", "gpu_sharing_env.fleet.cluster"} <= set(
+    gpu_sharing_env.COMPILED
+)
+
+
+def _check(sim: Any) -> tuple[int, int]:
+    """Every running job's migration mask (asked twice: built, then memoised) against the
+    formula; (masks compared, of them single-GPU ones with a legal destination)."""
+    c = sim.cluster
+    empty = ((c.n_res == 0) & c.ready)[:, None]
+    n = hit = 0
+    for jid in sorted(sim.jobs):
+        st = sim.jobs[jid]
+        if st.status is not Status.RUNNING:
+            continue
+        want = c.placement_mask(st.spec) & empty
+        if st.setup_until > sim.now:
+            want = np.zeros_like(want)
+        for _ in range(2):
+            got = sim.migration_mask(jid)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert not got.flags.writeable
+            np.testing.assert_array_equal(got, want)
+        if TYPED and st.spec.num_gpus == 1 and st.setup_until <= sim.now:
+            assert got.base is not None and got.base.dtype == np.uint8  # (the typed loop's)
+        n += 1
+        hit += st.spec.num_gpus == 1 and bool(want.any())
+    return n, hit
+
+
+@pytest.mark.parametrize(("name", "kw"), CASES, ids=[c[0] for c in CASES])
+def test_migration_mask_on_the_empty_gpus(name: str, kw: dict[str, Any]) -> None:
+    env: Any = gym.make("GpuSharing-v2", scenario=load_scenario(name), **kw).unwrapped
+    compared = legal = 0
+    for ep in range(EPISODES):
+        rng = np.random.default_rng(50 + ep)
+        _, info = env.reset(seed=ep)
+        for _ in range(CUT):
+            n, h = _check(env.sim)
+            compared, legal = compared + n, legal + h
+            ok = np.flatnonzero(info["action_mask"].view(bool))
+            _, _, te, tr, info = env.step(int(ok[rng.integers(ok.size)]))
+            if te or tr:
+                break
+    env.close()
+    assert compared > CUT and legal > 0
