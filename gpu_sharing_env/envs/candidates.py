@@ -71,6 +71,7 @@ from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.predictor import GroupStats
 
 if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
     from cython.cimports.gpu_sharing_env.sim.state import JobState
@@ -231,21 +232,34 @@ _HOLD_ROW = _hold_row()[0].astype(np.float32)
 _GroupCols = tuple[float, float, float, float]
 
 
-def _group_cols(sim: Simulator, spec: JobSpec, groups: dict[str, _GroupCols]) -> _GroupCols:
+def _group_cols(
+    sim: Simulator,
+    spec: JobSpec,
+    groups: dict[str, _GroupCols],
+    known: dict[str, tuple[GroupStats, _GroupCols]],
+) -> _GroupCols:
     """The job's group columns (the last four of :data:`_JOB_COLS`: what
     ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
-    as known (the predictor is asked for the others and they are added)."""
+    as known (the predictor is asked for the others and they are added); ``known``: per group
+    the predictor's last answer and its columns (the predictor gives the same object while its
+    answer holds: ``OnlinePredictor.group_stats``, so the columns are not computed again)."""
     cols = groups.get(spec.group)
     if cols is None:
         pred = sim.predictor
         g = pred.group_stats(spec, sim.now) if pred is not None else None
-        runs = mean = std = period = 0.0
-        if g is not None:
-            runs = math.log1p(g.runs_seen) / 5.0
-            mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
-            std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
-            period = _log_s(g.period_s)
-        cols = groups[spec.group] = (runs, mean, std, period)
+        if g is None:
+            cols = (0.0, 0.0, 0.0, 0.0)
+        else:
+            hit = known.get(spec.group)
+            if hit is not None and hit[0] is g:
+                cols = hit[1]
+            else:
+                runs = math.log1p(g.runs_seen) / 5.0
+                mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
+                std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
+                cols = (runs, mean, std, _log_s(g.period_s))
+                known[spec.group] = (g, cols)
+        groups[spec.group] = cols
     return cols
 
 
@@ -380,6 +394,9 @@ class CandidateBuilder:
         #: The job rows' group statistics of the last build, per group, and when they hold:
         #: (the episode, events run, the time); the predictor's log changes only in events.
         self._groups: tuple[object, int, float, dict[str, _GroupCols]] | None = None
+        #: Per group, the predictor's last answer and its columns (``_group_cols``), for the
+        #: episode (the token of ``_groups``).
+        self._known: dict[str, tuple[GroupStats, _GroupCols]] = {}
         #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray] | None = None
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight, and
@@ -576,6 +593,8 @@ class CandidateBuilder:
             and last[2] == sim.now
         ):
             return last[3]
+        if last is None or last[0] is not episode:
+            self._known = {}
         memo: dict[str, _GroupCols] = {}
         self._groups = (episode, sim.n_events, sim.now, memo)
         return memo
@@ -649,6 +668,7 @@ class CandidateBuilder:
         jobs = sim.jobs
         now = sim.now
         groups = self._group_stats()
+        known = self._known
         n = len(blocks)
         # The job's columns (``_JOB_COLS``), as ``ClusterView.job`` gives the job to a heuristic
         # (``JobView``: its request, estimate, work left, wait), read from its state
@@ -673,7 +693,7 @@ class CandidateBuilder:
             jr[b, 7] = _log_s(now - st.enqueue_t if st.status is Status.QUEUED else 0.0)
             jr[b, 8] = min(st.attempts, 10) / 10.0
             jr[b, 9] = min(spec.priority, 10) / 10.0
-            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups)
+            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups, known)
             mine = st.gpus
             if len(mine) == 1:
                 ownv[b] = mine[0]
