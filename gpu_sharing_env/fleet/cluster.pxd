@@ -8,6 +8,9 @@ cdef class _StateViews:
     cdef long long[:] mode
     cdef long long[:] sm_used
     cdef double[:] mem_decl
+    cdef double[:] mem_true
+    cdef long long[:] online_count
+    cdef double[:] node_cpu
     cdef unsigned char[:] ready
     cdef unsigned char[:] healthy
     cdef long long[:] mig_occ

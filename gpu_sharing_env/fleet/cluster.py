@@ -177,6 +177,9 @@ class _StateViews:
     mode: cython.longlong[:]
     sm_used: cython.longlong[:]
     mem_decl: cython.double[:]
+    mem_true: cython.double[:]
+    online_count: cython.longlong[:]
+    node_cpu: cython.double[:]
     ready: cython.uchar[:]
     healthy: cython.uchar[:]
     mig_occ: cython.longlong[:]
@@ -194,6 +197,9 @@ class _StateViews:
         self.mode = c.mode
         self.sm_used = c.sm_used
         self.mem_decl = c.mem_decl
+        self.mem_true = c.mem_true
+        self.online_count = c.online_count
+        self.node_cpu = c.node_cpu_used
         self.ready = c.ready.view(np.uint8)
         self.healthy = c.healthy.view(np.uint8)
         self.mig_occ = c.mig_occ
@@ -207,6 +213,43 @@ class _StateViews:
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
+
+
+@cython.boundscheck(False)  # (a GPU and its node: in range, as ``add`` and ``remove`` index)
+@cython.wraparound(False)
+@cython.locals(
+    v=_StateViews, g=cython.Py_ssize_t, node=cython.Py_ssize_t, mem=cython.double,
+    true_mem=cython.double, cpu=cython.double,
+)  # fmt: skip
+def _res_add(v: _StateViews, g: int, node: int, mem: float, true_mem: float, online: bool,
+             cpu: float) -> None:  # fmt: skip
+    """``Cluster.add``'s element updates through the typed views (compiled only): the same
+    IEEE additions as the Python numbers of ``.item`` (a number converts to the double it is)."""
+    v.n_res[g] += 1
+    v.mem_decl[g] = v.mem_decl[g] + mem
+    v.mem_true[g] = v.mem_true[g] + true_mem
+    if online:
+        v.online_count[g] += 1
+    v.node_cpu[node] = v.node_cpu[node] + cpu
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+@cython.locals(
+    v=_StateViews, g=cython.Py_ssize_t, node=cython.Py_ssize_t, mem=cython.double,
+    true_mem=cython.double, cpu=cython.double,
+)  # fmt: skip
+def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, online: bool,
+                cpu: float) -> int:  # fmt: skip
+    """``Cluster.remove``'s element updates through the typed views (compiled only), as
+    :func:`_res_add`; returns the residents left."""
+    v.n_res[g] -= 1
+    v.mem_decl[g] = v.mem_decl[g] - mem
+    v.mem_true[g] = v.mem_true[g] - true_mem
+    if online:
+        v.online_count[g] -= 1
+    v.node_cpu[node] = v.node_cpu[node] - cpu
+    return v.n_res[g]
 
 
 @cython.cclass
@@ -814,17 +857,23 @@ class Cluster:
             self._gpulet_add(job, gpu, opt)
         elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        self.n_res[gpu] = n + 1
-        self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
-        self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
-        if job.online:
-            self.online_count[gpu] = self.online_count.item(gpu) + 1
+        node = self._node_of_l[gpu]
+        if cython.compiled:  # (C reads and writes through the typed views, the same values)
+            _res_add(
+                self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                job.cpu_cores,
+            )  # fmt: skip
+        else:
+            self.n_res[gpu] = n + 1
+            self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
+            self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
+            if job.online:
+                self.online_count[gpu] = self.online_count.item(gpu) + 1
+            self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
         self.residents[gpu].append(job.job_id)
         fracs = self.res_frac[gpu]
         fracs.append(job.gpu_frac)
         self.frac_decl[gpu] = sum(fracs)
-        node = self._node_of_l[gpu]
-        self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
         self._touch(gpu)
         self.version += 1
         return delay, inst
@@ -920,13 +969,19 @@ class Cluster:
         fracs = self.res_frac[gpu]
         del fracs[i]
         self.frac_decl[gpu] = sum(fracs)
-        n = self.n_res[gpu] = self.n_res.item(gpu) - 1
-        self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
-        self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
-        if job.online:
-            self.online_count[gpu] = self.online_count.item(gpu) - 1
         node = self._node_of_l[gpu]
-        self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
+        if cython.compiled:  # (as in ``add``)
+            n = _res_remove(
+                self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                job.cpu_cores,
+            )  # fmt: skip
+        else:
+            n = self.n_res[gpu] = self.n_res.item(gpu) - 1
+            self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
+            self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
+            if job.online:
+                self.online_count[gpu] = self.online_count.item(gpu) - 1
+            self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
         if opt.mode is SharingMode.MPS and self.gpulets:
             self._gpulet_remove(job, gpu)
         elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
