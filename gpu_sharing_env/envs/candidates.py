@@ -470,7 +470,8 @@ class CandidateBuilder:
             # (a job still setting up cannot move: its migration mask is empty)
             if st.status is not Status.RUNNING or st.setup_until > now:
                 continue
-            gs, os_ = np.nonzero(sim.migration_mask(jid))
+            # (the running jobs of one mask signature share one mask: its targets found once)
+            gs, os_ = memo.targets(sim.migration_mask(jid))
             if memo.classes is not None and len(gs):
                 here = int(c.node_of[st.gpus[0]])
                 gs, os_ = self._prune(memo, jid, gs, os_, here)
