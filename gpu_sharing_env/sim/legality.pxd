@@ -33,12 +33,7 @@ cdef class Legality:
 # extension types: fleet/cluster.pxd).
 @cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, b=cython.uchar,
                sh_room=cython.uchar, mb=cython.uchar, no_limit=cython.uchar, room=cython.bint,
-               sm=cython.longlong, mbits=cython.longlong,
-               type_ok=cython.uchar[:], excl=cython.uchar[:], bits=cython.longlong[:, :],
-               ready=cython.uchar[:], healthy=cython.uchar[:], sm_used=cython.longlong[:],
-               mem_decl=cython.double[:], cap_eps=cython.double[:], mps_limit=cython.uchar[:],
-               mig_capable=cython.uchar[:], mig_occ=cython.longlong[:], mig_used=cython.longlong[:],
-               type_idx=cython.longlong[:], creatable=cython.longlong[:, :, :], pcts=cython.longlong[:])
+               sm=cython.longlong, mbits=cython.longlong)
 cdef void _empty_rows(unsigned char[:, :] out, long long[:] idx, _SV v, _JV jv, bint online,
                       double mem, long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                       Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0, Py_ssize_t n_mig)

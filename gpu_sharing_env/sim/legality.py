@@ -63,43 +63,28 @@ def _empty_rows(
     (``jv``). The same integer comparisons and the same double addition and comparison for
     memory (``mem_decl + mem <= cap_eps``: an empty GPU's declared memory is read, not assumed
     zero). Declared in ``legality.pxd``; ``Legality.migration_mask`` calls it."""
-    type_ok = jv.type_ok
-    excl = jv.excl
-    bits = jv.bits
-    ready = v.ready
-    healthy = v.healthy
-    sm_used = v.sm_used
-    mem_decl = v.mem_decl
-    cap_eps = v.cap_eps
-    mps_limit = v.mps_limit
-    mig_capable = v.mig_capable
-    mig_occ = v.mig_occ
-    mig_used = v.mig_used
-    type_idx = v.type_idx
-    creatable = v.creatable
-    pcts = v.pcts
     room = max_res > 0  # (no resident: 0 < max_res)
     n = idx.shape[0]
-    for i in range(n):
+    for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
         g = idx[i]
-        b = type_ok[g] & ready[g]
+        b = jv.type_ok[g] & v.ready[g]
         if not online:
-            b = b & healthy[g]
+            b = b & v.healthy[g]
         if n_excl:
-            out[g, 0] = b & excl[g]
-        sh_room = b & (mem_decl[g] + mem <= cap_eps[g]) & room
+            out[g, 0] = b & jv.excl[g]
+        sh_room = b & (v.mem_decl[g] + mem <= v.cap_eps[g]) & room
         if n_ts:
             out[g, n_excl] = sh_room
         if join0 > mps0:
-            no_limit = not mps_limit[g]
-            sm = sm_used[g]
+            no_limit = not v.mps_limit[g]
+            sm = v.sm_used[g]
             for k in range(mps0, join0):
-                out[g, k] = sh_room & ((sm <= 100 - pcts[k - mps0]) | no_limit)
+                out[g, k] = sh_room & ((sm <= 100 - v.pcts[k - mps0]) | no_limit)
         if n_mig:
-            mb = b & room & mig_capable[g]
-            mbits = creatable[type_idx[g], mig_occ[g], mig_used[g]]
+            mb = b & room & v.mig_capable[g]
+            mbits = v.creatable[v.type_idx[g], v.mig_occ[g], v.mig_used[g]]
             for k in range(n_mig):
-                out[g, mig0 + k] = mb & ((mbits & bits[k, g]) != 0)
+                out[g, mig0 + k] = mb & ((mbits & jv.bits[k, g]) != 0)
 
 
 def check_batch(st: JobState, batch_size: int) -> str | None:
