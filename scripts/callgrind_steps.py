@@ -1,0 +1,54 @@
+"""Seeded random-legal-action steps for instruction counts (issue 51's primary speed figure).
+
+Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps (episodes seeded
+0, 1, 2, ... as they end) of ``ENV`` (default ``GpuSharing-v1``) on ``default`` or, with
+``SIZE=<GPUs>``, on ``default`` scaled to that many GPUs. Run it under callgrind twice, with
+``N`` and with ``N=0``; the difference over ``N`` is the instructions of a step::
+
+    PYTHONHASHSEED=0 PYTHONPATH=$PWD N=1000 valgrind --tool=callgrind python scripts/callgrind_steps.py
+    PYTHONHASHSEED=0 PYTHONPATH=$PWD N=0 valgrind --tool=callgrind python scripts/callgrind_steps.py
+    ENV=GpuSharing-v2 N=300 W=200 ...   # the v2 figures of docs/notes/2026-11-28-v2-step-night.md
+
+``PYTHONPATH`` picks the tree (two ``git archive`` snapshots built with ``setup.py build_ext
+--inplace`` for a before/after pair). The tree and its number of compiled modules go to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import gymnasium as gym
+import numpy as np
+import sklearn.tree  # noqa: F401  (imported before counting starts, as the predictor does)
+
+import gpu_sharing_env
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_gym.bench.suite import scaled_scenario
+
+print("tree", gpu_sharing_env.__file__, len(gpu_sharing_env.COMPILED), file=sys.stderr)
+SIZE = os.environ.get("SIZE", "default")
+N = int(os.environ.get("N", "2000"))
+W = int(os.environ.get("W", "0"))
+cfg = load_scenario("default")
+env = gym.make(
+    os.environ.get("ENV", "GpuSharing-v1"),
+    scenario=cfg if SIZE == "default" else scaled_scenario(cfg, int(SIZE)),
+)
+
+
+def run(k: int, seed0: int) -> None:
+    rng = np.random.default_rng(seed0)
+    seed = seed0
+    _, info = env.reset(seed=seed)
+    for _ in range(k):
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(legal[rng.integers(legal.size)])
+        if te or tr:
+            seed += 1
+            _, info = env.reset(seed=seed)
+
+
+run(W, 1000)
+if N:
+    run(N, 0)
