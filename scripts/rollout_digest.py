@@ -2,7 +2,8 @@
 every bit.
 
 ``GpuSharing-v2`` (the default): three episodes each of ``default``, ``mig-a100`` and
-``default-x2`` (every candidate) and ``pai-busy`` (``pruning="classes"``). ``ENV=v1``:
+``default-x2`` (every candidate), ``pai-busy`` (``pruning="classes"``) and ``default`` with
+suspensions (``suspend=True``). ``ENV=v1``:
 ``GpuSharing-v1``, three episodes each of ``default``, ``mig-a100``, ``default-x2`` and
 ``muxflow-t4``, without and with a migration slot (``migration_slots=1``: its rows and
 masks), ``default`` with ``job_history=True`` (the ``history`` and ``nodes`` keys) and
@@ -36,6 +37,7 @@ CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mig-a100", {"max_candidates": 65536}),
     ("default-x2", {"max_candidates": 65536}),
     ("pai-busy", {"pruning": "classes", "max_candidates": 65536}),
+    ("default", {"suspend": True}),
 )
 CASES_V1: tuple[tuple[str, dict[str, Any]], ...] = (
     *((name, kw) for name in ("default", "mig-a100", "default-x2", "muxflow-t4")
@@ -75,7 +77,10 @@ def digest(name: str, kw: dict[str, Any]) -> str:
 def main() -> None:
     out: dict[str, Any] = {"env": VERSION, "compiled": len(gpu_sharing_env.COMPILED)}
     for name, kw in CASES_V1 if VERSION == "v1" else CASES:
-        key = name + ("".join(f",{k}={v}" for k, v in kw.items()) if VERSION == "v1" else "")
+        # (v2's keys name only the arguments that change the moves, so the older cases keep
+        # their keys)
+        named = kw if VERSION == "v1" else {k: v for k, v in kw.items() if k == "suspend"}
+        key = name + "".join(f",{k}={v}" for k, v in named.items())
         out[key] = digest(name, kw)
     print(json.dumps(out))
 

@@ -10,8 +10,12 @@ fresh views of the fresh arrays.
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +26,8 @@ from gpu_sharing_env.fleet import cluster as cluster_mod
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from tests.helpers import interpreted
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _play(sim: Simulator, rng: np.random.Generator, n: int) -> None:
@@ -83,3 +89,35 @@ def test_a_copy_s_mask_reads_its_own_state(scenario: str, monkeypatch: pytest.Mo
     sim.reset(5)
     _play(sim, rng, 10)
     _masks_agree(sim.cluster, sim, rng)
+
+
+def test_a_cluster_pickled_interpreted_masks_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster pickled by a pure Python process (its kept job entries have no views) gives
+    the right masks in a compiled one: the entries are made again with their views."""
+    if cluster_mod.__file__.endswith(".py"):
+        pytest.skip("this process runs the cluster interpreted: nothing compiled to load it")
+    path = tmp_path / "cluster.pkl"
+    code = (
+        "import pickle, numpy as np; "
+        "from gpu_sharing_env.config import load_scenario; "
+        "from gpu_sharing_env.sim.build import make_simulator; "
+        "from tests.test_cluster_views import _play; "
+        "sim = make_simulator(load_scenario('default')); sim.reset(2); "
+        "_play(sim, np.random.default_rng(7), 25); "
+        "specs = [st.spec for st in sim.jobs.values()]; "
+        "[sim.cluster._single_mask(s) for s in specs]; "  # (entries kept, without views)
+        f"pickle.dump((sim.cluster, specs), open({str(path)!r}, 'wb'))"
+    )
+    env = {**os.environ, "GSG_PURE_PYTHON": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
+    with path.open("rb") as f:
+        c, specs = pickle.load(f)  # (the file this test's own subprocess wrote)
+    assert any(hit[3] is None for hit in c._job_static.values())
+    monkeypatch.setattr(cluster_mod, "_MASK_LOOP_GPUS", 1 << 30)
+    src = interpreted(cluster_mod)
+    for spec in specs:
+        assert np.array_equal(
+            cluster_mod.Cluster._single_mask(c, spec), src.Cluster._single_mask(c, spec)
+        ), spec

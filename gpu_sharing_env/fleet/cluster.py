@@ -679,7 +679,9 @@ class Cluster:
         """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
         key = (job.mem_gb, job.gpu_types)
         hit = self._job_static.get(key)
-        if hit is None:
+        if hit is None or (cython.compiled and hit[3] is None):
+            # (no entry, or one made interpreted, without views: a cluster pickled by a pure
+            # Python process and loaded by a compiled one)
             mem = job.mem_gb
             type_ok = self._type_ok(job.gpu_types)
             excl = type_ok & (mem <= self._cap_eps)

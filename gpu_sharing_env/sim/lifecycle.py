@@ -194,7 +194,10 @@ class Lifecycle:
             return f"job {job_id} is an online service: services cannot be suspended"
         now = self._sim.now
         if st.setup_until > now:
-            return f"job {job_id} is still setting up until t={st.setup_until:g} s"
+            return (
+                f"job {job_id} is still setting up until t={st.setup_until:g} s: it can be "
+                "suspended once its setup ends"
+            )
         if st.run_start_t >= now:
             return (
                 f"job {job_id} (re)started at this instant (t={now:g} s): it can be suspended "
