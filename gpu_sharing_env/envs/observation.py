@@ -28,6 +28,7 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
+from gpu_sharing_env.fleet.cluster import _no_views  # (a pickled or copied view holder: None)
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.sim.engine import Simulator
@@ -148,12 +149,6 @@ def static_job_values(spec: JobSpec) -> list[float]:
         row[_J["slo"]] = _log_norm(spec.service.slo_ms, LOG_SLO_SCALE)
     row[_MODEL_COL[spec.model]] = 1.0
     return row
-
-
-def _no_views() -> None:
-    """What a pickled or deep-copied :class:`_DynViews` becomes: nothing (its encoder builds
-    views again at its next table)."""
-    return None
 
 
 @cython.cclass

@@ -54,10 +54,9 @@ from gpu_sharing_env.envs.observation import (
     LOG_GANG_SCALE,
     LOG_WAIT_SCALE,
     ObservationEncoder,
-    _no_views,
     static_job_values,
 )
-from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster, _no_views
 from gpu_sharing_env.physics.hardware import GPU_TYPES, MIG_COMPUTE_SLICES, MIG_MEM_SLICES
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO

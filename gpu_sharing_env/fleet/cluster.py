@@ -159,8 +159,9 @@ class _MigTables:
 
 
 def _no_views() -> None:
-    """What a pickled or deep-copied :class:`_StateViews` becomes: nothing (its owner builds
-    views of its own arrays again, :meth:`Cluster._state_views`)."""
+    """What a pickled or deep-copied holder of typed views becomes (:class:`_StateViews` here,
+    the encoders' ``_DynViews`` and ``_EncViews``): nothing, so its owner builds views of its
+    own arrays again (:meth:`Cluster._state_views`; the encoder at its next table)."""
     return None
 
 

@@ -553,7 +553,7 @@ class Simulator:
         if why is not None:
             raise IllegalDecision(why)
         st = self.table.jobs[d.job_id]
-        if d.gpu == SUSPEND and d.option == SUSPEND:
+        if d.suspends:
             self.lifecycle.suspend(st)
         elif st.status is Status.RUNNING:
             self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)

@@ -301,7 +301,7 @@ class Legality:
             why = check_batch(st, d.batch_size)
             if why is not None:
                 return why
-        if d.gpu == SUSPEND and d.option == SUSPEND:
+        if d.suspends:
             assert self._lifecycle is not None
             return self._lifecycle.check_suspend(d.job_id, st)
         if st is not None and st.status is Status.RUNNING:
