@@ -44,7 +44,7 @@ PURE_TESTS := tests/test_golden.py tests/test_baselines_equivalence.py tests/tes
 	tests/test_perf_equivalence.py
 
 test: lint typecheck browser compiled
-	GSG_REQUIRE_BROWSER=$$([ "$$(id -u)" = 0 ] && echo 1) $(BIN)/python -m pytest -q -n 2
+	GSG_REQUIRE_BROWSER=$$([ "$$(id -u)" = 0 ] && echo 1) $(BIN)/python -m pytest -q -rs -n 2
 	GSG_PURE_PYTHON=1 $(BIN)/python -m pytest -q -n 2 $(PURE_TESTS)
 
 bench: $(STAMP)
