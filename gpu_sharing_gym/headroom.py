@@ -173,12 +173,14 @@ def planner_params(
     cut_s: float | None = None,
     belief: str = "observed",
     min_t: float = 1.0,
+    slo_ref: str = "target",
 ) -> tuple[tuple[str, Any], ...]:
     """The planner's constructor arguments as a cell's ``params`` (the oracle has one true
     future, so its ``samples`` is 1 whatever was asked; a partial oracle, ``know``, samples
     the rest of the future; ``cut_s`` only where rollouts are cut and ``min_t`` only where it is
-    not the planner's default 1.0 and there are samples to test, so cells of earlier runs keep
-    the key they had before these options existed)."""
+    not the planner's default 1.0 and there are samples to test, ``slo_ref`` only where it is not
+    the default ``"target"``, so cells of earlier runs keep the key they had before these
+    options existed)."""
     kw: dict[str, Any] = {
         "base": base,
         "candidates": tuple(candidates),
@@ -194,6 +196,8 @@ def planner_params(
         kw["cut_s"] = float(cut_s)
     if min_t != 1.0 and not oracle:
         kw["min_t"] = float(min_t)
+    if slo_ref != "target":
+        kw["slo_ref"] = slo_ref
     return tuple(sorted(kw.items()))
 
 
@@ -410,6 +414,7 @@ class ScenarioResult:
     cut_s: float | None = None  # the planners' rollout cut (None: rollouts run to the end)
     belief: str = "observed"  # the honest planner's (``--belief``)
     min_t: float = 1.0  # the honest planner's (``--min-t``)
+    slo_ref: str = "target"  # every planner's (``--slo-ref``)
 
     def partial_rows(self) -> list[Row]:
         """``--decompose``'s rows that have every seed."""
@@ -465,6 +470,8 @@ class ScenarioResult:
             data["belief"] = self.belief
         if self.min_t != 1.0:
             data["min_t"] = self.min_t
+        if self.slo_ref != "target":
+            data["slo_ref"] = self.slo_ref
         if self.complete():
             assert self.planner is not None and self.oracle is not None
             data["planner"] = row(self.planner)
@@ -570,6 +577,7 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             f" (next: {runner_up}); planner base {res.best.policy}, candidates"
             f" {', '.join(res.candidates)}"
             + ("" if res.min_t == 1.0 else f"; the planner deviates at t >= {res.min_t:g}")
+            + ("" if res.slo_ref == "target" else "; rollouts' SLO held to the base's")
             + ("." if res.cut_s is None else f"; rollouts cut at {res.cut_s / 3600:g} h.")
         )
         if res.complete():
@@ -670,6 +678,14 @@ def build_parser() -> argparse.ArgumentParser:
         " T standard errors clear of zero (default: %(default)s)",
     )
     ap.add_argument(
+        "--slo-ref",
+        choices=("target", "base"),
+        default="target",
+        help="what a candidate's SLO attainment is held to in the planners' rollouts: the"
+        " scenario's target, or the base heuristic's where that misses it (JCT first;"
+        " agents/planner.py; default: %(default)s)",
+    )
+    ap.add_argument(
         "--top", type=positive_int, default=5, help="the N best heuristics (base included) propose"
     )
     ap.add_argument(
@@ -743,6 +759,7 @@ def headroom(
     cut_s: float | None = None,
     belief: str = "observed",
     min_t: float = 1.0,
+    slo_ref: str = "target",
 ) -> tuple[list[ScenarioResult], list[str]]:
     """Compute (or load) every cell and return the per-scenario results and error lines; the
     missing cells run on ``backend`` (:func:`gpu_sharing_gym.backends.run_tasks`: ``local``
@@ -777,18 +794,27 @@ def headroom(
         cands += [c for c in CANDIDATES if c not in cands and c != best.policy]
         res = ScenarioResult(
             scen, list(seeds), target, best, ranked, cands, n_heuristics=len(heur), cut_s=cut_s,
-            belief=belief, min_t=min_t,
+            belief=belief, min_t=min_t, slo_ref=slo_ref,
         )  # fmt: skip
         results.append(res)
         for seed in seeds:  # seed-major: a partial run still pairs both planners by seed
             for name, oracle in ((ORACLE, True), (PLANNER, False)):
                 params = planner_params(
-                    best.policy, cands, samples, horizon, oracle, (), cut_s, belief, min_t
+                    best.policy, cands, samples, horizon, oracle, (), cut_s, belief, min_t, slo_ref
                 )
                 pcells.append(Cell(name, scen, path, seed, params))
             for name, know in PARTIAL.items() if decompose else ():
                 params = planner_params(
-                    best.policy, cands, samples, horizon, False, know, cut_s, "observed", min_t
+                    best.policy,
+                    cands,
+                    samples,
+                    horizon,
+                    False,
+                    know,
+                    cut_s,
+                    "observed",
+                    min_t,
+                    slo_ref,
                 )
                 pcells.append(Cell(name, scen, path, seed, params))
     # an agent's cells carry its checkpoint's hash: a replaced checkpoint is evaluated again
@@ -839,7 +865,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.workers, args.quiet, log=sys.stderr, agents=agents,
                 decompose=args.decompose, backend=args.backend, address=args.ray_address,
                 cut_s=None if args.cut_h is None else 3600.0 * args.cut_h, belief=args.belief,
-                min_t=args.min_t,
+                min_t=args.min_t, slo_ref=args.slo_ref,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(

@@ -134,6 +134,28 @@ def test_cut_rollouts_are_new_planner_cells(
     assert "rollouts cut at 0.5 h" in (out / "headroom.md").read_text()
 
 
+def test_slo_ref_base_is_new_planner_cells(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--slo-ref base``: every planner's cells carry it and build planners with it (the
+    heuristics' cells are reused; default cells keep their old key), and the outputs say so."""
+    assert "slo_ref" not in dict(headroom.planner_params("antman", ["pack"], 4, 8, False))
+    params = headroom.planner_params(
+        "antman", ["pack"], 4, 8, True, (), None, "observed", 1.0, "base"
+    )
+    assert dict(params)["slo_ref"] == "base"
+    cell = headroom.Cell(headroom.ORACLE, "tiny", tiny, 1, params)
+    assert headroom.build_policy(cell).slo_ref == "base"
+    out = tmp_path / "hr"
+    _run(tiny, out, monkeypatch)
+    ran = _run(tiny, out, monkeypatch, ("--slo-ref", "base"))
+    assert sorted(ran) == sorted(f"{n}/{s}" for n in ("planner", "planner_oracle") for s in (1, 2))
+    saved = json.loads((out / "cells/tiny/planner_oracle/2.json").read_text())
+    assert saved["cell"]["params"]["slo_ref"] == "base"
+    assert json.loads((out / "headroom.json").read_text())[0]["slo_ref"] == "base"
+    assert "rollouts' SLO held to the base's" in (out / "headroom.md").read_text()
+
+
 def test_bad_cut_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         headroom.main(["--cut-h", "0", "--out", str(tmp_path)])
