@@ -6,6 +6,7 @@ source says, so they need no cluster built."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,30 @@ MAX_ATTRIBUTES = 20
 ALLOWED: dict[tuple[str, str], int] = {}
 
 
+def _assigned(node: ast.AST) -> Iterator[ast.expr]:
+    """The single targets ``node`` assigns or deletes (``=``, augmented and annotated
+    assignments, ``del``; tuples, lists and starred targets unpacked), none if it is no
+    assignment."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        todo = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        todo = [node.target]
+    else:
+        return
+    while todo:
+        t = todo.pop(0)
+        if isinstance(t, ast.Tuple | ast.List):
+            todo[:0] = t.elts
+        elif isinstance(t, ast.Starred):
+            todo.insert(0, t.value)
+        else:
+            yield t
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def class_attributes(source: str) -> dict[str, set[str]]:
     """Per class of ``source``: the distinct ``self.X`` it assigns in its methods (``=``,
     augmented and annotated assignments, tuple and chained targets, ``setattr(self, "X",
@@ -29,36 +54,20 @@ def class_attributes(source: str) -> dict[str, set[str]]:
     def scan(cls: ast.ClassDef) -> None:
         names = out.setdefault(cls.name, set())
 
-        def target(t: ast.expr) -> None:
-            if isinstance(t, ast.Tuple | ast.List):
-                for e in t.elts:
-                    target(e)
-            elif isinstance(t, ast.Starred):
-                target(t.value)
-            elif (
-                isinstance(t, ast.Attribute)
-                and isinstance(t.value, ast.Name)
-                and t.value.id == "self"
-            ):
-                names.add(t.attr)
-
         def walk(node: ast.AST) -> None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.ClassDef):
                     scan(child)
                     continue
-                if isinstance(child, ast.Assign):
-                    for t in child.targets:
-                        target(t)
-                elif isinstance(child, ast.AugAssign | ast.AnnAssign):
-                    target(child.target)
-                elif (
+                for t in () if isinstance(child, ast.Delete) else _assigned(child):
+                    if isinstance(t, ast.Attribute) and _is_self(t.value):
+                        names.add(t.attr)
+                if (
                     isinstance(child, ast.Call)
                     and isinstance(child.func, ast.Name)
                     and child.func.id == "setattr"
                     and len(child.args) > 1
-                    and isinstance(child.args[0], ast.Name)
-                    and child.args[0].id == "self"
+                    and _is_self(child.args[0])
                 ):
                     name = child.args[1]
                     names.add(name.value if isinstance(name, ast.Constant) else "?")
@@ -120,31 +129,17 @@ def cluster_writes(source: str) -> list[tuple[int, str]]:
     arrays' or lists' items (``cluster.n_res[0] = 1``, ``sim.cluster.version += 1``), or of
     its components' (``cluster.fleet.n_gpus = 2``: ``"fleet.n_gpus"``)."""
     found: list[tuple[int, str]] = []
-
-    def target(t: ast.expr) -> None:
-        if isinstance(t, ast.Tuple | ast.List):
-            for e in t.elts:
-                target(e)
-            return
-        if isinstance(t, ast.Starred):
-            target(t.value)
-            return
-        while isinstance(t, ast.Subscript):  # (an item of a cluster's array writes it)
-            t = t.value
-        chain: list[str] = []
-        while isinstance(t, ast.Attribute):
-            chain.append(t.attr)
-            if _is_cluster(t.value):
-                found.append((t.lineno, ".".join(reversed(chain))))
-                return
-            t = t.value
-
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign | ast.Delete):
-            for t in node.targets:
-                target(t)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            target(node.target)
+        for t in _assigned(node):
+            while isinstance(t, ast.Subscript):  # (an item of a cluster's array writes it)
+                t = t.value
+            chain: list[str] = []
+            while isinstance(t, ast.Attribute):
+                chain.append(t.attr)
+                if _is_cluster(t.value):
+                    found.append((t.lineno, ".".join(reversed(chain))))
+                    break
+                t = t.value
     return found
 
 
