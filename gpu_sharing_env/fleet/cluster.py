@@ -8,6 +8,11 @@ the mask allows and what ``apply`` accepts can never disagree.
 
 Capacity invariants (memory, MPS SM percentages, MIG geometry, residents per GPU) are enforced
 here and nowhere else.
+
+The cluster is wired from parts that each own their state (issue 51; docs/simulator.md, "The
+cluster"): :class:`Fleet` and :class:`OptionLayout` (the fixed description), the occupancy on
+:class:`Cluster` itself with its MIG and gpulet parts (:class:`MigLayouts`,
+:class:`GpuletParts`), and the legality function with its caches (:class:`Masks`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -936,6 +942,12 @@ class Masks:
         )
 
 
+def _read(path: str) -> Any:
+    """A read-only property of a :class:`Cluster` that reads ``path`` from it (``"fleet.n_gpus"``:
+    the attribute of the part that owns it)."""
+    return property(attrgetter(path), doc=f"``{path}`` (read-only).")
+
+
 class Cluster:
     """All GPUs and nodes of the fleet, with their sharing state.
 
@@ -990,106 +1002,35 @@ class Cluster:
         self._watchers: list[set[int]] = []
         self.masks.reset()
 
-    # ------------------------------------------------------------------ the fixed description
-    @property
-    def nodes(self) -> tuple[NodeSpec, ...]:
-        return self.fleet.nodes
-
-    @property
-    def n_nodes(self) -> int:
-        return self.fleet.n_nodes
-
-    @property
-    def n_gpus(self) -> int:
-        return self.fleet.n_gpus
-
-    @property
-    def types(self) -> tuple[GpuType, ...]:
-        return self.fleet.types
-
-    @property
-    def type_names(self) -> tuple[str, ...]:
-        return self.fleet.type_names
-
-    @property
-    def type_idx(self) -> np.ndarray:
-        return self.fleet.type_idx
-
-    @property
-    def node_of(self) -> np.ndarray:
-        return self.fleet.node_of
-
-    @property
-    def node_first_gpu(self) -> np.ndarray:
-        return self.fleet.node_first_gpu
-
-    @property
-    def node_vcpus(self) -> np.ndarray:
-        return self.fleet.node_vcpus
-
-    @property
-    def gpu_type_of(self) -> tuple[GpuType, ...]:
-        return self.fleet.gpu_type_of
-
-    @property
-    def type_name_of(self) -> tuple[str, ...]:
-        return self.fleet.type_name_of
-
-    @property
-    def mem_cap(self) -> np.ndarray:
-        return self.fleet.mem_cap
-
-    @property
-    def mps_limit(self) -> np.ndarray:
-        return self.fleet.mps_limit
-
-    @property
-    def mig_capable(self) -> np.ndarray:
-        return self.fleet.mig_capable
-
-    @property
-    def mig(self) -> _MigTables:
-        return self.fleet.mig
-
-    @property
-    def total_gpus_by_type(self) -> dict[str, int]:
-        return self.fleet.total_gpus_by_type
+    # ------------------------------------------------------------------ the parts' facts
+    # Read-only, each from the part that owns it (``cluster.n_gpus`` is ``cluster.fleet.n_gpus``).
+    nodes: tuple[NodeSpec, ...] = _read("fleet.nodes")
+    n_nodes: int = _read("fleet.n_nodes")
+    n_gpus: int = _read("fleet.n_gpus")
+    types: tuple[GpuType, ...] = _read("fleet.types")
+    type_names: tuple[str, ...] = _read("fleet.type_names")
+    type_idx: np.ndarray = _read("fleet.type_idx")
+    node_of: np.ndarray = _read("fleet.node_of")
+    node_first_gpu: np.ndarray = _read("fleet.node_first_gpu")
+    node_vcpus: np.ndarray = _read("fleet.node_vcpus")
+    gpu_type_of: tuple[GpuType, ...] = _read("fleet.gpu_type_of")
+    type_name_of: tuple[str, ...] = _read("fleet.type_name_of")
+    mem_cap: np.ndarray = _read("fleet.mem_cap")
+    mps_limit: np.ndarray = _read("fleet.mps_limit")
+    mig_capable: np.ndarray = _read("fleet.mig_capable")
+    mig: _MigTables = _read("fleet.mig")
+    total_gpus_by_type: dict[str, int] = _read("fleet.total_gpus_by_type")
+    sharing: SharingConfig = _read("layout.sharing")
+    options: tuple[PlacementOption, ...] = _read("layout.options")
+    gpulets: int = _read("layout.gpulets")
+    mig_occ: np.ndarray = _read("mig_layouts.occ")
+    mig_used: np.ndarray = _read("mig_layouts.used")
+    mig_instances: list[list[MigInstance]] = _read("mig_layouts.instances")
+    parts: list[list[list]] = _read("gpulet_parts.parts")
+    n_parts: np.ndarray = _read("gpulet_parts.n_parts")
 
     def gpu_type(self, gpu: int) -> GpuType:
         return self.fleet.gpu_type(gpu)
-
-    @property
-    def sharing(self) -> SharingConfig:
-        return self.layout.sharing
-
-    @property
-    def options(self) -> tuple[PlacementOption, ...]:
-        return self.layout.options
-
-    @property
-    def gpulets(self) -> int:
-        return self.layout.gpulets
-
-    # ------------------------------------------------------------------ MIG, gpulets (read)
-    @property
-    def mig_occ(self) -> np.ndarray:
-        return self.mig_layouts.occ
-
-    @property
-    def mig_used(self) -> np.ndarray:
-        return self.mig_layouts.used
-
-    @property
-    def mig_instances(self) -> list[list[MigInstance]]:
-        return self.mig_layouts.instances
-
-    @property
-    def parts(self) -> list[list[list]]:
-        return self.gpulet_parts.parts
-
-    @property
-    def n_parts(self) -> np.ndarray:
-        return self.gpulet_parts.n_parts
 
     # ------------------------------------------------------------------ legality (Masks)
     def placement_mask(self, job: JobSpec) -> np.ndarray:
