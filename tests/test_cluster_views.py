@@ -57,8 +57,8 @@ def _masks_agree(c: Any, sim: Simulator, rng: np.random.Generator) -> None:
             if n > 1:
                 kw["gpu_frac"] = 1.0
         job = replace(spec, **kw)
-        a = cluster_mod.Cluster._single_mask(c, job)
-        b = src.Cluster._single_mask(c, job)
+        a = cluster_mod.Masks._single_mask(c.masks, job)
+        b = src.Masks._single_mask(c.masks, job)
         assert np.array_equal(a, b), job
 
 
@@ -107,17 +107,17 @@ def test_a_cluster_pickled_interpreted_masks_compiled(
         "sim = make_simulator(load_scenario('default')); sim.reset(2); "
         "_play(sim, np.random.default_rng(7), 25); "
         "specs = [st.spec for st in sim.jobs.values()]; "
-        "[sim.cluster._single_mask(s) for s in specs]; "  # (entries kept, without views)
+        "[sim.cluster.masks._single_mask(s) for s in specs]; "  # (entries kept, without views)
         f"pickle.dump((sim.cluster, specs), open({str(path)!r}, 'wb'))"
     )
     env = {**os.environ, "GSG_PURE_PYTHON": "1"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)
     with path.open("rb") as f:
         c, specs = pickle.load(f)  # (the file this test's own subprocess wrote)
-    assert any(hit[3] is None for hit in c._job_static.values())
+    assert any(hit[3] is None for hit in c.masks._job_static.values())
     monkeypatch.setattr(cluster_mod, "_MASK_LOOP_GPUS", 1 << 30)
     src = interpreted(cluster_mod)
     for spec in specs:
         assert np.array_equal(
-            cluster_mod.Cluster._single_mask(c, spec), src.Cluster._single_mask(c, spec)
+            cluster_mod.Masks._single_mask(c.masks, spec), src.Masks._single_mask(c.masks, spec)
         ), spec

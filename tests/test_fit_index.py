@@ -228,7 +228,7 @@ def _mask_first(c: Cluster, job: JobSpec, o: int) -> int:
 
 
 def _mask_gang_gpus(c: Cluster, job: JobSpec, g: int, o: int) -> list[int]:
-    single = c._single_cached(job)[o]
+    single = c.masks._single_cached(job)[o]
     return [int(i) for i in np.flatnonzero(single[g:])[: job.num_gpus] + g]
 
 
@@ -250,7 +250,7 @@ def test_first_legal_gpu_answers_as_the_masks(seed: int) -> None:
                 want = _mask_first(c, job, o)
                 assert c.first_legal(job, o) == want, (step, job, o)
                 np.testing.assert_array_equal(
-                    c.single_row(job, o), c._single_cached(job)[o], err_msg=str((step, o))
+                    c.single_row(job, o), c.masks._single_cached(job)[o], err_msg=str((step, o))
                 )
                 for g in {int(rng.integers(c.n_gpus)), max(want, 0), c.n_gpus - 1}:
                     assert c.legal(job, g, o) == bool(mask[g, o]), (step, job, g, o)

@@ -64,8 +64,8 @@ def test_masks_and_incremental_state_match_the_plain_computation(scenario: str) 
     checked = 0
     for _ in range(400):
         if not sim.done:
-            dyn = c._dynamic()
-            for got, want in zip(dyn, c._dynamic_full(), strict=True):
+            dyn = c.masks._dynamic()
+            for got, want in zip(dyn, c.masks._dynamic_full(), strict=True):
                 assert np.array_equal(got, want)
             for spec in sim.queued_jobs():
                 assert np.array_equal(c.placement_mask(spec), reference_mask(c, spec))

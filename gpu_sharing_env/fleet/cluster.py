@@ -8,6 +8,11 @@ the mask allows and what ``apply`` accepts can never disagree.
 
 Capacity invariants (memory, MPS SM percentages, MIG geometry, residents per GPU) are enforced
 here and nowhere else.
+
+The cluster is wired from parts that each own their state (issue 51; docs/simulator.md, "The
+cluster"): :class:`Fleet` and :class:`OptionLayout` (the fixed description), the occupancy on
+:class:`Cluster` itself with its MIG and gpulet parts (:class:`MigLayouts`,
+:class:`GpuletParts`), and the legality function with its caches (:class:`Masks`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -193,6 +199,7 @@ class _StateViews:
     pcts: cython.longlong[:]
 
     def __init__(self, c: Cluster) -> None:
+        f = c.fleet
         self.src = c.n_res  # (the arrays of one reset: ``Cluster._state_views`` checks it)
         self.n_res = c.n_res
         self.mode = c.mode
@@ -203,14 +210,14 @@ class _StateViews:
         self.node_cpu = c.node_cpu_used
         self.ready = c.ready.view(np.uint8)
         self.healthy = c.healthy.view(np.uint8)
-        self.mig_occ = c.mig_occ
-        self.mig_used = c.mig_used
-        self.cap_eps = c._cap_eps
-        self.mps_limit = c.mps_limit.view(np.uint8)
-        self.mig_capable = c.mig_capable.view(np.uint8)
-        self.type_idx = c.type_idx
-        self.creatable = c.mig.creatable_bits
-        self.pcts = c._mps_pcts
+        self.mig_occ = c.mig_layouts.occ
+        self.mig_used = c.mig_layouts.used
+        self.cap_eps = f.cap_eps
+        self.mps_limit = f.mps_limit.view(np.uint8)
+        self.mig_capable = f.mig_capable.view(np.uint8)
+        self.type_idx = f.type_idx
+        self.creatable = f.mig.creatable_bits
+        self.pcts = c.layout.mps_pcts
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
@@ -364,20 +371,19 @@ def _single_rows(
                     out[mig0 + k, g] = mb & ((mbits & bits[k, g]) != 0)
 
 
-class Cluster:
-    """All GPUs and nodes of the fleet, with their sharing state.
+class Fleet:
+    """The fleet's fixed description: its nodes, GPU types, per-GPU hardware facts and the MIG
+    geometry tables. Built once per :class:`Cluster` and only read after (no method writes it),
+    so every holder reads the same facts.
 
     Args:
         nodes: The fleet.
-        sharing: Allowed modes, options, residency limit.
     """
 
-    def __init__(self, nodes: Sequence[NodeSpec], sharing: SharingConfig) -> None:
+    def __init__(self, nodes: Sequence[NodeSpec]) -> None:
         if not nodes:
             raise ValueError("cluster: the fleet has no nodes")
         self.nodes = tuple(nodes)
-        self.sharing = sharing
-        self.options = build_options(sharing)
         type_names = sorted({n.gpu_type for n in nodes})
         self.types: tuple[GpuType, ...] = tuple(get_gpu_type(n) for n in type_names)
         tindex = {n: i for i, n in enumerate(type_names)}
@@ -399,76 +405,12 @@ class Cluster:
         self.mig_capable = np.array([bool(self.types[t].mig_profiles) for t in gpu_type_idx])
         self.node_vcpus = np.array([n.vcpus for n in nodes], dtype=np.float64)
         #: Static per-GPU facts as Python lists (scalar reads on the hot path).
-        self._node_of_l: list[int] = self.node_of.tolist()
-        self._mps_limit_l: list[bool] = self.mps_limit.tolist()
+        self.node_of_l: list[int] = self.node_of.tolist()
+        self.mps_limit_l: list[bool] = self.mps_limit.tolist()
         self.node_first_gpu = np.concatenate([[0], np.cumsum([n.num_gpus for n in nodes])[:-1]])
         self.mig = _MigTables(self.types)
-        self._cap_eps = self.mem_cap + _EPS
-        # Option layout (``build_options`` order: exclusive, time-sharing, MPS..., MIG...).
-        modes = [o.mode for o in self.options]
-        if modes != sorted(modes):
-            raise ValueError("cluster: placement options must be grouped by mode")
-        self._n_excl = modes.count(SharingMode.EXCLUSIVE)
-        self._n_ts = modes.count(SharingMode.TIME_SHARING)
-        self._mps_pcts = np.array(
-            [o.sm_pct for o in self.options if o.mode is SharingMode.MPS and not o.gpulet],
-            dtype=np.int64,
-        )
-        #: GPULet's gpulets (``SharingConfig.gpulets``; 0: off): the most MPS partitions a GPU
-        #: holds, and the join options ``gpulet1..N`` (after the MPS percentages).
-        self.gpulets = sum(1 for o in self.options if o.gpulet)
-        self._mps_pct_list: list[int] = self._mps_pcts.tolist()
-        #: ``100 - pct`` per MPS option (a column), and GPUs without an MPS SM limit (static).
-        self._mps_headroom = (100 - self._mps_pcts)[:, None]
-        self._no_mps_limit = ~self.mps_limit
-        self._mig_slices = [o.mig_slices for o in self.options if o.mode is SharingMode.MIG]
-        self._mps0 = self._n_excl + self._n_ts
-        self._join0 = self._mps0 + len(self._mps_pcts)
-        self._mig0 = self._join0 + self.gpulets
-        self._job_static: dict[tuple[float, tuple[str, ...]], tuple[Any, ...]] = {}
-        self.reset()
-
-    # ------------------------------------------------------------------ state
-    def reset(self) -> None:
-        """Empty every GPU; modes return to unset."""
-        g = self.n_gpus
-        self.mode = np.full(g, MODE_NONE, dtype=np.int64)
-        self.n_res = np.zeros(g, dtype=np.int64)
-        self.mem_decl = np.zeros(g, dtype=np.float64)
-        self.mem_true = np.zeros(g, dtype=np.float64)
-        self.sm_used = np.zeros(g, dtype=np.int64)
-        self.online_count = np.zeros(g, dtype=np.int64)
-        self.healthy = np.ones(g, dtype=bool)
-        self.ready = np.ones(g, dtype=bool)
-        self.mig_occ = np.zeros(g, dtype=np.int64)
-        self.mig_used = np.zeros(g, dtype=np.int64)
-        self.mig_instances: list[list[MigInstance]] = [[] for _ in range(g)]
-        self._bits_buf = np.empty((len(self._mig_slices), g), dtype=np.int64)
-        self.residents: list[list[int]] = [[] for _ in range(g)]
-        #: Per GPU: the residents' requested GPU fractions (``JobSpec.gpu_frac``), in residence
-        #: order, and their sum (summed in that order: what PAI's allocation accounting sees).
-        self.res_frac: list[list[float]] = [[] for _ in range(g)]
-        self.frac_decl = np.zeros(g, dtype=np.float64)
-        #: Per GPU (gpulets on): its MPS partitions in creation order, ``[sm_pct, [job ids]]``,
-        #: and how many there are.
-        self.parts: list[list[list]] = [[] for _ in range(g)]
-        self.n_parts = np.zeros(g, dtype=np.int64)
-        self.node_cpu_used = np.zeros(self.n_nodes, dtype=np.float64)
-        self.version = 0
-        self._type_ok_cache: dict[tuple[str, ...], np.ndarray] = {}
-        self._dyn_version = -1
-        self._dyn: tuple[np.ndarray, ...] = ()
-        self._dirty: set[int] | None = None  # None: recompute everything
-        self._single_version = -1
-        self._single_memo: dict[tuple[float, tuple[str, ...], bool, bool], np.ndarray] = {}
-        #: Typed views of the arrays above, for the compiled mask loop (built on first use:
-        #: :meth:`_state_views`).
-        self._views: _StateViews | None = None
-        #: "Does anything fit" indexes (:class:`_FitIndex`), per job kind (online or not),
-        #: built on first use and kept up to date with the GPUs changed since.
-        self._fit_ix: dict[bool, _FitIndex] = {}
-        #: Sets of GPUs changed since their owner last emptied them (:meth:`watch`).
-        self._watchers: list[set[int]] = []
+        #: Per GPU: its memory plus the comparisons' slack (``mem_decl + mem <= cap_eps``).
+        self.cap_eps = self.mem_cap + _EPS
 
     def gpu_type(self, gpu: int) -> GpuType:
         return self.types[int(self.type_idx[gpu])]
@@ -478,14 +420,233 @@ class Cluster:
         counts = np.bincount(self.type_idx, minlength=len(self.types))
         return {self.type_names[i]: int(c) for i, c in enumerate(counts)}
 
-    def _type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
+
+class OptionLayout:
+    """The scenario's placement options (:func:`build_options`) and where each mode's rows sit
+    in a mask: exclusive, time-sharing, the MPS shares, the gpulet joins, MIG. Fixed at
+    construction, like :class:`Fleet`.
+
+    Args:
+        sharing: Allowed modes, options, residency limit.
+    """
+
+    def __init__(self, sharing: SharingConfig) -> None:
+        self.sharing = sharing
+        self.options = build_options(sharing)
+        modes = [o.mode for o in self.options]
+        if modes != sorted(modes):
+            raise ValueError("cluster: placement options must be grouped by mode")
+        self.n_excl = modes.count(SharingMode.EXCLUSIVE)
+        self.n_ts = modes.count(SharingMode.TIME_SHARING)
+        self.mps_pcts = np.array(
+            [o.sm_pct for o in self.options if o.mode is SharingMode.MPS and not o.gpulet],
+            dtype=np.int64,
+        )
+        #: GPULet's gpulets (``SharingConfig.gpulets``; 0: off): the most MPS partitions a GPU
+        #: holds, and the join options ``gpulet1..N`` (after the MPS percentages).
+        self.gpulets = sum(1 for o in self.options if o.gpulet)
+        self.mps_pct_list: list[int] = self.mps_pcts.tolist()
+        #: ``100 - pct`` per MPS option (a column).
+        self.mps_headroom = (100 - self.mps_pcts)[:, None]
+        self.mig_slices = [o.mig_slices for o in self.options if o.mode is SharingMode.MIG]
+        #: The first row of the MPS shares, of the gpulet joins and of MIG.
+        self.mps0 = self.n_excl + self.n_ts
+        self.join0 = self.mps0 + len(self.mps_pcts)
+        self.mig0 = self.join0 + self.gpulets
+
+
+class MigLayouts:
+    """The MIG part of the occupancy: per GPU, its MIG instances (creation order), the slices
+    they occupy (a bit mask, ``occ``) and the compute slices in use (``used``). Written by its
+    own methods only, which :meth:`Cluster.add` and :meth:`Cluster.remove` call."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.reset()
+
+    def reset(self) -> None:
+        """No instance on any GPU."""
+        g = self.fleet.n_gpus
+        self.occ = np.zeros(g, dtype=np.int64)
+        self.used = np.zeros(g, dtype=np.int64)
+        self.instances: list[list[MigInstance]] = [[] for _ in range(g)]
+
+    def clear(self, gpu: int) -> None:
+        """Drop ``gpu``'s layout (an empty GPU switching into or out of MIG)."""
+        self.instances[gpu] = []
+
+    def take(self, job: JobSpec, gpu: int, slices: int) -> tuple[MigInstance, bool]:
+        """An instance of ``slices`` compute slices for ``job`` on ``gpu``: an empty one that
+        fits, else a new one (True: created)."""
+        f = self.fleet
+        t = int(f.type_idx[gpu])
+        gt = f.types[t]
+        occ = int(self.occ[gpu])
+        # Reuse an empty instance of a fitting profile first (no reconfiguration needed).
+        cands = sorted(
+            (p for p in gt.mig_profiles if p.compute_slices == slices and p.mem_gb >= job.mem_gb),
+            key=lambda p: p.mem_gb,
+        )
+        for inst in self.instances[gpu]:
+            if inst.job_id is None and any(inst.profile == p.name for p in cands):
+                inst.job_id = job.job_id
+                self._mark(gpu, inst, busy=True)
+                return inst, False
+        for p_idx, prof in enumerate(gt.mig_profiles):
+            if prof not in cands:
+                continue
+            start = int(f.mig.first_start[t, occ, p_idx])
+            if start < 0 or not f.mig.creatable[t, occ, self.used[gpu], p_idx]:
+                continue
+            mask = prof.slice_mask(start)
+            # Destroy the empty instances the new one overlaps (legal: they are empty).
+            self.instances[gpu] = [
+                i for i in self.instances[gpu] if i.job_id is not None or not (i.mask & mask)
+            ]
+            inst = MigInstance(prof.name, start, mask, prof.compute_slices, job.job_id)
+            self.instances[gpu].append(inst)
+            self._mark(gpu, inst, busy=True)
+            return inst, True
+        raise RuntimeError(f"no MIG {slices}g instance on gpu {gpu}: legality was not checked")
+
+    def release(self, job_id: int, gpu: int) -> None:
+        """Empty ``job_id``'s instance on ``gpu`` (the instance stays, for reuse)."""
+        for inst in self.instances[gpu]:
+            if inst.job_id == job_id:
+                self._mark(gpu, inst, busy=False)
+                inst.job_id = None
+                break
+
+    def _mark(self, gpu: int, inst: MigInstance, busy: bool) -> None:
+        sign = 1 if busy else -1
+        self.occ[gpu] = int(self.occ[gpu]) ^ inst.mask
+        self.used[gpu] += sign * inst.compute
+
+
+class GpuletParts:
+    """GPULet's partitions (``SharingConfig.gpulets``): per GPU, its MPS partitions in creation
+    order, ``[sm_pct, [job ids]]`` each, and how many there are (``n_parts``). Written by its
+    own methods only; the SM percentage they hold is the cluster's ``sm_used``."""
+
+    def __init__(self, n_gpus: int) -> None:
+        self.reset(n_gpus)
+
+    def reset(self, n_gpus: int) -> None:
+        """No partition on any GPU."""
+        self.parts: list[list[list]] = [[] for _ in range(n_gpus)]
+        self.n_parts = np.zeros(n_gpus, dtype=np.int64)
+
+    def join(self, job_id: int, gpu: int, k: int) -> None:
+        """Put ``job_id`` in ``gpu``'s k-th partition (from 1)."""
+        parts = self.parts[gpu]
+        if k > len(parts):
+            raise RuntimeError(f"gpu {gpu} has no gpulet {k}: legality was not checked")
+        parts[k - 1][1].append(job_id)
+
+    def open(self, job_id: int, gpu: int, sm_pct: int) -> None:
+        """A new partition of ``sm_pct`` on ``gpu``, holding ``job_id``."""
+        parts = self.parts[gpu]
+        parts.append([sm_pct, [job_id]])
+        self.n_parts[gpu] = len(parts)
+
+    def leave(self, job_id: int, gpu: int) -> int:
+        """Take ``job_id`` out of its partition of ``gpu``; an emptied partition is freed.
+        Returns the SM percentage freed (0: the partition still holds jobs)."""
+        parts = self.parts[gpu]
+        for k, (pct, members) in enumerate(parts):
+            if job_id in members:
+                members.remove(job_id)
+                if members:
+                    return 0
+                del parts[k]
+                self.n_parts[gpu] = len(parts)
+                return pct
+        raise RuntimeError(f"job {job_id} is in no gpulet of gpu {gpu}")
+
+    def state(self, gpu: int) -> list[list]:
+        """A copy of ``gpu``'s partitions."""
+        return [[p, list(m)] for p, m in self.parts[gpu]]
+
+    def restore(self, gpu: int, parts: list[list]) -> None:
+        """Put back ``gpu``'s partitions as :meth:`state` gave them."""
+        self.parts[gpu] = parts
+        self.n_parts[gpu] = len(parts)
+
+    def of(self, gpu: int) -> dict[int, tuple[int, int]]:
+        """Per job in ``gpu``'s partitions: (partition index, its SM percentage)."""
+        return {j: (k, pct) for k, (pct, members) in enumerate(self.parts[gpu]) for j in members}
+
+
+def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
+    """A gang starting at GPU g takes the first ``n`` legal GPUs at index >= g
+    (``single`` option-major, as from :meth:`Masks._single_mask`)."""
+    if single.shape[1] < _GANG_SCAN_GPUS:
+        suffix = np.cumsum(single[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+        return single & (suffix >= n)
+    # On a large fleet: only the last n - 1 legal GPUs of each option's row cannot start a
+    # gang, so clear the row after its n-th legal GPU from the end (the same booleans; a
+    # nonzero scan is ~4x cheaper than the int32 suffix sum at 1,000+ GPUs).
+    out = single.copy()
+    counts = [np.count_nonzero(row) for row in single]  # (with an axis: a slow sum)
+    for r, k in enumerate(counts):
+        if k >= n:
+            row = out[r]
+            row[row.nonzero()[0].item(k - n) + 1 :] = False
+        elif k:
+            out[r] = False
+    return out
+
+
+class Masks:
+    """The one legality function of a :class:`Cluster` and its caches: the placement masks
+    (:meth:`placement_mask`), the "does anything fit" and "where first" questions answered
+    from the fit indexes (:class:`_FitIndex`), and the reasons :meth:`check` gives. It reads
+    the cluster's state and writes only its own caches, which the cluster keeps valid through
+    :meth:`touch` (the GPUs changed) and :meth:`reset`.
+
+    Args:
+        cluster: The cluster whose state the masks read (its :class:`Fleet` and
+            :class:`OptionLayout` too).
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+        self.fleet = cluster.fleet
+        self.layout = cluster.layout
+        #: GPUs without an MPS SM limit (static).
+        self.no_mps_limit = ~self.fleet.mps_limit
+        self._job_static: dict[tuple[float, tuple[str, ...]], tuple[Any, ...]] = {}
+
+    def reset(self) -> None:
+        """Forget everything derived from the cluster's state (its :meth:`Cluster.reset`)."""
+        self._bits_buf = np.empty((len(self.layout.mig_slices), self.fleet.n_gpus), dtype=np.int64)
+        self._type_ok_cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._dyn_version = -1
+        self._dyn: tuple[np.ndarray, ...] = ()
+        self._dirty: set[int] | None = None  # None: recompute everything
+        self._single_version = -1
+        self._single_memo: dict[tuple[float, tuple[str, ...], bool, bool], np.ndarray] = {}
+        #: "Does anything fit" indexes (:class:`_FitIndex`), per job kind (online or not),
+        #: built on first use and kept up to date with the GPUs changed since.
+        self._fit_ix: dict[bool, _FitIndex] = {}
+
+    def touch(self, gpu: int) -> None:
+        """Note that ``gpu``'s state changed (for :meth:`_dynamic` and the fit indexes)."""
+        if self._dirty is not None:
+            self._dirty.add(gpu)
+        for ix in self._fit_ix.values():
+            ix.touch(gpu)
+
+    def type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
+        """Per GPU: its type is one of ``allowed`` (every GPU when it is empty)."""
+        f = self.fleet
         if not allowed:
-            return np.ones(self.n_gpus, dtype=bool)
+            return np.ones(f.n_gpus, dtype=bool)
         hit = self._type_ok_cache.get(allowed)
         if hit is None:
             names = {get_gpu_type(a).name for a in allowed}
-            ok_types = np.array([n in names for n in self.type_names], dtype=bool)
-            hit = ok_types[self.type_idx]
+            ok_types = np.array([n in names for n in f.type_names], dtype=bool)
+            hit = ok_types[f.type_idx]
             self._type_ok_cache[allowed] = hit
         return hit
 
@@ -496,7 +657,7 @@ class Cluster:
         This is the single source of truth for what may be placed where.
         """
         single = self._single_cached(job)
-        m = self._gang_mask(single, job.num_gpus) if job.num_gpus > 1 else single
+        m = _gang_starts(single, job.num_gpus) if job.num_gpus > 1 else single
         # Computed option-major (contiguous rows per option); returned as a (gpu, option) view.
         return m.T
 
@@ -507,7 +668,7 @@ class Cluster:
         on, from the masks (:meth:`placeable_scan`: the index knows no join options). A
         decision that follows needs no mask either where the index answers
         (:meth:`first_legal`, :meth:`legal`, :meth:`gang_gpus`)."""
-        if self.gpulets:  # the fit index knows no join options: the masks answer
+        if self.layout.gpulets:  # the fit index knows no join options: the masks answer
             return self.placeable_scan(job)
         return self.placeable_index(job)
 
@@ -528,13 +689,13 @@ class Cluster:
     def _indexed(self, option: int) -> bool:
         """Whether the :class:`_FitIndex` answers legality under ``option``: exclusive,
         time-sharing and the MPS shares (its rows), not MIG nor gpulet joins."""
-        return option < self._join0 and not self.gpulets
+        return option < self.layout.join0 and not self.layout.gpulets
 
     def first_legal(self, job: JobSpec, option: int) -> int:
         """The lowest GPU ``g`` with ``placement_mask(job)[g, option]`` (-1: none), what
         ``argmax`` of that column gives. From the :class:`_FitIndex` where it answers (a gang
         may start at its first single-GPU legal GPU iff the option has ``num_gpus`` of them:
-        :meth:`_gang_mask`), else from the mask."""
+        :func:`_gang_starts`), else from the mask."""
         if self._indexed(option):
             ix = self._index(job.online)
             thr = ix.thresholds(job.mem_gb, job.gpu_types)
@@ -549,7 +710,7 @@ class Cluster:
 
     def single_row(self, job: JobSpec, option: int) -> np.ndarray:
         """``_single_cached(job)[option]``: per GPU, ``job``'s single-GPU legality under
-        ``option`` (what a gang's row of :meth:`_gang_mask` starts from), from the
+        ``option`` (what a gang's row of :func:`_gang_starts` starts from), from the
         :class:`_FitIndex` where it answers (one comparison over the fleet, no mask)."""
         if self._indexed(option):
             return self._index(job.online).row_fits(job.mem_gb, job.gpu_types, option)
@@ -558,7 +719,7 @@ class Cluster:
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``placement_mask(job)[gpu, option]`` (in range), from the :class:`_FitIndex` where it
         answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
-        the first being ``gpu`` (:meth:`_gang_mask`)."""
+        the first being ``gpu`` (:func:`_gang_starts`)."""
         if self._indexed(option):
             ix = self._index(job.online)
             thr = ix.thresholds(job.mem_gb, job.gpu_types)
@@ -570,7 +731,7 @@ class Cluster:
 
     def placeable_scan(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the masks (the reference the index is tested against): a gang
-        fits under an option iff the option has ``num_gpus`` legal GPUs (:meth:`_gang_mask`
+        fits under an option iff the option has ``num_gpus`` legal GPUs (:func:`_gang_starts`
         starts one at each of the first ``k - n + 1`` of ``k``)."""
         single = self._single_cached(job)
         if job.num_gpus > 1:
@@ -581,64 +742,347 @@ class Cluster:
     def _dynamic(self) -> tuple[np.ndarray, ...]:
         """The job-independent parts of the mask: recomputed once per ``version``, and then
         only on the GPUs changed since (O(GPUs touched) per event, not O(cluster))."""
-        if self._dyn_version == self.version:
+        version = self.c.version
+        if self._dyn_version == version:
             return self._dyn
         dirty = self._dirty
-        if dirty is None or not dirty or 8 * len(dirty) > self.n_gpus:
+        if dirty is None or not dirty or 8 * len(dirty) > self.fleet.n_gpus:
             self._dyn = self._dynamic_full()
         else:
             for g in dirty:
                 self._dynamic_row(g)
         self._dirty = set()
-        self._dyn_version = self.version
+        self._dyn_version = version
         return self._dyn
 
     def _dynamic_full(self) -> tuple[np.ndarray, ...]:
         # Modes are compared as plain ints (an array compared with an enum member costs ~4x
         # more), and ``sm_used + pct <= 100`` as ``sm_used <= 100 - pct`` (integers: exact).
-        free = self.n_res == 0
-        room = self.n_res < self.sharing.max_residents
-        mode = self.mode
+        c, f, lay = self.c, self.fleet, self.layout
+        free = c.n_res == 0
+        room = c.n_res < lay.sharing.max_residents
+        mode = c.mode
         ts = room & (free | (mode == _TS))
         mps_room = room & (free | (mode == _MPS))
-        sm_ok = (self.sm_used <= self._mps_headroom) | self._no_mps_limit
+        sm_ok = (c.sm_used <= lay.mps_headroom) | self.no_mps_limit
         mps = mps_room & sm_ok  # (n_mps, n_gpus)
-        if self.gpulets:
-            mps &= self.n_parts < self.gpulets  # a new partition: at most ``gpulets`` a GPU
-        mig_base = room & self.mig_capable & (free | (mode == _MIG))
-        if self._mig_slices:
-            mig_bits = self.mig.creatable_bits[self.type_idx, self.mig_occ, self.mig_used]
+        if lay.gpulets:  # a new partition: at most ``gpulets`` a GPU
+            mps &= c.gpulet_parts.n_parts < lay.gpulets
+        mig_base = room & f.mig_capable & (free | (mode == _MIG))
+        if lay.mig_slices:
+            ml = c.mig_layouts
+            mig_bits = f.mig.creatable_bits[f.type_idx, ml.occ, ml.used]
         else:
-            mig_bits = np.zeros(self.n_gpus, dtype=np.int64)
-        return (free, self.ready & self.healthy, ts, mps, mig_base, mig_bits)
+            mig_bits = np.zeros(f.n_gpus, dtype=np.int64)
+        return (free, c.ready & c.healthy, ts, mps, mig_base, mig_bits)
 
     def _dynamic_row(self, g: int) -> None:
         """:meth:`_dynamic_full` for one GPU (the same rules, on scalars)."""
         free_a, ready_healthy, ts, mps, mig_base, mig_bits = self._dyn
-        n = self.n_res.item(g)
-        mode = self.mode.item(g)
+        c, f, lay = self.c, self.fleet, self.layout
+        n = c.n_res.item(g)
+        mode = c.mode.item(g)
         free = n == 0
-        room = n < self.sharing.max_residents
+        room = n < lay.sharing.max_residents
         free_a[g] = free
-        ready_healthy[g] = self.ready.item(g) and self.healthy.item(g)
+        ready_healthy[g] = c.ready.item(g) and c.healthy.item(g)
         ts[g] = room and (free or mode == _TS)
         mps_room = room and (free or mode == _MPS)
-        sm = self.sm_used.item(g)
-        no_limit = not self._mps_limit_l[g]
-        if self.gpulets and self.n_parts.item(g) >= self.gpulets:
+        sm = c.sm_used.item(g)
+        no_limit = not f.mps_limit_l[g]
+        if lay.gpulets and c.gpulet_parts.n_parts.item(g) >= lay.gpulets:
             mps_room = False
-        mps[:, g] = [mps_room and (sm + p <= 100 or no_limit) for p in self._mps_pct_list]
-        mig_base[g] = room and self.mig_capable.item(g) and (free or mode == _MIG)
-        if self._mig_slices:
-            t, occ, used = self.type_idx.item(g), self.mig_occ.item(g), self.mig_used.item(g)
-            mig_bits[g] = self.mig.creatable_bits[t, occ, used]
+        mps[:, g] = [mps_room and (sm + p <= 100 or no_limit) for p in lay.mps_pct_list]
+        mig_base[g] = room and f.mig_capable.item(g) and (free or mode == _MIG)
+        if lay.mig_slices:
+            ml = c.mig_layouts
+            t, occ, used = f.type_idx.item(g), ml.occ.item(g), ml.used.item(g)
+            mig_bits[g] = f.mig.creatable_bits[t, occ, used]
 
+    def _static(self, job: JobSpec) -> tuple[Any, ...]:
+        """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
+        key = (job.mem_gb, job.gpu_types)
+        hit = self._job_static.get(key)
+        if hit is None or (cython.compiled and hit[3] is None):
+            # (no entry, or one made interpreted, without views: a cluster pickled by a pure
+            # Python process and loaded by a compiled one)
+            f = self.fleet
+            mem = job.mem_gb
+            type_ok = self.type_ok(job.gpu_types)
+            excl = type_ok & (mem <= f.cap_eps)
+            bits = f.mig.profile_bits(mem, self.layout.mig_slices)[f.type_idx].T.copy()
+            if len(self._job_static) >= 4096:
+                self._job_static.clear()
+            # (with their typed views, for the compiled loop: ``_single_rows``)
+            jv = _JobViews(type_ok, excl, bits) if cython.compiled else None
+            hit = self._job_static[key] = (type_ok, excl, bits, jv)
+        return hit
+
+    def _single_cached(self, job: JobSpec) -> np.ndarray:
+        """:meth:`_single_mask`, memoised for the current ``version`` (it depends on the job's
+        memory, GPU types, kind and gang-ness only)."""
+        version = self.c.version
+        if self._single_version != version:
+            self._single_memo.clear()
+            self._single_version = version
+        key = (job.mem_gb, job.gpu_types, job.online, job.num_gpus > 1)
+        m = self._single_memo.get(key)
+        if m is None:
+            m = self._single_memo[key] = self._single_mask(job)
+            m.flags.writeable = False
+        return m
+
+    def _single_mask(self, job: JobSpec) -> np.ndarray:
+        """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
+        type_ok, excl, bits, jv = self._static(job)
+        c, lay = self.c, self.layout
+        n_gpus = self.fleet.n_gpus
+        gpulets = lay.gpulets
+        if cython.compiled and not gpulets and n_gpus < _MASK_LOOP_GPUS:
+            # Compiled: the same booleans in one typed loop over (GPU, option), from the
+            # cluster's state arrays, instead of the job-independent pass (``_dynamic``) and
+            # ~10 numpy passes over small arrays (their fixed cost was most of a mask on a
+            # small fleet); interpreted, the passes below (tests/test_typed_components.py
+            # compares the two on random states).
+            out8 = np.empty((len(lay.options), n_gpus), dtype=np.uint8)
+            _single_rows(
+                out8, c._state_views(), jv, job.online, float(job.mem_gb),
+                lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0,
+                lay.mig0, len(lay.mig_slices), job.num_gpus > 1,
+            )  # fmt: skip
+            return out8.view(bool)
+        free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
+        out = np.empty((len(lay.options), n_gpus), dtype=bool)
+        base = type_ok & (c.ready if job.online else ready_healthy)
+        n_excl, mps0, mig0 = lay.n_excl, lay.mps0, lay.mig0
+        if n_excl:
+            np.logical_and(base & free, excl, out=out[0])
+        shared = base & (c.mem_decl + job.mem_gb <= self.fleet.cap_eps)
+        if lay.n_ts:
+            np.logical_and(shared, ts, out=out[n_excl])
+        join0 = lay.join0
+        if join0 > mps0:
+            np.logical_and(shared, mps, out=out[mps0:join0])
+        if gpulets:
+            # join the k-th partition: a GPU in MPS mode that has it, with room and memory;
+            # gangs span whole GPUs (no joins)
+            joinable = shared & (c.mode == _MPS) & (c.n_res < lay.sharing.max_residents)
+            n_parts = c.gpulet_parts.n_parts
+            for k in range(1, gpulets + 1):
+                np.logical_and(joinable, n_parts >= k, out=out[join0 + k - 1])
+                if job.num_gpus > 1:
+                    out[join0 + k - 1] = False
+        if lay.mig_slices:
+            rows = out[mig0:]
+            if job.num_gpus > 1:
+                rows[:] = False  # MIG instances host single-GPU jobs only (gangs span whole GPUs)
+            else:
+                np.bitwise_and(mig_bits, bits, out=self._bits_buf)
+                np.not_equal(self._bits_buf, 0, out=rows)
+                rows &= base & mig_base
+        return out
+
+    def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
+        """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
+        if job.num_gpus == 1:
+            return [first_gpu]
+        if self._indexed(option):
+            ix = self._index(job.online)
+            return ix.walk(
+                ix.thresholds(job.mem_gb, job.gpu_types), option, first_gpu, job.num_gpus
+            )
+        single = self._single_cached(job)[option]
+        idx = np.flatnonzero(single[first_gpu:])[: job.num_gpus] + first_gpu
+        return [int(i) for i in idx]
+
+    def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
+        """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
+        options = self.layout.options
+        if not 0 <= option < len(options):
+            return f"option {option} out of range 0..{len(options) - 1}"
+        n_gpus = self.fleet.n_gpus
+        if not 0 <= gpu < n_gpus:
+            return f"gpu {gpu} out of range 0..{n_gpus - 1}"
+        if self.legal(job, gpu, option):
+            return None
+        return self._explain(job, gpu, options[option])
+
+    def _explain(self, job: JobSpec, gpu: int, opt: PlacementOption) -> str:
+        c, f = self.c, self.fleet
+        max_res, gpulets = self.layout.sharing.max_residents, self.layout.gpulets
+        n_parts = c.gpulet_parts.n_parts
+        gt = f.gpu_type(gpu)
+        if job.gpu_types and gt.name not in {get_gpu_type(a).name for a in job.gpu_types}:
+            return f"job {job.job_id} needs {'/'.join(job.gpu_types)}, gpu {gpu} is {gt.name}"
+        if not c.ready[gpu]:
+            return f"gpu {gpu} is being reconfigured"
+        if not job.online and not c.healthy[gpu]:
+            return f"gpu {gpu} is not healthy (SysMonitor): offline work is not placed there"
+        if job.num_gpus > 1:
+            return f"gang of {job.num_gpus} GPUs does not fit from gpu {gpu} with {opt.label}"
+        if opt.mode is SharingMode.EXCLUSIVE and c.n_res[gpu] > 0:
+            return f"gpu {gpu} is not empty ({c.n_res[gpu]} residents) for exclusive use"
+        if c.n_res[gpu] >= max_res:
+            return f"gpu {gpu} already hosts the maximum of {max_res} jobs"
+        if c.n_res[gpu] > 0 and c.mode[gpu] != opt.mode:
+            return f"gpu {gpu} is in mode {SharingMode(c.mode[gpu]).name}, not {opt.mode.name}"
+        if opt.mode is SharingMode.MIG and not f.mig_capable[gpu]:
+            return f"gpu {gpu} ({gt.name}) does not support MIG"
+        if opt.mode is SharingMode.MIG:
+            return f"no free MIG {opt.mig_slices}g instance with {job.mem_gb:g} GB on gpu {gpu}"
+        if opt.mode is SharingMode.MPS and opt.gpulet and n_parts[gpu] < opt.gpulet:
+            return f"gpu {gpu} has {n_parts[gpu]} gpulet(s), no gpulet {opt.gpulet} to share"
+        if opt.mode is SharingMode.MPS and not opt.gpulet and gpulets and n_parts[gpu] >= gpulets:
+            return f"gpu {gpu} is split in its {gpulets} gpulets already"
+        if opt.mode is SharingMode.MPS and not opt.gpulet and c.sm_used[gpu] + opt.sm_pct > 100:
+            return f"gpu {gpu} MPS SM share would be {c.sm_used[gpu] + opt.sm_pct}% > 100%"
+        return (
+            f"job {job.job_id} needs {job.mem_gb:g} GB, gpu {gpu} has "
+            f"{f.mem_cap[gpu] - c.mem_decl[gpu]:g} GB free"
+        )
+
+
+def _read(path: str) -> Any:
+    """A read-only property of a :class:`Cluster` that reads ``path`` from it (``"fleet.n_gpus"``:
+    the attribute of the part that owns it)."""
+    return property(attrgetter(path), doc=f"``{path}`` (read-only).")
+
+
+class Cluster:
+    """All GPUs and nodes of the fleet, with their sharing state.
+
+    The cluster owns the occupancy: per GPU its residents, mode, declared and true memory, MPS
+    SM share, readiness and health, per node its CPU use, and the ``version`` that every
+    change bumps; :meth:`add`, :meth:`remove`, :meth:`set_ready`, :meth:`set_healthy` and
+    :meth:`restore_gpulets` are its only writers. Its components own the rest: the fixed
+    description (:class:`Fleet`, :class:`OptionLayout`), the MIG layouts (:class:`MigLayouts`)
+    and GPULet partitions (:class:`GpuletParts`) its writers update, and the placement masks
+    with their caches and fit indexes (:class:`Masks`). The fixed facts are read through
+    properties (``cluster.n_gpus``, ``cluster.node_of``, ...), the legality questions through
+    methods that delegate to :class:`Masks`.
+
+    Args:
+        nodes: The fleet.
+        sharing: Allowed modes, options, residency limit.
+    """
+
+    def __init__(self, nodes: Sequence[NodeSpec], sharing: SharingConfig) -> None:
+        self.fleet = Fleet(nodes)
+        self.layout = OptionLayout(sharing)
+        self.mig_layouts = MigLayouts(self.fleet)
+        self.gpulet_parts = GpuletParts(self.fleet.n_gpus)
+        self.masks = Masks(self)
+        self.reset()
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        """Empty every GPU; modes return to unset."""
+        g = self.fleet.n_gpus
+        self.mode = np.full(g, MODE_NONE, dtype=np.int64)
+        self.n_res = np.zeros(g, dtype=np.int64)
+        self.mem_decl = np.zeros(g, dtype=np.float64)
+        self.mem_true = np.zeros(g, dtype=np.float64)
+        self.sm_used = np.zeros(g, dtype=np.int64)
+        self.online_count = np.zeros(g, dtype=np.int64)
+        self.healthy = np.ones(g, dtype=bool)
+        self.ready = np.ones(g, dtype=bool)
+        self.mig_layouts.reset()
+        self.residents: list[list[int]] = [[] for _ in range(g)]
+        #: Per GPU: the residents' requested GPU fractions (``JobSpec.gpu_frac``), in residence
+        #: order, and their sum (summed in that order: what PAI's allocation accounting sees).
+        self.res_frac: list[list[float]] = [[] for _ in range(g)]
+        self.frac_decl = np.zeros(g, dtype=np.float64)
+        self.gpulet_parts.reset(g)
+        self.node_cpu_used = np.zeros(self.fleet.n_nodes, dtype=np.float64)
+        self.version = 0
+        #: Typed views of the arrays above, for the compiled mask loop (built on first use:
+        #: :meth:`_state_views`).
+        self._views: _StateViews | None = None
+        #: Sets of GPUs changed since their owner last emptied them (:meth:`watch`).
+        self._watchers: list[set[int]] = []
+        self.masks.reset()
+
+    # ------------------------------------------------------------------ the parts' facts
+    # Read-only, each from the part that owns it (``cluster.n_gpus`` is ``cluster.fleet.n_gpus``).
+    nodes: tuple[NodeSpec, ...] = _read("fleet.nodes")
+    n_nodes: int = _read("fleet.n_nodes")
+    n_gpus: int = _read("fleet.n_gpus")
+    types: tuple[GpuType, ...] = _read("fleet.types")
+    type_names: tuple[str, ...] = _read("fleet.type_names")
+    type_idx: np.ndarray = _read("fleet.type_idx")
+    node_of: np.ndarray = _read("fleet.node_of")
+    node_first_gpu: np.ndarray = _read("fleet.node_first_gpu")
+    node_vcpus: np.ndarray = _read("fleet.node_vcpus")
+    gpu_type_of: tuple[GpuType, ...] = _read("fleet.gpu_type_of")
+    type_name_of: tuple[str, ...] = _read("fleet.type_name_of")
+    mem_cap: np.ndarray = _read("fleet.mem_cap")
+    mps_limit: np.ndarray = _read("fleet.mps_limit")
+    mig_capable: np.ndarray = _read("fleet.mig_capable")
+    mig: _MigTables = _read("fleet.mig")
+    total_gpus_by_type: dict[str, int] = _read("fleet.total_gpus_by_type")
+    sharing: SharingConfig = _read("layout.sharing")
+    options: tuple[PlacementOption, ...] = _read("layout.options")
+    gpulets: int = _read("layout.gpulets")
+    mig_occ: np.ndarray = _read("mig_layouts.occ")
+    mig_used: np.ndarray = _read("mig_layouts.used")
+    mig_instances: list[list[MigInstance]] = _read("mig_layouts.instances")
+    parts: list[list[list]] = _read("gpulet_parts.parts")
+    n_parts: np.ndarray = _read("gpulet_parts.n_parts")
+
+    def gpu_type(self, gpu: int) -> GpuType:
+        return self.fleet.gpu_type(gpu)
+
+    # ------------------------------------------------------------------ legality (Masks)
+    def placement_mask(self, job: JobSpec) -> np.ndarray:
+        """Legal (first GPU, option) pairs for ``job``: a bool array of shape (n_gpus, n_options).
+
+        This is the single source of truth for what may be placed where (:class:`Masks`).
+        """
+        return self.masks.placement_mask(job)
+
+    def placeable(self, job: JobSpec) -> bool:
+        """Whether :meth:`placement_mask` of ``job`` allows anything (:meth:`Masks.placeable`)."""
+        return self.masks.placeable(job)
+
+    def placeable_index(self, job: JobSpec) -> bool:
+        """:meth:`placeable` from the fit index (:meth:`Masks.placeable_index`)."""
+        return self.masks.placeable_index(job)
+
+    def placeable_scan(self, job: JobSpec) -> bool:
+        """:meth:`placeable` from the masks (:meth:`Masks.placeable_scan`)."""
+        return self.masks.placeable_scan(job)
+
+    def first_legal(self, job: JobSpec, option: int) -> int:
+        """The lowest GPU ``g`` with ``placement_mask(job)[g, option]`` (-1: none)."""
+        return self.masks.first_legal(job, option)
+
+    def single_row(self, job: JobSpec, option: int) -> np.ndarray:
+        """Per GPU, ``job``'s single-GPU legality under ``option`` (:meth:`Masks.single_row`)."""
+        return self.masks.single_row(job, option)
+
+    def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
+        """``placement_mask(job)[gpu, option]`` (in range; :meth:`Masks.legal`)."""
+        return self.masks.legal(job, gpu, option)
+
+    def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
+        """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
+        return self.masks.gang_gpus(job, first_gpu, option)
+
+    def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
+        """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
+        return self.masks.check(job, gpu, option)
+
+    def _type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
+        """Per GPU: its type is allowed (:meth:`Masks.type_ok`)."""
+        return self.masks.type_ok(allowed)
+
+    #: (a function of its arguments only: :func:`_gang_starts`)
+    _gang_mask = staticmethod(_gang_starts)
+
+    # ------------------------------------------------------------------ change notes
     def _touch(self, gpu: int) -> None:
-        """Note that ``gpu``'s state changed (for :meth:`_dynamic`)."""
-        if self._dirty is not None:
-            self._dirty.add(gpu)
-        for ix in self._fit_ix.values():
-            ix.touch(gpu)
+        """Note that ``gpu``'s state changed (for the masks' caches and the watchers)."""
+        self.masks.touch(gpu)
         for w in self._watchers:
             w.add(gpu)
 
@@ -676,161 +1120,6 @@ class Cluster:
             v = self._views = _StateViews(self)
         return v
 
-    def _static(self, job: JobSpec) -> tuple[Any, ...]:
-        """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
-        key = (job.mem_gb, job.gpu_types)
-        hit = self._job_static.get(key)
-        if hit is None or (cython.compiled and hit[3] is None):
-            # (no entry, or one made interpreted, without views: a cluster pickled by a pure
-            # Python process and loaded by a compiled one)
-            mem = job.mem_gb
-            type_ok = self._type_ok(job.gpu_types)
-            excl = type_ok & (mem <= self._cap_eps)
-            bits = self.mig.profile_bits(mem, self._mig_slices)[self.type_idx].T.copy()
-            if len(self._job_static) >= 4096:
-                self._job_static.clear()
-            # (with their typed views, for the compiled loop: ``_single_rows``)
-            jv = _JobViews(type_ok, excl, bits) if cython.compiled else None
-            hit = self._job_static[key] = (type_ok, excl, bits, jv)
-        return hit
-
-    def _single_cached(self, job: JobSpec) -> np.ndarray:
-        """:meth:`_single_mask`, memoised for the current ``version`` (it depends on the job's
-        memory, GPU types, kind and gang-ness only)."""
-        if self._single_version != self.version:
-            self._single_memo.clear()
-            self._single_version = self.version
-        key = (job.mem_gb, job.gpu_types, job.online, job.num_gpus > 1)
-        m = self._single_memo.get(key)
-        if m is None:
-            m = self._single_memo[key] = self._single_mask(job)
-            m.flags.writeable = False
-        return m
-
-    def _single_mask(self, job: JobSpec) -> np.ndarray:
-        """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
-        type_ok, excl, bits, jv = self._static(job)
-        if cython.compiled and not self.gpulets and self.n_gpus < _MASK_LOOP_GPUS:
-            # Compiled: the same booleans in one typed loop over (GPU, option), from the
-            # cluster's state arrays, instead of the job-independent pass (``_dynamic``) and
-            # ~10 numpy passes over small arrays (their fixed cost was most of a mask on a
-            # small fleet); interpreted, the passes below (tests/test_typed_components.py
-            # compares the two on random states).
-            out8 = np.empty((len(self.options), self.n_gpus), dtype=np.uint8)
-            _single_rows(
-                out8, self._state_views(), jv, job.online, float(job.mem_gb),
-                self.sharing.max_residents, self._n_excl, self._n_ts, self._mps0, self._join0,
-                self._mig0, len(self._mig_slices), job.num_gpus > 1,
-            )  # fmt: skip
-            return out8.view(bool)
-        free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
-        out = np.empty((len(self.options), self.n_gpus), dtype=bool)
-        base = type_ok & (self.ready if job.online else ready_healthy)
-        n_excl, mps0, mig0 = self._n_excl, self._mps0, self._mig0
-        if n_excl:
-            np.logical_and(base & free, excl, out=out[0])
-        shared = base & (self.mem_decl + job.mem_gb <= self._cap_eps)
-        if self._n_ts:
-            np.logical_and(shared, ts, out=out[n_excl])
-        join0 = self._join0
-        if join0 > mps0:
-            np.logical_and(shared, mps, out=out[mps0:join0])
-        if self.gpulets:
-            # join the k-th partition: a GPU in MPS mode that has it, with room and memory;
-            # gangs span whole GPUs (no joins)
-            joinable = shared & (self.mode == _MPS) & (self.n_res < self.sharing.max_residents)
-            for k in range(1, self.gpulets + 1):
-                np.logical_and(joinable, self.n_parts >= k, out=out[join0 + k - 1])
-                if job.num_gpus > 1:
-                    out[join0 + k - 1] = False
-        if self._mig_slices:
-            rows = out[mig0:]
-            if job.num_gpus > 1:
-                rows[:] = False  # MIG instances host single-GPU jobs only (gangs span whole GPUs)
-            else:
-                np.bitwise_and(mig_bits, bits, out=self._bits_buf)
-                np.not_equal(self._bits_buf, 0, out=rows)
-                rows &= base & mig_base
-        return out
-
-    def _gang_mask(self, single: np.ndarray, n: int) -> np.ndarray:
-        """A gang starting at GPU g takes the first ``n`` legal GPUs at index >= g
-        (``single`` option-major, as from :meth:`_single_mask`)."""
-        if single.shape[1] < _GANG_SCAN_GPUS:
-            suffix = np.cumsum(single[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
-            return single & (suffix >= n)
-        # On a large fleet: only the last n - 1 legal GPUs of each option's row cannot start a
-        # gang, so clear the row after its n-th legal GPU from the end (the same booleans; a
-        # nonzero scan is ~4x cheaper than the int32 suffix sum at 1,000+ GPUs).
-        out = single.copy()
-        counts = [np.count_nonzero(row) for row in single]  # (with an axis: a slow sum)
-        for r, k in enumerate(counts):
-            if k >= n:
-                row = out[r]
-                row[row.nonzero()[0].item(k - n) + 1 :] = False
-            elif k:
-                out[r] = False
-        return out
-
-    def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
-        """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
-        if job.num_gpus == 1:
-            return [first_gpu]
-        if self._indexed(option):
-            ix = self._index(job.online)
-            return ix.walk(
-                ix.thresholds(job.mem_gb, job.gpu_types), option, first_gpu, job.num_gpus
-            )
-        single = self._single_cached(job)[option]
-        idx = np.flatnonzero(single[first_gpu:])[: job.num_gpus] + first_gpu
-        return [int(i) for i in idx]
-
-    def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
-        """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
-        if not 0 <= option < len(self.options):
-            return f"option {option} out of range 0..{len(self.options) - 1}"
-        if not 0 <= gpu < self.n_gpus:
-            return f"gpu {gpu} out of range 0..{self.n_gpus - 1}"
-        if self.legal(job, gpu, option):
-            return None
-        return self._explain(job, gpu, self.options[option])
-
-    def _explain(self, job: JobSpec, gpu: int, opt: PlacementOption) -> str:
-        gt = self.gpu_type(gpu)
-        if job.gpu_types and gt.name not in {get_gpu_type(a).name for a in job.gpu_types}:
-            return f"job {job.job_id} needs {'/'.join(job.gpu_types)}, gpu {gpu} is {gt.name}"
-        if not self.ready[gpu]:
-            return f"gpu {gpu} is being reconfigured"
-        if not job.online and not self.healthy[gpu]:
-            return f"gpu {gpu} is not healthy (SysMonitor): offline work is not placed there"
-        if job.num_gpus > 1:
-            return f"gang of {job.num_gpus} GPUs does not fit from gpu {gpu} with {opt.label}"
-        if opt.mode is SharingMode.EXCLUSIVE and self.n_res[gpu] > 0:
-            return f"gpu {gpu} is not empty ({self.n_res[gpu]} residents) for exclusive use"
-        if self.n_res[gpu] >= self.sharing.max_residents:
-            return f"gpu {gpu} already hosts the maximum of {self.sharing.max_residents} jobs"
-        if self.n_res[gpu] > 0 and self.mode[gpu] != opt.mode:
-            return f"gpu {gpu} is in mode {SharingMode(self.mode[gpu]).name}, not {opt.mode.name}"
-        if opt.mode is SharingMode.MIG and not self.mig_capable[gpu]:
-            return f"gpu {gpu} ({gt.name}) does not support MIG"
-        if opt.mode is SharingMode.MIG:
-            return f"no free MIG {opt.mig_slices}g instance with {job.mem_gb:g} GB on gpu {gpu}"
-        if opt.mode is SharingMode.MPS and opt.gpulet and self.n_parts[gpu] < opt.gpulet:
-            return f"gpu {gpu} has {self.n_parts[gpu]} gpulet(s), no gpulet {opt.gpulet} to share"
-        if (
-            opt.mode is SharingMode.MPS
-            and not opt.gpulet
-            and self.gpulets
-            and self.n_parts[gpu] >= self.gpulets
-        ):
-            return f"gpu {gpu} is split in its {self.gpulets} gpulets already"
-        if opt.mode is SharingMode.MPS and not opt.gpulet and self.sm_used[gpu] + opt.sm_pct > 100:
-            return f"gpu {gpu} MPS SM share would be {self.sm_used[gpu] + opt.sm_pct}% > 100%"
-        return (
-            f"job {job.job_id} needs {job.mem_gb:g} GB, gpu {gpu} has "
-            f"{self.mem_cap[gpu] - self.mem_decl[gpu]:g} GB free"
-        )
-
     # ------------------------------------------------------------------ mutation
     def add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> tuple[float, MigInstance | None]:
         """Place one instance of ``job`` on ``gpu`` (legality already checked).
@@ -841,26 +1130,33 @@ class Cluster:
         """
         # Elements are read as Python numbers (``.item``) and written back: the same values as
         # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
+        sharing = self.layout.sharing
         delay = 0.0
         inst: MigInstance | None = None
         n = self.n_res.item(gpu)
         mode = self.mode.item(gpu)
         if n == 0 and mode != opt.mode:
             if opt.mode is SharingMode.MIG or mode == _MIG:
-                delay += self.sharing.mig_mode_switch_s
-                self.mig_instances[gpu] = []
+                delay += sharing.mig_mode_switch_s
+                self.mig_layouts.clear(gpu)
             elif opt.mode is SharingMode.MPS:
-                delay += self.sharing.mps_start_s
+                delay += sharing.mps_start_s
             self.mode[gpu] = int(opt.mode)
         if opt.mode is SharingMode.MIG:
-            inst, created = self._mig_take(job, gpu, opt.mig_slices)
+            inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
             if created:
-                delay += self.sharing.mig_reconfig_s
-        if opt.mode is SharingMode.MPS and self.gpulets:
-            self._gpulet_add(job, gpu, opt)
-        elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+                delay += sharing.mig_reconfig_s
+        fleet = self.fleet
+        if opt.mode is SharingMode.MPS and self.layout.gpulets:
+            if opt.gpulet:
+                self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
+            else:
+                self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
+                if fleet.mps_limit_l[gpu]:
+                    self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+        elif opt.mode is SharingMode.MPS and fleet.mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        node = self._node_of_l[gpu]
+        node = fleet.node_of_l[gpu]
         if cython.compiled:  # (C reads and writes through the typed views, the same values)
             _res_add(
                 self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
@@ -881,88 +1177,22 @@ class Cluster:
         self.version += 1
         return delay, inst
 
-    def _gpulet_add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
-        """Put ``job`` in a partition of ``gpu``: the k-th (``opt.gpulet``) or a new one."""
-        parts = self.parts[gpu]
-        if opt.gpulet:
-            if opt.gpulet > len(parts):
-                raise RuntimeError(
-                    f"gpu {gpu} has no gpulet {opt.gpulet}: legality was not checked"
-                )
-            parts[opt.gpulet - 1][1].append(job.job_id)
-            return
-        parts.append([opt.sm_pct, [job.job_id]])
-        self.n_parts[gpu] = len(parts)
-        if self._mps_limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-
-    def _gpulet_remove(self, job: JobSpec, gpu: int) -> None:
-        """Take ``job`` out of its partition of ``gpu``; an emptied partition is freed."""
-        parts = self.parts[gpu]
-        for k, (pct, members) in enumerate(parts):
-            if job.job_id in members:
-                members.remove(job.job_id)
-                if not members:
-                    del parts[k]
-                    self.n_parts[gpu] = len(parts)
-                    if self._mps_limit_l[gpu]:
-                        self.sm_used[gpu] = self.sm_used.item(gpu) - pct
-                return
-        raise RuntimeError(f"job {job.job_id} is in no gpulet of gpu {gpu}")
-
     def gpulet_state(self, gpu: int) -> tuple[list[list], int]:
         """A copy of ``gpu``'s MPS partitions (``[sm_pct, [job ids]]`` each) and its SM
         percentage in use: what :meth:`restore_gpulets` puts back."""
-        return [[p, list(m)] for p, m in self.parts[gpu]], self.sm_used.item(gpu)
+        return self.gpulet_parts.state(gpu), self.sm_used.item(gpu)
 
     def restore_gpulets(self, gpu: int, parts: list[list], sm_used: int) -> None:
         """Put back ``gpu``'s partitions and SM percentage as :meth:`gpulet_state` gave them
         (a migration's check that removed and re-added a job undoes the new partition order)."""
-        self.parts[gpu] = parts
-        self.n_parts[gpu] = len(parts)
+        self.gpulet_parts.restore(gpu, parts)
         self.sm_used[gpu] = sm_used
         self._touch(gpu)
         self.version += 1
 
     def gpulet_of(self, gpu: int) -> dict[int, tuple[int, int]]:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
-        return {j: (k, pct) for k, (pct, members) in enumerate(self.parts[gpu]) for j in members}
-
-    def _mig_take(self, job: JobSpec, gpu: int, slices: int) -> tuple[MigInstance, bool]:
-        t = int(self.type_idx[gpu])
-        gt = self.types[t]
-        occ = int(self.mig_occ[gpu])
-        # Reuse an empty instance of a fitting profile first (no reconfiguration needed).
-        cands = sorted(
-            (p for p in gt.mig_profiles if p.compute_slices == slices and p.mem_gb >= job.mem_gb),
-            key=lambda p: p.mem_gb,
-        )
-        for inst in self.mig_instances[gpu]:
-            if inst.job_id is None and any(inst.profile == p.name for p in cands):
-                inst.job_id = job.job_id
-                self._mig_mark(gpu, inst, busy=True)
-                return inst, False
-        for p_idx, prof in enumerate(gt.mig_profiles):
-            if prof not in cands:
-                continue
-            start = int(self.mig.first_start[t, occ, p_idx])
-            if start < 0 or not self.mig.creatable[t, occ, self.mig_used[gpu], p_idx]:
-                continue
-            mask = prof.slice_mask(start)
-            # Destroy the empty instances the new one overlaps (legal: they are empty).
-            self.mig_instances[gpu] = [
-                i for i in self.mig_instances[gpu] if i.job_id is not None or not (i.mask & mask)
-            ]
-            inst = MigInstance(prof.name, start, mask, prof.compute_slices, job.job_id)
-            self.mig_instances[gpu].append(inst)
-            self._mig_mark(gpu, inst, busy=True)
-            return inst, True
-        raise RuntimeError(f"no MIG {slices}g instance on gpu {gpu}: legality was not checked")
-
-    def _mig_mark(self, gpu: int, inst: MigInstance, busy: bool) -> None:
-        sign = 1 if busy else -1
-        self.mig_occ[gpu] = int(self.mig_occ[gpu]) ^ inst.mask
-        self.mig_used[gpu] += sign * inst.compute
+        return self.gpulet_parts.of(gpu)
 
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
         """Take one instance of ``job`` off ``gpu``."""
@@ -972,7 +1202,8 @@ class Cluster:
         fracs = self.res_frac[gpu]
         del fracs[i]
         self.frac_decl[gpu] = sum(fracs)
-        node = self._node_of_l[gpu]
+        fleet = self.fleet
+        node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
             n = _res_remove(
                 self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
@@ -985,16 +1216,14 @@ class Cluster:
             if job.online:
                 self.online_count[gpu] = self.online_count.item(gpu) - 1
             self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        if opt.mode is SharingMode.MPS and self.gpulets:
-            self._gpulet_remove(job, gpu)
-        elif opt.mode is SharingMode.MPS and self._mps_limit_l[gpu]:
+        if opt.mode is SharingMode.MPS and self.layout.gpulets:
+            freed = self.gpulet_parts.leave(job.job_id, gpu)
+            if freed and fleet.mps_limit_l[gpu]:
+                self.sm_used[gpu] = self.sm_used.item(gpu) - freed
+        elif opt.mode is SharingMode.MPS and fleet.mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
         if opt.mode is SharingMode.MIG:
-            for inst in self.mig_instances[gpu]:
-                if inst.job_id == job.job_id:
-                    self._mig_mark(gpu, inst, busy=False)
-                    inst.job_id = None
-                    break
+            self.mig_layouts.release(job.job_id, gpu)
         if n == 0:
             self.mem_decl[gpu] = 0.0  # drop float drift
             self.mem_true[gpu] = 0.0
@@ -1153,40 +1382,41 @@ class _FitIndex:
     entries are replaced when it changes (:meth:`touch`, applied lazily by :meth:`sync`).
     """
 
-    def __init__(self, cluster: Cluster, online: bool) -> None:
-        c = self.c = cluster
+    def __init__(self, masks: Masks, online: bool) -> None:
+        #: The masks whose questions this answers (their cluster's state, fleet and layout).
+        self.m = masks
+        f, lay = masks.fleet, masks.layout
         self.online = online
-        pcts = c._mps_pct_list
-        self.n_rows = c._n_excl + c._n_ts + len(pcts)
+        pcts = lay.mps_pct_list
+        n_rows = lay.n_excl + lay.n_ts + len(pcts)
         #: The rows :meth:`placeable` reads: exclusive, time-sharing and the MPS option with
         #: the least SM share (a GPU legal under any MPS option is legal under it:
         #: ``sm_used + pct <= 100`` is monotone in ``pct``, so it alone answers).
-        self.fit_rows = list(range(c._n_excl + c._n_ts))
+        self.fit_rows = list(range(lay.n_excl + lay.n_ts))
         if pcts:
-            self.fit_rows.append(c._mps0 + pcts.index(min(pcts)))
-        n_t = len(c.types)
-        self.cap_eps = [t.mem_gb + _EPS for t in c.types]
-        self.vals: list[list[list[float]]] = [[[] for _ in range(n_t)] for _ in range(self.n_rows)]
-        self.keep_vals = [r in self.fit_rows for r in range(self.n_rows)]
+            self.fit_rows.append(lay.mps0 + pcts.index(min(pcts)))
+        n_t = len(f.types)
+        self.vals: list[list[list[float]]] = [[[] for _ in range(n_t)] for _ in range(n_rows)]
+        self.keep_vals = [r in self.fit_rows for r in range(n_rows)]
         #: Per row: per type, its segment tree (None: not built yet), and the GPUs changed
         #: since the trees were last brought up to date.
-        self.trees: list[list[list[float]] | None] = [None] * self.n_rows
-        self.pending: list[set[int]] = [set() for _ in range(self.n_rows)]
+        self.trees: list[list[list[float]] | None] = [None] * n_rows
+        self.pending: list[set[int]] = [set() for _ in range(n_rows)]
         #: Per row: ``cur`` as an array (None: not built yet; :meth:`row_fits`), and the GPUs
         #: changed since it was last brought up to date.
-        self.arrays: list[np.ndarray | None] = [None] * self.n_rows
-        self.pending_arr: list[set[int]] = [set() for _ in range(self.n_rows)]
+        self.arrays: list[np.ndarray | None] = [None] * n_rows
+        self.pending_arr: list[set[int]] = [set() for _ in range(n_rows)]
         self._xs: dict[tuple[float, tuple[str, ...]], np.ndarray] = {}
         #: Per row, per GPU: its value (inf: not legal under the row whatever the job).
         self.cur: list[list[float]] = []
         self.mig: list[dict[int, int]] = [{} for _ in range(n_t)]
         self.cur_mig: list[int] = []  # per GPU: its bits counted in ``mig`` (-1: none)
-        self.type_l: list[int] = c.type_idx.tolist()
+        self.type_l: list[int] = f.type_idx.tolist()
         #: Per type: its GPUs in GPU order; per GPU: its position there.
         self.gpus_of: list[list[int]] = [
-            np.flatnonzero(c.type_idx == t).tolist() for t in range(n_t)
+            np.flatnonzero(f.type_idx == t).tolist() for t in range(n_t)
         ]
-        self.pos_l: list[int] = [0] * c.n_gpus
+        self.pos_l: list[int] = [0] * f.n_gpus
         for gl in self.gpus_of:
             for p, g in enumerate(gl):
                 self.pos_l[g] = p
@@ -1201,31 +1431,32 @@ class _FitIndex:
 
     def _build(self) -> None:
         """Every entry from the cluster's state (vectorised)."""
-        c = self.c
-        free, ready_healthy, ts, mps, mig_base, mig_bits = c._dynamic()
+        m = self.m
+        c, f, lay = m.c, m.fleet, m.layout
+        free, ready_healthy, ts, mps, mig_base, mig_bits = m._dynamic()
         base = c.ready if self.online else ready_healthy
         mem = c.mem_decl
         inf = np.inf
         rows: list[np.ndarray] = []
-        if c._n_excl:
+        if lay.n_excl:
             rows.append(np.where(base & free, 0.0, inf))
-        if c._n_ts:
+        if lay.n_ts:
             rows.append(np.where(base & ts, mem, inf))
-        for k in range(len(c._mps_pct_list)):
+        for k in range(len(lay.mps_pct_list)):
             rows.append(np.where(base & mps[k], mem, inf))
         self.cur = [r.tolist() for r in rows]
-        tidx = c.type_idx
+        tidx = f.type_idx
         for o, r in enumerate(rows):
             self.trees[o] = None
             self.pending[o] = set()
             self.arrays[o] = None
             self.pending_arr[o] = set()
             if self.keep_vals[o]:
-                for t in range(len(c.types)):
+                for t in range(len(f.types)):
                     v = r[tidx == t]
                     self.vals[o][t] = np.sort(v[v < inf]).tolist()
-        self.mig = [{} for _ in c.types]
-        if c._mig_slices:
+        self.mig = [{} for _ in f.types]
+        if lay.mig_slices:
             bits = np.where(base & mig_base, mig_bits, -1)
             self.cur_mig = bits.tolist()
             for g, b in enumerate(self.cur_mig):
@@ -1233,7 +1464,7 @@ class _FitIndex:
                     d = self.mig[self.type_l[g]]
                     d[b] = d.get(b, 0) + 1
         else:
-            self.cur_mig = [-1] * c.n_gpus
+            self.cur_mig = [-1] * f.n_gpus
         self.dirty = set()
 
     @cython.locals(sv=_StateViews, gi=cython.Py_ssize_t)
@@ -1245,22 +1476,23 @@ class _FitIndex:
             return
         # a rebuild is a few numpy passes (~0.1 ms at 16 GPUs), an entry ~5 us: rebuild only
         # when more than an eighth of a fleet of 256+ GPUs changed
-        if len(dirty) > max(32, self.c.n_gpus >> 3):
+        m = self.m
+        c, f, lay = m.c, m.fleet, m.layout
+        if len(dirty) > max(32, f.n_gpus >> 3):
             self._build()
             return
         self.dirty = set()
-        c = self.c
-        mr = c.sharing.max_residents
-        n_excl, n_ts = c._n_excl, c._n_ts
-        pcts = c._mps_pct_list
+        mr = lay.sharing.max_residents
+        n_excl, n_ts = lay.n_excl, lay.n_ts
+        pcts = lay.mps_pct_list
         online = self.online
         inf = _INF
         cur, vals, type_l = self.cur, self.vals, self.type_l
         keep, trees, pending = self.keep_vals, self.trees, self.pending
         arrays, pending_arr = self.arrays, self.pending_arr
         n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
-        mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, c._mps_limit_l
-        mig_on = bool(c._mig_slices)
+        mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, f.mps_limit_l
+        mig_on = bool(lay.mig_slices)
         sv = c._state_views()
         for g in dirty:
             t = type_l[g]
@@ -1319,8 +1551,9 @@ class _FitIndex:
                 if cython.compiled:
                     if ok and room and sv.mig_capable[gi] and (free or mode == _MIG):
                         b = sv.creatable[t, sv.mig_occ[gi], sv.mig_used[gi]]
-                elif ok and room and c.mig_capable.item(g) and (free or mode == _MIG):
-                    b = int(c.mig.creatable_bits[t, c.mig_occ.item(g), c.mig_used.item(g)])
+                elif ok and room and f.mig_capable.item(g) and (free or mode == _MIG):
+                    ml = c.mig_layouts
+                    b = int(f.mig.creatable_bits[t, ml.occ.item(g), ml.used.item(g)])
                 old_b = self.cur_mig[g]
                 if old_b != b:
                     d = self.mig[t]
@@ -1338,14 +1571,15 @@ class _FitIndex:
         key = (mem, allowed)
         hit = self._thr.get(key)
         if hit is None:
+            f = self.m.fleet
             if allowed:
                 names = {get_gpu_type(a).name for a in allowed}
-                types = [t for t, n in enumerate(self.c.type_names) if n in names]
+                types = [t for t, n in enumerate(f.type_names) if n in names]
             else:
-                types = list(range(len(self.c.types)))
+                types = list(range(len(f.types)))
             hit = []
-            for t in types:
-                hit.append((t, _last_fitting(mem, self.cap_eps[t])))
+            for t in types:  # (the type's memory plus the masks' slack: ``Fleet.cap_eps``)
+                hit.append((t, _last_fitting(mem, f.types[t].mem_gb + _EPS)))
             if len(self._thr) >= 4096:
                 self._thr.clear()
             self._thr[key] = hit
@@ -1366,10 +1600,11 @@ class _FitIndex:
                     lst = per_type[t]
                     if lst and lst[0] <= x:
                         return True
-            if self.c._mig_slices:
+            mig_slices = self.m.layout.mig_slices
+            if mig_slices:
                 pb = self._mig_bits.get(mem)
                 if pb is None:
-                    bits = self.c.mig.profile_bits(mem, self.c._mig_slices)
+                    bits = self.m.fleet.mig.profile_bits(mem, mig_slices)
                     pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
                 for t, _ in thr:
                     want = pb[t]
@@ -1421,12 +1656,13 @@ class _FitIndex:
         key = (mem, allowed)
         xs = self._xs.get(key)
         if xs is None:
-            per_type = np.full(len(self.c.types), -np.inf)
+            f = self.m.fleet
+            per_type = np.full(len(f.types), -np.inf)
             for t, x in self.thresholds(mem, allowed):
                 per_type[t] = x
             if len(self._xs) >= 256:
                 self._xs.clear()
-            xs = self._xs[key] = per_type[self.c.type_idx]
+            xs = self._xs[key] = per_type[f.type_idx]
         return arr <= xs
 
     def first(self, thr: list[tuple[int, float]], row: int, lo: int = 0) -> int:
@@ -1460,7 +1696,8 @@ class _FitIndex:
         legal under ``row``: a gang's GPUs (:meth:`Cluster.gang_gpus`). Each type's GPUs are
         found in order from its tree and merged; the last answer is kept for the cluster's
         version (a decision asks it three times: where, whether legal, which GPUs)."""
-        key = (self.c.version, row, lo, n)
+        version = self.m.c.version
+        key = (version, row, lo, n)
         memo = self._walk_memo
         if memo[0] == key and memo[1] is thr:
             return memo[2]
@@ -1486,5 +1723,5 @@ class _FitIndex:
             else:
                 del heads[k]
         if out:  # the walk from any GPU in lo..out[0] is the same
-            self._walk_memo = ((self.c.version, row, out[0], n), thr, out)
+            self._walk_memo = ((version, row, out[0], n), thr, out)
         return out

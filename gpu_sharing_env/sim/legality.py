@@ -243,14 +243,15 @@ class Legality:
             if idx is None:  # the empty, ready GPUs, once per version
                 idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
             # (the job's typed views: None where the cluster runs as Python)
-            jv = c._static(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
-            if jv is not None and not c.gpulets:
+            jv = c.masks._static(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
+            lay = c.layout
+            if jv is not None and not lay.gpulets:
                 out8 = np.zeros((c.n_gpus, self._n_options), dtype=np.uint8)
                 if len(idx):
                     _empty_rows(
                         out8, idx, c._state_views(), jv, spec.online,
-                        float(spec.mem_gb), c.sharing.max_residents, c._n_excl, c._n_ts,
-                        c._mps0, c._join0, c._mig0, len(c._mig_slices),
+                        float(spec.mem_gb), lay.sharing.max_residents, lay.n_excl, lay.n_ts,
+                        lay.mps0, lay.join0, lay.mig0, len(lay.mig_slices),
                     )  # fmt: skip
                 out = out8.view(bool)
             else:
