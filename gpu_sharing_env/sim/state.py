@@ -1,8 +1,10 @@
 """Mutable per-job runtime state (the simulator's own; policies see read-only views).
 
-:class:`JobState` is the one record the simulator's components share. Who writes which
-field (everyone else only reads it; a field named twice is one quantity two steps keep, e.g.
-``work_done`` accrued by the rates and rolled back by the lifecycle):
+:class:`JobState` is the one record the simulator's components share: the job's placement
+and progress, with two sub-records, an online service's serving state (``st.serving``, a
+:class:`ServingState`) and the run's accounting (``st.ledger``, a :class:`JobLedger`). Who
+writes which field (everyone else only reads it; a field named twice is one quantity two
+steps keep, e.g. ``work_done`` accrued by the rates and rolled back by the lifecycle):
 
 ==============================  ============================================================
 component                       fields
@@ -11,17 +13,20 @@ component                       fields
 ``Lifecycle``                   ``spec`` (estimates), ``gpus``, ``option``, ``mig``,
                                 ``epoch`` and ``run_id`` bumps, ``last_t`` at a start,
                                 ``setup_until``, ``run_start_t``, ``run_work_start``,
-                                ``first_start_t``, ``finish_t``, ``enqueue_t``, ``attempts``,
-                                ``evictions``, ``batch_size``, ``solo_batch_ms``,
                                 ``work_done`` (a rollback or a migration's carry-over),
-                                ``frac`` and ``rate`` cleared when it leaves its GPUs
+                                ``frac`` and ``rate`` cleared when it leaves its GPUs;
+                                ``ledger.first_start_t``, ``.finish_t``, ``.enqueue_t``,
+                                ``.attempts`` (a migration's carry-over), ``.evictions``;
+                                ``serving.batch_size``, ``.solo_batch_ms``
 ``Rates`` (``rates.py``)        ``rate``, ``solo_rate``, ``frac``, ``sm_eff``, ``epoch`` (a
-                                rescheduled completion), ``work_done``, ``norm_integral``,
-                                ``run_time_s``, ``last_t`` (accrual), ``alone_frac``,
-                                ``wait_ms``, ``tail_ms``
-``OnlineLoad`` (``ticks.py``)   ``noise_z``, ``rps``, ``duty``, ``latency_ms``, ``p99_ms``
+                                rescheduled completion), ``work_done``, ``last_t``
+                                (accrual); ``ledger.norm_integral``, ``.run_time_s``;
+                                ``serving.alone_frac``, ``.wait_ms``, ``.tail_ms``
+``OnlineLoad`` (``ticks.py``)   ``serving.noise_z``, ``.rps``, ``.duty``, ``.latency_ms``,
+                                ``.p99_ms``
 ``Monitor`` (``monitor.py``)    ``throttle`` (SysMonitor's and xCUDA's launch fraction)
-``Faults`` (``failures.py``)    ``outage_until``, ``attempts`` (a fault's count)
+``Faults`` (``failures.py``)    ``serving.outage_until``, ``ledger.attempts`` (a fault's
+                                count)
 ==============================  ============================================================
 
 ``Queue.reestimate`` gives a queued job a new estimate (``spec``); ``Simulator.set_true_spec``
@@ -32,9 +37,12 @@ from __future__ import annotations
 
 import enum
 import math
+from typing import TypeVar
 
 from gpu_sharing_env.fleet.cluster import MigInstance
 from gpu_sharing_env.workload.job import JobSpec
+
+_R = TypeVar("_R", "JobState", "ServingState", "JobLedger")
 
 
 class Status(enum.IntEnum):
@@ -45,51 +53,128 @@ class Status(enum.IntEnum):
     FAILED = 4
 
 
+def _copy_fields(obj: _R) -> _R:
+    """A new record of ``obj``'s class with ``obj``'s field values (containers shared)."""
+    cls = type(obj)
+    new = cls.__new__(cls)
+    for name in cls.__slots__:
+        setattr(new, name, getattr(obj, name))
+    return new
+
+
+class ServingState:
+    """An online service's serving state (``JobState.serving``; an offline job's stays as
+    made). Compiled, an extension type (``state.pxd``), as :class:`JobState`."""
+
+    __slots__ = (
+        "alone_frac",
+        "batch_size",
+        "duty",
+        "latency_ms",
+        "noise_z",
+        "outage_until",
+        "p99_ms",
+        "rps",
+        "solo_batch_ms",
+        "tail_ms",
+        "wait_ms",
+    )
+
+    duty: float  # current load-dependent utilisation at full speed
+    rps: float
+    noise_z: float  # AR(1) state of the load noise
+    outage_until: float
+    latency_ms: float
+    p99_ms: float
+    solo_batch_ms: float  # solo batch latency on the type of its first GPU (set at start)
+    wait_ms: float  # per-batch wait before it runs (time-slice wait; speed model)
+    tail_ms: float  # extra p99 latency (MPS co-runners' kernels in flight; speed model)
+    alone_frac: float  # per-batch rate it would have with no co-runner, same allocation
+    batch_size: int  # the placement's batch size (``Decision.batch_size``; 0: the service's)
+
+    def __init__(self) -> None:
+        self.duty = 0.0
+        self.rps = 0.0
+        self.noise_z = 0.0
+        self.outage_until = 0.0
+        self.latency_ms = 0.0
+        self.p99_ms = 0.0
+        self.solo_batch_ms = 0.0
+        self.wait_ms = 0.0
+        self.tail_ms = 0.0
+        self.alone_frac = 1.0
+        self.batch_size = 0
+
+    def __copy__(self) -> ServingState:
+        return _copy_fields(self)
+
+
+class JobLedger:
+    """A job's accounting over its runs (``JobState.ledger``): when it was queued, first
+    started and finished, its attempts and evictions, the integrals of its running time.
+    Compiled, an extension type (``state.pxd``), as :class:`JobState`."""
+
+    __slots__ = (
+        "attempts",
+        "enqueue_t",
+        "evictions",
+        "finish_t",
+        "first_start_t",
+        "norm_integral",
+        "run_time_s",
+    )
+
+    first_start_t: float
+    finish_t: float
+    enqueue_t: float
+    attempts: int
+    evictions: int
+    norm_integral: float  # integral of rate / solo_rate over running time
+    run_time_s: float
+
+    def __init__(self) -> None:
+        self.first_start_t = math.nan
+        self.finish_t = math.nan
+        self.enqueue_t = 0.0
+        self.attempts = 0
+        self.evictions = 0
+        self.norm_integral = 0.0
+        self.run_time_s = 0.0
+
+    def __copy__(self) -> JobLedger:
+        return _copy_fields(self)
+
+
 class JobState:
     """A job's progress. Work is in seconds of solo exclusive running on the reference GPU.
 
     Compiled, an extension type whose float fields are C doubles (``state.pxd``): the
     components' hot loops read them without a Python object; interpreted, a class with
     ``__slots__``. Either way a float field holds a Python float's value (an ``int`` or a numpy
-    float written to one reads back as a ``float`` when compiled: the same IEEE double).
+    float written to one reads back as a ``float`` when compiled: the same IEEE double). Its
+    sub-records are typed fields there (a read is one pointer hop).
     """
 
     __slots__ = (
-        "alone_frac",
-        "attempts",
-        "batch_size",
-        "duty",
-        "enqueue_t",
         "epoch",
-        "evictions",
-        "finish_t",
-        "first_start_t",
         "frac",
         "gpus",
         "last_t",
-        "latency_ms",
+        "ledger",
         "mig",
-        "noise_z",
-        "norm_integral",
         "online",
         "option",
-        "outage_until",
-        "p99_ms",
         "rate",
-        "rps",
         "run_id",
         "run_start_t",
-        "run_time_s",
         "run_work_start",
+        "serving",
         "setup_until",
         "sm_eff",
-        "solo_batch_ms",
         "solo_rate",
         "spec",
         "status",
-        "tail_ms",
         "throttle",
-        "wait_ms",
         "work_done",
     )
 
@@ -110,26 +195,9 @@ class JobState:
     run_id: int  # bumps at every (re)start; stales fault events
     run_start_t: float
     run_work_start: float
-    first_start_t: float
-    finish_t: float
-    enqueue_t: float
-    attempts: int
-    evictions: int
-    norm_integral: float  # integral of rate / solo_rate over running time
-    run_time_s: float
-    # online services
-    duty: float  # current load-dependent utilisation at full speed
-    rps: float
-    noise_z: float  # AR(1) state of the load noise
-    outage_until: float
-    latency_ms: float
-    p99_ms: float
-    solo_batch_ms: float  # solo batch latency on the type of its first GPU (set at start)
-    wait_ms: float  # per-batch wait before it runs (time-slice wait; speed model)
-    tail_ms: float  # extra p99 latency (MPS co-runners' kernels in flight; speed model)
-    alone_frac: float  # per-batch rate it would have with no co-runner, same allocation
     online: bool  # ``spec.online``, read on the hot path
-    batch_size: int  # the placement's batch size (``Decision.batch_size``; 0: the service's)
+    serving: ServingState  # an online service's load, latency and batch
+    ledger: JobLedger  # times, attempts, evictions, running-time integrals
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
@@ -149,42 +217,29 @@ class JobState:
         self.run_id = 0
         self.run_start_t = 0.0
         self.run_work_start = 0.0
-        self.first_start_t = math.nan
-        self.finish_t = math.nan
-        self.enqueue_t = 0.0
-        self.attempts = 0
-        self.evictions = 0
-        self.norm_integral = 0.0
-        self.run_time_s = 0.0
-        self.duty = 0.0
-        self.rps = 0.0
-        self.noise_z = 0.0
-        self.outage_until = 0.0
-        self.latency_ms = 0.0
-        self.p99_ms = 0.0
-        self.solo_batch_ms = 0.0
-        self.wait_ms = 0.0
-        self.tail_ms = 0.0
-        self.alone_frac = 1.0
         self.online = spec.online
-        self.batch_size = 0
+        self.serving = ServingState()
+        self.ledger = JobLedger()
 
     def __repr__(self) -> str:
         return f"JobState(job_id={self.spec.job_id}, status={self.status.name})"
 
     def __copy__(self) -> JobState:
-        """A shallow copy (the containers shared, as ``copy.copy`` of a plain object)."""
-        new = JobState.__new__(JobState)
-        for name in JobState.__slots__:
-            setattr(new, name, getattr(self, name))
+        """A shallow copy (the containers shared, as ``copy.copy`` of a plain object) with
+        sub-records of its own (their fields are the record's: a copy's accrual or load never
+        moves the original's)."""
+        new = _copy_fields(self)
+        new.serving = _copy_fields(self.serving)
+        new.ledger = _copy_fields(self.ledger)
         return new
 
     @property
     def effective_batch_size(self) -> int:
         """The batch size an online service runs with: its placement's, else its configured one
         (0 for offline jobs)."""
-        if self.batch_size:
-            return self.batch_size
+        batch = self.serving.batch_size
+        if batch:
+            return batch
         svc = self.spec.service
         return svc.batch_size if svc is not None else 0
 
