@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import TypeVar
+
+try:  # compiled (gpu_sharing_env._compile): the copies' fields as C assignments; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.fleet.cluster import MigInstance
 from gpu_sharing_env.workload.job import JobSpec
-
-_R = TypeVar("_R", "JobState", "ServingState", "JobLedger")
 
 
 class Status(enum.IntEnum):
@@ -51,15 +53,6 @@ class Status(enum.IntEnum):
     RUNNING = 2
     DONE = 3
     FAILED = 4
-
-
-def _copy_fields(obj: _R) -> _R:
-    """A new record of ``obj``'s class with ``obj``'s field values (containers shared)."""
-    cls = type(obj)
-    new = cls.__new__(cls)
-    for name in cls.__slots__:
-        setattr(new, name, getattr(obj, name))
-    return new
 
 
 class ServingState:
@@ -106,7 +99,7 @@ class ServingState:
         self.batch_size = 0
 
     def __copy__(self) -> ServingState:
-        return _copy_fields(self)
+        return _copy_serving(self)
 
 
 class JobLedger:
@@ -142,7 +135,39 @@ class JobLedger:
         self.run_time_s = 0.0
 
     def __copy__(self) -> JobLedger:
-        return _copy_fields(self)
+        return _copy_ledger(self)
+
+
+@cython.locals(old=ServingState, new=ServingState)
+def _copy_serving(old: ServingState) -> ServingState:
+    """A new ``ServingState`` with ``old``'s field values (compiled: C assignments)."""
+    new = ServingState.__new__(ServingState)
+    new.duty = old.duty
+    new.rps = old.rps
+    new.noise_z = old.noise_z
+    new.outage_until = old.outage_until
+    new.latency_ms = old.latency_ms
+    new.p99_ms = old.p99_ms
+    new.solo_batch_ms = old.solo_batch_ms
+    new.wait_ms = old.wait_ms
+    new.tail_ms = old.tail_ms
+    new.alone_frac = old.alone_frac
+    new.batch_size = old.batch_size
+    return new
+
+
+@cython.locals(old=JobLedger, new=JobLedger)
+def _copy_ledger(old: JobLedger) -> JobLedger:
+    """A new ``JobLedger`` with ``old``'s field values (compiled: C assignments)."""
+    new = JobLedger.__new__(JobLedger)
+    new.first_start_t = old.first_start_t
+    new.finish_t = old.finish_t
+    new.enqueue_t = old.enqueue_t
+    new.attempts = old.attempts
+    new.evictions = old.evictions
+    new.norm_integral = old.norm_integral
+    new.run_time_s = old.run_time_s
+    return new
 
 
 class JobState:
@@ -228,10 +253,7 @@ class JobState:
         """A shallow copy (the containers shared, as ``copy.copy`` of a plain object) with
         sub-records of its own (their fields are the record's: a copy's accrual or load never
         moves the original's)."""
-        new = _copy_fields(self)
-        new.serving = _copy_fields(self.serving)
-        new.ledger = _copy_fields(self.ledger)
-        return new
+        return _copy_record(self)
 
     @property
     def effective_batch_size(self) -> int:
@@ -250,3 +272,31 @@ class JobState:
     @property
     def remaining(self) -> float:
         return max(0.0, self.spec.work_s - self.work_done)
+
+
+@cython.locals(old=JobState, new=JobState)
+def _copy_record(old: JobState) -> JobState:
+    """``copy.copy(old)``: a new ``JobState`` with ``old``'s field values (its containers
+    shared) and copies of its sub-records (compiled: C assignments)."""
+    new = JobState.__new__(JobState)
+    new.spec = old.spec
+    new.status = old.status
+    new.gpus = old.gpus
+    new.option = old.option
+    new.mig = old.mig
+    new.work_done = old.work_done
+    new.rate = old.rate
+    new.solo_rate = old.solo_rate
+    new.frac = old.frac
+    new.sm_eff = old.sm_eff
+    new.throttle = old.throttle
+    new.last_t = old.last_t
+    new.setup_until = old.setup_until
+    new.epoch = old.epoch
+    new.run_id = old.run_id
+    new.run_start_t = old.run_start_t
+    new.run_work_start = old.run_work_start
+    new.online = old.online
+    new.serving = _copy_serving(old.serving)
+    new.ledger = _copy_ledger(old.ledger)
+    return new
