@@ -160,7 +160,7 @@ class _Fixed:
         self.slo_target: float = sim.cfg.slo_target
         self.episode = episode_token(sim)
         self.simulator_id: int = sim.uid
-        #: ``ClusterView``'s per-snapshot names of these, in its unpacking order.
+        #: The state arrays' read-only views, in the order ``ClusterView`` unpacks them.
         self.arrays: tuple[np.ndarray, ...] = tuple(
             _ro_shared(a)
             for a in (
