@@ -621,12 +621,12 @@ def cut_metrics(sim: Simulator, t_end: float) -> dict[str, float]:
             or st.status not in (Status.DONE, Status.QUEUED, Status.RUNNING)
         ):
             continue
-        if st.status is Status.DONE and st.finish_t <= stop:
-            jct.append(st.finish_t - st.spec.submit_s)
+        if st.status is Status.DONE and st.ledger.finish_t <= stop:
+            jct.append(st.ledger.finish_t - st.spec.submit_s)
             continue
         left = 0.0 if over else max(0.0, st.spec.work_s - sim.progress(st.spec.job_id))
         if st.status is Status.DONE:  # finished between the cut and the stop
-            left = 0.0 if over else st.finish_t - stop
+            left = 0.0 if over else st.ledger.finish_t - stop
         jct.append(stop - st.spec.submit_s + left)
     slo = sim.metrics()["slo_attainment"]
     return {"jct_mean_s": float(np.mean(jct)) if jct else 0.0, "slo_attainment": slo}

@@ -96,14 +96,14 @@ def scenario_stats(
             rec = bool(st.spec.group) and runs[st.spec.group] >= RECURRING_MIN
             n_off += 1
             n_rec += rec
-            if math.isnan(st.first_start_t) or pred.exact:
+            if math.isnan(st.ledger.first_start_t) or pred.exact:
                 continue
             e = abs(math.log(st.spec.est_work_s / st.spec.work_s))
             if rec:
                 err_rec.append(e)
             elif not st.spec.group:
                 err_one.append(e)
-        finish = {j: st.finish_t for j, st in sim.jobs.items() if st.status is Status.DONE}
+        finish = {j: st.ledger.finish_t for j, st in sim.jobs.items() if st.status is Status.DONE}
         audit = audit_estimates(pred.made, pred.observed, finish)
         leaky += audit.leaky
         checked += audit.checked

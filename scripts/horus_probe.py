@@ -75,16 +75,16 @@ def probe(make: Callable[[], HeuristicPolicy], seed: int) -> dict[str, object]:
     policy.decide = counting  # type: ignore[method-assign]
     m = run_episode(policy, sim, seed)
     offline = [s for s in sim.jobs.values() if not s.spec.online]
-    started = [s for s in offline if not math.isnan(s.first_start_t)]
-    wait = np.array([s.first_start_t - s.spec.submit_s for s in started])
-    ran = [s for s in offline if s.run_time_s > 0]
+    started = [s for s in offline if not math.isnan(s.ledger.first_start_t)]
+    wait = np.array([s.ledger.first_start_t - s.spec.submit_s for s in started])
+    ran = [s.ledger for s in offline if s.ledger.run_time_s > 0]
     ts = np.array(sim.timeseries)
     return {
         "started": sorted(s.spec.job_id for s in started),
         "p50": max(float(np.median(wait)), WAIT_RESOLUTION_S),
         "no_wait": float(np.mean(wait < 1.0)),
         "shared": counts["shared"] / max(1, counts["placed"]),
-        "progress": float(np.mean([s.norm_integral / s.run_time_s for s in ran])),
+        "progress": float(np.mean([led.norm_integral / led.run_time_s for led in ran])),
         "util": m["gpu_util"],
         "makespan_h": m["makespan_s"] / 3600.0,
         "util_day1": float(ts[ts[:, 0] <= DAY_S, 1].mean()),

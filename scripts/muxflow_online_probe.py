@@ -89,7 +89,7 @@ class LoadRecorder(EpisodeRecorder):
             st = sim.jobs[jid]
             if st.spec.service is None:
                 continue
-            u = st.rps * st.solo_batch_ms / 1000.0 / st.effective_batch_size
+            u = st.serving.rps * st.serving.solo_batch_ms / 1000.0 / st.effective_batch_size
             self.util.setdefault(jid, []).append(u)
 
 

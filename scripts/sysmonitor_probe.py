@@ -72,8 +72,9 @@ class _States(SimObserver):
 
 def _latency_slowdown(st: object, g: int) -> float:
     """The old monitor's signal: mean latency over the mean latency alone at the same load."""
-    solo, f, wait, alone = st.solo_batch_ms, st.frac[g], st.wait_ms, st.alone_frac  # type: ignore[attr-defined]
-    rps, b = st.rps, st.effective_batch_size  # type: ignore[attr-defined]
+    sv = st.serving  # type: ignore[attr-defined]
+    solo, f, wait, alone = sv.solo_batch_ms, st.frac[g], sv.wait_ms, sv.alone_frac  # type: ignore[attr-defined]
+    rps, b = sv.rps, st.effective_batch_size  # type: ignore[attr-defined]
 
     def mean(ms: float) -> float:
         rho = rps * ms / 1000.0 / b

@@ -40,9 +40,9 @@ def test_guarantee_job_jumps_the_queue_and_runs_at_full_speed() -> None:
     assert rates[0] == pytest.approx(OPP)
     # Dynamic scaling: when the guarantee job leaves, the opportunistic one takes the whole GPU.
     t_g = 1_000.0 / GUAR
-    assert sim.jobs[1].finish_t == pytest.approx(t_g)
+    assert sim.jobs[1].ledger.finish_t == pytest.approx(t_g)
     done_then = rates[0] * t_g
-    assert sim.jobs[0].finish_t == pytest.approx(t_g + 2_000.0 - done_then)
+    assert sim.jobs[0].ledger.finish_t == pytest.approx(t_g + 2_000.0 - done_then)
 
 
 def test_one_guarantee_job_per_gpu_and_opportunistic_work_goes_to_the_idle_time() -> None:

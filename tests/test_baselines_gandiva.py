@@ -114,12 +114,12 @@ def test_packs_low_duty_jobs_together_but_spreads_high_duty_ones() -> None:
     # job arriving later on an idle cluster triggers introspection, which finds nothing hurting.
     low = [spec(0, "ncf", 5000.0), spec(1, "ncf", 5000.0), spec(2, "ncf", 100.0, 600.0)]
     sim = drive(Gandiva(), calibrated(low, nodes(gpus=3)))
-    first = {j: st.first_start_t for j, st in sim.jobs.items()}
+    first = {j: st.ledger.first_start_t for j, st in sim.jobs.items()}
     assert first[0] == first[1] == 0.0
     # Turn-taking (physics v2): each one's GPU part (0.1 of its time) is stretched by the
     # other's 0.1, less the switch loss: rate KEEP / (0.9 + 0.1 * 1.1). (The third job's short
     # visit moves the end by well under 0.1 %.)
-    assert sim.jobs[0].finish_t == pytest.approx(5000.0 * (0.9 + 0.1 * 1.1) / KEEP, rel=1e-3)
+    assert sim.jobs[0].ledger.finish_t == pytest.approx(5000.0 * (0.9 + 0.1 * 1.1) / KEEP, rel=1e-3)
     assert sim.metrics()["migrations"] == 0
 
     seen: list[tuple[int, int]] = []
@@ -140,7 +140,7 @@ def test_packs_low_duty_jobs_together_but_spreads_high_duty_ones() -> None:
         on_decision=lambda s, d: seen.append((d.job_id, d.gpu)),
     )
     assert seen == [(0, 0), (1, 1)]
-    assert sim.jobs[0].finish_t == pytest.approx(5000.0)  # alone: full speed
+    assert sim.jobs[0].ledger.finish_t == pytest.approx(5000.0)  # alone: full speed
 
 
 def test_oversubscribed_jobs_time_slice_then_migrate_when_packing_hurts() -> None:
@@ -169,11 +169,11 @@ def test_oversubscribed_jobs_time_slice_then_migrate_when_packing_hurts() -> Non
     assert sim.metrics()["migrations"] == 1
     # C resumes after the 30 s checkpoint-restore pause, alone, at full speed: progress kept.
     migration_s = sim.cfg.sharing.migration_s
-    assert sim.jobs[2].finish_t == pytest.approx(2000.0 + migration_s + 20_000.0 - done)
+    assert sim.jobs[2].ledger.finish_t == pytest.approx(2000.0 + migration_s + 20_000.0 - done)
     # Without introspection C would have stayed beside A: it finishes far later.
     stay = drive(Gandiva(hurt_ratio=0.0), calibrated(jobs, nodes(gpus=2), horizon_h=24.0))
     assert stay.metrics()["migrations"] == 0
-    assert stay.jobs[2].finish_t > sim.jobs[2].finish_t + 5_000.0
+    assert stay.jobs[2].ledger.finish_t > sim.jobs[2].ledger.finish_t + 5_000.0
 
 
 def test_a_job_estimated_nearly_done_is_not_migrated() -> None:
@@ -189,7 +189,7 @@ def test_a_job_estimated_nearly_done_is_not_migrated() -> None:
     moved: list[int] = []
 
     def hook(s: Simulator, d: Decision) -> None:
-        if s.jobs[d.job_id].attempts == 0 and s.jobs[d.job_id].first_start_t < s.now:
+        if s.jobs[d.job_id].ledger.attempts == 0 and s.jobs[d.job_id].ledger.first_start_t < s.now:
             moved.append(d.job_id)
 
     sim = drive(Gandiva(), calibrated(jobs, nodes(gpus=2)), on_decision=hook)

@@ -40,7 +40,7 @@ def test_fastest_exclusive_rates_a_gang_by_its_slowest_gpu():
     assert d is not None and d.gpu == 4
     sim.apply(d)
     sim.advance()
-    assert sim.jobs[0].finish_t == 100.0  # 100 s of work at V100 speed, one NVLink node
+    assert sim.jobs[0].ledger.finish_t == 100.0  # 100 s of work at V100 speed, one NVLink node
 
 
 def test_fastest_exclusive_single_gpu_job_unchanged():

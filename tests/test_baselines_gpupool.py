@@ -92,8 +92,8 @@ def test_a_gpu_whose_partner_left_is_refilled() -> None:
         job(2, 1e5, model="vgg16", submit_s=1000.0),
     ]
     sim = run_policy(GPUPool(), make(jobs, nodes(gpus=2)), until_s=1000.0)
-    assert sim.jobs[1].finish_t < 1000.0
-    assert sim.jobs[2].first_start_t == 1000.0
+    assert sim.jobs[1].ledger.finish_t < 1000.0
+    assert sim.jobs[2].ledger.first_start_t == 1000.0
     assert sim.jobs[2].gpus == sim.jobs[0].gpus and label(sim, 2) == "mps75"
 
 

@@ -72,7 +72,10 @@ def test_never_colocates_beyond_predicted_utilisation_one() -> None:
     for m in ("vgg16", "ppo", "ncf", "resnet50"):
         assert policy.predictor.util(m) == pytest.approx(ZOO[m].duty, abs=0.05)
     assert checked == [2, 3]  # ppo and ncf joined vgg16
-    assert sim.jobs[1].first_start_t >= max(sim.jobs[j].finish_t for j in (0, 2, 3)) - 1e-6
+    assert (
+        sim.jobs[1].ledger.first_start_t
+        >= max(sim.jobs[j].ledger.finish_t for j in (0, 2, 3)) - 1e-6
+    )
     assert {label(sim, j) for j in range(4)} == {"ts"}  # co-located jobs take turns
 
 
@@ -86,7 +89,7 @@ def test_reservation_ends_the_starvation_of_a_gang_job() -> None:
     for reserve in (3600.0, float("inf")):
         sim = make(jobs, nodes(gpus=2), horizon_h=2.5, env={"queue_window": 8})
         run_policy(Horus(reserve_after_s=reserve), sim)
-        starts[reserve] = sim.jobs[1000].first_start_t
+        starts[reserve] = sim.jobs[1000].ledger.first_start_t
     # the GPUs drain for it: the last ncf jobs, 300 s of work each, run time-shared (switch loss
     # and turn-taking: a little under full speed)
     assert 3600.0 <= starts[3600.0] <= 3600.0 + 10.0 + 300.0 * 1.15

@@ -186,7 +186,7 @@ def test_offline_rounds_wait_for_the_interval() -> None:
     # it waits for the next round, which the arrival of job 2 at t=400 (> 300) opens.
     jobs = [job(0, 5000.0), job(1, 5000.0, submit_s=10.0), job(2, 5000.0, submit_s=400.0)]
     sim = run_policy(MuxFlow(interval_s=300.0), make(jobs, nodes(gpus=3)))
-    starts = [sim.jobs[j].first_start_t for j in (0, 1, 2)]
+    starts = [sim.jobs[j].ledger.first_start_t for j in (0, 1, 2)]
     assert starts == [0.0, 400.0, 400.0]
     # Offline jobs on empty GPUs run whole (no online partner).
     assert {label(sim, j) for j in (0, 1, 2)} == {"excl"}

@@ -301,7 +301,7 @@ def test_evaluate_reference_not_a_rule(tmp_path: Path, capsys: pytest.CaptureFix
 def _jct_sum(sim: Simulator) -> float:
     """The sum of the JCTs ``jct_mean_s`` averages: the offline jobs done, queued or running."""
     return sum(
-        (st.finish_t if st.status is Status.DONE else sim.now) - st.spec.submit_s
+        (st.ledger.finish_t if st.status is Status.DONE else sim.now) - st.spec.submit_s
         for st in sim.jobs.values()
         if not st.spec.online and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
     )

@@ -192,47 +192,98 @@ def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
     assert p.stdout.split() == ["False", str(src)]
 
 
-def test_state_pxd_declares_the_job_record_s_fields() -> None:
-    """``sim/state.pxd`` (the compiled ``JobState``: an extension type) declares exactly the
-    fields ``state.py``'s ``__slots__`` name, each public (the interpreted class reads and
-    writes them all), the float fields as C doubles."""
+#: The job record's classes (``sim/state.py``): ``JobState`` and its two sub-records.
+RECORD_CLASSES = ("JobState", "ServingState", "JobLedger")
+
+
+@pytest.mark.parametrize("name", RECORD_CLASSES)
+def test_state_pxd_declares_the_job_record_s_fields(name: str) -> None:
+    """``sim/state.pxd`` (the compiled ``JobState`` and its sub-records: extension types)
+    declares for each class exactly the fields ``state.py``'s ``__slots__`` name, each public
+    (the interpreted class reads and writes them all), the float fields as C doubles and a
+    sub-record as its class."""
     tree = ast.parse((ROOT / "gpu_sharing_env" / "sim" / "state.py").read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "JobState")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
     slots = next(
         ast.literal_eval(s.value)
         for s in cls.body
         if isinstance(s, ast.Assign) and any(getattr(t, "id", "") == "__slots__" for t in s.targets)
     )
-    floats = {
-        s.target.id
+    annotations = {
+        s.target.id: s.annotation.id
         for s in cls.body
         if isinstance(s, ast.AnnAssign)
         and isinstance(s.target, ast.Name)
         and isinstance(s.annotation, ast.Name)
-        and s.annotation.id == "float"
     }
     pxd = (ROOT / "gpu_sharing_env" / "sim" / "state.pxd").read_text()
+    block = re.search(rf"^cdef class {name}:\n((?:    .*\n?)+)", pxd, re.M)
+    assert block is not None
     declared = dict(
-        (name, ctype) for ctype, name in re.findall(r"^\s+cdef public (\w+) (\w+)$", pxd, re.M)
+        (field, ctype)
+        for ctype, field in re.findall(r"^\s+cdef public (\w+) (\w+)$", block[1], re.M)
     )
     assert set(declared) == set(slots)
-    assert {n for n, t in declared.items() if t == "double"} == floats
+    assert {n for n, t in declared.items() if t == "double"} == {
+        n for n, t in annotations.items() if t == "float"
+    }
+    for field, ctype in declared.items():
+        if ctype in RECORD_CLASSES:
+            assert annotations[field] == ctype, field
+
+
+def _fields(obj: object) -> dict[str, object]:
+    """A job record's fields, its sub-records' as ``"serving.duty"``, ..."""
+    out: dict[str, object] = {}
+    for name in type(obj).__slots__:  # type: ignore[attr-defined]
+        v = getattr(obj, name)
+        if type(v).__name__ in RECORD_CLASSES:
+            out |= {f"{name}.{k}": x for k, x in _fields(v).items()}
+        else:
+            out[name] = v
+    return out
 
 
 def test_a_job_record_copies_and_pickles_field_for_field() -> None:
+    """Every job record of an episode under way (queued, running and finished, offline and
+    online) copies and pickles with every field of it and of its sub-records."""
     import copy
     import pickle
 
+    import numpy as np
+
     from gpu_sharing_env.config import load_scenario
     from gpu_sharing_env.sim.build import make_simulator
+    from gpu_sharing_env.sim.engine import Decision
+    from gpu_sharing_env.sim.state import Status
 
     sim = make_simulator(load_scenario("default"))
     sim.reset(0)
-    st = next(iter(sim.jobs.values()))
-    st.work_done, st.gpus, st.frac = 1.5, [2], {2: 0.5}
-    for twin in (copy.copy(st), pickle.loads(pickle.dumps(st))):
-        assert type(twin) is type(st)
-        for name in type(st).__slots__:
-            a, b = getattr(twin, name), getattr(st, name)
-            assert a == b or (a != a and b != b), name  # (NaN times: not started, not done)
-    assert copy.copy(st).gpus is st.gpus  # (shallow)
+    for _ in range(60):
+        win = sim.window_jobs()
+        if win and sim.placeable(win[0].job_id):
+            g, o = np.argwhere(sim.mask(win[0].job_id))[0]
+            sim.apply(Decision(win[0].job_id, int(g), int(o)))
+        sim.advance()
+    states = list(sim.jobs.values())
+    running = [s for s in states if s.status is Status.RUNNING]
+    for s in running:
+        sim.progress(s.spec.job_id)  # (accrued up to now)
+    assert any(s.online and s.serving.rps > 0 for s in running)
+    assert any(not s.online and s.ledger.run_time_s > 0 and s.frac for s in running)
+    assert any(s.status is Status.DONE for s in states)
+    for st in states:
+        want = _fields(st)
+        assert len(want) == 36
+        for twin in (copy.copy(st), pickle.loads(pickle.dumps(st))):
+            assert type(twin) is type(st)
+            assert type(twin.serving) is type(st.serving) and type(twin.ledger) is type(st.ledger)
+            got = _fields(twin)
+            assert got.keys() == want.keys()
+            for name, b in want.items():
+                a = got[name]
+                assert a == b or (a != a and b != b), name  # (NaN times: not started, not done)
+        twin = copy.copy(st)
+        assert twin.gpus is st.gpus  # (shallow)
+        # its sub-records its own: a copy's accrual or load never moves the original's
+        assert twin.serving is not st.serving and twin.ledger is not st.ledger

@@ -65,16 +65,16 @@ def test_the_placement_batch_size_drives_latency_and_duty(batch: int) -> None:
     sim.apply(Decision(0, 0, option(sim, "excl"), batch_size=batch))
     st = sim.jobs[0]
     b = batch or 8
-    assert st.batch_size == batch and st.effective_batch_size == b
-    assert st.solo_batch_ms == 2.0 + b  # ``_solo_batch_ms`` at the placement's batch
+    assert st.serving.batch_size == batch and st.effective_batch_size == b
+    assert st.serving.solo_batch_ms == 2.0 + b  # ``_solo_batch_ms`` at the placement's batch
     assert ClusterView(sim).job(0).batch_size == b
     sim.advance()  # past the first load tick
     assert sim.now > 0
-    want = latency(2.0 + b, st.rps, b, SLO_MS)
-    assert st.latency_ms == pytest.approx(want.mean_ms)
-    assert st.p99_ms == pytest.approx(want.p99_ms)
+    want = latency(2.0 + b, st.serving.rps, b, SLO_MS)
+    assert st.serving.latency_ms == pytest.approx(want.mean_ms)
+    assert st.serving.p99_ms == pytest.approx(want.p99_ms)
     # ``_update_load``'s duty: requests/s x batch latency / batch (quantised to DUTY_STEP).
-    assert st.duty == pytest.approx(RPS * (2.0 + b) / 1000.0 / b, abs=0.03)
+    assert st.serving.duty == pytest.approx(RPS * (2.0 + b) / 1000.0 / b, abs=0.03)
 
 
 def test_a_new_placement_replaces_the_batch_size_and_leaving_resets_it() -> None:
@@ -85,17 +85,17 @@ def test_a_new_placement_replaces_the_batch_size_and_leaving_resets_it() -> None
     sim.advance()
     assert sim.now == 600.0
     st = sim.jobs[0]
-    assert st.latency_ms == pytest.approx(latency(4.0, st.rps, 2, SLO_MS).mean_ms)
+    assert st.serving.latency_ms == pytest.approx(latency(4.0, st.serving.rps, 2, SLO_MS).mean_ms)
     # Migrating it (a decision about a running job) with another batch size: the tick's
     # per-service constants are rebuilt with it.
     sim.apply(Decision(0, 1, excl, batch_size=16))
-    assert st.gpus == [1] and st.batch_size == 16 and st.solo_batch_ms == 18.0
+    assert st.gpus == [1] and st.serving.batch_size == 16 and st.serving.solo_batch_ms == 18.0
     sim.advance()
     assert sim.now == 1_200.0
-    assert st.latency_ms == pytest.approx(latency(18.0, st.rps, 16, SLO_MS).mean_ms)
+    assert st.serving.latency_ms == pytest.approx(latency(18.0, st.serving.rps, 16, SLO_MS).mean_ms)
     # The batch size belongs to the placement: gone once the job leaves its GPUs.
     sim.lifecycle.finish(st, st.status.DONE)
-    assert st.batch_size == 0 and st.effective_batch_size == 8
+    assert st.serving.batch_size == 0 and st.effective_batch_size == 8
 
 
 def test_the_env_codec_never_sets_a_batch_size() -> None:
@@ -119,10 +119,10 @@ def test_gpulet_chooses_the_batch_for_the_rate_and_the_slo() -> None:
 
     d, sim = placed(10.0)
     st = sim.jobs[0]
-    assert d.batch_size == 1 and st.batch_size == 1
-    assert st.solo_batch_ms == sim.speed.batch_latency_ms("resnet50", "V100-16GB", 1)
+    assert d.batch_size == 1 and st.serving.batch_size == 1
+    assert st.serving.solo_batch_ms == sim.speed.batch_latency_ms("resnet50", "V100-16GB", 1)
     d, sim = placed(200.0)
-    assert d.batch_size == 16 and sim.jobs[0].batch_size == 16
+    assert d.batch_size == 16 and sim.jobs[0].serving.batch_size == 16
     # Without the search GPULet leaves the batch to the service (0: its configured 8).
     d, sim = placed(200.0, batch_sizes=None)
     assert d.batch_size == 0 and sim.jobs[0].effective_batch_size == 8

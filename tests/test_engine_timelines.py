@@ -15,7 +15,9 @@ from tests.helpers import job, make_sim, nodes, option
 
 
 def finish_times(sim):
-    return {j: round(st.finish_t, 6) for j, st in sim.jobs.items() if st.status is Status.DONE}
+    return {
+        j: round(st.ledger.finish_t, 6) for j, st in sim.jobs.items() if st.status is Status.DONE
+    }
 
 
 def test_exclusive_fifo_timeline():

@@ -332,7 +332,7 @@ def test_episode_end_metrics_and_jct_return() -> None:
     # Hand-computed: each submitted offline job's time in the system, up to the end
     # (a job the fleet can never host fails on arrival and contributes 0).
     in_system = sum(
-        (sim.now if math.isnan(st.finish_t) else st.finish_t) - st.spec.submit_s
+        (sim.now if math.isnan(st.ledger.finish_t) else st.ledger.finish_t) - st.spec.submit_s
         for st in offline
         if st.status is not Status.FUTURE
     )

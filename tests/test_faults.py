@@ -59,7 +59,7 @@ def test_rollback_to_last_checkpoint():
     st = sim.jobs[0]
     assert st.work_done == pytest.approx(200.0)  # 250 done, 50 since the checkpoint at 200 lost
     assert sim.metrics()["gpu_hours_lost"] == pytest.approx(50 / 3600)
-    assert st.status is Status.QUEUED and st.attempts == 1
+    assert st.status is Status.QUEUED and st.ledger.attempts == 1
 
 
 def test_gives_up_after_max_attempts():

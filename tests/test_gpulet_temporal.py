@@ -169,7 +169,12 @@ def test_simulator_rates_follow_the_speed_model_with_partitions() -> None:
         SharingMode.MPS,
         [
             Resident(
-                r.spec.model, 0.5, duty=r.duty, online=True, batch=r.effective_batch_size, gpulet=k
+                r.spec.model,
+                0.5,
+                duty=r.serving.duty,
+                online=True,
+                batch=r.effective_batch_size,
+                gpulet=k,
             )
             for r, k in zip(res, (0, 0, 1), strict=True)
         ],
@@ -228,7 +233,7 @@ def test_gpulet_plans_keep_the_invariants_and_are_deterministic() -> None:
                     Resident(
                         r.spec.model,
                         where[r.spec.job_id][1] / 100.0,
-                        duty=r.duty,
+                        duty=r.serving.duty,
                         online=r.online,
                         batch=r.effective_batch_size,
                         gpulet=where[r.spec.job_id][0],

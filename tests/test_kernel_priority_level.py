@@ -117,7 +117,9 @@ def test_sysmonitor_does_not_throttle_a_kernel_throttled_client(level: float) ->
 
 
 def _kernel_speed(sim: Simulator, st: Any, g: int) -> float:
-    return (st.solo_batch_ms / st.alone_frac) / (st.solo_batch_ms / st.frac[g] + st.wait_ms)
+    return (st.serving.solo_batch_ms / st.serving.alone_frac) / (
+        st.serving.solo_batch_ms / st.frac[g] + st.serving.wait_ms
+    )
 
 
 class _XcudaCheck(SimObserver):

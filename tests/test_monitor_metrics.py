@@ -88,12 +88,12 @@ def test_memory_used_up_evicts_offline_work() -> None:
     # 4 GB service + an offline job whose true peak is 13 GB on a 16 GB V100: memory 1.06 of
     # capacity -> UNHEALTHY at the first tick, the offline job evicted before its peak (OOM).
     sim, obs = _with_offline(13.0)
-    assert sim.jobs[1].evictions == 1 and sim.jobs[1].status is Status.QUEUED
+    assert sim.jobs[1].ledger.evictions == 1 and sim.jobs[1].status is Status.QUEUED
     state, healthy, m = obs.seen[0]  # (the metrics as the tick left them: after the eviction)
     assert (state, healthy) == (Health.UNHEALTHY, False)
     assert m.mem == pytest.approx(4.0 / 16.0)
     sim, obs = _with_offline(4.0)  # the same pair within memory: it stays
-    assert sim.jobs[1].evictions == 0
+    assert sim.jobs[1].ledger.evictions == 0
     assert all(state == Health.HEALTHY for state, _, _ in obs.seen)
 
 
@@ -101,7 +101,7 @@ def test_a_low_clock_evicts_and_the_gpu_recovers_with_it() -> None:
     # Time-slicing halves the service's kernel speed (clock 0.5 < 1/1.5): UNHEALTHY, evicted;
     # at the next tick the service is alone again (clock 1): HEALTHY.
     sim, obs = _with_offline(4.0, label="ts")
-    assert sim.jobs[1].evictions == 1
+    assert sim.jobs[1].ledger.evictions == 1
     (s0, h0, _), (s1, h1, m1) = obs.seen[:2]
     assert (s0, h0) == (Health.UNHEALTHY, False)
     assert (s1, h1) == (Health.HEALTHY, True) and m1.clock == 1.0
@@ -109,7 +109,7 @@ def test_a_low_clock_evicts_and_the_gpu_recovers_with_it() -> None:
     # stays, HEALTHY at every tick (memory 8 of 16 GB; the GPU's utilisation under BUSY's 0.6)
     low = MonitorThresholds(sysmon_clock_throttle=0.45, sysmon_clock_evict=0.4)
     sim, obs = _with_offline(4.0, label="ts", thresholds=low)
-    assert sim.jobs[1].evictions == 0
+    assert sim.jobs[1].ledger.evictions == 0
     assert [state for state, _, _ in obs.seen] == [Health.HEALTHY] * len(obs.seen)
     assert all(m.clock == pytest.approx(0.5) for _, _, m in obs.seen)
 

@@ -112,7 +112,7 @@ def test_protection_evicts_offline_work_when_slo_is_at_risk():
     sim.apply(Decision(1, 0, option(sim, "ts")))
     sim.advance()  # first tick at 300 s: evicted, and GPU 1 is free for it
     assert sim.now == 300.0
-    assert sim.jobs[1].status is Status.QUEUED and sim.jobs[1].evictions == 1
+    assert sim.jobs[1].status is Status.QUEUED and sim.jobs[1].ledger.evictions == 1
     assert not sim.cluster.healthy[0]
     assert not sim.mask(1)[0].any() and sim.mask(1)[1].any()  # only healthy GPUs
     # without protection the offline job stays and the service misses its SLO

@@ -35,7 +35,7 @@ def _errors(groups: bool) -> list[float]:
     return [
         abs(math.log(st.spec.est_work_s / st.spec.work_s))
         for st in sim.jobs.values()
-        if not st.online and st.first_start_t >= 0 and st.spec.group
+        if not st.online and st.ledger.first_start_t >= 0 and st.spec.group
     ]
 
 

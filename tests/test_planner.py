@@ -407,7 +407,7 @@ def test_cut_rollout_scores_the_state_at_the_cut() -> None:
     assert s2.now >= t_end and not s2.done
     m = cut_metrics(s2, t_end)
     want = [
-        st.finish_t - st.spec.submit_s
+        st.ledger.finish_t - st.spec.submit_s
         if st.status is Status.DONE
         else t_end - st.spec.submit_s + st.spec.work_s - s2.progress(st.spec.job_id)
         for st in s2.jobs.values()

@@ -22,7 +22,7 @@ def test_curve_is_the_runner_episode(policy: str) -> None:
     sim = make_simulator(cfg)
     m = run_episode(make_policy(policy), sim, 962)
     jct_sum = sum(
-        (st.finish_t if st.status is Status.DONE else sim.now) - st.spec.submit_s
+        (st.ledger.finish_t if st.status is Status.DONE else sim.now) - st.spec.submit_s
         for st in sim.jobs.values()
         if not st.spec.online and st.status in (Status.DONE, Status.QUEUED, Status.RUNNING)
     )

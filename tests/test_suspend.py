@@ -102,7 +102,7 @@ def test_suspend_keeps_progress_requeues_and_resumes() -> None:
     gpus = list(st.gpus)
     work = sim.progress(jid)
     assert work > 0
-    first, attempts, decisions = st.first_start_t, st.attempts, sim.acc.decisions
+    first, attempts, decisions = st.ledger.first_start_t, st.ledger.attempts, sim.acc.decisions
     log = _Log()
     sim.add_observer(log)
     sim.apply(Decision.suspend(jid))
@@ -110,8 +110,12 @@ def test_suspend_keeps_progress_requeues_and_resumes() -> None:
     assert st.status is Status.QUEUED and st.gpus == []
     assert jid in [s.job_id for s in sim.queued_jobs()]
     assert st.work_done == work  # every bit of its progress kept
-    assert (st.first_start_t, st.attempts, st.evictions) == (first, attempts, 0)
-    assert st.enqueue_t == sim.now
+    assert (st.ledger.first_start_t, st.ledger.attempts, st.ledger.evictions) == (
+        first,
+        attempts,
+        0,
+    )
+    assert st.ledger.enqueue_t == sim.now
     assert sim.acc.suspensions == 1 and sim.acc.evictions == 0
     assert sim.acc.decisions == decisions + 1
     assert all(jid not in sim.cluster.residents[g] for g in gpus)
@@ -119,7 +123,7 @@ def test_suspend_keeps_progress_requeues_and_resumes() -> None:
     assert sim.mask(jid)[gpus[0], st.option]
     sim.apply(Decision(jid, gpus[0], st.option))
     assert st.status is Status.RUNNING and st.gpus == gpus and st.work_done == work
-    assert st.setup_until == sim.now and st.first_start_t == first
+    assert st.setup_until == sim.now and st.ledger.first_start_t == first
     assert log.calls[-1] == ("start", jid)
     # to the end: the job finishes all its work; the metric counts the suspension
     while not sim.done:

@@ -226,9 +226,9 @@ def _lengthened(wl: ScenarioWorkload, unfinished: set[int], seed: int) -> Any:
 
 def _cut(sim: Simulator) -> tuple[float, set[int]]:
     """A time in the middle of the episode and the offline jobs unfinished then."""
-    done = sorted(st.finish_t for st in sim.jobs.values() if st.status is Status.DONE)
+    done = sorted(st.ledger.finish_t for st in sim.jobs.values() if st.status is Status.DONE)
     t = done[len(done) // 2]
-    return t, {j for j, st in sim.jobs.items() if not st.online and not (st.finish_t <= t)}
+    return t, {j for j, st in sim.jobs.items() if not st.online and not (st.ledger.finish_t <= t)}
 
 
 def _before(log: _Log, t: float) -> list[tuple[Any, ...]]:
@@ -306,12 +306,14 @@ def test_leaky_estimates_zero_and_estimates_follow_the_history() -> None:
     run_episode(make_policy("first_fit"), sim, 0)
     pred = sim.predictor
     assert pred is not None and not pred.exact
-    finish = {j: st.finish_t for j, st in sim.jobs.items() if st.status is Status.DONE}
+    finish = {j: st.ledger.finish_t for j, st in sim.jobs.items() if st.status is Status.DONE}
     audit = audit_estimates(pred.made, pred.observed, finish)
     offline = [st for st in sim.jobs.values() if not st.online]
     assert audit.checked >= len(offline) - 2 and audit.leaky == 0
     # every finished offline run was handed over, in completion order
-    done = sorted((st.finish_t, j) for j, st in sim.jobs.items() if j in finish and not st.online)
+    done = sorted(
+        (st.ledger.finish_t, j) for j, st in sim.jobs.items() if j in finish and not st.online
+    )
     assert pred.observed == [j for _, j in done]
 
 

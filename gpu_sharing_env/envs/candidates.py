@@ -691,8 +691,8 @@ class CandidateBuilder:
             x = spec.est_work_s
             jr[b, 5] = _log_s(x)
             jr[b, 6] = _log_s(max(0.0, x - st.work_done))
-            jr[b, 7] = _log_s(now - st.enqueue_t if st.status is Status.QUEUED else 0.0)
-            jr[b, 8] = min(st.attempts, 10) / 10.0
+            jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is Status.QUEUED else 0.0)
+            jr[b, 8] = min(st.ledger.attempts, 10) / 10.0
             jr[b, 9] = min(spec.priority, 10) / 10.0
             jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups, known)
             mine = st.gpus

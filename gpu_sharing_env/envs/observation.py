@@ -394,8 +394,8 @@ class ObservationEncoder:
             st = sim.jobs[jid]
             step.append(
                 (
-                    _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE),
-                    min(1.0, st.attempts / max_att),
+                    _log_norm(now - st.ledger.enqueue_t, LOG_WAIT_SCALE),
+                    min(1.0, st.ledger.attempts / max_att),
                     sim.placeable(jid),
                 )
             )

@@ -601,7 +601,7 @@ class _ResidentSlots:
                 if info.online:
                     online[g, k] = True
                     online_end[g, k] = spec.submit_s + spec.est_work_s
-                    on += st.duty
+                    on += st.serving.duty
                 else:
                     online[g, k] = False
                     last_t, setup, rate, est = st.last_t, st.setup_until, st.rate, spec.est_work_s
@@ -823,7 +823,7 @@ class ObservationEncoderV1:
                     info = self._job(spec)
                 t = _time_left(st, now, info.online, info.est, info.end)
                 if info.online:
-                    on += st.duty
+                    on += st.serving.duty
                 else:
                     off += info.duty
                 if t > hi:
@@ -942,7 +942,7 @@ class ObservationEncoderV1:
                     self._fill(sim, info)
                 b = info.best
                 if info.online:
-                    d = st.duty
+                    d = st.serving.duty
                     if d < 0.05:
                         d = 0.05
                 else:
@@ -958,8 +958,8 @@ class ObservationEncoderV1:
                 cv[k, 1] = d
                 cv[k, 2] = left
                 cv[k, 3] = info.mem
-                sv[k, 0] = _log_norm(now - st.enqueue_t, LOG_WAIT_SCALE)
-                sv[k, 1] = min(1.0, st.attempts / max_att)
+                sv[k, 0] = _log_norm(now - st.ledger.enqueue_t, LOG_WAIT_SCALE)
+                sv[k, 1] = min(1.0, st.ledger.attempts / max_att)
                 sv[k, 2] = 1.0 if ok[k] else 0.0
                 sv[k, 3] = min(1.0, d)
                 sv[k, 4] = _log_norm(left, LOG_TIME_SCALE)
@@ -1008,7 +1008,7 @@ class ObservationEncoderV1:
             jobs[row, : len(JOB_FEATURES_V1)] = info.row  # type: ignore[assignment]
             jobs[row, _J_STEP_V1] = (
                 0.0,
-                min(1.0, st.attempts / max_att),
+                min(1.0, st.ledger.attempts / max_att),
                 bool(legal_rows[n + k].any()),
                 min(1.0, d),
                 _log_norm(left, LOG_TIME_SCALE),

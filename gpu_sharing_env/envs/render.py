@@ -67,7 +67,7 @@ def render_rgb(sim: Simulator, max_gpus: int) -> np.ndarray:
     slot_w = max(1, w // max(1, sim.window))
     top = TIME_BAR_PX
     for k, spec in enumerate(window):
-        wait = sim.now - sim.jobs[spec.job_id].enqueue_t
+        wait = sim.now - sim.jobs[spec.job_id].ledger.enqueue_t
         shade = 1.0 - 0.6 * min(1.0, math.log10(1.0 + max(0.0, wait)) / 5.0)
         img[top + 3 : top + CELL_PX - 3, k * slot_w + 2 : (k + 1) * slot_w - 2] = (
             ORANGE if spec.online else BLUE
@@ -161,7 +161,7 @@ def render_ansi(sim: Simulator) -> str:
     window = sim.window_jobs()
     lines.append(f"queue window ({len(window)}/{sim.window}, {len(sim.queue)} queued):")
     for k, s in enumerate(window):
-        wait = sim.now - sim.jobs[s.job_id].enqueue_t
+        wait = sim.now - sim.jobs[s.job_id].ledger.enqueue_t
         kind = "online " if s.online else "offline"
         lines.append(
             f"  [{k}] j{s.job_id} {kind} {s.model:<11} {s.num_gpus}x{s.gpu_frac:g} GPU"

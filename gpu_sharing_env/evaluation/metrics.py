@@ -93,12 +93,12 @@ def compute_metrics(
     # episode return of the env's default reward (time in system) tracks this number.
     alive = [j for j in offline if j.status in (Status.DONE, Status.QUEUED, Status.RUNNING)]
     jct = np.array(
-        [(j.finish_t if j.status is Status.DONE else now_s) - j.spec.submit_s for j in alive]
+        [(j.ledger.finish_t if j.status is Status.DONE else now_s) - j.spec.submit_s for j in alive]
     )
-    started = [j for j in offline if not math.isnan(j.first_start_t)]
-    qd = np.array([j.first_start_t - j.spec.submit_s for j in started])
-    ran = [j for j in offline if j.run_time_s > 0]
-    norm = np.array([j.norm_integral / j.run_time_s for j in ran])
+    started = [j for j in offline if not math.isnan(j.ledger.first_start_t)]
+    qd = np.array([j.ledger.first_start_t - j.spec.submit_s for j in started])
+    ran = [j.ledger for j in offline if j.ledger.run_time_s > 0]
+    norm = np.array([led.norm_integral / led.run_time_s for led in ran])
     submitted = [j for j in jobs if j.status is not Status.FUTURE]
     first_submit = min((j.spec.submit_s for j in offline), default=0.0)
     elapsed = max(acc.elapsed_s, 1e-9)
@@ -108,7 +108,7 @@ def compute_metrics(
         "jct_p95_s": _q(jct, 0.95),
         "queue_delay_mean_s": float(qd.mean()) if qd.size else math.nan,
         "queue_delay_p90_s": _q(qd, 0.9),
-        "makespan_s": (max(j.finish_t for j in done) - first_submit) if done else math.nan,
+        "makespan_s": (max(j.ledger.finish_t for j in done) - first_submit) if done else math.nan,
         "norm_throughput_mean": float(norm.mean()) if norm.size else math.nan,
         "stp": acc.stp_s / acc.busy_gpu_s if acc.busy_gpu_s > 0 else math.nan,
         "oversold_gpu": acc.oversold_s / acc.online_gpu_s if acc.online_gpu_s > 0 else math.nan,

@@ -71,8 +71,8 @@ class PlacementRecorder(SimObserver):
                     "model": spec.model,
                     "num_gpus": int(spec.num_gpus),
                     "submit_s": float(spec.submit_s),
-                    "start_s": _finite(st.first_start_t),
-                    "finish_s": _finite(st.finish_t),
+                    "start_s": _finite(st.ledger.first_start_t),
+                    "finish_s": _finite(st.ledger.finish_t),
                     "status": st.status.name.lower(),
                     "segs": self.segments.get(jid, []),
                 }

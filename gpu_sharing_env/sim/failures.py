@@ -120,10 +120,10 @@ class Faults:
         others = sorted({j for g in gpus for j in c.residents[g]} - {st.spec.job_id})
         cfg = self._cfg.faults
         if st.spec.online:
-            st.outage_until = sim.now + cfg.restart_delay_s
+            st.serving.outage_until = sim.now + cfg.restart_delay_s
             acc.gpu_hours_lost += cfg.restart_delay_s * len(gpus) / 3600.0
         else:
-            st.attempts += 1
+            st.ledger.attempts += 1
             assert self._lifecycle is not None
             freed, lost_wall = self._lifecycle.preempt(st)
             acc.gpu_hours_lost += lost_wall * len(freed) / 3600.0

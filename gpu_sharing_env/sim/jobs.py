@@ -77,17 +77,18 @@ class JobTable:
 
     def copy_memo(self, memo: dict[int, Any]) -> None:
         """Prime ``copy.deepcopy``'s ``memo`` for ``Simulator.copy``: the frozen specs are
-        shared, each job record is copied field by field (its three containers anew; MIG
-        instances through the memo: the cluster shares them) and the views' cache starts
-        empty."""
+        shared, each job record is copied field by field (its three containers and its two
+        sub-records anew; MIG instances through the memo: the cluster shares them) and the
+        views' cache starts empty."""
         for sp in self.arrivals:
             memo[id(sp)] = sp
         for st in self.jobs.values():
             memo[id(st.spec)] = st.spec
-            new = copy.copy(st)  # fields are numbers, enums, frozen specs, and these three:
+            new = copy.copy(st)  # its own sub-records; numbers, enums, frozen specs, and:
             new.gpus, new.frac = list(st.gpus), dict(st.frac)
             new.mig = [None if m is None else copy.deepcopy(m, memo) for m in st.mig]
             memo[id(st)] = new
+            memo[id(st.serving)], memo[id(st.ledger)] = new.serving, new.ledger
         memo[id(self.view_cache)] = {}
         memo[id(self._fit_count)] = self._fit_count  # (a memo of the static fleet: shared)
 

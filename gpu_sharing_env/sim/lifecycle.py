@@ -6,8 +6,8 @@ another component and is changed through it: statuses (``JobTable.set_status``),
 (``Queue.add``/``take``/``reestimate``), masks (``Legality.forget``), rates
 (``Rates.accrue``/``mark_dirty``/``refresh``), an online service's load
 (``OnlineLoad.update_load``) and fault events (``Faults.schedule``). It writes the placement
-fields of ``JobState`` (``gpus``, ``option``, ``mig``, ``epoch``, ``run_id``, the run's times)
-and the ``Cluster``.
+fields of ``JobState`` (``gpus``, ``option``, ``mig``, ``epoch``, ``run_id``, the run's times),
+its ``ledger``'s times and counts, its ``serving`` record's batch, and the ``Cluster``.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class Lifecycle:
             self._load.arrived(st)
         if not self._table.feasible(st.spec):
             self._table.set_status(st, Status.FAILED)
-            st.finish_t = now
+            st.ledger.finish_t = now
             acc = self._sim.acc
             acc.errors_by_cause["unschedulable"] = acc.errors_by_cause.get("unschedulable", 0) + 1
             return
@@ -129,7 +129,7 @@ class Lifecycle:
             # the estimate in force while it waits: the predictor's, made now
             st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
         self._table.set_status(st, Status.QUEUED)
-        st.enqueue_t = now
+        st.ledger.enqueue_t = now
         self._queue.add(st)
 
     # ================================================================== migration
@@ -169,11 +169,12 @@ class Lifecycle:
         """Move running ``st``: it checkpoints, moves and resumes after ``migration_s``."""
         rates = self._rates
         rates.accrue(st)
-        work, attempts, first = st.work_done, st.attempts, st.first_start_t
+        led = st.ledger
+        work, attempts, first = st.work_done, led.attempts, led.first_start_t
         freed = self.remove(st)
         self._queue.add(st)  # back in the queue, not counted as re-queued work
         self.start(st, gpu, option, batch_size)
-        st.work_done, st.attempts, st.first_start_t = work, attempts, first
+        st.work_done, led.attempts, led.first_start_t = work, attempts, first
         st.run_work_start = work
         now = self._sim.now
         st.setup_until = max(st.setup_until, now + self._cfg.sharing.migration_s)
@@ -271,13 +272,15 @@ class Lifecycle:
         st.run_id += 1
         st.throttle = 1.0
         st.frac = {}
-        if math.isnan(st.first_start_t):
-            st.first_start_t = now
+        led = st.ledger
+        if math.isnan(led.first_start_t):
+            led.first_start_t = now
         if spec.online:
             # ``set_status`` bumped the status version: the tick's per-service constants
             # (``ticks._tick_consts``, which hold the batch size) are rebuilt.
-            st.batch_size = batch_size
-            st.solo_batch_ms = self._memo.solo_batch_ms(st)
+            sv = st.serving
+            sv.batch_size = batch_size
+            sv.solo_batch_ms = self._memo.solo_batch_ms(st)
             self._load.update_load(st)
             events.push(max(now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
         self._faults.schedule(st)
@@ -307,7 +310,7 @@ class Lifecycle:
         st.run_id += 1
         st.frac = {}
         st.rate = 0.0
-        st.batch_size = 0  # a batch size belongs to a placement
+        st.serving.batch_size = 0  # a batch size belongs to a placement
         return gpus
 
     def finish(self, st: JobState, status: Status) -> None:
@@ -315,7 +318,7 @@ class Lifecycle:
         gpus = self.remove(st)
         self._table.set_status(st, status)
         sim = self._sim
-        st.finish_t = sim.now
+        st.ledger.finish_t = sim.now
         self._rates.refresh(gpus)
         if self.predictor is not None and status is Status.DONE and not st.spec.online:
             self._learn(st)
@@ -349,9 +352,10 @@ class Lifecycle:
         self._rates.accrue(st)
         lost_wall = self._lose_since_checkpoint(st)
         gpus = self.remove(st)
-        if st.attempts >= self._cfg.faults.max_attempts:
+        led = st.ledger
+        if led.attempts >= self._cfg.faults.max_attempts:
             self._table.set_status(st, Status.FAILED)
-            st.finish_t = self._sim.now
+            led.finish_t = self._sim.now
         else:
             self.enqueue(st)
         return gpus, lost_wall
@@ -359,7 +363,7 @@ class Lifecycle:
     def evict(self, job_id: int) -> None:
         """Evict a running offline job (SysMonitor, or a policy's preemption)."""
         st = self._jobs[job_id]
-        st.evictions += 1
+        st.ledger.evictions += 1
         sim = self._sim
         sim.acc.evictions += 1
         for o in self._observers:

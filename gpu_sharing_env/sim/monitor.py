@@ -59,7 +59,8 @@ class Monitor:
     def metrics(self, g: int, st: JobState, frac: float, row: GpuRow) -> DeviceMetrics:
         """The device metrics of GPU ``g`` hosting running service ``st`` (sharing fraction
         ``frac``) with usage row ``row`` (``FleetUsage``: utilisation, SM activity, ...)."""
-        clock = kernel_speed(st.solo_batch_ms, st.alone_frac, frac, st.wait_ms)
+        sv = st.serving
+        clock = kernel_speed(sv.solo_batch_ms, sv.alone_frac, frac, sv.wait_ms)
         mem = self._cluster.mem_true.item(g) / self._rates.mem_cap(g)
         return DeviceMetrics(row[0], row[1], clock, mem)
 
@@ -137,11 +138,12 @@ class Monitor:
         target = self.thresholds.xcuda_clock_min
         old = [r.throttle for r in offline]
         best = XCUDA_STEPS[-1]
+        sv = st.serving
         for x in XCUDA_STEPS:
             for r in offline:
                 r.throttle = x
-            rates.gpu_fractions(g, res)  # sets ``frac``, ``wait_ms``, ``alone_frac``
-            if kernel_speed(st.solo_batch_ms, st.alone_frac, st.frac[g], st.wait_ms) >= target:
+            rates.gpu_fractions(g, res)  # sets ``frac``, ``serving.wait_ms``, ``.alone_frac``
+            if kernel_speed(sv.solo_batch_ms, sv.alone_frac, st.frac[g], sv.wait_ms) >= target:
                 best = x
                 break
         for r, t in zip(offline, old, strict=True):

@@ -5,8 +5,8 @@ rates and their completion events, progress accrual, the nodes' CPU factors.
 :class:`Rates` owns the set of GPUs whose fractions are stale, the nodes' CPU factors, the
 static per-GPU and per-node facts it reads on the hot path and the job watchers
 (``Simulator.watch_jobs``). It writes the rate fields of ``JobState`` (``rate``, ``solo_rate``,
-``frac``, ``sm_eff``, the accrual fields, ``alone_frac``, ``wait_ms``, ``tail_ms``) and each
-GPU's usage row (:meth:`FleetUsage.set_gpu <gpu_sharing_env.sim.usage.FleetUsage.set_gpu>`).
+``frac``, ``sm_eff``, the accrual fields, the ``serving`` record's ``alone_frac``, ``wait_ms``,
+``tail_ms``) and each GPU's usage row (:meth:`FleetUsage.set_gpu <gpu_sharing_env.sim.usage.FleetUsage.set_gpu>`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from gpu_sharing_env.sim.constants import (
 from gpu_sharing_env.sim.speed import SpeedMemo
 
 if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
-    from cython.cimports.gpu_sharing_env.sim.state import JobState
+    from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 else:
-    from gpu_sharing_env.sim.state import JobState
+    from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 from gpu_sharing_env.sim.usage import FleetUsage
 
 if TYPE_CHECKING:
@@ -160,7 +160,9 @@ class Rates:
         return self._mem_cap[g]
 
     # ------------------------------------------------------------------ rates
-    @cython.locals(now=cython.double, t0=cython.double, dt=cython.double, st=JobState)
+    @cython.locals(
+        now=cython.double, t0=cython.double, dt=cython.double, st=JobState, led=JobLedger
+    )
     def accrue(self, st: JobState) -> None:
         """Bring a running job's progress up to ``now`` at its current rate."""
         if st.status is not _RUNNING:
@@ -174,8 +176,9 @@ class Rates:
         if now > t0 and st.rate > 0:
             dt = now - t0
             st.work_done += st.rate * dt
-            st.norm_integral += (st.rate / st.solo_rate) * dt
-            st.run_time_s += dt
+            led = st.ledger
+            led.norm_integral += (st.rate / st.solo_rate) * dt
+            led.run_time_s += dt
         st.last_t = now
 
     def residents(self, g: int) -> list[JobState]:
@@ -208,7 +211,7 @@ class Rates:
             # on every SM (Tally), so a cap on top would count the protection twice; the
             # dynamic allocation then leaves it every SM.
             gated = self.gated(g, res)
-            online_duty = sum(r.duty for r in res if r.spec.online)
+            online_duty = sum(r.serving.duty for r in res if r.spec.online)
             n_off = sum(not r.spec.online and not x for r, x in zip(res, gated, strict=True))
             off_total = min(0.9, max(0.1, 1.0 - 1.2 * online_duty))
             shares = [
@@ -316,7 +319,7 @@ class Rates:
                 inst = r.mig[r.gpus.index(g)] if is_mig else None
                 spec = r.spec
                 online = r.online
-                duty = r.duty if online else ZOO[spec.model].duty * r.throttle
+                duty = r.serving.duty if online else ZOO[spec.model].duty * r.throttle
                 r.sm_eff = share
                 key: tuple[Any, ...] = (
                     spec.model,
@@ -366,11 +369,11 @@ class Rates:
         busy = 1.0 if res else 0.0
         self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
 
-    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState)
+    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState, sv=ServingState)
     def _online_terms(
         self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
     ) -> None:
-        """Set the per-batch wait and extra p99 (``wait_ms``, ``tail_ms``) of the online
+        """Set the per-batch wait and extra p99 (``serving.wait_ms``, ``.tail_ms``) of the online
         residents of GPU ``g`` from the speed model's ``latency_terms`` (memoised; zero for a
         speed model without it)."""
         memo = self._memo
@@ -383,10 +386,11 @@ class Rates:
                 alone = cache.get((gpu_type, mode, k))  # ``SpeedMemo.rates``, inlined
                 if alone is None:
                     alone = memo.rates(gpu_type, mode, [k])
-                r.alone_frac = alone[0]
+                r.serving.alone_frac = alone[0]
         if not memo.has_terms or len(res) < 2:
             for r in res:
-                r.wait_ms = r.tail_ms = 0.0
+                sv = r.serving
+                sv.wait_ms = sv.tail_ms = 0.0
             return
         terms = memo.terms(gpu_type, mode, keys)
         if len(terms) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
@@ -395,7 +399,8 @@ class Rates:
             r = res[i]
             if r.online and r.gpus[0] == g:  # a service's first GPU sets its latency
                 wait, tail = terms[i]
-                r.wait_ms, r.tail_ms = wait, tail
+                sv = r.serving
+                sv.wait_ms, sv.tail_ms = wait, tail
 
     @cython.locals(st=JobState, i=cython.Py_ssize_t)
     def set_rate(self, st: JobState) -> None:

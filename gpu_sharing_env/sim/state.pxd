@@ -1,6 +1,30 @@
 # The compiled JobState (gpu_sharing_env/_compile.py): an extension type whose float fields are
-# C doubles, read by the components' typed loops (``cython.locals(st=JobState)``). The fields
-# and their meaning are state.py's; keep the two in step (tests/test_compiled.py checks it).
+# C doubles, read by the components' typed loops (``cython.locals(st=JobState)``); its two
+# sub-records are extension types too, typed fields of it (``st.serving.duty`` is two pointer
+# reads). The fields and their meaning are state.py's; keep the two in step
+# (tests/test_compiled.py checks it).
+
+cdef class ServingState:
+    cdef public double duty
+    cdef public double rps
+    cdef public double noise_z
+    cdef public double outage_until
+    cdef public double latency_ms
+    cdef public double p99_ms
+    cdef public double solo_batch_ms
+    cdef public double wait_ms
+    cdef public double tail_ms
+    cdef public double alone_frac
+    cdef public object batch_size
+
+cdef class JobLedger:
+    cdef public double first_start_t
+    cdef public double finish_t
+    cdef public double enqueue_t
+    cdef public object attempts
+    cdef public object evictions
+    cdef public double norm_integral
+    cdef public double run_time_s
 
 cdef class JobState:
     cdef public object spec
@@ -20,22 +44,6 @@ cdef class JobState:
     cdef public object run_id
     cdef public double run_start_t
     cdef public double run_work_start
-    cdef public double first_start_t
-    cdef public double finish_t
-    cdef public double enqueue_t
-    cdef public object attempts
-    cdef public object evictions
-    cdef public double norm_integral
-    cdef public double run_time_s
-    cdef public double duty
-    cdef public double rps
-    cdef public double noise_z
-    cdef public double outage_until
-    cdef public double latency_ms
-    cdef public double p99_ms
-    cdef public double solo_batch_ms
-    cdef public double wait_ms
-    cdef public double tail_ms
-    cdef public double alone_frac
     cdef public object online
-    cdef public object batch_size
+    cdef public ServingState serving
+    cdef public JobLedger ledger

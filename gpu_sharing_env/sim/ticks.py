@@ -5,8 +5,8 @@
 
 :class:`OnlineLoad` owns the noise stream and its buffer, the online services that arrived and
 their live list (memoised on ``JobTable.status_version``) and the count of service-ticks. It
-writes the load fields of ``JobState`` (``noise_z``, ``rps``, ``duty``, ``latency_ms``,
-``p99_ms``) and the request accumulators of the episode's ``Accumulator``.
+writes the load fields of a ``JobState``'s ``serving`` record (``noise_z``, ``rps``, ``duty``,
+``latency_ms``, ``p99_ms``) and the request accumulators of the episode's ``Accumulator``.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO
 from gpu_sharing_env.sim.rates import Rates
 
 if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
-    from cython.cimports.gpu_sharing_env.sim.state import JobState
+    from cython.cimports.gpu_sharing_env.sim.state import JobState, ServingState
 else:
-    from gpu_sharing_env.sim.state import JobState
+    from gpu_sharing_env.sim.state import JobState, ServingState
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -162,17 +162,18 @@ class OnlineLoad:
         """One load update of online ``st`` (``tick`` inlines the same arithmetic)."""
         svc = st.spec.service
         assert svc is not None
-        z = NOISE_AR * st.noise_z + _NOISE_SCALE * self._next_normal()
-        st.noise_z = z
-        st.rps = svc.rate_rps(self._sim.now) * math.exp(svc.noise_frac * z)
+        sv = st.serving
+        z = NOISE_AR * sv.noise_z + _NOISE_SCALE * self._next_normal()
+        sv.noise_z = z
+        sv.rps = svc.rate_rps(self._sim.now) * math.exp(svc.noise_frac * z)
         if st.gpus:
-            batch_ms = st.solo_batch_ms
-            duty = st.rps * batch_ms / 1000.0 / st.effective_batch_size
+            batch_ms = sv.solo_batch_ms
+            duty = sv.rps * batch_ms / 1000.0 / st.effective_batch_size
             duty = duty if duty < 1.0 else 1.0  # min(1.0, duty)
             # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
             # load moves by a step, not at every small wiggle (and the speed model's cache hits).
             q = round(duty / DUTY_STEP) * DUTY_STEP
-            st.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
+            sv.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
 
     @cython.locals(st=JobState)
     def live(self) -> list[JobState]:
@@ -214,7 +215,7 @@ class OnlineLoad:
         f=cython.double, batch_ms=cython.double, rho=cython.double, mean_ms=cython.double,
         p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
         att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
-        ratio=cython.double, unstable=cython.double, st=JobState,
+        ratio=cython.double, unstable=cython.double, st=JobState, sv=ServingState,
     )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and
@@ -240,19 +241,20 @@ class OnlineLoad:
             if i == n_buf:
                 buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
-            z = ar * st.noise_z + scale * buf[i]
+            sv = st.serving
+            z = ar * sv.noise_z + scale * buf[i]
             i += 1
-            st.noise_z = z
+            sv.noise_z = z
             # ServiceSpec.rate_rps(now), inlined
             wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
-            rps = st.rps = (base + span * wave) * exp(noise_frac * z)
+            rps = sv.rps = (base + span * wave) * exp(noise_frac * z)
             if st.gpus:
-                duty = rps * st.solo_batch_ms / 1000.0 / batch
+                duty = rps * sv.solo_batch_ms / 1000.0 / batch
                 duty = duty if duty < 1.0 else 1.0
                 q = rint(duty / step) * step
                 q = q if q > step else step
-                if q != st.duty:
-                    st.duty = q
+                if q != sv.duty:
+                    sv.duty = q
                     if st.status is _RUNNING:
                         touched.extend(st.gpus)
         self._noise_i = i
@@ -275,14 +277,15 @@ class OnlineLoad:
         p99_w = acc.p99_weighted_ms
         slow_w = acc.slowdown_weighted
         for st, _, _, _, _, _, batch, slo_ms in live_c:
-            rps = st.rps
+            sv = st.serving
+            rps = sv.rps
             req = rps * tick
             requests += req
             if st.status is _QUEUED:
                 continue
             # SLO accounting of a running service: ``latency_tuple`` inlined (same arithmetic)
             gpus = st.gpus
-            solo_ms = st.solo_batch_ms
+            solo_ms = sv.solo_batch_ms
             frac = st.frac
             if len(gpus) == 1:
                 f = frac[gpus[0]]
@@ -293,7 +296,7 @@ class OnlineLoad:
                     if fm is None or v < fm:
                         fm = v
                 f = fm
-            batch_ms = solo_ms / f + st.wait_ms
+            batch_ms = solo_ms / f + sv.wait_ms
             rho = rps * batch_ms / 1000.0 / batch
             if rho >= 1.0:
                 mean_ms = p99_ms = unstable * slo_ms
@@ -301,13 +304,13 @@ class OnlineLoad:
             else:
                 m = batch_ms / (2.0 * (1.0 - rho))
                 p99_ms = batch_ms + (m * log(100.0 * rho) if rho > 0.01 else 0.0)
-                slo_e = slo_ms - st.tail_ms  # the MPS tail eats into the SLO headroom
+                slo_e = slo_ms - sv.tail_ms  # the MPS tail eats into the SLO headroom
                 att = 1.0 - rho * exp(-(slo_e - batch_ms) / m) if slo_e > batch_ms else 0.0
                 attainment = att if att > 0.0 else 0.0  # max(0.0, att)
                 mean_ms = batch_ms + rho * m
-                p99_ms += st.tail_ms
+                p99_ms += sv.tail_ms
             # x / 1.0 == x exactly: at full speed the solo statistics are the same numbers
-            if f == 1.0 and st.wait_ms == 0.0:
+            if f == 1.0 and sv.wait_ms == 0.0:
                 solo_mean = mean_ms
             else:
                 rho = rps * solo_ms / 1000.0 / batch
@@ -315,15 +318,15 @@ class OnlineLoad:
                     solo_mean = unstable * slo_ms
                 else:
                     solo_mean = solo_ms + rho * (solo_ms / (2.0 * (1.0 - rho)))
-            out = (st.outage_until - t_prev) / tick
+            out = (sv.outage_until - t_prev) / tick
             out = 1.0 if out > 1.0 else (out if out > 0.0 else 0.0)  # min(1, max(0, out))
             requests_ok += req * (1.0 - out) * attainment
             lat_w += req * mean_ms
             p99_w += req * p99_ms
             slowdown = mean_ms / solo_mean
             slow_w += req * slowdown
-            st.latency_ms = mean_ms
-            st.p99_ms = p99_ms
+            sv.latency_ms = mean_ms
+            sv.p99_ms = p99_ms
             ratio = p99_ms / slo_ms
             if protection:
                 # SysMonitor may evict or throttle (and accrue) but never touches the request

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -81,8 +82,9 @@ _LATENCY: dict[int, tuple[Any, dict[tuple[str, str, int], float]]] = {}
 _EPISODE_KEY = "episode"
 
 
-#: The key of the read-only state arrays in the simulator's ``table.view_cache`` (see ``_EPISODE_KEY``).
-_ARRAYS_KEY = "arrays"
+#: The key of the episode's :class:`_Fixed` part in the simulator's ``table.view_cache`` (see
+#: ``_EPISODE_KEY``).
+_FIXED_KEY = "fixed"
 
 
 def episode_token(sim: Simulator) -> object:
@@ -122,8 +124,111 @@ def _ro_shared(a: np.ndarray) -> np.ndarray:
     return hit[1]
 
 
+class _Fixed:
+    """What every :class:`ClusterView` of one episode shares, built at its first view: the
+    fleet's facts, the episode's token and the read-only views of the state arrays (allocated
+    at reset and updated in place, so a view of them stays current). Kept in the simulator's
+    ``table.view_cache`` (emptied at reset and in a copy of the simulator)."""
+
+    __slots__ = (
+        "arrays",
+        "episode",
+        "gpu_types",
+        "max_residents",
+        "mem_cap_gb",
+        "n_gpus",
+        "node_of",
+        "options",
+        "simulator_id",
+        "slo_target",
+        "type_idx",
+        "type_name",
+        "type_names",
+    )
+
+    def __init__(self, sim: Simulator) -> None:
+        c = sim.cluster
+        self.n_gpus: int = c.n_gpus
+        self.options: tuple[PlacementOption, ...] = sim.options
+        self.gpu_types: tuple[GpuType, ...] = c.gpu_type_of
+        self.type_name: tuple[str, ...] = c.type_name_of
+        self.type_names: tuple[str, ...] = c.type_names
+        self.type_idx = _ro_shared(c.type_idx)
+        self.node_of = _ro_shared(c.node_of)
+        self.mem_cap_gb = _ro_shared(c.mem_cap)
+        self.max_residents: int = c.sharing.max_residents
+        self.slo_target: float = sim.cfg.slo_target
+        self.episode = episode_token(sim)
+        self.simulator_id: int = sim.uid
+        #: The state arrays' read-only views, in the order ``ClusterView`` unpacks them.
+        self.arrays: tuple[np.ndarray, ...] = tuple(
+            _ro_shared(a)
+            for a in (
+                c.mode, c.n_res, c.mem_decl, c.frac_decl, c.sm_used, c.online_count, c.healthy,
+                c.ready, sim.usage.g_util,
+            )
+        )  # fmt: skip
+
+
+def _fixed(name: str) -> Any:
+    """A read-only ``ClusterView`` attribute read from its episode's :class:`_Fixed` part."""
+    return property(attrgetter(f"_fixed.{name}"))
+
+
 class ClusterView:
-    """A read-only snapshot of the simulator for policies (valid until the next step)."""
+    """A read-only snapshot of the simulator for policies (valid until the next step).
+
+    What does not change within an episode (the fleet's facts, the episode's identity) is
+    read from one part every view of the episode shares (built once per episode, not per
+    snapshot); the rest is the snapshot's own."""
+
+    #: The number of GPUs.
+    n_gpus: int = _fixed("n_gpus")
+    #: The placement options (an action's option index points here).
+    options: tuple[PlacementOption, ...] = _fixed("options")
+    #: Each GPU's type.
+    gpu_types: tuple[GpuType, ...] = _fixed("gpu_types")
+    #: Each GPU's type name.
+    type_name: tuple[str, ...] = _fixed("type_name")
+    #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
+    type_names: tuple[str, ...] = _fixed("type_names")
+    type_idx: np.ndarray = _fixed("type_idx")
+    #: Each GPU's node.
+    node_of: np.ndarray = _fixed("node_of")
+    #: Each GPU's memory (GB).
+    mem_cap_gb: np.ndarray = _fixed("mem_cap_gb")
+    #: The most residents a GPU may host (``SharingConfig.max_residents``).
+    max_residents: int = _fixed("max_residents")
+    #: The SLO attainment a policy must reach to rank by JCT (``ScenarioConfig.slo_target``).
+    slo_target: float = _fixed("slo_target")
+    #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
+    #: and in every copy of the simulator. Facts about a job that never change (its model,
+    #: its request) may be cached under it.
+    episode: object = _fixed("episode")
+    #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
+    #: episodes (an encoder built for it may be reused after its ``reset``).
+    simulator_id: int = _fixed("simulator_id")
+
+    # The snapshot's own: read-only views of the state arrays (the episode's, updated in
+    # place: see ``_Fixed``), per GPU.
+    #: Its sharing mode (a ``SharingMode`` value; ``MODE_NONE`` while it has none).
+    mode: np.ndarray
+    #: Its number of residents.
+    n_res: np.ndarray
+    #: Declared GPU memory in use per GPU (what a scheduler's accounting sees).
+    mem_used_gb: np.ndarray
+    #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
+    frac_used: np.ndarray
+    #: The SM percentage its residents' MPS placements take.
+    sm_used_pct: np.ndarray
+    #: Its number of online residents.
+    online_count: np.ndarray
+    #: Whether SysMonitor lets new offline work on it.
+    healthy: np.ndarray
+    #: Whether it is ready (False while its mode or MIG layout is being set up).
+    ready: np.ndarray
+    #: Observed GPU utilisation per GPU (nvidia-smi style).
+    util: np.ndarray
 
     def __init__(self, sim: Simulator, codec: ActionCodec | None = None) -> None:
         self._sim = sim
@@ -131,71 +236,43 @@ class ClusterView:
         #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
         self._masks: dict[int, tuple[int, np.ndarray]] = {}
         self._window: tuple[tuple[int, int, int], list[JobView]] | None = None
-        c = sim.cluster
         self.now_s = sim.now
-        self.n_gpus = c.n_gpus
-        self.options: tuple[PlacementOption, ...] = sim.options
-        self.gpu_types: tuple[GpuType, ...] = c.gpu_type_of
-        self.type_name: tuple[str, ...] = c.type_name_of
-        #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
-        self.type_names: tuple[str, ...] = c.type_names
-        # Read-only views of the state arrays, made once per episode (the arrays are allocated
-        # at reset and updated in place; a copy of the simulator starts with an empty cache).
         cache: dict[Any, Any] = sim.table.view_cache
-        arrays = cache.get(_ARRAYS_KEY)
-        if arrays is None:
-            arrays = cache[_ARRAYS_KEY] = tuple(
-                _ro_shared(a)
-                for a in (
-                    c.type_idx, c.node_of, c.mode, c.n_res, c.mem_cap, c.mem_decl, c.frac_decl,
-                    c.sm_used, c.online_count, c.healthy, c.ready, sim.usage.g_util,
-                )
-            )  # fmt: skip
+        fixed = cache.get(_FIXED_KEY)
+        if fixed is None:
+            fixed = cache[_FIXED_KEY] = _Fixed(sim)
+        self._fixed: _Fixed = fixed
         (
-            self.type_idx,
-            self.node_of,
             self.mode,
             self.n_res,
-            self.mem_cap_gb,
-            #: Declared GPU memory in use per GPU (what a scheduler's accounting sees).
             self.mem_used_gb,
-            #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
             self.frac_used,
             self.sm_used_pct,
             self.online_count,
             self.healthy,
             self.ready,
-            #: Observed GPU utilisation per GPU (nvidia-smi style).
             self.util,
-        ) = arrays
-        self.max_residents = c.sharing.max_residents
-        self.slo_target = sim.cfg.slo_target
-        #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
-        #: and in every copy of the simulator. Facts about a job that never change (its model,
-        #: its request) may be cached under it.
-        self.episode = episode_token(sim)
-        #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
-        #: episodes (an encoder built for it may be reused after its ``reset``).
-        self.simulator_id = sim.uid
+        ) = fixed.arrays
         #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
         #: readiness change (equal within one simulator: the same GPU state).
-        self.version = c.version
+        self.version = sim.cluster.version
 
     def job(self, job_id: int) -> JobView:
         st = self._sim.jobs[job_id]
         status = st.status
-        wait_s = self.now_s - st.enqueue_t if status is Status.QUEUED else 0.0
+        sv, led = st.serving, st.ledger
+        wait_s = self.now_s - led.enqueue_t if status is Status.QUEUED else 0.0
         # Every field that can change, with the state object itself (ids repeat across
         # episodes): an unchanged job gets the JobView built last time (they are immutable).
         key = (
             status,
             st.run_id,
             st.work_done,
-            st.attempts,
-            st.rps,
-            st.p99_ms,
+            led.attempts,
+            sv.rps,
+            sv.p99_ms,
             wait_s,
-            st.batch_size,
+            sv.batch_size,
             st.spec,  # (a new estimate is a new spec)
         )
         cache = self._sim.table.view_cache
@@ -221,12 +298,12 @@ class ClusterView:
             gpus=tuple(st.gpus),
             option=st.option,
             work_done=st.work_done,
-            attempts=st.attempts,
+            attempts=led.attempts,
             wait_s=wait_s,
-            rps=st.rps,
-            p99_ms=st.p99_ms,
+            rps=sv.rps,
+            p99_ms=sv.p99_ms,
             # ``st.effective_batch_size``, inlined (views are built on the hot path)
-            batch_size=st.batch_size or (s.service.batch_size if s.service is not None else 0),
+            batch_size=sv.batch_size or (s.service.batch_size if s.service is not None else 0),
             user=s.user,
         )
         cache[job_id] = (st, key, jv)
@@ -268,7 +345,7 @@ class ClusterView:
     def queued_wait_s(self, ids: Sequence[int]) -> list[float]:
         """``JobView.wait_s`` of queued jobs ``ids``, without building views."""
         jobs, now = self._sim.jobs, self.now_s
-        return [now - jobs[i].enqueue_t for i in ids]
+        return [now - jobs[i].ledger.enqueue_t for i in ids]
 
     def est_remaining_s(self, ids: Sequence[int]) -> np.ndarray:
         """``JobView.est_remaining_s`` of jobs ``ids``, without building views."""
@@ -329,7 +406,7 @@ class ClusterView:
     def request_rates(self, ids: Sequence[int]) -> np.ndarray:
         """The observed request rates (``JobView.rps``) of jobs ``ids``, without building views."""
         jobs = self._sim.jobs
-        return np.array([jobs[i].rps for i in ids], dtype=np.float64)
+        return np.array([jobs[i].serving.rps for i in ids], dtype=np.float64)
 
     def gpulets(self, gpu: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """The MPS partitions (gpulets) of ``gpu`` in creation order, as (SM percentage, job

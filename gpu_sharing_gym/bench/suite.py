@@ -288,7 +288,9 @@ def replay_one(
     wall = time.perf_counter() - t0
     offline = [st for st in sim.jobs.values() if not st.spec.online]
     # a partial replay counts the jobs it got to: started at least once, or given up
-    done = [not math.isnan(st.first_start_t) or st.status is st.status.FAILED for st in offline]
+    done = [
+        not math.isnan(st.ledger.first_start_t) or st.status is st.status.FAILED for st in offline
+    ]
     n_off = sum(done) if partial else len(offline)
     return {
         "gpus": sim.n_gpus,

@@ -133,11 +133,12 @@ class EpisodeRecorder(SimObserver):
             if st.status is not Status.RUNNING or st.spec.service is None:
                 continue
             svc = st.spec.service
-            req = st.rps * tick
+            sv = st.serving
+            req = sv.rps * tick
             batch = st.effective_batch_size
-            solo = latency_tuple(st.solo_batch_ms, st.rps, batch, svc.slo_ms)[0]
+            solo = latency_tuple(sv.solo_batch_ms, sv.rps, batch, svc.slo_ms)[0]
             self.svc_req[jid] = self.svc_req.get(jid, 0.0) + req
-            self.svc_lat_w[jid] = self.svc_lat_w.get(jid, 0.0) + req * st.latency_ms
+            self.svc_lat_w[jid] = self.svc_lat_w.get(jid, 0.0) + req * sv.latency_ms
             self.svc_solo_w[jid] = self.svc_solo_w.get(jid, 0.0) + req * solo
         hosting = int(np.count_nonzero(np.asarray(sim.cluster.online_count) > 0))
         self.online_gpus_max = max(self.online_gpus_max, hosting)
@@ -173,18 +174,18 @@ class EpisodeRecorder(SimObserver):
             self.svc_lat_w[j] / self.svc_solo_w[j] for j in self.svc_req if self.svc_solo_w[j] > 0
         ]
         offline = [s for s in self.sim.jobs.values() if not s.spec.online]
-        started = [s for s in offline if not math.isnan(s.first_start_t)]
+        started = [s for s in offline if not math.isnan(s.ledger.first_start_t)]
 
         def qd(jobs: list[Any]) -> float:
-            d = [s.first_start_t - s.spec.submit_s for s in jobs]
+            d = [s.ledger.first_start_t - s.spec.submit_s for s in jobs]
             return float(np.mean(d)) if d else math.nan
 
-        ran = [s for s in offline if s.run_time_s > 0]
+        ran = [s.ledger for s in offline if s.ledger.run_time_s > 0]
         day1 = [row[3] for row in self.sim.timeseries if row[0] <= 86_400.0]
-        np_ = [s.norm_integral / s.run_time_s for s in ran]
+        np_ = [led.norm_integral / led.run_time_s for led in ran]
 
         def delays(jobs: list[Any]) -> np.ndarray:
-            return np.array([s.first_start_t - s.spec.submit_s for s in jobs], dtype=float)
+            return np.array([s.ledger.first_start_t - s.spec.submit_s for s in jobs], dtype=float)
 
         def p90(d: np.ndarray) -> float:
             return float(np.percentile(d, 90)) if d.size else math.nan
