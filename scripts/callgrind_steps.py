@@ -8,6 +8,7 @@ Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps 
     PYTHONHASHSEED=0 PYTHONPATH=$PWD N=1000 valgrind --tool=callgrind python scripts/callgrind_steps.py
     PYTHONHASHSEED=0 PYTHONPATH=$PWD N=0 valgrind --tool=callgrind python scripts/callgrind_steps.py
     ENV=GpuSharing-v2 N=300 W=200 ...   # the v2 figures of docs/notes/2026-11-28-v2-step-night.md
+    ENV=GpuSharing-v2 SIZE=1024 N=60 W=20 ...   # pruning="classes", max_candidates=MAXC (65536)
 
 ``PYTHONPATH`` picks the tree (two ``git archive`` snapshots built with ``setup.py build_ext
 --inplace`` for a before/after pair). The tree and its number of compiled modules go to stderr.
@@ -30,11 +31,14 @@ print("tree", gpu_sharing_env.__file__, len(gpu_sharing_env.COMPILED), file=sys.
 SIZE = os.environ.get("SIZE", "default")
 N = int(os.environ.get("N", "2000"))
 W = int(os.environ.get("W", "0"))
+ENV = os.environ.get("ENV", "GpuSharing-v1")
 cfg = load_scenario("default")
-env = gym.make(
-    os.environ.get("ENV", "GpuSharing-v1"),
-    scenario=cfg if SIZE == "default" else scaled_scenario(cfg, int(SIZE)),
-)
+# a scaled GpuSharing-v2 is made as scripts/bench_step_cartpole.py makes it (pruned classes,
+# room for every candidate): unpruned, 1,024 GPUs pass max_candidates at the first reset
+kw: dict[str, object] = {}
+if SIZE != "default" and ENV == "GpuSharing-v2":
+    kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
+env = gym.make(ENV, scenario=cfg if SIZE == "default" else scaled_scenario(cfg, int(SIZE)), **kw)
 
 
 def run(k: int, seed0: int) -> None:
