@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +36,7 @@ ENV = os.environ.get("ENV", "GpuSharing-v1")
 cfg = load_scenario("default")
 # a scaled GpuSharing-v2 is made as scripts/bench_step_cartpole.py makes it (pruned classes,
 # room for every candidate): unpruned, 1,024 GPUs pass max_candidates at the first reset
-kw: dict[str, object] = {}
+kw: dict[str, Any] = {}
 if SIZE != "default" and ENV == "GpuSharing-v2":
     kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
 env = gym.make(ENV, scenario=cfg if SIZE == "default" else scaled_scenario(cfg, int(SIZE)), **kw)

@@ -91,6 +91,35 @@ def test_a_copy_s_mask_reads_its_own_state(scenario: str, monkeypatch: pytest.Mo
     _masks_agree(sim.cluster, sim, rng)
 
 
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_twin_s_views_read_its_own_state(how: str) -> None:
+    """A view built on a copied, deep-copied or unpickled simulator reads that simulator's
+    arrays, not the original's (the views' cache and their shared part stay behind), and the
+    twin has its own ``uid``."""
+    import copy
+
+    from gpu_sharing_env.sim.view import ClusterView
+
+    rng = np.random.default_rng(3)
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(4)
+    _play(sim, rng, 20)
+    ClusterView(sim).job(next(iter(sim.jobs)))  # (the original's views and cache are built)
+    twins = {
+        "copy": sim.copy,
+        "deepcopy": lambda: copy.deepcopy(sim),
+        "pickle": lambda: pickle.loads(pickle.dumps(sim)),
+    }
+    twin = twins[how]()
+    assert twin.uid != sim.uid
+    _play(twin, rng, 30)
+    view = ClusterView(twin)
+    assert view.simulator_id == twin.uid
+    assert np.array_equal(view.n_res, twin.cluster.n_res)
+    assert np.shares_memory(view.n_res, twin.cluster.n_res)
+    assert not np.shares_memory(view.n_res, sim.cluster.n_res)
+
+
 def test_a_cluster_pickled_interpreted_masks_compiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,15 @@ Three guards, all AST scans of the source (they need nothing built):
   test; here it runs with the rest over every file, and a planted write is shown to fail it;
 * no code outside ``fleet/`` assigns a cluster's attribute or an item of its arrays (its
   writers are its methods: ``Cluster.add``, ``remove``, ``set_ready``, ...).
+
+The scans read names, not types, so they see what the project's conventions name: a simulator
+as ``sim``/``simulator`` (or reached through one, or through a component's attribute), a job
+record as ``st`` (every variable of that name, in any file), from ``X.jobs[j]`` or a loop over
+``X.jobs``, a cluster as ``cluster``/``X.cluster``. They miss a write through another alias
+(``c = sim.cluster; c.version += 1``, ``world = sim.copy(); world.now = 3``, ``sims[0].now``),
+a mutating call (``sim.cluster.n_res.fill(0)``, ``st.gpus.append(5)``,
+``object.__setattr__``), and an item of a record's container (``st.frac[0] = 0.5``). None of
+these appear in the project today; a review, not this test, is what catches them.
 """
 
 from __future__ import annotations
@@ -33,16 +42,24 @@ OWNERS = (SIM_DIR, FLEET_DIR)
 #: The most attributes a class of ``sim/`` or ``fleet/`` may hold (issue 51: "no class in sim/
 #: holds more than ~20 attributes").
 MAX_ATTRIBUTES = 20
-#: Classes of ``sim/`` or ``fleet/`` allowed more, with the reason: none today. An entry is ``"module.Class":
-#: its count`` (the count it may not exceed), removed once the class is split.
-ALLOWED_OVER: dict[str, int] = {}
+#: Classes of ``sim/`` or ``fleet/`` allowed more, each with its reason. An entry is
+#: ``"module.Class": its count`` (the count it may not exceed), removed once the class is split.
+ALLOWED_OVER: dict[str, int] = {
+    # the frozen record of one job that ``ClusterView.job`` hands every policy: its 23 fields
+    # are the public read API the heuristics and the encoders use (docs/simulator.md), a value,
+    # not a component holding state
+    "view.JobView": 23,
+}
 
 #: The simulator's attributes that are its components (``sim.rates``): an assignment through
 #: one of them (``env.simulator.rates.x = ...``, ``self._sim.lifecycle.y = ...``) writes a
 #: component's state, whatever the root is called.
 COMPONENT_ATTRS = frozenset(
-    {"lifecycle", "rates", "legality", "faults", "monitor", "usage", "waiting", "load", "table"}
-)
+    {
+        "lifecycle", "rates", "legality", "faults", "monitor", "usage", "waiting", "load",
+        "table", "memo", "events",
+    }
+)  # fmt: skip
 #: Names a simulator goes by anywhere in a chain (``runner._sim.now``, ``env.simulator.now``).
 SIM_NAMES = frozenset({"sim", "simulator", "_sim", "_simulator"})
 #: ``JobState``'s sub-records: their fields are the job record's.
@@ -64,45 +81,79 @@ TEST_WRITES_ALLOWED = {
 
 
 # ---------------------------------------------------------------------- attributes per class
+def _assigned(node: ast.AST) -> Iterator[ast.expr]:
+    """The single targets ``node`` assigns or deletes (``=``, augmented and annotated
+    assignments, ``del``; tuples, lists and starred targets unpacked), none if it is no
+    assignment."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        todo = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        todo = [node.target]
+    else:
+        return
+    while todo:
+        t = todo.pop(0)
+        if isinstance(t, ast.Tuple | ast.List):
+            todo[:0] = t.elts
+        elif isinstance(t, ast.Starred):
+            todo.insert(0, t.value)
+        else:
+            yield t
+
+
+def _is_dataclass(cls: ast.ClassDef) -> bool:
+    for d in cls.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        if (isinstance(f, ast.Name) and f.id == "dataclass") or (
+            isinstance(f, ast.Attribute) and f.attr == "dataclass"
+        ):
+            return True
+    return False
+
+
 def class_attributes(cls: ast.ClassDef) -> set[str]:
     """The attributes a class holds: every ``self.X`` it assigns (plain, augmented, annotated
-    and tuple targets, ``setattr(self, "X", ...)``, in any method) and every name of its
-    ``__slots__``."""
+    and tuple targets, ``setattr(self, "X", ...)``, in any of its methods; a nested class
+    counts on its own), every name of its ``__slots__`` and, for a ``@dataclass``, its
+    annotated fields (``ClassVar`` ones not)."""
     names: set[str] = set()
 
-    def target(t: ast.expr) -> None:
-        if isinstance(t, ast.Tuple | ast.List):
-            for e in t.elts:
-                target(e)
-        elif isinstance(t, ast.Starred):
-            target(t.value)
-        elif (
-            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-        ):
-            names.add(t.attr)
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                continue
+            for t in () if isinstance(child, ast.Delete) else _assigned(child):
+                if isinstance(t, ast.Attribute) and _is_self(t.value):
+                    names.add(t.attr)
+            if (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Name)
+                and child.func.id == "setattr"
+                and len(child.args) > 1
+                and _is_self(child.args[0])
+            ):
+                name = child.args[1]
+                names.add(str(name.value) if isinstance(name, ast.Constant) else "?")
+            walk(child)
 
-    for node in ast.walk(cls):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                target(t)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            target(node.target)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "setattr"
-            and len(node.args) > 1
-            and isinstance(node.args[0], ast.Name)
-            and node.args[0].id == "self"
-        ):
-            name = node.args[1]
-            names.add(name.value if isinstance(name, ast.Constant) else "?")
+    walk(cls)
     for stmt in cls.body:
         if isinstance(stmt, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets
         ):
             names.update(ast.literal_eval(stmt.value))
+        if (
+            _is_dataclass(cls)
+            and isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and "ClassVar" not in ast.unparse(stmt.annotation)
+        ):
+            names.add(stmt.target.id)
     return names
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def class_sizes(folder: Path) -> dict[str, int]:
@@ -128,10 +179,18 @@ def test_class_attributes_counts_every_form() -> None:
         "        self.a.y = 5\n"  # (its attribute's attribute)
         "        setattr(self, 'g', 6)\n"
         "        self.i[0] = 7\n"  # (an item of ``i``, not an attribute of ``self``)
+        "        class B:\n"  # (a nested class holds its own)
+        "            def f(self):\n"
+        "                self.j = 0\n"
+        "@dataclass(frozen=True)\n"
+        "class C:\n"
+        "    k: int\n"
+        "    m: ClassVar[int] = 0\n"  # (a class variable, no field)
     )
-    cls = ast.parse(src).body[0]
-    assert isinstance(cls, ast.ClassDef)
-    assert class_attributes(cls) == {"a", "b", "c", "d", "e", "f", "g", "z"}
+    a, c = (n for n in ast.parse(src).body if isinstance(n, ast.ClassDef))
+    b = next(n for n in ast.walk(a) if isinstance(n, ast.ClassDef) and n.name == "B")
+    assert class_attributes(a) == {"a", "b", "c", "d", "e", "f", "g", "z"}
+    assert class_attributes(b) == {"j"} and class_attributes(c) == {"k"}
 
 
 def _over_the_bound(sizes: dict[str, int]) -> dict[str, int]:
@@ -257,12 +316,10 @@ def outside_writes(source: str) -> list[tuple[int, str]]:
 
     found: dict[tuple[int, str], str] = {}  # (line, attribute) -> the written chain
     for node in ast.walk(tree):
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign | ast.Delete):
-            targets = list(node.targets)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
-        elif (
+        for t in _assigned(node):
+            if isinstance(t, ast.Attribute) and owned(t.value):
+                found[t.lineno, t.attr] = ".".join(_chain(t))
+        if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("setattr", "delattr")
@@ -272,14 +329,6 @@ def outside_writes(source: str) -> list[tuple[int, str]]:
             name = node.args[1]
             attr = str(name.value) if isinstance(name, ast.Constant) else "?"
             found[node.lineno, attr] = ".".join([*_chain(node.args[0]), attr])
-        while targets:
-            t = targets.pop()
-            if isinstance(t, ast.Tuple | ast.List):
-                targets.extend(t.elts)
-            elif isinstance(t, ast.Starred):
-                targets.append(t.value)
-            elif isinstance(t, ast.Attribute) and owned(t.value):
-                found[t.lineno, t.attr] = ".".join(_chain(t))
     for line, attr in simulator_writes(source):  # (``sim2.x``, ``sim_a.x``, ...)
         found.setdefault((line, attr.rsplit(".", 1)[-1]), attr)
     return sorted((line, chain) for (line, _), chain in found.items())
@@ -358,26 +407,6 @@ def test_nothing_outside_sim_writes_component_or_job_state() -> None:
 
 
 # ---------------------------------------------------------------------- a cluster's state
-def _assigned(node: ast.AST) -> Iterator[ast.expr]:
-    """The single targets ``node`` assigns or deletes (``=``, augmented and annotated
-    assignments, ``del``; tuples, lists and starred targets unpacked), none if it is no
-    assignment."""
-    if isinstance(node, ast.Assign | ast.Delete):
-        todo = list(node.targets)
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-        todo = [node.target]
-    else:
-        return
-    while todo:
-        t = todo.pop(0)
-        if isinstance(t, ast.Tuple | ast.List):
-            todo[:0] = t.elts
-        elif isinstance(t, ast.Starred):
-            todo.insert(0, t.value)
-        else:
-            yield t
-
-
 def _is_cluster(node: ast.expr) -> bool:
     """Whether an expression names a cluster by the project's convention: ``cluster``
     (``_cluster``, ``cluster2``), or any ``X.cluster`` / ``X._cluster``."""

@@ -701,9 +701,15 @@ class Simulator:
         self.rates.copy_memo(memo)
         self.legality.copy_memo(memo)
         self.usage.copy_memo(memo)
-        clone = copy.deepcopy(self, memo)
-        clone.uid = next(_UIDS)
-        return clone
+        return copy.deepcopy(self, memo)  # (a new ``uid``: ``__setstate__``)
+
+    def __setstate__(self, state: Any) -> None:
+        """A copy, a deep copy or an unpickled simulator is another object: it gets its own
+        ``uid`` (views and agents key their caches on it)."""
+        d, slots = state if isinstance(state, tuple) else (state, None)
+        for k, v in {**(d or {}), **(slots or {})}.items():
+            setattr(self, k, v)
+        self.uid = next(_UIDS)
 
     def reseed(self, fault_seed: int, noise_seed: int) -> None:
         """Fresh random streams for faults and online-load noise (a sampled future's own)."""

@@ -64,6 +64,13 @@ class JobTable:
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
         self.view_cache: dict[Any, Any] = {}
 
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """A pickle or a deep copy starts with an empty views' cache: the cached views and the
+        views' shared part read the original's cluster arrays, not the copy's."""
+        state = {k: getattr(self, k) for k in self.__slots__ if hasattr(self, k)}
+        state["view_cache"] = {}
+        return None, state
+
     def reset(self, specs: list[JobSpec]) -> None:
         """A new episode's jobs (``specs`` sorted by submission)."""
         self.jobs = {s.job_id: JobState(s) for s in specs}
