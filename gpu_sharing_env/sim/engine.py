@@ -708,7 +708,7 @@ class Simulator:
         ``uid`` (views and agents key their caches on it)."""
         d, slots = state if isinstance(state, tuple) else (state, None)
         for k, v in {**(d or {}), **(slots or {})}.items():
-            setattr(self, k, v)
+            object.__setattr__(self, k, v)  # (its own slots back, as pickle would set them)
         self.uid = next(_UIDS)
 
     def reseed(self, fault_seed: int, noise_seed: int) -> None:
