@@ -28,10 +28,9 @@ these appear in the project today; a review, not this test, is what catches them
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-from tests.test_sim_seam import SCANNED, simulator_writes
+from tests.test_sim_seam import SCANNED, SIM_COMPONENTS, assigned_targets, simulator_writes
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_DIR = ROOT / "gpu_sharing_env" / "sim"
@@ -54,12 +53,7 @@ ALLOWED_OVER: dict[str, int] = {
 #: The simulator's attributes that are its components (``sim.rates``): an assignment through
 #: one of them (``env.simulator.rates.x = ...``, ``self._sim.lifecycle.y = ...``) writes a
 #: component's state, whatever the root is called.
-COMPONENT_ATTRS = frozenset(
-    {
-        "lifecycle", "rates", "legality", "faults", "monitor", "usage", "waiting", "load",
-        "table", "memo", "events",
-    }
-)  # fmt: skip
+COMPONENT_ATTRS = frozenset(SIM_COMPONENTS) | {"events"}  # (and the event heap)
 #: Names a simulator goes by anywhere in a chain (``runner._sim.now``, ``env.simulator.now``).
 SIM_NAMES = frozenset({"sim", "simulator", "_sim", "_simulator"})
 #: ``JobState``'s sub-records: their fields are the job record's.
@@ -81,26 +75,6 @@ TEST_WRITES_ALLOWED = {
 
 
 # ---------------------------------------------------------------------- attributes per class
-def _assigned(node: ast.AST) -> Iterator[ast.expr]:
-    """The single targets ``node`` assigns or deletes (``=``, augmented and annotated
-    assignments, ``del``; tuples, lists and starred targets unpacked), none if it is no
-    assignment."""
-    if isinstance(node, ast.Assign | ast.Delete):
-        todo = list(node.targets)
-    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-        todo = [node.target]
-    else:
-        return
-    while todo:
-        t = todo.pop(0)
-        if isinstance(t, ast.Tuple | ast.List):
-            todo[:0] = t.elts
-        elif isinstance(t, ast.Starred):
-            todo.insert(0, t.value)
-        else:
-            yield t
-
-
 def _is_dataclass(cls: ast.ClassDef) -> bool:
     for d in cls.decorator_list:
         f = d.func if isinstance(d, ast.Call) else d
@@ -122,7 +96,7 @@ def class_attributes(cls: ast.ClassDef) -> set[str]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
                 continue
-            for t in () if isinstance(child, ast.Delete) else _assigned(child):
+            for t in () if isinstance(child, ast.Delete) else assigned_targets(child):
                 if isinstance(t, ast.Attribute) and _is_self(t.value):
                     names.add(t.attr)
             if (
@@ -316,7 +290,7 @@ def outside_writes(source: str) -> list[tuple[int, str]]:
 
     found: dict[tuple[int, str], str] = {}  # (line, attribute) -> the written chain
     for node in ast.walk(tree):
-        for t in _assigned(node):
+        for t in assigned_targets(node):
             if isinstance(t, ast.Attribute) and owned(t.value):
                 found[t.lineno, t.attr] = ".".join(_chain(t))
         if (
@@ -421,7 +395,7 @@ def cluster_writes(source: str) -> list[tuple[int, str]]:
     its components' (``cluster.fleet.n_gpus = 2``: ``"fleet.n_gpus"``)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
-        for t in _assigned(node):
+        for t in assigned_targets(node):
             while isinstance(t, ast.Subscript):  # (an item of a cluster's array writes it)
                 t = t.value
             chain: list[str] = []

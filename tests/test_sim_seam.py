@@ -7,6 +7,7 @@ attributes and scans for writes to job records too."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,6 +69,26 @@ SIM_COMPONENTS = ("table", "waiting", "legality", "memo", "rates", "usage", "loa
 SIM_COMPONENTS += ("faults", "monitor")
 
 
+def assigned_targets(node: ast.AST) -> Iterator[ast.expr]:
+    """The single targets ``node`` assigns or deletes (``=``, augmented and annotated
+    assignments, ``del``; tuples, lists and starred targets unpacked), none if it is no
+    assignment."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        todo = list(node.targets)
+    elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+        todo = [node.target]
+    else:
+        return
+    while todo:
+        t = todo.pop(0)
+        if isinstance(t, ast.Tuple | ast.List):
+            todo[:0] = t.elts
+        elif isinstance(t, ast.Starred):
+            todo.insert(0, t.value)
+        else:
+            yield t
+
+
 def simulator_writes(source: str) -> list[tuple[int, str]]:
     """(line, attribute) of every assignment to an attribute of a simulator or of one of its
     components (``sim.rates.x``: ``"rates.x"``) in ``source``: ``=``, augmented and annotated
@@ -75,12 +96,7 @@ def simulator_writes(source: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
 
     def target(t: ast.expr) -> None:
-        if isinstance(t, ast.Tuple | ast.List):
-            for e in t.elts:
-                target(e)
-        elif isinstance(t, ast.Starred):
-            target(t.value)
-        elif isinstance(t, ast.Attribute) and _is_simulator(t.value):
+        if isinstance(t, ast.Attribute) and _is_simulator(t.value):
             found.append((t.lineno, t.attr))
         elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute):
             # ``sim.<component>[.<component>].x``
@@ -93,12 +109,9 @@ def simulator_writes(source: str) -> list[tuple[int, str]]:
                 node = node.value
 
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Assign | ast.Delete):
-            for t in node.targets:
-                target(t)
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            target(node.target)
-        elif (
+        for t in assigned_targets(node):
+            target(t)
+        if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in ("setattr", "delattr")
