@@ -307,6 +307,35 @@ class TargetClasses:
             [int(o.mode) if o.mode in setup else _FREE for o in sim.options], dtype=np.int64
         )
         self._cpu_left = c.node_vcpus - c.node_cpu_used
+        #: Per job CPU request: each GPU's class with the node apart where the job's CPUs
+        #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
+        self._with_cpu: dict[float, tuple[np.ndarray, int]] = {}
+
+    def _gpu_class(self, cpu_cores: float) -> tuple[np.ndarray, int]:
+        """Per GPU, its class and, where a job of ``cpu_cores`` would oversubscribe the
+        node's CPUs, the node (as :meth:`keys` tells them apart), renumbered 0 .. n - 1; and
+        n."""
+        hit = self._with_cpu.get(cpu_cores)
+        if hit is None:
+            fits = self._cpu_left >= cpu_cores - 1e-9
+            if fits.all():
+                cls = self.gid
+            else:
+                node = self.node_of
+                cls = self.gid * (self.n_nodes + 1) + np.where(fits[node], 0, node + 1)
+                cls = np.unique(cls, return_inverse=True)[1].reshape(-1)
+            hit = self._with_cpu[cpu_cores] = (cls, int(cls.max()) + 1 if len(cls) else 0)
+        return hit
+
+    def firsts(self, spec: JobSpec, gs: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
+        """Per (GPU, option) target of a single-GPU job with ``spec``: whether it is the
+        first of its class (:meth:`keys`' classes, in one pass, without their keys)."""
+        cls, n = self._gpu_class(spec.cpu_cores)
+        pick = np.zeros(len(gs), dtype=bool)
+        n_opts = len(self.opt_mode)
+        seen = np.zeros(n * n_opts * 4, dtype=np.uint8)
+        _firsts(pick, seen, gs, options, cls, n_opts, self.mode, self.opt_mode, self.node_of, here)
+        return pick
 
     def keys(self, spec: JobSpec, gpus: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
         """One integer per (GPU, option) target of a job with ``spec``, equal for
@@ -343,6 +372,80 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
         code = code * width + (col - low)
         span *= width
     return np.unique(code, return_inverse=True)[1].reshape(-1)
+
+
+@cython.locals(
+    pv=cython.uchar[::1], sv=cython.uchar[::1], gsv=cython.longlong[:],
+    osv=cython.longlong[:], cv=cython.longlong[::1], mv=cython.longlong[::1],
+    omv=cython.longlong[::1], nv=cython.longlong[::1], i=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, o=cython.Py_ssize_t, k=cython.Py_ssize_t, no=cython.Py_ssize_t,
+    h=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the options, ``seen``'s)
+@cython.wraparound(False)
+def _firsts(
+    pick: np.ndarray,
+    seen: np.ndarray,
+    gs: np.ndarray,
+    os_: np.ndarray,
+    cls: np.ndarray,
+    n_opts: int,
+    mode: np.ndarray,
+    opt_mode: np.ndarray,
+    node_of: np.ndarray,
+    here: int,
+) -> None:
+    """Marks in the bool ``pick`` the targets ``(gs, os_)`` that are the first of their class:
+    the GPU's class ``cls`` (0 .. n - 1), the option (0 .. ``n_opts`` - 1), whether the GPU is
+    in the option's mode (``mode == opt_mode``) and whether it lies on node ``here``. ``seen``:
+    n x ``n_opts`` x 4 zeros.
+
+    Interpreted: the classes' numbers and ``np.unique``'s first of each; compiled: one typed
+    pass that marks a class's first target (the same targets: ``np.unique`` sorts stably, so
+    its index of a class is its first; ``tests/test_candidates_typed.py`` compares the two)."""
+    if cython.compiled:
+        pv, sv, gsv, osv, cv, mv, omv, nv = pick, seen, gs, os_, cls, mode, opt_mode, node_of
+        no, h = n_opts, here
+        for i in range(gsv.shape[0]):
+            g = gsv[i]
+            o = osv[i]
+            k = (cv[g] * no + o) * 4
+            if mv[g] == omv[o]:
+                k += 2
+            if nv[g] == h:
+                k += 1
+            if not sv[k]:
+                sv[k] = 1
+                pv[i] = 1
+    else:
+        key = ((cls[gs] * n_opts + os_) * 2 + (mode[gs] == opt_mode[os_])) * 2
+        key += node_of[gs] == here
+        pick[np.unique(key, return_index=True)[1]] = True
+
+
+@cython.locals(
+    fv=cython.longlong[::1], gv=cython.longlong[::1], ov=cython.longlong[::1],
+    n=cython.longlong, i=cython.Py_ssize_t, f=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: ``flat``'s, the outputs as long)
+@cython.wraparound(False)
+def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.nonzero`` of a 2-d ``mask``: its true cells' rows and columns, row-major, as int64
+    arrays. Compiled, a mask of more than 256 cells is walked flat (``np.flatnonzero``, then a
+    typed split into row and column: ``np.nonzero``'s 2-d walk costs ~3x more there)."""
+    if cython.compiled and mask.size > 256:
+        flat = np.flatnonzero(mask)
+        gs = np.empty(len(flat), dtype=np.int64)
+        os_ = np.empty(len(flat), dtype=np.int64)
+        fv, gv, ov = flat, gs, os_
+        n = mask.shape[1]
+        for i in range(fv.shape[0]):
+            f = fv[i]
+            gv[i] = f // n
+            ov[i] = f - (f // n) * n
+        return gs, os_
+    gs, os_ = np.nonzero(mask)
+    return gs, os_
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -552,9 +655,8 @@ class CandidateBuilder:
     ) -> np.ndarray:
         """Per target of ``(gs, os_)``: whether it is the first of its class."""
         if spec.num_gpus == 1:
-            key = classes.keys(spec, gs, os_, here)
-        else:
-            key = self._gang_keys(classes, spec, gs, os_, here)
+            return classes.firsts(spec, gs, os_, here)
+        key = self._gang_keys(classes, spec, gs, os_, here)
         first = np.unique(key, return_index=True)[1]
         pick = np.zeros(len(gs), dtype=bool)
         pick[first] = True
@@ -988,7 +1090,7 @@ class _Memo:
         """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""
         hit = self._targets.get(id(mask))
         if hit is None or hit[0] is not mask:
-            gs, os_ = np.nonzero(mask)
+            gs, os_ = _nonzero(mask)
             hit = self._targets[id(mask)] = (mask, gs, os_)
         return hit[1], hit[2]
 
@@ -1001,10 +1103,13 @@ class _Memo:
         here: int,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``,
-        and those targets; shared by jobs of the same targets (the same arrays), mask
-        signature, CPUs and node."""
+        and those targets; shared by jobs of the same targets (the same arrays), CPUs and
+        node (and, for a gang, mask signature)."""
         assert self.classes is not None
-        key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
+        if spec.num_gpus == 1:  # (a single GPU's classes read the job's CPUs alone)
+            key: tuple[object, ...] = (id(gs), id(os_), spec.cpu_cores, here)
+        else:
+            key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
         hit = self._picks.get(key)
         if hit is None or hit[0] is not gs or hit[1] is not os_:
             pick = builder._first_of_class(self.classes, spec, gs, os_, here)
