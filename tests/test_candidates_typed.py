@@ -176,8 +176,9 @@ def test_rows_read_from_state_are_the_views(scenario: str, kw: dict[str, str]) -
     candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
 )
 def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
-    """``_firsts`` (a class's first target, one typed pass) and ``_nonzero`` (a mask's
-    targets) give what their numpy bodies give (``np.unique``'s first index, ``np.nonzero``),
+    """``_target_keys``, ``_firsts`` (a class's first target, one typed pass) and ``_nonzero``
+    (a mask's targets) give what their numpy bodies give (``np.unique``'s first index,
+    ``np.nonzero``),
     on random classes, options, modes and nodes and on masks of every size, read-only too."""
     src = interpreted(candidates)
     rng = np.random.default_rng(2)
@@ -197,11 +198,14 @@ def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
         here = int(rng.integers(-1, n_nodes))
         picks = []
         for mod in (candidates, src):
+            keys = mod._target_keys(gs, os_, cls, n_opts, mode, opt_mode)
+            assert keys.dtype == np.int64 and (len(keys) == 0 or keys.max() < n_cls * n_opts * 2)
             pick = np.zeros(len(gs), dtype=bool)
             seen = np.zeros(n_cls * n_opts * 4, dtype=np.uint8)
-            mod._firsts(pick, seen, gs, os_, cls, n_opts, mode, opt_mode, node_of, here)
-            picks.append(pick)
-        assert np.array_equal(picks[0], picks[1])
+            mod._firsts(pick, seen, keys, node_of[gs], here)
+            picks.append((keys, pick))
+        assert np.array_equal(picks[0][0], picks[1][0])
+        assert np.array_equal(picks[0][1], picks[1][1])
 
 
 @pytest.mark.parametrize("scenario", ["pai-busy", "default-x2"])
@@ -219,6 +223,7 @@ def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
     for _ in range(25 if scenario == "pai-busy" else 120):
         sim = env.sim
         classes = candidates.TargetClasses(sim)
+        targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         c = sim.cluster
         asked: list[tuple[int, int]] = [(jid, -1) for _, jid in sim.queue]
         running = sorted({j for res in c.residents for j in res})
@@ -228,7 +233,8 @@ def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
             if spec.num_gpus != 1:
                 continue
             mask = sim.mask(jid) if here < 0 else sim.migration_mask(jid)
-            gs, os_ = np.nonzero(mask)
+            # (jobs of one mask share its targets, as in a build: the classes kept for them)
+            gs, os_ = targets.setdefault(id(mask), (mask, *np.nonzero(mask)))[1:]
             for cpu in (spec.cpu_cores, 1.0, 24.0, 1e6):
                 s = dataclasses.replace(spec, cpu_cores=cpu)
                 want = np.zeros(len(gs), dtype=bool)

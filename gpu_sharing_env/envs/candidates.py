@@ -310,6 +310,9 @@ class TargetClasses:
         #: Per job CPU request: each GPU's class with the node apart where the job's CPUs
         #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
         self._with_cpu: dict[float, tuple[np.ndarray, int]] = {}
+        #: Per targets and CPU classes (:meth:`firsts`): the targets, their keys but the node
+        #: (:func:`_target_keys`), their GPUs' nodes and the number of such keys.
+        self._targets: dict[tuple[object, ...], tuple[Any, ...]] = {}
 
     def _gpu_class(self, cpu_cores: float) -> tuple[np.ndarray, int]:
         """Per GPU, its class and, where a job of ``cpu_cores`` would oversubscribe the
@@ -329,12 +332,18 @@ class TargetClasses:
 
     def firsts(self, spec: JobSpec, gs: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
         """Per (GPU, option) target of a single-GPU job with ``spec``: whether it is the
-        first of its class (:meth:`keys`' classes, in one pass, without their keys)."""
+        first of its class (:meth:`keys`' classes, found in one pass without them). The
+        targets' classes but the node ``here`` are kept for the build, per targets and CPUs:
+        the running jobs of one mask on other nodes share them."""
         cls, n = self._gpu_class(spec.cpu_cores)
+        at = (id(gs), id(options), None if cls is self.gid else spec.cpu_cores)
+        hit = self._targets.get(at)
+        if hit is None or hit[0] is not gs or hit[1] is not options:
+            n_opts = len(self.opt_mode)
+            keys = _target_keys(gs, options, cls, n_opts, self.mode, self.opt_mode)
+            hit = self._targets[at] = (gs, options, keys, self.node_of[gs], n * n_opts * 2)
         pick = np.zeros(len(gs), dtype=bool)
-        n_opts = len(self.opt_mode)
-        seen = np.zeros(n * n_opts * 4, dtype=np.uint8)
-        _firsts(pick, seen, gs, options, cls, n_opts, self.mode, self.opt_mode, self.node_of, here)
+        _firsts(pick, np.zeros(2 * hit[4], dtype=np.uint8), hit[2], hit[3], here)
         return pick
 
     def keys(self, spec: JobSpec, gpus: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
@@ -375,52 +384,62 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
 
 
 @cython.locals(
-    pv=cython.uchar[::1], sv=cython.uchar[::1], gsv=cython.longlong[:],
-    osv=cython.longlong[:], cv=cython.longlong[::1], mv=cython.longlong[::1],
-    omv=cython.longlong[::1], nv=cython.longlong[::1], i=cython.Py_ssize_t,
-    g=cython.Py_ssize_t, o=cython.Py_ssize_t, k=cython.Py_ssize_t, no=cython.Py_ssize_t,
-    h=cython.longlong,
+    kv=cython.longlong[::1], gsv=cython.longlong[:], osv=cython.longlong[:],
+    cv=cython.longlong[::1], mv=cython.longlong[::1], omv=cython.longlong[::1],
+    i=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.Py_ssize_t, no=cython.longlong,
 )  # fmt: skip
-@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the options, ``seen``'s)
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
 @cython.wraparound(False)
-def _firsts(
-    pick: np.ndarray,
-    seen: np.ndarray,
+def _target_keys(
     gs: np.ndarray,
     os_: np.ndarray,
     cls: np.ndarray,
     n_opts: int,
     mode: np.ndarray,
     opt_mode: np.ndarray,
-    node_of: np.ndarray,
-    here: int,
+) -> np.ndarray:
+    """Per target ``(gs, os_)``: its GPU's class ``cls`` (0 .. n - 1), the option (0 ..
+    ``n_opts`` - 1) and whether the GPU is in the option's mode (``mode == opt_mode``) as one
+    integer, 0 .. n x ``n_opts`` x 2 - 1 (compiled: one typed pass; interpreted: numpy's)."""
+    if cython.compiled:
+        keys = np.empty(len(gs), dtype=np.int64)
+        kv, gsv, osv, cv, mv, omv = keys, gs, os_, cls, mode, opt_mode
+        no = n_opts
+        for i in range(gsv.shape[0]):
+            g = gsv[i]
+            o = osv[i]
+            kv[i] = (cv[g] * no + o) * 2 + (1 if mv[g] == omv[o] else 0)
+    else:
+        keys = (cls[gs] * n_opts + os_) * 2 + (mode[gs] == opt_mode[os_])
+    return keys
+
+
+@cython.locals(
+    pv=cython.uchar[::1], sv=cython.uchar[::1], kv=cython.longlong[::1],
+    nv=cython.longlong[::1], i=cython.Py_ssize_t, k=cython.Py_ssize_t, h=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: ``seen`` holds 2 x the keys' range)
+@cython.wraparound(False)
+def _firsts(
+    pick: np.ndarray, seen: np.ndarray, keys: np.ndarray, nodes: np.ndarray, here: int
 ) -> None:
-    """Marks in the bool ``pick`` the targets ``(gs, os_)`` that are the first of their class:
-    the GPU's class ``cls`` (0 .. n - 1), the option (0 .. ``n_opts`` - 1), whether the GPU is
-    in the option's mode (``mode == opt_mode``) and whether it lies on node ``here``. ``seen``:
-    n x ``n_opts`` x 4 zeros.
+    """Marks in the bool ``pick`` the targets that are the first of their class: their
+    ``keys`` (:func:`_target_keys`) and whether their GPU's node (``nodes``) is ``here``.
+    ``seen``: zeros, 2 x the keys' range.
 
     Interpreted: the classes' numbers and ``np.unique``'s first of each; compiled: one typed
     pass that marks a class's first target (the same targets: ``np.unique`` sorts stably, so
     its index of a class is its first; ``tests/test_candidates_typed.py`` compares the two)."""
     if cython.compiled:
-        pv, sv, gsv, osv, cv, mv, omv, nv = pick, seen, gs, os_, cls, mode, opt_mode, node_of
-        no, h = n_opts, here
-        for i in range(gsv.shape[0]):
-            g = gsv[i]
-            o = osv[i]
-            k = (cv[g] * no + o) * 4
-            if mv[g] == omv[o]:
-                k += 2
-            if nv[g] == h:
-                k += 1
+        pv, sv, kv, nv = pick, seen, keys, nodes
+        h = here
+        for i in range(kv.shape[0]):
+            k = kv[i] * 2 + (1 if nv[i] == h else 0)
             if not sv[k]:
                 sv[k] = 1
                 pv[i] = 1
     else:
-        key = ((cls[gs] * n_opts + os_) * 2 + (mode[gs] == opt_mode[os_])) * 2
-        key += node_of[gs] == here
-        pick[np.unique(key, return_index=True)[1]] = True
+        pick[np.unique(keys * 2 + (nodes == here), return_index=True)[1]] = True
 
 
 @cython.locals(
@@ -429,6 +448,7 @@ def _firsts(
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: ``flat``'s, the outputs as long)
 @cython.wraparound(False)
+@cython.cdivision(True)  # (``f`` >= 0 and the mask has columns: C's quotient is the floor)
 def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nonzero`` of a 2-d ``mask``: its true cells' rows and columns, row-major, as int64
     arrays. Compiled, a mask of more than 256 cells is walked flat (``np.flatnonzero``, then a
@@ -949,6 +969,23 @@ def _clip1(x: float) -> float:
 
 
 @cython.locals(
+    src=cython.double[:, ::1], dst=cython.float[:, ::1], r=cython.Py_ssize_t,
+    c=cython.Py_ssize_t, d=cython.double,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is ``src``'s, ``dst`` has its shape)
+@cython.wraparound(False)
+def _clipped(src: np.ndarray, d: float) -> np.ndarray:
+    """``src`` (float64, C order) over ``d``, each cell clipped as :func:`_clip1` and cast to
+    float32 (compiled only: :func:`_fill`'s cells, once per block, GPU, option or model)."""
+    out = np.empty((src.shape[0], src.shape[1]), dtype=np.float32)
+    dst = out
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[r, c] = _clip1(src[r, c] / d) if d != 1.0 else _clip1(src[r, c])
+    return out
+
+
+@cython.locals(
     n_place=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t, b=cython.Py_ssize_t,
     g=cython.Py_ssize_t, o=cython.Py_ssize_t, n=cython.Py_ssize_t, nj=cython.Py_ssize_t,
     ng=cython.Py_ssize_t, no=cython.Py_ssize_t, x=cython.double,
@@ -958,7 +995,8 @@ def _clip1(x: float) -> float:
     rv=cython.float[:, ::1], jv=cython.double[:, ::1], gv=cython.double[:, ::1],
     ov=cython.double[:, ::1], sv=cython.double[:, ::1], tv=cython.longlong[::1],
     gsv=cython.longlong[::1], osv=cython.longlong[::1], atv=cython.longlong[::1],
-    ownv=cython.longlong[::1], mv=cython.longlong[::1],
+    ownv=cython.longlong[::1], mv=cython.longlong[::1], jf=cython.float[:, ::1],
+    gf=cython.float[:, ::1], of=cython.float[:, ::1], sf=cython.float[:, ::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
@@ -984,9 +1022,10 @@ def _fill(
     (``speed[model[at], type_idx[gs]]``) over 4.
 
     Interpreted: a numpy pass per column block into a float64 table, clipped and cast in one
-    pass each; compiled: one typed loop over the rows, each double clipped as ``np.clip``
-    does and cast to float as numpy does (``tests/test_candidates_typed.py`` compares the two
-    on random inputs, NaN and -0.0 included)."""
+    pass each; compiled: each block's, GPU's and option's cells and each solo speed over 4
+    clipped as ``np.clip`` does and cast to float as numpy does, once (:func:`_clipped`),
+    then one typed loop over the rows copies them (``tests/test_candidates_typed.py``
+    compares the two on random inputs, NaN and -0.0 included)."""
     if cython.compiled:
         rv, jv, gv, ov, sv, tv = out, job_rows, gpu_rows, opt_rows, speed, type_idx
         gsv, osv, atv, ownv, mv = gs, os_, at, own, model
@@ -1003,6 +1042,8 @@ def _fill(
             and c_solo + 1 == rv.shape[1]
         ):
             raise ValueError("candidate rows: the column blocks do not tile the row")
+        jf, gf, of = _clipped(jv, 1.0), _clipped(gv, 1.0), _clipped(ov, 1.0)
+        sf = _clipped(sv, 4.0)
         for i in range(n):
             b = atv[i]
             g = gsv[i]
@@ -1011,15 +1052,14 @@ def _fill(
                 rv[i, c] = 0.0
             rv[i, c_place if i < n_place else c_migrate] = 1.0
             for c in range(nj):
-                rv[i, c_job + c] = _clip1(jv[b, c])
+                rv[i, c_job + c] = jf[b, c]
             rv[i, c_on] = 1.0 if g == ownv[b] else 0.0
             for c in range(ng):
-                rv[i, c_gpu + c] = _clip1(gv[g, c])
+                rv[i, c_gpu + c] = gf[g, c]
             rv[i, c_one] = 1.0
             for c in range(no):
-                rv[i, c_opt + c] = _clip1(ov[o, c])
-            x = sv[mv[b], tv[g]]
-            rv[i, c_solo] = _clip1(x / 4.0)
+                rv[i, c_opt + c] = of[o, c]
+            rv[i, c_solo] = sf[mv[b], tv[g]]
     else:
         rows = np.zeros(out.shape)
         rows[:n_place, _PLACE] = 1.0
