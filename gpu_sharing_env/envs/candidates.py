@@ -267,8 +267,15 @@ class TargetClasses:
     """Which targets are interchangeable now (``pruning="classes"``, module doc): a class per
     GPU of the state, refined per job and option by :meth:`keys`."""
 
-    def __init__(self, sim: Simulator, pcie: np.ndarray | None = None) -> None:
-        """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand."""
+    def __init__(
+        self,
+        sim: Simulator,
+        pcie: np.ndarray | None = None,
+        specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
+    ) -> None:
+        """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand; ``specs``:
+        the request part of residents' signatures (:func:`_resident_sig`) by ``id`` of their
+        spec, as far as known (the others are added)."""
         c = sim.cluster
         self.node_of = c.node_of
         self.n_nodes = c.n_nodes
@@ -285,12 +292,22 @@ class TargetClasses:
         ids: dict[tuple[object, ...], int] = {((), ()): 0}
         held = np.zeros(c.n_gpus, dtype=np.int64)
         busy = np.zeros(c.n_gpus, dtype=bool)
+        known = {} if specs is None else specs
+        sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
         for g, (res, mig) in enumerate(zip(c.residents, c.mig_instances, strict=True)):
             if res or mig:
                 busy[g] = bool(res)
+                here: list[tuple[object, ...]] = []
+                for j in res:
+                    sig = sigs.get(j)
+                    if sig is None:
+                        sig = sigs[j] = _resident_sig(jobs[j], known)
+                    here.append(sig)
+                if len(here) > 1:
+                    here.sort()
                 key = (
-                    tuple((i.profile, i.start, i.job_id is None) for i in mig),
-                    tuple(sorted(_resident_sig(jobs[j]) for j in res)),
+                    tuple((i.profile, i.start, i.job_id is None) for i in mig) if mig else (),
+                    tuple(here),
                 )
                 held[g] = ids.setdefault(key, len(ids))
         # an empty GPU switches mode (:meth:`keys` tells the cost apart); MIG's layout stays
@@ -473,21 +490,27 @@ _FREE = -2
 _MIG = int(SharingMode.MIG)
 
 
-def _resident_sig(st: JobState) -> tuple[object, ...]:
+def _resident_sig(
+    st: JobState, specs: dict[int, tuple[JobSpec, tuple[object, ...]]]
+) -> tuple[object, ...]:
     """What a resident brings to a newcomer on its GPU: its model, request, priority and its
-    estimated work left (``JobView.est_remaining_s``) to a power of two."""
+    estimated work left (``JobView.est_remaining_s``) to a power of two. ``specs``: the
+    request part by ``id`` of the spec (kept while the spec is; added where missing)."""
     spec = st.spec
+    hit = specs.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        part = (
+            spec.model,
+            spec.online,
+            spec.num_gpus,
+            spec.gpu_frac,
+            spec.mem_gb,
+            spec.cpu_cores,
+            spec.priority,
+        )
+        hit = specs[id(spec)] = (spec, part)
     left = spec.est_work_s - st.work_done
-    return (
-        spec.model,
-        spec.online,
-        spec.num_gpus,
-        spec.gpu_frac,
-        spec.mem_gb,
-        spec.cpu_cores,
-        spec.priority,
-        math.frexp(left)[1] if left > 0 else 0,
-    )
+    return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
 
 
 class CandidateBuilder:
@@ -525,6 +548,9 @@ class CandidateBuilder:
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight, and
         #: the row of each model: (the episode, rows, models), kept for the episode.
         self._speeds: tuple[object, np.ndarray, dict[str, int]] | None = None
+        #: The residents' request signatures by ``id`` of their spec (``TargetClasses``), for
+        #: the episode: (the episode, the signatures).
+        self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
 
     @cython.locals(g=cython.Py_ssize_t, x=cython.double, total=cython.double, st=JobState)
     def _gpu_rows(self) -> np.ndarray:
@@ -567,7 +593,10 @@ class CandidateBuilder:
             nodes = sim.cluster.nodes
             if self._nodes is None or self._nodes[0] is not nodes:
                 self._nodes = (nodes, _pcie(nodes))
-            classes = TargetClasses(sim, self._nodes[1])
+            episode = episode_token(sim)
+            if self._specs is None or self._specs[0] is not episode:
+                self._specs = (episode, {})
+            classes = TargetClasses(sim, self._nodes[1], self._specs[1])
         memo = _Memo(classes)
         for d in keep:
             if d is not None:
