@@ -246,3 +246,20 @@ def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
         if te or tr:
             break
     assert checked > 100
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_log_s_compiled_and_interpreted_agree() -> None:
+    """``_log_s`` typed (C doubles, C's ``log1p``) gives Python's double, edges included."""
+    src = interpreted(candidates)
+    rng = np.random.default_rng(4)
+    xs = [*_EDGES.tolist(), 5e-324, 1e-17, 1e6, 1e300]
+    xs += (
+        rng.uniform(-10.0, 1e7, size=20000).tolist()
+        + (10.0 ** rng.uniform(-20, 20, 20000)).tolist()
+    )
+    for x in xs:
+        a, b = candidates._log_s(x), src._log_s(x)
+        assert np.float64(a).tobytes() == np.float64(b).tobytes(), x

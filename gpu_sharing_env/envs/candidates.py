@@ -210,6 +210,9 @@ class Candidates:
         return int(hit[0]) + 1 if len(hit) else None
 
 
+@cython.ccall  # (C calls from the table's rows; the tests call it from Python)
+@cython.locals(x=cython.double)
+@cython.returns(cython.double)
 def _log_s(x: float) -> float:
     return math.log1p(max(0.0, x)) / _LOG_S if math.isfinite(x) else 0.0
 
