@@ -848,7 +848,10 @@ class CandidateBuilder:
             jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is Status.QUEUED else 0.0)
             jr[b, 8] = min(st.ledger.attempts, 10) / 10.0
             jr[b, 9] = min(spec.priority, 10) / 10.0
-            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups, known)
+            cols = groups.get(spec.group)  # (``_group_cols``' own first look, without a call)
+            if cols is None:
+                cols = _group_cols(sim, spec, groups, known)
+            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
             mine = st.gpus
             if len(mine) == 1:
                 ownv[b] = mine[0]
