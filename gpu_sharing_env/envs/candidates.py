@@ -464,25 +464,31 @@ def _firsts(
 
 @cython.locals(
     fv=cython.longlong[::1], gv=cython.longlong[::1], ov=cython.longlong[::1],
-    n=cython.longlong, i=cython.Py_ssize_t, f=cython.longlong,
+    n=cython.longlong, i=cython.Py_ssize_t, f=cython.longlong, g=cython.longlong,
+    base=cython.longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: ``flat``'s, the outputs as long)
 @cython.wraparound(False)
-@cython.cdivision(True)  # (``f`` >= 0 and the mask has columns: C's quotient is the floor)
 def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nonzero`` of a 2-d ``mask``: its true cells' rows and columns, row-major, as int64
     arrays. Compiled, a mask of more than 256 cells is walked flat (``np.flatnonzero``, then a
-    typed split into row and column: ``np.nonzero``'s 2-d walk costs ~3x more there)."""
+    typed split into row and column as the rising flat indices pass each row's start:
+    ``np.nonzero``'s 2-d walk costs ~3x more there)."""
     if cython.compiled and mask.size > 256:
         flat = np.flatnonzero(mask)
         gs = np.empty(len(flat), dtype=np.int64)
         os_ = np.empty(len(flat), dtype=np.int64)
         fv, gv, ov = flat, gs, os_
         n = mask.shape[1]
+        g = 0
+        base = 0  # (g x n: the first flat index of row g)
         for i in range(fv.shape[0]):
             f = fv[i]
-            gv[i] = f // n
-            ov[i] = f - (f // n) * n
+            while f >= base + n:
+                base += n
+                g += 1
+            gv[i] = g
+            ov[i] = f - base
         return gs, os_
     gs, os_ = np.nonzero(mask)
     return gs, os_
