@@ -6,6 +6,16 @@ legal action drawn from the mask), beside CartPole-v1 in the same process (least
 and the candidate builder is ``5 x CartPole's step - the floor``. Prints one JSON line::
 
     PYTHONPATH=. R=3 K=20000 python scripts/bench_step_floor.py
+
+With ``SIZE=<GPUs>`` (issue 51's second bar: 0.05x CartPole at 1,024 GPUs) the observation is
+v2's at ``default`` scaled to that many GPUs with ``pruning="classes"``, as
+``scripts/bench_step_cartpole.py`` makes it, padded to each ``max_candidates`` of ``MAXC``
+(default: 65,536, the bench's, and the smallest power of two that holds the most legal moves
+seen in ``SCAN`` random-legal steps from seed 0, default 200). Per padding it also times the
+table's copy alone (``candidates.copy()``); what is left of the bar is
+``20 x CartPole's step - the floor``::
+
+    PYTHONPATH=. SIZE=1024 R=3 K=2000 python scripts/bench_step_floor.py
 """
 
 from __future__ import annotations
@@ -23,7 +33,21 @@ import gpu_sharing_env  # noqa: F401  (registers GpuSharing-v2)
 from gpu_sharing_env.config import load_scenario
 
 R, K = int(os.environ.get("R", "3")), int(os.environ.get("K", "20000"))
-real = gym.make("GpuSharing-v2", scenario=load_scenario("default"))
+SIZE = os.environ.get("SIZE", "default")
+
+
+def scaled(max_candidates: int) -> gym.Env[Any, Any]:
+    """v2 at ``SIZE`` GPUs as ``scripts/bench_step_cartpole.py`` makes it."""
+    from gpu_sharing_gym.bench.suite import scaled_scenario
+
+    cfg = scaled_scenario(load_scenario("default"), int(SIZE))
+    return gym.make("GpuSharing-v2", scenario=cfg, pruning="classes", max_candidates=max_candidates)
+
+
+if SIZE == "default":
+    real = gym.make("GpuSharing-v2", scenario=load_scenario("default"))
+else:
+    real = scaled(65536)
 OBS, INFO = real.reset(seed=0)
 
 
@@ -58,24 +82,86 @@ def masked(env: gym.Env[Any, Any], k: int) -> float:
     return (time.process_time() - t0) / k * 1e6
 
 
+def most_legal(env: gym.Env[Any, Any], k: int) -> int:
+    """The most legal moves in ``k`` random-legal steps from seed 0 (the bench's steps)."""
+    rng = np.random.default_rng(0)
+    seed = 0
+    _, info = env.reset(seed=seed)
+    most = int(info["action_mask"].sum())
+    for _ in range(k):
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(legal[rng.integers(legal.size)])
+        most = max(most, int(info["action_mask"].sum()))
+        if te or tr:
+            seed += 1
+            _, info = env.reset(seed=seed)
+    return most
+
+
+def copy_us(table: np.ndarray, k: int) -> float:
+    """CPU time of one fresh copy of ``table`` (the candidate table alone)."""
+    t0 = time.process_time()
+    for _ in range(k):
+        table.copy()
+    return (time.process_time() - t0) / k * 1e6
+
+
 def main() -> None:
-    cp, fl = gym.make("CartPole-v1"), gym.make("GpuSharingFloor-v0")
+    global real, OBS, INFO
+    cp = gym.make("CartPole-v1")
     c = min(cartpole_once(cp, K) for _ in range(R))
-    f = min(masked(fl, K) for _ in range(R))
-    c = min(c, min(cartpole_once(cp, K) for _ in range(R)))
-    shapes = {k: list(v.shape) for k, v in OBS.items()}
-    print(
-        json.dumps(
-            {
-                "obs": shapes,
-                "cartpole_us": round(c, 2),
-                "floor_us": round(f, 2),
-                "floor_x": round(c / f, 3),
-                "left_for_the_step_at_0.2x_us": round(5 * c - f, 1),
-                "load": round(os.getloadavg()[0], 2),
-            }
+    if SIZE == "default":
+        fl = gym.make("GpuSharingFloor-v0")
+        f = min(masked(fl, K) for _ in range(R))
+        c = min(c, min(cartpole_once(cp, K) for _ in range(R)))
+        shapes = {k: list(v.shape) for k, v in OBS.items()}
+        print(
+            json.dumps(
+                {
+                    "obs": shapes,
+                    "cartpole_us": round(c, 2),
+                    "floor_us": round(f, 2),
+                    "floor_x": round(c / f, 3),
+                    "left_for_the_step_at_0.2x_us": round(5 * c - f, 1),
+                    "load": round(os.getloadavg()[0], 2),
+                }
+            )
         )
-    )
+        return
+    out: dict[str, Any] = {"size": int(SIZE), "load": round(os.getloadavg()[0], 2)}
+    if "MAXC" in os.environ:
+        paddings = [int(x) for x in os.environ["MAXC"].split(",")]
+    else:
+        scan = int(os.environ.get("SCAN", "200"))
+        most = most_legal(real, scan)
+        out["most_legal"], out["scan_steps"] = most, scan
+        paddings = [65536, 1 << (most - 1).bit_length()]
+    floors: dict[int, tuple[float, float]] = {}
+    padded = 65536
+    for n in paddings:
+        if n != padded:
+            real.close()
+            real, padded = scaled(n), n
+            OBS, INFO = real.reset(seed=0)
+        fl = gym.make("GpuSharingFloor-v0")
+        floors[n] = (
+            min(masked(fl, K) for _ in range(R)),
+            min(copy_us(OBS["candidates"], K) for _ in range(R)),
+        )
+        fl.close()
+    c = min(c, min(cartpole_once(cp, K) for _ in range(R)))
+    out["cartpole_us"] = round(c, 2)
+    for n, (f, cp_us) in floors.items():
+        table = n * int(OBS["candidates"].shape[1]) * 4
+        out[f"{n}"] = {
+            "table_bytes": table,
+            "copy_us": round(cp_us, 1),
+            "floor_us": round(f, 1),
+            "floor_x": round(c / f, 4),
+            "left_for_the_step_at_0.05x_us": round(20 * c - f, 1),
+        }
+    out["load_end"] = round(os.getloadavg()[0], 2)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

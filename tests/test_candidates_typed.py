@@ -9,6 +9,7 @@ determinism tests run in both.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -169,3 +170,96 @@ def test_rows_read_from_state_are_the_views(scenario: str, kw: dict[str, str]) -
         if te or tr:
             break
     assert seen_gangs > 0 or scenario != "default"
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
+    """``_target_keys``, ``_firsts`` (a class's first target, one typed pass) and ``_nonzero``
+    (a mask's targets) give what their numpy bodies give (``np.unique``'s first index,
+    ``np.nonzero``),
+    on random classes, options, modes and nodes and on masks of every size, read-only too."""
+    src = interpreted(candidates)
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n_gpus, n_opts = int(rng.integers(1, 60)), int(rng.integers(1, 8))
+        n_cls, n_nodes = int(rng.integers(1, n_gpus + 1)), int(rng.integers(1, 9))
+        cls = rng.integers(0, n_cls, size=n_gpus)
+        mode = rng.integers(-2, 4, size=n_gpus)
+        opt_mode = rng.integers(-2, 4, size=n_opts)
+        node_of = np.sort(rng.integers(0, n_nodes, size=n_gpus))
+        mask = rng.uniform(size=(n_gpus, n_opts)) < rng.uniform()
+        mask.flags.writeable = bool(rng.integers(2))
+        gs, os_ = candidates._nonzero(mask)
+        want = np.nonzero(mask)
+        for a, b, c in zip((gs, os_), want, src._nonzero(mask), strict=True):
+            assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(b, c)
+        here = int(rng.integers(-1, n_nodes))
+        picks = []
+        for mod in (candidates, src):
+            keys = mod._target_keys(gs, os_, cls, n_opts, mode, opt_mode)
+            assert keys.dtype == np.int64 and (len(keys) == 0 or keys.max() < n_cls * n_opts * 2)
+            pick = np.zeros(len(gs), dtype=bool)
+            seen = np.zeros(n_cls * n_opts * 4, dtype=np.uint8)
+            mod._firsts(pick, seen, keys, node_of[gs], here)
+            picks.append((keys, pick))
+        assert np.array_equal(picks[0][0], picks[1][0])
+        assert np.array_equal(picks[0][1], picks[1][1])
+
+
+@pytest.mark.parametrize("scenario", ["pai-busy", "default-x2"])
+def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
+    """``TargetClasses.firsts`` (one pass over the GPUs' classes) picks what the classes' keys
+    pick (``TargetClasses.keys``, the first of each by ``np.unique``) for every single-GPU
+    job's placement and migration targets at every step of a pruned random legal rollout,
+    also for CPU requests that oversubscribe some nodes (the node then its own class)."""
+    env = gym.make(
+        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
+    ).unwrapped
+    _, info = env.reset(seed=1)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(25 if scenario == "pai-busy" else 120):
+        sim = env.sim
+        classes = candidates.TargetClasses(sim)
+        targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        c = sim.cluster
+        asked: list[tuple[int, int]] = [(jid, -1) for _, jid in sim.queue]
+        running = sorted({j for res in c.residents for j in res})
+        asked += [(j, int(c.node_of[sim.jobs[j].gpus[0]])) for j in running]
+        for jid, here in asked[:40]:
+            spec = sim.jobs[jid].spec
+            if spec.num_gpus != 1:
+                continue
+            mask = sim.mask(jid) if here < 0 else sim.migration_mask(jid)
+            # (jobs of one mask share its targets, as in a build: the classes kept for them)
+            gs, os_ = targets.setdefault(id(mask), (mask, *np.nonzero(mask)))[1:]
+            for cpu in (spec.cpu_cores, 1.0, 24.0, 1e6):
+                s = dataclasses.replace(spec, cpu_cores=cpu)
+                want = np.zeros(len(gs), dtype=bool)
+                want[np.unique(classes.keys(s, gs, os_, here), return_index=True)[1]] = True
+                assert np.array_equal(classes.firsts(s, gs, os_, here), want)
+                checked += 1
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            break
+    assert checked > 100
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_log_s_compiled_and_interpreted_agree() -> None:
+    """``_log_s`` typed (C doubles, C's ``log1p``) gives Python's double, edges included."""
+    src = interpreted(candidates)
+    rng = np.random.default_rng(4)
+    xs = [*_EDGES.tolist(), 5e-324, 1e-17, 1e6, 1e300]
+    xs += (
+        rng.uniform(-10.0, 1e7, size=20000).tolist()
+        + (10.0 ** rng.uniform(-20, 20, 20000)).tolist()
+    )
+    for x in xs:
+        a, b = candidates._log_s(x), src._log_s(x)
+        assert np.float64(a).tobytes() == np.float64(b).tobytes(), x

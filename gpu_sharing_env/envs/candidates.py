@@ -210,6 +210,9 @@ class Candidates:
         return int(hit[0]) + 1 if len(hit) else None
 
 
+@cython.ccall  # (C calls from the table's rows; the tests call it from Python)
+@cython.locals(x=cython.double)
+@cython.returns(cython.double)
 def _log_s(x: float) -> float:
     return math.log1p(max(0.0, x)) / _LOG_S if math.isfinite(x) else 0.0
 
@@ -267,8 +270,15 @@ class TargetClasses:
     """Which targets are interchangeable now (``pruning="classes"``, module doc): a class per
     GPU of the state, refined per job and option by :meth:`keys`."""
 
-    def __init__(self, sim: Simulator, pcie: np.ndarray | None = None) -> None:
-        """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand."""
+    def __init__(
+        self,
+        sim: Simulator,
+        pcie: np.ndarray | None = None,
+        specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
+    ) -> None:
+        """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand; ``specs``:
+        the request part of residents' signatures (:func:`_resident_sig`) by ``id`` of their
+        spec, as far as known (the others are added)."""
         c = sim.cluster
         self.node_of = c.node_of
         self.n_nodes = c.n_nodes
@@ -285,12 +295,22 @@ class TargetClasses:
         ids: dict[tuple[object, ...], int] = {((), ()): 0}
         held = np.zeros(c.n_gpus, dtype=np.int64)
         busy = np.zeros(c.n_gpus, dtype=bool)
+        known = {} if specs is None else specs
+        sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
         for g, (res, mig) in enumerate(zip(c.residents, c.mig_instances, strict=True)):
             if res or mig:
                 busy[g] = bool(res)
+                here: list[tuple[object, ...]] = []
+                for j in res:
+                    sig = sigs.get(j)
+                    if sig is None:
+                        sig = sigs[j] = _resident_sig(jobs[j], known)
+                    here.append(sig)
+                if len(here) > 1:
+                    here.sort()
                 key = (
-                    tuple((i.profile, i.start, i.job_id is None) for i in mig),
-                    tuple(sorted(_resident_sig(jobs[j]) for j in res)),
+                    tuple((i.profile, i.start, i.job_id is None) for i in mig) if mig else (),
+                    tuple(here),
                 )
                 held[g] = ids.setdefault(key, len(ids))
         # an empty GPU switches mode (:meth:`keys` tells the cost apart); MIG's layout stays
@@ -307,6 +327,44 @@ class TargetClasses:
             [int(o.mode) if o.mode in setup else _FREE for o in sim.options], dtype=np.int64
         )
         self._cpu_left = c.node_vcpus - c.node_cpu_used
+        #: Per job CPU request: each GPU's class with the node apart where the job's CPUs
+        #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
+        self._with_cpu: dict[float, tuple[np.ndarray, int]] = {}
+        #: Per targets and CPU classes (:meth:`firsts`): the targets, their keys but the node
+        #: (:func:`_target_keys`), their GPUs' nodes and the number of such keys.
+        self._targets: dict[tuple[object, ...], tuple[Any, ...]] = {}
+
+    def _gpu_class(self, cpu_cores: float) -> tuple[np.ndarray, int]:
+        """Per GPU, its class and, where a job of ``cpu_cores`` would oversubscribe the
+        node's CPUs, the node (as :meth:`keys` tells them apart), renumbered 0 .. n - 1; and
+        n."""
+        hit = self._with_cpu.get(cpu_cores)
+        if hit is None:
+            fits = self._cpu_left >= cpu_cores - 1e-9
+            if fits.all():
+                cls = self.gid
+            else:
+                node = self.node_of
+                cls = self.gid * (self.n_nodes + 1) + np.where(fits[node], 0, node + 1)
+                cls = np.unique(cls, return_inverse=True)[1].reshape(-1)
+            hit = self._with_cpu[cpu_cores] = (cls, int(cls.max()) + 1 if len(cls) else 0)
+        return hit
+
+    def firsts(self, spec: JobSpec, gs: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
+        """Per (GPU, option) target of a single-GPU job with ``spec``: whether it is the
+        first of its class (:meth:`keys`' classes, found in one pass without them). The
+        targets' classes but the node ``here`` are kept for the build, per targets and CPUs:
+        the running jobs of one mask on other nodes share them."""
+        cls, n = self._gpu_class(spec.cpu_cores)
+        at = (id(gs), id(options), None if cls is self.gid else spec.cpu_cores)
+        hit = self._targets.get(at)
+        if hit is None or hit[0] is not gs or hit[1] is not options:
+            n_opts = len(self.opt_mode)
+            keys = _target_keys(gs, options, cls, n_opts, self.mode, self.opt_mode)
+            hit = self._targets[at] = (gs, options, keys, self.node_of[gs], n * n_opts * 2)
+        pick = np.zeros(len(gs), dtype=bool)
+        _firsts(pick, np.zeros(2 * hit[4], dtype=np.uint8), hit[2], hit[3], here)
+        return pick
 
     def keys(self, spec: JobSpec, gpus: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
         """One integer per (GPU, option) target of a job with ``spec``, equal for
@@ -345,26 +403,123 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
+@cython.locals(
+    kv=cython.longlong[::1], gsv=cython.longlong[:], osv=cython.longlong[:],
+    cv=cython.longlong[::1], mv=cython.longlong[::1], omv=cython.longlong[::1],
+    i=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.Py_ssize_t, no=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
+@cython.wraparound(False)
+def _target_keys(
+    gs: np.ndarray,
+    os_: np.ndarray,
+    cls: np.ndarray,
+    n_opts: int,
+    mode: np.ndarray,
+    opt_mode: np.ndarray,
+) -> np.ndarray:
+    """Per target ``(gs, os_)``: its GPU's class ``cls`` (0 .. n - 1), the option (0 ..
+    ``n_opts`` - 1) and whether the GPU is in the option's mode (``mode == opt_mode``) as one
+    integer, 0 .. n x ``n_opts`` x 2 - 1 (compiled: one typed pass; interpreted: numpy's)."""
+    if cython.compiled:
+        keys = np.empty(len(gs), dtype=np.int64)
+        kv, gsv, osv, cv, mv, omv = keys, gs, os_, cls, mode, opt_mode
+        no = n_opts
+        for i in range(gsv.shape[0]):
+            g = gsv[i]
+            o = osv[i]
+            kv[i] = (cv[g] * no + o) * 2 + (1 if mv[g] == omv[o] else 0)
+    else:
+        keys = (cls[gs] * n_opts + os_) * 2 + (mode[gs] == opt_mode[os_])
+    return keys
+
+
+@cython.locals(
+    pv=cython.uchar[::1], sv=cython.uchar[::1], kv=cython.longlong[::1],
+    nv=cython.longlong[::1], i=cython.Py_ssize_t, k=cython.Py_ssize_t, h=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: ``seen`` holds 2 x the keys' range)
+@cython.wraparound(False)
+def _firsts(
+    pick: np.ndarray, seen: np.ndarray, keys: np.ndarray, nodes: np.ndarray, here: int
+) -> None:
+    """Marks in the bool ``pick`` the targets that are the first of their class: their
+    ``keys`` (:func:`_target_keys`) and whether their GPU's node (``nodes``) is ``here``.
+    ``seen``: zeros, 2 x the keys' range.
+
+    Interpreted: the classes' numbers and ``np.unique``'s first of each; compiled: one typed
+    pass that marks a class's first target (the same targets: ``np.unique`` sorts stably, so
+    its index of a class is its first; ``tests/test_candidates_typed.py`` compares the two)."""
+    if cython.compiled:
+        pv, sv, kv, nv = pick, seen, keys, nodes
+        h = here
+        for i in range(kv.shape[0]):
+            k = kv[i] * 2 + (1 if nv[i] == h else 0)
+            if not sv[k]:
+                sv[k] = 1
+                pv[i] = 1
+    else:
+        pick[np.unique(keys * 2 + (nodes == here), return_index=True)[1]] = True
+
+
+@cython.locals(
+    fv=cython.longlong[::1], gv=cython.longlong[::1], ov=cython.longlong[::1],
+    n=cython.longlong, i=cython.Py_ssize_t, f=cython.longlong, g=cython.longlong,
+    base=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: ``flat``'s, the outputs as long)
+@cython.wraparound(False)
+def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.nonzero`` of a 2-d ``mask``: its true cells' rows and columns, row-major, as int64
+    arrays. Compiled, a mask of more than 256 cells is walked flat (``np.flatnonzero``, then a
+    typed split into row and column as the rising flat indices pass each row's start:
+    ``np.nonzero``'s 2-d walk costs ~3x more there)."""
+    if cython.compiled and mask.size > 256:
+        flat = np.flatnonzero(mask)
+        gs = np.empty(len(flat), dtype=np.int64)
+        os_ = np.empty(len(flat), dtype=np.int64)
+        fv, gv, ov = flat, gs, os_
+        n = mask.shape[1]
+        g = 0
+        base = 0  # (g x n: the first flat index of row g)
+        for i in range(fv.shape[0]):
+            f = fv[i]
+            while f >= base + n:
+                base += n
+                g += 1
+            gv[i] = g
+            ov[i] = f - base
+        return gs, os_
+    gs, os_ = np.nonzero(mask)
+    return gs, os_
+
+
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
 _FREE = -2
 _MIG = int(SharingMode.MIG)
 
 
-def _resident_sig(st: JobState) -> tuple[object, ...]:
+def _resident_sig(
+    st: JobState, specs: dict[int, tuple[JobSpec, tuple[object, ...]]]
+) -> tuple[object, ...]:
     """What a resident brings to a newcomer on its GPU: its model, request, priority and its
-    estimated work left (``JobView.est_remaining_s``) to a power of two."""
+    estimated work left (``JobView.est_remaining_s``) to a power of two. ``specs``: the
+    request part by ``id`` of the spec (kept while the spec is; added where missing)."""
     spec = st.spec
+    hit = specs.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        part = (
+            spec.model,
+            spec.online,
+            spec.num_gpus,
+            spec.gpu_frac,
+            spec.mem_gb,
+            spec.cpu_cores,
+            spec.priority,
+        )
+        hit = specs[id(spec)] = (spec, part)
     left = spec.est_work_s - st.work_done
-    return (
-        spec.model,
-        spec.online,
-        spec.num_gpus,
-        spec.gpu_frac,
-        spec.mem_gb,
-        spec.cpu_cores,
-        spec.priority,
-        math.frexp(left)[1] if left > 0 else 0,
-    )
+    return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
 
 
 class CandidateBuilder:
@@ -402,6 +557,9 @@ class CandidateBuilder:
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight, and
         #: the row of each model: (the episode, rows, models), kept for the episode.
         self._speeds: tuple[object, np.ndarray, dict[str, int]] | None = None
+        #: The residents' request signatures by ``id`` of their spec (``TargetClasses``), for
+        #: the episode: (the episode, the signatures).
+        self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
 
     @cython.locals(g=cython.Py_ssize_t, x=cython.double, total=cython.double, st=JobState)
     def _gpu_rows(self) -> np.ndarray:
@@ -444,7 +602,10 @@ class CandidateBuilder:
             nodes = sim.cluster.nodes
             if self._nodes is None or self._nodes[0] is not nodes:
                 self._nodes = (nodes, _pcie(nodes))
-            classes = TargetClasses(sim, self._nodes[1])
+            episode = episode_token(sim)
+            if self._specs is None or self._specs[0] is not episode:
+                self._specs = (episode, {})
+            classes = TargetClasses(sim, self._nodes[1], self._specs[1])
         memo = _Memo(classes)
         for d in keep:
             if d is not None:
@@ -552,9 +713,8 @@ class CandidateBuilder:
     ) -> np.ndarray:
         """Per target of ``(gs, os_)``: whether it is the first of its class."""
         if spec.num_gpus == 1:
-            key = classes.keys(spec, gs, os_, here)
-        else:
-            key = self._gang_keys(classes, spec, gs, os_, here)
+            return classes.firsts(spec, gs, os_, here)
+        key = self._gang_keys(classes, spec, gs, os_, here)
         first = np.unique(key, return_index=True)[1]
         pick = np.zeros(len(gs), dtype=bool)
         pick[first] = True
@@ -694,7 +854,10 @@ class CandidateBuilder:
             jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is Status.QUEUED else 0.0)
             jr[b, 8] = min(st.ledger.attempts, 10) / 10.0
             jr[b, 9] = min(spec.priority, 10) / 10.0
-            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = _group_cols(sim, spec, groups, known)
+            cols = groups.get(spec.group)  # (``_group_cols``' own first look, without a call)
+            if cols is None:
+                cols = _group_cols(sim, spec, groups, known)
+            jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
             mine = st.gpus
             if len(mine) == 1:
                 ownv[b] = mine[0]
@@ -847,6 +1010,23 @@ def _clip1(x: float) -> float:
 
 
 @cython.locals(
+    src=cython.double[:, ::1], dst=cython.float[:, ::1], r=cython.Py_ssize_t,
+    c=cython.Py_ssize_t, d=cython.double,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is ``src``'s, ``dst`` has its shape)
+@cython.wraparound(False)
+def _clipped(src: np.ndarray, d: float) -> np.ndarray:
+    """``src`` (float64, C order) over ``d``, each cell clipped as :func:`_clip1` and cast to
+    float32 (compiled only: :func:`_fill`'s cells, once per block, GPU, option or model)."""
+    out = np.empty((src.shape[0], src.shape[1]), dtype=np.float32)
+    dst = out
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[r, c] = _clip1(src[r, c] / d) if d != 1.0 else _clip1(src[r, c])
+    return out
+
+
+@cython.locals(
     n_place=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t, b=cython.Py_ssize_t,
     g=cython.Py_ssize_t, o=cython.Py_ssize_t, n=cython.Py_ssize_t, nj=cython.Py_ssize_t,
     ng=cython.Py_ssize_t, no=cython.Py_ssize_t, x=cython.double,
@@ -856,7 +1036,8 @@ def _clip1(x: float) -> float:
     rv=cython.float[:, ::1], jv=cython.double[:, ::1], gv=cython.double[:, ::1],
     ov=cython.double[:, ::1], sv=cython.double[:, ::1], tv=cython.longlong[::1],
     gsv=cython.longlong[::1], osv=cython.longlong[::1], atv=cython.longlong[::1],
-    ownv=cython.longlong[::1], mv=cython.longlong[::1],
+    ownv=cython.longlong[::1], mv=cython.longlong[::1], jf=cython.float[:, ::1],
+    gf=cython.float[:, ::1], of=cython.float[:, ::1], sf=cython.float[:, ::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
@@ -882,9 +1063,10 @@ def _fill(
     (``speed[model[at], type_idx[gs]]``) over 4.
 
     Interpreted: a numpy pass per column block into a float64 table, clipped and cast in one
-    pass each; compiled: one typed loop over the rows, each double clipped as ``np.clip``
-    does and cast to float as numpy does (``tests/test_candidates_typed.py`` compares the two
-    on random inputs, NaN and -0.0 included)."""
+    pass each; compiled: each block's, GPU's and option's cells and each solo speed over 4
+    clipped as ``np.clip`` does and cast to float as numpy does, once (:func:`_clipped`),
+    then one typed loop over the rows copies them (``tests/test_candidates_typed.py``
+    compares the two on random inputs, NaN and -0.0 included)."""
     if cython.compiled:
         rv, jv, gv, ov, sv, tv = out, job_rows, gpu_rows, opt_rows, speed, type_idx
         gsv, osv, atv, ownv, mv = gs, os_, at, own, model
@@ -901,6 +1083,8 @@ def _fill(
             and c_solo + 1 == rv.shape[1]
         ):
             raise ValueError("candidate rows: the column blocks do not tile the row")
+        jf, gf, of = _clipped(jv, 1.0), _clipped(gv, 1.0), _clipped(ov, 1.0)
+        sf = _clipped(sv, 4.0)
         for i in range(n):
             b = atv[i]
             g = gsv[i]
@@ -909,15 +1093,14 @@ def _fill(
                 rv[i, c] = 0.0
             rv[i, c_place if i < n_place else c_migrate] = 1.0
             for c in range(nj):
-                rv[i, c_job + c] = _clip1(jv[b, c])
+                rv[i, c_job + c] = jf[b, c]
             rv[i, c_on] = 1.0 if g == ownv[b] else 0.0
             for c in range(ng):
-                rv[i, c_gpu + c] = _clip1(gv[g, c])
+                rv[i, c_gpu + c] = gf[g, c]
             rv[i, c_one] = 1.0
             for c in range(no):
-                rv[i, c_opt + c] = _clip1(ov[o, c])
-            x = sv[mv[b], tv[g]]
-            rv[i, c_solo] = _clip1(x / 4.0)
+                rv[i, c_opt + c] = of[o, c]
+            rv[i, c_solo] = sf[mv[b], tv[g]]
     else:
         rows = np.zeros(out.shape)
         rows[:n_place, _PLACE] = 1.0
@@ -988,7 +1171,7 @@ class _Memo:
         """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""
         hit = self._targets.get(id(mask))
         if hit is None or hit[0] is not mask:
-            gs, os_ = np.nonzero(mask)
+            gs, os_ = _nonzero(mask)
             hit = self._targets[id(mask)] = (mask, gs, os_)
         return hit[1], hit[2]
 
@@ -1001,10 +1184,13 @@ class _Memo:
         here: int,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``,
-        and those targets; shared by jobs of the same targets (the same arrays), mask
-        signature, CPUs and node."""
+        and those targets; shared by jobs of the same targets (the same arrays), CPUs and
+        node (and, for a gang, mask signature)."""
         assert self.classes is not None
-        key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
+        if spec.num_gpus == 1:  # (a single GPU's classes read the job's CPUs alone)
+            key: tuple[object, ...] = (id(gs), id(os_), spec.cpu_cores, here)
+        else:
+            key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
         hit = self._picks.get(key)
         if hit is None or hit[0] is not gs or hit[1] is not os_:
             pick = builder._first_of_class(self.classes, spec, gs, os_, here)
