@@ -9,6 +9,11 @@ Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps 
     PYTHONHASHSEED=0 PYTHONPATH=$PWD N=0 valgrind --tool=callgrind python scripts/callgrind_steps.py
     ENV=GpuSharing-v2 N=300 W=200 ...   # the v2 figures of docs/notes/2026-11-28-v2-step-night.md
     ENV=GpuSharing-v2 SIZE=1024 N=60 W=20 ...   # pruning="classes", max_candidates=MAXC (65536)
+    ENV=GpuSharing-v2 SIZE=1024 N=10 W=20 ...   # its baseline: the difference over 50
+
+At 1,024 GPUs take the baseline at ``N=10`` rather than ``N=0``: the counted steps start with a
+reset (~1.5 G instructions there), which ``N=0`` would leave in the difference
+(docs/notes/2026-11-29-builder-at-scale.md).
 
 ``PYTHONPATH`` picks the tree (two ``git archive`` snapshots built with ``setup.py build_ext
 --inplace`` for a before/after pair). The tree and its number of compiled modules go to stderr.
