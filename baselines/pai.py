@@ -671,7 +671,7 @@ class ReservePack(HeuristicPolicy):
         is a non-empty set of starts without a one-node one (the full computation gives it).
 
         A gang may start at ``g`` iff ``g`` is legal and ``num_gpus`` legal GPUs lie from ``g``
-        on (``Cluster._gang_mask``): the legal GPUs up to a cut. So a set of legal GPUs holds a
+        on (``Cluster.gang_mask``): the legal GPUs up to a cut. So a set of legal GPUs holds a
         gang start iff its first does, and is all gang starts iff its last is.
         """
         n = job.num_gpus

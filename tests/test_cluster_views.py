@@ -1,5 +1,5 @@
 """The cluster's typed views (issue 51): compiled, the single-GPU mask loop reads the state
-arrays through views held from the cluster's reset (``Cluster._state_views``) and a job's static
+arrays through views held from the cluster's reset (``Cluster.state_views``) and a job's static
 parts through views kept with its ``_static`` entry, instead of acquiring ~15 buffers a mask.
 
 Checked here: a copy of a simulator (``Simulator.copy``, a deep copy) and a pickled cluster
@@ -84,7 +84,7 @@ def test_a_copy_s_mask_reads_its_own_state(scenario: str, monkeypatch: pytest.Mo
     _masks_agree(twin.cluster, twin, rng)
     _masks_agree(sim.cluster, sim, rng)
     if not cluster_mod.__file__.endswith(".py"):  # compiled: views were built
-        assert twin.cluster._state_views() is not sim.cluster._state_views()
+        assert twin.cluster.state_views() is not sim.cluster.state_views()
     # a reset replaces the arrays: the next mask views the new ones
     sim.reset(5)
     _play(sim, rng, 10)

@@ -165,7 +165,7 @@ class _StubView:
     def __init__(self, single: np.ndarray, n: int, option: object) -> None:
         self.single, self.n, self.options = single, n, (option,)
         suffix = np.cumsum(single[::-1])[::-1]
-        self.gang = single & (suffix >= n)  # ``Cluster._gang_mask``
+        self.gang = single & (suffix >= n)  # ``Cluster.gang_mask``
 
     def single_column(self, job_id: int, option: int) -> np.ndarray:
         return self.single

@@ -27,7 +27,7 @@ def reference_mask(c: Cluster, job: JobSpec) -> np.ndarray:
     mem = job.mem_gb
     free = c.n_res == 0
     room = c.n_res < c.sharing.max_residents
-    base = c._type_ok(job.gpu_types) & c.ready
+    base = c.type_ok(job.gpu_types) & c.ready
     if not job.online:
         base = base & c.healthy
     fits_shared = c.mem_decl + mem <= c.mem_cap + _EPS

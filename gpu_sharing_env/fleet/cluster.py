@@ -167,7 +167,7 @@ class _MigTables:
 def _no_views() -> None:
     """What a pickled or deep-copied holder of typed views becomes (:class:`_StateViews` here,
     the encoders' ``_DynViews`` and ``_EncViews``): nothing, so its owner builds views of its
-    own arrays again (:meth:`Cluster._state_views`; the encoder at its next table)."""
+    own arrays again (:meth:`Cluster.state_views`; the encoder at its next table)."""
     return None
 
 
@@ -200,7 +200,7 @@ class _StateViews:
 
     def __init__(self, c: Cluster) -> None:
         f = c.fleet
-        self.src = c.n_res  # (the arrays of one reset: ``Cluster._state_views`` checks it)
+        self.src = c.n_res  # (the arrays of one reset: ``Cluster.state_views`` checks it)
         self.n_res = c.n_res
         self.mode = c.mode
         self.sm_used = c.sm_used
@@ -262,7 +262,7 @@ def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, 
 
 @cython.cclass
 class _JobViews:
-    """Typed views of a job's static mask parts (``Cluster._static``): its GPU types allowed,
+    """Typed views of a job's static mask parts (``Masks.static_parts``): its GPU types allowed,
     its exclusive fit (``uint8``) and its MIG profile bits per option and GPU. The arrays never
     change, so a copy (pickle, deep copy) views the same values."""
 
@@ -799,7 +799,7 @@ class Masks:
             t, occ, used = f.type_idx.item(g), ml.occ.item(g), ml.used.item(g)
             mig_bits[g] = f.mig.creatable_bits[t, occ, used]
 
-    def _static(self, job: JobSpec) -> tuple[Any, ...]:
+    def static_parts(self, job: JobSpec) -> tuple[Any, ...]:
         """The parts of ``job``'s mask that depend on the fleet only (cached per memory/types)."""
         key = (job.mem_gb, job.gpu_types)
         hit = self._job_static.get(key)
@@ -834,7 +834,7 @@ class Masks:
 
     def _single_mask(self, job: JobSpec) -> np.ndarray:
         """Legal single-GPU placements, option-major: shape (n_options, n_gpus)."""
-        type_ok, excl, bits, jv = self._static(job)
+        type_ok, excl, bits, jv = self.static_parts(job)
         c, lay = self.c, self.layout
         n_gpus = self.fleet.n_gpus
         gpulets = lay.gpulets
@@ -846,7 +846,7 @@ class Masks:
             # compares the two on random states).
             out8 = np.empty((len(lay.options), n_gpus), dtype=np.uint8)
             _single_rows(
-                out8, c._state_views(), jv, job.online, float(job.mem_gb),
+                out8, c.state_views(), jv, job.online, float(job.mem_gb),
                 lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0,
                 lay.mig0, len(lay.mig_slices), job.num_gpus > 1,
             )  # fmt: skip
@@ -996,7 +996,7 @@ class Cluster:
         self.node_cpu_used = np.zeros(self.fleet.n_nodes, dtype=np.float64)
         self.version = 0
         #: Typed views of the arrays above, for the compiled mask loop (built on first use:
-        #: :meth:`_state_views`).
+        #: :meth:`state_views`).
         self._views: _StateViews | None = None
         #: Sets of GPUs changed since their owner last emptied them (:meth:`watch`).
         self._watchers: list[set[int]] = []
@@ -1072,12 +1072,12 @@ class Cluster:
         """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
         return self.masks.check(job, gpu, option)
 
-    def _type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
+    def type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
         """Per GPU: its type is allowed (:meth:`Masks.type_ok`)."""
         return self.masks.type_ok(allowed)
 
     #: (a function of its arguments only: :func:`_gang_starts`)
-    _gang_mask = staticmethod(_gang_starts)
+    gang_mask = staticmethod(_gang_starts)
 
     # ------------------------------------------------------------------ change notes
     def _touch(self, gpu: int) -> None:
@@ -1112,7 +1112,7 @@ class Cluster:
         self.version += 1
 
     @cython.locals(v=_StateViews)
-    def _state_views(self) -> _StateViews:
+    def state_views(self) -> _StateViews:
         """The typed views of this reset's state arrays (built on first use, and again in a
         copy: a deep copy's are None)."""
         v = self._views
@@ -1159,7 +1159,7 @@ class Cluster:
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (C reads and writes through the typed views, the same values)
             _res_add(
-                self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
                 job.cpu_cores,
             )  # fmt: skip
         else:
@@ -1206,7 +1206,7 @@ class Cluster:
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
             n = _res_remove(
-                self._state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
                 job.cpu_cores,
             )  # fmt: skip
         else:
@@ -1470,7 +1470,7 @@ class _FitIndex:
     @cython.locals(sv=_StateViews, gi=cython.Py_ssize_t)
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
-        GPUs' state read through the cluster's typed views: :meth:`Cluster._state_views`)."""
+        GPUs' state read through the cluster's typed views: :meth:`Cluster.state_views`)."""
         dirty = self.dirty
         if not dirty:
             return
@@ -1493,7 +1493,7 @@ class _FitIndex:
         n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
         mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, f.mps_limit_l
         mig_on = bool(lay.mig_slices)
-        sv = c._state_views()
+        sv = c.state_views()
         for g in dirty:
             t = type_l[g]
             if cython.compiled:  # (typed views: C reads, no ``.item`` calls)

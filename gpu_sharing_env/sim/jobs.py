@@ -126,7 +126,7 @@ class JobTable:
         n = self._fit_count.get(key)
         if n is None:
             c = self._cluster
-            ok = c._type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
+            ok = c.type_ok(spec.gpu_types) & (c.mem_cap >= spec.mem_gb - 1e-9)
             if len(self._fit_count) >= 4096:
                 self._fit_count.clear()
             n = self._fit_count[key] = int(ok.sum())

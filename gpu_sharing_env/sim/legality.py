@@ -243,13 +243,13 @@ class Legality:
             if idx is None:  # the empty, ready GPUs, once per version
                 idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
             # (the job's typed views: None where the cluster runs as Python)
-            jv = c.masks._static(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
+            jv = c.masks.static_parts(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
             lay = c.layout
             if jv is not None and not lay.gpulets:
                 out8 = np.zeros((c.n_gpus, self._n_options), dtype=np.uint8)
                 if len(idx):
                     _empty_rows(
-                        out8, idx, c._state_views(), jv, spec.online,
+                        out8, idx, c.state_views(), jv, spec.online,
                         float(spec.mem_gb), lay.sharing.max_residents, lay.n_excl, lay.n_ts,
                         lay.mps0, lay.join0, lay.mig0, len(lay.mig_slices),
                     )  # fmt: skip

@@ -454,13 +454,13 @@ class ClusterView:
         single = c.single_row(spec, option)  # (from the cluster's fit index where it answers)
         if spec.num_gpus == 1:
             return _ro(single)
-        return _ro(c._gang_mask(single[None], spec.num_gpus)[0])
+        return _ro(c.gang_mask(single[None], spec.num_gpus)[0])
 
     def single_column(self, job_id: int, option: int) -> np.ndarray:
         """Per GPU: queued ``job_id`` may take that GPU alone under ``option`` (read-only). A
         single-GPU job's :meth:`mask_column` is this; a gang may start at ``g`` iff ``g`` is
         legal here and ``num_gpus`` legal GPUs, not necessarily adjacent, lie from ``g`` on
-        (``Cluster._gang_mask``)."""
+        (``Cluster.gang_mask``)."""
         return _ro(self._sim.cluster.single_row(self._sim.jobs[job_id].spec, option))
 
     def watch_gpus(self) -> set[int]:
