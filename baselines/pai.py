@@ -730,7 +730,7 @@ class ReservePack(HeuristicPolicy):
             req = (*key, request.num_gpus, request.gpu_types, request.online)
             if keep_no_cand and self._no_cand.has(req):
                 continue
-            type_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
+            gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
             if not alloc.room(usable_types, request):
@@ -748,11 +748,10 @@ class ReservePack(HeuristicPolicy):
                 continue
             # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
             # (``lexmin`` calls the keys here, before the loop moves on: B023 does not apply)
-            type_idx = np.asarray(view.type_idx)
             loads = self._nodes.loads(view, alloc)
             g = lexmin(
                 gpus,
-                lambda s: type_rank[type_idx[s]],  # noqa: B023
+                lambda s: gpu_rank[s],  # noqa: B023
                 lambda s: loads[alloc.node_of[s]],  # noqa: B023
                 lambda s: -alloc.gpu[s],
             )
@@ -779,8 +778,8 @@ class ReservePack(HeuristicPolicy):
     def _ranks(
         self, view: ClusterView, plans: tuple[str, ...], usable: int
     ) -> tuple[np.ndarray, list[int], np.ndarray]:
-        """For the first ``usable`` plans: each type's plan rank (-1: not usable; indexed like
-        ``type_names``), the usable types (indices), and per GPU whether its type is usable
+        """For the first ``usable`` plans: per GPU its type's plan rank (-1: not usable), the
+        usable types (indices into ``type_names``), and per GPU whether its type is usable
         (memoised per fleet)."""
         self._fleet_types(view)
         key = (plans, usable)
@@ -788,11 +787,11 @@ class ReservePack(HeuristicPolicy):
         if hit is None:
             rank = {t: k for k, t in enumerate(plans[:usable])}
             type_rank = np.array([rank.get(t, -1) for t in view.type_names])
-            gpu_ok = type_rank[np.asarray(view.type_idx)] >= 0
+            gpu_rank = type_rank[np.asarray(view.type_idx)]
             hit = self._rank_memo[key] = (
-                type_rank,
+                gpu_rank,
                 np.flatnonzero(type_rank >= 0).tolist(),
-                gpu_ok,
+                gpu_rank >= 0,
             )
         return hit
 
