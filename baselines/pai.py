@@ -600,6 +600,7 @@ class ReservePack(HeuristicPolicy):
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
+        self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         #: high_gpu per (online, type constraint, model, GPUs, fraction); cleared per fleet.
         self._high: dict[tuple[bool, tuple[str, ...], str, int, float], bool] = {}
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
@@ -631,6 +632,8 @@ class ReservePack(HeuristicPolicy):
                 types.setdefault(gt.name, (gt, []))[1].append(g)
             self._fleet_key, self._types = view.gpu_types, types
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
+            #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
+            self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
             self._high, self._rank_memo, self._info_episode = {}, {}, None
         return self._types
 
@@ -768,11 +771,9 @@ class ReservePack(HeuristicPolicy):
         hit = self._info.get(job_id)
         if hit is None:
             job = view.job(job_id)
-            hit = self._info[job_id] = (
-                self.high_gpu(view, job),
-                tuple(self.plans(view, job)),
-                job,
-            )
+            high = self.high_gpu(view, job)
+            plans = tuple(self.plans(view, job)) if job.online else self._offline_plans[high]
+            hit = self._info[job_id] = (high, plans, job)
         return hit
 
     def _ranks(
