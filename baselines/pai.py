@@ -231,11 +231,14 @@ class NodeState:
         #: Per GPU type, its GPUs' allocations (``frac_used``) sorted; per GPU, its value there.
         self._alloc_sorted: list[list[float]] | None = None
         self._alloc_of: list[float] = []
+        #: The GPUs changed since the last :meth:`take_changed` (of this episode).
+        self._since: set[int] = set()
 
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
             self._episode = view.episode
             self._changed = view.watch_gpus()
+            self._since = set()
             self._node = self._runs = self._alloc_sorted = None
             self._dirty_load, self._dirty_runs, self._dirty_alloc = set(), set(), set()
             if self._fleet is not view.type_name:  # (the key of ``_fleet_static``)
@@ -253,9 +256,27 @@ class NodeState:
             node_of = self._node_of
             nodes = {node_of[g] for g in changed}
             self._dirty_alloc |= changed
+            self._since |= changed
             changed.clear()
             self._dirty_load |= nodes
             self._dirty_runs |= nodes
+
+    def take_changed(self, view: ClusterView) -> set[int] | None:
+        """The GPUs whose state changed since the last call (None: the first call of an
+        episode, when everything is new)."""
+        if self._episode is not view.episode:
+            self._sync(view)
+            return None
+        self._sync(view)
+        out, self._since = self._since, set()
+        return out
+
+    def node_gpus(self, node: int) -> list[int]:
+        """Node ``node``'s GPUs in GPU order (of the fleet of the last sync)."""
+        return self._gpus[node]
+
+    def node_of(self, gpu: int) -> int:
+        return self._node_of[gpu]
 
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs."""
@@ -319,6 +340,137 @@ class NodeState:
                 runs[g] = k
         self._dirty_runs = set()
         return runs
+
+
+#: Why a request has no candidate (:meth:`ReservePack._usable_candidates`; a GPU, >= 0: a
+#: witness elsewhere): no usable GPU is legal with room, or not known.
+NO_USABLE = -1
+UNKNOWN = -2
+
+
+class _Kept:
+    """Why a request has no candidate (:class:`NoCandidates`)."""
+
+    __slots__ = ("frac", "job_id", "n", "option", "usable", "witness_node")
+
+    def __init__(
+        self, job: JobView, option: int, usable: np.ndarray | None, witness_node: int
+    ) -> None:
+        #: A job with the request (its single-GPU legality is the request's) and its option
+        #: (-1: none, so never a candidate).
+        self.job_id, self.option = job.job_id, option
+        self.n, self.frac = job.num_gpus, job.gpu_frac
+        #: Per GPU: its type is in a usable plan.
+        self.usable = usable
+        #: -1: no usable GPU is legal with room. Else a gang's: no usable GPU with room is a
+        #: legal one-node start, and this node holds one outside the usable plans.
+        self.witness_node = witness_node
+
+
+class NoCandidates:
+    """The requests ``reserve_pack`` found without a candidate, kept across its decisions
+    while no change of the GPUs since can have given them one, so that they are not asked
+    again (a gang waiting for a plan to open is most of a PAI replay's questions).
+
+    A request (its mask signature, GPU fraction and usable plans) has no candidate when
+
+    * **no usable GPU is legal with room** (``pai_column``'s room: ``gpu_frac`` more within 1,
+      or nothing allocated for a whole GPU), or
+    * (a gang, nodes contiguous in GPU order) **no usable GPU with room starts ``num_gpus``
+      legal empty GPUs of its node, and some GPU outside the usable plans does** (the witness):
+      candidates are then the usable one-node starts (none), as
+      :meth:`ReservePack._usable_candidates` rules.
+
+    Each depends only on the state of single GPUs or of one node: a GPU's legality
+    (``ClusterView.single_column``) and room read only that GPU's state, a one-node run only
+    its node's. So after a change of GPUs ``C`` the first holds while no usable GPU of ``C``
+    is legal with room, and the second while the witness's node is untouched and no node of
+    ``C`` holds a usable legal one-node start with room (the witness's run is legal GPU by GPU,
+    so it starts a gang whatever the rest of the fleet). Anything else is asked again.
+    """
+
+    def __init__(self) -> None:
+        self._episode: object = None
+        self._kept: dict[tuple[object, ...], _Kept] = {}
+        #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`: the
+        #: others are forgotten there (a request that left the window need not be checked).
+        self._used: set[tuple[object, ...]] = set()
+
+    def update(self, view: ClusterView, nodes: NodeState) -> None:
+        """Forget the requests that may have a candidate in ``view``'s state (``nodes``: the
+        caller's, which notes the GPUs changed since its last call) or were not asked about
+        since the last update."""
+        changed = nodes.take_changed(view)
+        if self._episode is not view.episode or changed is None:
+            self._episode, self._kept = view.episode, {}
+        elif self._kept:
+            used = self._used
+            self._kept = {
+                req: k
+                for req, k in self._kept.items()
+                if req in used and (not changed or self._holds(view, nodes, k, changed))
+            }
+        self._used = set()
+
+    def has(self, req: tuple[object, ...]) -> bool:
+        """Whether request ``req`` is known to have no candidate (as of the last update)."""
+        if req in self._kept:
+            self._used.add(req)
+            return True
+        return False
+
+    def keep(
+        self,
+        req: tuple[object, ...],
+        job: JobView,
+        alloc: Allocation,
+        usable: np.ndarray,
+        option: int,
+        why: int,
+    ) -> None:
+        """Note that ``job``'s request ``req`` has no candidate now (``usable``: the GPUs of its
+        usable plans; ``option``: :func:`pai_option`; ``why``: as
+        :meth:`ReservePack._usable_candidates` says), unless why is unknown."""
+        self._used.add(req)
+        if option < 0:  # (no option: a function of the options and the fraction only)
+            self._kept[req] = _Kept(job, option, None, -1)
+        elif why == NO_USABLE:
+            self._kept[req] = _Kept(job, option, usable, -1)
+        elif why >= 0 and alloc.contiguous and alloc.node_state is not None:
+            self._kept[req] = _Kept(job, option, usable, alloc.node_state.node_of(why))
+
+    @staticmethod
+    def _holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
+        usable = k.usable
+        if usable is None:
+            return True
+        frac, n, witness = k.frac, k.n, k.witness_node
+        alloc = view.frac_used
+        single: np.ndarray | None = None
+
+        def open_(g: int) -> bool:  # usable, room and legal now
+            nonlocal single
+            a = alloc.item(g)
+            if not usable[g] or not (a + frac <= 1.0 + 1e-9 if frac < 1.0 else a == 0):
+                return False
+            if single is None:
+                single = view.single_column(k.job_id, k.option)
+            return bool(single[g])
+
+        if witness < 0:
+            return not any(open_(g) for g in changed)
+        touched = {nodes.node_of(g) for g in changed}
+        if witness in touched:
+            return False
+        runs = nodes.empty_runs(view)
+        return not any(
+            runs.item(h) >= n and open_(h) for node in touched for h in nodes.node_gpus(node)
+        )
+
+
+def _room(gpu: np.ndarray, frac: float) -> np.ndarray:
+    """Per GPU: the allocation has room for a request of ``frac`` (``pai_column``'s test)."""
+    return gpu + frac <= 1.0 + 1e-9 if frac < 1.0 else gpu == 0
 
 
 def pai_candidates(view: ClusterView, job: JobView, alloc: Allocation) -> list[tuple[int, int]]:
@@ -417,10 +569,7 @@ def _pai_option(view: ClusterView, job: JobView) -> int:
 def pai_column(view: ClusterView, job: JobView, alloc: Allocation, o: int) -> np.ndarray:
     """Per GPU: ``job`` may start there with option ``o`` and the allocation has room (the
     request within 1 for a fraction; nothing allocated for whole GPUs)."""
-    col = view.mask_column(job.job_id, o)
-    if job.gpu_frac < 1.0:
-        return col & (alloc.gpu + job.gpu_frac <= 1.0 + 1e-9)
-    return col & (alloc.gpu == 0)
+    return view.mask_column(job.job_id, o) & _room(alloc.gpu, job.gpu_frac)
 
 
 class ReservePack(HeuristicPolicy):
@@ -435,6 +584,9 @@ class ReservePack(HeuristicPolicy):
     """
 
     name = "reserve_pack"
+    #: Whether requests found without a candidate are kept across decisions
+    #: (:class:`NoCandidates`; the tests compare with a policy that asks every time).
+    _keep_no_cand = True
 
     def __init__(
         self,
@@ -448,6 +600,7 @@ class ReservePack(HeuristicPolicy):
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
+        self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         #: high_gpu per (online, type constraint, model, GPUs, fraction); cleared per fleet.
         self._high: dict[tuple[bool, tuple[str, ...], str, int, float], bool] = {}
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
@@ -465,6 +618,8 @@ class ReservePack(HeuristicPolicy):
         )  # fmt: skip
         #: Node loads and empty runs, kept incrementally (per episode).
         self._nodes = NodeState()
+        #: Requests without a candidate, kept across decisions (per episode).
+        self._no_cand = NoCandidates()
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -477,6 +632,8 @@ class ReservePack(HeuristicPolicy):
                 types.setdefault(gt.name, (gt, []))[1].append(g)
             self._fleet_key, self._types = view.gpu_types, types
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
+            #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
+            self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
             self._high, self._rank_memo, self._info_episode = {}, {}, None
         return self._types
 
@@ -559,6 +716,10 @@ class ReservePack(HeuristicPolicy):
             return None
         alloc = Allocation(view)
         alloc.node_state = self._nodes
+        # (requests found without a candidate at an earlier decision and none since)
+        keep_no_cand = self._keep_no_cand
+        if keep_no_cand:
+            self._no_cand.update(view, self._nodes)
         no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
         #: requests found without a candidate in this decision (a function of the request,
         #: the usable plans and the state: so is every job asking the same)
@@ -569,28 +730,31 @@ class ReservePack(HeuristicPolicy):
             key = (plans, usable, request.mem_gb, request.gpu_frac)
             if key in no_room:
                 continue
-            type_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
+            req = (*key, request.num_gpus, request.gpu_types, request.online)
+            if keep_no_cand and self._no_cand.has(req):
+                continue
+            gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
             if not alloc.room(usable_types, request):
                 no_room.add(key)
                 continue
-            req = (*key, request.num_gpus, request.gpu_types, request.online)
             if req in no_cand:
                 continue
             # (the request's view as first seen: what a candidate reads never changes)
             job = request
-            gpus, o = self._usable_candidates(view, job, alloc, gpu_ok)
+            gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
+                if keep_no_cand:
+                    self._no_cand.keep(req, job, alloc, gpu_ok, o, why)
                 continue
             # min over the usable plans' GPUs of (plan rank, node load, -allocation, gpu)
             # (``lexmin`` calls the keys here, before the loop moves on: B023 does not apply)
-            type_idx = np.asarray(view.type_idx)
             loads = self._nodes.loads(view, alloc)
             g = lexmin(
                 gpus,
-                lambda s: type_rank[type_idx[s]],  # noqa: B023
+                lambda s: gpu_rank[s],  # noqa: B023
                 lambda s: loads[alloc.node_of[s]],  # noqa: B023
                 lambda s: -alloc.gpu[s],
             )
@@ -607,18 +771,16 @@ class ReservePack(HeuristicPolicy):
         hit = self._info.get(job_id)
         if hit is None:
             job = view.job(job_id)
-            hit = self._info[job_id] = (
-                self.high_gpu(view, job),
-                tuple(self.plans(view, job)),
-                job,
-            )
+            high = self.high_gpu(view, job)
+            plans = tuple(self.plans(view, job)) if job.online else self._offline_plans[high]
+            hit = self._info[job_id] = (high, plans, job)
         return hit
 
     def _ranks(
         self, view: ClusterView, plans: tuple[str, ...], usable: int
     ) -> tuple[np.ndarray, list[int], np.ndarray]:
-        """For the first ``usable`` plans: each type's plan rank (-1: not usable; indexed like
-        ``type_names``), the usable types (indices), and per GPU whether its type is usable
+        """For the first ``usable`` plans: per GPU its type's plan rank (-1: not usable), the
+        usable types (indices into ``type_names``), and per GPU whether its type is usable
         (memoised per fleet)."""
         self._fleet_types(view)
         key = (plans, usable)
@@ -626,49 +788,54 @@ class ReservePack(HeuristicPolicy):
         if hit is None:
             rank = {t: k for k, t in enumerate(plans[:usable])}
             type_rank = np.array([rank.get(t, -1) for t in view.type_names])
-            gpu_ok = type_rank[np.asarray(view.type_idx)] >= 0
+            gpu_rank = type_rank[np.asarray(view.type_idx)]
             hit = self._rank_memo[key] = (
-                type_rank,
+                gpu_rank,
                 np.flatnonzero(type_rank >= 0).tolist(),
-                gpu_ok,
+                gpu_rank >= 0,
             )
         return hit
 
     @staticmethod
     def _usable_candidates(
         view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
-    ) -> tuple[np.ndarray, int]:
+    ) -> tuple[np.ndarray, int, int]:
         """:func:`pai_candidate_gpus` restricted to the ``usable`` GPUs (those of usable plans),
         the same GPUs in the same order, with a gang's one-node check only where needed: its
-        candidates are the one-node starts if there are any anywhere, else all starts."""
+        candidates are the one-node starts if there are any anywhere, else all starts. With
+        them, where there are none, why (:class:`NoCandidates`): ``NO_USABLE`` (no usable GPU
+        is legal with room), a witness (a GPU outside the usable plans starting ``num_gpus``
+        legal empty GPUs of its node, while no usable GPU is a legal one-node start), or
+        ``UNKNOWN``."""
         o = pai_option(view, job)
         if o < 0:
-            return _NONE, -1
+            return _NONE, -1, NO_USABLE
         if job.num_gpus > 1:
-            hit = ReservePack._gang_quick(view, job, alloc, usable, o)
+            hit, why = ReservePack._gang_quick(view, job, alloc, usable, o)
             if hit is not None:
-                return hit, o
+                return hit, o, why
         col = pai_column(view, job, alloc, o)
         starts = np.flatnonzero(col & usable)
         if job.num_gpus == 1 or not starts.size:
-            return starts, o
+            return starts, o, NO_USABLE if job.num_gpus == 1 else UNKNOWN
         one = alloc.one_node(job.num_gpus)
         local = starts[one[starts]]  # (the usable starts that are one-node, ascending)
         if local.size:
-            return local, o
+            return local, o, UNKNOWN
         # No one-node start among usable GPUs: the usable starts count only if there is no
         # one-node start elsewhere either.
         if (col & one).any():
-            return _NONE, o
-        return starts, o
+            return _NONE, o, UNKNOWN
+        return starts, o, UNKNOWN
 
     @staticmethod
     def _gang_quick(
         view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray, o: int
-    ) -> np.ndarray | None:
+    ) -> tuple[np.ndarray | None, int]:
         """:meth:`_usable_candidates` of a gang from the single-GPU legality and the one-node
         runs, a few passes over the fleet instead of the gang mask's; None where the answer
         is a non-empty set of starts without a one-node one (the full computation gives it).
+        With it, why there are none (as :meth:`_usable_candidates`).
 
         A gang may start at ``g`` iff ``g`` is legal and ``num_gpus`` legal GPUs lie from ``g``
         on (``Cluster.gang_mask``): the legal GPUs up to a cut. So a set of legal GPUs holds a
@@ -682,7 +849,7 @@ class ReservePack(HeuristicPolicy):
             return (head.size == n and bool(head.all())) or int(np.count_nonzero(single[g:])) >= n
 
         if np.count_nonzero(single) < n:  # no gang start anywhere
-            return _NONE
+            return _NONE, UNKNOWN
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
         idx = np.flatnonzero(a)
@@ -690,15 +857,18 @@ class ReservePack(HeuristicPolicy):
             # some one-node start: the usable ones if any, else none
             local = idx[usable[idx]]
             if not local.size:
-                return _NONE
-            return local if gang_start(int(local[-1])) else None
+                g = int(idx[0])  # (a witness if its run is legal GPU by GPU)
+                return _NONE, g if single[g : g + n].all() else UNKNOWN
+            return (local if gang_start(int(local[-1])) else None), UNKNOWN
         # no one-node start anywhere: every usable start counts; none if the first usable
         # legal GPU cannot start a gang (nor can any after it; room aside)
         b = single & usable
         g0 = int(b.argmax())
-        if not b[g0] or not gang_start(g0):
-            return _NONE
-        return None
+        if not b[g0]:
+            return _NONE, NO_USABLE
+        if not gang_start(g0):
+            return _NONE, UNKNOWN
+        return None, UNKNOWN
 
 
 class LoadBalance(HeuristicPolicy):

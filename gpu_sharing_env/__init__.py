@@ -8,13 +8,18 @@ imported when the env is made)::
     import gpu_sharing_env  # noqa: F401
 
     env = gymnasium.make("GpuSharing-v0", scenario="default")
+
+When Gymnasium is not imported yet, the ids are registered as soon as it is (in either order
+of the two imports): a process that never makes an env (``gsg evaluate``, a replay) does not
+import Gymnasium (~30 ms).
 """
 
+import importlib.abc
+import importlib.machinery
+import sys
 import warnings
-
-# (aliased: ``gpu_sharing_env.registry`` is our policy registry module, not Gymnasium's dict)
-from gymnasium.envs.registration import register as _register
-from gymnasium.envs.registration import registry as _gym_registry
+from collections.abc import Sequence
+from types import ModuleType
 
 # (first: it decides where the compiled modules load from before any of them is imported)
 from gpu_sharing_env import _modes
@@ -38,19 +43,60 @@ _ENVS = {
     "GpuSharing-v1": {"interface": "v1"},
     "GpuSharing-v2": {"interface": "v2"},
 }
-for _id, _settings in _ENVS.items():
-    if _id not in _gym_registry:
-        _register(
-            id=_id,
-            entry_point=_ENTRY_POINT,
-            max_episode_steps=None,
-            nondeterministic=False,
-            kwargs=_settings,
-        )
 
-# v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
-# observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
-warnings.filterwarnings("ignore", message=r".*GpuSharing-v[01] is out of date.*")
+
+def _register_envs() -> None:
+    """Register :data:`_ENVS` with Gymnasium (those not registered yet)."""
+    # (aliased: ``gpu_sharing_env.registry`` is our policy registry module, not Gymnasium's dict)
+    from gymnasium.envs.registration import register as _register
+    from gymnasium.envs.registration import registry as _gym_registry
+
+    for env_id, settings in _ENVS.items():
+        if env_id not in _gym_registry:
+            _register(
+                id=env_id,
+                entry_point=_ENTRY_POINT,
+                max_episode_steps=None,
+                nondeterministic=False,
+                kwargs=settings,
+            )
+    # v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
+    # observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
+    # (After Gymnasium's import: its own warning filters go before those that exist then.)
+    warnings.filterwarnings("ignore", message=r".*GpuSharing-v[01] is out of date.*")
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``gymnasium`` as the other finders do and registers the envs once it has run
+    (then leaves ``sys.meta_path``)."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name != "gymnasium":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                self._inner = spec.loader
+                spec.loader = self
+                return spec
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)  # type: ignore[union-attr]
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)  # type: ignore[union-attr]
+        _register_envs()
+
+
+if "gymnasium" in sys.modules:
+    _register_envs()
+else:
+    sys.meta_path.insert(0, _RegisterOnImport())
+
 
 from gpu_sharing_env.physics.interference import MODEL_VERSION  # noqa: E402
 from gpu_sharing_env.workload import WORKLOAD_VERSION  # noqa: E402

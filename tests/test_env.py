@@ -489,3 +489,26 @@ def test_bench_command_line(tmp_path: Path) -> None:
     assert data["ratio"]["16"] == pytest.approx(
         data["env_steps_per_s"]["16"] / data["cartpole_steps_per_s"]
     )
+
+
+@pytest.mark.parametrize("gym_first", [False, True])
+def test_ids_registered_in_either_import_order(gym_first: bool) -> None:
+    """The ids are registered whether Gymnasium is imported before or after the package, and a
+    process that never imports Gymnasium (``gsg evaluate``) does not load it for them; the
+    "out of date" notice on v0 and v1 stays silenced either way."""
+    first, second = (
+        ("gymnasium", "gpu_sharing_env") if gym_first else ("gpu_sharing_env", "gymnasium")
+    )
+    code = (
+        "import sys, warnings\n"
+        "warnings.simplefilter('error')\n"
+        f"import {first}\n"
+        "print('gymnasium' in sys.modules)\n"
+        f"import {second}\n"
+        "import gymnasium\n"
+        "print(*(f'GpuSharing-v{v}' in gymnasium.registry for v in range(3)))\n"
+        "gymnasium.make('GpuSharing-v1').close()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr.decode()
+    assert res.stdout.decode().split() == [str(gym_first), "True", "True", "True"]

@@ -23,6 +23,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
+    NO_USABLE,
     Allocation,
     ReservePack,
     SjfPredicted,
@@ -133,11 +134,11 @@ class _CheckedCandidates(ReservePack):
     @staticmethod
     def _usable_candidates(
         view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
-    ) -> tuple[np.ndarray, int]:
-        gpus, o = ReservePack._usable_candidates(view, job, alloc, usable)
+    ) -> tuple[np.ndarray, int, int]:
+        gpus, o, why = ReservePack._usable_candidates(view, job, alloc, usable)
         assert np.array_equal(gpus, _full_candidates(view, job, alloc, usable))
         _CheckedCandidates.gangs += job.num_gpus > 1
-        return gpus, o
+        return gpus, o, why
 
 
 @pytest.mark.parametrize("modes", [("exclusive", "time_sharing", "mps"), ("time_sharing",)])
@@ -188,6 +189,7 @@ def test_gang_shortcut_on_random_fleets() -> None:
     a gang)."""
     rng = np.random.default_rng(0)
     answered = 0
+    reasons = [0, 0]  # NO_USABLE, witness
     for _ in range(3000):
         g, n = int(rng.integers(4, 40)), int(rng.integers(2, 6))
         node_size = int(rng.choice([2, 4, 8]))
@@ -201,9 +203,94 @@ def test_gang_shortcut_on_random_fleets() -> None:
         usable = rng.random(g) < rng.uniform(0.0, 1.0)
         view = _StubView(single, n, SimpleNamespace(mode=SharingMode.EXCLUSIVE))
         job = SimpleNamespace(job_id=0, num_gpus=n, gpu_frac=1.0)
-        got = ReservePack._gang_quick(view, job, alloc, usable, 0)  # type: ignore[arg-type]
+        got, why = ReservePack._gang_quick(view, job, alloc, usable, 0)  # type: ignore[arg-type]
         if got is not None:
             answered += 1
             want = _full_candidates(view, job, alloc, usable)  # type: ignore[arg-type]
             assert np.array_equal(got, want), (single, runs, usable, n)
-    assert answered > 1500
+        # why none (``NoCandidates``): no usable legal GPU, or a witness outside the usable
+        # GPUs whose run is legal GPU by GPU while no usable GPU is a legal one-node start
+        if why == NO_USABLE:
+            reasons[0] += 1
+            assert got is not None and not got.size and not (single & usable).any()
+        elif why >= 0:
+            reasons[1] += 1
+            assert got is not None and not got.size
+            assert single[why : why + n].all() and runs[why] >= n and not usable[why]
+            assert not (single & (runs >= n) & usable).any()
+    assert answered > 1500 and min(reasons) > 100, reasons
+
+
+class _AskEveryTime(ReservePack):
+    _keep_no_cand = False
+
+
+class _CheckedNoCandidates(ReservePack):
+    """``reserve_pack`` keeping requests without a candidate across decisions
+    (:class:`NoCandidates`), checked at every call against a policy that asks every time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plain = _AskEveryTime()
+        self.calls = 0
+        #: Requests answered from what was kept, by reason: no usable GPU legal with room (-1),
+        #: a witness elsewhere (a node), no option (None).
+        self.kept_hits: dict[str, int] = {"free": 0, "witness": 0}
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        kept = dict(self._no_cand._kept)
+        d = super().decide(view)
+        assert d == self._plain.decide(view)
+        self.calls += 1
+        for req in self._no_cand._used & kept.keys():
+            k = kept[req]
+            self.kept_hits["free" if k.witness_node < 0 else "witness"] += 1
+        return d
+
+
+def _busy_hetero() -> object:
+    """``pai-hetero`` (PAI's machine mix at 1/20) with four times its arrivals: gangs wait for
+    their plans on the 2-GPU nodes while 8-GPU nodes hold empty runs (the replay's case)."""
+    sc = load_scenario("pai-hetero")
+    off = sc.workload.offline
+    off = dataclasses.replace(off, params={**off.params, "arrivals_per_h": 100.0})
+    return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))
+
+
+def _faulty_congested(modes: tuple[str, ...], fault_scale: float) -> object:
+    sc = _congested(True)
+    rates = {k: v * fault_scale for k, v in sc.faults.rate_per_gpu_h.items()}
+    return dataclasses.replace(
+        sc,
+        sharing=dataclasses.replace(sc.sharing, modes=modes),
+        faults=dataclasses.replace(sc.faults, rate_per_gpu_h=rates),
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "free", "witness"),
+    [
+        ("busy", 70, 400),
+        ("congested", 8, 5),
+        ("faults", 40, 8),
+        ("time-sharing", 30, 8),
+    ],
+)
+def test_reserve_pack_kept_no_candidates_decide_as_asking(
+    case: str, free: int, witness: int
+) -> None:
+    """What ``reserve_pack`` keeps of the requests found without a candidate changes no
+    decision: every call equals a policy's that asks every request again, on a lightly loaded
+    PAI fleet with gangs waiting for their plans, on a congested one, with frequent GPU faults
+    (unhealthy GPUs are empty but not legal: a one-node run need not hold a gang) and with
+    gangs time-sharing (no exclusive option). Both reasons for keeping one are used."""
+    sc = {
+        "busy": _busy_hetero,
+        "congested": lambda: _congested(True),
+        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+        "time-sharing": lambda: _faulty_congested(("time_sharing",), 100.0),
+    }[case]()
+    pol = _CheckedNoCandidates()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert pol.calls > 500
+    assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits

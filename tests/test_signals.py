@@ -344,11 +344,30 @@ def test_exit_process_does_not_wait_for_a_stuck_thread() -> None:
         "print('saved', flush=True)\n"
         "exit_process(143, grace_s=0.2)\n"
     )
+    _exits_with(code, 143, b"saved\n")
+
+
+def _exits_with(code: str, status: int, stdout: bytes) -> None:
+    """Python ``code`` run in a subprocess ends with ``status`` and prints ``stdout``."""
     res = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=START_TIMEOUT_S
     )
-    assert res.returncode == 143, res.stderr.decode()
-    assert res.stdout == b"saved\n"
+    assert res.returncode == status, res.stderr.decode()
+    assert res.stdout == stdout
+
+
+def test_exit_process_leaves_the_objects_out_of_the_final_collection() -> None:
+    # The interpreter's exit collects cyclic garbage over every object still tracked (a
+    # replay's whole episode); exit_process freezes them first. The atexit handlers run
+    # after it (they see the frozen objects) and the status and the output are kept.
+    code = (
+        "import atexit, gc; from gpu_sharing_gym.plumbing.interrupt import exit_process\n"
+        "kept = [[i] for i in range(1000)]\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() >= 1000, flush=True))\n"
+        "print('saved', flush=True)\n"
+        "exit_process(3)\n"
+    )
+    _exits_with(code, 3, b"saved\nfrozen True\n")
 
 
 def _block(path: str) -> None:

@@ -23,6 +23,7 @@ thread forever at exit. Code that talks to a pool does so within :func:`signals_
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -173,7 +174,18 @@ def exit_process(code: int, grace_s: float = 15.0) -> NoReturn:
     threads, ``multiprocessing`` its children), and one stuck there (a manager thread blocked
     on a lock that the interrupted main thread held) would keep the process alive forever.
     Past the grace the watchdog flushes the output and ends the process with ``code``; what the
-    command saved is on disk by then."""
+    command saved is on disk by then.
+
+    The interpreter's exit runs a full collection of the cyclic garbage collector, which walks
+    every object the command built (0.25-0.45 s after a 20,000-job replay, a sixth of
+    ``gsg evaluate``'s process). So the young generations are collected here (the cycles the
+    command left behind as it returned: their finalizers run, e.g. a file's flush) and what
+    remains is frozen (``gc.freeze``), out of that collection. It is freed as the modules are
+    torn down, as before; an older unreachable cycle is left to the end of the process (its
+    finalizers, like any at exit, are not guaranteed: the language reference,
+    ``object.__del__``)."""
+    gc.collect(1)
+    gc.freeze()
     if code in (SIGINT_EXIT, SIGTERM_EXIT):
 
         def watchdog() -> None:
