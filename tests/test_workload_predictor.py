@@ -156,7 +156,14 @@ def test_fast_fit_is_sklearns_checked_fit_and_repeats_reuse_the_tree() -> None:
     q = OnlinePredictor(PredictorConfig(refit_every=50), w.history)
     for i, j in enumerate(w.jobs[:50]):
         q.observe(j, i)  # one refit: the history's latest 950 rows + 50 episode rows
-    x64 = np.vstack([q._hist_x[-950:], np.array(q._rows_x)])
+    # the episode rows' float64 features, as ``_add`` computes them (the same runs in order)
+    e = OnlinePredictor(PredictorConfig(refit_every=10**6), w.history)
+    rows64 = []
+    for i, j in enumerate(w.jobs[:50]):
+        rows64.append(e._features(j.group, j.user, math.log2(max(j.num_gpus * j.gpu_frac, 1e-3))))
+        e.observe(j, i)
+    x64 = np.vstack([q._hist_x[-950:], np.array(rows64)])
+    assert np.array_equal(q.training_set()[0], x64.astype(np.float32))
     y = np.concatenate([q._hist_y[-950:], q._rows_y])
     ref = DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=11, random_state=0)
     t = ref.fit(x64, y).tree_

@@ -246,8 +246,7 @@ class OnlinePredictor:
         self._use_g = "group" in cfg.inputs
         self._use_u = "user" in cfg.inputs
         self._use_r = "request" in cfg.inputs
-        # Rows, in the order they became known: features when it became known, log work.
-        self._rows_x: list[list[float]] = []
+        # Episode rows, in the order they became known: log work (the features: ``_x32``).
         self._rows_y: list[float] = []
         self._g: dict[str, list[float]] = {}  # group -> [n, sum, sum of squares] of log work
         self._u: dict[str, list[float]] = {}
@@ -278,6 +277,14 @@ class OnlinePredictor:
         self._hist_y = np.zeros(0)
         if history is not None and len(history):
             self._warm_start(history)
+        #: Every row's features as the tree is fitted on them (float32: the warm start's, then
+        #: each episode row's when it became known) and its log work, in row order: the
+        #: training set is the last ``max_rows`` of them, a slice (capacity grows by doubling).
+        n_hist = self._hist_y.size
+        self._x32 = np.empty((n_hist + 1024, self._hist_x.shape[1]), dtype=np.float32)
+        self._x32[:n_hist] = self._hist_x
+        self._y64 = np.empty(n_hist + 1024)
+        self._y64[:n_hist] = self._hist_y
         self._stale = True  # fitted when first asked (a draw nobody asks costs no fit)
 
     def _n_features(self) -> int:
@@ -330,8 +337,9 @@ class OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
         # (replaced on refit, never changed), copy the rest.
         new = copy.copy(self)
-        new._rows_x = list(self._rows_x)
         new._rows_y = list(self._rows_y)
+        new._x32 = self._x32.copy()
+        new._y64 = self._y64.copy()
         new._g = {k: list(v) for k, v in self._g.items()}
         new._u = {k: list(v) for k, v in self._u.items()}
         new.observed = list(self.observed)
@@ -351,7 +359,13 @@ class OnlinePredictor:
         # estimate of it made just before it finished would have seen, so the tree learns the
         # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
         # target into a small user's mean, inverted).
-        self._rows_x.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
+        i = self._hist_y.size + len(self._rows_y)
+        if i == self._y64.size:  # (full: twice the room)
+            self._x32 = np.concatenate([self._x32, np.empty_like(self._x32)])
+            self._y64 = np.concatenate([self._y64, np.empty_like(self._y64)])
+        # (a float32 row from Python floats: each rounded as numpy casts a float64 array)
+        self._x32[i] = self._features(group, user, math.log2(max(gpus, 1e-3)))
+        self._y64[i] = y
         self._rows_y.append(y)
         self._sum += y
         for key, table in ((group, self._g), (user, self._u)):
@@ -400,22 +414,16 @@ class OnlinePredictor:
 
     def training_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The rows the tree is fitted on now: features (float32, C order) and log run times
-        (``None``: under 2 rows, or no input)."""
-        m = self.cfg.max_rows
-        ry = self._rows_y[-m:]
-        k = m - len(ry)  # the warm start's latest rows fill the rest
-        hx = self._hist_x[self._hist_x.shape[0] - k :] if k > 0 else self._hist_x[:0]
-        hy = self._hist_y[self._hist_y.size - k :] if k > 0 else self._hist_y[:0]
-        if len(ry) + hy.size < 2 or not self.cfg.inputs:
+        (``None``: under 2 rows, or no input): the latest ``max_rows`` rows, the episode's
+        and, before them, the warm start's latest ones."""
+        end = self._hist_y.size + len(self._rows_y)
+        start = max(0, end - self.cfg.max_rows)
+        if end - start < 2 or not self.cfg.inputs:
             return None
-        # sklearn fits on float32 X (it converts a float64 X itself): built as float32 here,
+        # sklearn fits on float32 X (it converts a float64 X itself): kept as float32 here,
         # C-ordered, it is the array sklearn's input check would make, and that check is skipped.
-        x = np.empty((hy.size + len(ry), hx.shape[1]), dtype=np.float32)
-        x[: hy.size] = hx
-        if ry:
-            x[hy.size :] = self._rows_x[-m:]
-        y = np.concatenate([hy, ry]) if ry else np.ascontiguousarray(hy)
-        return x, y
+        # (Views of the row buffers: rows are only appended, a full buffer is replaced.)
+        return self._x32[start:end], self._y64[start:end]
 
     def _refit(self) -> None:
         self._since_fit = 0
