@@ -118,6 +118,35 @@ def test_random_categorical_data_gives_sklearns_tree() -> None:
     assert exact == total
 
 
+def _replay_like(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rows like a PAI replay's training sets: the group's and the user's mean log run time
+    equal on most rows (a user per group), constant counts, a few GPU requests, duplicated
+    targets. Most near-best cuts are then one split under two columns (scored once)."""
+    n = int(rng.integers(30, 600))
+    group = rng.normal(6.0, 1.5, n).astype(np.float32)
+    user = group.copy()
+    differ = rng.random(n) < rng.choice([0.0, 0.01, 0.1])
+    user[differ] = rng.normal(6.0, 1.5, int(differ.sum())).astype(np.float32)
+    if rng.random() < 0.3:
+        group[rng.random(n) < 0.2] = np.float32(6.0)  # ties inside the mean columns
+    ones = np.full(n, np.float32(np.log1p(1.0)))
+    request = np.log2(rng.choice([1, 1, 1, 2, 4, 8], n)).astype(np.float32)
+    x = np.ascontiguousarray(np.column_stack([group, ones, user, ones, request]))
+    y = np.log(np.maximum(np.round(rng.lognormal(6.0, 1.5, n), -1), 1.0))
+    return x, y
+
+
+def test_replay_like_data_with_twin_columns_gives_sklearns_tree() -> None:
+    rng = np.random.default_rng(11)
+    exact = total = 0
+    for _ in range(40):
+        x, y = _replay_like(rng)
+        probe = np.vstack([x, x + np.float32(0.05)])
+        exact += _same_tree(x, y, 11, probe)
+        total += 1
+    assert exact == total
+
+
 def test_nodes_of_equal_targets_and_symmetric_halves_give_sklearns_tree() -> None:
     # a node of equal targets has an impurity ~0 in either rounding and ties everywhere;
     # mirrored halves give siblings the same improvement
