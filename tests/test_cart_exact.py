@@ -162,6 +162,25 @@ def test_missing_values_are_left_to_sklearn() -> None:
     assert cart.fit(x, np.array([np.nan, 1.0, 2.0, 3.0]), 4) is None
 
 
+def test_sorting_by_a_feature_is_the_introsorts_order() -> None:
+    # ``_sort_by`` skips the sort where the values come strictly increasing (a twin column
+    # sorted just before): the order must be the introsort's on every input, sorted or not
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 300))
+        row = rng.integers(0, int(rng.choice([2, 8, 10**6])), 2 * n).astype(np.float64)
+        idx = rng.choice(2 * n, n, replace=False).astype(np.intp)
+        if rng.random() < 0.5:  # presorted samples (ties or none)
+            idx = idx[np.argsort(row[idx], kind="stable")]
+        vals, hi, out = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
+        got_idx = idx.copy()
+        const = cart._sort_by(row, row + 1e-7, got_idx, vals, hi, out)
+        ref_vals, ref_idx = row[idx], idx.copy()
+        cart._sort(ref_vals, ref_idx, 0, n)
+        assert got_idx.tolist() == ref_idx.tolist() == out.tolist()
+        assert vals.tolist() == ref_vals.tolist() and const == (ref_vals[-1] <= hi[0])
+
+
 def test_the_introsort_is_sklearns() -> None:
     from sklearn.utils._sorting import _py_simultaneous_sort
 

@@ -1,6 +1,15 @@
 # Cython declarations for cart.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
 
+@cython.locals(s=Py_ssize_t)
+cpdef Py_ssize_t _rand_int(list state, Py_ssize_t high)
+
+@cython.locals(nf=Py_ssize_t, f_i=Py_ssize_t, n_found=Py_ssize_t, f_j=Py_ssize_t,
+               feat=Py_ssize_t, k=Py_ssize_t)
+cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi, Py_ssize_t[::1] idx,
+                  double[:, ::1] xs, double[:, ::1] xs_hi, Py_ssize_t[:, ::1] order,
+                  list feats, list rand)
+
 @cython.locals(maxd=Py_ssize_t)
 cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
 

@@ -203,11 +203,49 @@ def _sort_by(
     n = idx.shape[0]
     for i in range(n):
         vals[i] = xrow[idx[i]]
-    _sort(vals, idx, 0, n)
+    # Values already strictly increasing (a twin of the feature sorted just before, with no
+    # ties): the sort's result is the one sorted order there is, the input itself.
+    for i in range(1, n):
+        if not vals[i - 1] < vals[i]:
+            _sort(vals, idx, 0, n)
+            break
     for i in range(n):
         out[i] = idx[i]
         vals_hi[i] = xrow_hi[idx[i]]
     return vals[n - 1] <= vals_hi[0]
+
+
+def _visit(
+    xt: np.ndarray,
+    xt_hi: np.ndarray,
+    idx: np.ndarray,
+    xs: np.ndarray,
+    xs_hi: np.ndarray,
+    order: np.ndarray,
+    feats: list[int],
+    rand: list[int],
+) -> list[int]:
+    """``node_split_best``'s visit of the features: drawn from ``rand`` (Fisher-Yates over
+    ``feats``, kept from node to node), each one sorts the node's samples ``idx`` in place
+    (:func:`_sort_by`). Returns the non-constant features in the order visited; the ``k``-th
+    one's sorted values are ``xs[k]`` (and ``xs_hi[k]``), its order ``order[k]``. (A typed
+    loop: compiled, the rows are memoryview slices, no Python object per feature.)"""
+    nf = xt.shape[0]
+    vf: list[int] = []
+    f_i = nf
+    n_found = 0
+    while f_i > n_found:
+        f_j = _rand_int(rand, f_i - n_found) + n_found
+        feat = feats[f_j]
+        k = len(vf)
+        if _sort_by(xt[feat], xt_hi[feat], idx, xs[k], xs_hi[k], order[k]):
+            feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
+            n_found += 1
+            continue
+        f_i -= 1
+        feats[f_i], feats[f_j] = feats[f_j], feats[f_i]
+        vf.append(feat)
+    return vf
 
 
 def _near(
@@ -528,22 +566,8 @@ class _Builder:
         order = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
         xs = np.empty((nf, n))  # their values
         xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
-        vf: list[int] = []
-        f_i = nf
-        n_found = 0
-        feats = self.features
-        while f_i > n_found:
-            f_j = _rand_int(self.rand, f_i - n_found) + n_found
-            feat = feats[f_j]
-            k = len(vf)
-            # idx is a view: samples[start:end] sorted in place
-            if _sort_by(self.xt[feat], self.xt_hi[feat], idx, xs[k], xs_hi[k], order[k]):
-                feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
-                n_found += 1
-                continue
-            f_i -= 1
-            feats[f_i], feats[f_j] = feats[f_j], feats[f_i]
-            vf.append(feat)
+        # idx is a view: samples[start:end] sorted in place
+        vf = _visit(self.xt, self.xt_hi, idx, xs, xs_hi, order, self.features, self.rand)
         k = len(vf)
         if k == 0:
             return nd
