@@ -29,6 +29,7 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.predictor import (
     _FITS,
+    INPUTS,
     OnlinePredictor,
     PredictorConfig,
     RunLog,
@@ -137,6 +138,32 @@ def test_audit_counts_estimates_that_used_unfinished_runs() -> None:
     }
     a = audit_estimates(made, [1, 2, 3], finish)
     assert (a.checked, a.leaky, a.leaky_ids) == (4, 2, [8, 9])
+
+
+def _features_by_formula(p: OnlinePredictor, group: str, user: str, r: float) -> list[float]:
+    """The encoding as the module docstring states it, tag by tag."""
+    n_all = len(p._rows_y) + p._hist_y.size
+    mean = p._sum / n_all if n_all else 0.0
+    x: list[float] = []
+    for use, key, table in ((p._use_g, group, p._g), (p._use_u, user, p._u)):
+        if use:
+            n, s = table[key][:2] if key and key in table else (0.0, 0.0)
+            x += [s / n if n > 0 else mean, math.log1p(n)]
+    return [*x, r] if p._use_r else x
+
+
+@pytest.mark.parametrize("inputs", [INPUTS, ("group",), ("user", "request"), ("request",)])
+def test_features_are_the_ordered_statistics_of_each_tag(inputs: tuple[str, ...]) -> None:
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(5), 6 * 3600.0)
+    p = OnlinePredictor(PredictorConfig(inputs=inputs, refit_every=10**6), w.history)
+    rng = np.random.default_rng(6)
+    tags = [j.group for j in w.jobs[:40]] + [j.user for j in w.jobs[:40]] + ["", "nobody"]
+    for i, j in enumerate(w.jobs[:300]):
+        for _ in range(3):
+            g, u = (tags[int(k)] for k in rng.integers(0, len(tags), 2))
+            r = float(rng.normal())
+            assert p._features(g, u, r) == _features_by_formula(p, g, u, r)
+        p.observe(j, i)
 
 
 def test_config_rejects_bad_values() -> None:
