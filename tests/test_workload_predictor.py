@@ -166,6 +166,29 @@ def test_features_are_the_ordered_statistics_of_each_tag(inputs: tuple[str, ...]
         p.observe(j, i)
 
 
+@pytest.mark.parametrize(
+    "cfg,exact",
+    [(PredictorConfig(refit_every=40), False), (PredictorConfig(inputs=()), False),
+     (PredictorConfig(), True)],
+)  # fmt: skip
+def test_estimate_many_is_estimate_of_each(cfg: PredictorConfig, exact: bool) -> None:
+    # a queue's re-estimation asks for many at one instant: the same floats and records as
+    # one estimate per spec in turn (a tree's, the fallback without one, the oracle's)
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(8), 8 * 3600.0)
+    p = OnlinePredictor(cfg, w.history, exact=exact)
+    rng = np.random.default_rng(9)
+    for step in range(6):
+        for i, j in enumerate(w.jobs[step * 30 : (step + 1) * 30]):
+            p.observe(j, step * 30 + i)
+        specs = [w.jobs[int(k)] for k in rng.integers(0, len(w.jobs), 200)]
+        specs += [replace(specs[0], job_id=10**6 + step, group="", user="")]
+        q = copy.deepcopy(p)
+        now = 100.0 * step
+        got = p.estimate_many(specs, now)
+        assert got == [q.estimate(s, now) for s in specs]
+        assert list(p.made.items()) == list(q.made.items())
+
+
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="inputs"):
         PredictorConfig(inputs=("model",))

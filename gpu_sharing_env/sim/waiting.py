@@ -186,11 +186,14 @@ class Queue:
         jobs = self._jobs
         fifo = self.order == "fifo"
         moved = False
-        for _, jid in list(self.entries):
-            q = jobs[jid]
-            if q.online or not (refit or q.spec.group == group):
-                continue
-            est = pred.estimate(q.spec, now)
+        todo = [jobs[jid] for _, jid in self.entries]
+        todo = [q for q in todo if not q.online and (refit or q.spec.group == group)]
+        # (one call for all: the estimates, made at one instant, do not depend on each other)
+        ests = pred.estimate_many([q.spec for q in todo], now)
+        for i in range(len(todo)):
+            q = todo[i]
+            est = ests[i]
+            jid = q.spec.job_id
             if est == q.spec.est_work_s:
                 continue
             if not fifo:  # the predicted order's entry holds the estimate: re-key it

@@ -131,13 +131,26 @@ class _Fit:
     feature: list[int]
     threshold: list[float]
     value: list[float]
+    exp_value: list[float] | None = field(default=None, compare=False, repr=False)
+    """``math.exp`` of each node's value (built on first use: :meth:`exp_at`)."""
 
-    def predict(self, x: list[float]) -> float:
+    def leaf(self, x: list[float]) -> int:
+        """The leaf ``x`` falls in."""
         node = 0
         left, right, feat, thr = self.left, self.right, self.feature, self.threshold
         while left[node] != -1:
             node = left[node] if x[feat[node]] <= thr[node] else right[node]
-        return self.value[node]
+        return node
+
+    def predict(self, x: list[float]) -> float:
+        return self.value[self.leaf(x)]
+
+    def exp_at(self, x: list[float]) -> float:
+        """``math.exp(self.predict(x))`` (the same double: the exp of the leaf's value)."""
+        e = self.exp_value
+        if e is None:
+            e = self.exp_value = [math.exp(v) for v in self.value]
+        return e[self.leaf(x)]
 
 
 #: Trees fitted lately, by their training set: the same rows give the same tree
@@ -470,6 +483,34 @@ class OnlinePredictor:
         if self.exact:
             return spec.work_s
         return math.exp(self.predict_log(spec))
+
+    def estimate_many(self, specs: list[JobSpec], now: float) -> list[float]:
+        """:meth:`estimate` of each of ``specs`` in turn, made now: the same estimates and
+        records. (A queue's re-estimation after a refit asks for thousands at one instant:
+        one model state answers them all, so the specs that share a group, a user and a
+        request share one answer.)"""
+        made = self.made
+        when = (now, len(self.observed))
+        for spec in specs:
+            made[spec.job_id] = when
+        if self.exact:
+            return [spec.work_s for spec in specs]
+        if self._stale:
+            self._refit()
+        fit = self._fit
+        if fit is None:  # (no tree: one answer whatever the spec)
+            return [math.exp(self.predict_log(spec)) for spec in specs[:1]] * len(specs)
+        out: list[float] = []
+        memo: dict[tuple[str, str, float], float] = {}
+        for spec in specs:
+            r = spec.num_gpus * spec.gpu_frac
+            key = (spec.group, spec.user, r)
+            est = memo.get(key)
+            if est is None:
+                x = self._features(spec.group, spec.user, math.log2(r))
+                est = memo[key] = fit.exp_at(x)
+            out.append(est)
+        return out
 
     def _build_subs(self) -> dict[str, list[float]]:
         """Submission times per group: every history submission in time order, then the
