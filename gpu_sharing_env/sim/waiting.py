@@ -221,6 +221,16 @@ class Queue:
         """How many queued jobs have each mask signature."""
         return {sig: e[0] for sig, e in self._sigs.items()}
 
+    def least_offline_mem(self) -> float:
+        """The least declared memory (GB) of a queued offline job (0.0: none queued), read off
+        the signatures (``mask_signature``: memory first, the kind third), one per distinct
+        signature instead of one per queued job."""
+        least = None
+        for sig in self._sigs:
+            if not sig[2] and (least is None or sig[0] < least):
+                least = sig[0]
+        return 0.0 if least is None else least
+
     def head(self) -> list[int]:
         """The ids of the queued jobs a decision may place (the decision scope's)."""
         return [jid for _, jid in self.entries[: self.scope_n]]
