@@ -229,6 +229,18 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
+def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
+    """Append a tag's two inputs to ``x``: from its entry ``e`` (``[n, sum, sum of squares]``
+    of its runs' log work; None: no run) the mean (``mean`` where there is none) and
+    ``log1p(n)``."""
+    if e is not None and e[0] > 0:
+        x.append(e[1] / e[0])
+        x.append(math.log1p(e[0]))
+    else:
+        x.append(mean)
+        x.append(math.log1p(e[0] if e is not None else 0.0))
+
+
 def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     """``np.unique(keys, return_inverse=True)`` of tags (the distinct tags in code-point order,
     each key's index among them), with a dict instead of a string array's sort."""
@@ -413,27 +425,13 @@ class OnlinePredictor:
     # ------------------------------------------------------------------ model
     def _features(self, group: str, user: str, r: float) -> list[float]:
         """A row's inputs now: per tag used (group, then user), its finished runs' mean log
-        work (the global mean where it has none) and ``log1p`` of their count; then ``r``.
-        (Written out: an estimate and a finished run each ask, ~40,000 times a replay.)"""
+        work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
         x: list[float] = []
-        mean = None
+        mean = self._mean()
         if self._use_g:
-            e = self._g.get(group) if group else None
-            if e is not None and e[0] > 0:
-                x.append(e[1] / e[0])
-                x.append(math.log1p(e[0]))
-            else:
-                mean = self._mean()
-                x.append(mean)
-                x.append(math.log1p(e[0] if e is not None else 0.0))
+            _encode(self._g.get(group) if group else None, mean, x)
         if self._use_u:
-            e = self._u.get(user) if user else None
-            if e is not None and e[0] > 0:
-                x.append(e[1] / e[0])
-                x.append(math.log1p(e[0]))
-            else:
-                x.append(self._mean() if mean is None else mean)
-                x.append(math.log1p(e[0] if e is not None else 0.0))
+            _encode(self._u.get(user) if user else None, mean, x)
         if self._use_r:
             x.append(r)
         return x
