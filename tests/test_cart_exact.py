@@ -118,6 +118,35 @@ def test_random_categorical_data_gives_sklearns_tree() -> None:
     assert exact == total
 
 
+def _replay_like(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rows like a PAI replay's training sets: the group's and the user's mean log run time
+    equal on most rows (a user per group), constant counts, a few GPU requests, duplicated
+    targets. Most near-best cuts are then one split under two columns (scored once)."""
+    n = int(rng.integers(30, 600))
+    group = rng.normal(6.0, 1.5, n).astype(np.float32)
+    user = group.copy()
+    differ = rng.random(n) < rng.choice([0.0, 0.01, 0.1])
+    user[differ] = rng.normal(6.0, 1.5, int(differ.sum())).astype(np.float32)
+    if rng.random() < 0.3:
+        group[rng.random(n) < 0.2] = np.float32(6.0)  # ties inside the mean columns
+    ones = np.full(n, np.float32(np.log1p(1.0)))
+    request = np.log2(rng.choice([1, 1, 1, 2, 4, 8], n)).astype(np.float32)
+    x = np.ascontiguousarray(np.column_stack([group, ones, user, ones, request]))
+    y = np.log(np.maximum(np.round(rng.lognormal(6.0, 1.5, n), -1), 1.0))
+    return x, y
+
+
+def test_replay_like_data_with_twin_columns_gives_sklearns_tree() -> None:
+    rng = np.random.default_rng(11)
+    exact = total = 0
+    for _ in range(40):
+        x, y = _replay_like(rng)
+        probe = np.vstack([x, x + np.float32(0.05)])
+        exact += _same_tree(x, y, 11, probe)
+        total += 1
+    assert exact == total
+
+
 def test_nodes_of_equal_targets_and_symmetric_halves_give_sklearns_tree() -> None:
     # a node of equal targets has an impurity ~0 in either rounding and ties everywhere;
     # mirrored halves give siblings the same improvement
@@ -131,6 +160,25 @@ def test_missing_values_are_left_to_sklearn() -> None:
     x = np.array([[0.0], [1.0], [2.0], [3.0]], dtype=np.float32)
     assert cart.fit_or_why(x, np.array([np.nan, 1.0, 2.0, 3.0]), 4) == "missing values"
     assert cart.fit(x, np.array([np.nan, 1.0, 2.0, 3.0]), 4) is None
+
+
+def test_sorting_by_a_feature_is_the_introsorts_order() -> None:
+    # ``_sort_by`` skips the sort where the values come strictly increasing (a twin column
+    # sorted just before): the order must be the introsort's on every input, sorted or not
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 300))
+        row = rng.integers(0, int(rng.choice([2, 8, 10**6])), 2 * n).astype(np.float64)
+        idx = rng.choice(2 * n, n, replace=False).astype(np.intp)
+        if rng.random() < 0.5:  # presorted samples (ties or none)
+            idx = idx[np.argsort(row[idx], kind="stable")]
+        vals, hi, out = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
+        got_idx = idx.copy()
+        const = cart._sort_by(row, row + 1e-7, got_idx, vals, hi, out)
+        ref_vals, ref_idx = row[idx], idx.copy()
+        cart._sort(ref_vals, ref_idx, 0, n)
+        assert got_idx.tolist() == ref_idx.tolist() == out.tolist()
+        assert vals.tolist() == ref_vals.tolist() and const == (ref_vals[-1] <= hi[0])
 
 
 def test_the_introsort_is_sklearns() -> None:

@@ -70,6 +70,9 @@ def test_masks_and_incremental_state_match_the_plain_computation(scenario: str) 
             for spec in sim.queued_jobs():
                 assert np.array_equal(c.placement_mask(spec), reference_mask(c, spec))
                 checked += 1
+            # the fragmentation's need, read off the queue's signatures
+            off = [spec.mem_gb for spec in sim.queued_jobs() if not spec.online]
+            assert sim.waiting.least_offline_mem() == (min(off) if off else 0.0)
             # the utilisation sums the simulator keeps equal the per-GPU values it keeps
             rows = np.array(sim.usage.rows())
             assert np.allclose(sim.usage.sums, rows.sum(axis=0), atol=1e-9)

@@ -29,6 +29,7 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.predictor import (
     _FITS,
+    INPUTS,
     OnlinePredictor,
     PredictorConfig,
     RunLog,
@@ -139,6 +140,55 @@ def test_audit_counts_estimates_that_used_unfinished_runs() -> None:
     assert (a.checked, a.leaky, a.leaky_ids) == (4, 2, [8, 9])
 
 
+def _features_by_formula(p: OnlinePredictor, group: str, user: str, r: float) -> list[float]:
+    """The encoding as the module docstring states it, tag by tag."""
+    n_all = len(p._rows_y) + p._hist_y.size
+    mean = p._sum / n_all if n_all else 0.0
+    x: list[float] = []
+    for use, key, table in ((p._use_g, group, p._g), (p._use_u, user, p._u)):
+        if use:
+            n, s = table[key][:2] if key and key in table else (0.0, 0.0)
+            x += [s / n if n > 0 else mean, math.log1p(n)]
+    return [*x, r] if p._use_r else x
+
+
+@pytest.mark.parametrize("inputs", [INPUTS, ("group",), ("user", "request"), ("request",)])
+def test_features_are_the_ordered_statistics_of_each_tag(inputs: tuple[str, ...]) -> None:
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(5), 6 * 3600.0)
+    p = OnlinePredictor(PredictorConfig(inputs=inputs, refit_every=10**6), w.history)
+    rng = np.random.default_rng(6)
+    tags = [j.group for j in w.jobs[:40]] + [j.user for j in w.jobs[:40]] + ["", "nobody"]
+    for i, j in enumerate(w.jobs[:300]):
+        for _ in range(3):
+            g, u = (tags[int(k)] for k in rng.integers(0, len(tags), 2))
+            r = float(rng.normal())
+            assert p._features(g, u, r) == _features_by_formula(p, g, u, r)
+        p.observe(j, i)
+
+
+@pytest.mark.parametrize(
+    "cfg,exact",
+    [(PredictorConfig(refit_every=40), False), (PredictorConfig(inputs=()), False),
+     (PredictorConfig(), True)],
+)  # fmt: skip
+def test_estimate_many_is_estimate_of_each(cfg: PredictorConfig, exact: bool) -> None:
+    # a queue's re-estimation asks for many at one instant: the same floats and records as
+    # one estimate per spec in turn (a tree's, the fallback without one, the oracle's)
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(8), 8 * 3600.0)
+    p = OnlinePredictor(cfg, w.history, exact=exact)
+    rng = np.random.default_rng(9)
+    for step in range(6):
+        for i, j in enumerate(w.jobs[step * 30 : (step + 1) * 30]):
+            p.observe(j, step * 30 + i)
+        specs = [w.jobs[int(k)] for k in rng.integers(0, len(w.jobs), 200)]
+        specs += [replace(specs[0], job_id=10**6 + step, group="", user="")]
+        q = copy.deepcopy(p)
+        now = 100.0 * step
+        got = p.estimate_many(specs, now)
+        assert got == [q.estimate(s, now) for s in specs]
+        assert list(p.made.items()) == list(q.made.items())
+
+
 def test_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="inputs"):
         PredictorConfig(inputs=("model",))
@@ -156,7 +206,14 @@ def test_fast_fit_is_sklearns_checked_fit_and_repeats_reuse_the_tree() -> None:
     q = OnlinePredictor(PredictorConfig(refit_every=50), w.history)
     for i, j in enumerate(w.jobs[:50]):
         q.observe(j, i)  # one refit: the history's latest 950 rows + 50 episode rows
-    x64 = np.vstack([q._hist_x[-950:], np.array(q._rows_x)])
+    # the episode rows' float64 features, as ``_add`` computes them (the same runs in order)
+    e = OnlinePredictor(PredictorConfig(refit_every=10**6), w.history)
+    rows64 = []
+    for i, j in enumerate(w.jobs[:50]):
+        rows64.append(e._features(j.group, j.user, math.log2(max(j.num_gpus * j.gpu_frac, 1e-3))))
+        e.observe(j, i)
+    x64 = np.vstack([q._hist_x[-950:], np.array(rows64)])
+    assert np.array_equal(q.training_set()[0], x64.astype(np.float32))
     y = np.concatenate([q._hist_y[-950:], q._rows_y])
     ref = DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=11, random_state=0)
     t = ref.fit(x64, y).tree_

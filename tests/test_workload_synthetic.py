@@ -349,3 +349,29 @@ def test_estimates_leave_services_alone() -> None:
     with pytest.raises(ValueError, match="sigma"):
         attach_estimates(svcs, np.random.default_rng(0), sigma=-1.0)
     assert math.isfinite(svcs[0].est_work_s)
+
+
+def test_with_estimate_is_replace_of_the_estimate() -> None:
+    # ``with_estimate`` copies the fields through the slots (no ``__init__``): the spec
+    # ``dataclasses.replace`` makes, and its error for a bad estimate
+    from gpu_sharing_env.workload.job import JobSpecError
+
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(2), 12 * 3600.0)
+    svcs = generate_services(ServiceWorkloadConfig(), np.random.default_rng(4), 86_400.0, 10**6)
+    rng = np.random.default_rng(3)
+    specs = [*w.jobs, *svcs, replace(w.jobs[0], gpu_types=("A100", "T4"), priority=2)]
+    assert any(s.online for s in specs)
+    for s in specs:
+        est = float(rng.lognormal(6.0, 2.0))
+        new = s.with_estimate(est)
+        ref = replace(s, est_work_s=est)
+        assert new == ref and type(new) is JobSpec and new is not s
+        assert [getattr(new, f) for f in JobSpec.__slots__] == [
+            getattr(ref, f) for f in JobSpec.__slots__
+        ]
+        for bad in (0.0, -1.0, math.inf, math.nan):
+            with pytest.raises(JobSpecError) as got:
+                s.with_estimate(bad)
+            with pytest.raises(JobSpecError) as want:
+                replace(s, est_work_s=bad)
+            assert str(got.value) == str(want.value)

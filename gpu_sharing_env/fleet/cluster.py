@@ -1467,10 +1467,14 @@ class _FitIndex:
             self.cur_mig = [-1] * f.n_gpus
         self.dirty = set()
 
-    @cython.locals(sv=_StateViews, gi=cython.Py_ssize_t)
+    @cython.locals(
+        sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
+        cur=list, type_l=list, row=list, new=list,
+    )  # fmt: skip
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
-        GPUs' state read through the cluster's typed views: :meth:`Cluster.state_views`)."""
+        GPUs' state read through the cluster's typed views: :meth:`Cluster.state_views`, and
+        the per-GPU lists indexed by a C integer)."""
         dirty = self.dirty
         if not dirty:
             return
@@ -1495,9 +1499,9 @@ class _FitIndex:
         mig_on = bool(lay.mig_slices)
         sv = c.state_views()
         for g in dirty:
-            t = type_l[g]
+            gi = g
+            t = type_l[gi]
             if cython.compiled:  # (typed views: C reads, no ``.item`` calls)
-                gi = g
                 n = sv.n_res[gi]
                 mode = sv.mode[gi]
                 ok = sv.ready[gi] != 0 and (online or sv.healthy[gi] != 0)
@@ -1528,10 +1532,10 @@ class _FitIndex:
                         new.append(inf)
             for o, v in enumerate(new):
                 row = cur[o]
-                old = row[g]
+                old = row[gi]
                 if old == v:
                     continue
-                row[g] = v
+                row[gi] = v
                 if keep[o]:
                     lst = vals[o][t]
                     if old < inf:

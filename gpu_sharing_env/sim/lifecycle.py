@@ -110,9 +110,9 @@ class Lifecycle:
         """``st`` is submitted now: queued, or failed if it could never run on this fleet."""
         self._table.schedule_next_arrival()
         now = self._sim.now
-        if self.predictor is not None and not st.spec.online:
+        if self.predictor is not None and not st.online:
             self.predictor.note_submit(st.spec, now)
-        if st.spec.online:
+        if st.online:
             self._load.arrived(st)
         if not self._table.feasible(st.spec):
             self._table.set_status(st, Status.FAILED)
@@ -125,7 +125,7 @@ class Lifecycle:
     def enqueue(self, st: JobState) -> None:
         """Queue ``st`` (an offline job with the predictor's estimate, made now)."""
         now = self._sim.now
-        if self.predictor is not None and not st.spec.online:
+        if self.predictor is not None and not st.online:
             # the estimate in force while it waits: the predictor's, made now
             st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
         self._table.set_status(st, Status.QUEUED)
@@ -191,7 +191,7 @@ class Lifecycle:
         if st is None or st.status is not Status.RUNNING:
             state = "not in this episode" if st is None else _STATUS_WORDS[st.status]
             return f"job {job_id} is {state}: only a running job can be suspended"
-        if st.spec.online:
+        if st.online:
             return f"job {job_id} is an online service: services cannot be suspended"
         now = self._sim.now
         if st.setup_until > now:
@@ -275,7 +275,7 @@ class Lifecycle:
         led = st.ledger
         if math.isnan(led.first_start_t):
             led.first_start_t = now
-        if spec.online:
+        if st.online:
             # ``set_status`` bumped the status version: the tick's per-service constants
             # (``ticks._tick_consts``, which hold the batch size) are rebuilt.
             sv = st.serving
@@ -320,7 +320,7 @@ class Lifecycle:
         sim = self._sim
         st.ledger.finish_t = sim.now
         self._rates.refresh(gpus)
-        if self.predictor is not None and status is Status.DONE and not st.spec.online:
+        if self.predictor is not None and status is Status.DONE and not st.online:
             self._learn(st)
         for o in self._observers:
             o.on_finish(sim, st.spec.job_id, status)

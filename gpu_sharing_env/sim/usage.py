@@ -176,9 +176,7 @@ class FleetUsage:
         c = self._cluster
         q = self._queue
         if c.version != self._frag_cv or q.version != self._frag_qv:
-            jobs = self._jobs
-            pending = [spec.mem_gb for _, j in q.entries if not (spec := jobs[j].spec).online]
-            need = min(pending) if pending else 0.0
+            need = q.least_offline_mem()
             val = None
             if cython.compiled and c.n_gpus < _FRAG_LOOP_GPUS:
                 # a typed loop on a small fleet (numpy's fixed cost per pass was most of it);

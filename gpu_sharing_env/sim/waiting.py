@@ -186,11 +186,14 @@ class Queue:
         jobs = self._jobs
         fifo = self.order == "fifo"
         moved = False
-        for _, jid in list(self.entries):
-            q = jobs[jid]
-            if q.online or not (refit or q.spec.group == group):
-                continue
-            est = pred.estimate(q.spec, now)
+        todo = [jobs[jid] for _, jid in self.entries]
+        todo = [q for q in todo if not q.online and (refit or q.spec.group == group)]
+        # (one call for all: the estimates, made at one instant, do not depend on each other)
+        ests = pred.estimate_many([q.spec for q in todo], now)
+        for i in range(len(todo)):
+            q = todo[i]
+            est = ests[i]
+            jid = q.spec.job_id
             if est == q.spec.est_work_s:
                 continue
             if not fifo:  # the predicted order's entry holds the estimate: re-key it
@@ -217,6 +220,16 @@ class Queue:
     def signatures(self) -> dict[tuple[Any, ...], int]:
         """How many queued jobs have each mask signature."""
         return {sig: e[0] for sig, e in self._sigs.items()}
+
+    def least_offline_mem(self) -> float:
+        """The least declared memory (GB) of a queued offline job (0.0: none queued), read off
+        the signatures (``mask_signature``: memory first, the kind third), one per distinct
+        signature instead of one per queued job."""
+        least = None
+        for sig in self._sigs:
+            if not sig[2] and (least is None or sig[0] < least):
+                least = sig[0]
+        return 0.0 if least is None else least
 
     def head(self) -> list[int]:
         """The ids of the queued jobs a decision may place (the decision scope's)."""

@@ -1,6 +1,15 @@
 # Cython declarations for cart.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
 
+@cython.locals(s=Py_ssize_t)
+cpdef Py_ssize_t _rand_int(list state, Py_ssize_t high)
+
+@cython.locals(nf=Py_ssize_t, f_i=Py_ssize_t, n_found=Py_ssize_t, f_j=Py_ssize_t,
+               feat=Py_ssize_t, k=Py_ssize_t)
+cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi, Py_ssize_t[::1] idx,
+                  double[:, ::1] xs, double[:, ::1] xs_hi, Py_ssize_t[:, ::1] order,
+                  list feats, list rand)
+
 @cython.locals(maxd=Py_ssize_t)
 cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
 
@@ -19,14 +28,15 @@ cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
 @cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
 cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
 
-@cython.locals(tree_w=double[::1], tree_wy=double[::1], max_pow2=Py_ssize_t,
+@cython.locals(max_pow2=Py_ssize_t,
                total_w=double, total_wy=double, p=Py_ssize_t, rank=Py_ssize_t, yv=double,
                i=Py_ssize_t, target=double, cur=Py_ssize_t, cum_w=double, cum_wy=double,
                bit=Py_ssize_t, equal_bit=Py_ssize_t, equal_target=double, nxt=Py_ssize_t,
                node_w=double, prev=Py_ssize_t, median=double, w_right=double,
                wy_right=double)
-cpdef double _fenwick_ae(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t n,
-                         Py_ssize_t first, Py_ssize_t step, Py_ssize_t count)
+cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ranks,
+                            Py_ssize_t n, Py_ssize_t first, Py_ssize_t step, Py_ssize_t count,
+                            double[::1] tree_w, double[::1] tree_wy)
 
 @cython.locals(n=Py_ssize_t, n_features=Py_ssize_t, i=Py_ssize_t, f=Py_ssize_t,
                direction=Py_ssize_t, k=Py_ssize_t, odd=Py_ssize_t, lo=Py_ssize_t,

@@ -203,11 +203,49 @@ def _sort_by(
     n = idx.shape[0]
     for i in range(n):
         vals[i] = xrow[idx[i]]
-    _sort(vals, idx, 0, n)
+    # Values already strictly increasing (a twin of the feature sorted just before, with no
+    # ties): the sort's result is the one sorted order there is, the input itself.
+    for i in range(1, n):
+        if not vals[i - 1] < vals[i]:
+            _sort(vals, idx, 0, n)
+            break
     for i in range(n):
         out[i] = idx[i]
         vals_hi[i] = xrow_hi[idx[i]]
     return vals[n - 1] <= vals_hi[0]
+
+
+def _visit(
+    xt: np.ndarray,
+    xt_hi: np.ndarray,
+    idx: np.ndarray,
+    xs: np.ndarray,
+    xs_hi: np.ndarray,
+    order: np.ndarray,
+    feats: list[int],
+    rand: list[int],
+) -> list[int]:
+    """``node_split_best``'s visit of the features: drawn from ``rand`` (Fisher-Yates over
+    ``feats``, kept from node to node), each one sorts the node's samples ``idx`` in place
+    (:func:`_sort_by`). Returns the non-constant features in the order visited; the ``k``-th
+    one's sorted values are ``xs[k]`` (and ``xs_hi[k]``), its order ``order[k]``. (A typed
+    loop: compiled, the rows are memoryview slices, no Python object per feature.)"""
+    nf = xt.shape[0]
+    vf: list[int] = []
+    f_i = nf
+    n_found = 0
+    while f_i > n_found:
+        f_j = _rand_int(rand, f_i - n_found) + n_found
+        feat = feats[f_j]
+        k = len(vf)
+        if _sort_by(xt[feat], xt_hi[feat], idx, xs[k], xs_hi[k], order[k]):
+            feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
+            n_found += 1
+            continue
+        f_i -= 1
+        feats[f_i], feats[f_j] = feats[f_j], feats[f_i]
+        vf.append(feat)
+    return vf
 
 
 def _near(
@@ -264,8 +302,24 @@ def _fenwick_ae(
     """scikit-learn's ``precompute_absolute_errors`` after ``count`` samples, from local
     position ``first`` by ``step`` (+1: a left side, -1: a right side): the absolute error it
     stores for the last one (its Fenwick tree's sums, its search, its median, its arithmetic)."""
-    tree_w = np.zeros(n + 1)
-    tree_wy = np.zeros(n + 1)
+    return _fenwick_ae_in(sorted_y, ranks, n, first, step, count, np.empty(n + 1), np.empty(n + 1))
+
+
+def _fenwick_ae_in(
+    sorted_y: np.ndarray,
+    ranks: np.ndarray,
+    n: int,
+    first: int,
+    step: int,
+    count: int,
+    tree_w: np.ndarray,
+    tree_wy: np.ndarray,
+) -> float:
+    """:func:`_fenwick_ae` with its tree in ``tree_w`` and ``tree_wy`` (each at least ``n + 1``
+    long, zeroed here): a caller asking many times allocates them once."""
+    for i in range(n + 1):
+        tree_w[i] = 0.0
+        tree_wy[i] = 0.0
     max_pow2 = 1
     while max_pow2 <= n:
         max_pow2 <<= 1
@@ -351,12 +405,15 @@ def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sorted_y, ranks
 
 
-def _exact_proxy(sorted_y: np.ndarray, ranks: np.ndarray, p: int) -> float:
+def _exact_proxy(
+    sorted_y: np.ndarray, ranks: np.ndarray, p: int, tree_w: np.ndarray, tree_wy: np.ndarray
+) -> float:
     """scikit-learn's ``proxy_impurity_improvement`` at local position ``p`` of a node
-    (:func:`_ranks`; ``MAE``'s forward and backward passes, ``children_impurity``)."""
+    (:func:`_ranks`; ``MAE``'s forward and backward passes, ``children_impurity``); its Fenwick
+    trees in ``tree_w`` and ``tree_wy`` (:func:`_fenwick_ae_in`)."""
     n = sorted_y.shape[0]
-    ae_left = _fenwick_ae(sorted_y, ranks, n, 0, 1, p)
-    ae_right = _fenwick_ae(sorted_y, ranks, n, n - 1, -1, n - p)
+    ae_left = _fenwick_ae_in(sorted_y, ranks, n, 0, 1, p, tree_w, tree_wy)
+    ae_right = _fenwick_ae_in(sorted_y, ranks, n, n - 1, -1, n - p, tree_w, tree_wy)
     w_left = float(p)
     w_right = float(n) - w_left
     imp_left = ae_left / (w_left * 1)
@@ -509,22 +566,8 @@ class _Builder:
         order = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
         xs = np.empty((nf, n))  # their values
         xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
-        vf: list[int] = []
-        f_i = nf
-        n_found = 0
-        feats = self.features
-        while f_i > n_found:
-            f_j = _rand_int(self.rand, f_i - n_found) + n_found
-            feat = feats[f_j]
-            k = len(vf)
-            # idx is a view: samples[start:end] sorted in place
-            if _sort_by(self.xt[feat], self.xt_hi[feat], idx, xs[k], xs_hi[k], order[k]):
-                feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
-                n_found += 1
-                continue
-            f_i -= 1
-            feats[f_i], feats[f_j] = feats[f_j], feats[f_i]
-            vf.append(feat)
+        # idx is a view: samples[start:end] sorted in place
+        vf = _visit(self.xt, self.xt_hi, idx, xs, xs_hi, order, self.features, self.rand)
         k = len(vf)
         if k == 0:
             return nd
@@ -538,16 +581,38 @@ class _Builder:
         best = int(near[0])
         if n_near > 1:
             # scored exactly as scikit-learn does, in its visiting order (features in the
-            # order drawn, positions ascending): the first strictly best wins
-            best_val = -np.inf
-            ranked: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            # order drawn, positions ascending): the first strictly best wins. A score is a
+            # function of the targets in the feature's order and the position: candidates of
+            # two features that order the targets alike (a duplicated column, or columns that
+            # cut the same samples) at one position score the same, and where every near
+            # candidate is one such split the first one wins without a score.
+            cands: list[tuple[int, int, int]] = []  # (candidate, its order's number, position)
+            ranked: dict[int, int] = {}  # feature -> the number of its targets' order
+            orders: dict[bytes, int] = {}
+            y_in: list[np.ndarray] = []  # per number: the targets in that order
             for c in near[:n_near].tolist():
                 f, p = divmod(c, n - 1)
-                if f not in ranked:
-                    ranked[f] = _ranks(self.y[order[f]])
-                v = _exact_proxy(*ranked[f], p + 1)
-                if v > best_val:
-                    best, best_val = c, v
+                r = ranked.get(f)
+                if r is None:
+                    y_in_order = self.y[order[f]]
+                    r = ranked[f] = orders.setdefault(y_in_order.tobytes(), len(orders))
+                    if r == len(y_in):
+                        y_in.append(y_in_order)
+                cands.append((c, r, p))
+            if len({(r, p) for _, r, p in cands}) > 1:
+                best_val = -np.inf
+                ranks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+                scores: dict[tuple[int, int], float] = {}
+                tree_w = np.empty(n + 1)
+                tree_wy = np.empty(n + 1)
+                for c, r, p in cands:
+                    v = scores.get((r, p))
+                    if v is None:
+                        if r not in ranks:
+                            ranks[r] = _ranks(y_in[r])
+                        v = scores[r, p] = _exact_proxy(*ranks[r], p + 1, tree_w, tree_wy)
+                    if v > best_val:
+                        best, best_val = c, v
         f, p = divmod(best, n - 1)
         p += 1
         nd.ae_left = float(ae_l[f, p])

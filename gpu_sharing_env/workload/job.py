@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
@@ -169,27 +171,14 @@ class JobSpec:
         return self.kind is JobKind.ONLINE
 
     def with_estimate(self, est_work_s: float) -> JobSpec:
-        """``dataclasses.replace(self, est_work_s=est_work_s)`` (validated the same way),
-        without ``replace``'s generic walk over the fields."""
-        return JobSpec(
-            self.job_id,
-            self.kind,
-            self.model,
-            self.submit_s,
-            self.num_gpus,
-            self.gpu_frac,
-            self.mem_gb,
-            self.cpu_cores,
-            self.work_s,
-            est_work_s,
-            self.true_mem_gb,
-            self.gpu_types,
-            self.checkpoint_interval_s,
-            self.group,
-            self.user,
-            self.priority,
-            self.service,
-        )
+        """``dataclasses.replace(self, est_work_s=est_work_s)``, validated the same way: the
+        other fields are this valid spec's, so only the estimate's rule can break (the error
+        ``replace`` gives). The copy is made field by field through the slots (``_copy_with``),
+        not through ``__init__`` and its checks: a queue's re-estimation makes ~10^5 of them
+        in a replay at 1,000 jobs/min (0.6 us a copy against 1.6 us)."""
+        if not (math.isfinite(est_work_s) and est_work_s > 0):
+            _require(False, "est_work_s", "> 0")
+        return _copy_with(self, est_work_s)
 
 
 class JobSpecError(ValueError):
@@ -201,23 +190,18 @@ def _require(ok: bool, field_name: str, rule: str) -> None:
         raise JobSpecError(f"{field_name}: {rule}")
 
 
-# ``JobSpec.with_estimate`` lists every field positionally: it must follow the class.
-assert tuple(f.name for f in fields(JobSpec)) == (
-    "job_id",
-    "kind",
-    "model",
-    "submit_s",
-    "num_gpus",
-    "gpu_frac",
-    "mem_gb",
-    "cpu_cores",
-    "work_s",
-    "est_work_s",
-    "true_mem_gb",
-    "gpu_types",
-    "checkpoint_interval_s",
-    "group",
-    "user",
-    "priority",
-    "service",
-), "JobSpec's fields changed: update JobSpec.with_estimate"
+def _make_copy_with() -> Callable[[JobSpec, float], JobSpec]:
+    """``JobSpec.with_estimate``'s copy, generated as ``dataclasses`` generates an
+    ``__init__``: one line per field, each written through its slot's descriptor (a frozen
+    dataclass's own ``__setattr__`` refuses), ``est_work_s`` the new one."""
+    names = [f.name for f in fields(JobSpec)]
+    env: dict[str, Any] = {f"_set_{n}": getattr(JobSpec, n).__set__ for n in names}
+    env.update(_new=object.__new__, _cls=JobSpec)
+    lines = ["def copy_with(self, est_work_s):", "    new = _new(_cls)"]
+    lines += [f"    _set_{n}(new, {n if n == 'est_work_s' else 'self.' + n})" for n in names]
+    lines.append("    return new")
+    exec("\n".join(lines), env)
+    return env["copy_with"]  # type: ignore[no-any-return]
+
+
+_copy_with = _make_copy_with()

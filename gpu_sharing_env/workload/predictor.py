@@ -131,13 +131,26 @@ class _Fit:
     feature: list[int]
     threshold: list[float]
     value: list[float]
+    exp_value: list[float] | None = field(default=None, compare=False, repr=False)
+    """``math.exp`` of each node's value (built on first use: :meth:`exp_at`)."""
 
-    def predict(self, x: list[float]) -> float:
+    def leaf(self, x: list[float]) -> int:
+        """The leaf ``x`` falls in."""
         node = 0
         left, right, feat, thr = self.left, self.right, self.feature, self.threshold
         while left[node] != -1:
             node = left[node] if x[feat[node]] <= thr[node] else right[node]
-        return self.value[node]
+        return node
+
+    def predict(self, x: list[float]) -> float:
+        return self.value[self.leaf(x)]
+
+    def exp_at(self, x: list[float]) -> float:
+        """``math.exp(self.predict(x))`` (the same double: the exp of the leaf's value)."""
+        e = self.exp_value
+        if e is None:
+            e = self.exp_value = [math.exp(v) for v in self.value]
+        return e[self.leaf(x)]
 
 
 #: Trees fitted lately, by their training set: the same rows give the same tree
@@ -216,6 +229,18 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
+def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
+    """Append a tag's two inputs to ``x``: from its entry ``e`` (``[n, sum, sum of squares]``
+    of its runs' log work; None: no run) the mean (``mean`` where there is none) and
+    ``log1p(n)``."""
+    if e is not None and e[0] > 0:
+        x.append(e[1] / e[0])
+        x.append(math.log1p(e[0]))
+    else:
+        x.append(mean)
+        x.append(math.log1p(e[0] if e is not None else 0.0))
+
+
 def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     """``np.unique(keys, return_inverse=True)`` of tags (the distinct tags in code-point order,
     each key's index among them), with a dict instead of a string array's sort."""
@@ -246,8 +271,7 @@ class OnlinePredictor:
         self._use_g = "group" in cfg.inputs
         self._use_u = "user" in cfg.inputs
         self._use_r = "request" in cfg.inputs
-        # Rows, in the order they became known: features when it became known, log work.
-        self._rows_x: list[list[float]] = []
+        # Episode rows, in the order they became known: log work (the features: ``_x32``).
         self._rows_y: list[float] = []
         self._g: dict[str, list[float]] = {}  # group -> [n, sum, sum of squares] of log work
         self._u: dict[str, list[float]] = {}
@@ -278,6 +302,14 @@ class OnlinePredictor:
         self._hist_y = np.zeros(0)
         if history is not None and len(history):
             self._warm_start(history)
+        #: Every row's features as the tree is fitted on them (float32: the warm start's, then
+        #: each episode row's when it became known) and its log work, in row order: the
+        #: training set is the last ``max_rows`` of them, a slice (capacity grows by doubling).
+        n_hist = self._hist_y.size
+        self._x32 = np.empty((n_hist + 1024, self._hist_x.shape[1]), dtype=np.float32)
+        self._x32[:n_hist] = self._hist_x
+        self._y64 = np.empty(n_hist + 1024)
+        self._y64[:n_hist] = self._hist_y
         self._stale = True  # fitted when first asked (a draw nobody asks costs no fit)
 
     def _n_features(self) -> int:
@@ -330,8 +362,9 @@ class OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
         # (replaced on refit, never changed), copy the rest.
         new = copy.copy(self)
-        new._rows_x = list(self._rows_x)
         new._rows_y = list(self._rows_y)
+        new._x32 = self._x32.copy()
+        new._y64 = self._y64.copy()
         new._g = {k: list(v) for k, v in self._g.items()}
         new._u = {k: list(v) for k, v in self._u.items()}
         new.observed = list(self.observed)
@@ -351,7 +384,13 @@ class OnlinePredictor:
         # estimate of it made just before it finished would have seen, so the tree learns the
         # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
         # target into a small user's mean, inverted).
-        self._rows_x.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
+        i = self._hist_y.size + len(self._rows_y)
+        if i == self._y64.size:  # (full: twice the room)
+            self._x32 = np.concatenate([self._x32, np.empty_like(self._x32)])
+            self._y64 = np.concatenate([self._y64, np.empty_like(self._y64)])
+        # (a float32 row from Python floats: each rounded as numpy casts a float64 array)
+        self._x32[i] = self._features(group, user, math.log2(max(gpus, 1e-3)))
+        self._y64[i] = y
         self._rows_y.append(y)
         self._sum += y
         for key, table in ((group, self._g), (user, self._u)):
@@ -385,37 +424,35 @@ class OnlinePredictor:
 
     # ------------------------------------------------------------------ model
     def _features(self, group: str, user: str, r: float) -> list[float]:
-        n_all = len(self._rows_y) + self._hist_y.size
-        mean = self._sum / n_all if n_all else 0.0
+        """A row's inputs now: per tag used (group, then user), its finished runs' mean log
+        work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
         x: list[float] = []
-        for use, key, table in ((self._use_g, group, self._g), (self._use_u, user, self._u)):
-            if not use:
-                continue
-            e = table.get(key) if key else None
-            n, s = (e[0], e[1]) if e is not None else (0.0, 0.0)
-            x.extend((s / n if n > 0 else mean, math.log1p(n)))
+        mean = self._mean()
+        if self._use_g:
+            _encode(self._g.get(group) if group else None, mean, x)
+        if self._use_u:
+            _encode(self._u.get(user) if user else None, mean, x)
         if self._use_r:
             x.append(r)
         return x
 
+    def _mean(self) -> float:
+        """The mean log work of every row (0.0 before any)."""
+        n_all = len(self._rows_y) + self._hist_y.size
+        return self._sum / n_all if n_all else 0.0
+
     def training_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The rows the tree is fitted on now: features (float32, C order) and log run times
-        (``None``: under 2 rows, or no input)."""
-        m = self.cfg.max_rows
-        ry = self._rows_y[-m:]
-        k = m - len(ry)  # the warm start's latest rows fill the rest
-        hx = self._hist_x[self._hist_x.shape[0] - k :] if k > 0 else self._hist_x[:0]
-        hy = self._hist_y[self._hist_y.size - k :] if k > 0 else self._hist_y[:0]
-        if len(ry) + hy.size < 2 or not self.cfg.inputs:
+        (``None``: under 2 rows, or no input): the latest ``max_rows`` rows, the episode's
+        and, before them, the warm start's latest ones."""
+        end = self._hist_y.size + len(self._rows_y)
+        start = max(0, end - self.cfg.max_rows)
+        if end - start < 2 or not self.cfg.inputs:
             return None
-        # sklearn fits on float32 X (it converts a float64 X itself): built as float32 here,
+        # sklearn fits on float32 X (it converts a float64 X itself): kept as float32 here,
         # C-ordered, it is the array sklearn's input check would make, and that check is skipped.
-        x = np.empty((hy.size + len(ry), hx.shape[1]), dtype=np.float32)
-        x[: hy.size] = hx
-        if ry:
-            x[hy.size :] = self._rows_x[-m:]
-        y = np.concatenate([hy, ry]) if ry else np.ascontiguousarray(hy)
-        return x, y
+        # (Views of the row buffers: rows are only appended, a full buffer is replaced.)
+        return self._x32[start:end], self._y64[start:end]
 
     def _refit(self) -> None:
         self._since_fit = 0
@@ -444,6 +481,34 @@ class OnlinePredictor:
         if self.exact:
             return spec.work_s
         return math.exp(self.predict_log(spec))
+
+    def estimate_many(self, specs: list[JobSpec], now: float) -> list[float]:
+        """:meth:`estimate` of each of ``specs`` in turn, made now: the same estimates and
+        records. (A queue's re-estimation after a refit asks for thousands at one instant:
+        one model state answers them all, so the specs that share a group, a user and a
+        request share one answer.)"""
+        made = self.made
+        when = (now, len(self.observed))
+        for spec in specs:
+            made[spec.job_id] = when
+        if self.exact:
+            return [spec.work_s for spec in specs]
+        if self._stale:
+            self._refit()
+        fit = self._fit
+        if fit is None:  # (no tree: one answer whatever the spec)
+            return [math.exp(self.predict_log(spec)) for spec in specs[:1]] * len(specs)
+        out: list[float] = []
+        memo: dict[tuple[str, str, float], float] = {}
+        for spec in specs:
+            r = spec.num_gpus * spec.gpu_frac
+            key = (spec.group, spec.user, r)
+            est = memo.get(key)
+            if est is None:
+                x = self._features(spec.group, spec.user, math.log2(r))
+                est = memo[key] = fit.exp_at(x)
+            out.append(est)
+        return out
 
     def _build_subs(self) -> dict[str, list[float]]:
         """Submission times per group: every history submission in time order, then the
