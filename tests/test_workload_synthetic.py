@@ -375,3 +375,64 @@ def test_with_estimate_is_replace_of_the_estimate() -> None:
             with pytest.raises(JobSpecError) as want:
                 replace(s, est_work_s=bad)
             assert str(got.value) == str(want.value)
+
+
+def test_offline_specs_are_jobspecs() -> None:
+    # ``offline_specs`` checks the rules column by column and writes the fields through the
+    # slots: the specs ``JobSpec(...)`` builds one by one, or its error for the first bad row
+    from gpu_sharing_env.workload.job import MODEL_CLASSES, JobSpecError, offline_specs
+
+    rng = np.random.default_rng(51)
+    edges = [math.nan, math.inf, -math.inf, -0.0, 0.0, -1.0, -0.5, 1.0, 2.0, 0.5, 1e-300]
+    fast = 0
+    for _ in range(1500):
+        n = int(rng.integers(0, 12))
+        gang = rng.uniform(size=n) < 0.3
+        cols: dict[str, list] = {
+            "model": [str(m) for m in rng.choice(MODEL_CLASSES, size=n)],
+            "submit_s": rng.uniform(0, 1e4, size=n).tolist(),
+            "num_gpus": np.where(gang, rng.integers(1, 9, size=n), 1).tolist(),
+            "gpu_frac": np.where(gang, 1.0, rng.choice([0.25, 0.5, 1.0], size=n)).tolist(),
+            "mem_gb": rng.uniform(0.5, 80, size=n).tolist(),
+            "cpu_cores": rng.choice([0.0, 2.0, 6.5], size=n).tolist(),
+            "work_s": rng.lognormal(6, 2, size=n).tolist(),
+            "gpu_types": [("V100",) if k % 3 else () for k in range(n)],
+            "group": [f"g{k % 4}" for k in range(n)],
+            "user": [f"u{k % 3}" for k in range(n)],
+            "priority": rng.integers(-2, 3, size=n).tolist(),
+        }
+        if n and rng.uniform() < 0.6:  # one or two cells broken (or an edge that is legal)
+            for _ in range(int(rng.integers(1, 3))):
+                name = str(rng.choice(list(cols)[:7]))
+                k = int(rng.integers(0, n))
+                if name == "model":
+                    cols[name][k] = str(rng.choice(["resnet", "", MODEL_CLASSES[0]]))
+                elif name == "num_gpus":
+                    cols[name][k] = int(rng.choice([0, -1, 1, 2]))
+                else:
+                    cols[name][k] = float(rng.choice(edges))
+        try:
+            want = [
+                JobSpec(
+                    job_id=i,
+                    kind=JobKind.OFFLINE,
+                    **{c: v[i] for c, v in cols.items()},
+                    est_work_s=cols["work_s"][i],
+                )
+                for i in range(n)
+            ]
+        except JobSpecError as e:
+            with pytest.raises(JobSpecError) as got:
+                offline_specs(**cols)
+            assert str(got.value) == str(e)
+            continue
+        got_specs = offline_specs(**cols)
+        fast += n > 0
+        assert got_specs == want
+        for a, b in zip(got_specs, want, strict=True):
+            for f in JobSpec.__slots__:
+                x, y = getattr(a, f), getattr(b, f)
+                assert type(x) is type(y) and (x == y or (x != x and y != y)), f
+                if isinstance(x, float):
+                    assert math.copysign(1.0, x) == math.copysign(1.0, y), f
+    assert fast > 300

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
+from itertools import repeat
 from typing import Any
+
+import numpy as np
 
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
@@ -205,3 +209,89 @@ def _make_copy_with() -> Callable[[JobSpec, float], JobSpec]:
 
 
 _copy_with = _make_copy_with()
+
+
+def offline_specs(
+    *,
+    model: Sequence[str],
+    submit_s: Sequence[float],
+    num_gpus: Sequence[int],
+    gpu_frac: Sequence[float],
+    mem_gb: Sequence[float],
+    cpu_cores: Sequence[float],
+    work_s: Sequence[float],
+    gpu_types: Sequence[tuple[str, ...]],
+    group: Sequence[str],
+    user: Sequence[str],
+    priority: Sequence[int],
+) -> list[JobSpec]:
+    """``[JobSpec(job_id=i, kind=OFFLINE, model=model[i], ..., est_work_s=work_s[i], ...) for i
+    in range(n)]`` (the other fields their defaults): the same specs, or the same first error.
+
+    A trace loader builds ~20,000 specs at once (2.9 us each through ``__init__``: a frozen
+    dataclass writes each field with ``object.__setattr__``, then the checks). Here the rules
+    of ``JobSpec.__post_init__`` are checked column by column with numpy; when every row keeps
+    them, the fields are written column by column through the slots' descriptors (``map`` over
+    the new objects, as ``_copy_with`` writes one); else the specs are built one by one through
+    ``JobSpec``, which raises for the first broken row."""
+    n = len(work_s)
+    s = np.asarray(submit_s, dtype=float)
+    g = np.asarray(num_gpus, dtype=float)  # (ints below 2**53: the same comparisons)
+    f = np.asarray(gpu_frac, dtype=float)
+    mem, cpu = np.asarray(mem_gb, dtype=float), np.asarray(cpu_cores, dtype=float)
+    w = np.asarray(work_s, dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = (
+            all(m in MODEL_CLASSES for m in set(model))
+            and bool(np.all(np.isfinite(s) & (s >= 0)))
+            and bool(np.all(g >= 1))
+            and bool(np.all((f > 0) & (f <= 1) & ((f == 1) | (g == 1))))
+            and bool(np.all(np.isfinite(mem) & (mem > 0)))
+            and bool(np.all(np.isfinite(cpu) & (cpu >= 0)))
+            and bool(np.all(np.isfinite(w) & (w > 0)))
+        )
+    if not ok:
+        offline = JobKind.OFFLINE
+        return [
+            JobSpec(
+                job_id=i,
+                kind=offline,
+                model=model[i],
+                submit_s=submit_s[i],
+                num_gpus=num_gpus[i],
+                gpu_frac=gpu_frac[i],
+                mem_gb=mem_gb[i],
+                cpu_cores=cpu_cores[i],
+                work_s=work_s[i],
+                est_work_s=work_s[i],
+                gpu_types=gpu_types[i],
+                group=group[i],
+                user=user[i],
+                priority=priority[i],
+            )
+            for i in range(n)
+        ]
+    specs = list(map(object.__new__, repeat(JobSpec, n)))
+    columns: dict[str, Any] = {
+        "job_id": range(n),
+        "kind": repeat(JobKind.OFFLINE, n),
+        "model": model,
+        "submit_s": submit_s,
+        "num_gpus": num_gpus,
+        "gpu_frac": gpu_frac,
+        "mem_gb": mem_gb,
+        "cpu_cores": cpu_cores,
+        "work_s": work_s,
+        "est_work_s": work_s,
+        "true_mem_gb": mem_gb,  # (``true_mem_gb < 0``: the declared memory)
+        "gpu_types": gpu_types,
+        "group": group,
+        "user": user,
+        "priority": priority,
+    }
+    for fl in fields(JobSpec):
+        col = columns.get(fl.name)
+        if col is None:
+            col = repeat(fl.default, n)  # (checkpoint_interval_s, service: plain defaults)
+        deque(map(getattr(JobSpec, fl.name).__set__, specs, col), maxlen=0)
+    return specs

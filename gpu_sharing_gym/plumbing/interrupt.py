@@ -30,8 +30,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+if TYPE_CHECKING:  # (imported where used: ``concurrent.futures`` is ~10 ms of a CLI's start)
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 _T = TypeVar("_T")
 _I = TypeVar("_I")
@@ -131,6 +133,8 @@ def wait_first(futures: Collection[Future[_T]], poll_s: float = 0.2) -> set[Futu
     Ctrl-C and SIGTERM held (:func:`signals_held`) while it holds the futures' locks: a signal
     ends the wait within ``poll_s`` seconds and is acted on after it, never inside it. An empty
     set only where the signal is ignored."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     with signals_held() as got:
         while not got:
             done, _ = wait(futures, timeout=poll_s, return_when=FIRST_COMPLETED)
@@ -236,6 +240,8 @@ def process_pool(max_workers: int, mp_context: Any = None) -> Iterator[ProcessPo
     """A ``ProcessPoolExecutor`` whose workers run :func:`worker_init`: closed normally
     (waiting for its work) when the block ends, stopped with :func:`stop_pool` (not waiting)
     when it ends by an exception, Ctrl-C and SIGTERM included."""
+    from concurrent.futures import ProcessPoolExecutor
+
     pool = ProcessPoolExecutor(max_workers, mp_context=mp_context, initializer=worker_init)
     try:
         yield pool

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpu_sharing_env.physics.zoo import ZOO
-from gpu_sharing_env.workload.job import JobKind, JobSpec
+from gpu_sharing_env.workload.job import JobSpec, offline_specs
 from gpu_sharing_env.workload.synthetic import DEFAULT_MODEL_MIX
 
 if TYPE_CHECKING:
@@ -430,26 +430,19 @@ def build_jobs(
         if cols.priority is not None
         else [0] * n_keep
     )
-    offline = JobKind.OFFLINE
-    jobs = [
-        JobSpec(
-            job_id=jid,
-            kind=offline,
-            model=models[jid],
-            submit_s=max(0.0, submit[jid]),
-            num_gpus=n_gpus[jid],
-            gpu_frac=frac[jid],
-            mem_gb=mem_l[jid],
-            cpu_cores=cpu[jid],
-            work_s=works[jid],
-            est_work_s=works[jid],
-            gpu_types=types[jid],
-            group=groups[jid],
-            user=users[jid],
-            priority=prio[jid],
-        )
-        for jid in range(n_keep)
-    ]
+    jobs = offline_specs(
+        model=models,
+        submit_s=[max(0.0, x) for x in submit],
+        num_gpus=n_gpus,
+        gpu_frac=frac,
+        mem_gb=mem_l,
+        cpu_cores=cpu,
+        work_s=works,
+        gpu_types=types,
+        group=groups,
+        user=users,
+        priority=prio,
+    )
     censored: list[int] = (
         np.flatnonzero(np.asarray(cols.censored, dtype=bool)[idx]).tolist()
         if cols.censored is not None
