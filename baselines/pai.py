@@ -450,8 +450,7 @@ class NoCandidates:
 
         def open_(g: int) -> bool:  # usable, room and legal now
             nonlocal single
-            a = alloc.item(g)
-            if not usable[g] or not (a + frac <= 1.0 + 1e-9 if frac < 1.0 else a == 0):
+            if not usable[g] or not _room(alloc.item(g), frac):
                 return False
             if single is None:
                 single = view.single_column(k.job_id, k.option)
@@ -468,8 +467,9 @@ class NoCandidates:
         )
 
 
-def _room(gpu: np.ndarray, frac: float) -> np.ndarray:
-    """Per GPU: the allocation has room for a request of ``frac`` (``pai_column``'s test)."""
+def _room(gpu: Any, frac: float) -> Any:
+    """Per GPU: the allocation has room for a request of ``frac`` (``pai_column``'s test); of
+    one GPU's allocation (a float), a bool."""
     return gpu + frac <= 1.0 + 1e-9 if frac < 1.0 else gpu == 0
 
 

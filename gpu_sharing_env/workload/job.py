@@ -250,31 +250,8 @@ def offline_specs(
             and bool(np.all(np.isfinite(cpu) & (cpu >= 0)))
             and bool(np.all(np.isfinite(w) & (w > 0)))
         )
-    if not ok:
-        offline = JobKind.OFFLINE
-        return [
-            JobSpec(
-                job_id=i,
-                kind=offline,
-                model=model[i],
-                submit_s=submit_s[i],
-                num_gpus=num_gpus[i],
-                gpu_frac=gpu_frac[i],
-                mem_gb=mem_gb[i],
-                cpu_cores=cpu_cores[i],
-                work_s=work_s[i],
-                est_work_s=work_s[i],
-                gpu_types=gpu_types[i],
-                group=group[i],
-                user=user[i],
-                priority=priority[i],
-            )
-            for i in range(n)
-        ]
-    specs = list(map(object.__new__, repeat(JobSpec, n)))
-    columns: dict[str, Any] = {
-        "job_id": range(n),
-        "kind": repeat(JobKind.OFFLINE, n),
+    # the columns the keywords name, each one field of the same name
+    given: dict[str, Sequence[Any]] = {
         "model": model,
         "submit_s": submit_s,
         "num_gpus": num_gpus,
@@ -282,12 +259,29 @@ def offline_specs(
         "mem_gb": mem_gb,
         "cpu_cores": cpu_cores,
         "work_s": work_s,
-        "est_work_s": work_s,
-        "true_mem_gb": mem_gb,  # (``true_mem_gb < 0``: the declared memory)
         "gpu_types": gpu_types,
         "group": group,
         "user": user,
         "priority": priority,
+    }
+    if not ok:
+        offline = JobKind.OFFLINE
+        return [
+            JobSpec(
+                job_id=i,
+                kind=offline,
+                est_work_s=work_s[i],
+                **{name: col[i] for name, col in given.items()},
+            )
+            for i in range(n)
+        ]
+    specs = list(map(object.__new__, repeat(JobSpec, n)))
+    columns: dict[str, Any] = {
+        **given,
+        "job_id": range(n),
+        "kind": repeat(JobKind.OFFLINE, n),
+        "est_work_s": work_s,
+        "true_mem_gb": mem_gb,  # (``true_mem_gb < 0``: the declared memory)
     }
     for fl in fields(JobSpec):
         col = columns.get(fl.name)
