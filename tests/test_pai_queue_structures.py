@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from gpu_sharing_gym.baselines.pai import (
     ReservePack,
     SjfPredicted,
     first_fit_options,
+    lexmin,
     pai_column,
     pai_option,
 )
@@ -108,6 +110,65 @@ class _CheckedReservePack(ReservePack):
 
 def test_reserve_pack_memo_decides_as_without() -> None:
     run_episode(_CheckedReservePack(), make_simulator(_congested(True)), 0)  # type: ignore[arg-type]
+
+
+class _CheckedPick(ReservePack):
+    """``reserve_pack``'s ``_pick`` (rank by type span, the zero-load shortcut) checked at every
+    call against :func:`lexmin` of the full keys over the node loads recomputed over the fleet;
+    and the per-GPU loads kept with the node loads against ``node[node_of]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.shortcuts = 0
+
+    def _pick(
+        self,
+        view: ClusterView,
+        alloc: Allocation,
+        gpus: np.ndarray,
+        usable_plans: tuple[str, ...],
+        gpu_rank: np.ndarray,
+    ) -> int:
+        g = super()._pick(view, alloc, gpus, usable_plans, gpu_rank)
+        fresh = Allocation(view)
+        node = fresh.node
+        assert np.array_equal(self._nodes.gpu_loads(view, alloc), node[fresh.node_of])
+        want = lexmin(
+            gpus,
+            lambda s: gpu_rank[s],
+            lambda s: node[fresh.node_of[s]],
+            lambda s: -fresh.gpu[s],
+        )
+        assert g == want
+        self.calls += 1
+        rank = gpu_rank[gpus]
+        sel = gpus[rank == rank.min()]
+        self.shortcuts += sel.size > 1 and node[fresh.node_of[sel]].min() == 0.0
+        return g
+
+
+class _CheckedPickNoSpans(_CheckedPick):
+    """As :class:`_CheckedPick`, as if the GPU types were not contiguous (the rank by gather)."""
+
+    def _fleet_types(self, view: ClusterView) -> dict[str, Any]:
+        types = super()._fleet_types(view)
+        self._type_spans = None
+        return types
+
+
+@pytest.mark.parametrize(
+    ("case", "spans", "shortcuts"),
+    [("busy", True, 200), ("congested", True, 10), ("busy", False, 200)],
+)
+def test_reserve_pack_pick_is_the_lexmin(case: str, spans: bool, shortcuts: int) -> None:
+    """``_pick`` chooses the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does, on
+    the lightly loaded PAI fleet (mostly the zero-load shortcut) and on a congested one."""
+    sc = _busy_hetero() if case == "busy" else _congested(True)
+    pol = _CheckedPick() if spans else _CheckedPickNoSpans()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert (pol._type_spans is not None) == spans
+    assert pol.calls > 600 and pol.shortcuts > shortcuts, (pol.calls, pol.shortcuts)
 
 
 def _full_candidates(
