@@ -783,6 +783,14 @@ class ReservePack(HeuristicPolicy):
                 continue
             # (the request's view as first seen: what a candidate reads never changes)
             job = request
+            if job.num_gpus == 1 and self._type_spans is not None:
+                g, o = self._single_pick(view, job, alloc, plans[:usable])
+                if g >= 0:
+                    return Decision(job.job_id, g, o)
+                no_cand.add(req)
+                if keep_no_cand:
+                    self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
+                continue
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -819,6 +827,31 @@ class ReservePack(HeuristicPolicy):
         else:
             k = gpu_rank[gpus]
             sel = gpus[k == k.min()]
+        return self._least_loaded(view, alloc, sel)
+
+    def _single_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        """A single-GPU ``job``'s GPU and option (-1: no candidate) where each GPU type's GPUs
+        are contiguous (``_type_spans``): :meth:`_pick` of :meth:`_usable_candidates`, taking
+        ``pai_column`` over the usable types' spans in plan order, up to the first that holds
+        a candidate (the least rank's candidates)."""
+        o = pai_option(view, job)
+        if o < 0:
+            return -1, o
+        spans = self._type_spans
+        assert spans is not None
+        legal = view.mask_column(job.job_id, o)
+        gpu, frac = alloc.gpu, job.gpu_frac
+        for t in usable_plans:
+            lo, hi = spans[t]
+            sel = np.flatnonzero(legal[lo:hi] & _room(gpu[lo:hi], frac))
+            if sel.size:
+                return self._least_loaded(view, alloc, sel + lo), o
+        return -1, o
+
+    def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
+        """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
         if sel.size == 1:
             return int(sel[0])
         nodes = self._nodes

@@ -121,6 +121,7 @@ class _CheckedPick(ReservePack):
         super().__init__()
         self.calls = 0
         self.shortcuts = 0
+        self.singles = 0
 
     def _pick(
         self,
@@ -147,6 +148,30 @@ class _CheckedPick(ReservePack):
         self.shortcuts += sel.size > 1 and node[fresh.node_of[sel]].min() == 0.0
         return g
 
+    def _single_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        g, o = super()._single_pick(view, job, alloc, usable_plans)
+        plans = self._plan_info_id(view, job.job_id)[1]
+        assert plans[: len(usable_plans)] == usable_plans
+        gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
+        gpus, want_o, _ = ReservePack._usable_candidates(view, job, alloc, usable)
+        assert o == want_o
+        if not gpus.size:
+            assert g == -1
+            return g, o
+        self.singles += 1
+        fresh = Allocation(view)
+        node = fresh.node
+        want = lexmin(
+            gpus,
+            lambda s: gpu_rank[s],
+            lambda s: node[fresh.node_of[s]],
+            lambda s: -fresh.gpu[s],
+        )
+        assert g == want
+        return g, o
+
 
 class _CheckedPickNoSpans(_CheckedPick):
     """As :class:`_CheckedPick`, as if the GPU types were not contiguous (the rank by gather)."""
@@ -158,17 +183,26 @@ class _CheckedPickNoSpans(_CheckedPick):
 
 
 @pytest.mark.parametrize(
-    ("case", "spans", "shortcuts"),
-    [("busy", True, 200), ("congested", True, 10), ("busy", False, 200)],
+    ("case", "spans", "least"),
+    [
+        ("busy", True, (300, 40, 1500)),
+        ("congested", True, (50, 2, 400)),
+        ("busy", False, (2000, 200, 0)),
+    ],
 )
-def test_reserve_pack_pick_is_the_lexmin(case: str, spans: bool, shortcuts: int) -> None:
-    """``_pick`` chooses the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does, on
-    the lightly loaded PAI fleet (mostly the zero-load shortcut) and on a congested one."""
+def test_reserve_pack_pick_is_the_lexmin(
+    case: str, spans: bool, least: tuple[int, int, int]
+) -> None:
+    """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
+    choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
+    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut) and on a
+    congested one. ``least``: the fewest picks, shortcuts among them and single-GPU picks."""
     sc = _busy_hetero() if case == "busy" else _congested(True)
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert (pol._type_spans is not None) == spans
-    assert pol.calls > 600 and pol.shortcuts > shortcuts, (pol.calls, pol.shortcuts)
+    got = (pol.calls, pol.shortcuts, pol.singles)
+    assert all(n >= m for n, m in zip(got, least, strict=True)), got
 
 
 def _full_candidates(
