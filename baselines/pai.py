@@ -317,8 +317,8 @@ class NodeState:
             out = self._node = alloc.node.copy()
             node_of = alloc.node_of
             self._gpu_load = out[node_of]
-            busy = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
-            self._odd = set(np.flatnonzero(busy & (out <= 0.0)).tolist())
+            held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
+            self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
             self._dirty_load = set()
             return out
         if self._dirty_load:
@@ -860,7 +860,8 @@ class ReservePack(HeuristicPolicy):
         i = int(load.argmin())
         if load[i] == 0.0 and nodes.zero_load_empty():
             return int(sel[i])
-        return lexmin(sel, lambda s: gpu_load[s], lambda s: -alloc.gpu[s])
+        # (``lexmin`` of the load first: ``load[i]`` is the least)
+        return lexmin(sel[load == load[i]], lambda s: -alloc.gpu[s])
 
     def _plan_info_id(self, view: ClusterView, job_id: int) -> _PlanInfo:
         """(:meth:`high_gpu`, :meth:`plans`) of job ``job_id`` and a view of it as first seen
