@@ -112,6 +112,19 @@ def test_reserve_pack_memo_decides_as_without() -> None:
     run_episode(_CheckedReservePack(), make_simulator(_congested(True)), 0)  # type: ignore[arg-type]
 
 
+def _plain_pick(view: ClusterView, gpus: np.ndarray, gpu_rank: np.ndarray) -> int:
+    """``reserve_pack``'s choice among candidates ``gpus`` as first written: :func:`lexmin` of
+    (plan rank, node load, -allocation, gpu), the loads recomputed over the fleet."""
+    fresh = Allocation(view)
+    node = fresh.node
+    return lexmin(
+        gpus,
+        lambda s: gpu_rank[s],
+        lambda s: node[fresh.node_of[s]],
+        lambda s: -fresh.gpu[s],
+    )
+
+
 class _CheckedPick(ReservePack):
     """``reserve_pack``'s ``_pick`` (rank by type span, the zero-load shortcut) checked at every
     call against :func:`lexmin` of the full keys over the node loads recomputed over the fleet;
@@ -135,13 +148,7 @@ class _CheckedPick(ReservePack):
         fresh = Allocation(view)
         node = fresh.node
         assert np.array_equal(self._nodes.gpu_loads(view, alloc), node[fresh.node_of])
-        want = lexmin(
-            gpus,
-            lambda s: gpu_rank[s],
-            lambda s: node[fresh.node_of[s]],
-            lambda s: -fresh.gpu[s],
-        )
-        assert g == want
+        assert g == _plain_pick(view, gpus, gpu_rank)
         self.calls += 1
         rank = gpu_rank[gpus]
         sel = gpus[rank == rank.min()]
@@ -161,15 +168,7 @@ class _CheckedPick(ReservePack):
             assert g == -1
             return g, o
         self.singles += 1
-        fresh = Allocation(view)
-        node = fresh.node
-        want = lexmin(
-            gpus,
-            lambda s: gpu_rank[s],
-            lambda s: node[fresh.node_of[s]],
-            lambda s: -fresh.gpu[s],
-        )
-        assert g == want
+        assert g == _plain_pick(view, gpus, gpu_rank)
         return g, o
 
 
