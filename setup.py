@@ -9,8 +9,8 @@ succeeds and those modules run as the Python they are (one warning line at impor
 
 from __future__ import annotations
 
-import ast
 import os
+import runpy
 import sys
 from pathlib import Path
 
@@ -20,16 +20,20 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
+def _compile_py() -> dict:
+    """``gpu_sharing_env/_compile.py``'s names, run as a file without importing the package
+    (its dependencies need not be installed when it is built; the file imports nothing)."""
+    return runpy.run_path(str(ROOT / "gpu_sharing_env" / "_compile.py"))
+
+
 def compiled_modules() -> tuple[str, ...]:
-    """``MODULES`` of ``gpu_sharing_env/_compile.py``, read without importing the package
-    (its dependencies need not be installed when it is built)."""
-    tree = ast.parse((ROOT / "gpu_sharing_env" / "_compile.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if any(isinstance(t, ast.Name) and t.id == "MODULES" for t in targets):
-                return tuple(ast.literal_eval(node.value))  # type: ignore[arg-type]
-    raise RuntimeError("gpu_sharing_env/_compile.py defines no MODULES")
+    """``MODULES`` of ``gpu_sharing_env/_compile.py``."""
+    return tuple(_compile_py()["MODULES"])
+
+
+def source_of(name: str) -> str:
+    """The ``.py`` of listed module ``name`` in this checkout (``_compile.source_stem``)."""
+    return str(_compile_py()["source_stem"](name)) + ".py"
 
 
 class OptionalBuildExt(build_ext):
@@ -67,7 +71,7 @@ def extensions() -> list:
     # IEEE double arithmetic in Python's order: no fused multiply-add contraction, no fast-math.
     flags = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
     exts = [
-        Extension(name, [name.replace(".", "/") + ".py"], extra_compile_args=flags, optional=True)
+        Extension(name, [source_of(name)], extra_compile_args=flags, optional=True)
         for name in compiled_modules()
     ]
     return cythonize(

@@ -7,7 +7,9 @@ mode. Each listed module stays valid Python (typed with ``@cython.locals`` and f
 compiler or no Cython exists the install still succeeds and these modules run as Python.
 ``GSG_PURE_PYTHON=1`` forces the Python sources even where compiled modules exist.
 
-Adding a module is one line below, then ``make setup`` (or ``python setup.py build_ext
+Adding a module is one line below (a module of a package whose sources lie elsewhere in the
+checkout, ``gpu_sharing_gym.baselines`` in ``baselines/``, needs its package in
+``SOURCE_DIRS`` too), then ``make setup`` (or ``python setup.py build_ext
 --inplace``). Its results must stay bit-identical to the interpreted source: keep Python
 semantics (no ``cdivision``, C types only where Python's would be the same IEEE double or a
 value that cannot overflow 64 bits).
@@ -34,4 +36,20 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.envs.observation_v1",
     "gpu_sharing_env.envs.candidates",
     "gpu_sharing_env.workload.cart",
+    "gpu_sharing_gym.baselines.pai",
 )
+
+#: The packages whose sources sit elsewhere in a source checkout than their dotted path says
+#: (``pyproject.toml``'s ``[tool.setuptools.package-dir]``); installed, every module lies at its
+#: dotted path.
+SOURCE_DIRS: dict[str, str] = {"gpu_sharing_gym.baselines": "baselines"}
+
+
+def source_stem(name: str, checkout: bool = True) -> str:
+    """Listed module ``name``'s path without its suffix, relative to the checkout's root
+    (``checkout``: ``baselines/pai`` for ``gpu_sharing_gym.baselines.pai``) or to the
+    installed packages' directory (its dotted path)."""
+    package, _, leaf = name.rpartition(".")
+    if checkout and package in SOURCE_DIRS:
+        return f"{SOURCE_DIRS[package]}/{leaf}"
+    return name.replace(".", "/")

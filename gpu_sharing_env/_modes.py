@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from gpu_sharing_env._compile import MODULES
+from gpu_sharing_env._compile import MODULES, source_stem
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The environment variable that forces the Python sources.
@@ -56,9 +56,20 @@ class SourceFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+def _checkout() -> bool:
+    """A source checkout: ``pyproject.toml`` beside the package (not an installed wheel)."""
+    return (PACKAGE_DIR.parent / "pyproject.toml").is_file()
+
+
+def _base(name: str) -> Path:
+    """A listed module's path without its suffix: in a source checkout where its package's
+    sources lie (``_compile.SOURCE_DIRS``), installed at its dotted path."""
+    return PACKAGE_DIR.parent / source_stem(name, checkout=_checkout())
+
+
 def _extension(name: str) -> Path | None:
     """The compiled extension of a listed module beside its source, if built for this Python."""
-    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    base = _base(name)
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         ext = base.with_name(base.name + suffix)
         if ext.is_file():
@@ -70,9 +81,9 @@ def _stale(name: str, ext: Path) -> bool:
     """In a source checkout (``pyproject.toml`` beside the package), the ``.py`` was edited
     after its extension was built. (Installed wheels are not checked: their files' times are
     those of the unpacking.)"""
-    if not (PACKAGE_DIR.parent / "pyproject.toml").is_file():
+    if not _checkout():
         return False
-    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    base = _base(name)
     built = ext.stat().st_mtime
     return any(
         src.is_file() and src.stat().st_mtime > built
@@ -82,7 +93,7 @@ def _stale(name: str, ext: Path) -> bool:
 
 def _cimported(name: str) -> set[str]:
     """The listed modules whose extension types ``name`` cimports."""
-    base = PACKAGE_DIR.parent.joinpath(*name.split("."))
+    base = _base(name)
     found: set[str] = set()
     for suffix, pattern in (
         (".pxd", r"from\s+([\w.]+)\s+cimport"),

@@ -21,7 +21,7 @@ import pytest
 
 import gpu_sharing_env
 from gpu_sharing_env import _cython, _modes
-from gpu_sharing_env._compile import MODULES
+from gpu_sharing_env._compile import MODULES, source_stem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,7 +109,18 @@ def test_setup_py_compiles_the_packages_list() -> None:
     exec(compile(code, "setup.py", "exec"), ns)
     assert ns["compiled_modules"]() == MODULES
     for name in MODULES:
-        assert (ROOT / (name.replace(".", "/") + ".py")).is_file(), name
+        assert (ROOT / (source_stem(name) + ".py")).is_file(), name
+        assert ns["source_of"](name) == source_stem(name) + ".py"
+
+
+def test_a_module_is_found_where_its_package_lies() -> None:
+    """In a checkout ``gpu_sharing_gym.baselines`` lies in ``baselines/`` (``SOURCE_DIRS``),
+    installed at its dotted path: the extension and staleness checks look there."""
+    name = "gpu_sharing_gym.baselines.pai"
+    assert source_stem(name) == "baselines/pai"
+    assert source_stem(name, checkout=False) == "gpu_sharing_gym/baselines/pai"
+    assert _modes._base(name) == ROOT / "baselines" / "pai"
+    assert _modes._base("gpu_sharing_env.sim.engine") == ROOT / "gpu_sharing_env/sim/engine"
 
 
 def test_the_shim_covers_what_the_compiled_modules_use() -> None:
@@ -117,7 +128,7 @@ def test_the_shim_covers_what_the_compiled_modules_use() -> None:
     ``cython.X`` a compiled module (or its .pxd-free typing) uses must exist there."""
     used: set[str] = set()
     for name in MODULES:
-        text = (ROOT / (name.replace(".", "/") + ".py")).read_text()
+        text = (ROOT / (source_stem(name) + ".py")).read_text()
         used |= set(re.findall(r"\bcython\.(\w+)", text))
         if "cython." in text:
             assert "from gpu_sharing_env import _cython as cython" in text, name
@@ -170,10 +181,10 @@ def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
     if not gpu_sharing_env.COMPILED:
         pytest.skip("no compiled modules built here")
     name = gpu_sharing_env.COMPILED[0]
-    shutil.copytree(
-        ROOT / "gpu_sharing_env", tmp_path / "gpu_sharing_env",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )  # fmt: skip
+    for package in ("gpu_sharing_env", "baselines"):  # (every listed module's checkout dir)
+        shutil.copytree(
+            ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     (tmp_path / "pyproject.toml").write_text("")  # a source checkout
     src = tmp_path / (name.replace(".", "/") + ".py")
     ext = _modes._extension(name)

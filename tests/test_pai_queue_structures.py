@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from gpu_sharing_gym.baselines.pai import (
     ReservePack,
     SjfPredicted,
     first_fit_options,
+    lexmin,
     pai_column,
     pai_option,
 )
@@ -108,6 +110,98 @@ class _CheckedReservePack(ReservePack):
 
 def test_reserve_pack_memo_decides_as_without() -> None:
     run_episode(_CheckedReservePack(), make_simulator(_congested(True)), 0)  # type: ignore[arg-type]
+
+
+def _plain_pick(view: ClusterView, gpus: np.ndarray, gpu_rank: np.ndarray) -> int:
+    """``reserve_pack``'s choice among candidates ``gpus`` as first written: :func:`lexmin` of
+    (plan rank, node load, -allocation, gpu), the loads recomputed over the fleet."""
+    fresh = Allocation(view)
+    node = fresh.node
+    return lexmin(
+        gpus,
+        lambda s: gpu_rank[s],
+        lambda s: node[fresh.node_of[s]],
+        lambda s: -fresh.gpu[s],
+    )
+
+
+class _CheckedPick(ReservePack):
+    """``reserve_pack``'s ``_pick`` (rank by type span, the zero-load shortcut) checked at every
+    call against :func:`lexmin` of the full keys over the node loads recomputed over the fleet;
+    and the per-GPU loads kept with the node loads against ``node[node_of]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.shortcuts = 0
+        self.singles = 0
+
+    def _pick(
+        self,
+        view: ClusterView,
+        alloc: Allocation,
+        gpus: np.ndarray,
+        usable_plans: tuple[str, ...],
+        gpu_rank: np.ndarray,
+    ) -> int:
+        g = super()._pick(view, alloc, gpus, usable_plans, gpu_rank)
+        fresh = Allocation(view)
+        node = fresh.node
+        assert np.array_equal(self._nodes.gpu_loads(view, alloc), node[fresh.node_of])
+        assert g == _plain_pick(view, gpus, gpu_rank)
+        self.calls += 1
+        rank = gpu_rank[gpus]
+        sel = gpus[rank == rank.min()]
+        self.shortcuts += sel.size > 1 and node[fresh.node_of[sel]].min() == 0.0
+        return g
+
+    def _single_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        g, o = super()._single_pick(view, job, alloc, usable_plans)
+        plans = self._plan_info_id(view, job.job_id)[1]
+        assert plans[: len(usable_plans)] == usable_plans
+        gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
+        gpus, want_o, _ = ReservePack._usable_candidates(view, job, alloc, usable)
+        assert o == want_o
+        if not gpus.size:
+            assert g == -1
+            return g, o
+        self.singles += 1
+        assert g == _plain_pick(view, gpus, gpu_rank)
+        return g, o
+
+
+class _CheckedPickNoSpans(_CheckedPick):
+    """As :class:`_CheckedPick`, as if the GPU types were not contiguous (the rank by gather)."""
+
+    def _fleet_types(self, view: ClusterView) -> dict[str, Any]:
+        types = super()._fleet_types(view)
+        self._type_spans = None
+        return types
+
+
+@pytest.mark.parametrize(
+    ("case", "spans", "least"),
+    [
+        ("busy", True, (300, 40, 1500)),
+        ("congested", True, (50, 2, 400)),
+        ("busy", False, (2000, 200, 0)),
+    ],
+)
+def test_reserve_pack_pick_is_the_lexmin(
+    case: str, spans: bool, least: tuple[int, int, int]
+) -> None:
+    """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
+    choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
+    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut) and on a
+    congested one. ``least``: the fewest picks, shortcuts among them and single-GPU picks."""
+    sc = _busy_hetero() if case == "busy" else _congested(True)
+    pol = _CheckedPick() if spans else _CheckedPickNoSpans()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert (pol._type_spans is not None) == spans
+    got = (pol.calls, pol.shortcuts, pol.singles)
+    assert all(n >= m for n, m in zip(got, least, strict=True)), got
 
 
 def _full_candidates(
