@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.constants import _K_ARRIVAL
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -118,7 +118,7 @@ class JobTable:
         if self.next_arrival < len(self.arrivals):
             s = self.arrivals[self.next_arrival]
             self.next_arrival += 1
-            self._sim.events.push(s.submit_s, EventKind.ARRIVAL, s.job_id)
+            self._sim.events.push(s.submit_s, _K_ARRIVAL, s.job_id)
 
     def feasible(self, spec: JobSpec) -> bool:
         """Could the job ever run on this fleet (an empty cluster)?"""

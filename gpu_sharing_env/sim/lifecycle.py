@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
 from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.sim.constants import _DONE, _MIG, _QUEUED, _RUNNING
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.jobs import JobTable
@@ -128,7 +129,7 @@ class Lifecycle:
         if self.predictor is not None and not st.online:
             # the estimate in force while it waits: the predictor's, made now
             st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
-        self._table.set_status(st, Status.QUEUED)
+        self._table.set_status(st, _QUEUED)
         st.ledger.enqueue_t = now
         self._queue.add(st)
 
@@ -252,7 +253,7 @@ class Lifecycle:
             mode_before = c.mode.item(g)
             d, inst = c.add(spec, g, opt)
             st.mig.append(inst)
-            if d > 0 and (opt.mode is SharingMode.MIG or mode_before == SharingMode.MIG):
+            if d > 0 and (opt.mode is _MIG or mode_before == _MIG):
                 sim.acc.mig_reconfigs += 1
             if d > 0:
                 c.set_ready(g, False)
@@ -262,7 +263,7 @@ class Lifecycle:
             delay = max(delay, d)
         self._queue.take(st)
         self._legality.forget(spec.job_id)
-        self._table.set_status(st, Status.RUNNING)
+        self._table.set_status(st, _RUNNING)
         st.gpus = gpus
         st.option = option
         st.last_t = now
@@ -286,9 +287,11 @@ class Lifecycle:
         self._faults.schedule(st)
         mem_true = c.mem_true
         rates = self._rates
-        if any(mem_true.item(g) > rates.mem_cap(g) + 1e-9 for g in gpus):
-            t_oom = now + delay + self._cfg.faults.oom_delay_s
-            events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+        for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)
+            if mem_true.item(g) > rates.mem_cap(g) + 1e-9:
+                t_oom = now + delay + self._cfg.faults.oom_delay_s
+                events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+                break
         rates.refresh(gpus)
         for o in self._observers:
             o.on_start(sim, spec.job_id, list(gpus), option)
@@ -320,7 +323,7 @@ class Lifecycle:
         sim = self._sim
         st.ledger.finish_t = sim.now
         self._rates.refresh(gpus)
-        if self.predictor is not None and status is Status.DONE and not st.online:
+        if self.predictor is not None and status is _DONE and not st.online:
             self._learn(st)
         for o in self._observers:
             o.on_finish(sim, st.spec.job_id, status)

@@ -35,9 +35,11 @@ from gpu_sharing_env.sim.constants import (
 )
 from gpu_sharing_env.sim.speed import SpeedMemo
 
-if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+if cython.compiled:  # the extension types (state.pxd, cluster.pxd): fields read as C values
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 else:
+    from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -220,7 +222,7 @@ class Rates:
             ]
         return shares
 
-    @cython.locals(r=JobState, st=JobState)
+    @cython.locals(r=JobState, st=JobState, sv=_StateViews)
     def refresh(self, gpus: Sequence[int]) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
@@ -235,9 +237,12 @@ class Rates:
         used_of = c.node_cpu_used
         vcpus_of = self._node_vcpus
         extra: list[int] | None = None
+        if cython.compiled:
+            sv = c.state_views()
         for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
-            # Python floats (``.item``): the same values as the numpy scalars, cheaper to use
-            used = used_of.item(node)
+            # Python floats (``.item``), compiled C doubles (the cluster's typed views): the
+            # same values as the numpy scalars, cheaper to use
+            used = sv.node_cpu[node] if cython.compiled else used_of.item(node)
             f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
             if f != factor[node]:
                 factor[node] = f
@@ -282,15 +287,22 @@ class Rates:
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
         busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+        sv=_StateViews,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
-        from the speed model, the online ones' latency terms, and the GPU's usage row."""
+        from the speed model, the online ones' latency terms, and the GPU's usage row.
+        Compiled, the GPU's state is read through the cluster's typed views
+        (:meth:`Cluster.state_views`: C reads of the same values, no ``.item`` calls)."""
         c = self._cluster
         util = sm = stp = over = 0.0
-        n_online = c.online_count.item(g)
+        if cython.compiled:
+            sv = c.state_views()
+            n_online = sv.online_count[g]
+        else:
+            n_online = c.online_count.item(g)
         if res:
-            mode = _MODES[c.mode.item(g)]
+            mode = _MODES[sv.mode[g] if cython.compiled else c.mode.item(g)]
             mech = self.mechanisms
             gpulet_of = c.gpulet_of(g) if c.gpulets and mode is _MPS else None
             # priorities matter under time-slicing, and under MPS only with kernel-level
@@ -364,7 +376,7 @@ class Rates:
         sm = sm if sm < 1.0 else 1.0
         hosts_online = 1.0 if n_online > 0 else 0.0
         over = over if hosts_online else 0.0
-        mem = c.mem_true.item(g) / self._mem_cap[g]
+        mem = (sv.mem_true[g] if cython.compiled else c.mem_true.item(g)) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
         busy = 1.0 if res else 0.0
         self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))

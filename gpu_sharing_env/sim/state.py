@@ -55,6 +55,11 @@ class Status(enum.IntEnum):
     FAILED = 4
 
 
+#: ``Status.FUTURE`` as a module global (every record starts so): an enum class's attribute
+#: read goes through ``EnumType.__getattr__``'s hook in Python 3.11.
+_FUTURE = Status.FUTURE
+
+
 class ServingState:
     """An online service's serving state (``JobState.serving``; an offline job's stays as
     made). Compiled, an extension type (``state.pxd``), as :class:`JobState`."""
@@ -226,7 +231,7 @@ class JobState:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.status = Status.FUTURE
+        self.status = _FUTURE
         self.gpus = []
         self.option = -1
         self.mig = []
