@@ -643,7 +643,7 @@ class Masks:
         if self._dirty is not None:
             self._dirty.add(gpu)
         for ix in self._fit_ix.values():
-            ix.touch(gpu)
+            ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
 
     def type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
         """Per GPU: its type is one of ``allowed`` (every GPU when it is empty)."""

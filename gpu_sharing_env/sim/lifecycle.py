@@ -31,6 +31,16 @@ from gpu_sharing_env.sim.ticks import OnlineLoad
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
 from gpu_sharing_env.workload.predictor import OnlinePredictor
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the cluster's typed views (cluster.pxd): fields read as C values
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+else:
+    from gpu_sharing_env.fleet.cluster import _StateViews
+
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
 
@@ -238,8 +248,11 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
+    @cython.locals(views=_StateViews)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
-        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one)."""
+        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
+        Compiled, the GPUs' mode and true memory are read through the cluster's typed views
+        (``Rates._state_views``: the same values as ``.item``)."""
         sim = self._sim
         now = sim.now
         events = sim.events
@@ -249,8 +262,11 @@ class Lifecycle:
         gpus = c.gang_gpus(spec, first_gpu, option)
         delay = 0.0
         st.mig = []
+        rates = self._rates
+        if cython.compiled:
+            views = rates._state_views()
         for g in gpus:
-            mode_before = c.mode.item(g)
+            mode_before = views.mode[g] if cython.compiled else c.mode.item(g)
             d, inst = c.add(spec, g, opt)
             st.mig.append(inst)
             if d > 0 and (opt.mode is _MIG or mode_before == _MIG):
@@ -286,9 +302,10 @@ class Lifecycle:
             events.push(max(now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
         self._faults.schedule(st)
         mem_true = c.mem_true
-        rates = self._rates
         for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)
-            if mem_true.item(g) > rates.mem_cap(g) + 1e-9:
+            if (views.mem_true[g] if cython.compiled else mem_true.item(g)) > rates.mem_cap(
+                g
+            ) + 1e-9:
                 t_oom = now + delay + self._cfg.faults.oom_delay_s
                 events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
                 break

@@ -69,6 +69,7 @@ class Rates:
         "_sim",
         "_type_of",
         "_usage",
+        "_views",
         "_watchers",
         "mechanisms",
     )
@@ -111,6 +112,9 @@ class Rates:
         self._dirty: set[int] = set()
         #: Sets of running jobs whose progress, rate or load may have changed (``watch``).
         self._watchers: list[set[int]] = []
+        #: The cluster's typed views of its state (compiled: ``_state_views``), kept here so
+        #: a read needs no method call.
+        self._views: _StateViews | None = None
 
     def reset(self, jobs: dict[int, JobState], mechanisms: MechanismConfig) -> None:
         self._jobs = jobs
@@ -156,6 +160,16 @@ class Rates:
     def mark_dirty(self, gpus: Sequence[int]) -> None:
         """``gpus``' residents changed: their fractions are to be recomputed (``refresh``)."""
         self._dirty.update(gpus)
+
+    @cython.locals(sv=_StateViews)
+    def _state_views(self) -> _StateViews:
+        """The cluster's typed views of its current state arrays (:meth:`Cluster.state_views`),
+        kept while they view them (the arrays are replaced only by ``Cluster.reset``; a copy's
+        are None, ``_StateViews.__reduce__``): a read of the same values, one call fewer."""
+        sv = self._views
+        if sv is None or sv.src is not self._cluster.n_res:
+            sv = self._views = self._cluster.state_views()
+        return sv
 
     def mem_cap(self, g: int) -> float:
         """GPU ``g``'s memory (GB, a Python float)."""
@@ -238,7 +252,7 @@ class Rates:
         vcpus_of = self._node_vcpus
         extra: list[int] | None = None
         if cython.compiled:
-            sv = c.state_views()
+            sv = self._state_views()
         for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
             # Python floats (``.item``), compiled C doubles (the cluster's typed views): the
             # same values as the numpy scalars, cheaper to use
@@ -287,7 +301,7 @@ class Rates:
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
         busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
-        sv=_StateViews,
+        sv=_StateViews, cache=dict,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
@@ -297,7 +311,7 @@ class Rates:
         c = self._cluster
         util = sm = stp = over = 0.0
         if cython.compiled:
-            sv = c.state_views()
+            sv = self._state_views()
             n_online = sv.online_count[g]
         else:
             n_online = c.online_count.item(g)
@@ -348,7 +362,8 @@ class Rates:
                 add(key)
             gpu_type = c.type_name_of[g]
             memo = self._memo
-            fr = memo.rates_cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
+            cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
+            fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
             if fr is None:
                 fr = memo.rates(gpu_type, mode, keys)
             if len(fr) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
@@ -414,7 +429,7 @@ class Rates:
                 sv = r.serving
                 sv.wait_ms, sv.tail_ms = wait, tail
 
-    @cython.locals(st=JobState, i=cython.Py_ssize_t)
+    @cython.locals(st=JobState, i=cython.Py_ssize_t, solo_cache=dict)
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
@@ -422,9 +437,11 @@ class Rates:
         gpus = st.gpus
         node_of = self._node_of
         memo = self._memo
+        # (compiled, typed: its lookups are dictionary lookups, no method calls)
+        solo_cache = memo.solo_cache
         if len(gpus) == 1:
             g = gpus[0]
-            solo = memo.solo_cache.get((spec.model, self._type_of[g]))
+            solo = solo_cache.get((spec.model, self._type_of[g]))
             if solo is None:
                 solo = memo.solo_speed(spec.model, self._type_of[g])
             st.solo_rate = solo
@@ -443,7 +460,6 @@ class Rates:
                 net = CROSS_NODE_FACTOR
             elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-            solo_cache = memo.solo_cache
             type_of = self._type_of
             solo_of = []
             for g in gpus:  # ``SpeedMemo.solo_speed``, its memo inlined
