@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 #: Seconds between two plain progress lines.
 DEFAULT_INTERVAL_S = 30.0
@@ -149,7 +149,28 @@ class KindETA:
         return f"{bound} (not yet timed: {names})"
 
 
-class PlainProgress:
+_B = TypeVar("_B", bound="_Closing")
+
+
+class _Closing:
+    """``with bar:`` closes the bar at the end (:class:`PlainProgress`, :class:`NullProgress`)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _B) -> _B:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class PlainProgress(_Closing):
     """Periodic one-line progress reports for a stream that is not a terminal.
 
     A daemon thread writes :meth:`line` every ``interval`` seconds (so a line comes even while
@@ -261,19 +282,8 @@ class PlainProgress:
         if self.lines and self.n != self._emitted_n:  # the last state, unless just written
             self.emit()
 
-    def __enter__(self) -> PlainProgress:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class NullProgress:
+class NullProgress(_Closing):
     """No progress report (``--quiet``): the calls of :class:`PlainProgress` (tqdm's subset)
     show nothing; ``n`` counts and ``write`` prints its line as ``tqdm.write`` does. A
     disabled tqdm did the same after importing tqdm and starting tqdm's monitor thread (53 M
@@ -306,17 +316,6 @@ class NullProgress:
 
     def close(self) -> None:
         pass
-
-    def __enter__(self) -> NullProgress:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def is_tty(file: Any) -> bool:
