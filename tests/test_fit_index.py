@@ -25,7 +25,7 @@ from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.waiting import mask_signature
-from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 
 _MEMS = (0.1, 0.2, 0.3, 0.7, 1.5, 3.3, 4.0, 5.9, 8.0, 10.1, 16.0, 20.0, 24.0, 32.0, 40.0, 80.0)
@@ -52,6 +52,11 @@ class _Job:
     true_mem_gb: float
     gpu_frac: float = 1.0
     cpu_cores: float = 1.0
+
+    @property
+    def kind(self) -> JobKind:
+        """As ``JobSpec.kind`` (the cluster reads the kind: ``JobSpec.online`` is its property)."""
+        return JobKind.ONLINE if self.online else JobKind.OFFLINE
 
 
 def _fleet(rng: np.random.Generator) -> list[NodeSpec]:

@@ -429,7 +429,7 @@ def test_progress_picks_plain_lines_off_a_terminal(monkeypatch: pytest.MonkeyPat
     with progress.progress(3, file=io.StringIO()) as bar:
         assert isinstance(bar, progress.PlainProgress)
     with progress.progress(3, disable=True, file=io.StringIO()) as bar:
-        assert not isinstance(bar, progress.PlainProgress) and bar.disable
+        assert isinstance(bar, progress.NullProgress) and bar.disable
 
 
 # ------------------------------------------------------------------ unknown names

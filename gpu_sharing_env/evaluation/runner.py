@@ -81,9 +81,14 @@ def run_to_end(policy: Policy, sim: Simulator, until_s: float = math.inf) -> dic
     same_instant = 0
     last_t = -1.0
     sim.set_decision_scope(_scope(policy))
+    # ``sim.advance`` runs to the next decision point or the end of the episode: after it a
+    # decision is needed unless the episode is over, so ``needs_decision`` is asked only after
+    # a decision was applied (it was asked twice per job, the second time for nothing)
+    need = sim.needs_decision()
     while not sim.done and sim.now < until_s:
-        if not sim.needs_decision():
+        if not need:
             sim.advance()
+            need = True
             continue
         view = ClusterView(sim, codec)
         if isinstance(policy, HeuristicPolicy):
@@ -95,6 +100,7 @@ def run_to_end(policy: Policy, sim: Simulator, until_s: float = math.inf) -> dic
             sim.advance()
             continue
         sim.apply(d)
+        need = sim.needs_decision()
         same_instant = same_instant + 1 if sim.now == last_t else 0
         last_t = sim.now
         if same_instant > MAX_DECISIONS_PER_INSTANT:

@@ -42,7 +42,7 @@ from gpu_sharing_env.physics.hardware import (
 )
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import NodeSpec
-from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.job import JobKind, JobSpec
 
 #: ``Cluster.mode`` value of a GPU that has never been configured.
 MODE_NONE = -1
@@ -60,6 +60,14 @@ _MASK_LOOP_GPUS = 64
 _TS = int(SharingMode.TIME_SHARING)
 _MPS = int(SharingMode.MPS)
 _MIG = int(SharingMode.MIG)
+#: ``job.online`` is ``job.kind is _ONLINE``: the hot paths read the field (a property call
+#: is a Python frame per read; ~9 reads a job in a replay).
+_ONLINE = JobKind.ONLINE
+#: The modes as members, for ``opt.mode is ...`` on the hot paths: an enum class's attribute
+#: read goes through ``EnumType.__getattr__``'s hook in Python 3.11 (~800 instructions).
+_M_EXCL = SharingMode.EXCLUSIVE
+_M_MPS = SharingMode.MPS
+_M_MIG = SharingMode.MIG
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,7 +643,7 @@ class Masks:
         if self._dirty is not None:
             self._dirty.add(gpu)
         for ix in self._fit_ix.values():
-            ix.touch(gpu)
+            ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
 
     def type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
         """Per GPU: its type is one of ``allowed`` (every GPU when it is empty)."""
@@ -675,7 +683,7 @@ class Masks:
     def placeable_index(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the cluster's :class:`_FitIndex` (kept up to date as GPUs
         change, so a question costs O(GPU types x options), not O(GPUs))."""
-        return self._index(job.online).placeable(job)
+        return self._index(job.kind is _ONLINE).placeable(job)
 
     def _index(self, online: bool) -> _FitIndex:
         """The :class:`_FitIndex` of jobs of this kind, up to date (built on first use)."""
@@ -697,7 +705,7 @@ class Masks:
         may start at its first single-GPU legal GPU iff the option has ``num_gpus`` of them:
         :func:`_gang_starts`), else from the mask."""
         if self._indexed(option):
-            ix = self._index(job.online)
+            ix = self._index(job.kind is _ONLINE)
             thr = ix.thresholds(job.mem_gb, job.gpu_types)
             n = job.num_gpus
             if n <= 1:
@@ -713,7 +721,7 @@ class Masks:
         ``option`` (what a gang's row of :func:`_gang_starts` starts from), from the
         :class:`_FitIndex` where it answers (one comparison over the fleet, no mask)."""
         if self._indexed(option):
-            return self._index(job.online).row_fits(job.mem_gb, job.gpu_types, option)
+            return self._index(job.kind is _ONLINE).row_fits(job.mem_gb, job.gpu_types, option)
         return self._single_cached(job)[option]
 
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
@@ -721,7 +729,7 @@ class Masks:
         answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
         the first being ``gpu`` (:func:`_gang_starts`)."""
         if self._indexed(option):
-            ix = self._index(job.online)
+            ix = self._index(job.kind is _ONLINE)
             thr = ix.thresholds(job.mem_gb, job.gpu_types)
             if not ix.legal(thr, option, gpu):
                 return False
@@ -825,7 +833,7 @@ class Masks:
         if self._single_version != version:
             self._single_memo.clear()
             self._single_version = version
-        key = (job.mem_gb, job.gpu_types, job.online, job.num_gpus > 1)
+        key = (job.mem_gb, job.gpu_types, job.kind is _ONLINE, job.num_gpus > 1)
         m = self._single_memo.get(key)
         if m is None:
             m = self._single_memo[key] = self._single_mask(job)
@@ -846,14 +854,14 @@ class Masks:
             # compares the two on random states).
             out8 = np.empty((len(lay.options), n_gpus), dtype=np.uint8)
             _single_rows(
-                out8, c.state_views(), jv, job.online, float(job.mem_gb),
+                out8, c.state_views(), jv, job.kind is _ONLINE, float(job.mem_gb),
                 lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0,
                 lay.mig0, len(lay.mig_slices), job.num_gpus > 1,
             )  # fmt: skip
             return out8.view(bool)
         free, ready_healthy, ts, mps, mig_base, mig_bits = self._dynamic()
         out = np.empty((len(lay.options), n_gpus), dtype=bool)
-        base = type_ok & (c.ready if job.online else ready_healthy)
+        base = type_ok & (c.ready if job.kind is _ONLINE else ready_healthy)
         n_excl, mps0, mig0 = lay.n_excl, lay.mps0, lay.mig0
         if n_excl:
             np.logical_and(base & free, excl, out=out[0])
@@ -887,7 +895,7 @@ class Masks:
         if job.num_gpus == 1:
             return [first_gpu]
         if self._indexed(option):
-            ix = self._index(job.online)
+            ix = self._index(job.kind is _ONLINE)
             return ix.walk(
                 ix.thresholds(job.mem_gb, job.gpu_types), option, first_gpu, job.num_gpus
             )
@@ -916,25 +924,25 @@ class Masks:
             return f"job {job.job_id} needs {'/'.join(job.gpu_types)}, gpu {gpu} is {gt.name}"
         if not c.ready[gpu]:
             return f"gpu {gpu} is being reconfigured"
-        if not job.online and not c.healthy[gpu]:
+        if job.kind is not _ONLINE and not c.healthy[gpu]:
             return f"gpu {gpu} is not healthy (SysMonitor): offline work is not placed there"
         if job.num_gpus > 1:
             return f"gang of {job.num_gpus} GPUs does not fit from gpu {gpu} with {opt.label}"
-        if opt.mode is SharingMode.EXCLUSIVE and c.n_res[gpu] > 0:
+        if opt.mode is _M_EXCL and c.n_res[gpu] > 0:
             return f"gpu {gpu} is not empty ({c.n_res[gpu]} residents) for exclusive use"
         if c.n_res[gpu] >= max_res:
             return f"gpu {gpu} already hosts the maximum of {max_res} jobs"
         if c.n_res[gpu] > 0 and c.mode[gpu] != opt.mode:
             return f"gpu {gpu} is in mode {SharingMode(c.mode[gpu]).name}, not {opt.mode.name}"
-        if opt.mode is SharingMode.MIG and not f.mig_capable[gpu]:
+        if opt.mode is _M_MIG and not f.mig_capable[gpu]:
             return f"gpu {gpu} ({gt.name}) does not support MIG"
-        if opt.mode is SharingMode.MIG:
+        if opt.mode is _M_MIG:
             return f"no free MIG {opt.mig_slices}g instance with {job.mem_gb:g} GB on gpu {gpu}"
-        if opt.mode is SharingMode.MPS and opt.gpulet and n_parts[gpu] < opt.gpulet:
+        if opt.mode is _M_MPS and opt.gpulet and n_parts[gpu] < opt.gpulet:
             return f"gpu {gpu} has {n_parts[gpu]} gpulet(s), no gpulet {opt.gpulet} to share"
-        if opt.mode is SharingMode.MPS and not opt.gpulet and gpulets and n_parts[gpu] >= gpulets:
+        if opt.mode is _M_MPS and not opt.gpulet and gpulets and n_parts[gpu] >= gpulets:
             return f"gpu {gpu} is split in its {gpulets} gpulets already"
-        if opt.mode is SharingMode.MPS and not opt.gpulet and c.sm_used[gpu] + opt.sm_pct > 100:
+        if opt.mode is _M_MPS and not opt.gpulet and c.sm_used[gpu] + opt.sm_pct > 100:
             return f"gpu {gpu} MPS SM share would be {c.sm_used[gpu] + opt.sm_pct}% > 100%"
         return (
             f"job {job.job_id} needs {job.mem_gb:g} GB, gpu {gpu} has "
@@ -1136,37 +1144,37 @@ class Cluster:
         n = self.n_res.item(gpu)
         mode = self.mode.item(gpu)
         if n == 0 and mode != opt.mode:
-            if opt.mode is SharingMode.MIG or mode == _MIG:
+            if opt.mode is _M_MIG or mode == _MIG:
                 delay += sharing.mig_mode_switch_s
                 self.mig_layouts.clear(gpu)
-            elif opt.mode is SharingMode.MPS:
+            elif opt.mode is _M_MPS:
                 delay += sharing.mps_start_s
             self.mode[gpu] = int(opt.mode)
-        if opt.mode is SharingMode.MIG:
+        if opt.mode is _M_MIG:
             inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
             if created:
                 delay += sharing.mig_reconfig_s
         fleet = self.fleet
-        if opt.mode is SharingMode.MPS and self.layout.gpulets:
+        if opt.mode is _M_MPS and self.layout.gpulets:
             if opt.gpulet:
                 self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
             else:
                 self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
                 if fleet.mps_limit_l[gpu]:
                     self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        elif opt.mode is SharingMode.MPS and fleet.mps_limit_l[gpu]:
+        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (C reads and writes through the typed views, the same values)
             _res_add(
-                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE,
                 job.cpu_cores,
             )  # fmt: skip
         else:
             self.n_res[gpu] = n + 1
             self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
             self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
-            if job.online:
+            if job.kind is _ONLINE:
                 self.online_count[gpu] = self.online_count.item(gpu) + 1
             self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
         self.residents[gpu].append(job.job_id)
@@ -1206,23 +1214,23 @@ class Cluster:
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
             n = _res_remove(
-                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.online,
+                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE,
                 job.cpu_cores,
             )  # fmt: skip
         else:
             n = self.n_res[gpu] = self.n_res.item(gpu) - 1
             self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
             self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
-            if job.online:
+            if job.kind is _ONLINE:
                 self.online_count[gpu] = self.online_count.item(gpu) - 1
             self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        if opt.mode is SharingMode.MPS and self.layout.gpulets:
+        if opt.mode is _M_MPS and self.layout.gpulets:
             freed = self.gpulet_parts.leave(job.job_id, gpu)
             if freed and fleet.mps_limit_l[gpu]:
                 self.sm_used[gpu] = self.sm_used.item(gpu) - freed
-        elif opt.mode is SharingMode.MPS and fleet.mps_limit_l[gpu]:
+        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
             self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
-        if opt.mode is SharingMode.MIG:
+        if opt.mode is _M_MIG:
             self.mig_layouts.release(job.job_id, gpu)
         if n == 0:
             self.mem_decl[gpu] = 0.0  # drop float drift
@@ -1494,10 +1502,13 @@ class _FitIndex:
         cur, vals, type_l = self.cur, self.vals, self.type_l
         keep, trees, pending = self.keep_vals, self.trees, self.pending
         arrays, pending_arr = self.arrays, self.pending_arr
-        n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
-        mem_of, sm_of, limit = c.mem_decl.item, c.sm_used.item, f.mps_limit_l
+        limit = f.mps_limit_l
         mig_on = bool(lay.mig_slices)
-        sv = c.state_views()
+        if cython.compiled:
+            sv = c.state_views()
+        else:  # (compiled, the views are read instead: no bound ``.item`` methods to make)
+            n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
+            mem_of, sm_of = c.mem_decl.item, c.sm_used.item
         for g in dirty:
             gi = g
             t = type_l[gi]

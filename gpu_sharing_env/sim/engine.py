@@ -58,6 +58,7 @@ from gpu_sharing_env.physics.interference import AnalyticSpeedModel, SpeedModel,
 from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.sim.base import WorkloadFn
 from gpu_sharing_env.sim.constants import (
+    _DONE,
     _K_ARRIVAL,
     _K_COMPLETE,
     _K_END,
@@ -555,7 +556,7 @@ class Simulator:
         st = self.table.jobs[d.job_id]
         if d.suspends:
             self.lifecycle.suspend(st)
-        elif st.status is Status.RUNNING:
+        elif st.status is _RUNNING:
             self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)
         else:
             self.lifecycle.start(st, d.gpu, d.option, d.batch_size)
@@ -583,7 +584,7 @@ class Simulator:
         load = self.load
         life = self.lifecycle
         legality = self.legality
-        done = Status.DONE
+        done = _DONE
         table = self.table
         tick_s = self.cfg.tick_s
         jobs = table.jobs
@@ -667,10 +668,10 @@ class Simulator:
         if st.status is not _RUNNING:
             return False
         if kind == _K_COMPLETE and stamp == st.epoch:
-            self.lifecycle.finish(st, Status.DONE)
+            self.lifecycle.finish(st, _DONE)
             return True
         if kind == _K_END:
-            self.lifecycle.finish(st, Status.DONE)
+            self.lifecycle.finish(st, _DONE)
             return True
         if kind == _K_FAULT and stamp == st.run_id:
             self.faults.strike(st)

@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.constants import _K_ARRIVAL
 from gpu_sharing_env.sim.state import JobState, Status
-from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.job import JobKind, JobSpec
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -25,6 +25,7 @@ _QUEUED = Status.QUEUED
 _RUNNING = Status.RUNNING
 _DONE = Status.DONE
 _FAILED = Status.FAILED
+_ONLINE = JobKind.ONLINE  # (``spec.online``: the field read, no property call)
 
 
 class JobTable:
@@ -76,7 +77,7 @@ class JobTable:
         self.jobs = {s.job_id: JobState(s) for s in specs}
         self.arrivals = specs
         self.next_arrival = 0
-        self.offline_total = sum(not s.online for s in specs)
+        self.offline_total = sum(s.kind is not _ONLINE for s in specs)
         self.offline_left = self.offline_total
         self.in_system = 0
         self.status_version = 0
@@ -118,7 +119,7 @@ class JobTable:
         if self.next_arrival < len(self.arrivals):
             s = self.arrivals[self.next_arrival]
             self.next_arrival += 1
-            self._sim.events.push(s.submit_s, EventKind.ARRIVAL, s.job_id)
+            self._sim.events.push(s.submit_s, _K_ARRIVAL, s.job_id)
 
     def feasible(self, spec: JobSpec) -> bool:
         """Could the job ever run on this fleet (an empty cluster)?"""

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.constants import _QUEUED, _RUNNING
+from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -305,10 +306,10 @@ class Legality:
         if d.suspends:
             assert self._lifecycle is not None
             return self._lifecycle.check_suspend(d.job_id, st)
-        if st is not None and st.status is Status.RUNNING:
+        if st is not None and st.status is _RUNNING:
             assert self._lifecycle is not None
             return self._lifecycle.check_migration(st, d.gpu, d.option)
-        if st is None or st.status is not Status.QUEUED:
+        if st is None or st.status is not _QUEUED:
             return f"job {d.job_id} is neither queued nor running"
         q = self._queue
         n = q.scope_n

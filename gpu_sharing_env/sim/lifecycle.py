@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
 from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.sim.constants import _DONE, _MIG, _QUEUED, _RUNNING
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.jobs import JobTable
@@ -29,6 +30,16 @@ from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.ticks import OnlineLoad
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
 from gpu_sharing_env.workload.predictor import OnlinePredictor
+
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the cluster's typed views (cluster.pxd): fields read as C values
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+else:
+    from gpu_sharing_env.fleet.cluster import _StateViews
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -128,7 +139,7 @@ class Lifecycle:
         if self.predictor is not None and not st.online:
             # the estimate in force while it waits: the predictor's, made now
             st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
-        self._table.set_status(st, Status.QUEUED)
+        self._table.set_status(st, _QUEUED)
         st.ledger.enqueue_t = now
         self._queue.add(st)
 
@@ -237,8 +248,11 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
+    @cython.locals(views=_StateViews)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
-        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one)."""
+        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
+        Compiled, the GPUs' mode and true memory are read through the cluster's typed views
+        (``Rates._state_views``: the same values as ``.item``)."""
         sim = self._sim
         now = sim.now
         events = sim.events
@@ -248,11 +262,14 @@ class Lifecycle:
         gpus = c.gang_gpus(spec, first_gpu, option)
         delay = 0.0
         st.mig = []
+        rates = self._rates
+        if cython.compiled:
+            views = rates._state_views()
         for g in gpus:
-            mode_before = c.mode.item(g)
+            mode_before = views.mode[g] if cython.compiled else c.mode.item(g)
             d, inst = c.add(spec, g, opt)
             st.mig.append(inst)
-            if d > 0 and (opt.mode is SharingMode.MIG or mode_before == SharingMode.MIG):
+            if d > 0 and (opt.mode is _MIG or mode_before == _MIG):
                 sim.acc.mig_reconfigs += 1
             if d > 0:
                 c.set_ready(g, False)
@@ -262,7 +279,7 @@ class Lifecycle:
             delay = max(delay, d)
         self._queue.take(st)
         self._legality.forget(spec.job_id)
-        self._table.set_status(st, Status.RUNNING)
+        self._table.set_status(st, _RUNNING)
         st.gpus = gpus
         st.option = option
         st.last_t = now
@@ -285,10 +302,13 @@ class Lifecycle:
             events.push(max(now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
         self._faults.schedule(st)
         mem_true = c.mem_true
-        rates = self._rates
-        if any(mem_true.item(g) > rates.mem_cap(g) + 1e-9 for g in gpus):
-            t_oom = now + delay + self._cfg.faults.oom_delay_s
-            events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+        for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)
+            if (views.mem_true[g] if cython.compiled else mem_true.item(g)) > rates.mem_cap(
+                g
+            ) + 1e-9:
+                t_oom = now + delay + self._cfg.faults.oom_delay_s
+                events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+                break
         rates.refresh(gpus)
         for o in self._observers:
             o.on_start(sim, spec.job_id, list(gpus), option)
@@ -320,7 +340,7 @@ class Lifecycle:
         sim = self._sim
         st.ledger.finish_t = sim.now
         self._rates.refresh(gpus)
-        if self.predictor is not None and status is Status.DONE and not st.online:
+        if self.predictor is not None and status is _DONE and not st.online:
             self._learn(st)
         for o in self._observers:
             o.on_finish(sim, st.spec.job_id, status)

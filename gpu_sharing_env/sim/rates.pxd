@@ -22,9 +22,11 @@ cdef class Rates:
     cdef public object _sim
     cdef public list _type_of
     cdef public _FleetUsage _usage
+    cdef public object _views
     cdef public list _watchers
     cdef public object mechanisms
 
+    cpdef _state_views(self)
     cpdef mark_dirty(self, gpus)
     cpdef mem_cap(self, g)
     cpdef accrue(self, JobState st)

@@ -35,9 +35,11 @@ from gpu_sharing_env.sim.constants import (
 )
 from gpu_sharing_env.sim.speed import SpeedMemo
 
-if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+if cython.compiled:  # the extension types (state.pxd, cluster.pxd): fields read as C values
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 else:
+    from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -67,6 +69,7 @@ class Rates:
         "_sim",
         "_type_of",
         "_usage",
+        "_views",
         "_watchers",
         "mechanisms",
     )
@@ -109,6 +112,9 @@ class Rates:
         self._dirty: set[int] = set()
         #: Sets of running jobs whose progress, rate or load may have changed (``watch``).
         self._watchers: list[set[int]] = []
+        #: The cluster's typed views of its state (compiled: ``_state_views``), kept here so
+        #: a read needs no method call.
+        self._views: _StateViews | None = None
 
     def reset(self, jobs: dict[int, JobState], mechanisms: MechanismConfig) -> None:
         self._jobs = jobs
@@ -154,6 +160,16 @@ class Rates:
     def mark_dirty(self, gpus: Sequence[int]) -> None:
         """``gpus``' residents changed: their fractions are to be recomputed (``refresh``)."""
         self._dirty.update(gpus)
+
+    @cython.locals(sv=_StateViews)
+    def _state_views(self) -> _StateViews:
+        """The cluster's typed views of its current state arrays (:meth:`Cluster.state_views`),
+        kept while they view them (the arrays are replaced only by ``Cluster.reset``; a copy's
+        are None, ``_StateViews.__reduce__``): a read of the same values, one call fewer."""
+        sv = self._views
+        if sv is None or sv.src is not self._cluster.n_res:
+            sv = self._views = self._cluster.state_views()
+        return sv
 
     def mem_cap(self, g: int) -> float:
         """GPU ``g``'s memory (GB, a Python float)."""
@@ -220,7 +236,7 @@ class Rates:
             ]
         return shares
 
-    @cython.locals(r=JobState, st=JobState)
+    @cython.locals(r=JobState, st=JobState, sv=_StateViews)
     def refresh(self, gpus: Sequence[int]) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
@@ -235,9 +251,12 @@ class Rates:
         used_of = c.node_cpu_used
         vcpus_of = self._node_vcpus
         extra: list[int] | None = None
+        if cython.compiled:
+            sv = self._state_views()
         for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
-            # Python floats (``.item``): the same values as the numpy scalars, cheaper to use
-            used = used_of.item(node)
+            # Python floats (``.item``), compiled C doubles (the cluster's typed views): the
+            # same values as the numpy scalars, cheaper to use
+            used = sv.node_cpu[node] if cython.compiled else used_of.item(node)
             f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
             if f != factor[node]:
                 factor[node] = f
@@ -282,15 +301,22 @@ class Rates:
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
         busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
+        sv=_StateViews, cache=dict,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
-        from the speed model, the online ones' latency terms, and the GPU's usage row."""
+        from the speed model, the online ones' latency terms, and the GPU's usage row.
+        Compiled, the GPU's state is read through the cluster's typed views
+        (:meth:`Cluster.state_views`: C reads of the same values, no ``.item`` calls)."""
         c = self._cluster
         util = sm = stp = over = 0.0
-        n_online = c.online_count.item(g)
+        if cython.compiled:
+            sv = self._state_views()
+            n_online = sv.online_count[g]
+        else:
+            n_online = c.online_count.item(g)
         if res:
-            mode = _MODES[c.mode.item(g)]
+            mode = _MODES[sv.mode[g] if cython.compiled else c.mode.item(g)]
             mech = self.mechanisms
             gpulet_of = c.gpulet_of(g) if c.gpulets and mode is _MPS else None
             # priorities matter under time-slicing, and under MPS only with kernel-level
@@ -336,7 +362,8 @@ class Rates:
                 add(key)
             gpu_type = c.type_name_of[g]
             memo = self._memo
-            fr = memo.rates_cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
+            cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
+            fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
             if fr is None:
                 fr = memo.rates(gpu_type, mode, keys)
             if len(fr) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
@@ -364,7 +391,7 @@ class Rates:
         sm = sm if sm < 1.0 else 1.0
         hosts_online = 1.0 if n_online > 0 else 0.0
         over = over if hosts_online else 0.0
-        mem = c.mem_true.item(g) / self._mem_cap[g]
+        mem = (sv.mem_true[g] if cython.compiled else c.mem_true.item(g)) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
         busy = 1.0 if res else 0.0
         self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
@@ -402,7 +429,7 @@ class Rates:
                 sv = r.serving
                 sv.wait_ms, sv.tail_ms = wait, tail
 
-    @cython.locals(st=JobState, i=cython.Py_ssize_t)
+    @cython.locals(st=JobState, i=cython.Py_ssize_t, solo_cache=dict)
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
@@ -410,9 +437,11 @@ class Rates:
         gpus = st.gpus
         node_of = self._node_of
         memo = self._memo
+        # (compiled, typed: its lookups are dictionary lookups, no method calls)
+        solo_cache = memo.solo_cache
         if len(gpus) == 1:
             g = gpus[0]
-            solo = memo.solo_cache.get((spec.model, self._type_of[g]))
+            solo = solo_cache.get((spec.model, self._type_of[g]))
             if solo is None:
                 solo = memo.solo_speed(spec.model, self._type_of[g])
             st.solo_rate = solo
@@ -431,7 +460,6 @@ class Rates:
                 net = CROSS_NODE_FACTOR
             elif self._node_pcie[nodes.pop()]:
                 net = PCIE_GANG_FACTOR
-            solo_cache = memo.solo_cache
             type_of = self._type_of
             solo_of = []
             for g in gpus:  # ``SpeedMemo.solo_speed``, its memo inlined

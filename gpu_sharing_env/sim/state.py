@@ -44,7 +44,7 @@ except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.fleet.cluster import MigInstance
-from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.job import JobKind, JobSpec
 
 
 class Status(enum.IntEnum):
@@ -53,6 +53,13 @@ class Status(enum.IntEnum):
     RUNNING = 2
     DONE = 3
     FAILED = 4
+
+
+#: ``Status.FUTURE`` as a module global (every record starts so): an enum class's attribute
+#: read goes through ``EnumType.__getattr__``'s hook in Python 3.11.
+_FUTURE = Status.FUTURE
+#: ``spec.online`` is ``spec.kind is _ONLINE`` (no property call per record made).
+_ONLINE = JobKind.ONLINE
 
 
 class ServingState:
@@ -226,7 +233,7 @@ class JobState:
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec
-        self.status = Status.FUTURE
+        self.status = _FUTURE
         self.gpus = []
         self.option = -1
         self.mig = []
@@ -242,7 +249,7 @@ class JobState:
         self.run_id = 0
         self.run_start_t = 0.0
         self.run_work_start = 0.0
-        self.online = spec.online
+        self.online = spec.kind is _ONLINE
         self.serving = ServingState()
         self.ledger = JobLedger()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -29,6 +29,10 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
 E = TypeVar("E")
+
+#: ``Status.QUEUED`` as a module global (read per view built): an enum class's attribute read
+#: goes through ``EnumType.__getattr__``'s hook in Python 3.11.
+_QUEUED = Status.QUEUED
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,27 @@ class JobView:
     def est_remaining_s(self) -> float:
         """Estimated remaining reference-GPU seconds (estimate minus observed progress)."""
         return max(0.0, self.est_work_s - self.work_done)
+
+
+def _make_new_view() -> Callable[..., JobView]:
+    """``JobView(*values)`` (every field, in the class's order) without ``__init__``, generated
+    as ``dataclasses`` generates one: each field written through its slot's descriptor. A
+    frozen dataclass's ``__init__`` writes its 23 fields with ``object.__setattr__`` (a bound
+    method made and called per field: ~4 us a view, most of a ``first_fit`` decision in a
+    replay); the descriptors' setters are looked up once here. The same object, field for
+    field (``tests/test_view_builder.py``)."""
+    names = [f.name for f in fields(JobView)]
+    env: dict[str, Any] = {f"_set_{n}": getattr(JobView, n).__set__ for n in names}
+    env.update(_new=object.__new__, _cls=JobView)
+    lines = [f"def new_view({', '.join(names)}):", "    v = _new(_cls)"]
+    lines += [f"    _set_{n}(v, {n})" for n in names]
+    lines.append("    return v")
+    exec("\n".join(lines), env)
+    return env["new_view"]  # type: ignore[no-any-return]
+
+
+#: :func:`_make_new_view`'s builder (``ClusterView.job``).
+_new_view = _make_new_view()
 
 
 #: ``ClusterView.profile_latency_ms`` per speed model: id -> (the model, (model, type, batch) ->
@@ -261,7 +286,7 @@ class ClusterView:
         st = self._sim.jobs[job_id]
         status = st.status
         sv, led = st.serving, st.ledger
-        wait_s = self.now_s - led.enqueue_t if status is Status.QUEUED else 0.0
+        wait_s = self.now_s - led.enqueue_t if status is _QUEUED else 0.0
         # Every field that can change, with the state object itself (ids repeat across
         # episodes): an unchanged job gets the JobView built last time (they are immutable).
         key = (
@@ -280,31 +305,33 @@ class ClusterView:
         if hit is not None and hit[0] is st and hit[1] == key:
             return hit[2]
         s = st.spec
-        jv = JobView(
-            job_id=s.job_id,
-            kind=s.kind,
-            model=s.model,
-            submit_s=s.submit_s,
-            num_gpus=s.num_gpus,
-            gpu_frac=s.gpu_frac,
-            mem_gb=s.mem_gb,
-            cpu_cores=s.cpu_cores,
-            est_work_s=s.est_work_s,
-            gpu_types=s.gpu_types,
-            priority=s.priority,
-            group=s.group,
-            service=s.service,
-            status=status,
-            gpus=tuple(st.gpus),
-            option=st.option,
-            work_done=st.work_done,
-            attempts=led.attempts,
-            wait_s=wait_s,
-            rps=sv.rps,
-            p99_ms=sv.p99_ms,
+        # ``JobView(job_id=..., ..., user=...)``, every field in the class's order
+        # (``_new_view``: no ``__init__``)
+        jv = _new_view(
+            s.job_id,
+            s.kind,
+            s.model,
+            s.submit_s,
+            s.num_gpus,
+            s.gpu_frac,
+            s.mem_gb,
+            s.cpu_cores,
+            s.est_work_s,
+            s.gpu_types,
+            s.priority,
+            s.group,
+            s.service,
+            status,
+            tuple(st.gpus),
+            st.option,
+            st.work_done,
+            led.attempts,
+            wait_s,
+            sv.rps,
+            sv.p99_ms,
             # ``st.effective_batch_size``, inlined (views are built on the hot path)
-            batch_size=sv.batch_size or (s.service.batch_size if s.service is not None else 0),
-            user=s.user,
+            sv.batch_size or (s.service.batch_size if s.service is not None else 0),
+            s.user,
         )
         cache[job_id] = (st, key, jv)
         return jv
@@ -383,7 +410,7 @@ class ClusterView:
 
     def is_queued(self, job_id: int) -> bool:
         """Whether job ``job_id`` waits in the queue now."""
-        return self._sim.jobs[job_id].status is Status.QUEUED
+        return self._sim.jobs[job_id].status is _QUEUED
 
     def mask_signatures(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """What the placement masks of jobs ``ids`` depend on (their request): jobs with equal

@@ -16,14 +16,18 @@ from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import WINDOW_ORDERS
 from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState
-from gpu_sharing_env.workload.job import JobSpec
+from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_env.workload.predictor import OnlinePredictor
+
+#: ``spec.online`` is ``spec.kind is _ONLINE`` (read as the field on the hot path: no property
+#: call).
+_ONLINE = JobKind.ONLINE
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
     """What a job's placement mask depends on (``Cluster.placement_mask``): its memory, GPU
     types, kind and gang size. Jobs with equal signatures have equal masks."""
-    return (spec.mem_gb, spec.gpu_types, spec.online, spec.num_gpus)
+    return (spec.mem_gb, spec.gpu_types, spec.kind is _ONLINE, spec.num_gpus)
 
 
 def front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...], JobSpec]]:
