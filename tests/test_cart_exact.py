@@ -223,7 +223,11 @@ def test_the_scan_gives_the_absolute_errors_up_to_rounding() -> None:
     seqs = np.ascontiguousarray(np.stack([rank, rank[::-1].copy()]), dtype=np.intp)
     left = np.empty((2, n + 1))
     right = np.empty((2, n + 1))
-    cart._scan_node(ys, seqs, left, right)
+    cart._scan_node(ys, seqs, left, right, np.arange(2, dtype=np.intp))
+    twin_left, twin_right = np.empty((2, n + 1)), np.empty((2, n + 1))
+    cart._scan_node(ys, seqs, twin_left, twin_right, np.zeros(2, dtype=np.intp))  # row 1: row 0's
+    assert twin_left.tolist() == [left[0].tolist()] * 2
+    assert twin_right.tolist() == [right[0].tolist()] * 2
     for f, seq in enumerate(seqs):
         vals = ys[seq]
         for k in range(n + 1):

@@ -59,7 +59,8 @@ cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ra
                total=double, low0=double, t=double, low=double,
                nxt=Py_ssize_t[::1], prv=Py_ssize_t[::1])
 cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[:, ::1] seqs,
-                      double[:, ::1] ae_left, double[:, ::1] ae_right)
+                      double[:, ::1] ae_left, double[:, ::1] ae_right,
+                      const Py_ssize_t[::1] src)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
 cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_t[::1] idx,

@@ -499,13 +499,16 @@ def _exact_proxy(
 
 
 # ---------------------------------------------------------------- the fast scan
-def _scan_node(ys: np.ndarray, seqs: np.ndarray, ae_left: np.ndarray, ae_right: np.ndarray) -> None:
+def _scan_node(
+    ys: np.ndarray, seqs: np.ndarray, ae_left: np.ndarray, ae_right: np.ndarray, src: np.ndarray
+) -> None:
     """Absolute errors around the median of every prefix and suffix of a node's samples.
 
     ``ys`` (n, float64): the node's targets sorted; ``seqs`` (F, n, intp): per feature, the
     rank in ``ys`` of each sample in that feature's order. Fills ``ae_left[f, k]``: the
     absolute error of the first ``k`` samples in feature ``f``'s order around their median,
-    ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n).
+    ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n). A row ``f`` with
+    ``src[f] != f`` (``src[f] < f``: a twin's) is a copy of row ``src[f]``, not scanned.
 
     The absolute error of k values around their median is the sum of the ``k // 2`` largest
     minus the sum of the ``k // 2`` smallest. Starting from all n, samples are taken out one
@@ -525,6 +528,11 @@ def _scan_node(ys: np.ndarray, seqs: np.ndarray, ae_left: np.ndarray, ae_right: 
     for i in range(half):
         low0 += ys[i]
     for f in range(n_features):
+        if src[f] != f:
+            for i in range(n + 1):
+                ae_left[f, i] = ae_left[src[f], i]
+                ae_right[f, i] = ae_right[src[f], i]
+            continue
         for direction in range(2):
             for i in range(n):
                 nxt[i] = i + 1
@@ -667,18 +675,12 @@ class _Builder:
         # the absolute errors of a twin's row are its first twin's (scanned once): equal at
         # every candidate position (the same samples on each side), up to a rounding within
         # the bound (_error_bound holds for any order of the sums); other positions unread
+        first: dict[int, int] = {}  # twin class -> its first row
         twin = self.twin
-        rows = [vf.index(twin[f]) if twin[f] in vf else r for r, f in enumerate(vf)]
+        src = np.array([first.setdefault(twin[f], r) for r, f in enumerate(vf)], dtype=np.intp)
         ae_l = np.empty((k, n + 1))
         ae_r = np.empty((k, n + 1))
-        if rows == list(range(k)):
-            _scan_node(ys, rank[order[:k]], ae_l, ae_r)
-        else:
-            scan = sorted(set(rows))
-            _scan_node(ys, rank[order[scan]], ae_l[: len(scan)], ae_r[: len(scan)])
-            at = [scan.index(r) for r in rows]
-            ae_l = ae_l[at]
-            ae_r = ae_r[at]
+        _scan_node(ys, rank[order[:k]], ae_l, ae_r, src)
         near = np.empty(k * (n - 1), dtype=np.intp)
         n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * self.tol_ae, near)
         if n_near == 0:
