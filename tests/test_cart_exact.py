@@ -223,7 +223,11 @@ def test_the_scan_gives_the_absolute_errors_up_to_rounding() -> None:
     seqs = np.ascontiguousarray(np.stack([rank, rank[::-1].copy()]), dtype=np.intp)
     left = np.empty((2, n + 1))
     right = np.empty((2, n + 1))
-    cart._scan_node(ys, seqs, left, right)
+    cart._scan_node(ys, seqs, left, right, np.arange(2, dtype=np.intp))
+    twin_left, twin_right = np.empty((2, n + 1)), np.empty((2, n + 1))
+    cart._scan_node(ys, seqs, twin_left, twin_right, np.zeros(2, dtype=np.intp))  # row 1: row 0's
+    assert twin_left.tolist() == [left[0].tolist()] * 2
+    assert twin_right.tolist() == [right[0].tolist()] * 2
     for f, seq in enumerate(seqs):
         vals = ys[seq]
         for k in range(n + 1):
@@ -252,3 +256,74 @@ def test_the_predictors_estimates_are_the_same_with_either_fit(
 
     assert estimates(True) == estimates(False)
     predictor._FITS.clear()
+
+
+def test_features_of_one_value_are_constant_without_their_sort() -> None:
+    # ``_visit`` takes a feature with one value on every row as constant without sorting by
+    # it: the same draws, the same visit and the same samples' order as sorting it
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n_rows, nf = int(rng.integers(2, 120)), int(rng.integers(1, 6))
+        cols = [rng.integers(0, int(rng.choice([2, 5, 1000])), n_rows) for _ in range(nf)]
+        for f in rng.choice(nf, int(rng.integers(0, nf + 1)), replace=False):
+            cols[f] = np.full(n_rows, rng.integers(0, 3))
+        xt = np.ascontiguousarray(np.stack(cols).astype(np.float32), dtype=np.float64)
+        xt_hi = np.ascontiguousarray((xt.astype(np.float32) + cart.FEATURE_THRESHOLD), np.float64)
+        same = np.empty(nf, dtype=np.uint8)
+        cart._same_rows(xt, same)
+        assert same.tolist() == [int(len(set(r.tolist())) == 1) for r in xt]
+        idx0 = rng.choice(n_rows, int(rng.integers(1, n_rows + 1)), replace=False).astype(np.intp)
+        feats0, rand0 = rng.permutation(nf).tolist(), [int(rng.integers(1, 2**31))]
+        out = []
+        for flags in (same, np.zeros(nf, dtype=np.uint8)):
+            n = idx0.size
+            idx, feats, rand = idx0.copy(), list(feats0), list(rand0)
+            xs, xs_hi = np.empty((nf, n)), np.empty((nf, n))
+            order = np.empty((nf, n), dtype=np.intp)
+            vf = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, feats, rand, flags)
+            k = len(vf)
+            out.append((vf, feats, rand, idx.tolist(), xs[:k].tolist(), order[:k].tolist()))
+        assert out[0] == out[1]
+
+
+def test_a_nodes_targets_and_ranks_come_off_one_sort() -> None:
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n_rows = int(rng.integers(1, 200))
+        y = np.round(rng.normal(0.0, 2.0, n_rows), int(rng.choice([0, 1, 6])))
+        by_y = np.argsort(y, kind="stable")
+        idx = rng.choice(n_rows, int(rng.integers(1, n_rows + 1)), replace=False).astype(np.intp)
+        n = idx.size
+        mark = np.zeros(n_rows, dtype=np.uint8)
+        rank = np.full(n_rows, -1, dtype=np.intp)
+        ys = np.empty(n)
+        cart._node_ranks(y, by_y, idx, mark, rank, ys)
+        assert ys.tolist() == np.sort(y[idx]).tolist()
+        assert sorted(rank[idx].tolist()) == list(range(n))
+        assert ys[rank[idx]].tolist() == y[idx].tolist()
+        assert (np.delete(rank, idx) == -1).all() and not mark.any()
+        # equal targets ranked by row
+        for a in idx.tolist():
+            for b in idx.tolist():
+                if y[a] == y[b] and a < b:
+                    assert rank[a] < rank[b]
+
+
+def test_twins_are_the_first_equal_feature() -> None:
+    a = np.array([1.0, 2.0, 2.0])
+    b = np.array([1.0, 2.0, 3.0])
+    xt = np.ascontiguousarray(np.stack([a, b, a, b.copy(), a, np.zeros(3)]))
+    assert cart._twins(xt) == [0, 1, 0, 1, 0, 5]
+    assert cart._twins(np.ascontiguousarray(np.zeros((0, 4)))) == []
+
+
+def test_twin_columns_and_negative_zero_targets_give_sklearns_tree() -> None:
+    # twins share one scan; a -0.0 target keeps the per-node argsort (its order among 0.0s)
+    rng = np.random.default_rng(13)
+    for i in range(40):
+        x, y = _replay_like(rng)
+        if i % 2:
+            y = np.where(rng.random(y.size) < 0.3, -0.0, y)
+            y[rng.random(y.size) < 0.2] = 0.0
+        x = np.ascontiguousarray(np.column_stack([x, x[:, 0], x[:, 4]]))  # more twins
+        assert _same_tree(x, y, 11, np.vstack([x, x + np.float32(0.05)]))

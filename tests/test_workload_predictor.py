@@ -415,3 +415,36 @@ def test_trace_stats_scenario_json(capsys: pytest.CaptureFixture[str]) -> None:
     rec, one = m["estimate_error_recurring"]["value"], m["estimate_error_oneoff"]["value"]
     assert rec < 0.5 * one
     assert main(["stats", "--format", "philly", "--scenario", "default"]) == 2
+
+
+def test_rows_written_at_the_training_set_are_the_rows_of_each_run() -> None:
+    # a finished run's features wait in a list until the training set is asked for (one numpy
+    # write a refit): the same float32 rows and log work as written one by one, across a
+    # buffer's growth (1,024 rows past the warm start), a copy with rows pending and refits
+    w = generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(12), 48 * 3600.0)
+    jobs = w.jobs * 3  # (each run seen thrice: 1,392 rows)
+    cfg = PredictorConfig(refit_every=70, max_rows=5000)
+    each, batch = OnlinePredictor(cfg, w.history), OnlinePredictor(cfg, w.history)
+    start = each.training_set()
+    n_hist = 0 if start is None else start[1].size
+    want_x: list[list[float]] = []
+    copied = None
+    for i, j in enumerate(jobs):
+        r = math.log2(max(j.num_gpus * j.gpu_frac, 1e-3))
+        want_x.append(each._features(j.group, j.user, r))
+        each.observe(j, i)
+        batch.observe(j, i)
+        each.training_set()  # (written now, one row)
+        if i == 777:
+            copied = copy.deepcopy(batch)  # rows pending in the copy
+    assert copied is not None
+    for i, j in enumerate(jobs[778:], start=778):
+        copied.observe(j, i)
+    for p in (each, batch, copied):
+        rows = p.training_set()
+        assert rows is not None
+        x, y = rows
+        assert x.dtype == np.float32 and y.dtype == np.float64
+        assert x[n_hist:].tolist() == np.array(want_x, dtype=np.float32).tolist()
+        assert y[n_hist:].tolist() == [math.log(max(j.work_s, 1e-9)) for j in jobs]
+    assert each.n_fits == batch.n_fits == copied.n_fits == len(jobs) // 70

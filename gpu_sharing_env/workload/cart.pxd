@@ -1,14 +1,28 @@
 # Cython declarations for cart.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
 
-@cython.locals(s=Py_ssize_t)
+@cython.locals(s=Py_ssize_t, mask=Py_ssize_t, modulus=Py_ssize_t)
 cpdef Py_ssize_t _rand_int(list state, Py_ssize_t high)
+
+@cython.locals(f=Py_ssize_t, i=Py_ssize_t)
+cpdef void _same_rows(const double[:, ::1] xt, unsigned char[::1] out)
+
+@cython.locals(i=Py_ssize_t)
+cpdef bint _has_negative_zero(const double[::1] y)
+
+@cython.locals(nf=Py_ssize_t, f=Py_ssize_t, g=Py_ssize_t, i=Py_ssize_t, same=bint)
+cpdef list _twins(const double[:, ::1] xt)
 
 @cython.locals(nf=Py_ssize_t, f_i=Py_ssize_t, n_found=Py_ssize_t, f_j=Py_ssize_t,
                feat=Py_ssize_t, k=Py_ssize_t)
 cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi, Py_ssize_t[::1] idx,
                   double[:, ::1] xs, double[:, ::1] xs_hi, Py_ssize_t[:, ::1] order,
-                  list feats, list rand)
+                  list feats, list rand, const unsigned char[::1] same)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, r=Py_ssize_t)
+cpdef void _node_ranks(const double[::1] y, const Py_ssize_t[::1] by_y,
+                       const Py_ssize_t[::1] idx, unsigned char[::1] mark,
+                       Py_ssize_t[::1] rank, double[::1] ys)
 
 @cython.locals(maxd=Py_ssize_t)
 cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
@@ -16,14 +30,15 @@ cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssiz
 @cython.locals(a=double, b=double, c=double, pivot=double, tv=double, i=Py_ssize_t,
                left=Py_ssize_t, r=Py_ssize_t, ti=Py_ssize_t, j=Py_ssize_t)
 cdef void _introsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n,
-                     Py_ssize_t maxd)
+                     Py_ssize_t maxd) noexcept
 
 @cython.locals(start=Py_ssize_t, end=Py_ssize_t)
-cdef void _heapsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
+cdef void _heapsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
+                    Py_ssize_t n) noexcept
 
 @cython.locals(root=Py_ssize_t, child=Py_ssize_t, maxind=Py_ssize_t)
 cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
-                     Py_ssize_t start, Py_ssize_t end)
+                     Py_ssize_t start, Py_ssize_t end) noexcept
 
 @cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
 cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
@@ -44,7 +59,8 @@ cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ra
                total=double, low0=double, t=double, low=double,
                nxt=Py_ssize_t[::1], prv=Py_ssize_t[::1])
 cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[:, ::1] seqs,
-                      double[:, ::1] ae_left, double[:, ::1] ae_right)
+                      double[:, ::1] ae_left, double[:, ::1] ae_right,
+                      const Py_ssize_t[::1] src)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
 cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_t[::1] idx,

@@ -310,6 +310,9 @@ class OnlinePredictor:
         self._x32[:n_hist] = self._hist_x
         self._y64 = np.empty(n_hist + 1024)
         self._y64[:n_hist] = self._hist_y
+        #: The latest episode rows' features, not yet in ``_x32`` (:meth:`_flush`, when the
+        #: training set is asked for: one numpy write a refit instead of one a row).
+        self._pending: list[list[float]] = []
         self._stale = True  # fitted when first asked (a draw nobody asks costs no fit)
 
     def _n_features(self) -> int:
@@ -365,6 +368,7 @@ class OnlinePredictor:
         new._rows_y = list(self._rows_y)
         new._x32 = self._x32.copy()
         new._y64 = self._y64.copy()
+        new._pending = list(self._pending)  # (its rows are never changed)
         new._g = {k: list(v) for k, v in self._g.items()}
         new._u = {k: list(v) for k, v in self._u.items()}
         new.observed = list(self.observed)
@@ -384,13 +388,7 @@ class OnlinePredictor:
         # estimate of it made just before it finished would have seen, so the tree learns the
         # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
         # target into a small user's mean, inverted).
-        i = self._hist_y.size + len(self._rows_y)
-        if i == self._y64.size:  # (full: twice the room)
-            self._x32 = np.concatenate([self._x32, np.empty_like(self._x32)])
-            self._y64 = np.concatenate([self._y64, np.empty_like(self._y64)])
-        # (a float32 row from Python floats: each rounded as numpy casts a float64 array)
-        self._x32[i] = self._features(group, user, math.log2(max(gpus, 1e-3)))
-        self._y64[i] = y
+        self._pending.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
         self._rows_y.append(y)
         self._sum += y
         for key, table in ((group, self._g), (user, self._u)):
@@ -441,10 +439,27 @@ class OnlinePredictor:
         n_all = len(self._rows_y) + self._hist_y.size
         return self._sum / n_all if n_all else 0.0
 
+    def _flush(self) -> None:
+        """Write the pending rows (:meth:`_add`) into the row buffers."""
+        rows = self._pending
+        if not rows:
+            return
+        end = self._hist_y.size + len(self._rows_y)
+        start = end - len(rows)
+        while end > self._y64.size:  # (full: twice the room)
+            self._x32 = np.concatenate([self._x32, np.empty_like(self._x32)])
+            self._y64 = np.concatenate([self._y64, np.empty_like(self._y64)])
+        # (float32 rows from Python floats: each rounded as numpy casts a float64 array, the
+        # same as a row written alone)
+        self._x32[start:end] = rows
+        self._y64[start:end] = self._rows_y[start - self._hist_y.size :]
+        self._pending = []
+
     def training_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The rows the tree is fitted on now: features (float32, C order) and log run times
         (``None``: under 2 rows, or no input): the latest ``max_rows`` rows, the episode's
         and, before them, the warm start's latest ones."""
+        self._flush()
         end = self._hist_y.size + len(self._rows_y)
         start = max(0, end - self.cfg.max_rows)
         if end - start < 2 or not self.cfg.inputs:
@@ -480,6 +495,12 @@ class OnlinePredictor:
         self.made[spec.job_id] = (now, len(self.observed))
         if self.exact:
             return spec.work_s
+        if self._stale:
+            self._refit()
+        fit = self._fit
+        if fit is not None:  # (predict_log's, with the leaf's exp memoised)
+            r = math.log2(spec.num_gpus * spec.gpu_frac)
+            return fit.exp_at(self._features(spec.group, spec.user, r))
         return math.exp(self.predict_log(spec))
 
     def estimate_many(self, specs: list[JobSpec], now: float) -> list[float]:
