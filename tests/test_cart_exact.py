@@ -327,3 +327,26 @@ def test_twin_columns_and_negative_zero_targets_give_sklearns_tree() -> None:
             y[rng.random(y.size) < 0.2] = 0.0
         x = np.ascontiguousarray(np.column_stack([x, x[:, 0], x[:, 4]]))  # more twins
         assert _same_tree(x, y, 11, np.vstack([x, x + np.float32(0.05)]))
+
+
+def test_features_within_the_threshold_of_one_value_give_sklearns_tree() -> None:
+    # scikit-learn takes a feature whose values lie within ``FEATURE_THRESHOLD`` of each other
+    # as constant (and skips it in the node's descendants); here two float32 neighbours (6e-8
+    # apart near 0.7) that are not equal, so cart's sort of them could reorder the samples
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        n = int(rng.integers(20, 300))
+        a = np.float32(rng.uniform(0.5, 0.9))
+        b = np.nextafter(a, np.float32(2))
+        assert 0 < b - a <= cart.FEATURE_THRESHOLD
+        x = np.stack(
+            [
+                np.where(rng.random(n) < 0.5, a, b),
+                rng.integers(0, 4, n),
+                rng.integers(0, 3, n),
+                np.where(rng.random(n) < 0.5, a, b) * np.float32(rng.integers(1, 3)),
+            ],
+            1,
+        ).astype(np.float32)
+        y = np.round(rng.normal(5, 2, n), 1)
+        assert _same_tree(np.ascontiguousarray(x), y, 11, x[:50])
