@@ -9,6 +9,7 @@ succeeds and those modules run as the Python they are (one warning line at impor
 
 from __future__ import annotations
 
+import functools
 import os
 import runpy
 import sys
@@ -20,6 +21,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
+@functools.cache
 def _compile_py() -> dict:
     """``gpu_sharing_env/_compile.py``'s names, run as a file without importing the package
     (its dependencies need not be installed when it is built; the file imports nothing)."""

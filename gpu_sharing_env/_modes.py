@@ -14,6 +14,7 @@ this process loads from their extension modules, decided once when the package i
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -56,6 +57,7 @@ class SourceFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+@functools.cache
 def _checkout() -> bool:
     """A source checkout: ``pyproject.toml`` beside the package (not an installed wheel)."""
     return (PACKAGE_DIR.parent / "pyproject.toml").is_file()

@@ -248,11 +248,11 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
-    @cython.locals(views=_StateViews)
+    @cython.locals(views=_StateViews, mem=cython.double)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
         """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
         Compiled, the GPUs' mode and true memory are read through the cluster's typed views
-        (``Rates._state_views``: the same values as ``.item``)."""
+        (:meth:`Cluster.state_views`: the same values as ``.item``)."""
         sim = self._sim
         now = sim.now
         events = sim.events
@@ -264,7 +264,7 @@ class Lifecycle:
         st.mig = []
         rates = self._rates
         if cython.compiled:
-            views = rates._state_views()
+            views = c.state_views()
         for g in gpus:
             mode_before = views.mode[g] if cython.compiled else c.mode.item(g)
             d, inst = c.add(spec, g, opt)
@@ -303,9 +303,8 @@ class Lifecycle:
         self._faults.schedule(st)
         mem_true = c.mem_true
         for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)
-            if (views.mem_true[g] if cython.compiled else mem_true.item(g)) > rates.mem_cap(
-                g
-            ) + 1e-9:
+            mem = views.mem_true[g] if cython.compiled else mem_true.item(g)
+            if mem > rates.mem_cap(g) + 1e-9:
                 t_oom = now + delay + self._cfg.faults.oom_delay_s
                 events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
                 break
