@@ -12,11 +12,15 @@ set-up's ~100 ms and ~55 ms of the episode's ~1.4 s of CPU (``gc.callbacks``,
 
 :func:`deferred` runs a block with the young generation's threshold raised to :data:`YOUNG`
 container allocations (Python's default: 700), so a replay of that size makes no pass at all and
-a longer block still makes one every :data:`YOUNG` allocations (the memory that unreachable
-cycles can hold is bounded as before, only later); then it freezes what the block left
+a longer block still makes one every :data:`YOUNG` allocations (unreachable cycles are still
+collected, in passes 1,400x rarer than Python's: that bounds how many objects they hold, not
+their bytes; a policy that left large buffers in cycles at every decision would want a smaller
+``young``); then it freezes what the block left
 (``gc.freeze``: no later pass scans it again; it is freed by reference counting as before, and
-a cycle among it is left to the end of the process) and restores the thresholds. Commands use it
-in their own process only (``gsg evaluate``); a library caller's collector is never touched.
+a cycle among it is left to the end of the process) and restores the thresholds. Only the
+command line uses it, in its own process (``gsg``'s dispatch around a command module's import,
+``gsg evaluate`` around its set-up and each episode); a library caller's collector is never
+touched.
 """
 
 from __future__ import annotations
