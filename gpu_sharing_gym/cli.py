@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from gpu_sharing_gym.plumbing import collector
 from gpu_sharing_gym.plumbing.cli_args import RL_INSTALL, fail, missing_rl
 from gpu_sharing_gym.plumbing.interrupt import exit_code, exit_process, sigterm_raises, stopped_by
 
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         module, rest = BENCH_SUBCOMMANDS[rest[0]], rest[1:]
     try:
         with sigterm_raises():
-            return int(_load(module)(rest) or 0)
+            with collector.deferred():  # the command's modules live to the end of the process
+                run = _load(module)
+            return int(run(rest) or 0)
     except BrokenPipeError:  # the reader went away (gsg ... | head): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not fail too

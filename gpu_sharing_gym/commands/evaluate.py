@@ -54,7 +54,7 @@ from gpu_sharing_gym.cells import (
     scenario_digest,
 )
 from gpu_sharing_gym.ci import CI_NOTE, fmt_mean_ci, fmt_num, mean_ci95
-from gpu_sharing_gym.plumbing import cli_args
+from gpu_sharing_gym.plumbing import cli_args, collector
 from gpu_sharing_gym.plumbing.cli_args import Parser, describe_seeds, fail
 from gpu_sharing_gym.plumbing.fileio import atomic_write_text
 from gpu_sharing_gym.plumbing.interrupt import exit_code, stopped_by
@@ -285,21 +285,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        # "all" (every registered heuristic) may stand in a list: "my.zip,all"
-        names: list[str] = []
-        for tok in (t.strip() for t in args.policy.split(",")):
-            names += (
-                [n for n in policy_names("policy") if n not in names] if tok == "all" else [tok]
-            )
-        if len(set(names)) != len(names):
-            raise ValueError(f"--policy: a policy named twice in {args.policy!r}")
-        policies = {n: make_policy(n) for n in names}
-        scenario = load_scenario(args.scenario)
-        scenario = override(
-            scenario, args.trace, args.trace_format, args.cluster, args.cluster_format,
-            args.max_jobs,
-        )  # fmt: skip
-        sim = make_simulator(scenario)
+        # The fleet, the trace's jobs and the policies live to the end of the process: no
+        # collector pass while they are built, and none scans them afterwards (frozen).
+        with collector.deferred():
+            # "all" (every registered heuristic) may stand in a list: "my.zip,all"
+            names: list[str] = []
+            for tok in (t.strip() for t in args.policy.split(",")):
+                names += (
+                    [n for n in policy_names("policy") if n not in names] if tok == "all" else [tok]
+                )
+            if len(set(names)) != len(names):
+                raise ValueError(f"--policy: a policy named twice in {args.policy!r}")
+            policies = {n: make_policy(n) for n in names}
+            scenario = load_scenario(args.scenario)
+            scenario = override(
+                scenario, args.trace, args.trace_format, args.cluster, args.cluster_format,
+                args.max_jobs,
+            )  # fmt: skip
+            sim = make_simulator(scenario)
     except (ConfigError, UnknownPolicyError, ValueError, OSError) as e:
         return fail(PROG, str(e))
     seeds: list[int] = args.seeds
@@ -310,16 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     todo, done = pending_cells(store, cells) if store is not None else (cells, {})
     if done and not args.quiet:
         print(f"{PROG}: {len(done)} of {len(cells)} episodes read from {store}", file=sys.stderr)
-    # The fleet, the trace's jobs and the policies live to the end of the process: the cyclic
-    # collector's full passes would re-scan those ~10^5 objects again and again for nothing
-    # (a 20,000-job PAI replay: ~0.15 s of its ~3 s, timed with ``gc.callbacks``; CHANGELOG
-    # 0.5.0). ``gc.freeze`` leaves them out. What an episode allocates (the job records of its
-    # reset, the runtime state) is long-lived too and holds almost no cycles (10 objects
-    # collected in a 20,000-job replay): the default full pass, every 10 middle-generation
-    # passes, re-scanned it for nothing, up to 4 % of such an episode (docs/notes/
-    # 2026-11-28-replay-speed.md). A full pass every 100 of them instead; young cycles are
-    # collected as before.
-    gc.freeze()
+    # What an episode allocates (the job records of its reset, the runtime state) is
+    # long-lived too and holds almost no cycles: each episode runs in ``collector.deferred``
+    # (no pass in a 20,000-job replay; what it leaves is frozen, its predecessor's state freed
+    # by reference counting at the next reset). Where an episode is long enough for passes,
+    # a full pass every 100 middle-generation passes, not 10 (Python's default re-scanned the
+    # long-lived state for nothing, up to 4 % of such an episode: docs/notes/
+    # 2026-11-28-replay-speed.md).
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], max(thresholds[2], FULL_GC_EVERY))
     try:
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 bar.set_description(f"{cell.policy} seed {cell.seed}")
                 bar.set_postfix_str("", refresh=False)
                 try:
-                    with Heartbeat(bar, sim):
+                    with Heartbeat(bar, sim), collector.deferred():
                         res = run_cell(
                             cell, scenario, policies[cell.policy], sim, detail=False, catch=False
                         )

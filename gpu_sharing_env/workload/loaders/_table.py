@@ -199,17 +199,26 @@ def _numbers(raw: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _parse(raw: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    # Fast path, a column of finite numbers only (most columns): Python's float() accepts
-    # what _NUMBER does, and beyond it only non-ASCII digits, underscores, inf and nan.
+    # Fast path, a column of finite numbers and blank cells only (most columns; a PAI task
+    # table's plan_gpu is blank for its CPU tasks): Python's float() accepts what _NUMBER does,
+    # and beyond it only non-ASCII digits, underscores, inf and nan. A blank cell is NaN and
+    # empty, as _number and _empty make it.
     joined = "".join(raw)
     if joined.isascii() and "_" not in joined:
+        blank = "" in raw
         try:
-            v = np.array(list(map(float, raw)), dtype=np.float64)
+            if blank:
+                v = np.array([float(c) if c else math.nan for c in raw], dtype=np.float64)
+            else:
+                v = np.array(list(map(float, raw)), dtype=np.float64)
         except ValueError:
             pass
         else:
-            if np.isfinite(v).all():  # else "nan" (empty) or "inf": cell by cell below
+            if not blank and np.isfinite(v).all():
                 return v, np.zeros(len(raw), dtype=bool)
+            empty = np.array([not c for c in raw], dtype=bool)
+            if blank and (np.isfinite(v) | empty).all():  # else "nan" or "inf": cell by cell
+                return v, empty
     return np.fromiter(map(_number, raw), dtype=np.float64, count=len(raw)), _empty(raw)
 
 
