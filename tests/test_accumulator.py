@@ -2,9 +2,10 @@
 time integrals are C doubles, added to by ``FleetUsage.integrate`` with C arithmetic.
 
 Checked here: ``integrate`` gives, bit for bit, what the plain Python record gave (``acc.x +=
-s[k] * dt`` on Python floats, the dataclass the record was until 2026-11-29) on random sums,
-steps and job counts, compiled and interpreted; every field reads and writes as an attribute,
-a counter stays an ``int`` and a time integral a ``float``; the record pickles and deep-copies.
+s[k] * dt`` on Python floats, the dataclass the record was until 2026-11-29) on the sums of
+random usage rows, random steps and job counts, compiled and interpreted; every field reads
+and writes as an attribute, a counter stays an ``int`` and a time integral a ``float``; the
+record pickles and deep-copies.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ def _reference(ref: SimpleNamespace, sums: list[float], dt: float, in_system: in
     ref.elapsed_s += dt
 
 
-def _draw(rng: np.random.Generator) -> tuple[list[float], float, int]:
+def _draw(rng: np.random.Generator) -> tuple[tuple[float, ...], float, int]:
+    """A GPU's new usage row (7 floats over a wide range, some zero), a step, a job count."""
     scale = 10.0 ** rng.integers(-6, 6, size=7)
-    sums = [float(x) for x in rng.random(7) * scale * rng.choice([0.0, 1.0, 1.0, 1.0], size=7)]
+    row = tuple(float(x) for x in rng.random(7) * scale * rng.choice([0.0, 1.0, 1.0, 1.0], size=7))
     dt = float(rng.random() * 10.0 ** rng.integers(-9, 4))
-    return sums, dt, int(rng.integers(0, 25_000))
+    return row, dt, int(rng.integers(0, 25_000))
 
 
 @pytest.mark.parametrize("mode", ["as imported", "interpreted"])
@@ -50,12 +52,15 @@ def test_integrate_adds_what_the_plain_record_added(mode: str) -> None:
         usage, acc = sim.usage, Accumulator()
     else:
         usage = interpreted(usage_mod).FleetUsage(sim.cluster, sim.waiting)
+        usage.reset(sim.jobs)
         acc = interpreted(acc_mod).Accumulator()
     ref = SimpleNamespace(**{k: 0.0 for k in (*SUMMED, "in_system_s", "elapsed_s")})
     rng = np.random.default_rng(51)
+    n_gpus = sim.cluster.n_gpus
     for _ in range(2_000):
-        sums, dt, n = _draw(rng)
-        usage.sums = list(sums)
+        row, dt, n = _draw(rng)
+        usage.set_gpu(int(rng.integers(n_gpus)), row)  # (the usage's own method moves its sums)
+        sums = list(usage.sums)
         usage.integrate(acc, dt, n)
         _reference(ref, sums, dt, n)
     for name in (*SUMMED, "in_system_s", "elapsed_s"):
