@@ -20,6 +20,7 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.fleet.cluster",
     "gpu_sharing_env.physics.interference",
     "gpu_sharing_env.sim.state",
+    "gpu_sharing_env.sim.accumulator",
     "gpu_sharing_env.sim.events",
     "gpu_sharing_env.sim.engine",
     "gpu_sharing_env.sim.rates",

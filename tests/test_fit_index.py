@@ -283,3 +283,36 @@ def test_segment_tree_first_leaf() -> None:
             lo, x = int(rng.integers(0, n + 2)), float(rng.integers(-1, 10))
             want = next((i for i in range(lo, n) if vals[i] <= x), -1)
             assert _tree_first(tree, lo, x) == want, (n, lo, x, vals)
+
+
+@pytest.mark.parametrize("mode", ["as imported", "interpreted"])
+def test_bisect_right_is_the_standard_library_s(mode: str) -> None:
+    """``_bisect_right`` (the fit index's sorted value lists: compiled, C doubles and no
+    Python call) gives ``bisect.bisect_right``'s position on random sorted float lists with
+    runs of equal values, infinities and values between the list's, and ``sync``'s removal
+    and insertion keep a list equal to the one ``bisect``/``insort`` keep."""
+    import bisect
+
+    from gpu_sharing_env.fleet import cluster as cluster_mod
+    from tests.helpers import interpreted
+
+    mod = cluster_mod if mode == "as imported" else interpreted(cluster_mod)
+    rng = np.random.default_rng(51)
+    asked = 0
+    for n in (0, 1, 2, 3, 7, 16, 100, 1000):
+        pool = [0.0, 0.5, 1e-9, 16.0, 79.999999, 80.0, float("inf"), -0.0, 3.25, 40.0]
+        lst = sorted(float(pool[k]) for k in rng.integers(0, len(pool), n))
+        mine = list(lst)
+        for _ in range(300):
+            x = float(pool[rng.integers(len(pool))]) if rng.random() < 0.7 else float(rng.normal())
+            assert mod._bisect_right(mine, x) == bisect.bisect_right(lst, x), (n, x)
+            asked += 1
+            if lst and rng.random() < 0.5:  # ``sync``'s removal of one value
+                old = lst[int(rng.integers(len(lst)))]
+                del lst[bisect.bisect_right(lst, old) - 1]
+                del mine[mod._bisect_right(mine, old) - 1]
+            else:  # and its insertion
+                bisect.insort(lst, x)
+                mine.insert(mod._bisect_right(mine, x), x)
+            assert mine == lst and [v.hex() for v in mine] == [v.hex() for v in lst]
+    assert asked == 8 * 300

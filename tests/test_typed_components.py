@@ -38,6 +38,7 @@ TYPED = (
     ("rates", "Rates"),
     ("legality", "Legality"),
     ("lifecycle", "Lifecycle"),
+    ("accumulator", "Accumulator"),
 )
 
 

@@ -2,17 +2,18 @@
 
 Time-averaged cluster metrics are integrated exactly between events: the simulator keeps each
 GPU's contribution and the fleet-wide sums up to date as GPUs change (O(GPUs touched) per event)
-and :class:`Accumulator` integrates the sums over time.
+and :class:`Accumulator` (``sim/accumulator.py``, re-exported here) integrates the sums over
+time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpu_sharing_env.sim.accumulator import Accumulator
 from gpu_sharing_env.sim.state import JobState, Status
 
 OFFLINE_METRICS = (
@@ -39,41 +40,6 @@ METRIC_NAMES: tuple[str, ...] = (
 )
 #: The leaderboard's primary objective (lower is better), subject to the SLO target.
 PRIMARY_METRIC = "jct_mean_s"
-
-
-@dataclass
-class Accumulator:
-    """Running sums the simulator updates as the episode unfolds."""
-
-    # time integrals (unit·seconds)
-    util_s: float = 0.0
-    sm_s: float = 0.0
-    mem_s: float = 0.0
-    busy_gpu_s: float = 0.0
-    stp_s: float = 0.0
-    oversold_s: float = 0.0
-    online_gpu_s: float = 0.0
-    in_system_s: float = 0.0  # offline jobs in the system (queued or running) x time
-    elapsed_s: float = 0.0
-    # frag samples (GPU units), taken at ticks
-    frag_sum: float = 0.0
-    frag_samples: int = 0
-    # online request accounting
-    requests: float = 0.0
-    requests_ok: float = 0.0
-    latency_weighted_ms: float = 0.0
-    p99_weighted_ms: float = 0.0
-    slowdown_weighted: float = 0.0
-    # faults and operations
-    errors_total: int = 0
-    errors_propagated: int = 0
-    errors_by_cause: dict[str, int] = field(default_factory=dict)
-    gpu_hours_lost: float = 0.0
-    evictions: int = 0
-    suspensions: int = 0  # a policy's suspensions (``Decision.suspend``)
-    mig_reconfigs: int = 0
-    migrations: int = 0
-    decisions: int = 0
 
 
 def _q(values: np.ndarray, q: float) -> float:

@@ -18,7 +18,7 @@ cluster"): :class:`Fleet` and :class:`OptionLayout` (the fixed description), the
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -1313,8 +1313,9 @@ def _tree_build(vals: list[float]) -> list[float]:
     return tree
 
 
+@cython.ccall  # (C calls from ``_FitIndex._trees``; the tests call it from Python)
 @cython.locals(
-    pos=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.double, b=cython.double,
+    tree=list, pos=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.double, b=cython.double,
     m=cython.double, t=cython.double,
 )  # fmt: skip
 def _tree_set(tree: list[float], pos: int, v: float) -> None:
@@ -1334,10 +1335,12 @@ def _tree_set(tree: list[float], pos: int, v: float) -> None:
         i >>= 1
 
 
+@cython.ccall  # (C calls from ``_FitIndex.first`` and ``walk``; the tests call it from Python)
 @cython.locals(
-    lo=cython.Py_ssize_t, x=cython.double, size=cython.Py_ssize_t, i=cython.Py_ssize_t,
-    t=cython.double,
+    tree=list, lo=cython.Py_ssize_t, x=cython.double, size=cython.Py_ssize_t,
+    i=cython.Py_ssize_t, t=cython.double,
 )  # fmt: skip
+@cython.returns(cython.Py_ssize_t)
 def _tree_first(tree: list[float], lo: int, x: float) -> int:
     """The least leaf position ``>= lo`` whose value is ``<= x`` (-1: none). Compiled, the
     values are read as C doubles (the same comparisons: every value is a float)."""
@@ -1364,6 +1367,28 @@ def _tree_first(tree: list[float], lo: int, x: float) -> int:
         if t > x:
             i += 1
     return i - size
+
+
+@cython.ccall  # (C calls from ``_FitIndex.sync``; the tests call it from Python)
+@cython.locals(
+    lst=list, x=cython.double, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
+    mid=cython.Py_ssize_t, y=cython.double,
+)  # fmt: skip
+@cython.returns(cython.Py_ssize_t)
+def _bisect_right(lst: list[float], x: float) -> int:
+    """``bisect.bisect_right(lst, x)`` for a sorted list of floats: the same halving and the
+    same comparison (``x < lst[mid]``), compiled on C doubles (a float's value), without a
+    Python call (``tests/test_fit_index.py`` compares the two)."""
+    lo = 0
+    hi = len(lst)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        y = lst[mid]
+        if x < y:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 class _FitIndex:
@@ -1477,7 +1502,7 @@ class _FitIndex:
 
     @cython.locals(
         sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
-        cur=list, type_l=list, row=list, new=list,
+        cur=list, type_l=list, row=list, new=list, lst=list, ps=set,
     )  # fmt: skip
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
@@ -1554,13 +1579,15 @@ class _FitIndex:
                         # comparisons (its least value, bisections), so which equal one goes
                         # changes no answer, and the last one moves the fewest (a big fleet's
                         # free GPUs share one value: the first one moved the whole list)
-                        del lst[bisect_right(lst, old) - 1]
+                        del lst[_bisect_right(lst, old) - 1]
                     if v < inf:
-                        insort(lst, v)
+                        lst.insert(_bisect_right(lst, v), v)  # (``bisect.insort``)
                 if trees[o] is not None:
-                    pending[o].add(g)
+                    ps = pending[o]
+                    ps.add(g)
                 if arrays[o] is not None:
-                    pending_arr[o].add(g)
+                    ps = pending_arr[o]
+                    ps.add(g)
             if mig_on:
                 b = -1
                 if cython.compiled:

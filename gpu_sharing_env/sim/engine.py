@@ -52,10 +52,11 @@ except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
-from gpu_sharing_env.evaluation.metrics import Accumulator, compute_metrics
+from gpu_sharing_env.evaluation.metrics import compute_metrics
 from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
 from gpu_sharing_env.physics.interference import AnalyticSpeedModel, SpeedModel, kp_coefficients
 from gpu_sharing_env.physics.nodes import NodeSpec
+from gpu_sharing_env.sim.accumulator import Accumulator
 from gpu_sharing_env.sim.base import WorkloadFn
 from gpu_sharing_env.sim.constants import (
     _DONE,

@@ -3,6 +3,8 @@
 # holds the same IEEE value), and its hot methods callable from C by the typed components.
 # Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.accumulator cimport Accumulator
+
 cdef class FleetUsage:
     cdef public object _cluster
     cdef public object _frag_cv
@@ -18,6 +20,6 @@ cdef class FleetUsage:
 
     cpdef set_gpu(self, g, new)
     cpdef row(self, g)
-    cpdef integrate(self, acc, dt, in_system)
+    cpdef integrate(self, Accumulator acc, double dt, Py_ssize_t in_system)
     cpdef record(self, now, p99_max)
     cpdef fragmentation(self)

@@ -17,8 +17,8 @@ try:  # compiled (gpu_sharing_env._compile): C types for the fragmentation loop;
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-from gpu_sharing_env.evaluation.metrics import Accumulator
 from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.sim.accumulator import Accumulator
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue
 
@@ -142,16 +142,27 @@ class FleetUsage:
         """Every GPU's row (a copy)."""
         return list(self._rows)
 
+    @cython.locals(s=list, x=cython.double)
     def integrate(self, acc: Accumulator, dt: float, in_system: int) -> None:
-        """Add ``dt`` seconds at the current rows' sums (and ``in_system`` offline jobs)."""
+        """Add ``dt`` seconds at the current rows' sums (and ``in_system`` offline jobs).
+
+        Compiled, ``acc``'s integrals are C doubles (``accumulator.pxd``) and each sum is read
+        as one: the same IEEE multiplication and addition as the interpreted floats'."""
         s = self.sums
-        acc.util_s += s[0] * dt
-        acc.sm_s += s[1] * dt
-        acc.mem_s += s[2] * dt
-        acc.busy_gpu_s += s[3] * dt
-        acc.stp_s += s[4] * dt
-        acc.oversold_s += s[5] * dt
-        acc.online_gpu_s += s[6] * dt
+        x = s[0]
+        acc.util_s += x * dt
+        x = s[1]
+        acc.sm_s += x * dt
+        x = s[2]
+        acc.mem_s += x * dt
+        x = s[3]
+        acc.busy_gpu_s += x * dt
+        x = s[4]
+        acc.stp_s += x * dt
+        x = s[5]
+        acc.oversold_s += x * dt
+        x = s[6]
+        acc.online_gpu_s += x * dt
         acc.in_system_s += in_system * dt
         acc.elapsed_s += dt
 
