@@ -1046,17 +1046,16 @@ class SjfPredicted(HeuristicPolicy):
         new = view.queue_log(self._mark)
         if not new:
             return
-        base, self._mark = self._mark, self._mark + len(new)
-        est = view.est_remaining_s(new).tolist()
-        online = view.online_flags(new).tolist()
-        submit = view.submit_times(new)
+        pos = self._mark
+        self._mark = pos + len(new)
         heaps, latest = self._heaps, self._latest
-        for k, (jid, sig) in enumerate(zip(new, view.mask_signatures(new), strict=True)):
-            latest[jid] = base + k
+        for jid, (offline, est, submit, sig) in zip(new, view.sjf_facts(new), strict=True):
+            latest[jid] = pos
             h = heaps.get(sig)
             if h is None:
                 h = heaps[sig] = []
-            heappush(h, (not online[k], est[k], submit[k], jid, base + k))
+            heappush(h, (offline, est, submit, jid, pos))
+            pos += 1
 
     def decide(self, view: ClusterView) -> Decision | None:
         if view.decision_scope == "queue":

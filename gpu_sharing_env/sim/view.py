@@ -418,6 +418,22 @@ class ClusterView:
         jobs = self._sim.jobs
         return [mask_signature(jobs[i].spec) for i in ids]
 
+    def sjf_facts(self, ids: Sequence[int]) -> list[tuple[bool, float, float, tuple[Any, ...]]]:
+        """For each of jobs ``ids``, in order: ``(not online, est_remaining_s, submit_s, mask
+        signature)``, the values of :meth:`online_flags` (negated), :meth:`est_remaining_s`,
+        :meth:`submit_times` and :meth:`mask_signatures` as Python objects, in one pass and
+        without numpy arrays (``SjfPredicted`` reads them for the one or two jobs new in the
+        queue at a decision; ``tests/test_sjf_facts.py`` compares them with those methods')."""
+        jobs = self._sim.jobs
+        out = []
+        for i in ids:
+            st = jobs[i]
+            spec = st.spec
+            # ``float`` is ``est_remaining_s``'s float64 array element made a Python float
+            est = float(max(0.0, spec.est_work_s - st.work_done))
+            out.append((not st.online, est, spec.submit_s, mask_signature(spec)))
+        return out
+
     def residents(self, gpu: int) -> list[JobView]:
         return [self.job(j) for j in self._sim.cluster.residents[gpu]]
 
