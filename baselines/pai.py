@@ -265,7 +265,7 @@ class NodeState:
                 for g, n in enumerate(self._node_of):
                     self._gpus[n].append(g)
                 # Per node, its GPUs as a range (first, last + 1) where every node's are one
-                # (then a node's state is read and written by slices); else None.
+                # (then its empty runs are read and written by slices); else None.
                 spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
                 contiguous = all(
                     b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True)
@@ -358,33 +358,23 @@ class NodeState:
             frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
             gpu_load, gpu_zero, odd = self._gpu_load, self._gpu_zero, self._odd
             assert gpu_load is not None and gpu_zero is not None
-            spans = self._node_span
             for n in self._dirty_load:
-                if spans is not None:
-                    a, b = spans[n]
-                    fs, mems, res = frac[a:b].tolist(), mem[a:b].tolist(), n_res[a:b].tolist()
-                else:
-                    gpus = self._gpus[n]
-                    fs = [frac.item(g) for g in gpus]
-                    mems = [mem.item(g) for g in gpus]
-                    res = [n_res.item(g) for g in gpus]
-                gs = 0.0  # (summed in GPU order, as ``np.bincount``)
-                for f in fs:
-                    gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
+                gs = 0.0
                 ms = 0.0
-                for m in mems:
-                    ms += m
-                busy = max(res) > 0
+                busy = False
+                gpus = self._gpus[n]
+                for g in gpus:
+                    f = frac.item(g)
+                    gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
+                    ms += mem.item(g)
+                    busy = busy or n_res.item(g) > 0
                 was_zero = out.item(n) == 0.0
                 v = out[n] = (gs / self._n_gpus[n] + ms / self._mem_cap[n]) / 2.0
                 zero = v == 0.0
-                if spans is not None:
-                    gpu_load[a:b] = v
-                    if zero != was_zero:
-                        gpu_zero[a:b] = zero
-                else:
+                for g in gpus:
+                    gpu_load[g] = v
+                if zero != was_zero:
                     for g in gpus:
-                        gpu_load[g] = v
                         gpu_zero[g] = zero
                 if busy and v <= 0.0:
                     odd.add(n)
