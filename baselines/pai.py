@@ -245,8 +245,10 @@ class NodeState:
         self._alloc_of: list[float] = []
         #: Per type, its GPUs (ascending).
         self._type_gpus: list[np.ndarray] = []
-        #: Per GPU: its node's load is 0.0 (``_gpu_load == 0.0``, kept with it).
+        #: Per GPU: its node's load is 0.0 (``_gpu_load == 0.0``, kept with it); how many
+        #: nodes have load 0.0.
         self._gpu_zero: np.ndarray | None = None
+        self._n_zero = 0
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
         self._since: set[int] = set()
 
@@ -307,10 +309,11 @@ class NodeState:
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
 
-        Kept as a count per type of its GPUs whose allocation is 0.0 (updated for the changed
-        GPUs only): allocations are sums of positive fractions (``Cluster``: ``frac_decl`` is
-        ``sum`` of the residents' fractions, 0 without any), never below 0.0, so a type with
-        such a GPU has least 0.0; only a changed type without one is reduced again."""
+        Kept per type from the changed GPUs only: a value below the least is the new least;
+        a GPU that held the least and rose leaves the type to be taken again, as 0.0 where the
+        type has a GPU of allocation 0.0 (counted per type: allocations are sums of positive
+        fractions, ``Cluster``'s ``frac_decl`` the ``sum`` of the residents' fractions, 0
+        without any, so never below 0.0), else by a reduction over the type's GPUs."""
         self._sync(view)
         frac = view.frac_used
         least, zeros, stale = self._least, self._zeros, self._stale
@@ -333,7 +336,11 @@ class NodeState:
                     t = type_of[g]
                     zeros[t] += (v == 0.0) - (old == 0.0)
                     alloc_of[g] = v
-                    stale.add(t)
+                    if t not in stale:
+                        if v < least[t]:
+                            least[t] = v  # (a lower value: the new least)
+                        elif old == least[t]:
+                            stale.add(t)  # (the least may have risen)
             self._dirty_alloc = set()
         if stale:
             for t in stale:
@@ -350,6 +357,7 @@ class NodeState:
             node_of = alloc.node_of
             self._gpu_load = out[node_of]
             self._gpu_zero = self._gpu_load == 0.0
+            self._n_zero = int(np.count_nonzero(out == 0.0))
             held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
             self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
             self._dirty_load = set()
@@ -374,6 +382,7 @@ class NodeState:
                 for g in gpus:
                     gpu_load[g] = v
                 if zero != was_zero:
+                    self._n_zero += 1 if zero else -1
                     for g in gpus:
                         gpu_zero[g] = zero
                 if busy and v <= 0.0:
@@ -394,6 +403,10 @@ class NodeState:
         self.loads(view, alloc)
         assert self._gpu_zero is not None
         return self._gpu_zero
+
+    def zero_nodes(self) -> int:
+        """How many nodes have load 0.0, as of the last :meth:`loads`."""
+        return self._n_zero
 
     def zero_load_empty(self) -> bool:
         """Whether, as of the last :meth:`loads`, every node with residents has a positive load.
@@ -900,7 +913,7 @@ class ReservePack(HeuristicPolicy):
         gpu, frac = alloc.gpu, job.gpu_frac
         nodes = self._nodes
         zero: np.ndarray | None = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
-        if not nodes.zero_load_empty():
+        if not nodes.zero_nodes() or not nodes.zero_load_empty():
             zero = None
         for t in usable_plans:
             lo, hi = spans[t]

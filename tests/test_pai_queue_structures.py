@@ -104,6 +104,7 @@ class _CheckedReservePack(ReservePack):
         fresh = Allocation(view)
         assert np.array_equal(self._nodes.loads(view, Allocation(view)), fresh.node)
         assert np.array_equal(self._nodes.gpu_zero(view, fresh), fresh.node[fresh.node_of] == 0.0)
+        assert self._nodes.zero_nodes() == np.count_nonzero(fresh.node == 0.0)
         kept = Allocation(view)
         kept.node_state = self._nodes
         for n in (2, 3, 4, 8):
