@@ -55,7 +55,6 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
 from typing import Any
@@ -120,8 +119,9 @@ class Allocation:
     def __init__(self, view: ClusterView) -> None:
         # The residents' requested fractions summed per GPU in residence order (maintained by
         # the cluster as residents come and go, not re-summed over the fleet here).
-        self.gpu = np.asarray(view.frac_used)
-        node_of = np.asarray(view.node_of)
+        # (the view's arrays: read-only numpy arrays already)
+        self.gpu = view.frac_used
+        node_of = view.node_of
         n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start, self._type_mem = (
             _fleet_static(view)
         )
@@ -129,7 +129,7 @@ class Allocation:
         self._mem_used = view.mem_used_gb
         self._node: np.ndarray | None = None
         self.node_of = node_of
-        self._n_res = np.asarray(view.n_res)
+        self._n_res = view.n_res
         self._empty_prefix: np.ndarray | None = None
         self._type_min: list[float] | None = None
         self._one_node: dict[int, np.ndarray] = {}
@@ -211,10 +211,11 @@ class NodeState:
       ``n`` empty GPUs on one node starts at ``g`` iff ``runs[g] >= n``
       (:meth:`Allocation.one_node`);
     * :meth:`type_min`: per GPU type, the least allocation of its GPUs (what
-      :meth:`Allocation.room` asks), from each type's allocations kept sorted;
-    * :meth:`gpu_loads`: per GPU, its node's load (the same floats as :meth:`loads`), and
-      :meth:`zero_load_empty`: whether every node whose load is not positive is empty (so its
-      load and its GPUs' allocations are exactly 0.0: ``ReservePack._pick``'s shortcut).
+      :meth:`Allocation.room` asks), from a count per type of its unallocated GPUs;
+    * :meth:`gpu_loads`: per GPU, its node's load (the same floats as :meth:`loads`),
+      :meth:`gpu_zero`: per GPU, whether that load is 0.0, and :meth:`zero_load_empty`:
+      whether every node whose load is not positive is empty (so its load and its GPUs'
+      allocations are exactly 0.0: ``ReservePack._pick``'s and ``_single_pick``'s shortcut).
     """
 
     def __init__(self) -> None:
@@ -231,13 +232,23 @@ class NodeState:
         self._odd: set[int] = set()
         self._runs: np.ndarray | None = None
         self._gpus: list[list[int]] = []
+        self._node_span: list[tuple[int, int]] | None = None
         self._node_of: list[int] = []
         self._n_gpus: list[int] = []
         self._mem_cap: list[float] = []
         self._type_of: list[int] = []
-        #: Per GPU type, its GPUs' allocations (``frac_used``) sorted; per GPU, its value there.
-        self._alloc_sorted: list[list[float]] | None = None
+        #: Per GPU type: its least allocation (``frac_used``), its GPUs whose allocation is
+        #: 0.0, the types whose least is to be recomputed; per GPU, its allocation as last read.
+        self._least: list[float] | None = None
+        self._zeros: list[int] = []
+        self._stale: set[int] = set()
         self._alloc_of: list[float] = []
+        #: Per type, its GPUs (ascending).
+        self._type_gpus: list[np.ndarray] = []
+        #: Per GPU: its node's load is 0.0 (``_gpu_load == 0.0``, kept with it); how many
+        #: nodes have load 0.0.
+        self._gpu_zero: np.ndarray | None = None
+        self._n_zero = 0
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
         self._since: set[int] = set()
 
@@ -246,7 +257,7 @@ class NodeState:
             self._episode = view.episode
             self._changed = view.watch_gpus()
             self._since = set()
-            self._node = self._gpu_load = self._runs = self._alloc_sorted = None
+            self._node = self._gpu_load = self._gpu_zero = self._runs = self._least = None
             self._dirty_load, self._dirty_runs, self._dirty_alloc = set(), set(), set()
             if self._fleet is not view.type_name:  # (the key of ``_fleet_static``)
                 self._fleet = view.type_name
@@ -255,8 +266,18 @@ class NodeState:
                 self._gpus = [[] for _ in range(n_nodes)]
                 for g, n in enumerate(self._node_of):
                     self._gpus[n].append(g)
+                # Per node, its GPUs as a range (first, last + 1) where every node's are one
+                # (then its empty runs are read and written by slices); else None.
+                spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
+                contiguous = all(
+                    b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True)
+                )
+                self._node_span = spans if contiguous else None
                 self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
                 self._type_of = np.asarray(view.type_idx).tolist()
+                by_type, starts = _fleet_static(view)[4:6]
+                ends = [*starts.tolist()[1:], len(by_type)]
+                self._type_gpus = [np.sort(by_type[a:b]) for a, b in zip(starts, ends, strict=True)]
             return
         changed = self._changed
         if changed:
@@ -286,28 +307,46 @@ class NodeState:
         return self._node_of[gpu]
 
     def type_min(self, view: ClusterView) -> list[float]:
-        """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs."""
+        """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
+
+        Kept per type from the changed GPUs only: a value below the least is the new least;
+        a GPU that held the least and rose leaves the type to be taken again, as 0.0 where the
+        type has a GPU of allocation 0.0 (counted per type: allocations are sums of positive
+        fractions, ``Cluster``'s ``frac_decl`` the ``sum`` of the residents' fractions, 0
+        without any, so never below 0.0), else by a reduction over the type's GPUs."""
         self._sync(view)
         frac = view.frac_used
-        lists = self._alloc_sorted
-        if lists is None:
-            self._alloc_of = np.asarray(frac).tolist()
-            lists = self._alloc_sorted = [[] for _ in view.type_names]
-            for g, v in enumerate(self._alloc_of):
-                lists[self._type_of[g]].append(v)
-            for lst in lists:
-                lst.sort()
+        least, zeros, stale = self._least, self._zeros, self._stale
+        if least is None:
+            alloc_of = self._alloc_of = np.asarray(frac).tolist()
+            n_types = len(self._type_gpus)
+            least = self._least = [0.0] * n_types
+            zeros = self._zeros = [0] * n_types
+            type_of = self._type_of
+            for g, v in enumerate(alloc_of):
+                if v == 0.0:
+                    zeros[type_of[g]] += 1
+            stale.update(range(n_types))
+            self._dirty_alloc = set()
         elif self._dirty_alloc:
             alloc_of, type_of = self._alloc_of, self._type_of
             for g in self._dirty_alloc:
                 v, old = frac.item(g), alloc_of[g]
                 if v != old:
-                    lst = lists[type_of[g]]
-                    del lst[bisect_left(lst, old)]
-                    insort(lst, v)
+                    t = type_of[g]
+                    zeros[t] += (v == 0.0) - (old == 0.0)
                     alloc_of[g] = v
+                    if t not in stale:
+                        if v < least[t]:
+                            least[t] = v  # (a lower value: the new least)
+                        elif old == least[t]:
+                            stale.add(t)  # (the least may have risen)
             self._dirty_alloc = set()
-        return [lst[0] for lst in lists]
+        if stale:
+            for t in stale:
+                least[t] = 0.0 if zeros[t] else float(frac[self._type_gpus[t]].min())
+            stale.clear()
+        return list(least)
 
     def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
@@ -317,14 +356,16 @@ class NodeState:
             out = self._node = alloc.node.copy()
             node_of = alloc.node_of
             self._gpu_load = out[node_of]
+            self._gpu_zero = self._gpu_load == 0.0
+            self._n_zero = int(np.count_nonzero(out == 0.0))
             held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
             self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
             self._dirty_load = set()
             return out
         if self._dirty_load:
             frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
-            gpu_load, odd = self._gpu_load, self._odd
-            assert gpu_load is not None
+            gpu_load, gpu_zero, odd = self._gpu_load, self._gpu_zero, self._odd
+            assert gpu_load is not None and gpu_zero is not None
             for n in self._dirty_load:
                 gs = 0.0
                 ms = 0.0
@@ -335,9 +376,15 @@ class NodeState:
                     gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
                     ms += mem.item(g)
                     busy = busy or n_res.item(g) > 0
+                was_zero = out.item(n) == 0.0
                 v = out[n] = (gs / self._n_gpus[n] + ms / self._mem_cap[n]) / 2.0
+                zero = v == 0.0
                 for g in gpus:
                     gpu_load[g] = v
+                if zero != was_zero:
+                    self._n_zero += 1 if zero else -1
+                    for g in gpus:
+                        gpu_zero[g] = zero
                 if busy and v <= 0.0:
                     odd.add(n)
                 else:
@@ -350,6 +397,16 @@ class NodeState:
         self.loads(view, alloc)
         assert self._gpu_load is not None
         return self._gpu_load
+
+    def gpu_zero(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
+        """Per GPU: its node's load is 0.0 (``gpu_loads() == 0.0``)."""
+        self.loads(view, alloc)
+        assert self._gpu_zero is not None
+        return self._gpu_zero
+
+    def zero_nodes(self) -> int:
+        """How many nodes have load 0.0, as of the last :meth:`loads`."""
+        return self._n_zero
 
     def zero_load_empty(self) -> bool:
         """Whether, as of the last :meth:`loads`, every node with residents has a positive load.
@@ -367,8 +424,16 @@ class NodeState:
             dirty: Iterable[int] = range(len(self._gpus))
         else:
             dirty = self._dirty_runs
+        spans = self._node_span
         for n in dirty:
             k = 0
+            if spans is not None:
+                a, b = spans[n]
+                res = n_res[a:b].tolist()
+                for i in range(len(res) - 1, -1, -1):
+                    k = res[i] = k + 1 if res[i] == 0 else 0
+                runs[a:b] = res
+                continue
             for g in reversed(self._gpus[n]):
                 k = k + 1 if n_res.item(g) == 0 else 0
                 runs[g] = k
@@ -481,24 +546,24 @@ class NoCandidates:
         frac, n, witness = k.frac, k.n, k.witness_node
         alloc = view.frac_used
         single: np.ndarray | None = None
-
-        def open_(g: int) -> bool:  # usable, room and legal now
-            nonlocal single
-            if not usable[g] or not _room(alloc.item(g), frac):
+        # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
+        # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
+        if witness < 0:
+            gpus: Iterable[int] = changed
+        else:
+            touched = {nodes.node_of(g) for g in changed}
+            if witness in touched:
                 return False
+            runs = nodes.empty_runs(view)
+            gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
+        for g in gpus:  # none may be usable, with room and legal now
+            if not usable.item(g) or not _room(alloc.item(g), frac):
+                continue
             if single is None:
                 single = view.single_column(k.job_id, k.option)
-            return bool(single[g])
-
-        if witness < 0:
-            return not any(open_(g) for g in changed)
-        touched = {nodes.node_of(g) for g in changed}
-        if witness in touched:
-            return False
-        runs = nodes.empty_runs(view)
-        return not any(
-            runs.item(h) >= n and open_(h) for node in touched for h in nodes.node_gpus(node)
-        )
+            if single.item(g):
+                return False
+        return True
 
 
 def _room(gpu: Any, frac: float) -> Any:
@@ -754,6 +819,7 @@ class ReservePack(HeuristicPolicy):
         none_key = (view.episode, view.version, tids, tuple(usables))
         if none_key == self._none_key:
             return None
+        self._fleet_types(view)  # (for ``_ranks``)
         alloc = Allocation(view)
         alloc.node_state = self._nodes
         # (requests found without a candidate at an earlier decision and none since)
@@ -835,7 +901,9 @@ class ReservePack(HeuristicPolicy):
         """A single-GPU ``job``'s GPU and option (-1: no candidate) where each GPU type's GPUs
         are contiguous (``_type_spans``): :meth:`_pick` of :meth:`_usable_candidates`, taking
         ``pai_column`` over the usable types' spans in plan order, up to the first that holds
-        a candidate (the least rank's candidates)."""
+        a candidate (the least rank's candidates). Where :meth:`NodeState.zero_load_empty`
+        holds, a span's first legal GPU on a node of load 0.0 is taken before the candidates
+        are listed (what :meth:`_least_loaded`'s shortcut would choose among them)."""
         o = pai_option(view, job)
         if o < 0:
             return -1, o
@@ -843,8 +911,20 @@ class ReservePack(HeuristicPolicy):
         assert spans is not None
         legal = view.mask_column(job.job_id, o)
         gpu, frac = alloc.gpu, job.gpu_frac
+        nodes = self._nodes
+        zero: np.ndarray | None = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
+        if not nodes.zero_nodes() or not nodes.zero_load_empty():
+            zero = None
         for t in usable_plans:
             lo, hi = spans[t]
+            if zero is not None:
+                # The zero-load shortcut before the candidates are listed: a legal GPU on a node
+                # of load 0.0 is a candidate (the node is empty: its GPUs' allocations are 0.0,
+                # so room holds), of the least load; the first such GPU is the pick.
+                z = legal[lo:hi] & zero[lo:hi]
+                i = int(z.argmax())
+                if z[i]:
+                    return lo + i, o
             sel = np.flatnonzero(legal[lo:hi] & _room(gpu[lo:hi], frac))
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
@@ -882,8 +962,7 @@ class ReservePack(HeuristicPolicy):
     ) -> tuple[np.ndarray, list[int], np.ndarray]:
         """For the first ``usable`` plans: per GPU its type's plan rank (-1: not usable), the
         usable types (indices into ``type_names``), and per GPU whether its type is usable
-        (memoised per fleet)."""
-        self._fleet_types(view)
+        (memoised per fleet: the caller has called :meth:`_fleet_types` for ``view``)."""
         key = (plans, usable)
         hit = self._rank_memo.get(key)
         if hit is None:

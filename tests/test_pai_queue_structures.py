@@ -26,6 +26,7 @@ from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
     NO_USABLE,
     Allocation,
+    NodeState,
     ReservePack,
     SjfPredicted,
     first_fit_options,
@@ -90,6 +91,11 @@ def test_sjf_heaps_decide_as_the_queue_scan(faults: bool) -> None:
 
 
 class _CheckedReservePack(ReservePack):
+    def __init__(self) -> None:
+        super().__init__()
+        #: Type minima checked: 0.0 (a type with an unallocated GPU), and positive.
+        self.least_zero = self.least_positive = 0
+
     def decide(self, view: ClusterView) -> Decision | None:
         d = super().decide(view)
         self._none_key = None  # the same call without the memo
@@ -97,19 +103,43 @@ class _CheckedReservePack(ReservePack):
         # the incremental node loads and empty runs equal a recomputation over the fleet
         fresh = Allocation(view)
         assert np.array_equal(self._nodes.loads(view, Allocation(view)), fresh.node)
+        assert np.array_equal(self._nodes.gpu_zero(view, fresh), fresh.node[fresh.node_of] == 0.0)
+        assert self._nodes.zero_nodes() == np.count_nonzero(fresh.node == 0.0)
         kept = Allocation(view)
         kept.node_state = self._nodes
         for n in (2, 3, 4, 8):
             assert np.array_equal(kept.one_node(n), fresh.one_node(n)), n
-        # the per-type least allocation, kept sorted, equals the fleet-wide reduction
+        # the per-type least allocation, kept from the unallocated GPUs' counts, equals the
+        # fleet-wide reduction
         by_type = fresh.gpu[fresh._by_type]
         least = np.minimum.reduceat(by_type, fresh._type_start).tolist()
         assert self._nodes.type_min(view) == least
+        self.least_zero += sum(v == 0.0 for v in least)
+        self.least_positive += sum(v > 0.0 for v in least)
         return d
 
 
-def test_reserve_pack_memo_decides_as_without() -> None:
-    run_episode(_CheckedReservePack(), make_simulator(_congested(True)), 0)  # type: ignore[arg-type]
+class _NodesBySet(NodeState):
+    """``NodeState`` as on a fleet whose nodes' GPUs are not ranges (GPU by GPU, no slices)."""
+
+    def _sync(self, view: ClusterView) -> None:
+        super()._sync(view)
+        self._node_span = None
+
+
+@pytest.mark.parametrize("case", ["congested", "busy", "congested-by-gpu"])
+def test_reserve_pack_memo_decides_as_without(case: str) -> None:
+    """Every decision equals the one without the memo, and the state ``NodeState`` keeps
+    equals its recomputation over the fleet (by node slices, and GPU by GPU), with types whose
+    least allocation is 0.0 and types without an unallocated GPU (congested) both met."""
+    pol = _CheckedReservePack()
+    if case.endswith("-by-gpu"):
+        pol._nodes = _NodesBySet()
+    sc = _congested(True) if case.startswith("congested") else _busy_hetero()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert pol.least_zero > 100
+    if case.startswith("congested"):
+        assert pol.least_positive > 100, pol.least_positive
 
 
 def _plain_pick(view: ClusterView, gpus: np.ndarray, gpu_rank: np.ndarray) -> int:
@@ -135,6 +165,8 @@ class _CheckedPick(ReservePack):
         self.calls = 0
         self.shortcuts = 0
         self.singles = 0
+        #: Single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not.
+        self.zero_singles = 0
 
     def _pick(
         self,
@@ -169,6 +201,8 @@ class _CheckedPick(ReservePack):
             return g, o
         self.singles += 1
         assert g == _plain_pick(view, gpus, gpu_rank)
+        fresh = Allocation(view)
+        self.zero_singles += bool(fresh.node[fresh.node_of[g]] == 0.0)
         return g, o
 
 
@@ -184,23 +218,26 @@ class _CheckedPickNoSpans(_CheckedPick):
 @pytest.mark.parametrize(
     ("case", "spans", "least"),
     [
-        ("busy", True, (300, 40, 1500)),
-        ("congested", True, (50, 2, 400)),
-        ("busy", False, (2000, 200, 0)),
+        ("busy", True, (300, 40, 1500, 100, 1000)),
+        ("congested", True, (50, 2, 400, 5, 400)),
+        ("busy", False, (2000, 200, 0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
-    case: str, spans: bool, least: tuple[int, int, int]
+    case: str, spans: bool, least: tuple[int, int, int, int, int]
 ) -> None:
     """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
     choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
     candidates, on the lightly loaded PAI fleet (often the zero-load shortcut) and on a
-    congested one. ``least``: the fewest picks, shortcuts among them and single-GPU picks."""
+    congested one. ``least``: the fewest picks, shortcuts among them, single-GPU picks, and
+    single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not."""
     sc = _busy_hetero() if case == "busy" else _congested(True)
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert (pol._type_spans is not None) == spans
-    got = (pol.calls, pol.shortcuts, pol.singles)
+    got = (
+        pol.calls, pol.shortcuts, pol.singles, pol.zero_singles, pol.singles - pol.zero_singles
+    )  # fmt: skip
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
 
 
