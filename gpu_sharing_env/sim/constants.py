@@ -13,6 +13,7 @@ from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.online import Health
 from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.workload.job import JobKind
 
 #: Gang jobs spanning nodes synchronise over the network (assumption: 15% slower than one
 #: NVLink node; Sia's placement profiles show multi-node step times 10-30% above single-node).
@@ -39,6 +40,10 @@ _TWO_PI = 2.0 * math.pi
 _RUNNING = Status.RUNNING
 _QUEUED = Status.QUEUED
 _DONE = Status.DONE
+_FAILED = Status.FAILED
+#: ``spec.online`` is ``spec.kind is _ONLINE``: the hot paths read the field (a property call
+#: is a Python frame per read).
+_ONLINE = JobKind.ONLINE
 _MODES = tuple(SharingMode)  # indexed by value
 _MIG = SharingMode.MIG
 _MPS = SharingMode.MPS

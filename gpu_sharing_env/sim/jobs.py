@@ -14,18 +14,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.sim.constants import _K_ARRIVAL
+from gpu_sharing_env.sim.constants import _DONE, _FAILED, _K_ARRIVAL, _ONLINE, _QUEUED, _RUNNING
 from gpu_sharing_env.sim.state import JobState, Status
-from gpu_sharing_env.workload.job import JobKind, JobSpec
+from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
-
-_QUEUED = Status.QUEUED
-_RUNNING = Status.RUNNING
-_DONE = Status.DONE
-_FAILED = Status.FAILED
-_ONLINE = JobKind.ONLINE  # (``spec.online``: the field read, no property call)
 
 
 class JobTable:

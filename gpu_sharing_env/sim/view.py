@@ -22,6 +22,7 @@ from gpu_sharing_env.physics.hardware import GpuType
 from gpu_sharing_env.physics.interference import Resident
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
+from gpu_sharing_env.sim.constants import _QUEUED
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
@@ -29,10 +30,6 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
 E = TypeVar("E")
-
-#: ``Status.QUEUED`` as a module global (read per view built): an enum class's attribute read
-#: goes through ``EnumType.__getattr__``'s hook in Python 3.11.
-_QUEUED = Status.QUEUED
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,15 +13,11 @@ import sys
 from typing import Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.sim.constants import WINDOW_ORDERS
+from gpu_sharing_env.sim.constants import _ONLINE, WINDOW_ORDERS
 from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState
-from gpu_sharing_env.workload.job import JobKind, JobSpec
+from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import OnlinePredictor
-
-#: ``spec.online`` is ``spec.kind is _ONLINE`` (read as the field on the hot path: no property
-#: call).
-_ONLINE = JobKind.ONLINE
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
