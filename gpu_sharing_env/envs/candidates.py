@@ -623,7 +623,8 @@ class CandidateBuilder:
         jobs = sim.jobs
         c = sim.cluster
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
-        empty = bool(((c.n_res == 0) & c.ready).any())
+        # (the legality's memo of them for the cluster's version, which the masks read too)
+        empty = len(sim.legality.empty_ready()) > 0
         running = sorted({j for res in c.residents for j in res}) if empty else []
         now = sim.now
         for jid in running:

@@ -434,8 +434,9 @@ class CandidateMoves(Interface):
         total, left = sim.offline_jobs
         c = sim.cluster
         # (the share of empty, ready GPUs: ``np.mean``'s float64 sum of 0s and 1s is exact, so
-        # the count over n is the same double)
-        empty = np.count_nonzero((c.n_res == 0) & c.ready) / c.n_gpus if c.n_gpus else 0.0
+        # their count over n is the same double; the legality keeps them for the cluster's
+        # version, and the candidates' build has just asked for them)
+        empty = len(sim.legality.empty_ready()) / c.n_gpus if c.n_gpus else 0.0
         glob = np.array(
             [
                 min(1.0, sim.now / max(sim.horizon_s, 1e-9)),

@@ -28,6 +28,7 @@ cdef class Legality:
     cpdef placeable(self, job_id)
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
+    cpdef empty_ready(self)
 
 # A single-GPU job's mask on the empty GPUs only, from the cluster's typed views (its own
 # extension types: fleet/cluster.pxd).
