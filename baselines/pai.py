@@ -442,9 +442,11 @@ class NodeState:
 
 
 #: Why a request has no candidate (:meth:`ReservePack._usable_candidates`; a GPU, >= 0: a
-#: witness elsewhere): no usable GPU is legal with room, or not known.
+#: witness elsewhere): no usable GPU is legal with room, not known, or (a gang) no usable GPU
+#: starts one (fewer than ``num_gpus`` single-GPU legal GPUs from the first usable legal one on).
 NO_USABLE = -1
 UNKNOWN = -2
+NO_GANG_START = -3
 
 
 class _Kept:
@@ -461,8 +463,9 @@ class _Kept:
         self.n, self.frac = job.num_gpus, job.gpu_frac
         #: Per GPU: its type is in a usable plan.
         self.usable = usable
-        #: -1: no usable GPU is legal with room. Else a gang's: no usable GPU with room is a
-        #: legal one-node start, and this node holds one outside the usable plans.
+        #: -1 (``NO_USABLE``): no usable GPU is legal with room. -3 (``NO_GANG_START``): a
+        #: gang's, no usable GPU starts one. Else (a node) a gang's: no usable GPU with room is
+        #: a legal one-node start, and this node holds one outside the usable plans.
         self.witness_node = witness_node
 
 
@@ -475,6 +478,10 @@ class NoCandidates:
 
     * **no usable GPU is legal with room** (``pai_column``'s room: ``gpu_frac`` more within 1,
       or nothing allocated for a whole GPU), or
+    * (a gang) **no usable GPU starts one**: a gang may start at ``g`` iff ``g`` and
+      ``num_gpus - 1`` more GPUs after it are single-GPU legal (``Cluster.gang_mask``), so the
+      starts are the legal GPUs up to a cut; none is usable when the first usable legal GPU
+      has fewer than ``num_gpus`` legal ones from it on, or
     * (a gang, nodes contiguous in GPU order) **no usable GPU with room starts ``num_gpus``
       legal empty GPUs of its node, and some GPU outside the usable plans does** (the witness):
       candidates are then the usable one-node starts (none), as
@@ -485,7 +492,9 @@ class NoCandidates:
     its node's. So after a change of GPUs ``C`` the first holds while no usable GPU of ``C``
     is legal with room, and the second while the witness's node is untouched and no node of
     ``C`` holds a usable legal one-node start with room (the witness's run is legal GPU by GPU,
-    so it starts a gang whatever the rest of the fleet). Anything else is asked again.
+    so it starts a gang whatever the rest of the fleet). The gang's holds while no GPU of ``C``
+    is legal: the legal GPUs are then a subset of those before, so are the starts. Anything
+    else is asked again.
     """
 
     def __init__(self) -> None:
@@ -533,8 +542,8 @@ class NoCandidates:
         self._used.add(req)
         if option < 0:  # (no option: a function of the options and the fraction only)
             self._kept[req] = _Kept(job, option, None, -1)
-        elif why == NO_USABLE:
-            self._kept[req] = _Kept(job, option, usable, -1)
+        elif why in (NO_USABLE, NO_GANG_START):
+            self._kept[req] = _Kept(job, option, usable, why)
         elif why >= 0 and alloc.contiguous and alloc.node_state is not None:
             self._kept[req] = _Kept(job, option, usable, alloc.node_state.node_of(why))
 
@@ -544,8 +553,13 @@ class NoCandidates:
         if usable is None:
             return True
         frac, n, witness = k.frac, k.n, k.witness_node
+        job_id, option = k.job_id, k.option
+        if witness == NO_GANG_START:  # (no changed GPU may be legal now)
+            for g in changed:  # noqa: SIM110 (a loop: compiled, a generator is costly)
+                if view.single_legal(job_id, g, option):
+                    return False
+            return True
         alloc = view.frac_used
-        single: np.ndarray | None = None
         # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
         # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
         if witness < 0:
@@ -557,13 +571,19 @@ class NoCandidates:
             runs = nodes.empty_runs(view)
             gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
         for g in gpus:  # none may be usable, with room and legal now
-            if not usable.item(g) or not _room(alloc.item(g), frac):
-                continue
-            if single is None:
-                single = view.single_column(k.job_id, k.option)
-            if single.item(g):
+            if (
+                usable.item(g)
+                and _room(alloc.item(g), frac)
+                and view.single_legal(job_id, g, option)
+            ):
                 return False
         return True
+
+
+#: How many GPUs of load 0.0 ``ReservePack._single_pick`` tests one by one in a span before it
+#: fetches the legality column (a GPU of an empty node is nearly always legal: the first try
+#: usually answers; a span whose type the request cannot use fails every try).
+_ZERO_TRIES = 3
 
 
 def _room(gpu: Any, frac: float) -> Any:
@@ -699,6 +719,8 @@ class ReservePack(HeuristicPolicy):
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
         #: GPU type name -> (first GPU, last + 1) where each type's GPUs are contiguous.
         self._type_spans: dict[str, tuple[int, int]] | None = None
+        #: GPU type name -> the largest GPU memory of its GPUs (GB).
+        self._type_mem: dict[str, float] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
         self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -736,6 +758,9 @@ class ReservePack(HeuristicPolicy):
             self._type_spans = {t: (gs[0], gs[-1] + 1) for t, (_, gs) in types.items()}
             if any(hi - lo != len(types[t][1]) for t, (lo, hi) in self._type_spans.items()):
                 self._type_spans = None
+            # GPU type name -> its GPUs' largest memory (``Allocation.room``'s, by name)
+            type_mem = _fleet_static(view)[6]
+            self._type_mem = {t: type_mem[i] for i, t in enumerate(view.type_names)}
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
@@ -857,6 +882,15 @@ class ReservePack(HeuristicPolicy):
                 if keep_no_cand:
                     self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
+            if job.num_gpus > 1 and self._type_spans is not None:
+                # (no usable GPU starts the gang: no candidate, told without a column)
+                o = pai_option(view, job)
+                why = self._no_gang_start(view, job, o, plans[:usable]) if o >= 0 else UNKNOWN
+                if why != UNKNOWN:
+                    no_cand.add(req)
+                    if keep_no_cand:
+                        self._no_cand.keep(req, job, alloc, gpu_ok, o, why)
+                    continue
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -909,26 +943,81 @@ class ReservePack(HeuristicPolicy):
             return -1, o
         spans = self._type_spans
         assert spans is not None
-        legal = view.mask_column(job.job_id, o)
+        legal: np.ndarray | None = None  # (the legality column, fetched where needed)
         gpu, frac = alloc.gpu, job.gpu_frac
         nodes = self._nodes
         zero: np.ndarray | None = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
         if not nodes.zero_nodes() or not nodes.zero_load_empty():
             zero = None
+        mem, type_mem = job.mem_gb, self._type_mem
         for t in usable_plans:
+            if mem > type_mem[t] + 1e-3:
+                continue  # (no GPU of the type holds the request: none is legal, as ``room``)
             lo, hi = spans[t]
             if zero is not None:
                 # The zero-load shortcut before the candidates are listed: a legal GPU on a node
                 # of load 0.0 is a candidate (the node is empty: its GPUs' allocations are 0.0,
-                # so room holds), of the least load; the first such GPU is the pick.
-                z = legal[lo:hi] & zero[lo:hi]
-                i = int(z.argmax())
-                if z[i]:
-                    return lo + i, o
-            sel = np.flatnonzero(legal[lo:hi] & _room(gpu[lo:hi], frac))
+                # so room holds), of the least load; the first such GPU is the pick. The first
+                # few GPUs of load 0.0 are tested one by one (``ClusterView.legal``), the rest
+                # from the legality column.
+                p = lo
+                for _ in range(_ZERO_TRIES):
+                    if p >= hi:
+                        break
+                    i = p + int(zero[p:hi].argmax())
+                    if not zero[i]:
+                        p = hi  # (no GPU of load 0.0 left in the span)
+                        break
+                    if view.legal(job.job_id, i, o):
+                        return i, o
+                    p = i + 1
+                if p < hi:
+                    if legal is None:
+                        legal = view.mask_column(job.job_id, o)
+                    z = legal[p:hi] & zero[p:hi]
+                    i = int(z.argmax())
+                    if z[i]:
+                        return p + i, o
+            # The candidates are the span's GPUs with room that are legal: the least (node
+            # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
+            # none with room: no candidate) the legality column lists them.
+            room = _room(gpu[lo:hi], frac).nonzero()[0]  # (``flatnonzero`` of a 1-D array)
+            if not room.size:
+                continue
+            g = self._least_loaded(view, alloc, room + lo)
+            if view.legal(job.job_id, g, o):
+                return g, o
+            if legal is None:
+                legal = view.mask_column(job.job_id, o)
+            sel = (legal[lo:hi] & _room(gpu[lo:hi], frac)).nonzero()[0]
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
+
+    def _no_gang_start(
+        self, view: ClusterView, job: JobView, o: int, usable_plans: tuple[str, ...]
+    ) -> int:
+        """Whether a gang ``job`` (option ``o``) can start on a GPU of its usable plans, where
+        each GPU type's GPUs are contiguous (``_type_spans``), from the cluster's fit index
+        (``ClusterView.next_single_legal``, ``legal``), without a legality column:
+        ``NO_USABLE`` where no usable GPU is single-GPU legal, ``NO_GANG_START`` where the
+        first that is starts no gang (nor does any after it: the starts are the legal GPUs up
+        to a cut), else ``UNKNOWN`` (:meth:`_usable_candidates` tells). Either of the first
+        two means no candidate (they are usable gang starts with room)."""
+        spans = self._type_spans
+        assert spans is not None
+        mem, type_mem, job_id = job.mem_gb, self._type_mem, job.job_id
+        g0 = -1
+        for t in usable_plans:
+            lo, hi = spans[t]
+            if (g0 >= 0 and lo > g0) or mem > type_mem[t] + 1e-3:
+                continue  # (after the first found, or no GPU of the type holds the request)
+            g = view.next_single_legal(job_id, o, lo)
+            if 0 <= g < hi and (g0 < 0 or g < g0):
+                g0 = g
+        if g0 < 0:
+            return NO_USABLE
+        return UNKNOWN if view.legal(job_id, g0, o) else NO_GANG_START
 
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
@@ -995,7 +1084,7 @@ class ReservePack(HeuristicPolicy):
             if hit is not None:
                 return hit, o, why
         col = pai_column(view, job, alloc, o)
-        starts = np.flatnonzero(col & usable)
+        starts = (col & usable).nonzero()[0]
         if job.num_gpus == 1 or not starts.size:
             return starts, o, NO_USABLE if job.num_gpus == 1 else UNKNOWN
         one = alloc.one_node(job.num_gpus)
@@ -1029,10 +1118,10 @@ class ReservePack(HeuristicPolicy):
             return (head.size == n and bool(head.all())) or int(np.count_nonzero(single[g:])) >= n
 
         if np.count_nonzero(single) < n:  # no gang start anywhere
-            return _NONE, UNKNOWN
+            return _NONE, NO_GANG_START
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
-        idx = np.flatnonzero(a)
+        idx = a.nonzero()[0]
         if idx.size and gang_start(int(idx[0])):
             # some one-node start: the usable ones if any, else none
             local = idx[usable[idx]]
@@ -1046,8 +1135,8 @@ class ReservePack(HeuristicPolicy):
         g0 = int(b.argmax())
         if not b[g0]:
             return _NONE, NO_USABLE
-        if not gang_start(g0):
-            return _NONE, UNKNOWN
+        if not gang_start(g0):  # (nor can any usable GPU after it)
+            return _NONE, NO_GANG_START
         return None, UNKNOWN
 
 

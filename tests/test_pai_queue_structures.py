@@ -24,7 +24,9 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
+    NO_GANG_START,
     NO_USABLE,
+    UNKNOWN,
     Allocation,
     NodeState,
     ReservePack,
@@ -155,10 +157,32 @@ def _plain_pick(view: ClusterView, gpus: np.ndarray, gpu_rank: np.ndarray) -> in
     )
 
 
+class _CountingView:
+    """A view that counts the legality questions ``_single_pick`` asks: one GPU
+    (``legal``: true or false) and the column (``mask_column``)."""
+
+    def __init__(self, view: ClusterView, counts: dict[str, int]) -> None:
+        self._v, self._counts = view, counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._v, name)
+
+    def legal(self, job_id: int, gpu: int, option: int) -> bool:
+        ok = self._v.legal(job_id, gpu, option)
+        assert ok == bool(self._v.mask(job_id)[gpu, option])
+        self._counts["legal" if ok else "illegal"] += 1
+        return ok
+
+    def mask_column(self, job_id: int, option: int) -> np.ndarray:
+        self._counts["column"] += 1
+        return self._v.mask_column(job_id, option)
+
+
 class _CheckedPick(ReservePack):
     """``reserve_pack``'s ``_pick`` (rank by type span, the zero-load shortcut) checked at every
     call against :func:`lexmin` of the full keys over the node loads recomputed over the fleet;
-    and the per-GPU loads kept with the node loads against ``node[node_of]``."""
+    and the per-GPU loads kept with the node loads against ``node[node_of]``. Counts the
+    legality questions of ``_single_pick`` (one GPU, legal or not; the column)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -167,6 +191,7 @@ class _CheckedPick(ReservePack):
         self.singles = 0
         #: Single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not.
         self.zero_singles = 0
+        self.asked = {"legal": 0, "illegal": 0, "column": 0}
 
     def _pick(
         self,
@@ -190,7 +215,8 @@ class _CheckedPick(ReservePack):
     def _single_pick(
         self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
     ) -> tuple[int, int]:
-        g, o = super()._single_pick(view, job, alloc, usable_plans)
+        counting = _CountingView(view, self.asked)
+        g, o = super()._single_pick(counting, job, alloc, usable_plans)  # type: ignore[arg-type]
         plans = self._plan_info_id(view, job.job_id)[1]
         assert plans[: len(usable_plans)] == usable_plans
         gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
@@ -216,22 +242,34 @@ class _CheckedPickNoSpans(_CheckedPick):
 
 
 @pytest.mark.parametrize(
-    ("case", "spans", "least"),
+    ("case", "spans", "least", "asked"),
     [
-        ("busy", True, (300, 40, 1500, 100, 1000)),
-        ("congested", True, (50, 2, 400, 5, 400)),
-        ("busy", False, (2000, 200, 0, 0, 0)),
+        ("busy", True, (300, 40, 1500, 100, 1000), (1500, 20, 15)),
+        ("congested", True, (50, 2, 400, 5, 400), (400, 5, 4)),
+        ("faults", True, (50, 2, 400, 5, 400), (600, 6, 5)),
+        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
-    case: str, spans: bool, least: tuple[int, int, int, int, int]
+    case: str,
+    spans: bool,
+    least: tuple[int, int, int, int, int],
+    asked: tuple[int, int, int],
 ) -> None:
     """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
     choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
-    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut) and on a
-    congested one. ``least``: the fewest picks, shortcuts among them, single-GPU picks, and
-    single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not."""
-    sc = _busy_hetero() if case == "busy" else _congested(True)
+    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut), on a congested
+    one, and on a congested one with frequent GPU faults (unhealthy GPUs are empty, of load 0.0
+    and with room, but not legal). ``least``: the fewest picks, shortcuts among them, single-GPU
+    picks, and single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and
+    not. ``asked``: the fewest legality questions of ``_single_pick`` of one GPU answered
+    legal, of one GPU answered not (the GPU it would pick is not legal: it goes on), and of
+    the column (the one-GPU tries failed)."""
+    sc = {
+        "busy": _busy_hetero,
+        "congested": lambda: _congested(True),
+        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+    }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert (pol._type_spans is not None) == spans
@@ -239,6 +277,8 @@ def test_reserve_pack_pick_is_the_lexmin(
         pol.calls, pol.shortcuts, pol.singles, pol.zero_singles, pol.singles - pol.zero_singles
     )  # fmt: skip
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
+    got_asked = (pol.asked["legal"], pol.asked["illegal"], pol.asked["column"])
+    assert all(n >= m for n, m in zip(got_asked, asked, strict=True)), got_asked
 
 
 def _full_candidates(
@@ -320,7 +360,7 @@ def test_gang_shortcut_on_random_fleets() -> None:
     a gang)."""
     rng = np.random.default_rng(0)
     answered = 0
-    reasons = [0, 0]  # NO_USABLE, witness
+    reasons = [0, 0, 0]  # NO_USABLE, witness, NO_GANG_START
     for _ in range(3000):
         g, n = int(rng.integers(4, 40)), int(rng.integers(2, 6))
         node_size = int(rng.choice([2, 4, 8]))
@@ -349,7 +389,61 @@ def test_gang_shortcut_on_random_fleets() -> None:
             assert got is not None and not got.size
             assert single[why : why + n].all() and runs[why] >= n and not usable[why]
             assert not (single & (runs >= n) & usable).any()
+        elif why == NO_GANG_START:  # no usable GPU starts a gang (whatever the room)
+            reasons[2] += 1
+            assert got is not None and not got.size and not (view.gang & usable).any()
     assert answered > 1500 and min(reasons) > 100, reasons
+
+
+class _CheckedNoGangStart(ReservePack):
+    """``reserve_pack``'s gang pre-check (``_no_gang_start``: the fit index, no column) checked
+    at every call against the columns: ``NO_USABLE`` iff no usable GPU is single-GPU legal,
+    ``NO_GANG_START`` iff one is but none starts the gang (the gang mask's column), else
+    ``UNKNOWN``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = {NO_USABLE: 0, NO_GANG_START: 0, UNKNOWN: 0}
+
+    def _no_gang_start(
+        self, view: ClusterView, job: JobView, o: int, usable_plans: tuple[str, ...]
+    ) -> int:
+        why = super()._no_gang_start(view, job, o, usable_plans)
+        usable = np.isin(np.asarray(view.type_name), usable_plans)
+        single = view.single_column(job.job_id, o) & usable
+        starts = view.mask(job.job_id)[:, o] & usable
+        want = UNKNOWN if starts.any() else NO_GANG_START if single.any() else NO_USABLE
+        assert why == want, (why, want)
+        self.seen[why] += 1
+        return why
+
+
+@pytest.mark.parametrize(
+    ("case", "least"),
+    [
+        ("busy", (10, 2000, 500)),
+        ("congested", (50, 500, 40)),
+        ("faults", (100, 100, 100)),
+        ("time-sharing", (0, 40, 150)),
+    ],
+)
+def test_reserve_pack_gang_precheck_is_the_columns(case: str, least: tuple[int, int, int]) -> None:
+    """``_no_gang_start`` tells from the fit index (the first usable single-GPU legal GPU and
+    whether it starts the gang) what the legality columns say, on the PAI fleets of the tests
+    above (with frequent faults: unhealthy GPUs are not legal; time-sharing: a legal GPU may
+    be allocated). ``least``: the fewest answers of each kind (``NO_USABLE``,
+    ``NO_GANG_START``, ``UNKNOWN``)."""
+    sc = {
+        "busy": _busy_hetero,
+        "congested": lambda: _congested(True),
+        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+        "time-sharing": lambda: _faulty_congested(("time_sharing",), 100.0),
+    }[case]()
+    pol = _CheckedNoGangStart()
+    pol._keep_no_cand = False  # (every request asked: more questions)
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    got = (pol.seen[NO_USABLE], pol.seen[NO_GANG_START], pol.seen[UNKNOWN])
+    assert all(n >= m for n, m in zip(got, least, strict=True)), got
 
 
 class _AskEveryTime(ReservePack):
@@ -364,9 +458,9 @@ class _CheckedNoCandidates(ReservePack):
         super().__init__()
         self._plain = _AskEveryTime()
         self.calls = 0
-        #: Requests answered from what was kept, by reason: no usable GPU legal with room (-1),
-        #: a witness elsewhere (a node), no option (None).
-        self.kept_hits: dict[str, int] = {"free": 0, "witness": 0}
+        #: Requests answered from what was kept, by reason: no usable GPU legal with room (-1)
+        #: or no option, a witness elsewhere (a node), no usable gang start (-3).
+        self.kept_hits: dict[str, int] = {"free": 0, "witness": 0, "gang": 0}
 
     def decide(self, view: ClusterView) -> Decision | None:
         kept = dict(self._no_cand._kept)
@@ -375,7 +469,8 @@ class _CheckedNoCandidates(ReservePack):
         self.calls += 1
         for req in self._no_cand._used & kept.keys():
             k = kept[req]
-            self.kept_hits["free" if k.witness_node < 0 else "witness"] += 1
+            w = k.witness_node
+            self.kept_hits["gang" if w == NO_GANG_START else "free" if w < 0 else "witness"] += 1
         return d
 
 
@@ -399,22 +494,22 @@ def _faulty_congested(modes: tuple[str, ...], fault_scale: float) -> object:
 
 
 @pytest.mark.parametrize(
-    ("case", "free", "witness"),
+    ("case", "free", "witness", "gang"),
     [
-        ("busy", 70, 400),
-        ("congested", 8, 5),
-        ("faults", 40, 8),
-        ("time-sharing", 30, 8),
+        ("busy", 70, 400, 9000),
+        ("congested", 8, 2, 3000),
+        ("faults", 40, 4, 3500),
+        ("time-sharing", 30, 8, 50),
     ],
 )
 def test_reserve_pack_kept_no_candidates_decide_as_asking(
-    case: str, free: int, witness: int
+    case: str, free: int, witness: int, gang: int
 ) -> None:
     """What ``reserve_pack`` keeps of the requests found without a candidate changes no
     decision: every call equals a policy's that asks every request again, on a lightly loaded
     PAI fleet with gangs waiting for their plans, on a congested one, with frequent GPU faults
     (unhealthy GPUs are empty but not legal: a one-node run need not hold a gang) and with
-    gangs time-sharing (no exclusive option). Both reasons for keeping one are used."""
+    gangs time-sharing (no exclusive option). Every reason for keeping one is used."""
     sc = {
         "busy": _busy_hetero,
         "congested": lambda: _congested(True),
@@ -424,4 +519,5 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
     pol = _CheckedNoCandidates()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert pol.calls > 500
-    assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits
+    hits = pol.kept_hits
+    assert hits["free"] > free and hits["witness"] > witness and hits["gang"] > gang, hits
