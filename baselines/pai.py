@@ -442,11 +442,9 @@ class NodeState:
 
 
 #: Why a request has no candidate (:meth:`ReservePack._usable_candidates`; a GPU, >= 0: a
-#: witness elsewhere): no usable GPU is legal with room, not known, or (a gang) no usable GPU
-#: starts one (fewer than ``num_gpus`` single-GPU legal GPUs from the first usable legal one on).
+#: witness elsewhere): no usable GPU is legal with room, or not known.
 NO_USABLE = -1
 UNKNOWN = -2
-NO_GANG_START = -3
 
 
 class _Kept:
@@ -463,9 +461,8 @@ class _Kept:
         self.n, self.frac = job.num_gpus, job.gpu_frac
         #: Per GPU: its type is in a usable plan.
         self.usable = usable
-        #: -1 (``NO_USABLE``): no usable GPU is legal with room. -3 (``NO_GANG_START``): a
-        #: gang's, no usable GPU starts one. Else (a node) a gang's: no usable GPU with room is
-        #: a legal one-node start, and this node holds one outside the usable plans.
+        #: -1: no usable GPU is legal with room. Else a gang's: no usable GPU with room is a
+        #: legal one-node start, and this node holds one outside the usable plans.
         self.witness_node = witness_node
 
 
@@ -478,10 +475,6 @@ class NoCandidates:
 
     * **no usable GPU is legal with room** (``pai_column``'s room: ``gpu_frac`` more within 1,
       or nothing allocated for a whole GPU), or
-    * (a gang) **no usable GPU starts one**: a gang may start at ``g`` iff ``g`` and
-      ``num_gpus - 1`` more GPUs after it are single-GPU legal (``Cluster.gang_mask``), so the
-      starts are the legal GPUs up to a cut; none is usable when the first usable legal GPU
-      has fewer than ``num_gpus`` legal ones from it on, or
     * (a gang, nodes contiguous in GPU order) **no usable GPU with room starts ``num_gpus``
       legal empty GPUs of its node, and some GPU outside the usable plans does** (the witness):
       candidates are then the usable one-node starts (none), as
@@ -492,9 +485,7 @@ class NoCandidates:
     its node's. So after a change of GPUs ``C`` the first holds while no usable GPU of ``C``
     is legal with room, and the second while the witness's node is untouched and no node of
     ``C`` holds a usable legal one-node start with room (the witness's run is legal GPU by GPU,
-    so it starts a gang whatever the rest of the fleet). The gang's holds while no GPU of ``C``
-    is legal: the legal GPUs are then a subset of those before, so are the starts. Anything
-    else is asked again.
+    so it starts a gang whatever the rest of the fleet). Anything else is asked again.
     """
 
     def __init__(self) -> None:
@@ -542,8 +533,8 @@ class NoCandidates:
         self._used.add(req)
         if option < 0:  # (no option: a function of the options and the fraction only)
             self._kept[req] = _Kept(job, option, None, -1)
-        elif why in (NO_USABLE, NO_GANG_START):
-            self._kept[req] = _Kept(job, option, usable, why)
+        elif why == NO_USABLE:
+            self._kept[req] = _Kept(job, option, usable, -1)
         elif why >= 0 and alloc.contiguous and alloc.node_state is not None:
             self._kept[req] = _Kept(job, option, usable, alloc.node_state.node_of(why))
 
@@ -554,11 +545,6 @@ class NoCandidates:
             return True
         frac, n, witness = k.frac, k.n, k.witness_node
         job_id, option = k.job_id, k.option
-        if witness == NO_GANG_START:  # (no changed GPU may be legal now)
-            for g in changed:  # noqa: SIM110 (a loop: compiled, a generator is costly)
-                if view.single_legal(job_id, g, option):
-                    return False
-            return True
         alloc = view.frac_used
         # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
         # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
@@ -581,8 +567,8 @@ class NoCandidates:
 
 
 #: How many GPUs of load 0.0 ``ReservePack._single_pick`` tests one by one in a span before it
-#: fetches the legality column (a GPU of an empty node is nearly always legal: the first try
-#: usually answers; a span whose type the request cannot use fails every try).
+#: fetches the legality column (a GPU of an empty node is legal unless unhealthy or not ready,
+#: its type being able to hold the request: in the replays the first try always answers).
 _ZERO_TRIES = 3
 
 
@@ -882,15 +868,6 @@ class ReservePack(HeuristicPolicy):
                 if keep_no_cand:
                     self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
-            if job.num_gpus > 1 and self._type_spans is not None:
-                # (no usable GPU starts the gang: no candidate, told without a column)
-                o = pai_option(view, job)
-                why = self._no_gang_start(view, job, o, plans[:usable]) if o >= 0 else UNKNOWN
-                if why != UNKNOWN:
-                    no_cand.add(req)
-                    if keep_no_cand:
-                        self._no_cand.keep(req, job, alloc, gpu_ok, o, why)
-                    continue
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -934,10 +911,19 @@ class ReservePack(HeuristicPolicy):
     ) -> tuple[int, int]:
         """A single-GPU ``job``'s GPU and option (-1: no candidate) where each GPU type's GPUs
         are contiguous (``_type_spans``): :meth:`_pick` of :meth:`_usable_candidates`, taking
-        ``pai_column`` over the usable types' spans in plan order, up to the first that holds
-        a candidate (the least rank's candidates). Where :meth:`NodeState.zero_load_empty`
-        holds, a span's first legal GPU on a node of load 0.0 is taken before the candidates
-        are listed (what :meth:`_least_loaded`'s shortcut would choose among them)."""
+        the usable types' spans in plan order up to the first that holds a candidate (the
+        least rank's candidates), a span skipped where its type's memory cannot hold the
+        request (``Allocation.room``'s test: none of its GPUs is legal). In a span, without
+        the fleet-wide legality column where one GPU's legality answers
+        (``ClusterView.legal``):
+
+        * where :meth:`NodeState.zero_load_empty` holds, the span's first legal GPU on a node
+          of load 0.0 is the pick (what :meth:`_least_loaded`'s shortcut would choose among
+          the candidates): the first few such GPUs are tested one by one, the rest from the
+          column;
+        * else the candidates are the GPUs with room that are legal, so the least (node load,
+          -allocation, gpu) of those with room is the pick if it is legal; if not, the column
+          lists the candidates."""
         o = pai_option(view, job)
         if o < 0:
             return -1, o
@@ -994,31 +980,6 @@ class ReservePack(HeuristicPolicy):
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
 
-    def _no_gang_start(
-        self, view: ClusterView, job: JobView, o: int, usable_plans: tuple[str, ...]
-    ) -> int:
-        """Whether a gang ``job`` (option ``o``) can start on a GPU of its usable plans, where
-        each GPU type's GPUs are contiguous (``_type_spans``), from the cluster's fit index
-        (``ClusterView.next_single_legal``, ``legal``), without a legality column:
-        ``NO_USABLE`` where no usable GPU is single-GPU legal, ``NO_GANG_START`` where the
-        first that is starts no gang (nor does any after it: the starts are the legal GPUs up
-        to a cut), else ``UNKNOWN`` (:meth:`_usable_candidates` tells). Either of the first
-        two means no candidate (they are usable gang starts with room)."""
-        spans = self._type_spans
-        assert spans is not None
-        mem, type_mem, job_id = job.mem_gb, self._type_mem, job.job_id
-        g0 = -1
-        for t in usable_plans:
-            lo, hi = spans[t]
-            if (g0 >= 0 and lo > g0) or mem > type_mem[t] + 1e-3:
-                continue  # (after the first found, or no GPU of the type holds the request)
-            g = view.next_single_legal(job_id, o, lo)
-            if 0 <= g < hi and (g0 < 0 or g < g0):
-                g0 = g
-        if g0 < 0:
-            return NO_USABLE
-        return UNKNOWN if view.legal(job_id, g0, o) else NO_GANG_START
-
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
         if sel.size == 1:
@@ -1029,8 +990,13 @@ class ReservePack(HeuristicPolicy):
         i = int(load.argmin())
         if load[i] == 0.0 and nodes.zero_load_empty():
             return int(sel[i])
-        # (``lexmin`` of the load first: ``load[i]`` is the least)
-        return lexmin(sel[load == load[i]], lambda s: -alloc.gpu[s])
+        # The least load's GPUs (``load[i]`` is the least), then the greatest allocation and
+        # the lowest GPU among them: ``lexmin`` of ``-allocation`` (negation is exact), which is
+        # the first maximum ``argmax`` returns.
+        ties = sel[load == load[i]]
+        if ties.size == 1:
+            return int(ties[0])
+        return int(ties[int(alloc.gpu[ties].argmax())])
 
     def _plan_info_id(self, view: ClusterView, job_id: int) -> _PlanInfo:
         """(:meth:`high_gpu`, :meth:`plans`) of job ``job_id`` and a view of it as first seen
@@ -1118,7 +1084,7 @@ class ReservePack(HeuristicPolicy):
             return (head.size == n and bool(head.all())) or int(np.count_nonzero(single[g:])) >= n
 
         if np.count_nonzero(single) < n:  # no gang start anywhere
-            return _NONE, NO_GANG_START
+            return _NONE, UNKNOWN
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
         idx = a.nonzero()[0]
@@ -1135,8 +1101,8 @@ class ReservePack(HeuristicPolicy):
         g0 = int(b.argmax())
         if not b[g0]:
             return _NONE, NO_USABLE
-        if not gang_start(g0):  # (nor can any usable GPU after it)
-            return _NONE, NO_GANG_START
+        if not gang_start(g0):
+            return _NONE, UNKNOWN
         return None, UNKNOWN
 
 

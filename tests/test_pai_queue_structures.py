@@ -24,9 +24,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
-    NO_GANG_START,
     NO_USABLE,
-    UNKNOWN,
     Allocation,
     NodeState,
     ReservePack,
@@ -360,7 +358,7 @@ def test_gang_shortcut_on_random_fleets() -> None:
     a gang)."""
     rng = np.random.default_rng(0)
     answered = 0
-    reasons = [0, 0, 0]  # NO_USABLE, witness, NO_GANG_START
+    reasons = [0, 0]  # NO_USABLE, witness
     for _ in range(3000):
         g, n = int(rng.integers(4, 40)), int(rng.integers(2, 6))
         node_size = int(rng.choice([2, 4, 8]))
@@ -389,61 +387,7 @@ def test_gang_shortcut_on_random_fleets() -> None:
             assert got is not None and not got.size
             assert single[why : why + n].all() and runs[why] >= n and not usable[why]
             assert not (single & (runs >= n) & usable).any()
-        elif why == NO_GANG_START:  # no usable GPU starts a gang (whatever the room)
-            reasons[2] += 1
-            assert got is not None and not got.size and not (view.gang & usable).any()
     assert answered > 1500 and min(reasons) > 100, reasons
-
-
-class _CheckedNoGangStart(ReservePack):
-    """``reserve_pack``'s gang pre-check (``_no_gang_start``: the fit index, no column) checked
-    at every call against the columns: ``NO_USABLE`` iff no usable GPU is single-GPU legal,
-    ``NO_GANG_START`` iff one is but none starts the gang (the gang mask's column), else
-    ``UNKNOWN``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen = {NO_USABLE: 0, NO_GANG_START: 0, UNKNOWN: 0}
-
-    def _no_gang_start(
-        self, view: ClusterView, job: JobView, o: int, usable_plans: tuple[str, ...]
-    ) -> int:
-        why = super()._no_gang_start(view, job, o, usable_plans)
-        usable = np.isin(np.asarray(view.type_name), usable_plans)
-        single = view.single_column(job.job_id, o) & usable
-        starts = view.mask(job.job_id)[:, o] & usable
-        want = UNKNOWN if starts.any() else NO_GANG_START if single.any() else NO_USABLE
-        assert why == want, (why, want)
-        self.seen[why] += 1
-        return why
-
-
-@pytest.mark.parametrize(
-    ("case", "least"),
-    [
-        ("busy", (10, 2000, 500)),
-        ("congested", (50, 500, 40)),
-        ("faults", (100, 100, 100)),
-        ("time-sharing", (0, 40, 150)),
-    ],
-)
-def test_reserve_pack_gang_precheck_is_the_columns(case: str, least: tuple[int, int, int]) -> None:
-    """``_no_gang_start`` tells from the fit index (the first usable single-GPU legal GPU and
-    whether it starts the gang) what the legality columns say, on the PAI fleets of the tests
-    above (with frequent faults: unhealthy GPUs are not legal; time-sharing: a legal GPU may
-    be allocated). ``least``: the fewest answers of each kind (``NO_USABLE``,
-    ``NO_GANG_START``, ``UNKNOWN``)."""
-    sc = {
-        "busy": _busy_hetero,
-        "congested": lambda: _congested(True),
-        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
-        "time-sharing": lambda: _faulty_congested(("time_sharing",), 100.0),
-    }[case]()
-    pol = _CheckedNoGangStart()
-    pol._keep_no_cand = False  # (every request asked: more questions)
-    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
-    got = (pol.seen[NO_USABLE], pol.seen[NO_GANG_START], pol.seen[UNKNOWN])
-    assert all(n >= m for n, m in zip(got, least, strict=True)), got
 
 
 class _AskEveryTime(ReservePack):
@@ -458,9 +402,9 @@ class _CheckedNoCandidates(ReservePack):
         super().__init__()
         self._plain = _AskEveryTime()
         self.calls = 0
-        #: Requests answered from what was kept, by reason: no usable GPU legal with room (-1)
-        #: or no option, a witness elsewhere (a node), no usable gang start (-3).
-        self.kept_hits: dict[str, int] = {"free": 0, "witness": 0, "gang": 0}
+        #: Requests answered from what was kept, by reason: no usable GPU legal with room (-1),
+        #: a witness elsewhere (a node), no option (None).
+        self.kept_hits: dict[str, int] = {"free": 0, "witness": 0}
 
     def decide(self, view: ClusterView) -> Decision | None:
         kept = dict(self._no_cand._kept)
@@ -469,8 +413,7 @@ class _CheckedNoCandidates(ReservePack):
         self.calls += 1
         for req in self._no_cand._used & kept.keys():
             k = kept[req]
-            w = k.witness_node
-            self.kept_hits["gang" if w == NO_GANG_START else "free" if w < 0 else "witness"] += 1
+            self.kept_hits["free" if k.witness_node < 0 else "witness"] += 1
         return d
 
 
@@ -494,22 +437,22 @@ def _faulty_congested(modes: tuple[str, ...], fault_scale: float) -> object:
 
 
 @pytest.mark.parametrize(
-    ("case", "free", "witness", "gang"),
+    ("case", "free", "witness"),
     [
-        ("busy", 70, 400, 9000),
-        ("congested", 8, 2, 3000),
-        ("faults", 40, 4, 3500),
-        ("time-sharing", 30, 8, 50),
+        ("busy", 70, 400),
+        ("congested", 8, 5),
+        ("faults", 40, 8),
+        ("time-sharing", 30, 8),
     ],
 )
 def test_reserve_pack_kept_no_candidates_decide_as_asking(
-    case: str, free: int, witness: int, gang: int
+    case: str, free: int, witness: int
 ) -> None:
     """What ``reserve_pack`` keeps of the requests found without a candidate changes no
     decision: every call equals a policy's that asks every request again, on a lightly loaded
     PAI fleet with gangs waiting for their plans, on a congested one, with frequent GPU faults
     (unhealthy GPUs are empty but not legal: a one-node run need not hold a gang) and with
-    gangs time-sharing (no exclusive option). Every reason for keeping one is used."""
+    gangs time-sharing (no exclusive option). Both reasons for keeping one are used."""
     sc = {
         "busy": _busy_hetero,
         "congested": lambda: _congested(True),
@@ -519,5 +462,4 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
     pol = _CheckedNoCandidates()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert pol.calls > 500
-    hits = pol.kept_hits
-    assert hits["free"] > free and hits["witness"] > witness and hits["gang"] > gang, hits
+    assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits

@@ -1282,17 +1282,6 @@ class Cluster:
             return ix.legal(ix.thresholds(job.mem_gb, job.gpu_types), option, gpu)
         return bool(m._single_cached(job)[option][gpu])
 
-    def next_single_legal(self, job: JobSpec, option: int, lo: int) -> int:
-        """The lowest GPU ``g >= lo`` with ``single_row(job, option)[g]`` (-1: none), without
-        a row where the :class:`_FitIndex` answers (its per-type trees: ``_FitIndex.first``)."""
-        m = self.masks
-        if m._indexed(option):
-            ix = m._index(job.kind is _ONLINE)
-            return ix.first(ix.thresholds(job.mem_gb, job.gpu_types), option, lo)
-        row = m._single_cached(job)[option]
-        nz = np.flatnonzero(row[lo:])
-        return lo + int(nz[0]) if nz.size else -1
-
 
 def _float_order(x: float) -> int:
     """An integer that orders floats as their values do (bijective on non-NaN floats, up to

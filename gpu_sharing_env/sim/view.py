@@ -517,12 +517,6 @@ class ClusterView:
         where the fit index answers, one GPU's value against its type's threshold)."""
         return self._sim.cluster.single_legal(self._sim.jobs[job_id].spec, gpu, option)
 
-    def next_single_legal(self, job_id: int, option: int, lo: int) -> int:
-        """The lowest GPU ``g >= lo`` with ``single_column(job_id, option)[g]`` (-1: none),
-        without the column where the cluster's fit index answers
-        (``Cluster.next_single_legal``)."""
-        return self._sim.cluster.next_single_legal(self._sim.jobs[job_id].spec, option, lo)
-
     def watch_gpus(self) -> set[int]:
         """A set the simulator's cluster adds every GPU whose state changes to, from now until
         the episode ends (``Cluster.watch``): a policy that keeps something per GPU or node
