@@ -544,8 +544,8 @@ class NoCandidates:
         if usable is None:
             return True
         frac, n, witness = k.frac, k.n, k.witness_node
+        job_id, option = k.job_id, k.option
         alloc = view.frac_used
-        single: np.ndarray | None = None
         # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
         # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
         if witness < 0:
@@ -557,13 +557,19 @@ class NoCandidates:
             runs = nodes.empty_runs(view)
             gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
         for g in gpus:  # none may be usable, with room and legal now
-            if not usable.item(g) or not _room(alloc.item(g), frac):
-                continue
-            if single is None:
-                single = view.single_column(k.job_id, k.option)
-            if single.item(g):
+            if (
+                usable.item(g)
+                and _room(alloc.item(g), frac)
+                and view.single_legal(job_id, g, option)
+            ):
                 return False
         return True
+
+
+#: How many GPUs of load 0.0 ``ReservePack._single_pick`` tests one by one in a span before it
+#: fetches the legality column (a GPU of an empty node is legal unless unhealthy or not ready,
+#: its type being able to hold the request: in the replays the first try always answers).
+_ZERO_TRIES = 3
 
 
 def _room(gpu: Any, frac: float) -> Any:
@@ -699,6 +705,8 @@ class ReservePack(HeuristicPolicy):
         self._types: dict[str, tuple[GpuType, list[int]]] = {}
         #: GPU type name -> (first GPU, last + 1) where each type's GPUs are contiguous.
         self._type_spans: dict[str, tuple[int, int]] | None = None
+        #: GPU type name -> the largest GPU memory of its GPUs (GB).
+        self._type_mem: dict[str, float] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
         self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -736,6 +744,9 @@ class ReservePack(HeuristicPolicy):
             self._type_spans = {t: (gs[0], gs[-1] + 1) for t, (_, gs) in types.items()}
             if any(hi - lo != len(types[t][1]) for t, (lo, hi) in self._type_spans.items()):
                 self._type_spans = None
+            # GPU type name -> its GPUs' largest memory (``Allocation.room``'s, by name)
+            type_mem = _fleet_static(view)[6]
+            self._type_mem = {t: type_mem[i] for i, t in enumerate(view.type_names)}
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
@@ -900,32 +911,71 @@ class ReservePack(HeuristicPolicy):
     ) -> tuple[int, int]:
         """A single-GPU ``job``'s GPU and option (-1: no candidate) where each GPU type's GPUs
         are contiguous (``_type_spans``): :meth:`_pick` of :meth:`_usable_candidates`, taking
-        ``pai_column`` over the usable types' spans in plan order, up to the first that holds
-        a candidate (the least rank's candidates). Where :meth:`NodeState.zero_load_empty`
-        holds, a span's first legal GPU on a node of load 0.0 is taken before the candidates
-        are listed (what :meth:`_least_loaded`'s shortcut would choose among them)."""
+        the usable types' spans in plan order up to the first that holds a candidate (the
+        least rank's candidates), a span skipped where its type's memory cannot hold the
+        request (``Allocation.room``'s test: none of its GPUs is legal). In a span, without
+        the fleet-wide legality column where one GPU's legality answers
+        (``ClusterView.legal``):
+
+        * where :meth:`NodeState.zero_load_empty` holds, the span's first legal GPU on a node
+          of load 0.0 is the pick (what :meth:`_least_loaded`'s shortcut would choose among
+          the candidates): the first few such GPUs are tested one by one, the rest from the
+          column;
+        * else the candidates are the GPUs with room that are legal, so the least (node load,
+          -allocation, gpu) of those with room is the pick if it is legal; if not, the column
+          lists the candidates."""
         o = pai_option(view, job)
         if o < 0:
             return -1, o
         spans = self._type_spans
         assert spans is not None
-        legal = view.mask_column(job.job_id, o)
+        legal: np.ndarray | None = None  # (the legality column, fetched where needed)
         gpu, frac = alloc.gpu, job.gpu_frac
         nodes = self._nodes
         zero: np.ndarray | None = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
         if not nodes.zero_nodes() or not nodes.zero_load_empty():
             zero = None
+        mem, type_mem = job.mem_gb, self._type_mem
         for t in usable_plans:
+            if mem > type_mem[t] + 1e-3:
+                continue  # (no GPU of the type holds the request: none is legal, as ``room``)
             lo, hi = spans[t]
             if zero is not None:
                 # The zero-load shortcut before the candidates are listed: a legal GPU on a node
                 # of load 0.0 is a candidate (the node is empty: its GPUs' allocations are 0.0,
-                # so room holds), of the least load; the first such GPU is the pick.
-                z = legal[lo:hi] & zero[lo:hi]
-                i = int(z.argmax())
-                if z[i]:
-                    return lo + i, o
-            sel = np.flatnonzero(legal[lo:hi] & _room(gpu[lo:hi], frac))
+                # so room holds), of the least load; the first such GPU is the pick. The first
+                # few GPUs of load 0.0 are tested one by one (``ClusterView.legal``), the rest
+                # from the legality column.
+                p = lo
+                for _ in range(_ZERO_TRIES):
+                    if p >= hi:
+                        break
+                    i = p + int(zero[p:hi].argmax())
+                    if not zero[i]:
+                        p = hi  # (no GPU of load 0.0 left in the span)
+                        break
+                    if view.legal(job.job_id, i, o):
+                        return i, o
+                    p = i + 1
+                if p < hi:
+                    if legal is None:
+                        legal = view.mask_column(job.job_id, o)
+                    z = legal[p:hi] & zero[p:hi]
+                    i = int(z.argmax())
+                    if z[i]:
+                        return p + i, o
+            # The candidates are the span's GPUs with room that are legal: the least (node
+            # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
+            # none with room: no candidate) the legality column lists them.
+            room = _room(gpu[lo:hi], frac).nonzero()[0]  # (``flatnonzero`` of a 1-D array)
+            if not room.size:
+                continue
+            g = self._least_loaded(view, alloc, room + lo)
+            if view.legal(job.job_id, g, o):
+                return g, o
+            if legal is None:
+                legal = view.mask_column(job.job_id, o)
+            sel = (legal[lo:hi] & _room(gpu[lo:hi], frac)).nonzero()[0]
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
@@ -940,8 +990,13 @@ class ReservePack(HeuristicPolicy):
         i = int(load.argmin())
         if load[i] == 0.0 and nodes.zero_load_empty():
             return int(sel[i])
-        # (``lexmin`` of the load first: ``load[i]`` is the least)
-        return lexmin(sel[load == load[i]], lambda s: -alloc.gpu[s])
+        # The least load's GPUs (``load[i]`` is the least), then the greatest allocation and
+        # the lowest GPU among them: ``lexmin`` of ``-allocation`` (negation is exact), which is
+        # the first maximum ``argmax`` returns.
+        ties = sel[load == load[i]]
+        if ties.size == 1:
+            return int(ties[0])
+        return int(ties[int(alloc.gpu[ties].argmax())])
 
     def _plan_info_id(self, view: ClusterView, job_id: int) -> _PlanInfo:
         """(:meth:`high_gpu`, :meth:`plans`) of job ``job_id`` and a view of it as first seen
@@ -995,7 +1050,7 @@ class ReservePack(HeuristicPolicy):
             if hit is not None:
                 return hit, o, why
         col = pai_column(view, job, alloc, o)
-        starts = np.flatnonzero(col & usable)
+        starts = (col & usable).nonzero()[0]
         if job.num_gpus == 1 or not starts.size:
             return starts, o, NO_USABLE if job.num_gpus == 1 else UNKNOWN
         one = alloc.one_node(job.num_gpus)
@@ -1032,7 +1087,7 @@ class ReservePack(HeuristicPolicy):
             return _NONE, UNKNOWN
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
-        idx = np.flatnonzero(a)
+        idx = a.nonzero()[0]
         if idx.size and gang_start(int(idx[0])):
             # some one-node start: the usable ones if any, else none
             local = idx[usable[idx]]

@@ -31,6 +31,7 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.sim.lifecycle",
     "gpu_sharing_env.sim.jobs",
     "gpu_sharing_env.sim.waiting",
+    "gpu_sharing_env.sim.view",
     "gpu_sharing_env.sim.failures",
     "gpu_sharing_env.sim.monitor",
     "gpu_sharing_env.envs.observation",

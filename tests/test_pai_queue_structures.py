@@ -155,10 +155,32 @@ def _plain_pick(view: ClusterView, gpus: np.ndarray, gpu_rank: np.ndarray) -> in
     )
 
 
+class _CountingView:
+    """A view that counts the legality questions ``_single_pick`` asks: one GPU
+    (``legal``: true or false) and the column (``mask_column``)."""
+
+    def __init__(self, view: ClusterView, counts: dict[str, int]) -> None:
+        self._v, self._counts = view, counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._v, name)
+
+    def legal(self, job_id: int, gpu: int, option: int) -> bool:
+        ok = self._v.legal(job_id, gpu, option)
+        assert ok == bool(self._v.mask(job_id)[gpu, option])
+        self._counts["legal" if ok else "illegal"] += 1
+        return ok
+
+    def mask_column(self, job_id: int, option: int) -> np.ndarray:
+        self._counts["column"] += 1
+        return self._v.mask_column(job_id, option)
+
+
 class _CheckedPick(ReservePack):
     """``reserve_pack``'s ``_pick`` (rank by type span, the zero-load shortcut) checked at every
     call against :func:`lexmin` of the full keys over the node loads recomputed over the fleet;
-    and the per-GPU loads kept with the node loads against ``node[node_of]``."""
+    and the per-GPU loads kept with the node loads against ``node[node_of]``. Counts the
+    legality questions of ``_single_pick`` (one GPU, legal or not; the column)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -167,6 +189,7 @@ class _CheckedPick(ReservePack):
         self.singles = 0
         #: Single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not.
         self.zero_singles = 0
+        self.asked = {"legal": 0, "illegal": 0, "column": 0}
 
     def _pick(
         self,
@@ -190,7 +213,8 @@ class _CheckedPick(ReservePack):
     def _single_pick(
         self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
     ) -> tuple[int, int]:
-        g, o = super()._single_pick(view, job, alloc, usable_plans)
+        counting = _CountingView(view, self.asked)
+        g, o = super()._single_pick(counting, job, alloc, usable_plans)  # type: ignore[arg-type]
         plans = self._plan_info_id(view, job.job_id)[1]
         assert plans[: len(usable_plans)] == usable_plans
         gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
@@ -216,22 +240,34 @@ class _CheckedPickNoSpans(_CheckedPick):
 
 
 @pytest.mark.parametrize(
-    ("case", "spans", "least"),
+    ("case", "spans", "least", "asked"),
     [
-        ("busy", True, (300, 40, 1500, 100, 1000)),
-        ("congested", True, (50, 2, 400, 5, 400)),
-        ("busy", False, (2000, 200, 0, 0, 0)),
+        ("busy", True, (300, 40, 1500, 100, 1000), (1500, 20, 15)),
+        ("congested", True, (50, 2, 400, 5, 400), (400, 5, 4)),
+        ("faults", True, (50, 2, 400, 5, 400), (600, 6, 5)),
+        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
-    case: str, spans: bool, least: tuple[int, int, int, int, int]
+    case: str,
+    spans: bool,
+    least: tuple[int, int, int, int, int],
+    asked: tuple[int, int, int],
 ) -> None:
     """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
     choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
-    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut) and on a
-    congested one. ``least``: the fewest picks, shortcuts among them, single-GPU picks, and
-    single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not."""
-    sc = _busy_hetero() if case == "busy" else _congested(True)
+    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut), on a congested
+    one, and on a congested one with frequent GPU faults (unhealthy GPUs are empty, of load 0.0
+    and with room, but not legal). ``least``: the fewest picks, shortcuts among them, single-GPU
+    picks, and single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and
+    not. ``asked``: the fewest legality questions of ``_single_pick`` of one GPU answered
+    legal, of one GPU answered not (the GPU it would pick is not legal: it goes on), and of
+    the column (the one-GPU tries failed)."""
+    sc = {
+        "busy": _busy_hetero,
+        "congested": lambda: _congested(True),
+        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+    }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert (pol._type_spans is not None) == spans
@@ -239,6 +275,8 @@ def test_reserve_pack_pick_is_the_lexmin(
         pol.calls, pol.shortcuts, pol.singles, pol.zero_singles, pol.singles - pol.zero_singles
     )  # fmt: skip
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
+    got_asked = (pol.asked["legal"], pol.asked["illegal"], pol.asked["column"])
+    assert all(n >= m for n, m in zip(got_asked, asked, strict=True)), got_asked
 
 
 def _full_candidates(

@@ -1271,6 +1271,17 @@ class Cluster:
                 else:
                     assert not parts, f"gpu {g}: gpulets outside MPS"
 
+    # ------------------------------------------------------------------ one GPU's legality
+    def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
+        """``single_row(job, option)[gpu]``: ``job`` may take ``gpu`` alone under ``option``
+        (each of a gang's GPUs must), without a row: from the :class:`_FitIndex` where it
+        answers (the GPU's value against its type's threshold, ``_FitIndex.legal``)."""
+        m = self.masks
+        if m._indexed(option):
+            ix = m._index(job.kind is _ONLINE)
+            return ix.legal(ix.thresholds(job.mem_gb, job.gpu_types), option, gpu)
+        return bool(m._single_cached(job)[option][gpu])
+
 
 def _float_order(x: float) -> int:
     """An integer that orders floats as their values do (bijective on non-NaN floats, up to

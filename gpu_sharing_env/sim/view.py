@@ -503,6 +503,20 @@ class ClusterView:
         (``Cluster.gang_mask``)."""
         return _ro(self._sim.cluster.single_row(self._sim.jobs[job_id].spec, option))
 
+    def legal(self, job_id: int, gpu: int, option: int) -> bool:
+        """``mask(job_id)[gpu, option]`` of queued ``job_id`` (``gpu`` in range), without
+        building the mask or a column where the cluster's fit index answers
+        (``Cluster.legal``: one GPU's value against its type's threshold)."""
+        hit = self._masks.get(job_id)
+        if hit is not None and hit[0] == self._sim.cluster.version:
+            return bool(hit[1][gpu, option])
+        return self._sim.cluster.legal(self._sim.jobs[job_id].spec, gpu, option)
+
+    def single_legal(self, job_id: int, gpu: int, option: int) -> bool:
+        """``single_column(job_id, option)[gpu]`` without the column (``Cluster.single_legal``:
+        where the fit index answers, one GPU's value against its type's threshold)."""
+        return self._sim.cluster.single_legal(self._sim.jobs[job_id].spec, gpu, option)
+
     def watch_gpus(self) -> set[int]:
         """A set the simulator's cluster adds every GPU whose state changes to, from now until
         the episode ends (``Cluster.watch``): a policy that keeps something per GPU or node
