@@ -608,23 +608,23 @@ def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
 
 
 @cython.cfunc
-def _masks_touch(m: Masks, gpu: int) -> None:
-    """:meth:`Masks.touch`: ``gpu`` noted for :meth:`Masks._dynamic` and the fit indexes (a C
-    call from :func:`_touched` when compiled)."""
-    dirty = m._dirty
+def _masks_touch(self: Masks, gpu: int) -> None:
+    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
+    noted for :meth:`Masks._dynamic` and the fit indexes."""
+    dirty = self._dirty
     if dirty is not None:
         dirty.add(gpu)
-    for ix in m._fit_ix.values():
+    for ix in self._fit_ix.values():
         ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
 
 
 @cython.cfunc
-def _touched(c: Cluster, gpu: int) -> None:
-    """:meth:`Cluster._touch`: ``gpu`` noted in the masks' caches and the watchers' sets (from
-    ``add`` and ``remove`` a C call when compiled, where the method and :meth:`Masks.touch` were
-    two Python calls per change)."""
-    _masks_touch(c.masks, gpu)
-    for w in c._watchers:
+def _touched(self: Cluster, gpu: int) -> None:
+    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
+    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
+    :meth:`Masks.touch` were two Python calls per change)."""
+    _masks_touch(self.masks, gpu)
+    for w in self._watchers:
         w.add(gpu)
 
 
