@@ -163,13 +163,14 @@ _UIDS = itertools.count()
 
 @cython.cfunc
 @cython.locals(usage=FleetUsage)
-def _clock_to(sim: Simulator, usage: FleetUsage, t: float) -> None:
-    """Bring ``sim``'s clock to ``t``, integrating the fleet's usage (``usage``, ``sim``'s own)
-    over the interval: :meth:`Simulator._integrate`, a C call from ``advance`` when compiled."""
-    dt = t - sim.now
+def _clock_to(self: Simulator, usage: FleetUsage, t: float) -> None:
+    """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
+    clock brought to ``t``, the fleet's usage (``usage``, the simulator's own) integrated over
+    the interval."""
+    dt = t - self.now
     if dt > 0:
-        usage.integrate(sim.acc, dt, sim.table.in_system)
-    sim.now = max(sim.now, t)
+        usage.integrate(self.acc, dt, self.table.in_system)
+    self.now = max(self.now, t)
 
 
 class Simulator:
