@@ -316,3 +316,85 @@ def test_bisect_right_is_the_standard_library_s(mode: str) -> None:
                 mine.insert(mod._bisect_right(mine, x), x)
             assert mine == lst and [v.hex() for v in mine] == [v.hex() for v in lst]
     assert asked == 8 * 300
+
+
+def _index_entries(ix: object) -> tuple[object, ...]:
+    """A fit index's entries, floats as their bits: per row and GPU its value, the sorted
+    values of the rows it keeps, the MIG counts and bits."""
+    cur = [[v.hex() for v in row] for row in ix.cur]  # type: ignore[attr-defined]
+    vals = [
+        [[v.hex() for v in lst] for lst in per_type] if keep else None
+        for per_type, keep in zip(ix.vals, ix.keep_vals, strict=True)  # type: ignore[attr-defined]
+    ]
+    return cur, vals, ix.mig, list(ix.cur_mig)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sync_leaves_the_entries_a_rebuild_makes(seed: int) -> None:
+    """``_FitIndex.sync`` (each row's value computed in one loop over the rows, compiled as C
+    doubles, where it built a list of the values per GPU) leaves every entry what a fresh
+    index built from the cluster's state holds (``_build``, vectorised), bit for bit, after
+    every burst of random changes; with the MPS limits, MIG and the residency limits of
+    ``_SHARING``."""
+    from gpu_sharing_env.fleet.cluster import _FitIndex
+
+    rng = np.random.default_rng(100 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    probe = _job(rng, -1, gangs=False)
+    synced = 0
+    for _step in _random_history(c, rng, 400, ask=0.5):
+        for online in (False, True):
+            ix = c.masks._index(online)
+            assert not ix.dirty
+            assert _index_entries(ix) == _index_entries(_FitIndex(c.masks, online))
+            synced += 1
+        c.placeable(probe)
+    assert synced > 100
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_add_and_remove_write_what_the_interpreted_cluster_writes(seed: int) -> None:
+    """``Cluster.add`` and ``remove`` compiled (the residents, mode, declared fractions and
+    the zeroed memory read and written through the typed views, the change notes a C call)
+    leave the state arrays, bit for bit, and the masks' and watchers' change sets the
+    interpreted source leaves, over the same random history."""
+    from gpu_sharing_env.fleet import cluster as cluster_mod
+    from tests.helpers import interpreted
+
+    src = interpreted(cluster_mod)
+    rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed)
+    nodes = _fleet(np.random.default_rng(1000 + seed))
+    sharing = _SHARING[seed % len(_SHARING)]
+    a, b = Cluster(nodes, sharing), src.Cluster(nodes, sharing)
+    wa, wb = a.watch(), b.watch()
+    fields = ("n_res", "mode", "mem_decl", "mem_true", "frac_decl", "sm_used", "online_count")
+    placed_a: list[tuple[JobSpec, list[int], int]] = []
+    placed_b: list[tuple[JobSpec, list[int], int]] = []
+    for step in range(300):
+        before = [getattr(a, name).copy() for name in fields] + [a.ready.copy(), a.healthy.copy()]
+        _random_change(a, rng_a, step, placed_a)
+        _random_change(b, rng_b, step, placed_b)
+        for name in fields:
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), (step, name)
+        assert a.node_cpu_used.tobytes() == b.node_cpu_used.tobytes(), step
+        after = [getattr(a, name) for name in fields] + [a.ready, a.healthy]
+        changed = {g for x, y in zip(before, after, strict=True) for g in np.flatnonzero(x != y)}
+        assert changed <= wa, step  # every GPU whose state changed is noted
+        for ix in a.masks._fit_ix.values():
+            assert changed <= ix.dirty, step
+        assert wa == wb, step
+        wa.clear()
+        wb.clear()
+        if step % 7 == 0:  # the fit indexes' change sets, then emptied by a question
+            for online in (False, True):
+                ia, ib = a.masks._fit_ix.get(online), b.masks._fit_ix.get(online)
+                assert (ia is None) == (ib is None), step
+                if ia is not None and ib is not None:
+                    assert ia.dirty == ib.dirty, step
+                assert a.masks._index(online).dirty == set()
+                b.masks._index(online)
+            probe = _job(rng_a, -1)
+            _job(rng_b, -1)
+            assert a.placeable(probe) == b.placeable(probe), step
+    assert a.residents == b.residents and a.res_frac == b.res_frac

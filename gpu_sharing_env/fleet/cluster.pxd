@@ -9,6 +9,7 @@ cdef class _StateViews:
     cdef long long[:] sm_used
     cdef double[:] mem_decl
     cdef double[:] mem_true
+    cdef double[:] frac_decl
     cdef long long[:] online_count
     cdef double[:] node_cpu
     cdef unsigned char[:] ready

@@ -193,6 +193,7 @@ class _StateViews:
     sm_used: cython.longlong[:]
     mem_decl: cython.double[:]
     mem_true: cython.double[:]
+    frac_decl: cython.double[:]
     online_count: cython.longlong[:]
     node_cpu: cython.double[:]
     ready: cython.uchar[:]
@@ -214,6 +215,7 @@ class _StateViews:
         self.sm_used = c.sm_used
         self.mem_decl = c.mem_decl
         self.mem_true = c.mem_true
+        self.frac_decl = c.frac_decl
         self.online_count = c.online_count
         self.node_cpu = c.node_cpu_used
         self.ready = c.ready.view(np.uint8)
@@ -605,6 +607,27 @@ def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+@cython.cfunc
+def _masks_touch(self: Masks, gpu: int) -> None:
+    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
+    noted for :meth:`Masks._dynamic` and the fit indexes."""
+    dirty = self._dirty
+    if dirty is not None:
+        dirty.add(gpu)
+    for ix in self._fit_ix.values():
+        ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
+
+
+@cython.cfunc
+def _touched(self: Cluster, gpu: int) -> None:
+    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
+    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
+    :meth:`Masks.touch` were two Python calls per change)."""
+    _masks_touch(self.masks, gpu)
+    for w in self._watchers:
+        w.add(gpu)
+
+
 class Masks:
     """The one legality function of a :class:`Cluster` and its caches: the placement masks
     (:meth:`placement_mask`), the "does anything fit" and "where first" questions answered
@@ -640,10 +663,7 @@ class Masks:
 
     def touch(self, gpu: int) -> None:
         """Note that ``gpu``'s state changed (for :meth:`_dynamic` and the fit indexes)."""
-        if self._dirty is not None:
-            self._dirty.add(gpu)
-        for ix in self._fit_ix.values():
-            ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
+        _masks_touch(self, gpu)
 
     def type_ok(self, allowed: tuple[str, ...]) -> np.ndarray:
         """Per GPU: its type is one of ``allowed`` (every GPU when it is empty)."""
@@ -1090,9 +1110,7 @@ class Cluster:
     # ------------------------------------------------------------------ change notes
     def _touch(self, gpu: int) -> None:
         """Note that ``gpu``'s state changed (for the masks' caches and the watchers)."""
-        self.masks.touch(gpu)
-        for w in self._watchers:
-            w.add(gpu)
+        _touched(self, gpu)
 
     def watch(self) -> set[int]:
         """A set that every GPU whose state changes (residents, declared memory and fractions,
@@ -1129,6 +1147,7 @@ class Cluster:
         return v
 
     # ------------------------------------------------------------------ mutation
+    @cython.locals(sv=_StateViews)
     def add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> tuple[float, MigInstance | None]:
         """Place one instance of ``job`` on ``gpu`` (legality already checked).
 
@@ -1141,8 +1160,13 @@ class Cluster:
         sharing = self.layout.sharing
         delay = 0.0
         inst: MigInstance | None = None
-        n = self.n_res.item(gpu)
-        mode = self.mode.item(gpu)
+        if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
+            sv = self.state_views()
+            n = sv.n_res[gpu]
+            mode = sv.mode[gpu]
+        else:
+            n = self.n_res.item(gpu)
+            mode = self.mode.item(gpu)
         if n == 0 and mode != opt.mode:
             if opt.mode is _M_MIG or mode == _MIG:
                 delay += sharing.mig_mode_switch_s
@@ -1167,8 +1191,7 @@ class Cluster:
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (C reads and writes through the typed views, the same values)
             _res_add(
-                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE,
-                job.cpu_cores,
+                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
             )  # fmt: skip
         else:
             self.n_res[gpu] = n + 1
@@ -1180,8 +1203,11 @@ class Cluster:
         self.residents[gpu].append(job.job_id)
         fracs = self.res_frac[gpu]
         fracs.append(job.gpu_frac)
-        self.frac_decl[gpu] = sum(fracs)
-        self._touch(gpu)
+        if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
+            sv.frac_decl[gpu] = sum(fracs)
+        else:
+            self.frac_decl[gpu] = sum(fracs)
+        _touched(self, gpu)  # (:meth:`_touch`; compiled, a C call)
         self.version += 1
         return delay, inst
 
@@ -1202,6 +1228,7 @@ class Cluster:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
         return self.gpulet_parts.of(gpu)
 
+    @cython.locals(sv=_StateViews)
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
         """Take one instance of ``job`` off ``gpu``."""
         # Python-number element updates, as in ``add``.
@@ -1209,15 +1236,16 @@ class Cluster:
         del self.residents[gpu][i]
         fracs = self.res_frac[gpu]
         del fracs[i]
-        self.frac_decl[gpu] = sum(fracs)
         fleet = self.fleet
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
+            sv = self.state_views()
+            sv.frac_decl[gpu] = sum(fracs)
             n = _res_remove(
-                self.state_views(), gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE,
-                job.cpu_cores,
+                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
             )  # fmt: skip
         else:
+            self.frac_decl[gpu] = sum(fracs)
             n = self.n_res[gpu] = self.n_res.item(gpu) - 1
             self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
             self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
@@ -1232,10 +1260,14 @@ class Cluster:
             self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
         if opt.mode is _M_MIG:
             self.mig_layouts.release(job.job_id, gpu)
-        if n == 0:
-            self.mem_decl[gpu] = 0.0  # drop float drift
-            self.mem_true[gpu] = 0.0
-        self._touch(gpu)
+        if n == 0:  # drop float drift
+            if cython.compiled:
+                sv.mem_decl[gpu] = 0.0
+                sv.mem_true[gpu] = 0.0
+            else:
+                self.mem_decl[gpu] = 0.0
+                self.mem_true[gpu] = 0.0
+        _touched(self, gpu)  # (as in ``add``)
         self.version += 1
 
     # ------------------------------------------------------------------ invariants
@@ -1513,12 +1545,15 @@ class _FitIndex:
 
     @cython.locals(
         sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
-        cur=list, type_l=list, row=list, new=list, lst=list, ps=set,
+        n_rows=cython.Py_ssize_t, n_ex=cython.Py_ssize_t, n_fixed=cython.Py_ssize_t,
+        cur=list, vals=list, type_l=list, keep=list, trees=list, pending=list, arrays=list,
+        pending_arr=list, pcts=list, row=list, lst=list, ps=set,
+        inf=cython.double, mem=cython.double, v=cython.double, old=cython.double,
     )  # fmt: skip
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
-        GPUs' state read through the cluster's typed views: :meth:`Cluster.state_views`, and
-        the per-GPU lists indexed by a C integer)."""
+        GPUs' state read through the cluster's typed views: :meth:`Cluster.state_views`, the
+        per-GPU lists indexed by a C integer and each row's value a C double)."""
         dirty = self.dirty
         if not dirty:
             return
@@ -1531,13 +1566,17 @@ class _FitIndex:
             return
         self.dirty = set()
         mr = lay.sharing.max_residents
-        n_excl, n_ts = lay.n_excl, lay.n_ts
         pcts = lay.mps_pct_list
+        # the rows, as :meth:`_build` makes them: exclusive (if an option), time-sharing (if
+        # one), then one per MPS share
+        n_ex = 1 if lay.n_excl else 0
+        n_fixed = n_ex + (1 if lay.n_ts else 0)
         online = self.online
         inf = _INF
         cur, vals, type_l = self.cur, self.vals, self.type_l
         keep, trees, pending = self.keep_vals, self.trees, self.pending
         arrays, pending_arr = self.arrays, self.pending_arr
+        n_rows = len(cur)
         limit = f.mps_limit_l
         mig_on = bool(lay.mig_slices)
         if cython.compiled:
@@ -1560,24 +1599,25 @@ class _FitIndex:
                 mem = mem_of(g)
             free = n == 0
             room = n < mr
-            new: list[float] = []
-            if n_excl:
-                new.append(0.0 if ok and free else inf)
-            if n_ts:
-                new.append(mem if ok and room and (free or mode == _TS) else inf)
-            if pcts:  # (loops, not generator expressions: compiled, a generator is costly)
-                if ok and room and (free or mode == _MPS):
-                    if limit[g]:
-                        sm = sv.sm_used[gi] if cython.compiled else sm_of(g)
-                        for p in pcts:
-                            new.append(mem if sm + p <= 100 else inf)
-                    else:
-                        for _p in pcts:
-                            new.append(mem)
+            ts_ok = ok and room and (free or mode == _TS)
+            mps_ok = ok and room and (free or mode == _MPS)
+            sm = 0
+            lim = n_rows > n_fixed and mps_ok and limit[g]
+            if lim:
+                sm = sv.sm_used[gi] if cython.compiled else sm_of(g)
+            # the row values one by one (no list of them: compiled, C doubles), each row ``o``
+            # as the option ``o``'s test gives it
+            for o in range(n_rows):
+                if o < n_ex:
+                    v = 0.0 if ok and free else inf
+                elif o < n_fixed:
+                    v = mem if ts_ok else inf
+                elif not mps_ok:
+                    v = inf
+                elif lim:
+                    v = mem if sm + pcts[o - n_fixed] <= 100 else inf
                 else:
-                    for _p in pcts:
-                        new.append(inf)
-            for o, v in enumerate(new):
+                    v = mem
                 row = cur[o]
                 old = row[gi]
                 if old == v:

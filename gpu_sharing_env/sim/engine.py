@@ -161,6 +161,18 @@ class IllegalDecision(ValueError):
 _UIDS = itertools.count()
 
 
+@cython.cfunc
+@cython.locals(usage=FleetUsage)
+def _clock_to(self: Simulator, usage: FleetUsage, t: float) -> None:
+    """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
+    clock brought to ``t``, the fleet's usage (``usage``, the simulator's own) integrated over
+    the interval."""
+    dt = t - self.now
+    if dt > 0:
+        usage.integrate(self.acc, dt, self.table.in_system)
+    self.now = max(self.now, t)
+
+
 class Simulator:
     """Event-driven GPU cluster simulator (no Gymnasium, torch or YAML here).
 
@@ -564,7 +576,9 @@ class Simulator:
             self.lifecycle.restore(st)  # (a resume elsewhere pays a migration's pause)
         self.acc.decisions += 1
 
-    @cython.locals(load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState)
+    @cython.locals(
+        load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState, usage=FleetUsage,
+    )  # fmt: skip
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
         # The hot loop of the simulator (~11 events per env step on ``default``): events are
@@ -577,10 +591,11 @@ class Simulator:
         # tick is the only event of its kind, so its sequence number never breaks a tie).
         #
         # Compiled, the components are typed (their ``.pxd``): the tick, the finish, the usage
-        # integral and the decision test are C calls.
+        # integral and the decision test are C calls, and so is the clock's move
+        # (:func:`_clock_to`, where ``_integrate`` was a Python method call at every instant).
         heap = self.events.heap
         handle = self._handle
-        integrate = self._integrate
+        usage = self.usage
         observed = bool(self._observers)  # (``_observed_tick`` instead of the plain tick)
         load = self.load
         life = self.lifecycle
@@ -592,11 +607,11 @@ class Simulator:
         horizon = self.horizon_s
         while not self.done:
             if not heap or heap[0][0] > horizon:
-                integrate(horizon)
+                _clock_to(self, usage, horizon)
                 self.done = True
                 return
             t = heap[0][0]
-            integrate(t)
+            _clock_to(self, usage, t)
             changed = False
             ticked = False
             while heap and heap[0][0] == t:
@@ -626,7 +641,7 @@ class Simulator:
                     break
                 # nothing to decide and no other event up to the next tick: run it now
                 t = nxt
-                integrate(t)
+                _clock_to(self, usage, t)
                 changed = self._observed_tick() if observed else load.tick()
                 self.n_events += 1
             if table.offline_total and not table.offline_left:
@@ -635,14 +650,9 @@ class Simulator:
             if changed and legality.needs_decision():
                 return
 
-    @cython.locals(usage=FleetUsage)
     def _integrate(self, t: float) -> None:
         """Bring the clock to ``t``, integrating the fleet's usage over the interval."""
-        dt = t - self.now
-        if dt > 0:
-            usage = self.usage
-            usage.integrate(self.acc, dt, self.table.in_system)
-        self.now = max(self.now, t)
+        _clock_to(self, self.usage, t)
 
     def run_until(self, t: float) -> None:
         """Move the clock to ``t`` without running the events before it (the usage integrals
