@@ -967,7 +967,8 @@ class ReservePack(HeuristicPolicy):
             # The candidates are the span's GPUs with room that are legal: the least (node
             # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
             # none with room: no candidate) the legality column lists them.
-            room = _room(gpu[lo:hi], frac).nonzero()[0]  # (``flatnonzero`` of a 1-D array)
+            fits = _room(gpu[lo:hi], frac)
+            room = fits.nonzero()[0]  # (``flatnonzero`` of a 1-D array)
             if not room.size:
                 continue
             g = self._least_loaded(view, alloc, room + lo)
@@ -975,7 +976,7 @@ class ReservePack(HeuristicPolicy):
                 return g, o
             if legal is None:
                 legal = view.mask_column(job.job_id, o)
-            sel = (legal[lo:hi] & _room(gpu[lo:hi], frac)).nonzero()[0]
+            sel = (legal[lo:hi] & fits).nonzero()[0]
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o

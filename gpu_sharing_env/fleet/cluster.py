@@ -744,6 +744,15 @@ class Masks:
             return self._index(job.kind is _ONLINE).row_fits(job.mem_gb, job.gpu_types, option)
         return self._single_cached(job)[option]
 
+    def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
+        """``single_row(job, option)[gpu]``: ``job`` may take ``gpu`` alone under ``option``
+        (each of a gang's GPUs must), without a row: from the :class:`_FitIndex` where it
+        answers (the GPU's value against its type's threshold, ``_FitIndex.legal``)."""
+        if self._indexed(option):
+            ix = self._index(job.kind is _ONLINE)
+            return ix.legal(ix.thresholds(job.mem_gb, job.gpu_types), option, gpu)
+        return bool(self._single_cached(job)[option][gpu])
+
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``placement_mask(job)[gpu, option]`` (in range), from the :class:`_FitIndex` where it
         answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
@@ -1092,6 +1101,10 @@ class Cluster:
         """``placement_mask(job)[gpu, option]`` (in range; :meth:`Masks.legal`)."""
         return self.masks.legal(job, gpu, option)
 
+    def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
+        """``single_row(job, option)[gpu]`` without the row (:meth:`Masks.single_legal`)."""
+        return self.masks.single_legal(job, gpu, option)
+
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
         return self.masks.gang_gpus(job, first_gpu, option)
@@ -1302,17 +1315,6 @@ class Cluster:
                         assert self.sm_used[g] == sum(p for p, _ in parts), f"gpu {g}: SM use"
                 else:
                     assert not parts, f"gpu {g}: gpulets outside MPS"
-
-    # ------------------------------------------------------------------ one GPU's legality
-    def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
-        """``single_row(job, option)[gpu]``: ``job`` may take ``gpu`` alone under ``option``
-        (each of a gang's GPUs must), without a row: from the :class:`_FitIndex` where it
-        answers (the GPU's value against its type's threshold, ``_FitIndex.legal``)."""
-        m = self.masks
-        if m._indexed(option):
-            ix = m._index(job.kind is _ONLINE)
-            return ix.legal(ix.thresholds(job.mem_gb, job.gpu_types), option, gpu)
-        return bool(m._single_cached(job)[option][gpu])
 
 
 def _float_order(x: float) -> int:

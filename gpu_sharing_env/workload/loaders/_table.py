@@ -214,11 +214,13 @@ def _parse(raw: list[str]) -> tuple[np.ndarray, np.ndarray]:
         except ValueError:
             pass
         else:
-            if not blank and np.isfinite(v).all():
-                return v, np.zeros(len(raw), dtype=bool)
-            empty = np.array([not c for c in raw], dtype=bool)
-            if blank and (np.isfinite(v) | empty).all():  # else "nan" or "inf": cell by cell
-                return v, empty
+            if not blank:
+                if np.isfinite(v).all():  # else "nan" or "inf": cell by cell below
+                    return v, np.zeros(len(raw), dtype=bool)
+            else:
+                empty = np.array([not c for c in raw], dtype=bool)
+                if (np.isfinite(v) | empty).all():  # else "nan" or "inf": cell by cell below
+                    return v, empty
     return np.fromiter(map(_number, raw), dtype=np.float64, count=len(raw)), _empty(raw)
 
 
