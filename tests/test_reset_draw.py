@@ -192,3 +192,26 @@ def test_new_spec_equals_the_constructor_or_raises_its_error() -> None:
         assert [getattr(got, f.name) for f in fields(JobSpec)] == [
             getattr(want, f.name) for f in fields(JobSpec)
         ]
+
+
+def test_formatted_float_is_round() -> None:
+    # generate_workload's rounding: float(f"{x:.nf}") is round(x, n), the same double (ties,
+    # their neighbours, random doubles of every exponent, signed zeros).
+    rng = np.random.default_rng(4)
+    ties = (np.arange(0, 40_000) / 2000).tolist()
+    xs = [
+        *rng.uniform(0, 40, size=20_000).tolist(),
+        *ties,
+        *(math.nextafter(x, -1.0) for x in ties),
+        *(math.nextafter(x, 99.0) for x in ties),
+        *rng.integers(0, 1 << 62, size=20_000).view(np.float64).tolist(),
+        -0.0,
+        -0.0004,
+        0.0004,
+    ]
+    for n in (1, 2, 3):
+        for x in xs:
+            a, b = round(x, n), float(f"{x:.{n}f}")
+            assert (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (
+                a != a and b != b
+            ), (x, n)

@@ -268,6 +268,15 @@ def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     return [names[i] for i in srt], rank[first]
 
 
+def _blocks(codes: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.argsort(codes, kind="stable")`` and ``np.bincount(codes, minlength=m)`` of codes in
+    ``0..m-1``: the rows grouped by code, in row order inside, and each code's rows. Codes that
+    fit in 16 bits are sorted as such (numpy sorts those by radix; a stable order is one
+    order)."""
+    small = codes.astype(np.int16) if m <= 1 << 15 else codes
+    return np.argsort(small, kind="stable"), np.bincount(codes, minlength=m)
+
+
 def _sorted_codes(tags: TagCodes, order: np.ndarray) -> tuple[list[str], np.ndarray]:
     """What :func:`_codes` gives for the tags of runs ``order`` (in that order), from their
     codes: every name in code-point order (names no run in ``order`` has included: their
@@ -366,9 +375,11 @@ class OnlinePredictor:
                 codes, inv = _codes(np.asarray(keys, dtype=object)[order].tolist())
             else:
                 codes, inv = _sorted_codes(tags, order)
-            by = np.argsort(inv, kind="stable")  # grouped by key, in finish order inside
+            by, count = _blocks(inv, len(codes))  # grouped by key, in finish order inside
             ys, cs = y[by], np.cumsum(y[by])
-            start = np.searchsorted(inv[by], inv[by])  # each row's key block's first row
+            # each row's key block's first row (in ``by`` order; ``searchsorted`` of the sorted
+            # keys in themselves: the rows of smaller keys)
+            start = np.repeat(np.cumsum(count) - count, count)
             prior_n = np.empty(n)
             prior_s = np.empty(n)
             prior_n[by] = np.arange(n) - start
@@ -379,7 +390,7 @@ class OnlinePredictor:
                 known = prior_n > 0
                 cols.append(np.where(known, prior_s / np.maximum(prior_n, 1.0), mean))
                 cols.append(np.log1p(prior_n))
-            cnt = np.bincount(inv, minlength=len(codes)).astype(float).tolist()
+            cnt = count.astype(float).tolist()
             tot = np.bincount(inv, weights=y, minlength=len(codes)).tolist()
             sq = np.bincount(inv, weights=y * y, minlength=len(codes)).tolist()
             for c, key in enumerate(codes):
@@ -572,15 +583,17 @@ class OnlinePredictor:
             if h.group_codes is not None:
                 # by code: each group's times in one slice, the groups in the order of their
                 # first submission (the dict the loop below would build from the history)
-                ix = h.group_codes.index[sub]
-                times = h.submit_s[sub][np.argsort(ix, kind="stable")].tolist()
-                code, first, count = np.unique(ix, return_index=True, return_counts=True)
-                ends = np.cumsum(count).tolist()
-                code_l, count_l, names = code.tolist(), count.tolist(), h.group_codes.names
-                for j in np.argsort(first, kind="stable").tolist():
-                    g = names[code_l[j]]
+                names = h.group_codes.names
+                by, count = _blocks(h.group_codes.index[sub], len(names))
+                times = h.submit_s[sub][by].tolist()
+                ends = np.cumsum(count)
+                code = np.flatnonzero(count)
+                first = by[(ends - count)[code]]  # each code's first submission (stable)
+                ends_l, count_l = ends.tolist(), count.tolist()
+                for c in code[np.argsort(first)].tolist():
+                    g = names[c]
                     if g:
-                        subs[g] = times[ends[j] - count_l[j] : ends[j]]
+                        subs[g] = times[ends_l[c] - count_l[c] : ends_l[c]]
             else:
                 groups = np.asarray(h.group, dtype=object)[sub].tolist()
                 todo = list(zip(groups, h.submit_s[sub].tolist(), strict=True)) + todo

@@ -603,7 +603,10 @@ def generate_workload(
     cpu_noise_l = cpu_noise[lab_e].tolist()
     cpu_med, ckpt, offline = cfg.cpu_per_gpu_median, cfg.checkpoint_interval_s, JobKind.OFFLINE
     high_types = tuple(cfg.high_end_types)
-    #: template -> what its runs share (a periodic group submits several in one episode)
+    #: template -> what its runs share (a periodic group submits several in one episode).
+    #: ``float(f"{x:.2f}")`` is ``round(x, 2)``, the same double in less time: both take the
+    #: correctly rounded decimal digits of ``x`` from CPython's ``_Py_dg_dtoa`` (mode 3) and
+    #: read them back with ``_Py_dg_strtod``.
     shared: dict[int, tuple[str, int, float, float, float, float, tuple[str, ...], str, str, int]]
     shared = {}
     for i, k in enumerate(lab_l):
@@ -625,8 +628,8 @@ def generate_workload(
                 model,
                 1 if r < 1 else int(r),  # num_gpus
                 frac,  # gpu_frac
-                round(mem, 2),  # mem_gb
-                round(min(max(cpu, 1.0), 32.0), 1),  # cpu_cores
+                float(f"{mem:.2f}"),  # mem_gb: round(mem, 2)
+                float(f"{min(max(cpu, 1.0), 32.0):.1f}"),  # cpu_cores: round(.., 1)
                 mem,  # (for true_mem_gb)
                 types,  # gpu_types
                 g_tags_l[k if k < n_grp else n_grp],  # group ("" for a one-off job)
@@ -647,7 +650,7 @@ def generate_workload(
                 cpu_cores,
                 w,  # work_s
                 w,  # est_work_s
-                round(mem * use_l[i], 3),  # true_mem_gb
+                float(f"{mem * use_l[i]:.3f}"),  # true_mem_gb: round(.., 3)
                 types,  # gpu_types
                 ckpt,  # checkpoint_interval_s
                 group,
