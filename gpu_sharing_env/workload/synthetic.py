@@ -315,13 +315,10 @@ def _periodic_draws(
     t0_s: float,
     t1_s: float,
 ) -> tuple[float, int, np.ndarray]:
-    """A periodic group's draws: its phase, its first slot's index ``k0`` and one N(0, 1) per
-    slot. Its submissions are slots ``phase + k * period`` (``k`` from ``k0``, as many as the
-    normals) covering ``[t0_s, t1_s)``, each jittered by ``jitter x period`` times its normal,
-    those in ``[t0_s, t1_s)`` kept, in slot order (jitter may swap two:
-    :func:`generate_workload` sorts every submission at once): :func:`_periodic_times`, for
-    every group in one pass. A daily group's phase follows the diurnal arrival curve (morning
-    peak); others are uniform."""
+    """A periodic group's draws: its phase, the index ``k0`` of its first slot and one N(0, 1)
+    per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1, ...``) covering ``[t0_s,
+    t1_s)``; :func:`_periodic_times` jitters them. A daily group's phase follows the diurnal
+    arrival curve (morning peak); others are uniform."""
     # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
     # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
@@ -352,11 +349,12 @@ def _periodic_times(
     t0_s: float,
     t1_s: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The submissions in ``[t0_s, t1_s)`` of periodic groups ``0..len(periods_s)-1`` (each
-    group's :func:`_periodic_draws` in turn) and each one's group, group by group, each group's
-    in slot order. The arithmetic runs once over every group's slots: element by element the
-    operations of one group's (``phase + period * k``, then ``+ (jitter * period) * z``), so
-    the same doubles."""
+    """The submissions in ``[t0_s, t1_s)`` of periodic groups ``0..len(periods_s)-1`` and the
+    group of each, group by group, each group's in slot order (jitter may swap two:
+    :func:`generate_workload` sorts every submission at once): each slot jittered by N(0,
+    jitter x period). The groups draw in turn (:func:`_periodic_draws`); the arithmetic then
+    runs once over every group's slots, element by element one group's operations
+    (``phase + period * k``, then ``+ (jitter * period) * z``): the same doubles."""
     n = len(periods_s)
     draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s) for p in periods_s]
     sizes = [d[2].size for d in draws]
