@@ -211,6 +211,26 @@ def _make_copy_with() -> Callable[[JobSpec, float], JobSpec]:
 _copy_with = _make_copy_with()
 
 
+def _make_new_spec() -> Callable[..., JobSpec]:
+    """:data:`new_spec`, generated as ``dataclasses`` generates an ``__init__``: one line per
+    field, each written through its slot's descriptor, then ``__post_init__``."""
+    names = [f.name for f in fields(JobSpec)]
+    env: dict[str, Any] = {f"_set_{n}": getattr(JobSpec, n).__set__ for n in names}
+    env.update(_new=object.__new__, _cls=JobSpec)
+    lines = [f"def new_spec({', '.join(names)}):", "    new = _new(_cls)"]
+    lines += [f"    _set_{n}(new, {n})" for n in names]
+    lines += ["    new.__post_init__()", "    return new"]
+    exec("\n".join(lines), env)
+    return env["new_spec"]  # type: ignore[no-any-return]
+
+
+#: ``JobSpec(*values)`` with every field given, in field order: the same spec (the same
+#: checks, ``__post_init__``), or the same error. Its fields are written through the slots'
+#: descriptors instead of a frozen dataclass's ``object.__setattr__`` (0.9 us a spec against
+#: 1.7 us: the generator builds one per episode job).
+new_spec: Callable[..., JobSpec] = _make_new_spec()
+
+
 def offline_specs(
     *,
     model: Sequence[str],

@@ -54,14 +54,29 @@ INPUTS: tuple[str, ...] = ("group", "user", "request")
 
 
 @dataclass(frozen=True)
+class TagCodes:
+    """Tags as small integers: run ``i``'s tag is ``names[index[i]]`` (``names`` distinct; a
+    name no run has is allowed)."""
+
+    names: list[str]
+    index: np.ndarray
+
+
+@dataclass(frozen=True)
 class RunLog:
-    """Runs submitted before the episode (arrays aligned by run)."""
+    """Runs submitted before the episode (arrays aligned by run).
+
+    ``group_codes`` and ``user_codes``, where given, are ``group`` and ``user`` as
+    :class:`TagCodes` (a generator that draws tags as integers hands them on, so the predictor
+    needs no pass over the strings); None: the predictor codes the strings itself."""
 
     group: list[str]
     user: list[str]
     gpus: np.ndarray
     work_s: np.ndarray
     submit_s: np.ndarray
+    group_codes: TagCodes | None = None
+    user_codes: TagCodes | None = None
 
     @classmethod
     def empty(cls) -> RunLog:
@@ -253,6 +268,27 @@ def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     return [names[i] for i in srt], rank[first]
 
 
+def _blocks(codes: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.argsort(codes, kind="stable")`` and ``np.bincount(codes, minlength=m)`` of codes in
+    ``0..m-1``: the rows grouped by code, in row order inside, and each code's rows. Codes that
+    fit in 16 bits are sorted as such (numpy sorts those by radix; a stable order is one
+    order)."""
+    small = codes.astype(np.int16) if m <= 1 << 15 else codes
+    return np.argsort(small, kind="stable"), np.bincount(codes, minlength=m)
+
+
+def _sorted_codes(tags: TagCodes, order: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """What :func:`_codes` gives for the tags of runs ``order`` (in that order), from their
+    codes: every name in code-point order (names no run in ``order`` has included: their
+    blocks are empty, so the present names keep their order) and each run's index among
+    them."""
+    names = tags.names
+    srt = sorted(range(len(names)), key=names.__getitem__)  # str order: numpy's for '<U'
+    rank = np.empty(len(names), dtype=np.intp)
+    rank[srt] = np.arange(len(names))
+    return [names[i] for i in srt], rank[tags.index[order]]
+
+
 class OnlinePredictor:
     """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
 
@@ -331,14 +367,19 @@ class OnlinePredictor:
         idx = np.arange(n, dtype=np.float64)
         mean = np.divide(before, idx, out=np.zeros(n), where=idx > 0)
         cols: list[np.ndarray] = []
-        for use, keys, table in (
-            (self._use_g, history.group, self._g),
-            (self._use_u, history.user, self._u),
+        for use, keys, tags, table in (
+            (self._use_g, history.group, history.group_codes, self._g),
+            (self._use_u, history.user, history.user_codes, self._u),
         ):
-            codes, inv = _codes(np.asarray(keys, dtype=object)[order].tolist())
-            by = np.argsort(inv, kind="stable")  # grouped by key, in finish order inside
+            if tags is None:
+                codes, inv = _codes(np.asarray(keys, dtype=object)[order].tolist())
+            else:
+                codes, inv = _sorted_codes(tags, order)
+            by, count = _blocks(inv, len(codes))  # grouped by key, in finish order inside
             ys, cs = y[by], np.cumsum(y[by])
-            start = np.searchsorted(inv[by], inv[by])  # each row's key block's first row
+            # each row's key block's first row (in ``by`` order; ``searchsorted`` of the sorted
+            # keys in themselves: the rows of smaller keys)
+            start = np.repeat(np.cumsum(count) - count, count)
             prior_n = np.empty(n)
             prior_s = np.empty(n)
             prior_n[by] = np.arange(n) - start
@@ -349,12 +390,12 @@ class OnlinePredictor:
                 known = prior_n > 0
                 cols.append(np.where(known, prior_s / np.maximum(prior_n, 1.0), mean))
                 cols.append(np.log1p(prior_n))
-            cnt = np.bincount(inv, minlength=len(codes)).astype(float)
-            tot = np.bincount(inv, weights=y, minlength=len(codes))
-            sq = np.bincount(inv, weights=y * y, minlength=len(codes))
+            cnt = count.astype(float).tolist()
+            tot = np.bincount(inv, weights=y, minlength=len(codes)).tolist()
+            sq = np.bincount(inv, weights=y * y, minlength=len(codes)).tolist()
             for c, key in enumerate(codes):
-                if key:
-                    table[key] = [float(cnt[c]), float(tot[c]), float(sq[c])]
+                if key and cnt[c] > 0:  # (a coded name may have no finished run)
+                    table[key] = [cnt[c], tot[c], sq[c]]
         if self._use_r:
             cols.append(np.log2(np.maximum(history.gpus[order], 1e-3)))
         self._hist_x = np.column_stack(cols) if cols else np.zeros((n, 0))
@@ -536,11 +577,26 @@ class OnlinePredictor:
         episode's in the order noted."""
         todo = self._subs_todo
         h = self._subs_hist
+        subs: dict[str, list[float]] = {}
         if h is not None and len(h):
             sub = np.argsort(h.submit_s, kind="stable")
-            groups = np.asarray(h.group, dtype=object)[sub].tolist()
-            todo = list(zip(groups, h.submit_s[sub].tolist(), strict=True)) + todo
-        subs: dict[str, list[float]] = {}
+            if h.group_codes is not None:
+                # by code: each group's times in one slice, the groups in the order of their
+                # first submission (the dict the loop below would build from the history)
+                names = h.group_codes.names
+                by, count = _blocks(h.group_codes.index[sub], len(names))
+                times = h.submit_s[sub][by].tolist()
+                ends = np.cumsum(count)
+                code = np.flatnonzero(count)
+                first = by[(ends - count)[code]]  # each code's first submission (stable)
+                ends_l, count_l = ends.tolist(), count.tolist()
+                for c in code[np.argsort(first)].tolist():
+                    g = names[c]
+                    if g:
+                        subs[g] = times[ends_l[c] - count_l[c] : ends_l[c]]
+            else:
+                groups = np.asarray(h.group, dtype=object)[sub].tolist()
+                todo = list(zip(groups, h.submit_s[sub].tolist(), strict=True)) + todo
         for g, t in todo:
             if g:
                 subs.setdefault(g, []).append(t)

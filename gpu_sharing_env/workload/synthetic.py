@@ -33,8 +33,8 @@ import numpy as np
 
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
-from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec
-from gpu_sharing_env.workload.predictor import RunLog
+from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
+from gpu_sharing_env.workload.predictor import RunLog, TagCodes
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -308,17 +308,17 @@ class SyntheticWorkload:
     batch_inference: frozenset[str] = frozenset()
 
 
-def _periodic_times(
+def _periodic_draws(
     cfg: SyntheticWorkloadConfig,
     rng: np.random.Generator,
     period_s: float,
     t0_s: float,
     t1_s: float,
-) -> np.ndarray:
-    """Slots ``phase + k * period`` covering ``[t0_s, t1_s)``, each jittered by N(0, jitter x
-    period), in slot order (jitter may swap two: :func:`generate_workload` sorts every
-    submission at once). A daily group's phase follows the diurnal arrival curve (morning
-    peak); others are uniform."""
+) -> tuple[float, int, np.ndarray]:
+    """A periodic group's draws: its phase, the index ``k0`` of its first slot and one N(0, 1)
+    per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1, ...``) covering ``[t0_s,
+    t1_s)``; :func:`_periodic_times` jitters them. A daily group's phase follows the diurnal
+    arrival curve (morning peak); others are uniform."""
     # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
     # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
@@ -339,9 +339,36 @@ def _periodic_times(
         phase = period_s * rng.random()
     k0 = math.floor((t0_s - phase) / period_s)
     k1 = math.ceil((t1_s - phase) / period_s)
-    slots = phase + period_s * np.arange(k0, k1 + 1)
-    t = slots + cfg.period_jitter * period_s * rng.standard_normal(slots.size)
-    return t[(t >= t0_s) & (t < t1_s)]
+    return phase, k0, rng.standard_normal(k1 + 1 - k0)
+
+
+def _periodic_times(
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    periods_s: list[float],
+    t0_s: float,
+    t1_s: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The submissions in ``[t0_s, t1_s)`` of periodic groups ``0..len(periods_s)-1`` and the
+    group of each, group by group, each group's in slot order (jitter may swap two:
+    :func:`generate_workload` sorts every submission at once): each slot jittered by N(0,
+    jitter x period). The groups draw in turn (:func:`_periodic_draws`); the arithmetic then
+    runs once over every group's slots, element by element one group's operations
+    (``phase + period * k``, then ``+ (jitter * period) * z``): the same doubles."""
+    n = len(periods_s)
+    draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s) for p in periods_s]
+    sizes = [d[2].size for d in draws]
+    if not n or not sum(sizes):
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    group = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    first = np.cumsum(sizes) - np.asarray(sizes)  # each group's first slot's row
+    k = np.arange(group.size) - first[group] + np.array([d[1] for d in draws])[group]
+    period = np.asarray(periods_s, dtype=float)[group]
+    jitter = np.array([cfg.period_jitter * p for p in periods_s])[group]
+    t = np.array([d[0] for d in draws])[group] + period * k
+    t = t + jitter * np.concatenate([d[2] for d in draws])
+    keep = (t >= t0_s) & (t < t1_s)
+    return t[keep], group[keep]
 
 
 def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.ndarray:
@@ -395,11 +422,14 @@ def generate_workload(
     lo_sig = cfg.duration_sigma
     periods_h = np.asarray(cfg.period_h_choices, dtype=float)
     pw = np.asarray(cfg.period_weights, dtype=float)
-    # Which periods a base run time allows decides the period weights: at most 2^len of them,
-    # each computed with numpy once (the same values as per draw) and looked up per draw.
+    # Which periods a base run time allows (``p >= ratio * base``) decides the period
+    # weights; it depends only on how many of the distinct periods lie below ``ratio * base``,
+    # so that count indexes them: each set computed with numpy once (the same values as per
+    # draw) and looked up per draw.
     periods_s = [p * 3600.0 for p in periods_h.tolist()]
     inv_longest = 1.0 / float(periods_h.max())
-    by_ok: dict[tuple[bool, ...], tuple[float, list[float]]] = {}
+    distinct_s = sorted(set(periods_s))
+    by_ok: list[tuple[float, list[float]] | None] = [None] * (len(distinct_s) + 1)
     med, d_lo, d_hi, ratio = (
         cfg.duration_median_s,
         cfg.duration_min_s,
@@ -412,10 +442,10 @@ def generate_workload(
     while got < per_rate_h:
         # np.clip's value for a finite float (exp never gives NaN here)
         base = min(max(med * math.exp(lo_sig * rng.standard_normal()), d_lo), d_hi)
-        key = tuple(p >= ratio * base for p in periods_s)
-        hit = by_ok.get(key)
+        below = bisect.bisect_left(distinct_s, ratio * base)
+        hit = by_ok[below]
         if hit is None:
-            ok = np.array(key)
+            ok = np.array([p >= ratio * base for p in periods_s])
             w = (
                 np.where(ok, pw, 0.0)
                 if ok.any()
@@ -424,7 +454,7 @@ def generate_workload(
             w = w / w.sum()
             cdf = w.cumsum()
             cdf /= cdf[-1]
-            hit = by_ok[key] = (float(np.sum(w / periods_h)), cdf.tolist())
+            hit = by_ok[below] = (float(np.sum(w / periods_h)), cdf.tolist())
         # A group submits 1/period runs per hour, and short runs get short periods: keep a
         # drawn group with probability (1 / longest period) / E[1 / period | base], so that
         # runs (not groups) follow the lognormal run-time distribution.
@@ -455,8 +485,8 @@ def generate_workload(
 
     # Submissions of every template over [t0, horizon).
     # (Their order before the sort below does not matter: equal times and labels are the same.)
-    times = [_periodic_times(cfg_d, rng, per_period[k], t0, horizon_s) for k in range(n_per)]
-    labels = [np.repeat(np.arange(n_per, dtype=np.int64), [t.size for t in times])]
+    t_per, lab_per = _periodic_times(cfg_d, rng, per_period, t0, horizon_s)
+    times, labels = [t_per], [lab_per]
     if n_burst:
         starts = _arrivals(
             cfg_d, rng, t0, horizon_s, n_burst / cfg.burst_gap_h / cfg.arrivals_per_h
@@ -540,60 +570,91 @@ def generate_workload(
     # tags by lookup (one string per template and user, indexed by the history's rows)
     g_tags = np.array([f"g{k}" for k in range(n_grp)] + [""], dtype=object)
     u_tags = np.array([f"u{u}" for u in range(cfg.num_users)], dtype=object)
+    g_ix, u_ix = np.minimum(hl, n_grp), users[hl]
+    g_tags_l, u_tags_l = g_tags.tolist(), u_tags.tolist()
     history = RunLog(
-        group=g_tags[np.minimum(hl, n_grp)].tolist(),
-        user=u_tags[users[hl]].tolist(),
+        group=g_tags[g_ix].tolist(),
+        user=u_tags[u_ix].tolist(),
         gpus=np.where(hreq < 1, hreq, np.floor(hreq)),
         work_s=dur[:n_past].copy(),
         submit_s=t_all[:n_past].copy(),
+        group_codes=TagCodes(g_tags_l, g_ix),
+        user_codes=TagCodes(u_tags_l, u_ix),
     )
     jobs: list[JobSpec] = []
-    # Python lists (the same values as the arrays' elements), cheaper to index per job.
-    lab_l, t_l, dur_l, use_l = lab.tolist(), t_all.tolist(), dur.tolist(), use.tolist()
-    models_l, req_l, high_l, constrained_l = (
-        models.tolist(),
-        req.tolist(),
-        high.tolist(),
-        constrained.tolist(),
+    # Python lists of the episode's runs and of their templates' fields (the same values as
+    # the arrays' elements), cheaper to index per job.
+    lab_e = lab[n_past:]
+    lab_l, t_l, dur_l, use_l = (
+        lab_e.tolist(),
+        t_all[n_past:].tolist(),
+        dur[n_past:].tolist(),
+        use[n_past:].tolist(),
     )
-    set_idx_l, users_l, cpu_noise_l = set_idx.tolist(), users.tolist(), cpu_noise.tolist()
-    g_tags_l, u_tags_l = g_tags.tolist(), u_tags.tolist()
+    models_l, req_l, high_l, constrained_l = (
+        models[lab_e].tolist(),
+        req[lab_e].tolist(),
+        high[lab_e].tolist(),
+        constrained[lab_e].tolist(),
+    )
+    set_idx_l, users_l = set_idx[lab_e].tolist(), users[lab_e].tolist()
+    cpu_noise_l = cpu_noise[lab_e].tolist()
     cpu_med, ckpt, offline = cfg.cpu_per_gpu_median, cfg.checkpoint_interval_s, JobKind.OFFLINE
     high_types = tuple(cfg.high_end_types)
-    for i in range(n_past, n):
-        k = lab_l[i]
-        model = str(models_l[k])
-        r = req_l[k]
-        frac = r if r < 1 else 1.0
-        num_gpus = 1 if r < 1 else int(r)
-        prof = ZOO[model]
-        mem = frac * REF_GPU_MEM_GB if r < 1 else prof.mem_gb
-        cpu = cpu_med * prof.cpu_cores / 4.0 * cpu_noise_l[k]
-        if high_l[k]:
-            types: tuple[str, ...] = high_types
-        elif constrained_l[k] and sets:
-            types = sets[set_idx_l[k]]
-        else:
-            types = ()
+    #: template -> what its runs share (a periodic group submits several in one episode).
+    #: ``float(f"{x:.2f}")`` is ``round(x, 2)``, the same double in less time: both take the
+    #: correctly rounded decimal digits of ``x`` from CPython's ``_Py_dg_dtoa`` (mode 3) and
+    #: read them back with ``_Py_dg_strtod``.
+    shared: dict[int, tuple[str, int, float, float, float, float, tuple[str, ...], str, str, int]]
+    shared = {}
+    for i, k in enumerate(lab_l):
+        tpl = shared.get(k)
+        if tpl is None:
+            model = str(models_l[i])
+            r = req_l[i]
+            frac = r if r < 1 else 1.0
+            prof = ZOO[model]
+            mem = frac * REF_GPU_MEM_GB if r < 1 else prof.mem_gb
+            cpu = cpu_med * prof.cpu_cores / 4.0 * cpu_noise_l[i]
+            if high_l[i]:
+                types: tuple[str, ...] = high_types
+            elif constrained_l[i] and sets:
+                types = sets[set_idx_l[i]]
+            else:
+                types = ()
+            tpl = shared[k] = (
+                model,
+                1 if r < 1 else int(r),  # num_gpus
+                frac,  # gpu_frac
+                float(f"{mem:.2f}"),  # mem_gb: round(mem, 2)
+                float(f"{min(max(cpu, 1.0), 32.0):.1f}"),  # cpu_cores: round(.., 1)
+                mem,  # (for true_mem_gb)
+                types,  # gpu_types
+                g_tags_l[k if k < n_grp else n_grp],  # group ("" for a one-off job)
+                u_tags_l[users_l[i]],  # user
+                1 if high_l[i] else 0,  # priority
+            )
+        model, num_gpus, frac, mem_gb, cpu_cores, mem, types, group, user, priority = tpl
         w = dur_l[i]
         jobs.append(
-            JobSpec(  # (positional: JobSpec's field order, job.py asserts it)
-                len(jobs),  # job_id
+            new_spec(  # (positional: JobSpec's fields in their order, new_spec's parameters)
+                i,  # job_id
                 offline,  # kind
                 model,
                 t_l[i],  # submit_s
                 num_gpus,
                 frac,  # gpu_frac
-                round(mem, 2),  # mem_gb
-                round(min(max(cpu, 1.0), 32.0), 1),  # cpu_cores
+                mem_gb,
+                cpu_cores,
                 w,  # work_s
                 w,  # est_work_s
-                round(mem * use_l[i], 3),  # true_mem_gb
+                float(f"{mem * use_l[i]:.3f}"),  # true_mem_gb: round(.., 3)
                 types,  # gpu_types
                 ckpt,  # checkpoint_interval_s
-                g_tags_l[k if k < n_grp else n_grp],  # group ("" for a one-off job)
-                u_tags_l[users_l[k]],  # user
-                1 if high_l[k] else 0,  # priority
+                group,
+                user,
+                priority,
+                None,  # service
             )
         )
     infer = frozenset(f"g{k}" for k in np.flatnonzero(inference).tolist())
