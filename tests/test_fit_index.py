@@ -237,6 +237,29 @@ def _mask_gang_gpus(c: Cluster, job: JobSpec, g: int, o: int) -> list[int]:
     return [int(i) for i in np.flatnonzero(single[g:])[: job.num_gpus] + g]
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_first_legal_in_is_the_first_option_with_a_legal_gpu(seed: int) -> None:
+    """``Cluster.first_legal_in(job, options)`` (one call over an option order: ``first_fit``'s
+    question) is the first of ``options``, in their order, whose mask column has a legal GPU,
+    with that column's ``argmax`` (``(-1, -1)``: none), for random option orders (subsets,
+    repeats, MIG options among them), jobs, fleets and histories."""
+    rng = np.random.default_rng(300 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    probes = [_job(rng, -1 - k) for k in range(12)]
+    n_opt = len(c.options)
+    hits = misses = 0
+    for step in _random_history(c, rng, 300, ask=0.5, via_first_legal=True):
+        for job in probes:
+            for _ in range(3):
+                k = int(rng.integers(0, n_opt + 2))
+                opts = tuple(int(o) for o in rng.integers(0, n_opt, size=k))
+                want = next(((g, o) for o in opts if (g := _mask_first(c, job, o)) >= 0), (-1, -1))
+                assert c.first_legal_in(job, opts) == want, (step, job, opts)
+                hits += want[0] >= 0
+                misses += want[0] < 0
+    assert hits > 100 and misses > 100  # both answers were asked
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_first_legal_gpu_answers_as_the_masks(seed: int) -> None:
     """``Cluster.first_legal`` (the lowest legal GPU: the mask column's ``argmax``),
