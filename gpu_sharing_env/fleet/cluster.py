@@ -651,6 +651,21 @@ def _masks_placeable(self: Masks, job: JobSpec) -> bool:
 
 
 @cython.cfunc
+def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
+    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
+    :meth:`Cluster.legal`)."""
+    lay = self.layout
+    if option < lay.join0 and not lay.gpulets:  # ``_indexed(option)``, inlined
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        if not _fit_legal(ix, thr, option, gpu):
+            return False
+        n = job.num_gpus
+        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
+    return bool(self.placement_mask(job)[gpu, option])
+
+
+@cython.cfunc
 def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
     """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
     :meth:`Cluster.first_legal_in`)."""
@@ -780,14 +795,7 @@ class Masks:
         """``placement_mask(job)[gpu, option]`` (in range), from the :class:`_FitIndex` where it
         answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
         the first being ``gpu`` (:func:`_gang_starts`)."""
-        if self._indexed(option):
-            ix = self._index(job.kind is _ONLINE)
-            thr = ix.thresholds(job.mem_gb, job.gpu_types)
-            if not ix.legal(thr, option, gpu):
-                return False
-            n = job.num_gpus
-            return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n
-        return bool(self.placement_mask(job)[gpu, option])
+        return _masks_legal(self, job, gpu, option)
 
     def placeable_scan(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the masks (the reference the index is tested against): a gang
@@ -963,7 +971,7 @@ class Masks:
         n_gpus = self.fleet.n_gpus
         if not 0 <= gpu < n_gpus:
             return f"gpu {gpu} out of range 0..{n_gpus - 1}"
-        if self.legal(job, gpu, option):
+        if _masks_legal(self, job, gpu, option):
             return None
         return self._explain(job, gpu, options[option])
 
@@ -1134,7 +1142,7 @@ class Cluster:
 
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``placement_mask(job)[gpu, option]`` (in range; :meth:`Masks.legal`)."""
-        return self.masks.legal(job, gpu, option)
+        return _masks_legal(self.masks, job, gpu, option)  # type: ignore[no-any-return]
 
     def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``single_row(job, option)[gpu]`` without the row (:meth:`Masks.single_legal`)."""
@@ -1776,11 +1784,7 @@ class _FitIndex:
 
     def legal(self, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
         """Whether ``gpu`` is single-GPU legal under ``row``."""
-        t = self.type_l[gpu]
-        for tt, x in thr:
-            if tt == t:
-                return self.cur[row][gpu] <= x
-        return False
+        return _fit_legal(self, thr, row, gpu)  # type: ignore[no-any-return]
 
     def walk(self, thr: list[tuple[int, float]], row: int, lo: int, n: int) -> list[int]:
         """The first ``n`` GPUs from ``lo`` on (fewer if there are not as many) single-GPU
@@ -1869,3 +1873,13 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
         return False
     # a gang: n legal GPUs under one option (no MIG)
     return any(self.count_at_least(thr, r, n) for r in self.fit_rows)
+
+
+@cython.cfunc
+def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
+    """:meth:`_FitIndex.legal`'s body, C-callable (from :func:`_masks_legal`)."""
+    t = self.type_l[gpu]
+    for tt, x in thr:
+        if tt == t:
+            return self.cur[row][gpu] <= x  # type: ignore[no-any-return]
+    return False
