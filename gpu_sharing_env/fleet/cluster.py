@@ -1149,7 +1149,10 @@ class Cluster:
         return self.masks.single_legal(job, gpu, option)
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
-        """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
+        """The GPUs a placement of ``job`` at (first_gpu, option) uses (:meth:`Masks.gang_gpus`;
+        a single-GPU job's here, without the call)."""
+        if job.num_gpus == 1:
+            return [first_gpu]
         return self.masks.gang_gpus(job, first_gpu, option)
 
     def check(self, job: JobSpec, gpu: int, option: int) -> str | None:

@@ -202,7 +202,26 @@ class ClusterView:
 
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
-    snapshot); the rest is the snapshot's own."""
+    snapshot); the rest is the snapshot's own (slots: a view is built at every decision)."""
+
+    __slots__ = (
+        "_fixed",
+        "_masks",
+        "_sim",
+        "_window",
+        "codec",
+        "frac_used",
+        "healthy",
+        "mem_used_gb",
+        "mode",
+        "n_res",
+        "now_s",
+        "online_count",
+        "ready",
+        "sm_used_pct",
+        "util",
+        "version",
+    )
 
     #: The number of GPUs.
     n_gpus: int = _fixed("n_gpus")
