@@ -29,6 +29,8 @@ class EventKind(enum.IntEnum):
 
 
 @cython.cfunc
+@cython.inline
+@cython.boundscheck(False)  # (events are 5-tuples)
 @cython.locals(a=tuple, b=tuple, x=cython.double, y=cython.double)
 @cython.returns(cython.bint)
 def _before(a: tuple[float, int, int, int, int], b: tuple[float, int, int, int, int]) -> bool:
@@ -47,7 +49,9 @@ def _before(a: tuple[float, int, int, int, int], b: tuple[float, int, int, int, 
     return a < b
 
 
-@cython.ccall
+@cython.cfunc  # (C calls only: no bounds checks)
+@cython.boundscheck(False)  # (every index is in range: ``0 <= start <= pos < len(heap)``)
+@cython.wraparound(False)
 @cython.locals(heap=list, item=tuple, parent=tuple, pos=cython.Py_ssize_t, up=cython.Py_ssize_t)
 def _sift_down(heap: list[tuple[float, int, int, int, int]], start: int, pos: int) -> None:
     """``heapq._siftdown`` (the same moves; :func:`_before` as its ``<``)."""
@@ -63,7 +67,9 @@ def _sift_down(heap: list[tuple[float, int, int, int, int]], start: int, pos: in
     heap[pos] = item
 
 
-@cython.ccall
+@cython.cfunc  # (C calls only: no bounds checks)
+@cython.boundscheck(False)  # (every index is in range: ``pos`` and ``child`` below ``end``)
+@cython.wraparound(False)
 @cython.locals(
     heap=list, item=tuple, pos=cython.Py_ssize_t, end=cython.Py_ssize_t,
     start=cython.Py_ssize_t, child=cython.Py_ssize_t, right=cython.Py_ssize_t,
