@@ -24,7 +24,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
-from gpu_sharing_env.sim.waiting import mask_signature
+from gpu_sharing_env.sim.waiting import front, mask_signature
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 
@@ -189,6 +189,39 @@ def test_fit_index_mig_residents() -> None:
     assert not c.placeable_index(small) and not c.placeable_scan(small)
     c.remove(cast(JobSpec, _Job(1, 4.0, (), False, 1, 4.0)), 0, c.options[0])
     assert c.placeable_index(small) and c.placeable_scan(small)
+
+
+def _front_ref(sigs: dict[tuple[object, ...], list[object]]) -> list[tuple[object, object]]:
+    """``waiting.front`` as it was before its short-queue path (1ef7396): the reference."""
+    out: list[tuple[object, object]] = []
+    least: dict[tuple[object, ...], object] = {}
+    items = sorted(sigs.items(), key=lambda kv: (kv[0][3], kv[0][0]))  # type: ignore[index]
+    for sig, (_, spec) in items:
+        group = (sig[1], sig[2])
+        m = least.get(group)
+        if m is None or sig[0] < m:  # type: ignore[operator]
+            least[group] = sig[0]
+            out.append((sig, spec))
+    return out
+
+
+def test_front_is_the_sorted_scan_s_for_every_queue_size() -> None:
+    """``waiting.front`` (with its path for a queue of 0 or 1 signatures) equals the sorted
+    scan's answer, objects and order, for random signature sets of 0 to 5 entries."""
+    rng = np.random.default_rng(7)
+    sizes = {0: 0, 1: 0, 2: 0}
+    for _ in range(600):
+        n = int(rng.integers(0, 6))
+        sigs: dict[tuple[object, ...], list[object]] = {}
+        for k in range(n):
+            job = _job(rng, k)
+            sigs[mask_signature(job)] = [int(rng.integers(1, 4)), job]
+        got = front(sigs)  # type: ignore[arg-type]
+        want = _front_ref(sigs)
+        assert len(got) == len(want)
+        assert all(g[0] == w[0] and g[1] is w[1] for g, w in zip(got, want, strict=True))
+        sizes[min(len(sigs), 2)] += 1
+    assert min(sizes.values()) > 50
 
 
 def test_needs_decision_over_the_queue_asks_the_front_only() -> None:
