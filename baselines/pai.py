@@ -68,7 +68,7 @@ from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.base import HeuristicPolicy, per_options
 from gpu_sharing_gym.baselines.gandiva import est_duty, exclusive_option, shared_option
-from gpu_sharing_gym.baselines.reference import first_fit_options
+from gpu_sharing_gym.baselines.reference import first_fit_options, first_fit_order
 
 #: Dense FP16 tensor TFLOPS from which a GPU type counts as high-end (V100: 125; T4: 65).
 HIGH_END_TFLOPS = 100.0
@@ -1141,11 +1141,9 @@ class LoadBalance(HeuristicPolicy):
 
 def first_fit(view: ClusterView, job: JobView) -> Decision | None:
     """``first_fit``'s placement of one job (see ``gpu_sharing_gym.baselines.reference.FirstFit``)."""
-    for o in first_fit_options(view, job):
-        g = view.first_legal(job.job_id, o)  # the first legal GPU (mask column argmax)
-        if g >= 0:
-            return Decision(job.job_id, g, o)
-    return None
+    # the first legal GPU (mask column argmax) under the first option that has one
+    g, o = view.first_legal_in(job.job_id, first_fit_options(view, job))
+    return Decision(job.job_id, g, o) if g >= 0 else None
 
 
 #: An SJF queue entry: (not online, est_remaining_s, submit_s, job id, queue-log position).
@@ -1220,10 +1218,11 @@ class SjfPredicted(HeuristicPolicy):
 
 
 def _first_fit_in_order(view: ClusterView, job_ids: Iterable[int]) -> Decision | None:
-    """The first of ``job_ids`` (in their order) that first-fit can place, placed so."""
+    """The first of ``job_ids`` (in their order) that first-fit can place, placed so
+    (:func:`first_fit` of each, by job id: no JobViews built, only the GPU fraction read)."""
     for jid in job_ids:
         if view.placeable(jid):
-            d = first_fit(view, view.job(jid))
-            if d is not None:
-                return d
+            g, o = view.first_legal_in(jid, first_fit_order(view, view.gpu_frac(jid)))
+            if g >= 0:
+                return Decision(jid, g, o)
     return None

@@ -31,15 +31,21 @@ def first_fit_options(view: ClusterView, job: JobView) -> tuple[int, ...]:
     """The options ``first_fit`` tries, in order: the MPS shares from the smallest one that
     covers the job's GPU fraction, then larger, then smaller ones (a job asking for a full GPU
     still packs at a partial share), then exclusive use (memoised per options tuple)."""
+    return first_fit_order(view, job.gpu_frac)
+
+
+def first_fit_order(view: ClusterView, gpu_frac: float) -> tuple[int, ...]:
+    """:func:`first_fit_options` of a job whose GPU fraction is ``gpu_frac`` (no view of the
+    job needed: ``ClusterView.gpu_frac``)."""
     table = per_options(_FIRST_FIT_ORDER, view)
-    order: tuple[int, ...] | None = table.get(job.gpu_frac)
+    order: tuple[int, ...] | None = table.get(gpu_frac)
     if order is None:
-        want = job.gpu_frac * 100.0
+        want = gpu_frac * 100.0
         ranked = sorted(
             _option_indices(view, SharingMode.MPS),
             key=lambda o: (view.options[o].sm_pct < want, abs(view.options[o].sm_pct - want)),
         )
-        order = table[job.gpu_frac] = (*ranked, *_option_indices(view, SharingMode.EXCLUSIVE))
+        order = table[gpu_frac] = (*ranked, *_option_indices(view, SharingMode.EXCLUSIVE))
     return order
 
 
@@ -67,14 +73,15 @@ class FirstFit(HeuristicPolicy):
     name = "first_fit"
 
     def decide(self, view: ClusterView) -> Decision | None:
-        # the window, unless a subclass declares the whole queue (``decision_scope``)
-        for job in view.iter_decidable():
-            if not view.placeable(job.job_id):
+        # the window, unless a subclass declares the whole queue (``decision_scope``); by job
+        # id, no JobViews built (only the GPU fraction is read)
+        for jid in view.decidable_ids():
+            if not view.placeable(jid):
                 continue  # an all-False mask (known without building it)
-            for o in first_fit_options(view, job):
-                g = view.first_legal(job.job_id, o)  # the first legal GPU (mask column argmax)
-                if g >= 0:
-                    return Decision(job.job_id, g, o)
+            # the first legal GPU (mask column argmax) under the first option that has one
+            g, o = view.first_legal_in(jid, first_fit_order(view, view.gpu_frac(jid)))
+            if g >= 0:
+                return Decision(jid, g, o)
         return None
 
 

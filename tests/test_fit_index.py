@@ -24,7 +24,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.state import Status
-from gpu_sharing_env.sim.waiting import mask_signature
+from gpu_sharing_env.sim.waiting import front, mask_signature
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 
@@ -191,6 +191,39 @@ def test_fit_index_mig_residents() -> None:
     assert c.placeable_index(small) and c.placeable_scan(small)
 
 
+def _front_ref(sigs: dict[tuple[object, ...], list[object]]) -> list[tuple[object, object]]:
+    """``waiting.front`` as it was before its short-queue path (1ef7396): the reference."""
+    out: list[tuple[object, object]] = []
+    least: dict[tuple[object, ...], object] = {}
+    items = sorted(sigs.items(), key=lambda kv: (kv[0][3], kv[0][0]))  # type: ignore[index]
+    for sig, (_, spec) in items:
+        group = (sig[1], sig[2])
+        m = least.get(group)
+        if m is None or sig[0] < m:  # type: ignore[operator]
+            least[group] = sig[0]
+            out.append((sig, spec))
+    return out
+
+
+def test_front_is_the_sorted_scan_s_for_every_queue_size() -> None:
+    """``waiting.front`` (with its path for a queue of 0 or 1 signatures) equals the sorted
+    scan's answer, objects and order, for random signature sets of 0 to 5 entries."""
+    rng = np.random.default_rng(7)
+    sizes = {0: 0, 1: 0, 2: 0}
+    for _ in range(600):
+        n = int(rng.integers(0, 6))
+        sigs: dict[tuple[object, ...], list[object]] = {}
+        for k in range(n):
+            job = _job(rng, k)
+            sigs[mask_signature(job)] = [int(rng.integers(1, 4)), job]
+        got = front(sigs)  # type: ignore[arg-type]
+        want = _front_ref(sigs)
+        assert len(got) == len(want)
+        assert all(g[0] == w[0] and g[1] is w[1] for g, w in zip(got, want, strict=True))
+        sizes[min(len(sigs), 2)] += 1
+    assert min(sizes.values()) > 50
+
+
 def test_needs_decision_over_the_queue_asks_the_front_only() -> None:
     sc = load_scenario("pai-hetero")
     nodes = tuple(dataclasses.replace(g, count=max(1, g.count // 8)) for g in sc.cluster.nodes)
@@ -235,6 +268,29 @@ def _mask_first(c: Cluster, job: JobSpec, o: int) -> int:
 def _mask_gang_gpus(c: Cluster, job: JobSpec, g: int, o: int) -> list[int]:
     single = c.masks._single_cached(job)[o]
     return [int(i) for i in np.flatnonzero(single[g:])[: job.num_gpus] + g]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_first_legal_in_is_the_first_option_with_a_legal_gpu(seed: int) -> None:
+    """``Cluster.first_legal_in(job, options)`` (one call over an option order: ``first_fit``'s
+    question) is the first of ``options``, in their order, whose mask column has a legal GPU,
+    with that column's ``argmax`` (``(-1, -1)``: none), for random option orders (subsets,
+    repeats, MIG options among them), jobs, fleets and histories."""
+    rng = np.random.default_rng(300 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    probes = [_job(rng, -1 - k) for k in range(12)]
+    n_opt = len(c.options)
+    hits = misses = 0
+    for step in _random_history(c, rng, 300, ask=0.5, via_first_legal=True):
+        for job in probes:
+            for _ in range(3):
+                k = int(rng.integers(0, n_opt + 2))
+                opts = tuple(int(o) for o in rng.integers(0, n_opt, size=k))
+                want = next(((g, o) for o in opts if (g := _mask_first(c, job, o)) >= 0), (-1, -1))
+                assert c.first_legal_in(job, opts) == want, (step, job, opts)
+                hits += want[0] >= 0
+                misses += want[0] < 0
+    assert hits > 100 and misses > 100  # both answers were asked
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -34,6 +34,7 @@ from gpu_sharing_gym.baselines.pai import (
     pai_column,
     pai_option,
 )
+from gpu_sharing_gym.baselines.reference import FirstFit
 
 
 def _congested(faults: bool) -> object:
@@ -88,6 +89,36 @@ def test_sjf_heaps_decide_as_the_queue_scan(faults: bool) -> None:
     pol = _CheckedSjf()
     run_episode(pol, make_simulator(_congested(faults)), 0)  # type: ignore[arg-type]
     assert pol.calls > 50 and pol.longest > 20  # a real queue was ordered
+
+
+class _CheckedFirstFit(FirstFit):
+    """``first_fit`` by job id (``ClusterView.first_legal_in``, no JobViews) checked against
+    the window scan from each job's view and mask (the first legal GPU: a column's argmax)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.placed = self.skipped = 0
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        d = super().decide(view)
+        want = None
+        for k, job in enumerate(view.iter_decidable()):
+            if view.placeable(job.job_id):
+                want = _mask_first_fit(view, job)
+                if want is not None:
+                    self.skipped += k > 0
+                    break
+        assert d == want
+        self.placed += d is not None
+        return d
+
+
+@pytest.mark.parametrize("faults", [False, True])
+def test_first_fit_by_job_id_decides_as_the_mask_scan(faults: bool) -> None:
+    pol = _CheckedFirstFit()
+    run_episode(pol, make_simulator(_congested(faults)), 0)  # type: ignore[arg-type]
+    # placements checked, among them ones past window jobs that did not fit
+    assert pol.placed > 50 and pol.skipped > 5, (pol.placed, pol.skipped)
 
 
 class _CheckedReservePack(ReservePack):

@@ -628,6 +628,61 @@ def _touched(self: Cluster, gpu: int) -> None:
         w.add(gpu)
 
 
+@cython.cfunc
+def _fit_index(self: Masks, online: bool) -> _FitIndex:
+    """:meth:`Masks._index`'s body, C-callable: the :class:`_FitIndex` of jobs of this kind
+    (online or not), up to date (built on first use). Compiled, the cluster's "does anything
+    fit" and "where first" questions reach the index through C calls (:meth:`Cluster.placeable`,
+    :func:`_masks_first_legal`), where each was a chain of Python method calls."""
+    ix = self._fit_ix.get(online)
+    if ix is None:
+        ix = self._fit_ix[online] = _FitIndex(self, online)
+    elif ix.dirty:
+        ix.sync()
+    return ix
+
+
+@cython.cfunc
+def _masks_placeable(self: Masks, job: JobSpec) -> bool:
+    """:meth:`Masks.placeable`'s body, C-callable (from :meth:`Cluster.placeable`)."""
+    if self.layout.gpulets:  # the fit index knows no join options: the masks answer
+        return self.placeable_scan(job)  # type: ignore[no-any-return]
+    return _fit_placeable(_fit_index(self, job.kind is _ONLINE), job)
+
+
+@cython.cfunc
+def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
+    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
+    :meth:`Cluster.legal`)."""
+    lay = self.layout
+    if option < lay.join0 and not lay.gpulets:  # ``_indexed(option)``, inlined
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        if not _fit_legal(ix, thr, option, gpu):
+            return False
+        n = job.num_gpus
+        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
+    return bool(self.placement_mask(job)[gpu, option])
+
+
+@cython.cfunc
+def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
+    """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
+    :meth:`Cluster.first_legal_in`)."""
+    lay = self.layout
+    if option < lay.join0 and not lay.gpulets:  # ``_indexed(option)``, inlined
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        n = job.num_gpus
+        if n <= 1:
+            return ix.first(thr, option)  # type: ignore[no-any-return]
+        gang = ix.walk(thr, option, 0, n)
+        return gang[0] if len(gang) == n else -1  # type: ignore[no-any-return]
+    col = self.placement_mask(job)[:, option]
+    g = int(col.argmax())
+    return g if col[g] else -1
+
+
 class Masks:
     """The one legality function of a :class:`Cluster` and its caches: the placement masks
     (:meth:`placement_mask`), the "does anything fit" and "where first" questions answered
@@ -696,23 +751,16 @@ class Masks:
         on, from the masks (:meth:`placeable_scan`: the index knows no join options). A
         decision that follows needs no mask either where the index answers
         (:meth:`first_legal`, :meth:`legal`, :meth:`gang_gpus`)."""
-        if self.layout.gpulets:  # the fit index knows no join options: the masks answer
-            return self.placeable_scan(job)
-        return self.placeable_index(job)
+        return _masks_placeable(self, job)
 
     def placeable_index(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the cluster's :class:`_FitIndex` (kept up to date as GPUs
         change, so a question costs O(GPU types x options), not O(GPUs))."""
-        return self._index(job.kind is _ONLINE).placeable(job)
+        return _fit_placeable(_fit_index(self, job.kind is _ONLINE), job)
 
     def _index(self, online: bool) -> _FitIndex:
         """The :class:`_FitIndex` of jobs of this kind, up to date (built on first use)."""
-        ix = self._fit_ix.get(online)
-        if ix is None:
-            ix = self._fit_ix[online] = _FitIndex(self, online)
-        elif ix.dirty:
-            ix.sync()
-        return ix
+        return _fit_index(self, online)
 
     def _indexed(self, option: int) -> bool:
         """Whether the :class:`_FitIndex` answers legality under ``option``: exclusive,
@@ -724,17 +772,7 @@ class Masks:
         ``argmax`` of that column gives. From the :class:`_FitIndex` where it answers (a gang
         may start at its first single-GPU legal GPU iff the option has ``num_gpus`` of them:
         :func:`_gang_starts`), else from the mask."""
-        if self._indexed(option):
-            ix = self._index(job.kind is _ONLINE)
-            thr = ix.thresholds(job.mem_gb, job.gpu_types)
-            n = job.num_gpus
-            if n <= 1:
-                return ix.first(thr, option)
-            gang = ix.walk(thr, option, 0, n)
-            return gang[0] if len(gang) == n else -1
-        col = self.placement_mask(job)[:, option]
-        g = int(col.argmax())
-        return g if col[g] else -1
+        return _masks_first_legal(self, job, option)
 
     def single_row(self, job: JobSpec, option: int) -> np.ndarray:
         """``_single_cached(job)[option]``: per GPU, ``job``'s single-GPU legality under
@@ -757,14 +795,7 @@ class Masks:
         """``placement_mask(job)[gpu, option]`` (in range), from the :class:`_FitIndex` where it
         answers: single-GPU legality, and for a gang ``num_gpus`` legal GPUs from ``gpu`` on,
         the first being ``gpu`` (:func:`_gang_starts`)."""
-        if self._indexed(option):
-            ix = self._index(job.kind is _ONLINE)
-            thr = ix.thresholds(job.mem_gb, job.gpu_types)
-            if not ix.legal(thr, option, gpu):
-                return False
-            n = job.num_gpus
-            return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n
-        return bool(self.placement_mask(job)[gpu, option])
+        return _masks_legal(self, job, gpu, option)
 
     def placeable_scan(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the masks (the reference the index is tested against): a gang
@@ -940,7 +971,7 @@ class Masks:
         n_gpus = self.fleet.n_gpus
         if not 0 <= gpu < n_gpus:
             return f"gpu {gpu} out of range 0..{n_gpus - 1}"
-        if self.legal(job, gpu, option):
+        if _masks_legal(self, job, gpu, option):
             return None
         return self._explain(job, gpu, options[option])
 
@@ -1078,8 +1109,9 @@ class Cluster:
         return self.masks.placement_mask(job)
 
     def placeable(self, job: JobSpec) -> bool:
-        """Whether :meth:`placement_mask` of ``job`` allows anything (:meth:`Masks.placeable`)."""
-        return self.masks.placeable(job)
+        """Whether :meth:`placement_mask` of ``job`` allows anything (:meth:`Masks.placeable`;
+        compiled, through C calls down to the fit index)."""
+        return _masks_placeable(self.masks, job)
 
     def placeable_index(self, job: JobSpec) -> bool:
         """:meth:`placeable` from the fit index (:meth:`Masks.placeable_index`)."""
@@ -1091,7 +1123,18 @@ class Cluster:
 
     def first_legal(self, job: JobSpec, option: int) -> int:
         """The lowest GPU ``g`` with ``placement_mask(job)[g, option]`` (-1: none)."""
-        return self.masks.first_legal(job, option)
+        return _masks_first_legal(self.masks, job, option)
+
+    def first_legal_in(self, job: JobSpec, options: Sequence[int]) -> tuple[int, int]:
+        """The first of ``options`` (in their order) with a legal GPU for ``job``, and its
+        lowest one: ``(gpu, option)``, ``(-1, -1)`` when none has one. :meth:`first_legal` over
+        the options in one call (compiled, each option's question a C call)."""
+        m = self.masks
+        for o in options:
+            g = _masks_first_legal(m, job, o)
+            if g >= 0:
+                return g, o
+        return -1, -1
 
     def single_row(self, job: JobSpec, option: int) -> np.ndarray:
         """Per GPU, ``job``'s single-GPU legality under ``option`` (:meth:`Masks.single_row`)."""
@@ -1099,14 +1142,17 @@ class Cluster:
 
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``placement_mask(job)[gpu, option]`` (in range; :meth:`Masks.legal`)."""
-        return self.masks.legal(job, gpu, option)
+        return _masks_legal(self.masks, job, gpu, option)  # type: ignore[no-any-return]
 
     def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``single_row(job, option)[gpu]`` without the row (:meth:`Masks.single_legal`)."""
         return self.masks.single_legal(job, gpu, option)
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
-        """The GPUs a placement of ``job`` at (first_gpu, option) uses."""
+        """The GPUs a placement of ``job`` at (first_gpu, option) uses (:meth:`Masks.gang_gpus`;
+        a single-GPU job's here, without the call)."""
+        if job.num_gpus == 1:
+            return [first_gpu]
         return self.masks.gang_gpus(job, first_gpu, option)
 
     def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
@@ -1663,51 +1709,12 @@ class _FitIndex:
     def thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
         """Per allowed type ``t``: the greatest float ``x`` with ``x + mem <= cap_eps[t]`` (the
         values that fit a job of ``mem`` are exactly those ``<= x``: the test is monotone)."""
-        key = (mem, allowed)
-        hit = self._thr.get(key)
-        if hit is None:
-            f = self.m.fleet
-            if allowed:
-                names = {get_gpu_type(a).name for a in allowed}
-                types = [t for t, n in enumerate(f.type_names) if n in names]
-            else:
-                types = list(range(len(f.types)))
-            hit = []
-            for t in types:  # (the type's memory plus the masks' slack: ``Fleet.cap_eps``)
-                hit.append((t, _last_fitting(mem, f.types[t].mem_gb + _EPS)))
-            if len(self._thr) >= 4096:
-                self._thr.clear()
-            self._thr[key] = hit
-        return hit
+        return _fit_thresholds(self, mem, allowed)  # type: ignore[no-any-return]
 
     def placeable(self, job: JobSpec) -> bool:
         """Whether ``Cluster.placement_mask(job)`` allows anything (``job.online`` must be this
         index's kind)."""
-        if self.dirty:
-            self.sync()
-        mem = job.mem_gb
-        thr = self.thresholds(mem, job.gpu_types)
-        n = job.num_gpus
-        if n <= 1:
-            for r in self.fit_rows:
-                per_type = self.vals[r]
-                for t, x in thr:
-                    lst = per_type[t]
-                    if lst and lst[0] <= x:
-                        return True
-            mig_slices = self.m.layout.mig_slices
-            if mig_slices:
-                pb = self._mig_bits.get(mem)
-                if pb is None:
-                    bits = self.m.fleet.mig.profile_bits(mem, mig_slices)
-                    pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
-                for t, _ in thr:
-                    want = pb[t]
-                    if want and any(b & want for b in self.mig[t]):
-                        return True
-            return False
-        # a gang: n legal GPUs under one option (no MIG)
-        return any(self.count_at_least(thr, r, n) for r in self.fit_rows)
+        return _fit_placeable(self, job)  # type: ignore[no-any-return]
 
     def count_at_least(self, thr: list[tuple[int, float]], row: int, n: int) -> bool:
         """Whether ``n`` GPUs are single-GPU legal under ``row`` (``thr``: :meth:`thresholds`):
@@ -1780,11 +1787,7 @@ class _FitIndex:
 
     def legal(self, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
         """Whether ``gpu`` is single-GPU legal under ``row``."""
-        t = self.type_l[gpu]
-        for tt, x in thr:
-            if tt == t:
-                return self.cur[row][gpu] <= x
-        return False
+        return _fit_legal(self, thr, row, gpu)  # type: ignore[no-any-return]
 
     def walk(self, thr: list[tuple[int, float]], row: int, lo: int, n: int) -> list[int]:
         """The first ``n`` GPUs from ``lo`` on (fewer if there are not as many) single-GPU
@@ -1820,3 +1823,66 @@ class _FitIndex:
         if out:  # the walk from any GPU in lo..out[0] is the same
             self._walk_memo = ((version, row, out[0], n), thr, out)
         return out
+
+
+@cython.cfunc
+def _fit_thresholds(
+    self: _FitIndex, mem: float, allowed: tuple[str, ...]
+) -> list[tuple[int, float]]:
+    """:meth:`_FitIndex.thresholds`' body, C-callable (memoised per ``(mem, allowed)``)."""
+    key = (mem, allowed)
+    hit = self._thr.get(key)
+    if hit is None:
+        f = self.m.fleet
+        if allowed:
+            names = {get_gpu_type(a).name for a in allowed}
+            types = [t for t, n in enumerate(f.type_names) if n in names]
+        else:
+            types = list(range(len(f.types)))
+        hit = []
+        for t in types:  # (the type's memory plus the masks' slack: ``Fleet.cap_eps``)
+            hit.append((t, _last_fitting(mem, f.types[t].mem_gb + _EPS)))
+        if len(self._thr) >= 4096:
+            self._thr.clear()
+        self._thr[key] = hit
+    return hit
+
+
+@cython.cfunc
+def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
+    """:meth:`_FitIndex.placeable`'s body, C-callable (from :meth:`Cluster.placeable`)."""
+    if self.dirty:
+        self.sync()
+    mem = job.mem_gb
+    thr = _fit_thresholds(self, mem, job.gpu_types)
+    n = job.num_gpus
+    if n <= 1:
+        for r in self.fit_rows:
+            per_type = self.vals[r]
+            for t, x in thr:
+                lst = per_type[t]
+                if lst and lst[0] <= x:
+                    return True
+        mig_slices = self.m.layout.mig_slices
+        if mig_slices:
+            pb = self._mig_bits.get(mem)
+            if pb is None:
+                bits = self.m.fleet.mig.profile_bits(mem, mig_slices)
+                pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
+            for t, _ in thr:
+                want = pb[t]
+                if want and any(b & want for b in self.mig[t]):
+                    return True
+        return False
+    # a gang: n legal GPUs under one option (no MIG)
+    return any(self.count_at_least(thr, r, n) for r in self.fit_rows)
+
+
+@cython.cfunc
+def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
+    """:meth:`_FitIndex.legal`'s body, C-callable (from :func:`_masks_legal`)."""
+    t = self.type_l[gpu]
+    for tt, x in thr:
+        if tt == t:
+            return self.cur[row][gpu] <= x  # type: ignore[no-any-return]
+    return False

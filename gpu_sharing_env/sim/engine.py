@@ -41,7 +41,7 @@ import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from heapq import heapify, heappop
+from heapq import heapify
 from typing import Any
 
 import numpy as np
@@ -74,7 +74,7 @@ from gpu_sharing_env.sim.constants import (
     NOISE_AR,
     PCIE_GANG_FACTOR,
 )
-from gpu_sharing_env.sim.events import EventKind, EventQueue
+from gpu_sharing_env.sim.events import EventKind, EventQueue, heap_pop
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.faults import FaultCause
 from gpu_sharing_env.sim.jobs import JobTable
@@ -615,7 +615,7 @@ class Simulator:
             changed = False
             ticked = False
             while heap and heap[0][0] == t:
-                _, kind, _, subject, stamp = heappop(heap)
+                _, kind, _, subject, stamp = heap_pop(heap)
                 if kind == _K_TICK:
                     changed |= self._observed_tick() if observed else load.tick()
                     ticked = True

@@ -202,7 +202,26 @@ class ClusterView:
 
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
-    snapshot); the rest is the snapshot's own."""
+    snapshot); the rest is the snapshot's own (slots: a view is built at every decision)."""
+
+    __slots__ = (
+        "_fixed",
+        "_masks",
+        "_sim",
+        "_window",
+        "codec",
+        "frac_used",
+        "healthy",
+        "mem_used_gb",
+        "mode",
+        "n_res",
+        "now_s",
+        "online_count",
+        "ready",
+        "sm_used_pct",
+        "util",
+        "version",
+    )
 
     #: The number of GPUs.
     n_gpus: int = _fixed("n_gpus")
@@ -533,6 +552,25 @@ class ClusterView:
             g = int(col.argmax())
             return g if col[g] else -1
         return self._sim.cluster.first_legal(self._sim.jobs[job_id].spec, option)
+
+    def first_legal_in(self, job_id: int, options: Sequence[int]) -> tuple[int, int]:
+        """The first of ``options`` (in their order) under which ``mask(job_id)`` allows a GPU,
+        with the lowest such GPU: ``(gpu, option)``, or ``(-1, -1)`` when none does. What
+        :meth:`first_legal` over the options one by one gives, in one call
+        (``Cluster.first_legal_in``: no mask where the cluster's fit index answers)."""
+        hit = self._masks.get(job_id)
+        if hit is not None and hit[0] == self._sim.cluster.version:
+            for o in options:
+                g = self.first_legal(job_id, o)
+                if g >= 0:
+                    return g, o
+            return -1, -1
+        return self._sim.cluster.first_legal_in(self._sim.jobs[job_id].spec, options)
+
+    def gpu_frac(self, job_id: int) -> float:
+        """``JobView.gpu_frac`` of job ``job_id`` (its requested GPU fraction), without
+        building its view."""
+        return self._sim.jobs[job_id].spec.gpu_frac
 
     def gang_gpus(self, job_id: int, gpu: int, option: int) -> list[int]:
         """The GPUs a legal placement of queued ``job_id`` at (``gpu``, ``option``) takes: the

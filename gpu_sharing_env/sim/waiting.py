@@ -33,6 +33,8 @@ def front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...],
     memory test of ``Cluster.placement_mask`` is ``mem <= bound`` or ``x + mem <= bound``, a
     gang of ``n`` needs ``n`` legal GPUs under one option, and a single GPU job may also use
     MIG), so "does any of ``sigs`` fit" is "does any of the front fit"."""
+    if len(sigs) <= 1:  # (a short queue's usual case: nothing to sort or compare)
+        return [(sig, spec) for sig, (_, spec) in sigs.items()]
     out: list[tuple[tuple[Any, ...], JobSpec]] = []
     least: dict[tuple[Any, ...], float] = {}  # per (types, kind): the least memory kept
     for sig, (_, spec) in sorted(sigs.items(), key=lambda kv: (kv[0][3], kv[0][0])):
