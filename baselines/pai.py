@@ -551,16 +551,20 @@ class NoCandidates:
         if witness < 0:
             gpus: Iterable[int] = changed
         else:
-            touched = {nodes.node_of(g) for g in changed}
+            node_of = nodes._node_of
+            touched = {node_of[g] for g in changed}
             if witness in touched:
                 return False
             runs = nodes.empty_runs(view)
-            gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
-        for g in gpus:  # none may be usable, with room and legal now
-            if (
-                usable.item(g)
-                and _room(alloc.item(g), frac)
-                and view.single_legal(job_id, g, option)
+            node_gpus = nodes._gpus
+            gpus = [h for node in touched for h in node_gpus[node] if runs.item(h) >= n]
+        whole = frac >= 1.0
+        for g in gpus:  # none may be usable, with room (``_room``) and legal now
+            if not usable.item(g):
+                continue
+            a = alloc.item(g)
+            if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
+                job_id, g, option
             ):
                 return False
         return True
@@ -637,8 +641,10 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: A queued job's (high-GPU, GPU types in the order tried, view as first seen).
-_PlanInfo = tuple[bool, tuple[str, ...], JobView]
+#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, its request's
+#: GPU memory and fraction, and the rest of its request: GPUs, type constraint, online), the
+#: request's fields read once (they never change).
+_PlanInfo = tuple[bool, tuple[str, ...], JobView, float, float, tuple[int, tuple[str, ...], bool]]
 
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
@@ -813,9 +819,9 @@ class ReservePack(HeuristicPolicy):
             # (most of a new window was in the last one: their plan info is a lookup)
             known = self._info.get
             info = [known(jid) or self._plan_info_id(view, jid) for jid in ids]
-            n_plans = [len(plans) for _, plans, _ in info]
-            ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
-                k for k, (h, _, _) in enumerate(info) if not h
+            n_plans = [len(i[1]) for i in info]
+            ordered = [k for k, i in enumerate(info) if i[0]] + [
+                k for k, i in enumerate(info) if not i[0]
             ]
             self._ids_memo = (view.episode, tids, info, n_plans, ordered)
         waits = view.queued_wait_s(ids)
@@ -841,26 +847,26 @@ class ReservePack(HeuristicPolicy):
         #: requests found without a candidate in this decision (a function of the request,
         #: the usable plans and the state: so is every job asking the same)
         no_cand: set[tuple[object, ...]] = set()
+        spans = self._type_spans
         for k in ordered:
-            _, plans, request = info[k]
+            _, plans, job, mem, frac, rest = info[k]
             usable = usables[k]
-            key = (plans, usable, request.mem_gb, request.gpu_frac)
+            key = (plans, usable, mem, frac)
             if key in no_room:
                 continue
-            req = (*key, request.num_gpus, request.gpu_types, request.online)
+            req = key + rest
             if keep_no_cand and self._no_cand.has(req):
                 continue
             gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
-            if not alloc.room(usable_types, request):
+            if not alloc.room(usable_types, job):
                 no_room.add(key)
                 continue
             if req in no_cand:
                 continue
-            # (the request's view as first seen: what a candidate reads never changes)
-            job = request
-            if job.num_gpus == 1 and self._type_spans is not None:
+            # (``job``: the request's view as first seen: what a candidate reads never changes)
+            if spans is not None and rest[0] == 1:
                 g, o = self._single_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
                     return Decision(job.job_id, g, o)
@@ -868,6 +874,10 @@ class ReservePack(HeuristicPolicy):
                 if keep_no_cand:
                     self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
+            if spans is not None and alloc.contiguous:
+                g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
+                if g >= 0:
+                    return Decision(job.job_id, g, o)
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -981,6 +991,54 @@ class ReservePack(HeuristicPolicy):
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
 
+    def _gang_zero_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        """A gang ``job``'s GPU and option where the zero-load shortcut answers, else -1 (the
+        caller then lists the candidates, :meth:`_usable_candidates`), on a fleet whose GPU
+        types and nodes are contiguous in GPU order (``_type_spans``,
+        :attr:`Allocation.contiguous`) and where :meth:`NodeState.zero_load_empty` holds.
+
+        A usable GPU ``g`` on a node of load 0.0 (an empty node: allocation 0.0, so room holds)
+        that starts ``num_gpus`` empty GPUs of its node (``empty_runs``) and is legal
+        (``ClusterView.legal``: the gang mask's entry) is a usable one-node start, so the
+        candidates are the usable one-node starts, and ``g`` is one of the least load. So, the
+        usable types' spans taken in plan order: a span where no GPU starts ``num_gpus`` empty
+        GPUs of its node holds no one-node start (skipped, as a type whose memory cannot hold
+        the request: no GPU of it is legal); in the first other span, the first such ``g``
+        among those of load 0.0 is :meth:`_pick`'s choice. Up to ``_ZERO_TRIES`` of them are
+        tested one by one; where none is legal, or the span's one-node starts are all on
+        nodes of positive load (the pick may be there), -1."""
+        o = pai_option(view, job)
+        if o < 0:
+            return -1, o
+        nodes = self._nodes
+        zero = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
+        if not nodes.zero_nodes() or not nodes.zero_load_empty():
+            return -1, o
+        spans = self._type_spans
+        assert spans is not None
+        runs = nodes.empty_runs(view)
+        n, mem, type_mem = job.num_gpus, job.mem_gb, self._type_mem
+        for t in usable_plans:
+            if mem > type_mem[t] + 1e-3:
+                continue  # (no GPU of the type holds the request: none is legal, as ``room``)
+            lo, hi = spans[t]
+            starts = runs[lo:hi] >= n
+            if not starts.any():
+                continue  # (no one-node start in the span)
+            z = starts & zero[lo:hi]
+            p = 0
+            for _ in range(_ZERO_TRIES):
+                i = p + int(z[p:].argmax()) if p < z.size else p
+                if i >= z.size or not z[i]:
+                    return -1, o  # (no one-node start of load 0.0 left in the span)
+                if view.legal(job.job_id, lo + i, o):
+                    return lo + i, o
+                p = i + 1
+            return -1, o
+        return -1, o
+
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
         if sel.size == 1:
@@ -1009,8 +1067,10 @@ class ReservePack(HeuristicPolicy):
         if hit is None:
             job = view.job(job_id)
             high = self.high_gpu(view, job)
-            plans = tuple(self.plans(view, job)) if job.online else self._offline_plans[high]
-            hit = self._info[job_id] = (high, plans, job)
+            online = job.online
+            plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
+            rest = (job.num_gpus, job.gpu_types, online)
+            hit = self._info[job_id] = (high, plans, job, job.mem_gb, job.gpu_frac, rest)
         return hit
 
     def _ranks(

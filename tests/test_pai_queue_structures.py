@@ -190,6 +190,10 @@ class _CheckedPick(ReservePack):
         #: Single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not.
         self.zero_singles = 0
         self.asked = {"legal": 0, "illegal": 0, "column": 0}
+        #: Gang picks of ``_gang_zero_pick`` (on a node of load 0.0), its calls without an
+        #: answer, and its legality questions (one GPU: legal or not).
+        self.gang_zero = self.gang_zero_none = 0
+        self.gang_asked = {"legal": 0, "illegal": 0, "column": 0}
 
     def _pick(
         self,
@@ -229,6 +233,26 @@ class _CheckedPick(ReservePack):
         self.zero_singles += bool(fresh.node[fresh.node_of[g]] == 0.0)
         return g, o
 
+    def _gang_zero_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        counting = _CountingView(view, self.gang_asked)
+        g, o = super()._gang_zero_pick(counting, job, alloc, usable_plans)  # type: ignore[arg-type]
+        assert job.num_gpus > 1
+        if g < 0:
+            self.gang_zero_none += 1
+            return g, o
+        # the pick among the candidates from the gang mask, the loads recomputed
+        plans = self._plan_info_id(view, job.job_id)[1]
+        gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
+        fresh = Allocation(view)
+        gpus = _full_candidates(view, job, fresh, usable)
+        assert o == pai_option(view, job)
+        assert g == _plain_pick(view, gpus, gpu_rank)
+        assert fresh.node[fresh.node_of[g]] == 0.0
+        self.gang_zero += 1
+        return g, o
+
 
 class _CheckedPickNoSpans(_CheckedPick):
     """As :class:`_CheckedPick`, as if the GPU types were not contiguous (the rank by gather)."""
@@ -240,12 +264,13 @@ class _CheckedPickNoSpans(_CheckedPick):
 
 
 @pytest.mark.parametrize(
-    ("case", "spans", "least", "asked"),
+    ("case", "spans", "least", "asked", "gang"),
     [
-        ("busy", True, (300, 40, 1500, 100, 1000), (1500, 20, 15)),
-        ("congested", True, (50, 2, 400, 5, 400), (400, 5, 4)),
-        ("faults", True, (50, 2, 400, 5, 400), (600, 6, 5)),
-        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0)),
+        ("busy", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (60, 0, 1000)),
+        ("congested", True, (50, 0, 400, 5, 400), (400, 5, 4), (5, 0, 1000)),
+        ("faults", True, (50, 0, 400, 5, 400), (600, 6, 5), (5, 0, 1000)),
+        ("busy-faults", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 2, 1000)),
+        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0), (0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
@@ -253,20 +278,26 @@ def test_reserve_pack_pick_is_the_lexmin(
     spans: bool,
     least: tuple[int, int, int, int, int],
     asked: tuple[int, int, int],
+    gang: tuple[int, int, int],
 ) -> None:
-    """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
-    choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
-    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut), on a congested
-    one, and on a congested one with frequent GPU faults (unhealthy GPUs are empty, of load 0.0
-    and with room, but not legal). ``least``: the fewest picks, shortcuts among them, single-GPU
-    picks, and single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and
-    not. ``asked``: the fewest legality questions of ``_single_pick`` of one GPU answered
-    legal, of one GPU answered not (the GPU it would pick is not legal: it goes on), and of
-    the column (the one-GPU tries failed)."""
+    """``_pick`` (gangs; every job where the types are not contiguous), ``_single_pick`` and
+    ``_gang_zero_pick`` choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu)
+    does over the candidates, on the lightly loaded PAI fleet (often the zero-load shortcut),
+    on a congested one, on a congested one with frequent GPU faults (unhealthy GPUs are empty,
+    of load 0.0 and with room, but not legal), and on the light one with frequent faults.
+    ``least``: the fewest picks, shortcuts among them, single-GPU picks, and single-GPU picks
+    on a node of load 0.0 (``_single_pick``'s early shortcut) and not. ``asked``: the fewest
+    legality questions of ``_single_pick`` of one GPU answered legal, of one GPU answered not
+    (the GPU it would pick is not legal: it goes on), and of the column (the one-GPU tries
+    failed). ``gang``: the fewest gang picks of ``_gang_zero_pick`` (a usable one-node start
+    on an empty node, checked against the pick among the gang mask's candidates), of its
+    one-GPU questions answered not legal (an unhealthy GPU of an empty node: it goes on), and
+    of its calls without an answer."""
     sc = {
         "busy": _busy_hetero,
         "congested": lambda: _congested(True),
         "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+        "busy-faults": lambda: _with_faults(_busy_hetero(), 30.0),
     }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
@@ -277,6 +308,8 @@ def test_reserve_pack_pick_is_the_lexmin(
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
     got_asked = (pol.asked["legal"], pol.asked["illegal"], pol.asked["column"])
     assert all(n >= m for n, m in zip(got_asked, asked, strict=True)), got_asked
+    got_gang = (pol.gang_zero, pol.gang_asked["illegal"], pol.gang_zero_none)
+    assert all(n >= m for n, m in zip(got_gang, gang, strict=True)), got_gang
 
 
 def _full_candidates(
@@ -424,6 +457,12 @@ def _busy_hetero() -> object:
     off = sc.workload.offline
     off = dataclasses.replace(off, params={**off.params, "arrivals_per_h": 100.0})
     return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))
+
+
+def _with_faults(sc: Any, fault_scale: float) -> object:
+    """``sc`` with its GPU faults ``fault_scale`` times as often."""
+    rates = {k: v * fault_scale for k, v in sc.faults.rate_per_gpu_h.items()}
+    return dataclasses.replace(sc, faults=dataclasses.replace(sc.faults, rate_per_gpu_h=rates))
 
 
 def _faulty_congested(modes: tuple[str, ...], fault_scale: float) -> object:
