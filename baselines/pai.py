@@ -61,6 +61,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): extension types below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:  # pragma: no cover
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.physics.hardware import GpuType
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO
@@ -112,9 +117,28 @@ def _fleet_static(view: ClusterView) -> _FleetStatic:
     return hit[1]
 
 
+@cython.cclass
 class Allocation:
     """PAI's allocation accounting of one snapshot: requested GPU fractions per GPU and the
     per-node load (mean of GPU and GPU-memory allocation rates)."""
+
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _by_type = cython.declare(object, visibility="public")
+    _empty_prefix = cython.declare(object, visibility="public")
+    _mem_used = cython.declare(object, visibility="public")
+    _n_res = cython.declare(object, visibility="public")
+    _node = cython.declare(object, visibility="public")
+    _node_static = cython.declare(tuple, visibility="public")
+    _one_node = cython.declare(dict, visibility="public")
+    _type_mem = cython.declare(list, visibility="public")
+    _type_min = cython.declare(list, visibility="public")
+    _type_start = cython.declare(object, visibility="public")
+    _view = cython.declare(object, visibility="public")
+    contiguous = cython.declare(object, visibility="public")
+    gpu = cython.declare(object, visibility="public")
+    node_of = cython.declare(object, visibility="public")
+    node_state = cython.declare(object, visibility="public")
 
     def __init__(self, view: ClusterView) -> None:
         # The residents' requested fractions summed per GPU in residence order (maintained by
@@ -127,15 +151,15 @@ class Allocation:
         )
         self._node_static = (n_nodes, gpus, mem_cap)
         self._mem_used = view.mem_used_gb
-        self._node: np.ndarray | None = None
+        self._node = None
         self.node_of = node_of
         self._n_res = view.n_res
-        self._empty_prefix: np.ndarray | None = None
-        self._type_min: list[float] | None = None
-        self._one_node: dict[int, np.ndarray] = {}
+        self._empty_prefix = None
+        self._type_min = None
+        self._one_node = {}
         self._view = view
         #: Where set (a policy's, kept across decisions), :meth:`one_node` reads its empty runs.
-        self.node_state: NodeState | None = None
+        self.node_state = None
 
     @property
     def node(self) -> np.ndarray:
@@ -200,6 +224,7 @@ class Allocation:
         return float(self.node[self.node_of[gpu]])
 
 
+@cython.cclass
 class NodeState:
     """Per-node facts of :class:`Allocation` kept across the decisions of one episode, updated
     only for the nodes whose GPUs changed since (``ClusterView.watch_gpus``):
@@ -218,39 +243,66 @@ class NodeState:
       allocations are exactly 0.0: ``ReservePack._pick``'s and ``_single_pick``'s shortcut).
     """
 
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _alloc_of = cython.declare(list, visibility="public")
+    _changed = cython.declare(object, visibility="public")
+    _dirty_alloc = cython.declare(set, visibility="public")
+    _dirty_load = cython.declare(set, visibility="public")
+    _dirty_runs = cython.declare(set, visibility="public")
+    _episode = cython.declare(object, visibility="public")
+    _fleet = cython.declare(object, visibility="public")
+    _gpu_load = cython.declare(object, visibility="public")
+    _gpu_zero = cython.declare(object, visibility="public")
+    _gpus = cython.declare(list, visibility="public")
+    _least = cython.declare(list, visibility="public")
+    _mem_cap = cython.declare(list, visibility="public")
+    _n_gpus = cython.declare(list, visibility="public")
+    _n_zero = cython.declare(object, visibility="public")
+    _node = cython.declare(object, visibility="public")
+    _node_of = cython.declare(list, visibility="public")
+    _node_span = cython.declare(list, visibility="public")
+    _odd = cython.declare(set, visibility="public")
+    _runs = cython.declare(object, visibility="public")
+    _since = cython.declare(object, visibility="public")
+    _stale = cython.declare(set, visibility="public")
+    _type_gpus = cython.declare(list, visibility="public")
+    _type_of = cython.declare(list, visibility="public")
+    _zeros = cython.declare(list, visibility="public")
+
     def __init__(self) -> None:
-        self._episode: object = None
-        self._fleet: object = None
-        self._changed: set[int] = set()
-        self._dirty_load: set[int] = set()
-        self._dirty_runs: set[int] = set()
-        self._dirty_alloc: set[int] = set()
-        self._node: np.ndarray | None = None
+        self._episode = None
+        self._fleet = None
+        self._changed = set()
+        self._dirty_load = set()
+        self._dirty_runs = set()
+        self._dirty_alloc = set()
+        self._node = None
         #: Per GPU: ``_node`` of its node (kept with it).
-        self._gpu_load: np.ndarray | None = None
+        self._gpu_load = None
         #: The nodes with residents whose load is not positive (none but in float drift).
-        self._odd: set[int] = set()
-        self._runs: np.ndarray | None = None
-        self._gpus: list[list[int]] = []
-        self._node_span: list[tuple[int, int]] | None = None
-        self._node_of: list[int] = []
-        self._n_gpus: list[int] = []
-        self._mem_cap: list[float] = []
-        self._type_of: list[int] = []
+        self._odd = set()
+        self._runs = None
+        self._gpus = []
+        self._node_span = None
+        self._node_of = []
+        self._n_gpus = []
+        self._mem_cap = []
+        self._type_of = []
         #: Per GPU type: its least allocation (``frac_used``), its GPUs whose allocation is
         #: 0.0, the types whose least is to be recomputed; per GPU, its allocation as last read.
-        self._least: list[float] | None = None
-        self._zeros: list[int] = []
-        self._stale: set[int] = set()
-        self._alloc_of: list[float] = []
+        self._least = None
+        self._zeros = []
+        self._stale = set()
+        self._alloc_of = []
         #: Per type, its GPUs (ascending).
-        self._type_gpus: list[np.ndarray] = []
+        self._type_gpus = []
         #: Per GPU: its node's load is 0.0 (``_gpu_load == 0.0``, kept with it); how many
         #: nodes have load 0.0.
-        self._gpu_zero: np.ndarray | None = None
+        self._gpu_zero = None
         self._n_zero = 0
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
-        self._since: set[int] = set()
+        self._since = set()
 
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
@@ -466,6 +518,7 @@ class _Kept:
         self.witness_node = witness_node
 
 
+@cython.cclass
 class NoCandidates:
     """The requests ``reserve_pack`` found without a candidate, kept across its decisions
     while no change of the GPUs since can have given them one, so that they are not asked
@@ -488,12 +541,18 @@ class NoCandidates:
     so it starts a gang whatever the rest of the fleet). Anything else is asked again.
     """
 
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _episode = cython.declare(object, visibility="public")
+    _kept = cython.declare(dict, visibility="public")
+    _used = cython.declare(set, visibility="public")
+
     def __init__(self) -> None:
-        self._episode: object = None
-        self._kept: dict[tuple[object, ...], _Kept] = {}
+        self._episode = None
+        self._kept = {}
         #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`: the
         #: others are forgotten there (a request that left the window need not be checked).
-        self._used: set[tuple[object, ...]] = set()
+        self._used = set()
 
     def update(self, view: ClusterView, nodes: NodeState) -> None:
         """Forget the requests that may have a candidate in ``view``'s state (``nodes``: the
@@ -641,10 +700,10 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, its request's
-#: GPU memory and fraction, and the rest of its request: GPUs, type constraint, online), the
-#: request's fields read once (they never change).
-_PlanInfo = tuple[bool, tuple[str, ...], JobView, float, float, tuple[int, tuple[str, ...], bool]]
+#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, the ids of its
+#: request (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read
+#: once (a job's request never changes).
+_PlanInfo = tuple[bool, tuple[str, ...], JobView, int, int, int]
 
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
@@ -724,6 +783,11 @@ class ReservePack(HeuristicPolicy):
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, _PlanInfo] = {}
+        #: A request's id (never reused): per (plans, GPU memory, GPU fraction), what the room
+        #: test reads, and per (those, GPUs, type constraint, online), all that a candidate
+        #: depends on (with the usable plan count, the keys of a decision's sets and of
+        #: :class:`NoCandidates`).
+        self._request_ids: dict[tuple[object, ...], int] = {}
         #: What the last decision that found nothing was a function of (see :meth:`decide`).
         self._none_key: tuple[object, ...] | None = None
         #: (episode, decidable job ids, their ``_plan_info_id``, plan counts, the order they
@@ -843,18 +907,19 @@ class ReservePack(HeuristicPolicy):
         keep_no_cand = self._keep_no_cand
         if keep_no_cand:
             self._no_cand.update(view, self._nodes)
-        no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
+        # (keyed by the request's ids and the usable plan count: two ints hash fast)
+        no_room: set[tuple[int, int]] = set()
         #: requests found without a candidate in this decision (a function of the request,
         #: the usable plans and the state: so is every job asking the same)
         no_cand: set[tuple[object, ...]] = set()
         spans = self._type_spans
         for k in ordered:
-            _, plans, job, mem, frac, rest = info[k]
+            _, plans, job, room_id, req_id, n_gpus = info[k]
             usable = usables[k]
-            key = (plans, usable, mem, frac)
+            key = (room_id, usable)
             if key in no_room:
                 continue
-            req = key + rest
+            req = (req_id, usable)
             if keep_no_cand and self._no_cand.has(req):
                 continue
             gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
@@ -866,7 +931,7 @@ class ReservePack(HeuristicPolicy):
             if req in no_cand:
                 continue
             # (``job``: the request's view as first seen: what a candidate reads never changes)
-            if spans is not None and rest[0] == 1:
+            if spans is not None and n_gpus == 1:
                 g, o = self._single_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
                     return Decision(job.job_id, g, o)
@@ -1069,8 +1134,11 @@ class ReservePack(HeuristicPolicy):
             high = self.high_gpu(view, job)
             online = job.online
             plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
-            rest = (job.num_gpus, job.gpu_types, online)
-            hit = self._info[job_id] = (high, plans, job, job.mem_gb, job.gpu_frac, rest)
+            mem, frac, n = job.mem_gb, job.gpu_frac, job.num_gpus
+            ids = self._request_ids
+            room = ids.setdefault((plans, mem, frac), len(ids))
+            req = ids.setdefault((plans, mem, frac, n, job.gpu_types, online), len(ids))
+            hit = self._info[job_id] = (high, plans, job, room, req, n)
         return hit
 
     def _ranks(

@@ -502,3 +502,41 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert pol.calls > 500
     assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits
+
+
+class _RecordingIds(ReservePack):
+    """``reserve_pack`` noting each decidable job's plan info (:meth:`_plan_info_id`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[int, tuple[object, ...]] = {}
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        for jid in view.decidable_ids():
+            self.seen[jid] = self._plan_info_id(view, jid)
+        return super().decide(view)
+
+
+@pytest.mark.parametrize("case", ["busy", "time-sharing"])
+def test_reserve_pack_request_ids_name_the_request(case: str) -> None:
+    """The ids that key a decision's sets and the kept requests (``_request_ids``) are equal
+    for two jobs iff their requests are: the room test's (plans, GPU memory, GPU fraction) and
+    all a candidate depends on (those, GPUs, type constraint, online), on episodes whose jobs
+    differ in each of them."""
+    sc = _busy_hetero() if case == "busy" else _faulty_congested(("time_sharing",), 1.0)
+    pol = _RecordingIds()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    room: dict[tuple[object, ...], set[object]] = {}
+    full: dict[tuple[object, ...], set[object]] = {}
+    for _, plans, job, room_id, req_id, n in pol.seen.values():
+        assert n == job.num_gpus  # type: ignore[attr-defined]
+        r = (plans, job.mem_gb, job.gpu_frac)  # type: ignore[attr-defined]
+        room.setdefault(r, set()).add(room_id)
+        full.setdefault((*r, n, job.gpu_types, job.online), set()).add(req_id)  # type: ignore[attr-defined]
+    for ids in (room, full):
+        assert all(len(v) == 1 for v in ids.values())  # one id per request
+        assert len({next(iter(v)) for v in ids.values()}) == len(ids)  # and per id one request
+    # the requests differ in every field (a field left out of the key would merge some)
+    keys = list(full)
+    for i in (0, 1, 2, 3, 4, 5):
+        assert len({k[i] for k in keys}) > 1, i
