@@ -772,6 +772,8 @@ class ReservePack(HeuristicPolicy):
         self._type_spans: dict[str, tuple[int, int]] | None = None
         #: GPU type name -> the largest GPU memory of its GPUs (GB).
         self._type_mem: dict[str, float] = {}
+        #: GPU type name -> the most GPUs of a node holding GPUs of the type.
+        self._type_node_gpus: dict[str, int] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
         self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -817,6 +819,12 @@ class ReservePack(HeuristicPolicy):
             # GPU type name -> its GPUs' largest memory (``Allocation.room``'s, by name)
             type_mem = _fleet_static(view)[6]
             self._type_mem = {t: type_mem[i] for i, t in enumerate(view.type_names)}
+            # GPU type name -> the most GPUs a node holding its GPUs has
+            node_gpus = _fleet_static(view)[1]
+            node_of = np.asarray(view.node_of)
+            self._type_node_gpus = {
+                t: int(node_gpus[node_of[gs]].max()) for t, (_, gs) in types.items()
+            }
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
@@ -1043,17 +1051,16 @@ class ReservePack(HeuristicPolicy):
             # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
             # none with room: no candidate) the legality column lists them.
             fits = _room(gpu[lo:hi], frac)
-            room = fits.nonzero()[0]  # (``flatnonzero`` of a 1-D array)
-            if not room.size:
+            g = self._least_loaded_in(view, alloc, lo, fits)
+            if g < 0:
                 continue
-            g = self._least_loaded(view, alloc, room + lo)
             if view.legal(job.job_id, g, o):
                 return g, o
             if legal is None:
                 legal = view.mask_column(job.job_id, o)
-            sel = (legal[lo:hi] & fits).nonzero()[0]
-            if sel.size:
-                return self._least_loaded(view, alloc, sel + lo), o
+            g = self._least_loaded_in(view, alloc, lo, legal[lo:hi] & fits)
+            if g >= 0:
+                return g, o
         return -1, o
 
     def _gang_zero_pick(
@@ -1069,11 +1076,13 @@ class ReservePack(HeuristicPolicy):
         (``ClusterView.legal``: the gang mask's entry) is a usable one-node start, so the
         candidates are the usable one-node starts, and ``g`` is one of the least load. So, the
         usable types' spans taken in plan order: a span where no GPU starts ``num_gpus`` empty
-        GPUs of its node holds no one-node start (skipped, as a type whose memory cannot hold
-        the request: no GPU of it is legal); in the first other span, the first such ``g``
-        among those of load 0.0 is :meth:`_pick`'s choice. Up to ``_ZERO_TRIES`` of them are
-        tested one by one; where none is legal, or the span's one-node starts are all on
-        nodes of positive load (the pick may be there), -1."""
+        GPUs of its node (none of its nodes has as many GPUs, or none has them empty) holds no
+        one-node start (skipped, as a type whose memory cannot hold the request: no GPU of it
+        is legal); in the first other span, the first such ``g`` among those of load 0.0 is
+        :meth:`_pick`'s choice (usually the span's first GPU of load 0.0, the first GPU of an
+        empty node, so the span's arrays are read only where it is not). Up to
+        ``_ZERO_TRIES`` of them are tested one by one; where none is legal, or the span's
+        one-node starts are all on nodes of positive load (the pick may be there), -1."""
         o = pai_option(view, job)
         if o < 0:
             return -1, o
@@ -1084,25 +1093,52 @@ class ReservePack(HeuristicPolicy):
         spans = self._type_spans
         assert spans is not None
         runs = nodes.empty_runs(view)
-        n, mem, type_mem = job.num_gpus, job.mem_gb, self._type_mem
+        n, mem, type_mem, node_gpus = job.num_gpus, job.mem_gb, self._type_mem, self._type_node_gpus
         for t in usable_plans:
             if mem > type_mem[t] + 1e-3:
                 continue  # (no GPU of the type holds the request: none is legal, as ``room``)
+            if node_gpus[t] < n:
+                continue  # (no node of the type has ``n`` GPUs: no one-node start)
             lo, hi = spans[t]
-            starts = runs[lo:hi] >= n
-            if not starts.any():
-                continue  # (no one-node start in the span)
-            z = starts & zero[lo:hi]
-            p = 0
-            for _ in range(_ZERO_TRIES):
-                i = p + int(z[p:].argmax()) if p < z.size else p
-                if i >= z.size or not z[i]:
-                    return -1, o  # (no one-node start of load 0.0 left in the span)
-                if view.legal(job.job_id, lo + i, o):
-                    return lo + i, o
-                p = i + 1
+            g = lo + int(zero[lo:hi].argmax())  # (the span's first GPU of load 0.0, if any)
+            if not (zero.item(g) and runs.item(g) >= n):
+                starts = runs[lo:hi] >= n
+                if not starts.any():
+                    continue  # (no one-node start in the span)
+                z = starts & zero[lo:hi]
+                g = lo + int(z.argmax())
+                if not z.item(g - lo):
+                    return -1, o  # (no one-node start of load 0.0 in the span)
+            for _ in range(_ZERO_TRIES):  # (``g``: the next one-node start of load 0.0)
+                if view.legal(job.job_id, g, o):
+                    return g, o
+                z = zero[g + 1 : hi] & (runs[g + 1 : hi] >= n)
+                i = int(z.argmax()) if z.size else 0
+                if not z.size or not z.item(i):
+                    return -1, o  # (none left in the span)
+                g += 1 + i
             return -1, o
         return -1, o
+
+    def _least_loaded_in(
+        self, view: ClusterView, alloc: Allocation, lo: int, ok: np.ndarray
+    ) -> int:
+        """:meth:`_least_loaded` of the GPUs ``lo + i`` with ``ok[i]`` (-1: none), from the
+        loads of the span masked (``inf`` where not ``ok``; loads are finite) instead of
+        listing those GPUs and gathering their loads."""
+        nodes = self._nodes
+        gpu_load = nodes.gpu_loads(view, alloc)
+        load = np.where(ok, gpu_load[lo : lo + ok.size], np.inf)
+        i = int(load.argmin())  # (the first least: the least GPU of the least load)
+        if not ok[i]:
+            return -1  # (none ``ok``: every entry ``inf``)
+        least = load[i]
+        if least == 0.0 and nodes.zero_load_empty():
+            return lo + i
+        ties = (load == least).nonzero()[0]
+        if ties.size == 1:
+            return lo + i
+        return lo + int(ties[int(alloc.gpu[ties + lo].argmax())])
 
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
@@ -1216,13 +1252,14 @@ class ReservePack(HeuristicPolicy):
             return _NONE, UNKNOWN
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
-        idx = a.nonzero()[0]
-        if idx.size and gang_start(int(idx[0])):
-            # some one-node start: the usable ones if any, else none
-            local = idx[usable[idx]]
-            if not local.size:
-                g = int(idx[0])  # (a witness if its run is legal GPU by GPU)
+        g = int(a.argmax())  # (the first one-node start, if any)
+        if a[g] and gang_start(g):
+            # some one-node start: the usable ones if any, else none (listed only if any)
+            b = a & usable
+            if not b[int(b.argmax())]:
+                # (a witness if its run is legal GPU by GPU)
                 return _NONE, g if single[g : g + n].all() else UNKNOWN
+            local = b.nonzero()[0]
             return (local if gang_start(int(local[-1])) else None), UNKNOWN
         # no one-node start anywhere: every usable start counts; none if the first usable
         # legal GPU cannot start a gang (nor can any after it; room aside)

@@ -193,6 +193,8 @@ class _CheckedPick(ReservePack):
         #: Gang picks of ``_gang_zero_pick`` (on a node of load 0.0), its calls without an
         #: answer, and its legality questions (one GPU: legal or not).
         self.gang_zero = self.gang_zero_none = 0
+        #: Gang picks not the span's first GPU of load 0.0 (on a smaller node before it).
+        self.gang_slow = 0
         self.gang_asked = {"legal": 0, "illegal": 0, "column": 0}
 
     def _pick(
@@ -251,6 +253,10 @@ class _CheckedPick(ReservePack):
         assert g == _plain_pick(view, gpus, gpu_rank)
         assert fresh.node[fresh.node_of[g]] == 0.0
         self.gang_zero += 1
+        spans = self._type_spans
+        assert spans is not None
+        lo, hi = next((lo, hi) for lo, hi in spans.values() if lo <= g < hi)
+        self.gang_slow += g != lo + int((fresh.node[fresh.node_of[lo:hi]] == 0.0).argmax())
         return g, o
 
 
@@ -266,11 +272,12 @@ class _CheckedPickNoSpans(_CheckedPick):
 @pytest.mark.parametrize(
     ("case", "spans", "least", "asked", "gang"),
     [
-        ("busy", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (60, 0, 1000)),
-        ("congested", True, (50, 0, 400, 5, 400), (400, 5, 4), (5, 0, 1000)),
-        ("faults", True, (50, 0, 400, 5, 400), (600, 6, 5), (5, 0, 1000)),
-        ("busy-faults", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 2, 1000)),
-        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0), (0, 0, 0)),
+        ("busy", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (60, 0, 1000, 0)),
+        ("congested", True, (50, 0, 400, 5, 400), (400, 5, 4), (5, 0, 1000, 0)),
+        ("faults", True, (50, 0, 400, 5, 400), (600, 6, 5), (5, 0, 1000, 0)),
+        ("busy-faults", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 2, 1000, 0)),
+        ("mixed-nodes", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 0, 1000, 3)),
+        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0), (0, 0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
@@ -278,26 +285,29 @@ def test_reserve_pack_pick_is_the_lexmin(
     spans: bool,
     least: tuple[int, int, int, int, int],
     asked: tuple[int, int, int],
-    gang: tuple[int, int, int],
+    gang: tuple[int, int, int, int],
 ) -> None:
     """``_pick`` (gangs; every job where the types are not contiguous), ``_single_pick`` and
     ``_gang_zero_pick`` choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu)
     does over the candidates, on the lightly loaded PAI fleet (often the zero-load shortcut),
     on a congested one, on a congested one with frequent GPU faults (unhealthy GPUs are empty,
-    of load 0.0 and with room, but not legal), and on the light one with frequent faults.
+    of load 0.0 and with room, but not legal), on the light one with frequent faults, and on
+    the light one with nodes of two sizes for one type.
     ``least``: the fewest picks, shortcuts among them, single-GPU picks, and single-GPU picks
     on a node of load 0.0 (``_single_pick``'s early shortcut) and not. ``asked``: the fewest
     legality questions of ``_single_pick`` of one GPU answered legal, of one GPU answered not
     (the GPU it would pick is not legal: it goes on), and of the column (the one-GPU tries
     failed). ``gang``: the fewest gang picks of ``_gang_zero_pick`` (a usable one-node start
     on an empty node, checked against the pick among the gang mask's candidates), of its
-    one-GPU questions answered not legal (an unhealthy GPU of an empty node: it goes on), and
-    of its calls without an answer."""
+    one-GPU questions answered not legal (an unhealthy GPU of an empty node: it goes on), of
+    its calls without an answer, and of its picks past the span's first GPU of load 0.0 (on a
+    node too small for the gang: a fleet whose nodes of one type differ in size)."""
     sc = {
         "busy": _busy_hetero,
         "congested": lambda: _congested(True),
         "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
         "busy-faults": lambda: _with_faults(_busy_hetero(), 30.0),
+        "mixed-nodes": _mixed_nodes,
     }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
@@ -308,7 +318,7 @@ def test_reserve_pack_pick_is_the_lexmin(
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
     got_asked = (pol.asked["legal"], pol.asked["illegal"], pol.asked["column"])
     assert all(n >= m for n, m in zip(got_asked, asked, strict=True)), got_asked
-    got_gang = (pol.gang_zero, pol.gang_asked["illegal"], pol.gang_zero_none)
+    got_gang = (pol.gang_zero, pol.gang_asked["illegal"], pol.gang_zero_none, pol.gang_slow)
     assert all(n >= m for n, m in zip(got_gang, gang, strict=True)), got_gang
 
 
@@ -459,6 +469,18 @@ def _busy_hetero() -> object:
     return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))
 
 
+def _mixed_nodes() -> object:
+    """:func:`_busy_hetero` whose V100-32GB GPUs lie on 4-GPU nodes first, then on 8-GPU
+    ones (one type, nodes of two sizes, still contiguous in GPU order)."""
+    sc: Any = _busy_hetero()
+    groups = []
+    for g in sc.cluster.nodes:
+        if g.gpu_type == "V100-32GB":
+            groups.append(dataclasses.replace(g, count=4, gpus_per_node=4))
+        groups.append(g)
+    return dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=tuple(groups)))
+
+
 def _with_faults(sc: Any, fault_scale: float) -> object:
     """``sc`` with its GPU faults ``fault_scale`` times as often."""
     rates = {k: v * fault_scale for k, v in sc.faults.rate_per_gpu_h.items()}
@@ -532,7 +554,8 @@ def test_reserve_pack_request_ids_name_the_request(case: str) -> None:
         assert n == job.num_gpus  # type: ignore[attr-defined]
         r = (plans, job.mem_gb, job.gpu_frac)  # type: ignore[attr-defined]
         room.setdefault(r, set()).add(room_id)
-        full.setdefault((*r, n, job.gpu_types, job.online), set()).add(req_id)  # type: ignore[attr-defined]
+        whole = (*r, n, job.gpu_types, job.online)  # type: ignore[attr-defined]
+        full.setdefault(whole, set()).add(req_id)
     for ids in (room, full):
         assert all(len(v) == 1 for v in ids.values())  # one id per request
         assert len({next(iter(v)) for v in ids.values()}) == len(ids)  # and per id one request
