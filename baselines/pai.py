@@ -358,6 +358,11 @@ class NodeState:
     def node_of(self, gpu: int) -> int:
         return self._node_of[gpu]
 
+    def nodes_of(self, gpus: Iterable[int]) -> set[int]:
+        """The nodes of ``gpus`` (of the fleet of the last sync)."""
+        node_of = self._node_of
+        return {node_of[g] for g in gpus}
+
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
 
@@ -610,13 +615,11 @@ class NoCandidates:
         if witness < 0:
             gpus: Iterable[int] = changed
         else:
-            node_of = nodes._node_of
-            touched = {node_of[g] for g in changed}
+            touched = nodes.nodes_of(changed)
             if witness in touched:
                 return False
             runs = nodes.empty_runs(view)
-            node_gpus = nodes._gpus
-            gpus = [h for node in touched for h in node_gpus[node] if runs.item(h) >= n]
+            gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
         whole = frac >= 1.0
         for g in gpus:  # none may be usable, with room (``_room``) and legal now
             if not usable.item(g):
@@ -1051,16 +1054,17 @@ class ReservePack(HeuristicPolicy):
             # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
             # none with room: no candidate) the legality column lists them.
             fits = _room(gpu[lo:hi], frac)
-            g = self._least_loaded_in(view, alloc, lo, fits)
-            if g < 0:
+            room = fits.nonzero()[0]  # (``flatnonzero`` of a 1-D array)
+            if not room.size:
                 continue
+            g = self._least_loaded(view, alloc, room + lo)
             if view.legal(job.job_id, g, o):
                 return g, o
             if legal is None:
                 legal = view.mask_column(job.job_id, o)
-            g = self._least_loaded_in(view, alloc, lo, legal[lo:hi] & fits)
-            if g >= 0:
-                return g, o
+            sel = (legal[lo:hi] & fits).nonzero()[0]
+            if sel.size:
+                return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
 
     def _gang_zero_pick(
@@ -1119,26 +1123,6 @@ class ReservePack(HeuristicPolicy):
                 g += 1 + i
             return -1, o
         return -1, o
-
-    def _least_loaded_in(
-        self, view: ClusterView, alloc: Allocation, lo: int, ok: np.ndarray
-    ) -> int:
-        """:meth:`_least_loaded` of the GPUs ``lo + i`` with ``ok[i]`` (-1: none), from the
-        loads of the span masked (``inf`` where not ``ok``; loads are finite) instead of
-        listing those GPUs and gathering their loads."""
-        nodes = self._nodes
-        gpu_load = nodes.gpu_loads(view, alloc)
-        load = np.where(ok, gpu_load[lo : lo + ok.size], np.inf)
-        i = int(load.argmin())  # (the first least: the least GPU of the least load)
-        if not ok[i]:
-            return -1  # (none ``ok``: every entry ``inf``)
-        least = load[i]
-        if least == 0.0 and nodes.zero_load_empty():
-            return lo + i
-        ties = (load == least).nonzero()[0]
-        if ties.size == 1:
-            return lo + i
-        return lo + int(ties[int(alloc.gpu[ties + lo].argmax())])
 
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
