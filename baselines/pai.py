@@ -61,6 +61,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): extension types below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:  # pragma: no cover
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.physics.hardware import GpuType
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO
@@ -112,9 +117,28 @@ def _fleet_static(view: ClusterView) -> _FleetStatic:
     return hit[1]
 
 
+@cython.cclass
 class Allocation:
     """PAI's allocation accounting of one snapshot: requested GPU fractions per GPU and the
     per-node load (mean of GPU and GPU-memory allocation rates)."""
+
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _by_type = cython.declare(object, visibility="public")
+    _empty_prefix = cython.declare(object, visibility="public")
+    _mem_used = cython.declare(object, visibility="public")
+    _n_res = cython.declare(object, visibility="public")
+    _node = cython.declare(object, visibility="public")
+    _node_static = cython.declare(tuple, visibility="public")
+    _one_node = cython.declare(dict, visibility="public")
+    _type_mem = cython.declare(list, visibility="public")
+    _type_min = cython.declare(list, visibility="public")
+    _type_start = cython.declare(object, visibility="public")
+    _view = cython.declare(object, visibility="public")
+    contiguous = cython.declare(object, visibility="public")
+    gpu = cython.declare(object, visibility="public")
+    node_of = cython.declare(object, visibility="public")
+    node_state = cython.declare(object, visibility="public")
 
     def __init__(self, view: ClusterView) -> None:
         # The residents' requested fractions summed per GPU in residence order (maintained by
@@ -127,15 +151,15 @@ class Allocation:
         )
         self._node_static = (n_nodes, gpus, mem_cap)
         self._mem_used = view.mem_used_gb
-        self._node: np.ndarray | None = None
+        self._node = None
         self.node_of = node_of
         self._n_res = view.n_res
-        self._empty_prefix: np.ndarray | None = None
-        self._type_min: list[float] | None = None
-        self._one_node: dict[int, np.ndarray] = {}
+        self._empty_prefix = None
+        self._type_min = None
+        self._one_node = {}
         self._view = view
         #: Where set (a policy's, kept across decisions), :meth:`one_node` reads its empty runs.
-        self.node_state: NodeState | None = None
+        self.node_state = None
 
     @property
     def node(self) -> np.ndarray:
@@ -200,6 +224,7 @@ class Allocation:
         return float(self.node[self.node_of[gpu]])
 
 
+@cython.cclass
 class NodeState:
     """Per-node facts of :class:`Allocation` kept across the decisions of one episode, updated
     only for the nodes whose GPUs changed since (``ClusterView.watch_gpus``):
@@ -218,39 +243,66 @@ class NodeState:
       allocations are exactly 0.0: ``ReservePack._pick``'s and ``_single_pick``'s shortcut).
     """
 
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _alloc_of = cython.declare(list, visibility="public")
+    _changed = cython.declare(object, visibility="public")
+    _dirty_alloc = cython.declare(set, visibility="public")
+    _dirty_load = cython.declare(set, visibility="public")
+    _dirty_runs = cython.declare(set, visibility="public")
+    _episode = cython.declare(object, visibility="public")
+    _fleet = cython.declare(object, visibility="public")
+    _gpu_load = cython.declare(object, visibility="public")
+    _gpu_zero = cython.declare(object, visibility="public")
+    _gpus = cython.declare(list, visibility="public")
+    _least = cython.declare(list, visibility="public")
+    _mem_cap = cython.declare(list, visibility="public")
+    _n_gpus = cython.declare(list, visibility="public")
+    _n_zero = cython.declare(object, visibility="public")
+    _node = cython.declare(object, visibility="public")
+    _node_of = cython.declare(list, visibility="public")
+    _node_span = cython.declare(list, visibility="public")
+    _odd = cython.declare(set, visibility="public")
+    _runs = cython.declare(object, visibility="public")
+    _since = cython.declare(object, visibility="public")
+    _stale = cython.declare(set, visibility="public")
+    _type_gpus = cython.declare(list, visibility="public")
+    _type_of = cython.declare(list, visibility="public")
+    _zeros = cython.declare(list, visibility="public")
+
     def __init__(self) -> None:
-        self._episode: object = None
-        self._fleet: object = None
-        self._changed: set[int] = set()
-        self._dirty_load: set[int] = set()
-        self._dirty_runs: set[int] = set()
-        self._dirty_alloc: set[int] = set()
-        self._node: np.ndarray | None = None
+        self._episode = None
+        self._fleet = None
+        self._changed = set()
+        self._dirty_load = set()
+        self._dirty_runs = set()
+        self._dirty_alloc = set()
+        self._node = None
         #: Per GPU: ``_node`` of its node (kept with it).
-        self._gpu_load: np.ndarray | None = None
+        self._gpu_load = None
         #: The nodes with residents whose load is not positive (none but in float drift).
-        self._odd: set[int] = set()
-        self._runs: np.ndarray | None = None
-        self._gpus: list[list[int]] = []
-        self._node_span: list[tuple[int, int]] | None = None
-        self._node_of: list[int] = []
-        self._n_gpus: list[int] = []
-        self._mem_cap: list[float] = []
-        self._type_of: list[int] = []
+        self._odd = set()
+        self._runs = None
+        self._gpus = []
+        self._node_span = None
+        self._node_of = []
+        self._n_gpus = []
+        self._mem_cap = []
+        self._type_of = []
         #: Per GPU type: its least allocation (``frac_used``), its GPUs whose allocation is
         #: 0.0, the types whose least is to be recomputed; per GPU, its allocation as last read.
-        self._least: list[float] | None = None
-        self._zeros: list[int] = []
-        self._stale: set[int] = set()
-        self._alloc_of: list[float] = []
+        self._least = None
+        self._zeros = []
+        self._stale = set()
+        self._alloc_of = []
         #: Per type, its GPUs (ascending).
-        self._type_gpus: list[np.ndarray] = []
+        self._type_gpus = []
         #: Per GPU: its node's load is 0.0 (``_gpu_load == 0.0``, kept with it); how many
         #: nodes have load 0.0.
-        self._gpu_zero: np.ndarray | None = None
+        self._gpu_zero = None
         self._n_zero = 0
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
-        self._since: set[int] = set()
+        self._since = set()
 
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
@@ -305,6 +357,11 @@ class NodeState:
 
     def node_of(self, gpu: int) -> int:
         return self._node_of[gpu]
+
+    def nodes_of(self, gpus: Iterable[int]) -> set[int]:
+        """The nodes of ``gpus`` (of the fleet of the last sync)."""
+        node_of = self._node_of
+        return {node_of[g] for g in gpus}
 
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
@@ -466,6 +523,7 @@ class _Kept:
         self.witness_node = witness_node
 
 
+@cython.cclass
 class NoCandidates:
     """The requests ``reserve_pack`` found without a candidate, kept across its decisions
     while no change of the GPUs since can have given them one, so that they are not asked
@@ -488,12 +546,18 @@ class NoCandidates:
     so it starts a gang whatever the rest of the fleet). Anything else is asked again.
     """
 
+    # Compiled, the fields of an extension type (C struct slots, not an instance dict);
+    # public: the tests read them.
+    _episode = cython.declare(object, visibility="public")
+    _kept = cython.declare(dict, visibility="public")
+    _used = cython.declare(set, visibility="public")
+
     def __init__(self) -> None:
-        self._episode: object = None
-        self._kept: dict[tuple[object, ...], _Kept] = {}
+        self._episode = None
+        self._kept = {}
         #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`: the
         #: others are forgotten there (a request that left the window need not be checked).
-        self._used: set[tuple[object, ...]] = set()
+        self._used = set()
 
     def update(self, view: ClusterView, nodes: NodeState) -> None:
         """Forget the requests that may have a candidate in ``view``'s state (``nodes``: the
@@ -551,16 +615,18 @@ class NoCandidates:
         if witness < 0:
             gpus: Iterable[int] = changed
         else:
-            touched = {nodes.node_of(g) for g in changed}
+            touched = nodes.nodes_of(changed)
             if witness in touched:
                 return False
             runs = nodes.empty_runs(view)
             gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
-        for g in gpus:  # none may be usable, with room and legal now
-            if (
-                usable.item(g)
-                and _room(alloc.item(g), frac)
-                and view.single_legal(job_id, g, option)
+        whole = frac >= 1.0
+        for g in gpus:  # none may be usable, with room (``_room``) and legal now
+            if not usable.item(g):
+                continue
+            a = alloc.item(g)
+            if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
+                job_id, g, option
             ):
                 return False
         return True
@@ -637,8 +703,10 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: A queued job's (high-GPU, GPU types in the order tried, view as first seen).
-_PlanInfo = tuple[bool, tuple[str, ...], JobView]
+#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, the ids of its
+#: request (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read
+#: once (a job's request never changes).
+_PlanInfo = tuple[bool, tuple[str, ...], JobView, int, int, int]
 
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
@@ -707,6 +775,8 @@ class ReservePack(HeuristicPolicy):
         self._type_spans: dict[str, tuple[int, int]] | None = None
         #: GPU type name -> the largest GPU memory of its GPUs (GB).
         self._type_mem: dict[str, float] = {}
+        #: GPU type name -> the most GPUs of a node holding GPUs of the type.
+        self._type_node_gpus: dict[str, int] = {}
         #: The fleet's GPU type names from the least capable up (:meth:`plans`).
         self._order: list[str] = []
         self._offline_plans: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
@@ -718,6 +788,11 @@ class ReservePack(HeuristicPolicy):
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, _PlanInfo] = {}
+        #: A request's id (never reused): per (plans, GPU memory, GPU fraction), what the room
+        #: test reads, and per (those, GPUs, type constraint, online), all that a candidate
+        #: depends on (with the usable plan count, the keys of a decision's sets and of
+        #: :class:`NoCandidates`).
+        self._request_ids: dict[tuple[object, ...], int] = {}
         #: What the last decision that found nothing was a function of (see :meth:`decide`).
         self._none_key: tuple[object, ...] | None = None
         #: (episode, decidable job ids, their ``_plan_info_id``, plan counts, the order they
@@ -747,6 +822,12 @@ class ReservePack(HeuristicPolicy):
             # GPU type name -> its GPUs' largest memory (``Allocation.room``'s, by name)
             type_mem = _fleet_static(view)[6]
             self._type_mem = {t: type_mem[i] for i, t in enumerate(view.type_names)}
+            # GPU type name -> the most GPUs a node holding its GPUs has
+            node_gpus = _fleet_static(view)[1]
+            node_of = np.asarray(view.node_of)
+            self._type_node_gpus = {
+                t: int(node_gpus[node_of[gs]].max()) for t, (_, gs) in types.items()
+            }
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
@@ -813,9 +894,9 @@ class ReservePack(HeuristicPolicy):
             # (most of a new window was in the last one: their plan info is a lookup)
             known = self._info.get
             info = [known(jid) or self._plan_info_id(view, jid) for jid in ids]
-            n_plans = [len(plans) for _, plans, _ in info]
-            ordered = [k for k, (h, _, _) in enumerate(info) if h] + [
-                k for k, (h, _, _) in enumerate(info) if not h
+            n_plans = [len(i[1]) for i in info]
+            ordered = [k for k, i in enumerate(info) if i[0]] + [
+                k for k, i in enumerate(info) if not i[0]
             ]
             self._ids_memo = (view.episode, tids, info, n_plans, ordered)
         waits = view.queued_wait_s(ids)
@@ -837,30 +918,31 @@ class ReservePack(HeuristicPolicy):
         keep_no_cand = self._keep_no_cand
         if keep_no_cand:
             self._no_cand.update(view, self._nodes)
-        no_room: set[tuple[tuple[str, ...], int, float, float]] = set()
+        # (keyed by the request's ids and the usable plan count: two ints hash fast)
+        no_room: set[tuple[int, int]] = set()
         #: requests found without a candidate in this decision (a function of the request,
         #: the usable plans and the state: so is every job asking the same)
         no_cand: set[tuple[object, ...]] = set()
+        spans = self._type_spans
         for k in ordered:
-            _, plans, request = info[k]
+            _, plans, job, room_id, req_id, n_gpus = info[k]
             usable = usables[k]
-            key = (plans, usable, request.mem_gb, request.gpu_frac)
+            key = (room_id, usable)
             if key in no_room:
                 continue
-            req = (*key, request.num_gpus, request.gpu_types, request.online)
+            req = (req_id, usable)
             if keep_no_cand and self._no_cand.has(req):
                 continue
             gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
-            if not alloc.room(usable_types, request):
+            if not alloc.room(usable_types, job):
                 no_room.add(key)
                 continue
             if req in no_cand:
                 continue
-            # (the request's view as first seen: what a candidate reads never changes)
-            job = request
-            if job.num_gpus == 1 and self._type_spans is not None:
+            # (``job``: the request's view as first seen: what a candidate reads never changes)
+            if spans is not None and n_gpus == 1:
                 g, o = self._single_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
                     return Decision(job.job_id, g, o)
@@ -868,6 +950,10 @@ class ReservePack(HeuristicPolicy):
                 if keep_no_cand:
                     self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
+            if spans is not None and alloc.contiguous:
+                g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
+                if g >= 0:
+                    return Decision(job.job_id, g, o)
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
@@ -981,6 +1067,63 @@ class ReservePack(HeuristicPolicy):
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
 
+    def _gang_zero_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        """A gang ``job``'s GPU and option where the zero-load shortcut answers, else -1 (the
+        caller then lists the candidates, :meth:`_usable_candidates`), on a fleet whose GPU
+        types and nodes are contiguous in GPU order (``_type_spans``,
+        :attr:`Allocation.contiguous`) and where :meth:`NodeState.zero_load_empty` holds.
+
+        A usable GPU ``g`` on a node of load 0.0 (an empty node: allocation 0.0, so room holds)
+        that starts ``num_gpus`` empty GPUs of its node (``empty_runs``) and is legal
+        (``ClusterView.legal``: the gang mask's entry) is a usable one-node start, so the
+        candidates are the usable one-node starts, and ``g`` is one of the least load. So, the
+        usable types' spans taken in plan order: a span where no GPU starts ``num_gpus`` empty
+        GPUs of its node (none of its nodes has as many GPUs, or none has them empty) holds no
+        one-node start (skipped, as a type whose memory cannot hold the request: no GPU of it
+        is legal); in the first other span, the first such ``g`` among those of load 0.0 is
+        :meth:`_pick`'s choice (usually the span's first GPU of load 0.0, the first GPU of an
+        empty node, so the span's arrays are read only where it is not). Up to
+        ``_ZERO_TRIES`` of them are tested one by one; where none is legal, or the span's
+        one-node starts are all on nodes of positive load (the pick may be there), -1."""
+        o = pai_option(view, job)
+        if o < 0:
+            return -1, o
+        nodes = self._nodes
+        zero = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
+        if not nodes.zero_nodes() or not nodes.zero_load_empty():
+            return -1, o
+        spans = self._type_spans
+        assert spans is not None
+        runs = nodes.empty_runs(view)
+        n, mem, type_mem, node_gpus = job.num_gpus, job.mem_gb, self._type_mem, self._type_node_gpus
+        for t in usable_plans:
+            if mem > type_mem[t] + 1e-3:
+                continue  # (no GPU of the type holds the request: none is legal, as ``room``)
+            if node_gpus[t] < n:
+                continue  # (no node of the type has ``n`` GPUs: no one-node start)
+            lo, hi = spans[t]
+            g = lo + int(zero[lo:hi].argmax())  # (the span's first GPU of load 0.0, if any)
+            if not (zero.item(g) and runs.item(g) >= n):
+                starts = runs[lo:hi] >= n
+                if not starts.any():
+                    continue  # (no one-node start in the span)
+                z = starts & zero[lo:hi]
+                g = lo + int(z.argmax())
+                if not z.item(g - lo):
+                    return -1, o  # (no one-node start of load 0.0 in the span)
+            for _ in range(_ZERO_TRIES):  # (``g``: the next one-node start of load 0.0)
+                if view.legal(job.job_id, g, o):
+                    return g, o
+                z = zero[g + 1 : hi] & (runs[g + 1 : hi] >= n)
+                i = int(z.argmax()) if z.size else 0
+                if not z.size or not z.item(i):
+                    return -1, o  # (none left in the span)
+                g += 1 + i
+            return -1, o
+        return -1, o
+
     def _least_loaded(self, view: ClusterView, alloc: Allocation, sel: np.ndarray) -> int:
         """The GPU of ``sel`` (ascending) with the least (node load, -allocation, gpu)."""
         if sel.size == 1:
@@ -1009,8 +1152,13 @@ class ReservePack(HeuristicPolicy):
         if hit is None:
             job = view.job(job_id)
             high = self.high_gpu(view, job)
-            plans = tuple(self.plans(view, job)) if job.online else self._offline_plans[high]
-            hit = self._info[job_id] = (high, plans, job)
+            online = job.online
+            plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
+            mem, frac, n = job.mem_gb, job.gpu_frac, job.num_gpus
+            ids = self._request_ids
+            room = ids.setdefault((plans, mem, frac), len(ids))
+            req = ids.setdefault((plans, mem, frac, n, job.gpu_types, online), len(ids))
+            hit = self._info[job_id] = (high, plans, job, room, req, n)
         return hit
 
     def _ranks(
@@ -1088,13 +1236,14 @@ class ReservePack(HeuristicPolicy):
             return _NONE, UNKNOWN
         # (a one-node start's GPUs are empty, so unallocated: ``pai_column``'s room test holds)
         a = single & alloc.one_node(n)
-        idx = a.nonzero()[0]
-        if idx.size and gang_start(int(idx[0])):
-            # some one-node start: the usable ones if any, else none
-            local = idx[usable[idx]]
-            if not local.size:
-                g = int(idx[0])  # (a witness if its run is legal GPU by GPU)
+        g = int(a.argmax())  # (the first one-node start, if any)
+        if a[g] and gang_start(g):
+            # some one-node start: the usable ones if any, else none (listed only if any)
+            b = a & usable
+            if not b[int(b.argmax())]:
+                # (a witness if its run is legal GPU by GPU)
                 return _NONE, g if single[g : g + n].all() else UNKNOWN
+            local = b.nonzero()[0]
             return (local if gang_start(int(local[-1])) else None), UNKNOWN
         # no one-node start anywhere: every usable start counts; none if the first usable
         # legal GPU cannot start a gang (nor can any after it; room aside)

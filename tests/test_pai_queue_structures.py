@@ -221,6 +221,12 @@ class _CheckedPick(ReservePack):
         #: Single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and not.
         self.zero_singles = 0
         self.asked = {"legal": 0, "illegal": 0, "column": 0}
+        #: Gang picks of ``_gang_zero_pick`` (on a node of load 0.0), its calls without an
+        #: answer, and its legality questions (one GPU: legal or not).
+        self.gang_zero = self.gang_zero_none = 0
+        #: Gang picks not the span's first GPU of load 0.0 (on a smaller node before it).
+        self.gang_slow = 0
+        self.gang_asked = {"legal": 0, "illegal": 0, "column": 0}
 
     def _pick(
         self,
@@ -260,6 +266,30 @@ class _CheckedPick(ReservePack):
         self.zero_singles += bool(fresh.node[fresh.node_of[g]] == 0.0)
         return g, o
 
+    def _gang_zero_pick(
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
+    ) -> tuple[int, int]:
+        counting = _CountingView(view, self.gang_asked)
+        g, o = super()._gang_zero_pick(counting, job, alloc, usable_plans)  # type: ignore[arg-type]
+        assert job.num_gpus > 1
+        if g < 0:
+            self.gang_zero_none += 1
+            return g, o
+        # the pick among the candidates from the gang mask, the loads recomputed
+        plans = self._plan_info_id(view, job.job_id)[1]
+        gpu_rank, _, usable = self._ranks(view, plans, len(usable_plans))
+        fresh = Allocation(view)
+        gpus = _full_candidates(view, job, fresh, usable)
+        assert o == pai_option(view, job)
+        assert g == _plain_pick(view, gpus, gpu_rank)
+        assert fresh.node[fresh.node_of[g]] == 0.0
+        self.gang_zero += 1
+        spans = self._type_spans
+        assert spans is not None
+        lo, hi = next((lo, hi) for lo, hi in spans.values() if lo <= g < hi)
+        self.gang_slow += g != lo + int((fresh.node[fresh.node_of[lo:hi]] == 0.0).argmax())
+        return g, o
+
 
 class _CheckedPickNoSpans(_CheckedPick):
     """As :class:`_CheckedPick`, as if the GPU types were not contiguous (the rank by gather)."""
@@ -271,12 +301,14 @@ class _CheckedPickNoSpans(_CheckedPick):
 
 
 @pytest.mark.parametrize(
-    ("case", "spans", "least", "asked"),
+    ("case", "spans", "least", "asked", "gang"),
     [
-        ("busy", True, (300, 40, 1500, 100, 1000), (1500, 20, 15)),
-        ("congested", True, (50, 2, 400, 5, 400), (400, 5, 4)),
-        ("faults", True, (50, 2, 400, 5, 400), (600, 6, 5)),
-        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0)),
+        ("busy", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (60, 0, 1000, 0)),
+        ("congested", True, (50, 0, 400, 5, 400), (400, 5, 4), (5, 0, 1000, 0)),
+        ("faults", True, (50, 0, 400, 5, 400), (600, 6, 5), (5, 0, 1000, 0)),
+        ("busy-faults", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 2, 1000, 0)),
+        ("mixed-nodes", True, (200, 0, 1500, 100, 1000), (1500, 20, 15), (80, 0, 1000, 3)),
+        ("busy", False, (2000, 200, 0, 0, 0), (0, 0, 0), (0, 0, 0, 0)),
     ],
 )
 def test_reserve_pack_pick_is_the_lexmin(
@@ -284,20 +316,29 @@ def test_reserve_pack_pick_is_the_lexmin(
     spans: bool,
     least: tuple[int, int, int, int, int],
     asked: tuple[int, int, int],
+    gang: tuple[int, int, int, int],
 ) -> None:
-    """``_pick`` (gangs; every job where the types are not contiguous) and ``_single_pick``
-    choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu) does over the
-    candidates, on the lightly loaded PAI fleet (often the zero-load shortcut), on a congested
-    one, and on a congested one with frequent GPU faults (unhealthy GPUs are empty, of load 0.0
-    and with room, but not legal). ``least``: the fewest picks, shortcuts among them, single-GPU
-    picks, and single-GPU picks on a node of load 0.0 (``_single_pick``'s early shortcut) and
-    not. ``asked``: the fewest legality questions of ``_single_pick`` of one GPU answered
-    legal, of one GPU answered not (the GPU it would pick is not legal: it goes on), and of
-    the column (the one-GPU tries failed)."""
+    """``_pick`` (gangs; every job where the types are not contiguous), ``_single_pick`` and
+    ``_gang_zero_pick`` choose the GPU ``lexmin`` of (plan rank, node load, -allocation, gpu)
+    does over the candidates, on the lightly loaded PAI fleet (often the zero-load shortcut),
+    on a congested one, on a congested one with frequent GPU faults (unhealthy GPUs are empty,
+    of load 0.0 and with room, but not legal), on the light one with frequent faults, and on
+    the light one with nodes of two sizes for one type.
+    ``least``: the fewest picks, shortcuts among them, single-GPU picks, and single-GPU picks
+    on a node of load 0.0 (``_single_pick``'s early shortcut) and not. ``asked``: the fewest
+    legality questions of ``_single_pick`` of one GPU answered legal, of one GPU answered not
+    (the GPU it would pick is not legal: it goes on), and of the column (the one-GPU tries
+    failed). ``gang``: the fewest gang picks of ``_gang_zero_pick`` (a usable one-node start
+    on an empty node, checked against the pick among the gang mask's candidates), of its
+    one-GPU questions answered not legal (an unhealthy GPU of an empty node: it goes on), of
+    its calls without an answer, and of its picks past the span's first GPU of load 0.0 (on a
+    node too small for the gang: a fleet whose nodes of one type differ in size)."""
     sc = {
         "busy": _busy_hetero,
         "congested": lambda: _congested(True),
         "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+        "busy-faults": lambda: _with_faults(_busy_hetero(), 30.0),
+        "mixed-nodes": _mixed_nodes,
     }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
@@ -308,6 +349,8 @@ def test_reserve_pack_pick_is_the_lexmin(
     assert all(n >= m for n, m in zip(got, least, strict=True)), got
     got_asked = (pol.asked["legal"], pol.asked["illegal"], pol.asked["column"])
     assert all(n >= m for n, m in zip(got_asked, asked, strict=True)), got_asked
+    got_gang = (pol.gang_zero, pol.gang_asked["illegal"], pol.gang_zero_none, pol.gang_slow)
+    assert all(n >= m for n, m in zip(got_gang, gang, strict=True)), got_gang
 
 
 def _full_candidates(
@@ -457,6 +500,24 @@ def _busy_hetero() -> object:
     return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))
 
 
+def _mixed_nodes() -> object:
+    """:func:`_busy_hetero` whose V100-32GB GPUs lie on 4-GPU nodes first, then on 8-GPU
+    ones (one type, nodes of two sizes, still contiguous in GPU order)."""
+    sc: Any = _busy_hetero()
+    groups = []
+    for g in sc.cluster.nodes:
+        if g.gpu_type == "V100-32GB":
+            groups.append(dataclasses.replace(g, count=4, gpus_per_node=4))
+        groups.append(g)
+    return dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=tuple(groups)))
+
+
+def _with_faults(sc: Any, fault_scale: float) -> object:
+    """``sc`` with its GPU faults ``fault_scale`` times as often."""
+    rates = {k: v * fault_scale for k, v in sc.faults.rate_per_gpu_h.items()}
+    return dataclasses.replace(sc, faults=dataclasses.replace(sc.faults, rate_per_gpu_h=rates))
+
+
 def _faulty_congested(modes: tuple[str, ...], fault_scale: float) -> object:
     sc = _congested(True)
     rates = {k: v * fault_scale for k, v in sc.faults.rate_per_gpu_h.items()}
@@ -494,3 +555,42 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert pol.calls > 500
     assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits
+
+
+class _RecordingIds(ReservePack):
+    """``reserve_pack`` noting each decidable job's plan info (:meth:`_plan_info_id`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[int, tuple[object, ...]] = {}
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        for jid in view.decidable_ids():
+            self.seen[jid] = self._plan_info_id(view, jid)
+        return super().decide(view)
+
+
+@pytest.mark.parametrize("case", ["busy", "time-sharing"])
+def test_reserve_pack_request_ids_name_the_request(case: str) -> None:
+    """The ids that key a decision's sets and the kept requests (``_request_ids``) are equal
+    for two jobs iff their requests are: the room test's (plans, GPU memory, GPU fraction) and
+    all a candidate depends on (those, GPUs, type constraint, online), on episodes whose jobs
+    differ in each of them."""
+    sc = _busy_hetero() if case == "busy" else _faulty_congested(("time_sharing",), 1.0)
+    pol = _RecordingIds()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    room: dict[tuple[object, ...], set[object]] = {}
+    full: dict[tuple[object, ...], set[object]] = {}
+    for _, plans, job, room_id, req_id, n in pol.seen.values():
+        assert n == job.num_gpus  # type: ignore[attr-defined]
+        r = (plans, job.mem_gb, job.gpu_frac)  # type: ignore[attr-defined]
+        room.setdefault(r, set()).add(room_id)
+        whole = (*r, n, job.gpu_types, job.online)  # type: ignore[attr-defined]
+        full.setdefault(whole, set()).add(req_id)
+    for ids in (room, full):
+        assert all(len(v) == 1 for v in ids.values())  # one id per request
+        assert len({next(iter(v)) for v in ids.values()}) == len(ids)  # and per id one request
+    # the requests differ in every field (a field left out of the key would merge some)
+    keys = list(full)
+    for i in (0, 1, 2, 3, 4, 5):
+        assert len({k[i] for k in keys}) > 1, i
