@@ -643,6 +643,15 @@ def _fit_index(self: Masks, online: bool) -> _FitIndex:
 
 
 @cython.cfunc
+@cython.inline
+def _masks_indexed(self: Masks, option: int) -> bool:
+    """:meth:`Masks._indexed`'s body, C-callable (from :func:`_masks_legal` and
+    :func:`_masks_first_legal`)."""
+    lay = self.layout
+    return option < lay.join0 and not lay.gpulets  # type: ignore[no-any-return]
+
+
+@cython.cfunc
 def _masks_placeable(self: Masks, job: JobSpec) -> bool:
     """:meth:`Masks.placeable`'s body, C-callable (from :meth:`Cluster.placeable`)."""
     if self.layout.gpulets:  # the fit index knows no join options: the masks answer
@@ -654,8 +663,7 @@ def _masks_placeable(self: Masks, job: JobSpec) -> bool:
 def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
     """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
     :meth:`Cluster.legal`)."""
-    lay = self.layout
-    if option < lay.join0 and not lay.gpulets:  # ``_indexed(option)``, inlined
+    if _masks_indexed(self, option):
         ix = _fit_index(self, job.kind is _ONLINE)
         thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
         if not _fit_legal(ix, thr, option, gpu):
@@ -669,8 +677,7 @@ def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
 def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
     """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
     :meth:`Cluster.first_legal_in`)."""
-    lay = self.layout
-    if option < lay.join0 and not lay.gpulets:  # ``_indexed(option)``, inlined
+    if _masks_indexed(self, option):
         ix = _fit_index(self, job.kind is _ONLINE)
         thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
         n = job.num_gpus
@@ -765,7 +772,7 @@ class Masks:
     def _indexed(self, option: int) -> bool:
         """Whether the :class:`_FitIndex` answers legality under ``option``: exclusive,
         time-sharing and the MPS shares (its rows), not MIG nor gpulet joins."""
-        return option < self.layout.join0 and not self.layout.gpulets
+        return _masks_indexed(self, option)  # type: ignore[no-any-return]
 
     def first_legal(self, job: JobSpec, option: int) -> int:
         """The lowest GPU ``g`` with ``placement_mask(job)[g, option]`` (-1: none), what
