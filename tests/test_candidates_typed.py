@@ -33,27 +33,43 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _inputs(rng: np.random.Generator) -> tuple[object, ...]:
+    """Random arguments of ``_write_rows`` after ``out`` and ``ids``: blocks of flat targets
+    (a block's own GPU among them at least once), job rows with edge values, clipped float32
+    GPU, option and speed cells."""
     n_blocks, n_gpus, n_opts = int(rng.integers(1, 9)), int(rng.integers(1, 30)), 7
     n_types, n_models = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-    counts = rng.integers(1, 12, size=n_blocks)
-    n = int(counts.sum())
-    at = np.repeat(np.arange(n_blocks), counts)
-    gs = rng.integers(0, n_gpus, size=n)
-    os_ = rng.integers(0, n_opts, size=n)
+    flats = [
+        np.sort(
+            rng.choice(
+                n_gpus * n_opts,
+                size=int(rng.integers(1, 12)) % (n_gpus * n_opts) + 1,
+                replace=False,
+            )
+        )
+        for _ in range(n_blocks)
+    ]
+    n = sum(len(f) for f in flats)
     own = rng.integers(-1, n_gpus, size=n_blocks)
-    own[0] = gs[0]  # (a target on the job's own GPU at least once)
+    own[0] = flats[0][0] // n_opts  # (a target on the job's own GPU at least once)
+    job_ints = np.stack(
+        [rng.integers(0, 500, size=n_blocks), own, rng.integers(0, n_models, size=n_blocks)],
+        axis=1,
+    )
+    n_opt_cols = candidates._SOLO - candidates._OPT0
+
+    def cells(shape: tuple[int, ...]) -> np.ndarray:
+        return np.clip(_values(rng, shape), -1.0, 1.0).astype(np.float32)
+
     return (
         int(rng.integers(0, n + 1)),  # n_place
+        flats,
+        n_opts,
         _values(rng, (n_blocks, 14)),
-        _values(rng, (n_gpus, 11)),
-        _values(rng, (n_opts, candidates._SOLO - candidates._OPT0)),
-        _values(rng, (n_models, n_types)) * 4.0,
+        job_ints,
+        cells((n_gpus, 11)),
+        cells((n_opts, n_opt_cols)),
+        cells((n_models, n_types)),
         rng.integers(0, n_types, size=n_gpus),
-        gs,
-        os_,
-        at,
-        own,
-        rng.integers(0, n_models, size=n_blocks),
     )
 
 
@@ -61,17 +77,24 @@ def _inputs(rng: np.random.Generator) -> tuple[object, ...]:
     candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
 )
 def test_candidate_rows_compiled_and_interpreted_agree_bit_for_bit() -> None:
+    """``_write_rows``' typed pass and its numpy passes write the same moves and the same
+    table bits, the padding rows and an extra column (``suspend``) untouched."""
     src = interpreted(candidates)
     assert not src.cython.compiled
     rng = np.random.default_rng(0)
     for _ in range(300):
         args = _inputs(rng)
-        n = len(args[6])  # type: ignore[arg-type]
-        a = np.full((n, N_FEATURES), 7.0, dtype=np.float32)  # (every cell must be written)
-        b = np.full((n, N_FEATURES), 9.0, dtype=np.float32)
-        candidates._fill(a, *args)
-        src._fill(b, *args)
-        assert a.view(np.uint32).tobytes() == b.view(np.uint32).tobytes()
+        n = 1 + sum(len(f) for f in args[1])  # type: ignore[attr-defined]
+        tables = [np.zeros((n + 3, N_FEATURES + 1), dtype=np.float32) for _ in range(2)]
+        ids = [np.full((3, n), 7, dtype=np.int64), np.full((3, n), 9, dtype=np.int64)]
+        candidates._write_rows(tables[0], ids[0], *args)
+        src._write_rows(tables[1], ids[1], *args)
+        assert tables[0].view(np.uint32).tobytes() == tables[1].view(np.uint32).tobytes()
+        assert np.array_equal(ids[0], ids[1])
+        assert not tables[0][n:].any() and not tables[0][:, N_FEATURES].any()
+        flat = np.concatenate(args[1])  # type: ignore[call-overload]
+        assert np.array_equal(ids[0][1, 1:] * args[2] + ids[0][2, 1:], flat)  # type: ignore[operator]
+        assert (ids[0][:, 0] == -1).all()
 
 
 def test_clip_as_numpy() -> None:
@@ -99,11 +122,11 @@ def test_gpu_table_compiled_and_interpreted_agree_bit_for_bit() -> None:
             floats[0], ints[0], ints[1], ints[2], floats[1], cap, floats[2], ints[3], ints[4],
             healthy, ready, floats[3], *scales,
         )  # fmt: skip
-        a = np.full((g, len(candidates._GPU_COLS)), 7.0)
-        b = np.full((g, len(candidates._GPU_COLS)), 9.0)
+        a = np.full((g, len(candidates._GPU_COLS)), 7.0, dtype=np.float32)
+        b = np.full((g, len(candidates._GPU_COLS)), 9.0, dtype=np.float32)
         candidates._gpu_table(a, *args)
         src._gpu_table(b, *args)
-        assert a.view(np.uint64).tobytes() == b.view(np.uint64).tobytes()
+        assert a.view(np.uint32).tobytes() == b.view(np.uint32).tobytes()
 
 
 def _old_job_row(view: ClusterView, jid: int) -> list[float]:
@@ -263,3 +286,31 @@ def test_log_s_compiled_and_interpreted_agree() -> None:
     for x in xs:
         a, b = candidates._log_s(x), src._log_s(x)
         assert np.float64(a).tobytes() == np.float64(b).tobytes(), x
+
+
+def test_gpu_views_follow_the_arrays_in_place_and_notice_new_ones() -> None:
+    """The builder's kept views (``_GpuViews``) read the arrays as they are now (mutated in
+    place between two writes: the cells follow) and ``same`` tells a tuple holding any new
+    array object apart (the builder then makes new views), equal contents or not."""
+    rng = np.random.default_rng(4)
+    g = 9
+    ints = [rng.integers(0, 9, size=g) for _ in range(5)]
+    floats = [_values(rng, (g,)) for _ in range(4)]
+    cap = np.full(g, 80.0)
+    arrays = (
+        ints[0], ints[1], ints[2], floats[1], cap, floats[2], ints[3], ints[4],
+        rng.uniform(size=g) < 0.8, rng.uniform(size=g) < 0.8, floats[3],
+    )  # fmt: skip
+    views = candidates._GpuViews(arrays)
+    assert views.same(arrays) and views.same(tuple(arrays))
+    for k in range(len(arrays)):
+        other = (*arrays[:k], arrays[k].copy(), *arrays[k + 1 :])
+        assert not views.same(other)
+    a = np.empty((g, len(candidates._GPU_COLS)), dtype=np.float32)
+    b = np.empty_like(a)
+    for _ in range(3):
+        views.write(a, floats[0], 3, 4, 5)
+        candidates._gpu_table(b, floats[0], *arrays, 3, 4, 5)
+        assert a.view(np.uint32).tobytes() == b.view(np.uint32).tobytes()
+        for arr in arrays:  # (in place, as the cluster changes its state)
+            arr[...] = np.roll(arr, 1)

@@ -75,8 +75,16 @@ from gpu_sharing_env.workload.predictor import GroupStats
 
 if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
     from cython.cimports.gpu_sharing_env.sim.state import JobState
+
+    # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
+    from cython.cimports.libc.math import log1p
+    from cython.cimports.libc.string import memcpy
 else:
+    from math import log1p
+
     from gpu_sharing_env.sim.state import JobState
+
+    memcpy = None  # (only the compiled passes copy runs of cells)
 
 #: Feature names of a candidate row, in column order.
 CANDIDATE_FEATURES: tuple[str, ...] = (
@@ -149,9 +157,13 @@ class Candidates:
 
     The moves are held as three integer arrays (``job``, ``gpu``, ``option``; -1 at hold) and
     made :class:`~gpu_sharing_env.sim.engine.Decision` s only when :attr:`moves` is first read
-    (an env step needs one: :meth:`move`)."""
+    (an env step needs one: :meth:`move`). A build writes the rows straight into ``table``, a
+    fresh zero-padded table of ``max_candidates`` rows, and ``features`` is its first
+    ``len(moves)`` rows (a view): the env hands ``table`` out as the observation's
+    ``candidates`` once (``CandidateMoves.observe``), so a caller that writes into that
+    observation writes into ``features`` too. ``table`` is None where none was built."""
 
-    __slots__ = ("_moves", "features", "gpu", "job", "n_place", "option")
+    __slots__ = ("_moves", "features", "gpu", "job", "n_place", "option", "table")
 
     def __init__(
         self,
@@ -160,10 +172,12 @@ class Candidates:
         option: np.ndarray,
         features: np.ndarray,
         n_place: int,
+        table: np.ndarray | None = None,
     ) -> None:
         self.job, self.gpu, self.option = job, gpu, option
         self.features = features
         self.n_place = n_place
+        self.table = table
         self._moves: list[Decision | None] | None = None
 
     @classmethod
@@ -214,7 +228,10 @@ class Candidates:
 @cython.locals(x=cython.double)
 @cython.returns(cython.double)
 def _log_s(x: float) -> float:
-    return math.log1p(max(0.0, x)) / _LOG_S if math.isfinite(x) else 0.0
+    """log1p of ``x`` (at least 0) over log1p(1e6); 0 where ``x`` is not finite (``x - x``
+    is 0 exactly for finite doubles: NaN otherwise). Compiled, C's ``log1p``: the libm
+    function ``math.log1p`` calls, without a Python call."""
+    return log1p(x if x > 0.0 else 0.0) / _LOG_S if x - x == 0.0 else 0.0
 
 
 #: The job's columns of a candidate row (:func:`_job_row`), from ``online`` on.
@@ -526,10 +543,12 @@ class CandidateBuilder:
     """Enumerates the candidates of a simulator's state (module doc) and their features;
     ``pruning="classes"`` keeps one target of each class of interchangeable ones.
 
-    A state's candidates are gathered as blocks (a job and its (GPU, option) targets, as
-    index arrays: no Decision is made until one is asked for) and their feature rows written
-    into one table in a few whole-table passes. Within one build, jobs that share a placement
-    mask share its targets and, pruned, their choice of targets (``_Memo``)."""
+    A state's candidates are gathered as blocks (a job and its (GPU, option) targets as flat
+    indices ``gpu * n_options + option`` of its mask: no Decision is made until one is asked
+    for); one typed pass (:func:`_write_rows`) then writes the moves' integers and their
+    feature rows straight into the observation's zero-padded table. Within one build, jobs
+    that share a placement mask share its targets and, pruned, their choice of targets
+    (``_Memo``)."""
 
     def __init__(
         self, sim: Simulator, max_candidates: int, pruning: str = "none", suspend: bool = False
@@ -546,23 +565,30 @@ class CandidateBuilder:
             self.opt_rows[k, int(o.mode)] = 1.0
             self.opt_rows[k, len(SharingMode)] = o.sm_pct / 100.0
             self.opt_rows[k, len(SharingMode) + 1] = o.mig_slices / 7.0
+        #: ``opt_rows`` clipped to [-1, 1] as float32: the option's cells of a row.
+        self._opt32 = np.clip(self.opt_rows, -1.0, 1.0).astype(np.float32)
         #: The job rows' group statistics of the last build, per group, and when they hold:
         #: (the episode, events run, the time); the predictor's log changes only in events.
         self._groups: tuple[object, int, float, dict[str, _GroupCols]] | None = None
         #: Per group, the predictor's last answer and its columns (``_group_cols``), for the
         #: episode (the token of ``_groups``).
         self._known: dict[str, tuple[GroupStats, _GroupCols]] = {}
+        #: Typed views of the arrays the GPUs' cells are read from, while they are the same.
+        self._gpu_views: _GpuViews | None = None
         #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray] | None = None
-        #: Each model's profiled solo speed per GPU type, as rows in order of first sight, and
-        #: the row of each model: (the episode, rows, models), kept for the episode.
-        self._speeds: tuple[object, np.ndarray, dict[str, int]] | None = None
+        #: Each model's profiled solo speed per GPU type, as rows in order of first sight,
+        #: those over 4 clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of
+        #: each model: (the episode, rows, cells, models), kept for the episode.
+        self._speeds: tuple[object, np.ndarray, np.ndarray, dict[str, int]] | None = None
         #: The residents' request signatures by ``id`` of their spec (``TargetClasses``), for
         #: the episode: (the episode, the signatures).
         self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
 
     @cython.locals(g=cython.Py_ssize_t, x=cython.double, total=cython.double, st=JobState)
     def _gpu_rows(self) -> np.ndarray:
+        """The GPUs' cells of a row (:data:`_GPU_COLS`, :func:`_gpu_table`), one float32 row
+        per GPU."""
         sim = self.sim
         c = sim.cluster
         n = c.n_gpus
@@ -582,13 +608,17 @@ class CandidateBuilder:
                 left[g] = total
         n_types = max(1, len(c.type_names) - 1)
         n_nodes = max(1, c.n_nodes - 1)
-        # (the arrays ``ClusterView`` reads, writable: a typed loop reads them)
-        out = np.empty((n, len(_GPU_COLS)))
-        _gpu_table(
-            out, np.log1p(left), c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap,
-            c.frac_decl, c.sm_used, c.online_count, c.healthy, c.ready, sim.usage.g_util,
-            n_types, n_nodes, max(1, c.sharing.max_residents),
+        # (the arrays ``ClusterView`` reads, writable: a typed loop reads them through views
+        # kept while they are the same arrays)
+        arrays = (
+            c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap, c.frac_decl, c.sm_used,
+            c.online_count, c.healthy, c.ready, sim.usage.g_util,
         )  # fmt: skip
+        views = self._gpu_views
+        if views is None or not views.same(arrays):
+            views = self._gpu_views = _GpuViews(arrays)
+        out = np.empty((n, len(_GPU_COLS)), dtype=np.float32)
+        views.write(out, np.log1p(left), n_types, n_nodes, max(1, c.sharing.max_residents))
         return out
 
     def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
@@ -610,15 +640,20 @@ class CandidateBuilder:
         for d in keep:
             if d is not None:
                 memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
-        blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
+        n_opts = len(sim.options)
+        blocks: list[tuple[int, np.ndarray]] = []
         total = 1
         for jid in decidable_ids(sim):
             if not sim.placeable(jid):
                 continue
-            gs, os_ = memo.targets(sim.mask(jid))
-            if memo.classes is not None:
+            mask = sim.mask(jid)
+            if memo.classes is None:
+                flat = memo.flat(mask)
+            else:
+                gs, os_ = memo.targets(mask)
                 gs, os_ = self._prune(memo, jid, gs, os_, -1)
-            total = self._add(jid, gs, os_, blocks, total)
+                flat = gs * n_opts + os_
+            total = self._add(jid, flat, blocks, total)
         n_place = total - 1
         jobs = sim.jobs
         c = sim.cluster
@@ -633,29 +668,35 @@ class CandidateBuilder:
             if st.status is not Status.RUNNING or st.setup_until > now:
                 continue
             # (the running jobs of one mask signature share one mask: its targets found once)
-            gs, os_ = memo.targets(sim.migration_mask(jid))
-            if memo.classes is not None and len(gs):
-                here = int(c.node_of[st.gpus[0]])
-                gs, os_ = self._prune(memo, jid, gs, os_, here)
-            total = self._add(jid, gs, os_, blocks, total)
+            mask = sim.migration_mask(jid)
+            if memo.classes is None:
+                flat = memo.flat(mask)
+            else:
+                gs, os_ = memo.targets(mask)
+                if len(gs):
+                    here = int(c.node_of[st.gpus[0]])
+                    gs, os_ = self._prune(memo, jid, gs, os_, here)
+                flat = gs * n_opts + os_
+            total = self._add(jid, flat, blocks, total)
         if not self.suspend:
             return self._assemble(blocks, n_place, total)
         # suspensions: each row first built as a move to the job's own first GPU and option
         moved = total
         for jid in sim.suspendable():
             st = jobs[jid]
-            at = np.array(st.gpus[:1], dtype=np.int64)
-            total = self._add(jid, at, np.array([st.option], dtype=np.int64), blocks, total)
-        return self._suspensions(self._assemble(blocks, n_place, total), moved)
+            flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
+            total = self._add(jid, flat, blocks, total)
+        cands = self._assemble(blocks, n_place, total)
+        self._suspensions(cands, moved)
+        return cands
 
-    def _suspensions(self, cands: Candidates, lo: int) -> Candidates:
-        """``cands`` with its candidates from ``lo`` on made suspensions (GPU and option
-        :data:`SUSPEND`; their rows as the module doc says) and every row given the
-        :data:`SUSPEND_FEATURE` column."""
+    def _suspensions(self, cands: Candidates, lo: int) -> None:
+        """Makes the candidates of ``cands`` from ``lo`` on suspensions, in place (GPU and
+        option :data:`SUSPEND`; their rows as the module doc says, the
+        :data:`SUSPEND_FEATURE` column 1)."""
         k = len(cands)
-        feats = np.zeros((k, self.n_features), dtype=np.float32)
-        feats[:, :N_FEATURES] = cands.features
         if lo < k:
+            feats = cands.features
             cands.gpu[lo:] = SUSPEND
             cands.option[lo:] = SUSPEND
             feats[lo:, _MIGRATE] = 0.0
@@ -665,27 +706,27 @@ class CandidateBuilder:
             for i in range(lo, k):
                 nodes = node_of[jobs[int(cands.job[i])].gpus]
                 feats[i, _ONE] = 1.0 if bool((nodes == nodes[0]).all()) else 0.0
-        return Candidates(cands.job, cands.gpu, cands.option, feats, cands.n_place)
 
     def _add(
         self,
         jid: int,
-        gs: np.ndarray,
-        os_: np.ndarray,
-        blocks: list[tuple[int, np.ndarray, np.ndarray]],
+        flat: np.ndarray,
+        blocks: list[tuple[int, np.ndarray]],
         total: int,
     ) -> int:
-        """Adds a job's targets as a block; the candidates counted so far, with them."""
-        if not len(gs):
+        """Adds a job's targets (flat indices of its mask) as a block; the candidates counted
+        so far, with them."""
+        n = len(flat)
+        if not n:
             return total
-        if total + len(gs) > self.max_candidates:
+        if total + n > self.max_candidates:
             raise TooManyCandidates(
                 f"more than max_candidates={self.max_candidates} legal moves at "
                 f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
                 "max_candidates to gymnasium.make('GpuSharing-v2', ...)"
             )
-        blocks.append((jid, gs, os_))
-        return total + len(gs)
+        blocks.append((jid, flat))
+        return total + n
 
     def _prune(
         self, memo: _Memo, jid: int, gs: np.ndarray, os_: np.ndarray, here: int
@@ -761,89 +802,80 @@ class CandidateBuilder:
         self._groups = (episode, sim.n_events, sim.now, memo)
         return memo
 
-    def _speed_rows(self, models: Iterable[str]) -> tuple[np.ndarray, dict[str, int]]:
-        """Each model's profiled solo speed per GPU type (``ClusterView.solo_speed``: the
-        simulator's memoised ``solo_speed``) and the row of each model, ``models`` included;
-        kept for the episode, grown as new models appear."""
+    def _speed_rows(
+        self, models: Iterable[str]
+    ) -> tuple[object, np.ndarray, np.ndarray, dict[str, int]]:
+        """The episode, each model's profiled solo speed per GPU type
+        (``ClusterView.solo_speed``: the simulator's memoised ``solo_speed``), those over 4
+        clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of each model,
+        ``models`` included; kept for the episode, grown as new models appear."""
         sim = self.sim
         episode = episode_token(sim)
         last = self._speeds
         if last is None or last[0] is not episode:
-            last = self._speeds = (episode, np.zeros((0, len(sim.cluster.types))), {})
-        row = last[2]
+            none = np.zeros((0, len(sim.cluster.types)))
+            last = self._speeds = (episode, none, none.astype(np.float32), {})
+        row = last[3]
         new = [m for m in dict.fromkeys(models) if m not in row]
         if new:
             names = [t.name for t in sim.cluster.types]  # (``ClusterView.type_name`` per type)
             for m in new:
                 row[m] = len(row)
             add = np.array([[sim.solo_speed(m, tn) for tn in names] for m in new])
-            last = self._speeds = (episode, np.concatenate([last[1], add]), row)
-        return last[1], row
-
-    def _assemble(
-        self,
-        blocks: list[tuple[int, np.ndarray, np.ndarray]],
-        n_place: int,
-        total: int,
-    ) -> Candidates:
-        """The candidates of ``blocks`` (placements first, ``n_place`` of them) and their
-        feature table."""
-        feats = np.empty((total, N_FEATURES), dtype=np.float32)
-        feats[0] = _HOLD_ROW
-        job = np.empty(total, dtype=np.int64)
-        gpu = np.empty(total, dtype=np.int64)
-        option = np.empty(total, dtype=np.int64)
-        job[0] = gpu[0] = option[0] = -1
-        if blocks:
-            counts = [len(b[1]) for b in blocks]
-            ids = np.array([b[0] for b in blocks], dtype=np.int64)
-            gs, os_ = gpu[1:], option[1:]
-            if len(blocks) == 1:
-                gs[...] = blocks[0][1]
-                os_[...] = blocks[0][2]
-            else:
-                np.concatenate([b[1] for b in blocks], out=gs)
-                np.concatenate([b[2] for b in blocks], out=os_)
-            at = np.repeat(np.arange(len(blocks)), counts)
-            job[1:] = ids[at]
-            self._rows(blocks, counts, feats[1:], n_place, gs, os_, at)
-        return Candidates(job, gpu, option, feats, n_place)
+            speed = np.concatenate([last[1], add])
+            cells = np.clip(speed / 4.0, -1.0, 1.0).astype(np.float32)
+            last = self._speeds = (episode, speed, cells, row)
+        return last
 
     @cython.locals(
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
-        st=JobState,
-        now=cython.double, x=cython.double, jr=cython.double[:, ::1], ownv=cython.longlong[::1],
+        st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
+        ji=cython.longlong[:, ::1],
     )  # fmt: skip
-    def _rows(
+    def _assemble(
         self,
-        blocks: list[tuple[int, np.ndarray, np.ndarray]],
-        counts: list[int],
-        rows: np.ndarray,
+        blocks: list[tuple[int, np.ndarray]],
         n_place: int,
-        gs: np.ndarray,
-        os_: np.ndarray,
-        at: np.ndarray,
-    ) -> None:
-        """Writes the candidates' feature rows (after hold's) into the float32 ``rows``; ``at``: each
-        candidate's block (``counts``: each block's candidates)."""
+        total: int,
+    ) -> Candidates:
+        """The candidates of ``blocks`` (placements first, ``n_place`` of them), their rows
+        written into a fresh zero-padded table (``Candidates.table``)."""
         sim = self.sim
+        table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
+        ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
+        n = len(blocks)
+        if not n:
+            table[0, :N_FEATURES] = _HOLD_ROW
+            ids[:, 0] = -1
+            return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
         jobs = sim.jobs
         now = sim.now
         groups = self._group_stats()
         known = self._known
-        n = len(blocks)
         # The job's columns (``_JOB_COLS``), as ``ClusterView.job`` gives the job to a heuristic
-        # (``JobView``: its request, estimate, work left, wait), read from its state
+        # (``JobView``: its request, estimate, work left, wait), read from its state; and per
+        # job its id, its own GPU (job_on_target; -1: none) and its model's speed row
         job_rows = np.empty((n, len(_JOB_COLS)))
-        own = np.full(n, -1, dtype=np.int64)  # a job's own GPU (job_on_target), -1: none
-        jr, ownv = job_rows, own
+        job_ints = np.empty((n, 3), dtype=np.int64)
+        jr, ji = job_rows, job_ints
+        speeds = self._speeds
+        if speeds is None or speeds[0] is not episode_token(sim):
+            speeds = self._speed_rows(())
+        row_of = speeds[3]  # (each model's speed row, as far as known: -1 below if not yet)
+        unseen = False
         specs: list[JobSpec] = []
         owners: list[tuple[int, list[int]]] = []
         gangs: list[int] = []
         for b in range(n):
-            st = jobs[blocks[b][0]]
+            jid = blocks[b][0]
+            st = jobs[jid]
             spec = st.spec
             specs.append(spec)
+            ji[b, 0] = jid
+            ji[b, 1] = -1
+            ji[b, 2] = row_of.get(spec.model, -1)
+            if ji[b, 2] < 0:
+                unseen = True
             jr[b, 0] = 1.0 if st.online else 0.0
             jr[b, 1] = math.log2(max(1, spec.num_gpus)) / 6.0
             jr[b, 2] = spec.gpu_frac
@@ -861,51 +893,47 @@ class CandidateBuilder:
             jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
             mine = st.gpus
             if len(mine) == 1:
-                ownv[b] = mine[0]
+                ji[b, 1] = mine[0]
             elif mine:
                 owners.append((b, mine))
             if spec.num_gpus > 1:
                 gangs.append(b)
-        # the job's profiled solo speed per GPU type
-        speed, row_of = self._speed_rows([s.model for s in specs])
-        model = np.array([row_of[s.model] for s in specs], dtype=np.int64)
-        gpu_rows = self._gpu_rows()
+        # the job's profiled solo speed per GPU type (rows for the models not seen yet)
+        if unseen:
+            speeds = self._speed_rows([s.model for s in specs])
+            row_of = speeds[3]
+            for b in range(n):
+                ji[b, 2] = row_of[specs[b].model]
         c = sim.cluster
-        _fill(
-            rows,
-            n_place,
-            job_rows,
-            gpu_rows,
-            self.opt_rows,
-            speed,
-            c.type_idx,
-            gs,
-            os_,
-            at,
-            own,
-            model,
-        )
+        flats = [blk[1] for blk in blocks]
+        _write_rows(
+            table, ids, n_place, flats, len(sim.options), job_rows, job_ints,
+            self._gpu_rows(), self._opt32, speeds[2], c.type_idx,
+        )  # fmt: skip
+        cands = Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
         if not owners and not gangs:
-            return
-        # what only some blocks have: a job on several GPUs, a gang's nodes
+            return cands
+        # what only some blocks have: a job on several GPUs, a gang's nodes (rows after hold's)
+        rows, gs, os_ = table[1:total], ids[1, 1:], ids[2, 1:]
         starts = [0]
-        for k in counts:
-            starts.append(starts[-1] + k)
+        for f in flats:
+            starts.append(starts[-1] + len(f))
         on = _COL["job_on_target"]
         for b, mine in owners:
-            lo = starts[b]
-            rows[lo : starts[b + 1], on] = [float(g in mine) for g in blocks[b][1].tolist()]
+            lo, hi = starts[b], starts[b + 1]
+            rows[lo:hi, on] = [float(g in mine) for g in gs[lo:hi].tolist()]
         for b in gangs:
             spec = specs[b]
             lo, hi = starts[b], starts[b + 1]
             legal = np.zeros((len(self.opt_rows), c.n_gpus), dtype=bool)
-            for o in dict.fromkeys(blocks[b][2].tolist()):
+            for o in dict.fromkeys(os_[lo:hi].tolist()):
                 legal[o] = c.single_row(spec, o)
             _gang_one_node(rows[lo:hi], gs[lo:hi], os_[lo:hi], legal, c.node_of, spec.num_gpus)
+        return cands
 
 
-#: Columns of a candidate row (:data:`CANDIDATE_FEATURES`) that :func:`_fill` writes.
-_PLACE, _MIGRATE = _COL["place"], _COL["migrate"]
+#: Columns of a candidate row (:data:`CANDIDATE_FEATURES`) that :func:`_write_rows` writes.
+_HOLD, _PLACE, _MIGRATE = _COL["hold"], _COL["place"], _COL["migrate"]
 _JOB0, _ON, _GPU0 = _COL["online"], _COL["job_on_target"], _COL["type"]
 _ONE, _OPT0, _SOLO = (
     _COL["gang_one_node"],
@@ -918,16 +946,107 @@ _ONE, _OPT0, _SOLO = (
 _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
 
 
-@cython.locals(
-    dv=cython.double[:, ::1], ll=cython.double[::1], type_idx=cython.longlong[::1],
-    node_of=cython.longlong[::1], n_res=cython.longlong[::1], mem_decl=cython.double[::1],
-    mem_cap=cython.double[::1], frac=cython.double[::1], sm_used=cython.longlong[::1],
-    online=cython.longlong[::1], healthy=cython.uchar[::1], ready=cython.uchar[::1],
-    util=cython.double[::1], nt=cython.double, nn=cython.double, mr=cython.double,
-    log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
-)  # fmt: skip
-@cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``out`` too)
-@cython.wraparound(False)
+@cython.cclass
+class _GpuViews:
+    """Typed views of the arrays a GPU's cells are read from (:func:`_gpu_table`'s, in its
+    order: type, node, residents, declared memory, memory capacity, request share, SM in use,
+    online residents, health, readiness, utilisation), acquired once and kept while the same
+    arrays are passed (the cluster replaces its state arrays only at a reset, and mutates
+    them in place otherwise), instead of a dozen buffer acquisitions a build. They share the
+    arrays' memory, so they read the state as it is now."""
+
+    src = cython.declare(tuple)  # (the arrays; :meth:`same` compares them)
+    type_idx = cython.declare(cython.longlong[::1])
+    node_of = cython.declare(cython.longlong[::1])
+    n_res = cython.declare(cython.longlong[::1])
+    mem_decl = cython.declare(cython.double[::1])
+    mem_cap = cython.declare(cython.double[::1])
+    frac = cython.declare(cython.double[::1])
+    sm_used = cython.declare(cython.longlong[::1])
+    online = cython.declare(cython.longlong[::1])
+    healthy = cython.declare(cython.uchar[::1])
+    ready = cython.declare(cython.uchar[::1])
+    util = cython.declare(cython.double[::1])
+
+    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None:
+        self.src = arrays
+        (
+            self.type_idx, self.node_of, self.n_res, self.mem_decl, self.mem_cap, self.frac,
+            self.sm_used, self.online,
+        ) = arrays[:8]  # fmt: skip
+        self.healthy = np.asarray(arrays[8]).view(np.uint8)  # (bool or uint8: the same bytes)
+        self.ready = np.asarray(arrays[9]).view(np.uint8)
+        self.util = arrays[10]
+
+    @cython.locals(i=cython.Py_ssize_t)
+    def same(self, arrays: tuple[np.ndarray, ...]) -> bool:
+        """Whether ``arrays`` are the arrays these views were made of (the same objects)."""
+        src = self.src
+        for i in range(len(arrays)):  # noqa: SIM110  (a loop: no generator made a build)
+            if arrays[i] is not src[i]:
+                return False
+        return True
+
+    @cython.locals(
+        dv=cython.float[:, ::1], ll=cython.double[::1], nt=cython.double, nn=cython.double,
+        mr=cython.double, log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``out`` too)
+    @cython.wraparound(False)
+    def write(
+        self, out: np.ndarray, log_left: np.ndarray, n_types: int, n_nodes: int, max_res: int
+    ) -> None:
+        """:func:`_gpu_table` of these arrays."""
+        if cython.compiled:
+            dv, ll = out, log_left
+            nt, nn, mr, log_s = n_types, n_nodes, max_res, _LOG_S
+            for g in range(dv.shape[0]):
+                dv[g, 0] = _clip1(cython.cast(cython.double, self.type_idx[g]) / nt)
+                dv[g, 1] = _clip1(cython.cast(cython.double, self.node_of[g]) / nn)
+                dv[g, 2] = _clip1(cython.cast(cython.double, self.n_res[g]) / mr)
+                dv[g, 3] = _clip1(ll[g] / log_s)
+                cap = self.mem_cap[g]
+                if not (cap >= 1e-9 or cap != cap):  # np.maximum(cap, 1e-9)
+                    cap = 1e-9
+                dv[g, 4] = _clip1(1.0 - self.mem_decl[g] / cap)
+                dv[g, 5] = _clip1(self.frac[g])
+                dv[g, 6] = _clip1(cython.cast(cython.double, self.sm_used[g]) / 100.0)
+                dv[g, 7] = _clip1(cython.cast(cython.double, self.online[g]) / mr)
+                dv[g, 8] = 1.0 if self.healthy[g] else 0.0
+                dv[g, 9] = 1.0 if self.ready[g] else 0.0
+                dv[g, 10] = _clip1(self.util[g])
+        else:
+            type_idx, node_of, n_res, mem_decl, mem_cap, frac, sm_used, online = self.src[:8]
+            healthy, ready, util = self.healthy, self.ready, self.util
+            caps = np.maximum(np.asarray(mem_cap, dtype=np.float64), 1e-9)
+            rows = np.stack(
+                [
+                    np.asarray(type_idx, dtype=np.float64) / n_types,
+                    np.asarray(node_of, dtype=np.float64) / n_nodes,
+                    np.asarray(n_res, dtype=np.float64) / max_res,
+                    log_left / _LOG_S,
+                    1.0 - np.asarray(mem_decl, dtype=np.float64) / caps,
+                    np.asarray(frac, dtype=np.float64),
+                    np.asarray(sm_used, dtype=np.float64) / 100.0,
+                    np.asarray(online, dtype=np.float64) / max_res,
+                    np.asarray(healthy, dtype=np.float64),
+                    np.asarray(ready, dtype=np.float64),
+                    np.asarray(util, dtype=np.float64),
+                ],
+                axis=1,
+            )
+            out[...] = np.clip(rows, -1.0, 1.0, out=rows)
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
+def _no_views() -> None:
+    """What a pickled or deep-copied :class:`_GpuViews` becomes: None (a copy's builder makes
+    views of its own simulator's arrays)."""
+    return None
+
+
 def _gpu_table(
     out: np.ndarray,
     log_left: np.ndarray,
@@ -946,56 +1065,25 @@ def _gpu_table(
     n_nodes: int,
     max_res: int,
 ) -> None:
-    """Writes the GPUs' columns (:data:`_GPU_COLS`) into the float64 table ``out`` (GPU x
-    column, C order): type and node index over ``n_types`` and ``n_nodes``, residents over
-    ``max_res``, ``log_left`` (log1p of the residents' estimated work left: numpy's, over the
-    whole array) over log1p(1e6), free memory share (capacity at least 1e-9, as
-    ``np.maximum``), request share, SM share, online residents over ``max_res``, healthy,
-    ready, utilisation.
+    """Writes the GPUs' columns (:data:`_GPU_COLS`), each clipped to [-1, 1], into the
+    float32 table ``out`` (GPU x column, C order): type and node index over ``n_types`` and
+    ``n_nodes``, residents over ``max_res``, ``log_left`` (log1p of the residents' estimated
+    work left: numpy's, over the whole array) over log1p(1e6), free memory share (capacity at
+    least 1e-9, as ``np.maximum``), request share, SM share, online residents over
+    ``max_res``, healthy, ready, utilisation (``healthy`` and ``ready`` as uint8 or bool).
 
-    Interpreted: a numpy pass per column; compiled: one typed loop over the GPUs, the same
-    IEEE operations on each (an integer converted to a double first, as numpy's mixed
-    operations do; ``tests/test_candidates_typed.py`` compares the two)."""
-    if cython.compiled:
-        dv, ll = out, log_left
-        nt, nn, mr, log_s = n_types, n_nodes, max_res, _LOG_S
-        for g in range(dv.shape[0]):
-            dv[g, 0] = cython.cast(cython.double, type_idx[g]) / nt
-            dv[g, 1] = cython.cast(cython.double, node_of[g]) / nn
-            dv[g, 2] = cython.cast(cython.double, n_res[g]) / mr
-            dv[g, 3] = ll[g] / log_s
-            cap = mem_cap[g]
-            if not (cap >= 1e-9 or cap != cap):  # np.maximum(cap, 1e-9)
-                cap = 1e-9
-            dv[g, 4] = 1.0 - mem_decl[g] / cap
-            dv[g, 5] = frac[g]
-            dv[g, 6] = cython.cast(cython.double, sm_used[g]) / 100.0
-            dv[g, 7] = cython.cast(cython.double, online[g]) / mr
-            dv[g, 8] = 1.0 if healthy[g] else 0.0
-            dv[g, 9] = 1.0 if ready[g] else 0.0
-            dv[g, 10] = util[g]
-    else:
-        caps = np.maximum(np.asarray(mem_cap, dtype=np.float64), 1e-9)
-        out[...] = np.stack(
-            [
-                np.asarray(type_idx, dtype=np.float64) / n_types,
-                np.asarray(node_of, dtype=np.float64) / n_nodes,
-                np.asarray(n_res, dtype=np.float64) / max_res,
-                log_left / _LOG_S,
-                1.0 - np.asarray(mem_decl, dtype=np.float64) / caps,
-                np.asarray(frac, dtype=np.float64),
-                np.asarray(sm_used, dtype=np.float64) / 100.0,
-                np.asarray(online, dtype=np.float64) / max_res,
-                np.asarray(healthy, dtype=np.float64),
-                np.asarray(ready, dtype=np.float64),
-                np.asarray(util, dtype=np.float64),
-            ],
-            axis=1,
-        )
+    Interpreted: a numpy pass per column into a float64 table, clipped and cast in one pass;
+    compiled: one typed loop over the GPUs (:class:`_GpuViews`, which the builder keeps), the
+    same IEEE operations on each (an integer converted to a double first, as numpy's mixed
+    operations do), each cell clipped as ``np.clip`` does (:func:`_clip1`) and cast to float
+    as numpy does (``tests/test_candidates_typed.py`` compares the two)."""
+    arrays = (type_idx, node_of, n_res, mem_decl, mem_cap, frac, sm_used, online, healthy)
+    _GpuViews((*arrays, ready, util)).write(out, log_left, n_types, n_nodes, max_res)
 
 
 @cython.cfunc
 @cython.inline
+@cython.exceptval(check=False)  # (raises nothing)
 @cython.locals(x=cython.double)
 @cython.returns(cython.double)
 def _clip1(x: float) -> float:
@@ -1011,108 +1099,122 @@ def _clip1(x: float) -> float:
 
 
 @cython.locals(
-    src=cython.double[:, ::1], dst=cython.float[:, ::1], r=cython.Py_ssize_t,
-    c=cython.Py_ssize_t, d=cython.double,
-)  # fmt: skip
-@cython.boundscheck(False)  # (every index is ``src``'s, ``dst`` has its shape)
-@cython.wraparound(False)
-def _clipped(src: np.ndarray, d: float) -> np.ndarray:
-    """``src`` (float64, C order) over ``d``, each cell clipped as :func:`_clip1` and cast to
-    float32 (compiled only: :func:`_fill`'s cells, once per block, GPU, option or model)."""
-    out = np.empty((src.shape[0], src.shape[1]), dtype=np.float32)
-    dst = out
-    for r in range(src.shape[0]):
-        for c in range(src.shape[1]):
-            dst[r, c] = _clip1(src[r, c] / d) if d != 1.0 else _clip1(src[r, c])
-    return out
-
-
-@cython.locals(
-    n_place=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t, b=cython.Py_ssize_t,
-    g=cython.Py_ssize_t, o=cython.Py_ssize_t, n=cython.Py_ssize_t, nj=cython.Py_ssize_t,
-    ng=cython.Py_ssize_t, no=cython.Py_ssize_t, x=cython.double,
-    c_place=cython.Py_ssize_t, c_migrate=cython.Py_ssize_t, c_job=cython.Py_ssize_t,
-    c_on=cython.Py_ssize_t, c_gpu=cython.Py_ssize_t, c_one=cython.Py_ssize_t,
-    c_opt=cython.Py_ssize_t, c_solo=cython.Py_ssize_t,
-    rv=cython.float[:, ::1], jv=cython.double[:, ::1], gv=cython.double[:, ::1],
-    ov=cython.double[:, ::1], sv=cython.double[:, ::1], tv=cython.longlong[::1],
-    gsv=cython.longlong[::1], osv=cython.longlong[::1], atv=cython.longlong[::1],
-    ownv=cython.longlong[::1], mv=cython.longlong[::1], jf=cython.float[:, ::1],
-    gf=cython.float[:, ::1], of=cython.float[:, ::1], sf=cython.float[:, ::1],
+    n_place=cython.Py_ssize_t, no=cython.longlong, i=cython.Py_ssize_t, c=cython.Py_ssize_t,
+    b=cython.Py_ssize_t, k=cython.Py_ssize_t, first=cython.Py_ssize_t, f=cython.longlong,
+    g=cython.longlong, o=cython.longlong, jid=cython.longlong, own=cython.longlong,
+    m=cython.longlong, nj=cython.Py_ssize_t, ng=cython.Py_ssize_t, nop=cython.Py_ssize_t,
+    c_hold=cython.Py_ssize_t, c_place=cython.Py_ssize_t, c_migrate=cython.Py_ssize_t,
+    c_job=cython.Py_ssize_t, c_on=cython.Py_ssize_t, c_gpu=cython.Py_ssize_t,
+    c_one=cython.Py_ssize_t, c_opt=cython.Py_ssize_t, c_solo=cython.Py_ssize_t,
+    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], fv=cython.longlong[::1],
+    jv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], gv=cython.float[:, ::1],
+    ov=cython.float[:, ::1], sv=cython.float[:, ::1], tv=cython.longlong[::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
-def _fill(
+def _write_rows(
     out: np.ndarray,
+    ids: np.ndarray,
     n_place: int,
+    flats: list[np.ndarray],
+    n_opts: int,
     job_rows: np.ndarray,
+    job_ints: np.ndarray,
     gpu_rows: np.ndarray,
     opt_rows: np.ndarray,
     speed: np.ndarray,
     type_idx: np.ndarray,
-    gs: np.ndarray,
-    os_: np.ndarray,
-    at: np.ndarray,
-    own: np.ndarray,
-    model: np.ndarray,
 ) -> None:
-    """Writes the candidates' rows, clipped to [-1, 1], into the float32 table ``out`` (C
-    order; every cell written): the kind (placements first, ``n_place`` of them), the block's
-    job row (``job_rows[at]``), whether the target is the job's own GPU (``own[at]``, -1:
-    none; a job on several GPUs is the caller's), the target GPU's row, ``gang_one_node`` 1
-    (a gang's is the caller's), the option's row and the job's solo speed on the GPU's type
-    (``speed[model[at], type_idx[gs]]``) over 4.
+    """Writes hold and the candidates of the blocks into ``ids`` (int64, 3 x candidates: job,
+    GPU, option; -1 at hold) and their rows into the zeroed float32 table ``out`` (C order;
+    rows from 0, columns :data:`CANDIDATE_FEATURES`; any further column and row left as
+    they are). Block ``b``'s candidates are ``flats[b]`` (flat indices ``gpu * n_opts +
+    option``), its job ``job_ints[b, 0]``, its own GPU ``job_ints[b, 1]`` (-1: none; a job on
+    several GPUs is the caller's) and its model's row of ``speed`` ``job_ints[b, 2]``. A row:
+    the kind (placements first, ``n_place`` of them), the block's job row clipped to [-1, 1]
+    (``job_rows[b]``, float64), whether the target is the job's own GPU, the target GPU's
+    cells (``gpu_rows``), ``gang_one_node`` 1 (a gang's is the caller's), the option's cells
+    (``opt_rows``) and the solo speed cell ``speed[model, type_idx[gpu]]`` (those three
+    float32 and clipped already).
 
-    Interpreted: a numpy pass per column block into a float64 table, clipped and cast in one
-    pass each; compiled: each block's, GPU's and option's cells and each solo speed over 4
-    clipped as ``np.clip`` does and cast to float as numpy does, once (:func:`_clipped`),
-    then one typed loop over the rows copies them (``tests/test_candidates_typed.py``
-    compares the two on random inputs, NaN and -0.0 included)."""
+    Interpreted: numpy passes over all candidates; compiled: one typed pass over the blocks'
+    targets (``tests/test_candidates_typed.py`` compares the two on random inputs, NaN and
+    -0.0 included)."""
+    nj, ng, nop = job_rows.shape[1], gpu_rows.shape[1], opt_rows.shape[1]
+    if not (
+        _JOB0 + nj == _ON
+        and _ON + 1 == _GPU0
+        and _GPU0 + ng == _ONE
+        and _ONE + 1 == _OPT0
+        and _OPT0 + nop == _SOLO
+        and out.shape[1] > _SOLO
+    ):
+        raise ValueError("candidate rows: the column blocks do not tile the row")
     if cython.compiled:
-        rv, jv, gv, ov, sv, tv = out, job_rows, gpu_rows, opt_rows, speed, type_idx
-        gsv, osv, atv, ownv, mv = gs, os_, at, own, model
-        n = rv.shape[0]
-        nj, ng, no = jv.shape[1], gv.shape[1], ov.shape[1]
-        c_place, c_migrate, c_job, c_on = _PLACE, _MIGRATE, _JOB0, _ON
+        rv, iv, jv, jiv = out, ids, job_rows, job_ints
+        gv, ov, sv, tv = gpu_rows, opt_rows, speed, type_idx
+        no = n_opts
+        c_hold, c_place, c_migrate, c_job, c_on = _HOLD, _PLACE, _MIGRATE, _JOB0, _ON
         c_gpu, c_one, c_opt, c_solo = _GPU0, _ONE, _OPT0, _SOLO
-        if not (
-            c_job + nj == c_on
-            and c_on + 1 == c_gpu
-            and c_gpu + ng == c_one
-            and c_one + 1 == c_opt
-            and c_opt + no == c_solo
-            and c_solo + 1 == rv.shape[1]
-        ):
-            raise ValueError("candidate rows: the column blocks do not tile the row")
-        jf, gf, of = _clipped(jv, 1.0), _clipped(gv, 1.0), _clipped(ov, 1.0)
-        sf = _clipped(sv, 4.0)
-        for i in range(n):
-            b = atv[i]
-            g = gsv[i]
-            o = osv[i]
-            for c in range(c_job):
-                rv[i, c] = 0.0
-            rv[i, c_place if i < n_place else c_migrate] = 1.0
-            for c in range(nj):
-                rv[i, c_job + c] = jf[b, c]
-            rv[i, c_on] = 1.0 if g == ownv[b] else 0.0
-            for c in range(ng):
-                rv[i, c_gpu + c] = gf[g, c]
-            rv[i, c_one] = 1.0
-            for c in range(no):
-                rv[i, c_opt + c] = of[o, c]
-            rv[i, c_solo] = sf[mv[b], tv[g]]
+        iv[0, 0] = iv[1, 0] = iv[2, 0] = -1
+        rv[0, c_hold] = 1.0
+        i = 1
+        for b in range(len(flats)):
+            fv = flats[b]
+            jid, own, m = jiv[b, 0], jiv[b, 1], jiv[b, 2]
+            first = i
+            for k in range(fv.shape[0]):
+                f = fv[k]
+                g = f // no
+                o = f - g * no
+                iv[0, i] = jid
+                iv[1, i] = g
+                iv[2, i] = o
+                rv[i, c_place if i <= n_place else c_migrate] = 1.0
+                if i == first:
+                    for c in range(nj):
+                        rv[i, c_job + c] = _clip1(jv[b, c])
+                elif nj:
+                    memcpy(
+                        cython.address(rv[i, c_job]),
+                        cython.address(rv[first, c_job]),
+                        nj * cython.sizeof(cython.float),
+                    )
+                rv[i, c_on] = 1.0 if g == own else 0.0
+                if ng:
+                    memcpy(
+                        cython.address(rv[i, c_gpu]),
+                        cython.address(gv[g, 0]),
+                        ng * cython.sizeof(cython.float),
+                    )
+                rv[i, c_one] = 1.0
+                if nop:
+                    memcpy(
+                        cython.address(rv[i, c_opt]),
+                        cython.address(ov[o, 0]),
+                        nop * cython.sizeof(cython.float),
+                    )
+                rv[i, c_solo] = sv[m, tv[g]]
+                i += 1
     else:
-        rows = np.zeros(out.shape)
+        flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
+        at = np.repeat(np.arange(len(flats)), [len(f) for f in flats])
+        gs, os_ = np.divmod(flat, n_opts)
+        n = len(flat)
+        ids[:, 0] = -1
+        ids[0, 1 : n + 1] = job_ints[at, 0]
+        ids[1, 1 : n + 1] = gs
+        ids[2, 1 : n + 1] = os_
+        out[0, _HOLD] = 1.0
+        rows = out[1 : n + 1]
         rows[:n_place, _PLACE] = 1.0
         rows[n_place:, _MIGRATE] = 1.0
-        rows[:, _JOB0 : _JOB0 + job_rows.shape[1]] = job_rows[at]
-        rows[:, _ON] = gs == own[at]
-        rows[:, _GPU0 : _GPU0 + gpu_rows.shape[1]] = gpu_rows[gs]
+        rows[:, _JOB0:_ON] = np.clip(job_rows, -1.0, 1.0)[at]
+        rows[:, _ON] = gs == job_ints[at, 1]
+        rows[:, _GPU0:_ONE] = gpu_rows[gs]
         rows[:, _ONE] = 1.0
-        rows[:, _OPT0 : _OPT0 + opt_rows.shape[1]] = opt_rows[os_]
-        rows[:, _SOLO] = speed[model[at], type_idx[gs]] / 4.0
-        out[...] = np.clip(rows, -1.0, 1.0, out=rows)
+        rows[:, _OPT0:_SOLO] = opt_rows[os_]
+        rows[:, _SOLO] = speed[job_ints[at, 2], type_idx[gs]]
 
 
 @cython.locals(
@@ -1160,13 +1262,23 @@ class _Memo:
     mask signature share the mask object) and, pruned, each (mask targets, request) pair's
     choice of targets before the kept moves are added."""
 
-    __slots__ = ("_picks", "_targets", "classes", "kept")
+    __slots__ = ("_flat", "_picks", "_targets", "classes", "kept")
 
     def __init__(self, classes: TargetClasses | None) -> None:
         self.classes = classes
         self.kept: dict[int, list[tuple[int, int]]] = {}
+        self._flat: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._picks: dict[tuple[object, ...], tuple[Any, ...]] = {}
+
+    def flat(self, mask: np.ndarray) -> np.ndarray:
+        """The legal targets of ``mask`` (GPU x option) as flat indices ``gpu * n_options +
+        option``, rising (GPU-major, as :meth:`targets`)."""
+        hit = self._flat.get(id(mask))
+        if hit is None or hit[0] is not mask:
+            # (``np.flatnonzero``'s own two steps, as methods: ~4x fewer instructions)
+            hit = self._flat[id(mask)] = (mask, mask.ravel().nonzero()[0])
+        return hit[1]
 
     def targets(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""

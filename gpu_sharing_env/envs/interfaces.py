@@ -404,6 +404,8 @@ class CandidateMoves(Interface):
         #: Columns of a candidate row (``candidate_features(suspend)``).
         self.n_features = width = self.builder.n_features
         self.candidates = Candidates.hold_only(width)
+        #: The candidates whose ``table`` an observation has been given (it is handed out once).
+        self._observed: Candidates | None = None
         self.action_space = spaces.Discrete(n)
         self.observation_space = spaces.Dict(
             {
@@ -428,9 +430,15 @@ class CandidateMoves(Interface):
     def observe(self, mask: np.ndarray) -> Obs:
         sim = self.sim
         n = self.max_candidates
-        k = len(self.candidates)
-        feats = np.zeros((n, self.n_features), dtype=np.float32)
-        feats[:k] = self.candidates.features
+        cands = self.candidates
+        k = len(cands)
+        # the build's own zero-padded table, the first time it is observed; otherwise a copy
+        feats = cands.table
+        if feats is None or cands is self._observed or feats.shape != (n, self.n_features):
+            feats = np.zeros((n, self.n_features), dtype=np.float32)
+            feats[:k] = cands.features
+        else:
+            self._observed = cands
         total, left = sim.offline_jobs
         c = sim.cluster
         # (the share of empty, ready GPUs: ``np.mean``'s float64 sum of 0s and 1s is exact, so
