@@ -80,5 +80,29 @@ def cast(_type: Any, value: Any, *_args: Any, **_kwargs: Any) -> Any:
     return value
 
 
+def address(value: Any) -> Any:
+    """``cython.address(x)`` (C's ``&x``): the value itself (only compiled code takes one)."""
+    return value
+
+
+#: Bytes of the C types on LP64 platforms (64-bit Linux, macOS): only compiled code, which has
+#: Cython's own ``sizeof``, takes a size, so these never reach C.
+_SIZES = {
+    "bint": 4,
+    "double": 8,
+    "float": 4,
+    "int": 4,
+    "long": 8,
+    "longlong": 8,
+    "Py_ssize_t": 8,
+    "uchar": 1,
+}
+
+
+def sizeof(c_type: Any) -> int:
+    """``cython.sizeof(t)``: the bytes of a C type of this module."""
+    return _SIZES[c_type.name]
+
+
 def declare(_type: Any = None, value: Any = None, **_kwargs: Any) -> Any:
     return value
