@@ -99,7 +99,7 @@ _SIZES = {
 }
 
 
-def sizeof(c_type: Any) -> int:
+def sizeof(c_type: Any) -> builtins.int:
     """``cython.sizeof(t)``: the bytes of a C type of this module."""
     return _SIZES[c_type.name]
 
