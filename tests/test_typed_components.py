@@ -39,6 +39,7 @@ TYPED = (
     ("legality", "Legality"),
     ("lifecycle", "Lifecycle"),
     ("accumulator", "Accumulator"),
+    ("jobs", "JobTable"),
 )
 
 

@@ -76,7 +76,6 @@ from gpu_sharing_env.sim.constants import (
 from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.faults import FaultCause
-from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE, SUSPEND
 from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.observe import SimObserver
@@ -87,6 +86,7 @@ from gpu_sharing_env.sim.state import Status
 
 if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls are C calls
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.jobs import JobTable
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.lifecycle import Lifecycle
     from cython.cimports.gpu_sharing_env.sim.state import JobState
@@ -94,6 +94,7 @@ if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls ar
     from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
 else:
     from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.jobs import JobTable
     from gpu_sharing_env.sim.legality import Legality
     from gpu_sharing_env.sim.lifecycle import Lifecycle
     from gpu_sharing_env.sim.state import JobState
@@ -579,7 +580,7 @@ class Simulator:
 
     @cython.locals(
         load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState, usage=FleetUsage,
-        events=EventQueue,
+        events=EventQueue, table=JobTable,
     )  # fmt: skip
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""

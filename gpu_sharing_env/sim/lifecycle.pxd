@@ -2,6 +2,7 @@
 # __slots__ of lifecycle.py, the typed peers it calls (legality, rates, online load: C calls).
 # Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
@@ -20,7 +21,7 @@ cdef class Lifecycle:
     cdef public _Rates _rates
     cdef public object _sim
     cdef public dict _suspended
-    cdef public object _table
+    cdef public _JobTable _table
     cdef public object predictor
 
     cpdef arrive(self, st)
