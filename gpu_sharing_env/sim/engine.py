@@ -585,8 +585,8 @@ class Simulator:
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
         # The hot loop of the simulator (~11 events per env step on ``default``): events are
-        # popped from the heap here, ticks and stale completions are dispatched inline and the
-        # rest goes through ``_handle``.
+        # popped from the heap here, ticks, completions and arrivals are dispatched inline and
+        # the rest goes through ``_handle``.
         #
         # Fused ticks: the next load tick is pushed when the instant of the current one ends,
         # and when no other event comes at or before it, it is run right here as its own
@@ -628,6 +628,9 @@ class Simulator:
                     if st.status is _RUNNING and stamp == st.epoch:
                         life.finish(st, done)
                         changed = True
+                elif kind == _K_ARRIVAL:  # ``_handle``'s ARRIVAL case (compiled, a C call)
+                    life.arrive(jobs[subject])
+                    changed = True
                 else:
                     changed |= handle(t, kind, subject, stamp)
                 self.n_events += 1

@@ -6,6 +6,7 @@ from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
+from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 cdef class Lifecycle:
     cdef public object _cfg
@@ -17,7 +18,7 @@ cdef class Lifecycle:
     cdef public object _memo
     cdef public list _observers
     cdef public object _options
-    cdef public object _queue
+    cdef public _Queue _queue
     cdef public _Rates _rates
     cdef public object _sim
     cdef public dict _suspended
