@@ -554,6 +554,7 @@ class Simulator:
         return [j for j in running if life.check_suspend(j, jobs[j]) is None]
 
     # ================================================================== decisions, time
+    @cython.locals(life=Lifecycle, legality=Legality)
     def apply(self, d: Decision) -> None:
         """Carry out a decision (raises :class:`IllegalDecision` if illegal).
 
@@ -565,17 +566,19 @@ class Simulator:
         than those it left also pauses ``sharing.migration_s`` (``Lifecycle.suspend``,
         ``Lifecycle.restore``; legal for :meth:`suspendable` jobs).
         """
-        why = self.legality.check(d)
+        legality = self.legality  # (compiled, typed: ``check``, ``start``, ``restore`` C calls)
+        why = legality.check(d)
         if why is not None:
             raise IllegalDecision(why)
+        life = self.lifecycle
         st = self.table.jobs[d.job_id]
         if d.suspends:
-            self.lifecycle.suspend(st)
+            life.suspend(st)
         elif st.status is _RUNNING:
-            self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)
+            life.migrate(st, d.gpu, d.option, d.batch_size)
         else:
-            self.lifecycle.start(st, d.gpu, d.option, d.batch_size)
-            self.lifecycle.restore(st)  # (a resume elsewhere pays a migration's pause)
+            life.start(st, d.gpu, d.option, d.batch_size)
+            life.restore(st)  # (a resume elsewhere pays a migration's pause)
         self.acc.decisions += 1
 
     @cython.locals(

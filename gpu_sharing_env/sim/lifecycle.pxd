@@ -3,6 +3,7 @@
 # Keep the two in step (tests/test_typed_components.py checks it).
 
 from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
+from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
@@ -29,3 +30,5 @@ cdef class Lifecycle:
     cpdef enqueue(self, st)
     cpdef remove(self, st)
     cpdef finish(self, st, status)
+    cpdef start(self, JobState st, first_gpu, option, batch_size=*)
+    cpdef restore(self, JobState st)

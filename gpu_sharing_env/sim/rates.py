@@ -362,7 +362,7 @@ class Rates:
                 if gpulet_of is not None:
                     key = (*key, gpulet_of[spec.job_id][0])
                 add(key)
-            gpu_type = c.type_name_of[g]
+            gpu_type = self._type_of[g]  # (``c.type_name_of``'s strings, a list read)
             memo = self._memo
             cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
             fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
