@@ -64,13 +64,14 @@ class EventQueue:
     and the stamp as int64, and a flag. Where both events are plain (a ``float`` time that is
     not NaN, ``int`` kind in 0..127, subject and stamp ``int`` in int64), comparing the two
     times and then the two words is the tuples' comparison (the tuples differ by ``seq`` at
-    the latest); an event that is not plain (an int or numpy time, a NaN, another subject)
-    keeps its own tuple (``_odd``, by ``seq``) and is compared as that tuple, and pops as it was
-    pushed. A popped plain event's time is a new ``float`` of the same bits.
+    the latest); an event that is not plain (an int or numpy time, a NaN, a subject or stamp
+    that is no ``int`` in int64) keeps its own tuple (``_odd``, by ``seq``) and is compared as
+    that tuple, and pops as it was pushed. A popped plain event's time is a new ``float`` of the
+    same bits.
 
-    Compiled (``events.pxd``), a pop moves ~5 C words per level instead of a tuple compared by
-    ``_before`` and a list write, and ``push`` is a C call from the typed components (``rates``,
-    ``lifecycle``, ``engine``).
+    Compiled (``events.pxd``), a level of a sift is a comparison of two C doubles (or words)
+    and five C word moves, and ``push`` is a C call from the typed components (``rates``,
+    ``lifecycle``, ``jobs``, ``engine``).
     """
 
     __slots__ = ("_flag", "_ks", "_n", "_odd", "_seq", "_stamp", "_subject", "_t")
