@@ -12,6 +12,7 @@ and rollouts in both modes, in two processes.
 from __future__ import annotations
 
 import ast
+import copy
 import pickle
 import re
 from dataclasses import replace
@@ -39,6 +40,8 @@ TYPED = (
     ("legality", "Legality"),
     ("lifecycle", "Lifecycle"),
     ("accumulator", "Accumulator"),
+    ("jobs", "JobTable"),
+    ("waiting", "Queue"),
 )
 
 
@@ -104,6 +107,30 @@ def test_a_typed_component_pickles() -> None:
     usage = pickle.loads(pickle.dumps(sim.usage))
     assert type(usage) is type(sim.usage)
     assert usage.sums == sim.usage.sums and usage.timeseries == sim.usage.timeseries
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_the_job_table_and_the_queue_copy_their_state(how: str) -> None:
+    """A pickle or a deep copy of the job table and of the queue mid-episode holds their
+    state (the counters, the arrivals' place, the entries, the log, the signatures' counts);
+    the table's views' cache starts empty (its ``__reduce__``, as its ``__getstate__`` had
+    it: cached views read the original's arrays)."""
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(1)
+    while len(sim.queue) < 3 and not sim.done:
+        sim.advance()
+    table, queue = sim.table, sim.waiting
+    table.view_cache["x"] = 1
+    copied = pickle.loads(pickle.dumps((table, queue))) if how == "pickle" else None
+    t2, q2 = copied if copied is not None else copy.deepcopy((table, queue))
+    assert type(t2) is type(table) and type(q2) is type(queue)
+    for name in ("in_system", "next_arrival", "offline_left", "offline_total", "status_version"):
+        assert getattr(t2, name) == getattr(table, name), name
+    assert sorted(t2.jobs) == sorted(table.jobs) and t2.view_cache == {}
+    assert [s.job_id for s in t2.arrivals] == [s.job_id for s in table.arrivals]
+    assert q2.entries == queue.entries and q2.log == queue.log and len(q2.entries) >= 3
+    assert (q2.version, q2.window, q2.scope_n) == (queue.version, queue.window, queue.scope_n)
+    assert q2.signatures() == queue.signatures()
 
 
 @pytest.mark.skipif(cluster_mod.__file__.endswith(".py"), reason="cluster runs interpreted here")

@@ -1878,11 +1878,16 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
                 pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
             for t, _ in thr:
                 want = pb[t]
-                if want and any(b & want for b in self.mig[t]):
-                    return True
+                if want:
+                    for b in self.mig[t]:  # (``any(...)`` as a loop: compiled, no generator)
+                        if b & want:
+                            return True
         return False
     # a gang: n legal GPUs under one option (no MIG)
-    return any(self.count_at_least(thr, r, n) for r in self.fit_rows)
+    for r in self.fit_rows:  # noqa: SIM110 (``any(...)`` as a loop, as above)
+        if self.count_at_least(thr, r, n):
+            return True
+    return False
 
 
 @cython.cfunc

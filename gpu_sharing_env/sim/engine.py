@@ -41,7 +41,6 @@ import copy
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from heapq import heapify
 from typing import Any
 
 import numpy as np
@@ -74,10 +73,9 @@ from gpu_sharing_env.sim.constants import (
     NOISE_AR,
     PCIE_GANG_FACTOR,
 )
-from gpu_sharing_env.sim.events import EventKind, EventQueue, heap_pop
+from gpu_sharing_env.sim.events import EventKind
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.faults import FaultCause
-from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.legality import MAX_BATCH_SIZE, SUSPEND
 from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.observe import SimObserver
@@ -87,12 +85,16 @@ from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import Status
 
 if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls are C calls
+    from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.jobs import JobTable
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.lifecycle import Lifecycle
     from cython.cimports.gpu_sharing_env.sim.state import JobState
     from cython.cimports.gpu_sharing_env.sim.ticks import OnlineLoad
     from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
 else:
+    from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.jobs import JobTable
     from gpu_sharing_env.sim.legality import Legality
     from gpu_sharing_env.sim.lifecycle import Lifecycle
     from gpu_sharing_env.sim.state import JobState
@@ -552,6 +554,7 @@ class Simulator:
         return [j for j in running if life.check_suspend(j, jobs[j]) is None]
 
     # ================================================================== decisions, time
+    @cython.locals(life=Lifecycle, legality=Legality)
     def apply(self, d: Decision) -> None:
         """Carry out a decision (raises :class:`IllegalDecision` if illegal).
 
@@ -563,27 +566,30 @@ class Simulator:
         than those it left also pauses ``sharing.migration_s`` (``Lifecycle.suspend``,
         ``Lifecycle.restore``; legal for :meth:`suspendable` jobs).
         """
-        why = self.legality.check(d)
+        legality = self.legality  # (compiled, typed: ``check``, ``start``, ``restore`` C calls)
+        why = legality.check(d)
         if why is not None:
             raise IllegalDecision(why)
+        life = self.lifecycle
         st = self.table.jobs[d.job_id]
         if d.suspends:
-            self.lifecycle.suspend(st)
+            life.suspend(st)
         elif st.status is _RUNNING:
-            self.lifecycle.migrate(st, d.gpu, d.option, d.batch_size)
+            life.migrate(st, d.gpu, d.option, d.batch_size)
         else:
-            self.lifecycle.start(st, d.gpu, d.option, d.batch_size)
-            self.lifecycle.restore(st)  # (a resume elsewhere pays a migration's pause)
+            life.start(st, d.gpu, d.option, d.batch_size)
+            life.restore(st)  # (a resume elsewhere pays a migration's pause)
         self.acc.decisions += 1
 
     @cython.locals(
         load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState, usage=FleetUsage,
+        events=EventQueue, table=JobTable,
     )  # fmt: skip
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
         # The hot loop of the simulator (~11 events per env step on ``default``): events are
-        # popped from the heap here, ticks and stale completions are dispatched inline and the
-        # rest goes through ``_handle``.
+        # popped from the heap here, ticks, completions and arrivals are dispatched inline and
+        # the rest goes through ``_handle``.
         #
         # Fused ticks: the next load tick is pushed when the instant of the current one ends,
         # and when no other event comes at or before it, it is run right here as its own
@@ -593,7 +599,7 @@ class Simulator:
         # Compiled, the components are typed (their ``.pxd``): the tick, the finish, the usage
         # integral and the decision test are C calls, and so is the clock's move
         # (:func:`_clock_to`, where ``_integrate`` was a Python method call at every instant).
-        heap = self.events.heap
+        events = self.events
         handle = self._handle
         usage = self.usage
         observed = bool(self._observers)  # (``_observed_tick`` instead of the plain tick)
@@ -606,16 +612,16 @@ class Simulator:
         jobs = table.jobs
         horizon = self.horizon_s
         while not self.done:
-            if not heap or heap[0][0] > horizon:
+            if not len(events) or events.peek_time() > horizon:
                 _clock_to(self, usage, horizon)
                 self.done = True
                 return
-            t = heap[0][0]
+            t = events.peek_time()
             _clock_to(self, usage, t)
             changed = False
             ticked = False
-            while heap and heap[0][0] == t:
-                _, kind, _, subject, stamp = heap_pop(heap)
+            while len(events) and events.peek_time() == t:
+                _, kind, subject, stamp = events.pop_raw()
                 if kind == _K_TICK:
                     changed |= self._observed_tick() if observed else load.tick()
                     ticked = True
@@ -625,6 +631,9 @@ class Simulator:
                     if st.status is _RUNNING and stamp == st.epoch:
                         life.finish(st, done)
                         changed = True
+                elif kind == _K_ARRIVAL:  # ``_handle``'s ARRIVAL case (compiled, a C call)
+                    life.arrive(jobs[subject])
+                    changed = True
                 else:
                     changed |= handle(t, kind, subject, stamp)
                 self.n_events += 1
@@ -634,10 +643,10 @@ class Simulator:
                     break
                 if (
                     changed
-                    or (heap and heap[0][0] <= nxt)
+                    or (len(events) and events.peek_time() <= nxt)
                     or (table.offline_total and not table.offline_left)
                 ):
-                    self.events.push(nxt, _K_TICK, 0)
+                    events.push(nxt, _K_TICK, 0)
                     break
                 # nothing to decide and no other event up to the next tick: run it now
                 t = nxt
@@ -764,9 +773,7 @@ class Simulator:
     def redraw_faults(self) -> None:
         """Drop the pending fault events and draw new ones for the running jobs (in job id
         order) from the fault stream (after :meth:`reseed`: a sampled future's faults)."""
-        heap = self.events.heap
-        heap[:] = [e for e in heap if e[1] != _K_FAULT]
-        heapify(heap)
+        self.events.drop_kind(_K_FAULT)
         self.faults.redraw()
 
     def replace_future_offline(self, specs: Sequence[JobSpec]) -> None:
@@ -775,9 +782,7 @@ class Simulator:
         given order; future online arrivals are kept."""
         if any(sp.online or sp.submit_s <= self.now for sp in specs):
             raise ValueError("replace_future_offline: offline jobs arriving after now only")
-        heap = self.events.heap
-        heap[:] = [e for e in heap if e[1] != _K_ARRIVAL]
-        heapify(heap)
+        self.events.drop_kind(_K_ARRIVAL)
         self.table.replace_future_offline(specs, self.now)
 
     def solo_speed(self, model: str, gpu_type: str) -> float:

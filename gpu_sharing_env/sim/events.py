@@ -7,8 +7,10 @@ priority pop in the order they were pushed.
 from __future__ import annotations
 
 import enum
-import itertools
-from heapq import heappop, heappush
+from heapq import heapify
+from typing import Any
+
+import numpy as np
 
 try:
     import cython
@@ -28,133 +30,275 @@ class EventKind(enum.IntEnum):
     ARRIVAL = 6  # a job is submitted
 
 
-@cython.cfunc
-@cython.inline
-@cython.boundscheck(False)  # (events are 5-tuples)
-@cython.locals(a=tuple, b=tuple, x=cython.double, y=cython.double)
-@cython.returns(cython.bint)
-def _before(a: tuple[float, int, int, int, int], b: tuple[float, int, int, int, int]) -> bool:
-    """``a < b`` for two events: their times compared as C doubles where both are floats and
-    differ (the tuples' own comparison would find them unequal and answer ``a[0] < b[0]``,
-    the same IEEE comparison), else the tuples' own comparison (equal times, a NaN, an int)."""
-    p = a[0]
-    q = b[0]
-    if type(p) is float and type(q) is float:
-        x = p
-        y = q
-        if x < y:
-            return True
-        if y < x:
-            return False
-    return a < b
+#: A plain event's kind and sequence number share one int64: ``kind << _SEQ_BITS | seq``
+#: (kinds ``0 <= kind < _KIND_LIMIT``, sequence numbers below ``1 << _SEQ_BITS``), so that
+#: comparing the two words compares ``(kind, seq)`` as the tuples do.
+#: (Literals: compiled, these are C ``long long``s, ``events.pxd``, and ``1 << 55`` would be a
+#: shift of a C ``int``.)
+_SEQ_BITS = 55
+_KIND_LIMIT = 128
+_SEQ_MASK = 0x7F_FFFF_FFFF_FFFF  # (1 << 55) - 1
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
 
 
-@cython.cfunc  # (C calls only: no bounds checks)
-@cython.boundscheck(False)  # (every index is in range: ``0 <= start <= pos < len(heap)``)
-@cython.wraparound(False)
-@cython.locals(heap=list, item=tuple, parent=tuple, pos=cython.Py_ssize_t, up=cython.Py_ssize_t)
-def _sift_down(heap: list[tuple[float, int, int, int, int]], start: int, pos: int) -> None:
-    """``heapq._siftdown`` (the same moves; :func:`_before` as its ``<``)."""
-    item = heap[pos]
-    while pos > start:
-        up = (pos - 1) >> 1
-        parent = heap[up]
-        if _before(item, parent):
-            heap[pos] = parent
-            pos = up
-            continue
-        break
-    heap[pos] = item
-
-
-@cython.cfunc  # (C calls only: no bounds checks)
-@cython.boundscheck(False)  # (every index is in range: ``pos`` and ``child`` below ``end``)
-@cython.wraparound(False)
-@cython.locals(
-    heap=list, item=tuple, pos=cython.Py_ssize_t, end=cython.Py_ssize_t,
-    start=cython.Py_ssize_t, child=cython.Py_ssize_t, right=cython.Py_ssize_t,
-)  # fmt: skip
-def _sift_up(heap: list[tuple[float, int, int, int, int]], pos: int) -> None:
-    """``heapq._siftup`` (the same moves; :func:`_before` as its ``<``)."""
-    end = len(heap)
-    start = pos
-    item = heap[pos]
-    child = 2 * pos + 1
-    while child < end:
-        right = child + 1
-        if right < end and not _before(heap[child], heap[right]):
-            child = right
-        heap[pos] = heap[child]
-        pos = child
-        child = 2 * pos + 1
-    heap[pos] = item
-    _sift_down(heap, start, pos)
-
-
-@cython.ccall
-@cython.locals(heap=list)
-def heap_push(
-    heap: list[tuple[float, int, int, int, int]], event: tuple[float, int, int, int, int]
-) -> None:
-    """``heapq.heappush(heap, event)`` for the event heap. Compiled, its comparisons are
-    :func:`_before` (two C doubles where the times differ; ``heappush``'s were tuple
-    comparisons, ~230 instructions each: 475 M over 2.09 M of them in callgrind's count of a
-    ``sjf_predicted`` replay, ``docs/notes/2026-11-29-first-fit-by-id.md``), along the same
-    path: the heap's list is the one ``heappush`` would leave (``tests/test_events.py``);
-    interpreted, ``heappush`` itself."""
+def _zeros(n: int, code: str) -> Any:
+    """``n`` zeros of C type ``code`` (``d``: double, ``q``: int64, ``B``: uint8): a numpy array
+    compiled (a typed memoryview's buffer), a list interpreted (cheaper to index there)."""
     if cython.compiled:
-        heap.append(event)
-        _sift_down(heap, 0, len(heap) - 1)
-    else:
-        heappush(heap, event)
+        return np.zeros(n, dtype={"d": np.float64, "q": np.int64, "B": np.uint8}[code])
+    return [0.0 if code == "d" else 0] * n
 
 
-@cython.ccall
-@cython.locals(heap=list, last=tuple, first=tuple)
-def heap_pop(heap: list[tuple[float, int, int, int, int]]) -> tuple[float, int, int, int, int]:
-    """``heapq.heappop(heap)`` for the event heap (see :func:`heap_push`)."""
-    if not cython.compiled:
-        return heappop(heap)
-    last = heap.pop()
-    if heap:
-        first = heap[0]
-        heap[0] = last
-        _sift_up(heap, 0)
-        return first
-    return last
-
-
+@cython.final
+@cython.cclass
 class EventQueue:
-    """Min-heap of events; stale events are skipped by their owners (lazy invalidation)."""
+    """Min-heap of events; stale events are skipped by their owners (lazy invalidation).
 
-    __slots__ = ("_counter", "heap")
+    An event is the tuple ``(time_s, kind, seq, subject, stamp)`` (``seq`` the queue's count of
+    pushes before it) and the heap is ``heapq``'s: the same moves (``_siftdown`` / ``_siftup``)
+    on the same comparisons of the same tuples, so the events sit where ``heapq``'s list would
+    hold them and pop in its order (``tests/test_events.py``). It is not kept as a list of
+    tuples but as parallel arrays (compiled, C arrays through typed memoryviews; interpreted,
+    lists): per slot the time as a double, ``kind << 55 | seq`` as one int64 word, the subject
+    and the stamp as int64, and a flag. Where both events are plain (a ``float`` time that is
+    not NaN, ``int`` kind in 0..127, subject and stamp ``int`` in int64), comparing the two
+    times and then the two words is the tuples' comparison (the tuples differ by ``seq`` at
+    the latest); an event that is not plain (an int or numpy time, a NaN, a subject or stamp
+    that is no ``int`` in int64) keeps its own tuple (``_odd``, by ``seq``) and is compared as
+    that tuple, and pops as it was pushed. A popped plain event's time is a new ``float`` of the
+    same bits.
+
+    Compiled (``events.pxd``), a level of a sift is a comparison of two C doubles (or words)
+    and five C word moves, and ``push`` is a C call from the typed components (``rates``,
+    ``lifecycle``, ``jobs``, ``engine``).
+    """
+
+    __slots__ = ("_flag", "_ks", "_n", "_odd", "_seq", "_stamp", "_subject", "_t")
 
     def __init__(self) -> None:
-        #: The heap itself (``heap[0][0]`` is the next time): read-only outside this class,
-        #: except that ``Simulator.advance`` pops it directly (``heap_pop``, as :meth:`pop_raw`).
-        self.heap: list[tuple[float, int, int, int, int]] = []
-        self._counter = itertools.count()
+        #: How many events are queued (slots ``0 .. _n - 1`` of the arrays, in heap order).
+        self._n = 0
+        #: The next event's sequence number (pushes so far).
+        self._seq = 0
+        #: The events that are not plain, by sequence number: their own tuples.
+        self._odd: dict[int, tuple[Any, int, int, Any, Any]] = {}
+        self._alloc(64)
 
-    def push(self, time_s: float, kind: EventKind | int, subject: int, stamp: int = 0) -> None:
+    def _alloc(self, cap: int) -> None:
+        """Arrays of ``cap + 1`` slots holding the current events (the last slot is scratch:
+        the item a sift carries): compiled, numpy arrays (the typed memoryviews' buffers);
+        interpreted, lists."""
+        n = self._n
+        new: list[Any] = [_zeros(cap + 1, code) for code in "dqqqB"]
+        if n:
+            old: list[Any] = [self._t, self._ks, self._subject, self._stamp, self._flag]
+            for a, b in zip(new, old, strict=True):
+                a[:n] = b[:n]
+        self._t: Any = new[0]
+        self._ks: Any = new[1]
+        self._subject: Any = new[2]
+        self._stamp: Any = new[3]
+        self._flag: Any = new[4]
+
+    # ------------------------------------------------------------------ slots
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(
+        i=cython.Py_ssize_t, seq=cython.longlong, k=cython.longlong, x=cython.double,
+        plain=cython.bint,
+    )  # fmt: skip
+    def _put(self, i: int, time_s: Any, kind: Any, seq: int, subject: Any, stamp: Any) -> None:
+        """Write event ``(time_s, kind, seq, subject, stamp)`` into slot ``i``."""
+        plain = False
+        if (
+            type(time_s) is float
+            and type(kind) is int
+            and type(subject) is int
+            and type(stamp) is int
+            and 0 <= seq <= _SEQ_MASK
+        ):
+            x = time_s
+            plain = (
+                x == x  # (not NaN)
+                and 0 <= kind < _KIND_LIMIT
+                and _I64_MIN <= subject <= _I64_MAX
+                and _I64_MIN <= stamp <= _I64_MAX
+            )
+        if plain:
+            k = kind
+            self._t[i] = x
+            self._ks[i] = (k << _SEQ_BITS) | seq
+            self._subject[i] = subject
+            self._stamp[i] = stamp
+            self._flag[i] = 0
+        else:
+            self._odd[seq] = (time_s, kind, seq, subject, stamp)
+            self._ks[i] = seq
+            self._flag[i] = 1
+
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(i=cython.Py_ssize_t, ks=cython.longlong)
+    def _item(self, i: int) -> tuple[Any, int, int, Any, Any]:
+        """Slot ``i``'s event as its tuple."""
+        ks = self._ks[i]
+        if self._flag[i]:
+            return self._odd[ks]
+        return (
+            float(self._t[i]),
+            ks >> _SEQ_BITS,
+            ks & _SEQ_MASK,
+            self._subject[i],
+            self._stamp[i],
+        )
+
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(i=cython.Py_ssize_t, j=cython.Py_ssize_t)
+    def _less(self, i: int, j: int) -> bool:
+        """Slot ``i``'s event ``<`` slot ``j``'s, as their tuples compare."""
+        if self._flag[i] == 0 and self._flag[j] == 0:
+            if self._t[i] < self._t[j]:
+                return True
+            if self._t[j] < self._t[i]:
+                return False
+            return self._ks[i] < self._ks[j]  # (equal times: kind, then seq)
+        return self._item(i) < self._item(j)
+
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(dst=cython.Py_ssize_t, src=cython.Py_ssize_t)
+    def _move(self, dst: int, src: int) -> None:
+        """Slot ``dst`` := slot ``src``."""
+        self._t[dst] = self._t[src]
+        self._ks[dst] = self._ks[src]
+        self._subject[dst] = self._subject[src]
+        self._stamp[dst] = self._stamp[src]
+        self._flag[dst] = self._flag[src]
+
+    @cython.locals(start=cython.Py_ssize_t, pos=cython.Py_ssize_t, up=cython.Py_ssize_t,
+                   tmp=cython.Py_ssize_t)  # fmt: skip
+    def _sift_down(self, start: int, pos: int) -> None:
+        """``heapq._siftdown`` (the same moves; the item carried in the scratch slot)."""
+        tmp = len(self._t) - 1
+        self._move(tmp, pos)
+        while pos > start:
+            up = (pos - 1) >> 1
+            if self._less(tmp, up):
+                self._move(pos, up)
+                pos = up
+                continue
+            break
+        self._move(pos, tmp)
+
+    @cython.locals(
+        pos=cython.Py_ssize_t, end=cython.Py_ssize_t, start=cython.Py_ssize_t,
+        child=cython.Py_ssize_t, right=cython.Py_ssize_t, tmp=cython.Py_ssize_t,
+    )  # fmt: skip
+    def _sift_up(self, pos: int) -> None:
+        """``heapq._siftup`` (the same moves)."""
+        end = self._n
+        start = pos
+        tmp = len(self._t) - 1
+        self._move(tmp, pos)
+        child = 2 * pos + 1
+        while child < end:
+            right = child + 1
+            if right < end and not self._less(child, right):
+                child = right
+            self._move(pos, child)
+            pos = child
+            child = 2 * pos + 1
+        self._move(pos, tmp)
+        self._sift_down(start, pos)
+
+    def _load(self, items: list[tuple[Any, int, int, Any, Any]]) -> None:
+        """Hold exactly ``items``, in this order (a heap's list), instead of the events."""
+        self._n = 0
+        self._odd = {}
+        self._alloc(max(64, len(items)))
+        for i, (t, k, seq, subject, stamp) in enumerate(items):
+            self._put(i, t, k, seq, subject, stamp)
+        self._n = len(items)
+
+    # ------------------------------------------------------------------ the queue
+    @cython.locals(n=cython.Py_ssize_t, seq=cython.longlong)
+    def push(self, time_s: Any, kind: Any, subject: Any, stamp: Any = 0) -> None:
         """Schedule ``kind`` (an :class:`EventKind` or its value) for ``subject`` (a job id or
-        GPU index) at ``time_s``.
+        GPU index) at ``time_s``: ``heapq.heappush`` of ``(time_s, int(kind), seq, subject,
+        stamp)``.
 
         ``stamp`` is compared by the owner when the event pops (an epoch number), so that an
         event made stale by a later change can be ignored without searching the heap.
         """
-        heap_push(self.heap, (time_s, int(kind), next(self._counter), subject, stamp))
+        n = self._n
+        if n + 1 >= len(self._t):  # (the last slot is scratch)
+            self._alloc(2 * n)
+        seq = self._seq
+        self._seq = seq + 1
+        self._put(n, time_s, int(kind), seq, subject, stamp)
+        self._n = n + 1
+        self._sift_down(0, n)
 
-    def pop(self) -> tuple[float, EventKind, int, int]:
-        t, k, _, subject, stamp = heap_pop(self.heap)
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(n=cython.Py_ssize_t, ks=cython.longlong)
+    def pop_raw(self) -> tuple[Any, int, Any, Any]:
+        """``heapq.heappop``: the next event as ``(time_s, kind, subject, stamp)``, the kind a
+        plain ``int`` (the simulator's hot path); IndexError when empty."""
+        n = self._n
+        if n == 0:
+            raise IndexError("pop from an empty event queue")
+        ks = self._ks[0]
+        if self._flag[0]:
+            t, k, _, subject, stamp = self._odd.pop(ks)
+            first = (t, k, subject, stamp)
+        else:
+            first = (float(self._t[0]), ks >> _SEQ_BITS, self._subject[0], self._stamp[0])
+        n -= 1
+        self._n = n
+        if n:
+            self._move(0, n)
+            self._sift_up(0)
+        return first
+
+    def pop(self) -> tuple[Any, EventKind, Any, Any]:
+        t, k, subject, stamp = self.pop_raw()
         return t, EventKind(k), subject, stamp
 
-    def pop_raw(self) -> tuple[float, int, int, int]:
-        """:meth:`pop` with the kind as a plain ``int`` (the simulator's hot path)."""
-        t, k, _, subject, stamp = heap_pop(self.heap)
-        return t, k, subject, stamp
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    def peek_time(self) -> Any:
+        """The next event's time (``inf`` when empty)."""
+        if self._n == 0:
+            return float("inf")
+        if self._flag[0]:
+            return self._odd[self._ks[0]][0]
+        return float(self._t[0])
 
-    def peek_time(self) -> float:
-        return self.heap[0][0] if self.heap else float("inf")
+    def items(self) -> list[tuple[Any, int, int, Any, Any]]:
+        """The events as tuples, in heap order (``heapq``'s list)."""
+        return [self._item(i) for i in range(self._n)]
+
+    def drop_kind(self, kind: int) -> None:
+        """Drop every event of ``kind``: the list of the others, in heap order, ``heapify``'d."""
+        kept = [e for e in self.items() if e[1] != kind]
+        heapify(kept)
+        self._load(kept)
 
     def __len__(self) -> int:
-        return len(self.heap)
+        return self._n
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _restore, (self.items(), self._seq)
+
+
+@cython.locals(q=EventQueue)
+def _restore(items: list[tuple[Any, int, int, Any, Any]], seq: int) -> EventQueue:
+    """The queue :meth:`EventQueue.__reduce__` describes: ``items`` in heap order, the next
+    sequence number ``seq``."""
+    q = EventQueue()
+    q._load(items)
+    q._seq = seq
+    return q

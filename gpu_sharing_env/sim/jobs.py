@@ -15,8 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import _DONE, _FAILED, _K_ARRIVAL, _ONLINE, _QUEUED, _RUNNING
-from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobSpec
+
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the typed job record and event queue (state.pxd, events.pxd)
+    from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.state import JobState
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -59,12 +71,18 @@ class JobTable:
         #: ``ClusterView.job``'s cache: job id -> (state, changing fields, JobView).
         self.view_cache: dict[Any, Any] = {}
 
-    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+    def __reduce__(self) -> tuple[Any, tuple[()], dict[str, Any]]:
         """A pickle or a deep copy starts with an empty views' cache: the cached views and the
-        views' shared part read the original's cluster arrays, not the copy's."""
+        views' shared part read the original's cluster arrays, not the copy's. (Its own
+        ``__reduce__``: compiled, an extension type's default pickling would not ask
+        ``__getstate__``.)"""
         state = {k: getattr(self, k) for k in self.__slots__ if hasattr(self, k)}
         state["view_cache"] = {}
-        return None, state
+        return _new_table, (), state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
 
     def reset(self, specs: list[JobSpec]) -> None:
         """A new episode's jobs (``specs`` sorted by submission)."""
@@ -94,6 +112,7 @@ class JobTable:
         memo[id(self.view_cache)] = {}
         memo[id(self._fit_count)] = self._fit_count  # (a memo of the static fleet: shared)
 
+    @cython.locals(st=JobState)
     def set_status(self, st: JobState, status: Status) -> None:
         """Move ``st`` to ``status``, keeping the counters (offline jobs left and in the system,
         the status version)."""
@@ -108,12 +127,14 @@ class JobTable:
         st.status = status
         self.status_version += 1
 
+    @cython.locals(events=EventQueue)
     def schedule_next_arrival(self) -> None:
         """Push the next submission's ARRIVAL event (one is pending at a time)."""
         if self.next_arrival < len(self.arrivals):
             s = self.arrivals[self.next_arrival]
             self.next_arrival += 1
-            self._sim.events.push(s.submit_s, _K_ARRIVAL, s.job_id)
+            events = self._sim.events  # (compiled, typed: ``push`` is a C call)
+            events.push(s.submit_s, _K_ARRIVAL, s.job_id)
 
     def feasible(self, spec: JobSpec) -> bool:
         """Could the job ever run on this fleet (an empty cluster)?"""
@@ -147,3 +168,8 @@ class JobTable:
         self.offline_total = len(offline)
         self.offline_left = sum(st.status not in (Status.DONE, Status.FAILED) for st in offline)
         self.schedule_next_arrival()
+
+
+def _new_table() -> JobTable:
+    """An empty table for :meth:`JobTable.__setstate__` to fill (a pickle's or a copy's)."""
+    return JobTable.__new__(JobTable)

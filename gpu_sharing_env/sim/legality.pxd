@@ -4,6 +4,7 @@
 cimport cython
 
 from gpu_sharing_env.fleet.cluster cimport _JobViews as _JV, _StateViews as _SV
+from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 cdef class Legality:
     cdef public object _cluster
@@ -14,7 +15,7 @@ cdef class Legality:
     cdef public dict _mig_masks
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
-    cdef public object _queue
+    cdef public _Queue _queue
     cdef public dict _sig_masks
     cdef public dict _sig_ok
     cdef public object _sig_version
@@ -29,6 +30,7 @@ cdef class Legality:
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
     cpdef empty_ready(self)
+    cpdef check(self, d)
 
 # A single-GPU job's mask on the empty GPUs only, from the cluster's typed views (its own
 # extension types: fleet/cluster.pxd).

@@ -306,31 +306,32 @@ class Legality:
         """Why ``d`` is illegal now, or None."""
         if self._sim.done:
             return "the episode is over"
-        st = self._jobs.get(d.job_id)
+        job_id, gpu, option = d.job_id, d.gpu, d.option  # (each read once)
+        st = self._jobs.get(job_id)
         if d.batch_size and st is not None:
             why = check_batch(st, d.batch_size)
             if why is not None:
                 return why
         if d.suspends:
             assert self._lifecycle is not None
-            return self._lifecycle.check_suspend(d.job_id, st)
+            return self._lifecycle.check_suspend(job_id, st)
         if st is not None and st.status is _RUNNING:
             assert self._lifecycle is not None
-            return self._lifecycle.check_migration(st, d.gpu, d.option)
+            return self._lifecycle.check_migration(st, gpu, option)
         if st is None or st.status is not _QUEUED:
-            return f"job {d.job_id} is neither queued nor running"
+            return f"job {job_id} is neither queued nor running"
         q = self._queue
         n = q.scope_n
-        if n < len(q.entries) and d.job_id not in [jid for _, jid in q.entries[:n]]:
-            return f"job {d.job_id} is queued but outside the window of {q.window}"
+        if n < len(q.entries):  # ``job_id in`` the scope's ids, as a loop (no list built)
+            for _, jid in q.entries[:n]:
+                if jid == job_id:
+                    break
+            else:
+                return f"job {job_id} is queued but outside the window of {q.window}"
         # A mask at hand answers; else the cluster's legality (its fit index: no mask built)
-        hit = self._mask_cache.get(d.job_id)
-        in_range = 0 <= d.gpu < self._cluster.n_gpus and 0 <= d.option < self._n_options
-        if (
-            in_range
-            and hit is not None
-            and hit[0] == self._cluster.version
-            and hit[1][d.gpu, d.option]
-        ):
+        hit = self._mask_cache.get(job_id)
+        c = self._cluster
+        in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
+        if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
-        return self._cluster.check(st.spec, d.gpu, d.option)
+        return c.check(st.spec, gpu, option)

@@ -2,9 +2,12 @@
 # __slots__ of lifecycle.py, the typed peers it calls (legality, rates, online load: C calls).
 # Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
+from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
+from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 cdef class Lifecycle:
     cdef public object _cfg
@@ -16,14 +19,16 @@ cdef class Lifecycle:
     cdef public object _memo
     cdef public list _observers
     cdef public object _options
-    cdef public object _queue
+    cdef public _Queue _queue
     cdef public _Rates _rates
     cdef public object _sim
     cdef public dict _suspended
-    cdef public object _table
+    cdef public _JobTable _table
     cdef public object predictor
 
     cpdef arrive(self, st)
     cpdef enqueue(self, st)
     cpdef remove(self, st)
     cpdef finish(self, st, status)
+    cpdef start(self, JobState st, first_gpu, option, batch_size=*)
+    cpdef restore(self, JobState st)

@@ -36,10 +36,12 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-if cython.compiled:  # the cluster's typed views (cluster.pxd): fields read as C values
+if cython.compiled:  # the cluster's typed views (cluster.pxd), the event queue (events.pxd)
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+    from cython.cimports.gpu_sharing_env.sim.events import EventQueue
 else:
     from gpu_sharing_env.fleet.cluster import _StateViews
+    from gpu_sharing_env.sim.events import EventQueue
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -248,7 +250,7 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
-    @cython.locals(views=_StateViews, mem=cython.double)
+    @cython.locals(views=_StateViews, mem=cython.double, events=EventQueue)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
         """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
         Compiled, the GPUs' mode and true memory are read through the cluster's typed views

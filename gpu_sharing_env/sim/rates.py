@@ -37,9 +37,11 @@ from gpu_sharing_env.sim.speed import SpeedMemo
 
 if cython.compiled:  # the extension types (state.pxd, cluster.pxd): fields read as C values
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+    from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 else:
     from gpu_sharing_env.fleet.cluster import _StateViews
+    from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -360,7 +362,7 @@ class Rates:
                 if gpulet_of is not None:
                     key = (*key, gpulet_of[spec.job_id][0])
                 add(key)
-            gpu_type = c.type_name_of[g]
+            gpu_type = self._type_of[g]  # (``c.type_name_of``'s strings, a list read)
             memo = self._memo
             cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
             fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
@@ -429,7 +431,7 @@ class Rates:
                 sv = r.serving
                 sv.wait_ms, sv.tail_ms = wait, tail
 
-    @cython.locals(st=JobState, i=cython.Py_ssize_t, solo_cache=dict)
+    @cython.locals(st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue)
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
@@ -487,4 +489,5 @@ class Rates:
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             sim = self._sim
             t_done = max(sim.now, st.setup_until) + remaining / rate
-            sim.events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
+            events = sim.events  # (compiled, typed: ``push`` is a C call)
+            events.push(t_done, _K_COMPLETE, spec.job_id, epoch)

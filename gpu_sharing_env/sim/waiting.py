@@ -8,16 +8,25 @@ other one dominates (what "can anything in the queue be placed" needs to ask).
 
 from __future__ import annotations
 
-import bisect
 import sys
+from bisect import bisect_left, insort
 from typing import Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import _ONLINE, WINDOW_ORDERS
 from gpu_sharing_env.sim.speed import SpeedMemo
-from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import OnlinePredictor
+
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the typed job record (state.pxd): its fields C reads
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
@@ -154,7 +163,7 @@ class Queue:
 
     def add(self, st: JobState) -> None:
         """Put ``st`` in the queue (it enters the log and its signature's count)."""
-        bisect.insort(self.entries, self.entry(st))
+        insort(self.entries, self.entry(st))
         self.version += 1
         self.log.append(st.spec.job_id)
         spec = st.spec
@@ -169,7 +178,7 @@ class Queue:
     def take(self, st: JobState) -> None:
         """Take queued ``st`` out of the queue (found by bisection: entries are unique)."""
         key = self.entry(st)
-        i = bisect.bisect_left(self.entries, key)
+        i = bisect_left(self.entries, key)
         if i == len(self.entries) or self.entries[i] != key:
             raise ValueError(f"job {st.spec.job_id} is not queued")
         del self.entries[i]
@@ -202,7 +211,7 @@ class Queue:
                 self.entries.remove(self.entry(q))
             q.spec = q.spec.with_estimate(est)
             if not fifo:
-                bisect.insort(self.entries, self.entry(q))
+                insort(self.entries, self.entry(q))
             # it enters the queue log again: a policy keeping its own ordered queue
             # (``ClusterView.queue_log``) re-keys it with the new estimate
             self.log.append(jid)
