@@ -29,7 +29,19 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:  # pragma: no cover
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
+
 E = TypeVar("E")
+
+_ONLINE = JobKind.ONLINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +133,10 @@ def episode_token(sim: Simulator) -> object:
 
 def decidable_ids(sim: Simulator) -> list[int]:
     """``ClusterView(sim).decidable_ids()`` without the view: the job ids a decision may place
-    now, in queue order (the window, or the whole queue under ``decision_scope="queue"``)."""
-    n = sim.window if sim.decision_scope != "queue" else len(sim.queue)
-    return [jid for _, jid in sim.queue[:n]]
+    now, in queue order (the window, or the whole queue under ``decision_scope="queue"``):
+    the simulator's queue's ``head`` (without ``Simulator.queue``'s and ``decision_scope``'s
+    property calls)."""
+    return sim.waiting.head()
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -202,7 +215,10 @@ class ClusterView:
 
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
-    snapshot); the rest is the snapshot's own (slots: a view is built at every decision)."""
+    snapshot); the rest is the snapshot's own (slots: a view is built at every decision). The
+    shared facts that policies read at most decisions (the episode, the options, each GPU's
+    type and node) are copied into the view's own slots when it is built: a slot is read
+    without the shared part's property call."""
 
     __slots__ = (
         "_fixed",
@@ -210,32 +226,37 @@ class ClusterView:
         "_sim",
         "_window",
         "codec",
+        "episode",
         "frac_used",
+        "gpu_types",
         "healthy",
         "mem_used_gb",
         "mode",
         "n_res",
+        "node_of",
         "now_s",
         "online_count",
+        "options",
         "ready",
         "sm_used_pct",
+        "type_name",
         "util",
         "version",
     )
 
     #: The number of GPUs.
     n_gpus: int = _fixed("n_gpus")
-    #: The placement options (an action's option index points here).
-    options: tuple[PlacementOption, ...] = _fixed("options")
-    #: Each GPU's type.
-    gpu_types: tuple[GpuType, ...] = _fixed("gpu_types")
-    #: Each GPU's type name.
-    type_name: tuple[str, ...] = _fixed("type_name")
+    #: The placement options (an action's option index points here; the shared part's).
+    options: tuple[PlacementOption, ...]
+    #: Each GPU's type (the shared part's).
+    gpu_types: tuple[GpuType, ...]
+    #: Each GPU's type name (the shared part's).
+    type_name: tuple[str, ...]
     #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
     type_names: tuple[str, ...] = _fixed("type_names")
     type_idx: np.ndarray = _fixed("type_idx")
-    #: Each GPU's node.
-    node_of: np.ndarray = _fixed("node_of")
+    #: Each GPU's node (the shared part's).
+    node_of: np.ndarray
     #: Each GPU's memory (GB).
     mem_cap_gb: np.ndarray = _fixed("mem_cap_gb")
     #: The most residents a GPU may host (``SharingConfig.max_residents``).
@@ -244,8 +265,8 @@ class ClusterView:
     slo_target: float = _fixed("slo_target")
     #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
     #: and in every copy of the simulator. Facts about a job that never change (its model,
-    #: its request) may be cached under it.
-    episode: object = _fixed("episode")
+    #: its request) may be cached under it. (The shared part's.)
+    episode: object
     #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
     #: episodes (an encoder built for it may be reused after its ``reset``).
     simulator_id: int = _fixed("simulator_id")
@@ -283,6 +304,11 @@ class ClusterView:
         if fixed is None:
             fixed = cache[_FIXED_KEY] = _Fixed(sim)
         self._fixed: _Fixed = fixed
+        self.episode = fixed.episode
+        self.options = fixed.options
+        self.gpu_types = fixed.gpu_types
+        self.type_name = fixed.type_name
+        self.node_of = fixed.node_of
         (
             self.mode,
             self.n_res,
@@ -385,10 +411,24 @@ class ClusterView:
         """The job ids of :attr:`decidable`, in queue order (no JobViews built)."""
         return decidable_ids(self._sim)
 
+    @cython.locals(now=cython.double, st=JobState)
     def queued_wait_s(self, ids: Sequence[int]) -> list[float]:
         """``JobView.wait_s`` of queued jobs ``ids``, without building views."""
-        jobs, now = self._sim.jobs, self.now_s
-        return [now - jobs[i].ledger.enqueue_t for i in ids]
+        jobs = self._sim.table.jobs  # (``Simulator.jobs`` without the property's call)
+        now = self.now_s
+        out = []
+        for i in ids:
+            st = jobs[i]
+            out.append(now - st.ledger.enqueue_t)  # (the same double subtraction)
+        return out
+
+    def request(self, job_id: int) -> tuple[bool, str, int, float, float, tuple[str, ...]]:
+        """Job ``job_id``'s request as its :class:`JobView` gives it, without building the
+        view: ``(online, model, num_gpus, gpu_frac, mem_gb, gpu_types)`` (fields that never
+        change while the job lives; a policy reading only these of each new job, as
+        ``reserve_pack`` does, skips :meth:`job`'s build)."""
+        s = self._sim.table.jobs[job_id].spec
+        return s.kind is _ONLINE, s.model, s.num_gpus, s.gpu_frac, s.mem_gb, s.gpu_types
 
     def est_remaining_s(self, ids: Sequence[int]) -> np.ndarray:
         """``JobView.est_remaining_s`` of jobs ``ids``, without building views."""
