@@ -66,6 +66,9 @@ try:  # compiled (gpu_sharing_env._compile): extension types below; interpreted:
 except ModuleNotFoundError:  # pragma: no cover
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
+if cython.compiled:  # C's floor division pieces (``_floordiv``)
+    from cython.cimports.libc.math import copysign, floor, fmod
+
 from gpu_sharing_env.physics.hardware import GpuType
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO
@@ -269,8 +272,22 @@ class NodeState:
     _type_gpus = cython.declare(list, visibility="public")
     _type_of = cython.declare(list, visibility="public")
     _zeros = cython.declare(list, visibility="public")
+    # Compiled, typed memoryviews of the arrays above (``_node``, ``_gpu_load``, ``_gpu_zero``
+    # as bytes, ``_runs``: taken when each is made) and of the view's state arrays (read-only,
+    # so ``const``; taken again when the episode's arrays are new: ``_arrays``), which the
+    # loops of :meth:`loads` and :meth:`empty_runs` read and write as C values; interpreted,
+    # the arrays themselves.
+    _node_mv = cython.declare(cython.double[:])
+    _load_mv = cython.declare(cython.double[:])
+    _zero_mv = cython.declare(cython.uchar[:])
+    _runs_mv = cython.declare(cython.longlong[:])
+    _src = cython.declare(tuple)
+    _frac_mv = cython.declare(cython.const_double[:])
+    _mem_mv = cython.declare(cython.const_double[:])
+    _nres_mv = cython.declare(cython.const_longlong[:])
 
     def __init__(self) -> None:
+        self._src = ()
         self._episode = None
         self._fleet = None
         self._changed = set()
@@ -363,6 +380,7 @@ class NodeState:
         node_of = self._node_of
         return {node_of[g] for g in gpus}
 
+    @cython.locals(v=cython.double, old=cython.double)
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
 
@@ -387,8 +405,9 @@ class NodeState:
             self._dirty_alloc = set()
         elif self._dirty_alloc:
             alloc_of, type_of = self._alloc_of, self._type_of
+            self._arrays(view)
             for g in self._dirty_alloc:
-                v, old = frac.item(g), alloc_of[g]
+                v, old = self._frac_mv[g], alloc_of[g]
                 if v != old:
                     t = type_of[g]
                     zeros[t] += (v == 0.0) - (old == 0.0)
@@ -405,6 +424,15 @@ class NodeState:
             stale.clear()
         return list(least)
 
+    def _arrays(self, view: ClusterView) -> None:
+        """The typed views of ``view``'s state arrays, taken again where they are new (the
+        episode's arrays: the same objects in every view of it)."""
+        frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
+        src = self._src
+        if not src or src[0] is not frac or src[1] is not mem or src[2] is not n_res:
+            self._src = (frac, mem, n_res)
+            self._frac_mv, self._mem_mv, self._nres_mv = frac, mem, n_res
+
     def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
         self._sync(view)
@@ -414,40 +442,52 @@ class NodeState:
             node_of = alloc.node_of
             self._gpu_load = out[node_of]
             self._gpu_zero = self._gpu_load == 0.0
+            self._node_mv, self._load_mv = out, self._gpu_load
+            self._zero_mv = self._gpu_zero.view(np.uint8)
             self._n_zero = int(np.count_nonzero(out == 0.0))
             held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
             self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
             self._dirty_load = set()
             return out
         if self._dirty_load:
-            frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
-            gpu_load, gpu_zero, odd = self._gpu_load, self._gpu_zero, self._odd
-            assert gpu_load is not None and gpu_zero is not None
-            for n in self._dirty_load:
-                gs = 0.0
-                ms = 0.0
-                busy = False
-                gpus = self._gpus[n]
-                for g in gpus:
-                    f = frac.item(g)
-                    gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
-                    ms += mem.item(g)
-                    busy = busy or n_res.item(g) > 0
-                was_zero = out.item(n) == 0.0
-                v = out[n] = (gs / self._n_gpus[n] + ms / self._mem_cap[n]) / 2.0
-                zero = v == 0.0
-                for g in gpus:
-                    gpu_load[g] = v
-                if zero != was_zero:
-                    self._n_zero += 1 if zero else -1
-                    for g in gpus:
-                        gpu_zero[g] = zero
-                if busy and v <= 0.0:
-                    odd.add(n)
-                else:
-                    odd.discard(n)
-            self._dirty_load = set()
+            self._update_loads(view)
         return out
+
+    @cython.locals(g=cython.Py_ssize_t, gs=cython.double, ms=cython.double, f=cython.double)
+    @cython.locals(v=cython.double, n_gpus=cython.double, mem_cap=cython.double)
+    @cython.locals(busy=cython.bint, zero=cython.bint, was_zero=cython.bint)
+    def _update_loads(self, view: ClusterView) -> None:
+        """:meth:`loads` of the nodes changed since: each summed over its GPUs in GPU order
+        from 0.0 (``np.bincount``'s order, the same double operations), its GPUs' loads and
+        zero flags written with it."""
+        self._arrays(view)
+        odd = self._odd
+        for n in self._dirty_load:
+            gs = 0.0
+            ms = 0.0
+            busy = False
+            gpus = self._gpus[n]
+            for g in gpus:
+                f = self._frac_mv[g]
+                gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
+                ms += self._mem_mv[g]
+                busy = busy or self._nres_mv[g] > 0
+            was_zero = self._node_mv[n] == 0.0
+            n_gpus, mem_cap = self._n_gpus[n], self._mem_cap[n]
+            v = (gs / n_gpus + ms / mem_cap) / 2.0
+            self._node_mv[n] = v
+            zero = v == 0.0
+            for g in gpus:
+                self._load_mv[g] = v
+            if zero != was_zero:
+                self._n_zero += 1 if zero else -1
+                for g in gpus:
+                    self._zero_mv[g] = zero
+            if busy and v <= 0.0:
+                odd.add(n)
+            else:
+                odd.discard(n)
+        self._dirty_load = set()
 
     def gpu_loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per GPU: its node's load (``loads()[node_of]``, the same floats)."""
@@ -471,29 +511,33 @@ class NodeState:
         no node's is lower, and its GPUs' allocations (``frac_used``) are 0.0."""
         return not self._odd
 
+    @cython.locals(k=cython.Py_ssize_t, g=cython.Py_ssize_t, a=cython.Py_ssize_t)
+    @cython.locals(b=cython.Py_ssize_t, i=cython.Py_ssize_t)
     def empty_runs(self, view: ClusterView) -> np.ndarray:
         """Per GPU: the empty GPUs of its node from it on without a gap (0: it is not empty)."""
         self._sync(view)
-        n_res = view.n_res
         runs = self._runs
         if runs is None:
             runs = self._runs = np.zeros(view.n_gpus, dtype=np.int64)
+            self._runs_mv = runs
             dirty: Iterable[int] = range(len(self._gpus))
         else:
             dirty = self._dirty_runs
+        self._arrays(view)
         spans = self._node_span
         for n in dirty:
             k = 0
-            if spans is not None:
+            if spans is not None:  # (its GPUs a range: ``a`` to ``b - 1``)
                 a, b = spans[n]
-                res = n_res[a:b].tolist()
-                for i in range(len(res) - 1, -1, -1):
-                    k = res[i] = k + 1 if res[i] == 0 else 0
-                runs[a:b] = res
+                for g in range(b - 1, a - 1, -1):
+                    k = k + 1 if self._nres_mv[g] == 0 else 0
+                    self._runs_mv[g] = k
                 continue
-            for g in reversed(self._gpus[n]):
-                k = k + 1 if n_res.item(g) == 0 else 0
-                runs[g] = k
+            gpus = self._gpus[n]
+            for i in range(len(gpus) - 1, -1, -1):
+                g = gpus[i]
+                k = k + 1 if self._nres_mv[g] == 0 else 0
+                self._runs_mv[g] = k
         self._dirty_runs = set()
         return runs
 
@@ -504,20 +548,30 @@ NO_USABLE = -1
 UNKNOWN = -2
 
 
+@cython.cclass
 class _Kept:
-    """Why a request has no candidate (:class:`NoCandidates`)."""
+    """Why a request has no candidate (:class:`NoCandidates`). Compiled, an extension type
+    (its GPU count, fraction and witness C values, its usable GPUs a typed memoryview read by
+    :func:`_kept_holds`); interpreted, a plain class."""
 
-    __slots__ = ("frac", "job_id", "n", "option", "usable", "witness_node")
+    job_id = cython.declare(object, visibility="public")
+    option = cython.declare(object, visibility="public")
+    n = cython.declare(cython.Py_ssize_t, visibility="public")
+    frac = cython.declare(cython.double, visibility="public")
+    usable = cython.declare(object, visibility="public")
+    witness_node = cython.declare(cython.Py_ssize_t, visibility="public")
+    #: ``usable`` as bytes (compiled: a typed memoryview; interpreted: the array).
+    _usable_mv = cython.declare(cython.const_uchar[:])
 
-    def __init__(
-        self, job: JobView, option: int, usable: np.ndarray | None, witness_node: int
-    ) -> None:
+    def __init__(self, job: Any, option: int, usable: np.ndarray | None, witness_node: int) -> None:
         #: A job with the request (its single-GPU legality is the request's) and its option
         #: (-1: none, so never a candidate).
         self.job_id, self.option = job.job_id, option
         self.n, self.frac = job.num_gpus, job.gpu_frac
         #: Per GPU: its type is in a usable plan.
         self.usable = usable
+        if usable is not None:
+            self._usable_mv = usable.view(np.uint8)
         #: -1: no usable GPU is legal with room. Else a gang's: no usable GPU with room is a
         #: legal one-node start, and this node holds one outside the usable plans.
         self.witness_node = witness_node
@@ -571,7 +625,7 @@ class NoCandidates:
             self._kept = {
                 req: k
                 for req, k in self._kept.items()
-                if req in used and (not changed or self._holds(view, nodes, k, changed))
+                if req in used and (not changed or _kept_holds(view, nodes, k, changed))
             }
         self._used = set()
 
@@ -604,32 +658,41 @@ class NoCandidates:
 
     @staticmethod
     def _holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
-        usable = k.usable
-        if usable is None:
-            return True
-        frac, n, witness = k.frac, k.n, k.witness_node
-        job_id, option = k.job_id, k.option
-        alloc = view.frac_used
-        # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
-        # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
-        if witness < 0:
-            gpus: Iterable[int] = changed
-        else:
-            touched = nodes.nodes_of(changed)
-            if witness in touched:
-                return False
-            runs = nodes.empty_runs(view)
-            gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
-        whole = frac >= 1.0
-        for g in gpus:  # none may be usable, with room (``_room``) and legal now
-            if not usable.item(g):
-                continue
-            a = alloc.item(g)
-            if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
-                job_id, g, option
-            ):
-                return False
+        """Whether what ``k`` says still holds after the GPUs ``changed`` changed
+        (:func:`_kept_holds`)."""
+        return _kept_holds(view, nodes, k, changed)  # type: ignore[no-any-return]
+
+
+@cython.cfunc
+@cython.locals(nodes=NodeState, k=_Kept, g=cython.Py_ssize_t, h=cython.Py_ssize_t)
+@cython.locals(n=cython.Py_ssize_t, frac=cython.double, a=cython.double, whole=cython.bint)
+def _kept_holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
+    """:meth:`NoCandidates._holds`'s body, C-callable (from :meth:`NoCandidates.update`): the
+    allocations (``frac_used``) and empty runs read through ``nodes``' typed views."""
+    if k.usable is None:
         return True
+    frac, n = k.frac, k.n
+    nodes._arrays(view)  # (``_frac_mv``: ``view.frac_used``)
+    # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
+    # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
+    if k.witness_node < 0:
+        gpus: Iterable[int] = changed
+    else:
+        touched = nodes.nodes_of(changed)
+        if k.witness_node in touched:
+            return False
+        nodes.empty_runs(view)  # (``_runs_mv``, brought up to date)
+        gpus = [h for node in touched for h in nodes._gpus[node] if nodes._runs_mv[h] >= n]
+    whole = frac >= 1.0
+    for g in gpus:  # none may be usable, with room (``_room``) and legal now
+        if not k._usable_mv[g]:
+            continue
+        a = nodes._frac_mv[g]
+        if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
+            k.job_id, g, k.option
+        ):
+            return False
+    return True
 
 
 #: How many GPUs of load 0.0 ``ReservePack._single_pick`` tests one by one in a span before it
@@ -703,10 +766,90 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, the ids of its
-#: request (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read
-#: once (a job's request never changes).
-_PlanInfo = tuple[bool, tuple[str, ...], JobView, int, int, int]
+@cython.cclass
+class PaiRequest:
+    """An offline job's request as ``reserve_pack`` reads it (the :class:`JobView` fields of
+    that name, from ``ClusterView.request``: no view built per new job). Interpreted, a plain
+    class; compiled, an extension type (its fields C struct slots)."""
+
+    job_id = cython.declare(object, visibility="public")
+    num_gpus = cython.declare(object, visibility="public")
+    gpu_frac = cython.declare(object, visibility="public")
+    mem_gb = cython.declare(object, visibility="public")
+    gpu_types = cython.declare(tuple, visibility="public")
+    model = cython.declare(object, visibility="public")
+    #: An online service's request is its :class:`JobView` (its plans read its profile).
+    online = cython.declare(object, visibility="public")
+    service = cython.declare(object, visibility="public")
+
+    def __init__(
+        self,
+        job_id: int,
+        num_gpus: int,
+        gpu_frac: float,
+        mem_gb: float,
+        gpu_types: tuple[str, ...],
+        model: str,
+    ) -> None:
+        self.job_id, self.num_gpus, self.gpu_frac = job_id, num_gpus, gpu_frac
+        self.mem_gb, self.gpu_types, self.model = mem_gb, gpu_types, model
+        self.online = False
+        self.service = None
+
+
+#: A queued job's (high-GPU, GPU types in the order tried, its request (a :class:`PaiRequest`,
+#: or an online service's view as first seen), the ids of its request
+#: (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read once (a
+#: job's request never changes).
+_PlanInfo = tuple[bool, tuple[str, ...], Any, int, int, int]
+
+
+@cython.ccall
+@cython.returns(cython.double)
+@cython.locals(a=cython.double, b=cython.double, mod=cython.double, div=cython.double)
+@cython.locals(q=cython.double)
+def _floordiv(a: float, b: float) -> float:
+    """Python's ``a // b`` of two floats (``b`` not 0). Compiled, C doubles through CPython's
+    own steps (``Objects/floatobject.c``, ``_float_div_mod``: ``fmod``, the quotient snapped to
+    the nearest integer), not Cython's ``floor(a / b)``, which differs (``7.0 // 0.1`` is
+    69.0, ``floor(7.0 / 0.1)`` 70.0); interpreted, ``a // b`` itself."""
+    if not cython.compiled:
+        return a // b
+    mod = fmod(a, b)
+    div = (a - mod) / b
+    if mod and (b < 0) != (mod < 0):
+        div -= 1.0
+    if div:
+        q = floor(div)
+        if div - q > 0.5:
+            q += 1.0
+        return q
+    return copysign(0.0, a / b)
+
+
+@cython.cfunc
+@cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t, k=cython.Py_ssize_t)
+@cython.locals(t=cython.double, q=cython.double)
+def _usable_counts(waits: list, n_plans: list, timeout: float) -> list:  # type: ignore[type-arg]
+    """Per job: how many of its ``n_plans`` plans it may use after waiting ``waits``
+    (``min(1 + int(w // timeout), n)``, all of them without a timeout: ``min(99, n)``), the
+    Python expression's values (``_floordiv``; the quotient compared as a double before it is
+    made an int, so no cast overflows)."""
+    out = []
+    t = timeout
+    for i in range(len(waits)):
+        m = n_plans[i]
+        if t > 0:
+            q = _floordiv(waits[i], t)
+            if q >= m - 1:
+                out.append(m)
+            else:
+                k = int(q)  # (compiled, a C cast: ``q`` is integral and small)
+                out.append(1 + k)
+        else:
+            out.append(min(99, m))
+    return out
+
 
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
@@ -899,12 +1042,7 @@ class ReservePack(HeuristicPolicy):
                 k for k, i in enumerate(info) if not i[0]
             ]
             self._ids_memo = (view.episode, tids, info, n_plans, ordered)
-        waits = view.queued_wait_s(ids)
-        timeout = self.plan_timeout_s
-        usables = [
-            min(1 + int(w // timeout) if timeout > 0 else 99, n)
-            for w, n in zip(waits, n_plans, strict=True)
-        ]
+        usables = _usable_counts(view.queued_wait_s(ids), n_plans, self.plan_timeout_s)
         # A decision is a function of the cluster's state (``view.version``), the decidable
         # jobs and how many plans each may use: when none of them changed since a decision that
         # found nothing (time passed, no plan opened), it finds nothing again.
@@ -1150,14 +1288,17 @@ class ReservePack(HeuristicPolicy):
             self._info_episode, self._info = view.episode, {}
         hit = self._info.get(job_id)
         if hit is None:
-            job = view.job(job_id)
+            online, model, n, frac, mem, gpu_types = view.request(job_id)
+            job: Any = (
+                view.job(job_id)  # (a service's plans read its profile: ``est_duty``)
+                if online
+                else PaiRequest(job_id, n, frac, mem, gpu_types, model)
+            )
             high = self.high_gpu(view, job)
-            online = job.online
             plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
-            mem, frac, n = job.mem_gb, job.gpu_frac, job.num_gpus
             ids = self._request_ids
             room = ids.setdefault((plans, mem, frac), len(ids))
-            req = ids.setdefault((plans, mem, frac, n, job.gpu_types, online), len(ids))
+            req = ids.setdefault((plans, mem, frac, n, gpu_types, online), len(ids))
             hit = self._info[job_id] = (high, plans, job, room, req, n)
         return hit
 
