@@ -201,6 +201,7 @@ class Allocation:
             self._one_node[n] = ok
         return ok
 
+    @cython.ccall
     def room(self, types: list[int], job: JobView) -> bool:
         """Whether some GPU of ``types`` (type indices) may hold a candidate of ``job``: the
         type's GPU memory holds the request (with a margin far above the legality check's
@@ -321,6 +322,7 @@ class NodeState:
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
         self._since = set()
 
+    @cython.ccall
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
             self._episode = view.episode
@@ -329,35 +331,38 @@ class NodeState:
             self._node = self._gpu_load = self._gpu_zero = self._runs = self._least = None
             self._dirty_load, self._dirty_runs, self._dirty_alloc = set(), set(), set()
             if self._fleet is not view.type_name:  # (the key of ``_fleet_static``)
-                self._fleet = view.type_name
-                n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
-                self._node_of = np.asarray(view.node_of).tolist()
-                self._gpus = [[] for _ in range(n_nodes)]
-                for g, n in enumerate(self._node_of):
-                    self._gpus[n].append(g)
-                # Per node, its GPUs as a range (first, last + 1) where every node's are one
-                # (then its empty runs are read and written by slices); else None.
-                spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
-                contiguous = all(
-                    b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True)
-                )
-                self._node_span = spans if contiguous else None
-                self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
-                self._type_of = np.asarray(view.type_idx).tolist()
-                by_type, starts = _fleet_static(view)[4:6]
-                ends = [*starts.tolist()[1:], len(by_type)]
-                self._type_gpus = [np.sort(by_type[a:b]) for a, b in zip(starts, ends, strict=True)]
+                self._new_fleet(view)
             return
         changed = self._changed
         if changed:
             node_of = self._node_of
             nodes = {node_of[g] for g in changed}
-            self._dirty_alloc |= changed
-            self._since |= changed
+            self._dirty_alloc.update(changed)
+            self._since.update(changed)
             changed.clear()
-            self._dirty_load |= nodes
-            self._dirty_runs |= nodes
+            self._dirty_load.update(nodes)
+            self._dirty_runs.update(nodes)
 
+    def _new_fleet(self, view: ClusterView) -> None:
+        """The fleet's static facts (:meth:`_sync`, at an episode on a new fleet)."""
+        self._fleet = view.type_name
+        n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
+        self._node_of = np.asarray(view.node_of).tolist()
+        self._gpus = [[] for _ in range(n_nodes)]
+        for g, n in enumerate(self._node_of):
+            self._gpus[n].append(g)
+        # Per node, its GPUs as a range (first, last + 1) where every node's are one
+        # (then its empty runs are taken GPU by GPU over that range); else None.
+        spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
+        contiguous = all(b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True))
+        self._node_span = spans if contiguous else None
+        self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
+        self._type_of = np.asarray(view.type_idx).tolist()
+        by_type, starts = _fleet_static(view)[4:6]
+        ends = [*starts.tolist()[1:], len(by_type)]
+        self._type_gpus = [np.sort(by_type[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+    @cython.ccall
     def take_changed(self, view: ClusterView) -> set[int] | None:
         """The GPUs whose state changed since the last call (None: the first call of an
         episode, when everything is new)."""
@@ -368,18 +373,22 @@ class NodeState:
         out, self._since = self._since, set()
         return out
 
+    @cython.ccall
     def node_gpus(self, node: int) -> list[int]:
         """Node ``node``'s GPUs in GPU order (of the fleet of the last sync)."""
         return self._gpus[node]
 
+    @cython.ccall
     def node_of(self, gpu: int) -> int:
         return self._node_of[gpu]
 
+    @cython.ccall
     def nodes_of(self, gpus: Iterable[int]) -> set[int]:
         """The nodes of ``gpus`` (of the fleet of the last sync)."""
         node_of = self._node_of
         return {node_of[g] for g in gpus}
 
+    @cython.ccall
     @cython.locals(v=cython.double, old=cython.double)
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
@@ -424,6 +433,7 @@ class NodeState:
             stale.clear()
         return list(least)
 
+    @cython.ccall
     def _arrays(self, view: ClusterView) -> None:
         """The typed views of ``view``'s state arrays, taken again where they are new (the
         episode's arrays: the same objects in every view of it)."""
@@ -433,6 +443,7 @@ class NodeState:
             self._src = (frac, mem, n_res)
             self._frac_mv, self._mem_mv, self._nres_mv = frac, mem, n_res
 
+    @cython.ccall
     def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
         self._sync(view)
@@ -453,6 +464,7 @@ class NodeState:
             self._update_loads(view)
         return out
 
+    @cython.ccall
     @cython.locals(g=cython.Py_ssize_t, gs=cython.double, ms=cython.double, f=cython.double)
     @cython.locals(v=cython.double, n_gpus=cython.double, mem_cap=cython.double)
     @cython.locals(busy=cython.bint, zero=cython.bint, was_zero=cython.bint)
@@ -489,28 +501,33 @@ class NodeState:
                 odd.discard(n)
         self._dirty_load = set()
 
+    @cython.ccall
     def gpu_loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per GPU: its node's load (``loads()[node_of]``, the same floats)."""
         self.loads(view, alloc)
         assert self._gpu_load is not None
         return self._gpu_load
 
+    @cython.ccall
     def gpu_zero(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per GPU: its node's load is 0.0 (``gpu_loads() == 0.0``)."""
         self.loads(view, alloc)
         assert self._gpu_zero is not None
         return self._gpu_zero
 
+    @cython.ccall
     def zero_nodes(self) -> int:
         """How many nodes have load 0.0, as of the last :meth:`loads`."""
         return self._n_zero
 
+    @cython.ccall
     def zero_load_empty(self) -> bool:
         """Whether, as of the last :meth:`loads`, every node with residents has a positive load.
         Then a node of load ``<= 0.0`` is empty: its load is exactly 0.0 (the sums of nothing),
         no node's is lower, and its GPUs' allocations (``frac_used``) are 0.0."""
         return not self._odd
 
+    @cython.ccall
     @cython.locals(k=cython.Py_ssize_t, g=cython.Py_ssize_t, a=cython.Py_ssize_t)
     @cython.locals(b=cython.Py_ssize_t, i=cython.Py_ssize_t)
     def empty_runs(self, view: ClusterView) -> np.ndarray:
@@ -613,6 +630,7 @@ class NoCandidates:
         #: others are forgotten there (a request that left the window need not be checked).
         self._used = set()
 
+    @cython.locals(nodes=NodeState)
     def update(self, view: ClusterView, nodes: NodeState) -> None:
         """Forget the requests that may have a candidate in ``view``'s state (``nodes``: the
         caller's, which notes the GPUs changed since its last call) or were not asked about
@@ -629,6 +647,7 @@ class NoCandidates:
             }
         self._used = set()
 
+    @cython.ccall
     def has(self, req: tuple[object, ...]) -> bool:
         """Whether request ``req`` is known to have no candidate (as of the last update)."""
         if req in self._kept:
@@ -661,6 +680,32 @@ class NoCandidates:
         """Whether what ``k`` says still holds after the GPUs ``changed`` changed
         (:func:`_kept_holds`)."""
         return _kept_holds(view, nodes, k, changed)  # type: ignore[no-any-return]
+
+
+@cython.cfunc
+@cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
+@cython.locals(frac=cython.double, a=cython.double, load=cython.double, whole=cython.bint)
+@cython.locals(best=cython.Py_ssize_t, best_load=cython.double, best_a=cython.double)
+def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, frac: float) -> int:
+    """``ReservePack._least_loaded`` of the GPUs ``lo .. hi - 1`` with room for ``frac``
+    (``_room``), -1 where none has, in one pass over ``nodes``' typed views (its loads up to
+    date for ``view``): the least node load, then the greatest allocation, then the lowest GPU
+    (``argmin``'s first least, then ``argmax``'s first greatest among the loads equal to it);
+    ``_least_loaded``'s zero-load shortcut (the first GPU of load 0.0, where every node of load
+    0.0 is empty) is the same GPU, its allocation being 0.0 as every other's of load 0.0."""
+    nodes._arrays(view)
+    whole = frac >= 1.0
+    best = -1
+    best_load = 0.0
+    best_a = 0.0
+    for g in range(lo, hi):
+        a = nodes._frac_mv[g]
+        if not (a == 0 if whole else a + frac <= 1.0 + 1e-9):
+            continue
+        load = nodes._load_mv[g]
+        if best < 0 or load < best_load or (load == best_load and a > best_a):
+            best, best_load, best_a = g, load, a
+    return best
 
 
 @cython.cfunc
@@ -928,6 +973,9 @@ class ReservePack(HeuristicPolicy):
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
         self._rank_memo: dict[tuple[tuple[str, ...], int], tuple[np.ndarray, list[int], np.ndarray]]
         self._rank_memo = {}
+        #: (room id (``_request_ids``), usable plans) -> :meth:`_ranks` of its plans (a room id
+        #: names its plans), read in :meth:`decide` without the call; cleared per fleet.
+        self._rank_of: dict[tuple[int, int], tuple[np.ndarray, list[int], np.ndarray]] = {}
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, _PlanInfo] = {}
@@ -974,7 +1022,7 @@ class ReservePack(HeuristicPolicy):
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
-            self._high, self._rank_memo, self._info_episode = {}, {}, None
+            self._high, self._rank_memo, self._rank_of, self._info_episode = {}, {}, {}, None
         return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
@@ -1023,6 +1071,7 @@ class ReservePack(HeuristicPolicy):
             return fits + [t for t in order[::-1] if t not in fits]
         return order[::-1] if self.high_gpu(view, job) else list(order)
 
+    @cython.locals(alloc=Allocation, kept=NoCandidates)
     def decide(self, view: ClusterView) -> Decision | None:
         # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
         # job's view built only when it may have a candidate (a long queue has thousands).
@@ -1049,13 +1098,15 @@ class ReservePack(HeuristicPolicy):
         none_key = (view.episode, view.version, tids, tuple(usables))
         if none_key == self._none_key:
             return None
-        self._fleet_types(view)  # (for ``_ranks``)
+        self._fleet_types(view)  # (for ``_ranks`` and ``_rank_of``)
+        rank_of = self._rank_of
         alloc = Allocation(view)
         alloc.node_state = self._nodes
         # (requests found without a candidate at an earlier decision and none since)
         keep_no_cand = self._keep_no_cand
+        kept = self._no_cand
         if keep_no_cand:
-            self._no_cand.update(view, self._nodes)
+            kept.update(view, self._nodes)
         # (keyed by the request's ids and the usable plan count: two ints hash fast)
         no_room: set[tuple[int, int]] = set()
         #: requests found without a candidate in this decision (a function of the request,
@@ -1069,9 +1120,12 @@ class ReservePack(HeuristicPolicy):
             if key in no_room:
                 continue
             req = (req_id, usable)
-            if keep_no_cand and self._no_cand.has(req):
+            if keep_no_cand and kept.has(req):
                 continue
-            gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
+            ranks = rank_of.get(key)
+            if ranks is None:
+                ranks = rank_of[key] = self._ranks(view, plans, usable)
+            gpu_rank, usable_types, gpu_ok = ranks
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
             if not alloc.room(usable_types, job):
@@ -1086,7 +1140,7 @@ class ReservePack(HeuristicPolicy):
                     return Decision(job.job_id, g, o)
                 no_cand.add(req)
                 if keep_no_cand:
-                    self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
+                    kept.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
             if spans is not None and alloc.contiguous:
                 g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
@@ -1096,7 +1150,7 @@ class ReservePack(HeuristicPolicy):
             if not gpus.size:
                 no_cand.add(req)
                 if keep_no_cand:
-                    self._no_cand.keep(req, job, alloc, gpu_ok, o, why)
+                    kept.keep(req, job, alloc, gpu_ok, o, why)
                 continue
             return Decision(job.job_id, self._pick(view, alloc, gpus, plans[:usable], gpu_rank), o)
         self._none_key = none_key
@@ -1191,16 +1245,20 @@ class ReservePack(HeuristicPolicy):
             # The candidates are the span's GPUs with room that are legal: the least (node
             # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
             # none with room: no candidate) the legality column lists them.
-            fits = _room(gpu[lo:hi], frac)
-            room = fits.nonzero()[0]  # (``flatnonzero`` of a 1-D array)
-            if not room.size:
-                continue
-            g = self._least_loaded(view, alloc, room + lo)
+            if cython.compiled:  # (one pass over the span in C, no arrays made)
+                g = _span_least_loaded(view, nodes, lo, hi, frac)
+                if g < 0:
+                    continue
+            else:
+                room = _room(gpu[lo:hi], frac).nonzero()[0]  # (``flatnonzero``, 1-D)
+                if not room.size:
+                    continue
+                g = self._least_loaded(view, alloc, room + lo)
             if view.legal(job.job_id, g, o):
                 return g, o
             if legal is None:
                 legal = view.mask_column(job.job_id, o)
-            sel = (legal[lo:hi] & fits).nonzero()[0]
+            sel = (legal[lo:hi] & _room(gpu[lo:hi], frac)).nonzero()[0]
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
@@ -1294,7 +1352,12 @@ class ReservePack(HeuristicPolicy):
                 if online
                 else PaiRequest(job_id, n, frac, mem, gpu_types, model)
             )
-            high = self.high_gpu(view, job)
+            # (``high_gpu``'s memo read here, its key from the request's fields)
+            if self._fleet_key is not view.gpu_types:
+                self._fleet_types(view)
+            high = self._high.get((online, gpu_types, model, n, frac))
+            if high is None:
+                high = self.high_gpu(view, job)
             plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
             ids = self._request_ids
             room = ids.setdefault((plans, mem, frac), len(ids))
