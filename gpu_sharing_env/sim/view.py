@@ -205,105 +205,99 @@ class _Fixed:
         )  # fmt: skip
 
 
-def _fixed(name: str) -> Any:
+def _shared(name: str) -> Any:
     """A read-only ``ClusterView`` attribute read from its episode's :class:`_Fixed` part."""
     return property(attrgetter(f"_fixed.{name}"))
 
 
+@cython.cclass
 class ClusterView:
     """A read-only snapshot of the simulator for policies (valid until the next step).
 
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
-    snapshot); the rest is the snapshot's own (slots: a view is built at every decision). The
+    snapshot); the rest is the snapshot's own (fields: a view is built at every decision). The
     shared facts that policies read at most decisions (the episode, the options, each GPU's
-    type and node) are copied into the view's own slots when it is built: a slot is read
+    type and node) are copied into the view's own fields when it is built: a field is read
     without the shared part's property call."""
 
-    __slots__ = (
-        "_fixed",
-        "_masks",
-        "_sim",
-        "_window",
-        "codec",
-        "episode",
-        "frac_used",
-        "gpu_types",
-        "healthy",
-        "mem_used_gb",
-        "mode",
-        "n_res",
-        "node_of",
-        "now_s",
-        "online_count",
-        "options",
-        "ready",
-        "sm_used_pct",
-        "type_name",
-        "util",
-        "version",
-    )
+    # Compiled, an extension type: its fields C struct slots (a view is built at every
+    # decision: its fields written without a Python attribute call each), public (policies
+    # read them); interpreted, a plain class. Fields annotated with a type Cython knows
+    # (``int``, ``float``, ``tuple``) would be typed by it, so those are left unannotated.
+    _fixed = cython.declare(object, visibility="public")
+    #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
+    _masks = cython.declare(object, visibility="public")
+    _sim = cython.declare(object, visibility="public")
+    #: (the key it was built for, :attr:`window`'s views), or None.
+    _window = cython.declare(object, visibility="public")
+    codec = cython.declare(object, visibility="public")
+    #: The simulated time of the snapshot (s).
+    now_s = cython.declare(object, visibility="public")
+    #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
+    #: readiness change (equal within one simulator: the same GPU state).
+    version = cython.declare(object, visibility="public")
 
     #: The number of GPUs.
-    n_gpus: int = _fixed("n_gpus")
+    n_gpus = _shared("n_gpus")
     #: The placement options (an action's option index points here; the shared part's).
-    options: tuple[PlacementOption, ...]
+    options = cython.declare(object, visibility="public")
     #: Each GPU's type (the shared part's).
-    gpu_types: tuple[GpuType, ...]
+    gpu_types = cython.declare(object, visibility="public")
     #: Each GPU's type name (the shared part's).
-    type_name: tuple[str, ...]
+    type_name = cython.declare(object, visibility="public")
     #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
-    type_names: tuple[str, ...] = _fixed("type_names")
-    type_idx: np.ndarray = _fixed("type_idx")
+    type_names = _shared("type_names")
+    type_idx: np.ndarray = _shared("type_idx")
     #: Each GPU's node (the shared part's).
-    node_of: np.ndarray
+    node_of: np.ndarray = cython.declare(object, visibility="public")
     #: Each GPU's memory (GB).
-    mem_cap_gb: np.ndarray = _fixed("mem_cap_gb")
+    mem_cap_gb: np.ndarray = _shared("mem_cap_gb")
     #: The most residents a GPU may host (``SharingConfig.max_residents``).
-    max_residents: int = _fixed("max_residents")
+    max_residents = _shared("max_residents")
     #: The SLO attainment a policy must reach to rank by JCT (``ScenarioConfig.slo_target``).
-    slo_target: float = _fixed("slo_target")
+    slo_target = _shared("slo_target")
     #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
     #: and in every copy of the simulator. Facts about a job that never change (its model,
     #: its request) may be cached under it. (The shared part's.)
-    episode: object
+    episode = cython.declare(object, visibility="public")
     #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
     #: episodes (an encoder built for it may be reused after its ``reset``).
-    simulator_id: int = _fixed("simulator_id")
+    simulator_id = _shared("simulator_id")
 
     # The snapshot's own: read-only views of the state arrays (the episode's, updated in
     # place: see ``_Fixed``), per GPU.
     #: Its sharing mode (a ``SharingMode`` value; ``MODE_NONE`` while it has none).
-    mode: np.ndarray
+    mode: np.ndarray = cython.declare(object, visibility="public")
     #: Its number of residents.
-    n_res: np.ndarray
+    n_res: np.ndarray = cython.declare(object, visibility="public")
     #: Declared GPU memory in use per GPU (what a scheduler's accounting sees).
-    mem_used_gb: np.ndarray
+    mem_used_gb: np.ndarray = cython.declare(object, visibility="public")
     #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
-    frac_used: np.ndarray
+    frac_used: np.ndarray = cython.declare(object, visibility="public")
     #: The SM percentage its residents' MPS placements take.
-    sm_used_pct: np.ndarray
+    sm_used_pct: np.ndarray = cython.declare(object, visibility="public")
     #: Its number of online residents.
-    online_count: np.ndarray
+    online_count: np.ndarray = cython.declare(object, visibility="public")
     #: Whether SysMonitor lets new offline work on it.
-    healthy: np.ndarray
+    healthy: np.ndarray = cython.declare(object, visibility="public")
     #: Whether it is ready (False while its mode or MIG layout is being set up).
-    ready: np.ndarray
+    ready: np.ndarray = cython.declare(object, visibility="public")
     #: Observed GPU utilisation per GPU (nvidia-smi style).
-    util: np.ndarray
+    util: np.ndarray = cython.declare(object, visibility="public")
 
     def __init__(self, sim: Simulator, codec: ActionCodec | None = None) -> None:
         self._sim = sim
         self.codec = codec
         #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
-        self._masks: dict[int, tuple[int, np.ndarray]] = {}
-        self._window: tuple[tuple[int, int, int], list[JobView]] | None = None
+        self._masks = {}
+        self._window = None
         self.now_s = sim.now
         cache: dict[Any, Any] = sim.table.view_cache
         fixed = cache.get(_FIXED_KEY)
         if fixed is None:
             fixed = cache[_FIXED_KEY] = _Fixed(sim)
-        self._fixed: _Fixed = fixed
+        self._fixed = fixed
         self.episode = fixed.episode
         self.options = fixed.options
         self.gpu_types = fixed.gpu_types
@@ -320,8 +314,6 @@ class ClusterView:
             self.ready,
             self.util,
         ) = fixed.arrays
-        #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
-        #: readiness change (equal within one simulator: the same GPU state).
         self.version = sim.cluster.version
 
     def job(self, job_id: int) -> JobView:
