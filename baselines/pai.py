@@ -872,7 +872,7 @@ def _floordiv(a: float, b: float) -> float:
     return copysign(0.0, a / b)
 
 
-@cython.cfunc
+@cython.ccall
 @cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t, k=cython.Py_ssize_t)
 @cython.locals(t=cython.double, q=cython.double)
 def _usable_counts(waits: list, n_plans: list, timeout: float) -> list:  # type: ignore[type-arg]
