@@ -1098,7 +1098,8 @@ class ReservePack(HeuristicPolicy):
         none_key = (view.episode, view.version, tids, tuple(usables))
         if none_key == self._none_key:
             return None
-        self._fleet_types(view)  # (for ``_ranks`` and ``_rank_of``)
+        if self._fleet_key is not view.gpu_types:  # (``_fleet_types``' test, without its call)
+            self._fleet_types(view)  # (for ``_ranks`` and ``_rank_of``)
         rank_of = self._rank_of
         alloc = Allocation(view)
         alloc.node_state = self._nodes
