@@ -217,8 +217,8 @@ class ClusterView:
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
     snapshot); the rest is the snapshot's own (fields: a view is built at every decision). The
-    shared facts that policies read at most decisions (the episode, the options, each GPU's
-    type and node) are copied into the view's own fields when it is built: a field is read
+    shared facts that policies read at most decisions (the episode, each GPU's type, type
+    name and node) are copied into the view's own fields when it is built: a field is read
     without the shared part's property call."""
 
     # Compiled, an extension type: its fields C struct slots (a view is built at every
@@ -240,8 +240,8 @@ class ClusterView:
 
     #: The number of GPUs.
     n_gpus = _shared("n_gpus")
-    #: The placement options (an action's option index points here; the shared part's).
-    options = cython.declare(object, visibility="public")
+    #: The placement options (an action's option index points here).
+    options = _shared("options")
     #: Each GPU's type (the shared part's).
     gpu_types = cython.declare(object, visibility="public")
     #: Each GPU's type name (the shared part's).
@@ -299,7 +299,6 @@ class ClusterView:
             fixed = cache[_FIXED_KEY] = _Fixed(sim)
         self._fixed = fixed
         self.episode = fixed.episode
-        self.options = fixed.options
         self.gpu_types = fixed.gpu_types
         self.type_name = fixed.type_name
         self.node_of = fixed.node_of
