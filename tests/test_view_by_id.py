@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.registry import make_policy
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Simulator
-from gpu_sharing_env.sim.view import ClusterView, episode_token
+from gpu_sharing_env.sim.view import episode_token
+from tests.test_view_builder import first_fit_views
 
 
 def _bits(values: list[Any]) -> list[tuple[type, Any]]:
@@ -22,20 +22,10 @@ def _bits(values: list[Any]) -> list[tuple[type, Any]]:
 
 
 def checked(sim: Simulator, scope: str, steps: int) -> dict[str, int]:
-    """Run ``first_fit`` for ``steps`` decisions in decision scope ``scope``, comparing the
-    by-id reads with the views' fields at each; returns what was compared."""
-    policy = make_policy("first_fit")
-    sim.reset(0)
-    sim.set_decision_scope(scope)
-    policy.reset(0)
+    """Run ``first_fit`` for ``steps`` steps in decision scope ``scope``, comparing the by-id
+    reads with the views' fields at each decision; returns what was compared."""
     seen = {"requests": 0, "online": 0, "waits": 0, "decisions": 0}
-    for _ in range(steps):
-        if sim.done:
-            break
-        if not sim.needs_decision():
-            sim.advance()
-            continue
-        view = ClusterView(sim)
+    for view in first_fit_views(sim, steps, scope):
         ids = view.decidable_ids()
         assert ids == [j.job_id for j in view.decidable]
         waits = view.queued_wait_s(ids)
@@ -54,11 +44,6 @@ def checked(sim: Simulator, scope: str, steps: int) -> dict[str, int]:
         assert view.gpu_types is fixed.gpu_types and view.type_name is fixed.type_name
         assert view.node_of is fixed.node_of
         seen["decisions"] += 1
-        d = policy.decide(view)
-        if d is None:
-            sim.advance()
-        else:
-            sim.apply(d)
     return seen
 
 
