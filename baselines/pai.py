@@ -419,7 +419,7 @@ class NodeState:
                 v, old = self._frac_mv[g], alloc_of[g]
                 if v != old:
                     t = type_of[g]
-                    zeros[t] += (v == 0.0) - (old == 0.0)
+                    zeros[t] += (1 if v == 0.0 else 0) - (1 if old == 0.0 else 0)
                     alloc_of[g] = v
                     if t not in stale:
                         if v < least[t]:
