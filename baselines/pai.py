@@ -66,6 +66,9 @@ try:  # compiled (gpu_sharing_env._compile): extension types below; interpreted:
 except ModuleNotFoundError:  # pragma: no cover
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
+if cython.compiled:  # C's floor division pieces (``_floordiv``)
+    from cython.cimports.libc.math import copysign, floor, fmod
+
 from gpu_sharing_env.physics.hardware import GpuType
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.zoo import ZOO
@@ -198,6 +201,7 @@ class Allocation:
             self._one_node[n] = ok
         return ok
 
+    @cython.ccall
     def room(self, types: list[int], job: JobView) -> bool:
         """Whether some GPU of ``types`` (type indices) may hold a candidate of ``job``: the
         type's GPU memory holds the request (with a margin far above the legality check's
@@ -269,8 +273,22 @@ class NodeState:
     _type_gpus = cython.declare(list, visibility="public")
     _type_of = cython.declare(list, visibility="public")
     _zeros = cython.declare(list, visibility="public")
+    # Compiled, typed memoryviews of the arrays above (``_node``, ``_gpu_load``, ``_gpu_zero``
+    # as bytes, ``_runs``: taken when each is made) and of the view's state arrays (read-only,
+    # so ``const``; taken again when the episode's arrays are new: ``_arrays``), which the
+    # loops of :meth:`loads` and :meth:`empty_runs` read and write as C values; interpreted,
+    # the arrays themselves.
+    _node_mv = cython.declare(cython.double[:])
+    _load_mv = cython.declare(cython.double[:])
+    _zero_mv = cython.declare(cython.uchar[:])
+    _runs_mv = cython.declare(cython.longlong[:])
+    _src = cython.declare(tuple)
+    _frac_mv = cython.declare(cython.const_double[:])
+    _mem_mv = cython.declare(cython.const_double[:])
+    _nres_mv = cython.declare(cython.const_longlong[:])
 
     def __init__(self) -> None:
+        self._src = ()
         self._episode = None
         self._fleet = None
         self._changed = set()
@@ -304,6 +322,7 @@ class NodeState:
         #: The GPUs changed since the last :meth:`take_changed` (of this episode).
         self._since = set()
 
+    @cython.ccall
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
             self._episode = view.episode
@@ -312,35 +331,38 @@ class NodeState:
             self._node = self._gpu_load = self._gpu_zero = self._runs = self._least = None
             self._dirty_load, self._dirty_runs, self._dirty_alloc = set(), set(), set()
             if self._fleet is not view.type_name:  # (the key of ``_fleet_static``)
-                self._fleet = view.type_name
-                n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
-                self._node_of = np.asarray(view.node_of).tolist()
-                self._gpus = [[] for _ in range(n_nodes)]
-                for g, n in enumerate(self._node_of):
-                    self._gpus[n].append(g)
-                # Per node, its GPUs as a range (first, last + 1) where every node's are one
-                # (then its empty runs are read and written by slices); else None.
-                spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
-                contiguous = all(
-                    b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True)
-                )
-                self._node_span = spans if contiguous else None
-                self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
-                self._type_of = np.asarray(view.type_idx).tolist()
-                by_type, starts = _fleet_static(view)[4:6]
-                ends = [*starts.tolist()[1:], len(by_type)]
-                self._type_gpus = [np.sort(by_type[a:b]) for a, b in zip(starts, ends, strict=True)]
+                self._new_fleet(view)
             return
         changed = self._changed
         if changed:
             node_of = self._node_of
             nodes = {node_of[g] for g in changed}
-            self._dirty_alloc |= changed
-            self._since |= changed
+            self._dirty_alloc.update(changed)
+            self._since.update(changed)
             changed.clear()
-            self._dirty_load |= nodes
-            self._dirty_runs |= nodes
+            self._dirty_load.update(nodes)
+            self._dirty_runs.update(nodes)
 
+    def _new_fleet(self, view: ClusterView) -> None:
+        """The fleet's static facts (:meth:`_sync`, at an episode on a new fleet)."""
+        self._fleet = view.type_name
+        n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
+        self._node_of = np.asarray(view.node_of).tolist()
+        self._gpus = [[] for _ in range(n_nodes)]
+        for g, n in enumerate(self._node_of):
+            self._gpus[n].append(g)
+        # Per node, its GPUs as a range (first, last + 1) where every node's are one
+        # (then its empty runs are taken GPU by GPU over that range); else None.
+        spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
+        contiguous = all(b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True))
+        self._node_span = spans if contiguous else None
+        self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
+        self._type_of = np.asarray(view.type_idx).tolist()
+        by_type, starts = _fleet_static(view)[4:6]
+        ends = [*starts.tolist()[1:], len(by_type)]
+        self._type_gpus = [np.sort(by_type[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+    @cython.ccall
     def take_changed(self, view: ClusterView) -> set[int] | None:
         """The GPUs whose state changed since the last call (None: the first call of an
         episode, when everything is new)."""
@@ -351,18 +373,23 @@ class NodeState:
         out, self._since = self._since, set()
         return out
 
+    @cython.ccall
     def node_gpus(self, node: int) -> list[int]:
         """Node ``node``'s GPUs in GPU order (of the fleet of the last sync)."""
         return self._gpus[node]
 
+    @cython.ccall
     def node_of(self, gpu: int) -> int:
         return self._node_of[gpu]
 
+    @cython.ccall
     def nodes_of(self, gpus: Iterable[int]) -> set[int]:
         """The nodes of ``gpus`` (of the fleet of the last sync)."""
         node_of = self._node_of
         return {node_of[g] for g in gpus}
 
+    @cython.ccall
+    @cython.locals(v=cython.double, old=cython.double)
     def type_min(self, view: ClusterView) -> list[float]:
         """Per GPU type (``type_names`` order): the least ``frac_used`` of its GPUs.
 
@@ -387,11 +414,12 @@ class NodeState:
             self._dirty_alloc = set()
         elif self._dirty_alloc:
             alloc_of, type_of = self._alloc_of, self._type_of
+            self._arrays(view)
             for g in self._dirty_alloc:
-                v, old = frac.item(g), alloc_of[g]
+                v, old = self._frac_mv[g], alloc_of[g]
                 if v != old:
                     t = type_of[g]
-                    zeros[t] += (v == 0.0) - (old == 0.0)
+                    zeros[t] += (1 if v == 0.0 else 0) - (1 if old == 0.0 else 0)
                     alloc_of[g] = v
                     if t not in stale:
                         if v < least[t]:
@@ -405,6 +433,17 @@ class NodeState:
             stale.clear()
         return list(least)
 
+    @cython.ccall
+    def _arrays(self, view: ClusterView) -> None:
+        """The typed views of ``view``'s state arrays, taken again where they are new (the
+        episode's arrays: the same objects in every view of it)."""
+        frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
+        src = self._src
+        if not src or src[0] is not frac or src[1] is not mem or src[2] is not n_res:
+            self._src = (frac, mem, n_res)
+            self._frac_mv, self._mem_mv, self._nres_mv = frac, mem, n_res
+
+    @cython.ccall
     def loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per node: its load in ``view``'s state (``alloc``: an allocation of that state)."""
         self._sync(view)
@@ -414,86 +453,108 @@ class NodeState:
             node_of = alloc.node_of
             self._gpu_load = out[node_of]
             self._gpu_zero = self._gpu_load == 0.0
+            self._node_mv, self._load_mv = out, self._gpu_load
+            self._zero_mv = self._gpu_zero.view(np.uint8)
             self._n_zero = int(np.count_nonzero(out == 0.0))
             held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
             self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
             self._dirty_load = set()
             return out
         if self._dirty_load:
-            frac, mem, n_res = view.frac_used, view.mem_used_gb, view.n_res
-            gpu_load, gpu_zero, odd = self._gpu_load, self._gpu_zero, self._odd
-            assert gpu_load is not None and gpu_zero is not None
-            for n in self._dirty_load:
-                gs = 0.0
-                ms = 0.0
-                busy = False
-                gpus = self._gpus[n]
-                for g in gpus:
-                    f = frac.item(g)
-                    gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
-                    ms += mem.item(g)
-                    busy = busy or n_res.item(g) > 0
-                was_zero = out.item(n) == 0.0
-                v = out[n] = (gs / self._n_gpus[n] + ms / self._mem_cap[n]) / 2.0
-                zero = v == 0.0
-                for g in gpus:
-                    gpu_load[g] = v
-                if zero != was_zero:
-                    self._n_zero += 1 if zero else -1
-                    for g in gpus:
-                        gpu_zero[g] = zero
-                if busy and v <= 0.0:
-                    odd.add(n)
-                else:
-                    odd.discard(n)
-            self._dirty_load = set()
+            self._update_loads(view)
         return out
 
+    @cython.ccall
+    @cython.locals(g=cython.Py_ssize_t, gs=cython.double, ms=cython.double, f=cython.double)
+    @cython.locals(v=cython.double, n_gpus=cython.double, mem_cap=cython.double)
+    @cython.locals(busy=cython.bint, zero=cython.bint, was_zero=cython.bint)
+    def _update_loads(self, view: ClusterView) -> None:
+        """:meth:`loads` of the nodes changed since: each summed over its GPUs in GPU order
+        from 0.0 (``np.bincount``'s order, the same double operations), its GPUs' loads and
+        zero flags written with it."""
+        self._arrays(view)
+        odd = self._odd
+        for n in self._dirty_load:
+            gs = 0.0
+            ms = 0.0
+            busy = False
+            gpus = self._gpus[n]
+            for g in gpus:
+                f = self._frac_mv[g]
+                gs += f if f < 1.0 else 1.0  # np.minimum(frac, 1.0)
+                ms += self._mem_mv[g]
+                busy = busy or self._nres_mv[g] > 0
+            was_zero = self._node_mv[n] == 0.0
+            n_gpus, mem_cap = self._n_gpus[n], self._mem_cap[n]
+            v = (gs / n_gpus + ms / mem_cap) / 2.0
+            self._node_mv[n] = v
+            zero = v == 0.0
+            for g in gpus:
+                self._load_mv[g] = v
+            if zero != was_zero:
+                self._n_zero += 1 if zero else -1
+                for g in gpus:
+                    self._zero_mv[g] = zero
+            if busy and v <= 0.0:
+                odd.add(n)
+            else:
+                odd.discard(n)
+        self._dirty_load = set()
+
+    @cython.ccall
     def gpu_loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per GPU: its node's load (``loads()[node_of]``, the same floats)."""
         self.loads(view, alloc)
         assert self._gpu_load is not None
         return self._gpu_load
 
+    @cython.ccall
     def gpu_zero(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
         """Per GPU: its node's load is 0.0 (``gpu_loads() == 0.0``)."""
         self.loads(view, alloc)
         assert self._gpu_zero is not None
         return self._gpu_zero
 
+    @cython.ccall
     def zero_nodes(self) -> int:
         """How many nodes have load 0.0, as of the last :meth:`loads`."""
         return self._n_zero
 
+    @cython.ccall
     def zero_load_empty(self) -> bool:
         """Whether, as of the last :meth:`loads`, every node with residents has a positive load.
         Then a node of load ``<= 0.0`` is empty: its load is exactly 0.0 (the sums of nothing),
         no node's is lower, and its GPUs' allocations (``frac_used``) are 0.0."""
         return not self._odd
 
+    @cython.ccall
+    @cython.locals(k=cython.Py_ssize_t, g=cython.Py_ssize_t, a=cython.Py_ssize_t)
+    @cython.locals(b=cython.Py_ssize_t, i=cython.Py_ssize_t)
     def empty_runs(self, view: ClusterView) -> np.ndarray:
         """Per GPU: the empty GPUs of its node from it on without a gap (0: it is not empty)."""
         self._sync(view)
-        n_res = view.n_res
         runs = self._runs
         if runs is None:
             runs = self._runs = np.zeros(view.n_gpus, dtype=np.int64)
+            self._runs_mv = runs
             dirty: Iterable[int] = range(len(self._gpus))
         else:
             dirty = self._dirty_runs
+        self._arrays(view)
         spans = self._node_span
         for n in dirty:
             k = 0
-            if spans is not None:
+            if spans is not None:  # (its GPUs a range: ``a`` to ``b - 1``)
                 a, b = spans[n]
-                res = n_res[a:b].tolist()
-                for i in range(len(res) - 1, -1, -1):
-                    k = res[i] = k + 1 if res[i] == 0 else 0
-                runs[a:b] = res
+                for g in range(b - 1, a - 1, -1):
+                    k = k + 1 if self._nres_mv[g] == 0 else 0
+                    self._runs_mv[g] = k
                 continue
-            for g in reversed(self._gpus[n]):
-                k = k + 1 if n_res.item(g) == 0 else 0
-                runs[g] = k
+            gpus = self._gpus[n]
+            for i in range(len(gpus) - 1, -1, -1):
+                g = gpus[i]
+                k = k + 1 if self._nres_mv[g] == 0 else 0
+                self._runs_mv[g] = k
         self._dirty_runs = set()
         return runs
 
@@ -504,20 +565,30 @@ NO_USABLE = -1
 UNKNOWN = -2
 
 
+@cython.cclass
 class _Kept:
-    """Why a request has no candidate (:class:`NoCandidates`)."""
+    """Why a request has no candidate (:class:`NoCandidates`). Compiled, an extension type
+    (its GPU count, fraction and witness C values, its usable GPUs a typed memoryview read by
+    :func:`_kept_holds`); interpreted, a plain class."""
 
-    __slots__ = ("frac", "job_id", "n", "option", "usable", "witness_node")
+    job_id = cython.declare(object, visibility="public")
+    option = cython.declare(object, visibility="public")
+    n = cython.declare(cython.Py_ssize_t, visibility="public")
+    frac = cython.declare(cython.double, visibility="public")
+    usable = cython.declare(object, visibility="public")
+    witness_node = cython.declare(cython.Py_ssize_t, visibility="public")
+    #: ``usable`` as bytes (compiled: a typed memoryview; interpreted: the array).
+    _usable_mv = cython.declare(cython.const_uchar[:])
 
-    def __init__(
-        self, job: JobView, option: int, usable: np.ndarray | None, witness_node: int
-    ) -> None:
+    def __init__(self, job: Any, option: int, usable: np.ndarray | None, witness_node: int) -> None:
         #: A job with the request (its single-GPU legality is the request's) and its option
         #: (-1: none, so never a candidate).
         self.job_id, self.option = job.job_id, option
         self.n, self.frac = job.num_gpus, job.gpu_frac
         #: Per GPU: its type is in a usable plan.
         self.usable = usable
+        if usable is not None:
+            self._usable_mv = usable.view(np.uint8)
         #: -1: no usable GPU is legal with room. Else a gang's: no usable GPU with room is a
         #: legal one-node start, and this node holds one outside the usable plans.
         self.witness_node = witness_node
@@ -559,6 +630,7 @@ class NoCandidates:
         #: others are forgotten there (a request that left the window need not be checked).
         self._used = set()
 
+    @cython.locals(nodes=NodeState)
     def update(self, view: ClusterView, nodes: NodeState) -> None:
         """Forget the requests that may have a candidate in ``view``'s state (``nodes``: the
         caller's, which notes the GPUs changed since its last call) or were not asked about
@@ -571,10 +643,11 @@ class NoCandidates:
             self._kept = {
                 req: k
                 for req, k in self._kept.items()
-                if req in used and (not changed or self._holds(view, nodes, k, changed))
+                if req in used and (not changed or _kept_holds(view, nodes, k, changed))
             }
         self._used = set()
 
+    @cython.ccall
     def has(self, req: tuple[object, ...]) -> bool:
         """Whether request ``req`` is known to have no candidate (as of the last update)."""
         if req in self._kept:
@@ -604,32 +677,67 @@ class NoCandidates:
 
     @staticmethod
     def _holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
-        usable = k.usable
-        if usable is None:
-            return True
-        frac, n, witness = k.frac, k.n, k.witness_node
-        job_id, option = k.job_id, k.option
-        alloc = view.frac_used
-        # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
-        # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
-        if witness < 0:
-            gpus: Iterable[int] = changed
-        else:
-            touched = nodes.nodes_of(changed)
-            if witness in touched:
-                return False
-            runs = nodes.empty_runs(view)
-            gpus = [h for node in touched for h in nodes.node_gpus(node) if runs.item(h) >= n]
-        whole = frac >= 1.0
-        for g in gpus:  # none may be usable, with room (``_room``) and legal now
-            if not usable.item(g):
-                continue
-            a = alloc.item(g)
-            if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
-                job_id, g, option
-            ):
-                return False
+        """Whether what ``k`` says still holds after the GPUs ``changed`` changed
+        (:func:`_kept_holds`)."""
+        return _kept_holds(view, nodes, k, changed)  # type: ignore[no-any-return]
+
+
+@cython.cfunc
+@cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
+@cython.locals(frac=cython.double, a=cython.double, load=cython.double, whole=cython.bint)
+@cython.locals(best=cython.Py_ssize_t, best_load=cython.double, best_a=cython.double)
+def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, frac: float) -> int:
+    """``ReservePack._least_loaded`` of the GPUs ``lo .. hi - 1`` with room for ``frac``
+    (``_room``), -1 where none has, in one pass over ``nodes``' typed views (its loads up to
+    date for ``view``): the least node load, then the greatest allocation, then the lowest GPU
+    (``argmin``'s first least, then ``argmax``'s first greatest among the loads equal to it);
+    ``_least_loaded``'s zero-load shortcut (the first GPU of load 0.0, where every node of load
+    0.0 is empty) is the same GPU, its allocation being 0.0 as every other's of load 0.0."""
+    nodes._arrays(view)
+    whole = frac >= 1.0
+    best = -1
+    best_load = 0.0
+    best_a = 0.0
+    for g in range(lo, hi):
+        a = nodes._frac_mv[g]
+        if not (a == 0 if whole else a + frac <= 1.0 + 1e-9):
+            continue
+        load = nodes._load_mv[g]
+        if best < 0 or load < best_load or (load == best_load and a > best_a):
+            best, best_load, best_a = g, load, a
+    return best
+
+
+@cython.cfunc
+@cython.locals(nodes=NodeState, k=_Kept, g=cython.Py_ssize_t, h=cython.Py_ssize_t)
+@cython.locals(n=cython.Py_ssize_t, frac=cython.double, a=cython.double, whole=cython.bint)
+def _kept_holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
+    """:meth:`NoCandidates._holds`'s body, C-callable (from :meth:`NoCandidates.update`): the
+    allocations (``frac_used``) and empty runs read through ``nodes``' typed views."""
+    if k.usable is None:
         return True
+    frac, n = k.frac, k.n
+    nodes._arrays(view)  # (``_frac_mv``: ``view.frac_used``)
+    # The GPUs to look at: the changed ones (no usable GPU legal with room), or every GPU
+    # of a touched node that starts a run of ``n`` empty ones (no usable one-node start).
+    if k.witness_node < 0:
+        gpus: Iterable[int] = changed
+    else:
+        touched = nodes.nodes_of(changed)
+        if k.witness_node in touched:
+            return False
+        nodes.empty_runs(view)  # (``_runs_mv``, brought up to date)
+        gpus = [h for node in touched for h in nodes._gpus[node] if nodes._runs_mv[h] >= n]
+    whole = frac >= 1.0
+    for g in gpus:  # none may be usable, with room (``_room``) and legal now
+        if not k._usable_mv[g]:
+            continue
+        a = nodes._frac_mv[g]
+        if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
+            k.job_id, g, k.option
+        ):
+            return False
+    return True
 
 
 #: How many GPUs of load 0.0 ``ReservePack._single_pick`` tests one by one in a span before it
@@ -703,10 +811,90 @@ def pai_candidate_gpus(
     return starts, o
 
 
-#: A queued job's (high-GPU, GPU types in the order tried, view as first seen, the ids of its
-#: request (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read
-#: once (a job's request never changes).
-_PlanInfo = tuple[bool, tuple[str, ...], JobView, int, int, int]
+@cython.cclass
+class PaiRequest:
+    """An offline job's request as ``reserve_pack`` reads it (the :class:`JobView` fields of
+    that name, from ``ClusterView.request``: no view built per new job). Interpreted, a plain
+    class; compiled, an extension type (its fields C struct slots)."""
+
+    job_id = cython.declare(object, visibility="public")
+    num_gpus = cython.declare(object, visibility="public")
+    gpu_frac = cython.declare(object, visibility="public")
+    mem_gb = cython.declare(object, visibility="public")
+    gpu_types = cython.declare(tuple, visibility="public")
+    model = cython.declare(object, visibility="public")
+    #: An online service's request is its :class:`JobView` (its plans read its profile).
+    online = cython.declare(object, visibility="public")
+    service = cython.declare(object, visibility="public")
+
+    def __init__(
+        self,
+        job_id: int,
+        num_gpus: int,
+        gpu_frac: float,
+        mem_gb: float,
+        gpu_types: tuple[str, ...],
+        model: str,
+    ) -> None:
+        self.job_id, self.num_gpus, self.gpu_frac = job_id, num_gpus, gpu_frac
+        self.mem_gb, self.gpu_types, self.model = mem_gb, gpu_types, model
+        self.online = False
+        self.service = None
+
+
+#: A queued job's (high-GPU, GPU types in the order tried, its request (a :class:`PaiRequest`,
+#: or an online service's view as first seen), the ids of its request
+#: (``ReservePack._request_ids``: what the room test reads, and all of it), GPUs), read once (a
+#: job's request never changes).
+_PlanInfo = tuple[bool, tuple[str, ...], Any, int, int, int]
+
+
+@cython.ccall
+@cython.returns(cython.double)
+@cython.locals(a=cython.double, b=cython.double, mod=cython.double, div=cython.double)
+@cython.locals(q=cython.double)
+def _floordiv(a: float, b: float) -> float:
+    """Python's ``a // b`` of two floats (``b`` not 0). Compiled, C doubles through CPython's
+    own steps (``Objects/floatobject.c``, ``_float_div_mod``: ``fmod``, the quotient snapped to
+    the nearest integer), not Cython's ``floor(a / b)``, which differs (``7.0 // 0.1`` is
+    69.0, ``floor(7.0 / 0.1)`` 70.0); interpreted, ``a // b`` itself."""
+    if not cython.compiled:
+        return a // b
+    mod = fmod(a, b)
+    div = (a - mod) / b
+    if mod and (b < 0) != (mod < 0):
+        div -= 1.0
+    if div:
+        q = floor(div)
+        if div - q > 0.5:
+            q += 1.0
+        return q
+    return copysign(0.0, a / b)
+
+
+@cython.ccall
+@cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t, k=cython.Py_ssize_t)
+@cython.locals(t=cython.double, q=cython.double)
+def _usable_counts(waits: list, n_plans: list, timeout: float) -> list:  # type: ignore[type-arg]
+    """Per job: how many of its ``n_plans`` plans it may use after waiting ``waits``
+    (``min(1 + int(w // timeout), n)``, all of them without a timeout: ``min(99, n)``), the
+    Python expression's values (``_floordiv``; the quotient compared as a double before it is
+    made an int, so no cast overflows)."""
+    out = []
+    t = timeout
+    for i in range(len(waits)):
+        m = n_plans[i]
+        if t > 0:
+            q = _floordiv(waits[i], t)
+            if q >= m - 1:
+                out.append(m)
+            else:
+                k = int(q)  # (compiled, a C cast: ``q`` is integral and small)
+                out.append(1 + k)
+        else:
+            out.append(min(99, m))
+    return out
+
 
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
@@ -785,6 +973,9 @@ class ReservePack(HeuristicPolicy):
         #: (plans, usable plans) -> :meth:`_ranks`; cleared per fleet.
         self._rank_memo: dict[tuple[tuple[str, ...], int], tuple[np.ndarray, list[int], np.ndarray]]
         self._rank_memo = {}
+        #: (room id (``_request_ids``), usable plans) -> :meth:`_ranks` of its plans (a room id
+        #: names its plans), read in :meth:`decide` without the call; cleared per fleet.
+        self._rank_of: dict[tuple[int, int], tuple[np.ndarray, list[int], np.ndarray]] = {}
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, _PlanInfo] = {}
@@ -831,7 +1022,7 @@ class ReservePack(HeuristicPolicy):
             self._order = sorted(types, key=lambda t: _capability(types[t][0]))
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
-            self._high, self._rank_memo, self._info_episode = {}, {}, None
+            self._high, self._rank_memo, self._rank_of, self._info_episode = {}, {}, {}, None
         return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
@@ -880,6 +1071,7 @@ class ReservePack(HeuristicPolicy):
             return fits + [t for t in order[::-1] if t not in fits]
         return order[::-1] if self.high_gpu(view, job) else list(order)
 
+    @cython.locals(alloc=Allocation, kept=NoCandidates)
     def decide(self, view: ClusterView) -> Decision | None:
         # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
         # job's view built only when it may have a candidate (a long queue has thousands).
@@ -899,25 +1091,23 @@ class ReservePack(HeuristicPolicy):
                 k for k, i in enumerate(info) if not i[0]
             ]
             self._ids_memo = (view.episode, tids, info, n_plans, ordered)
-        waits = view.queued_wait_s(ids)
-        timeout = self.plan_timeout_s
-        usables = [
-            min(1 + int(w // timeout) if timeout > 0 else 99, n)
-            for w, n in zip(waits, n_plans, strict=True)
-        ]
+        usables = _usable_counts(view.queued_wait_s(ids), n_plans, self.plan_timeout_s)
         # A decision is a function of the cluster's state (``view.version``), the decidable
         # jobs and how many plans each may use: when none of them changed since a decision that
         # found nothing (time passed, no plan opened), it finds nothing again.
         none_key = (view.episode, view.version, tids, tuple(usables))
         if none_key == self._none_key:
             return None
-        self._fleet_types(view)  # (for ``_ranks``)
+        if self._fleet_key is not view.gpu_types:  # (``_fleet_types``' test, without its call)
+            self._fleet_types(view)  # (for ``_ranks`` and ``_rank_of``)
+        rank_of = self._rank_of
         alloc = Allocation(view)
         alloc.node_state = self._nodes
         # (requests found without a candidate at an earlier decision and none since)
         keep_no_cand = self._keep_no_cand
+        kept = self._no_cand
         if keep_no_cand:
-            self._no_cand.update(view, self._nodes)
+            kept.update(view, self._nodes)
         # (keyed by the request's ids and the usable plan count: two ints hash fast)
         no_room: set[tuple[int, int]] = set()
         #: requests found without a candidate in this decision (a function of the request,
@@ -931,9 +1121,12 @@ class ReservePack(HeuristicPolicy):
             if key in no_room:
                 continue
             req = (req_id, usable)
-            if keep_no_cand and self._no_cand.has(req):
+            if keep_no_cand and kept.has(req):
                 continue
-            gpu_rank, usable_types, gpu_ok = self._ranks(view, plans, usable)
+            ranks = rank_of.get(key)
+            if ranks is None:
+                ranks = rank_of[key] = self._ranks(view, plans, usable)
+            gpu_rank, usable_types, gpu_ok = ranks
             # No GPU of a usable plan with the memory and the allocation room: no candidate
             # there (the legality mask is not needed to know), nor for any job asking the same.
             if not alloc.room(usable_types, job):
@@ -948,7 +1141,7 @@ class ReservePack(HeuristicPolicy):
                     return Decision(job.job_id, g, o)
                 no_cand.add(req)
                 if keep_no_cand:
-                    self._no_cand.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
+                    kept.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
                 continue
             if spans is not None and alloc.contiguous:
                 g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
@@ -958,7 +1151,7 @@ class ReservePack(HeuristicPolicy):
             if not gpus.size:
                 no_cand.add(req)
                 if keep_no_cand:
-                    self._no_cand.keep(req, job, alloc, gpu_ok, o, why)
+                    kept.keep(req, job, alloc, gpu_ok, o, why)
                 continue
             return Decision(job.job_id, self._pick(view, alloc, gpus, plans[:usable], gpu_rank), o)
         self._none_key = none_key
@@ -1053,16 +1246,20 @@ class ReservePack(HeuristicPolicy):
             # The candidates are the span's GPUs with room that are legal: the least (node
             # load, -allocation, gpu) of those with room, if legal, is their pick; else (or
             # none with room: no candidate) the legality column lists them.
-            fits = _room(gpu[lo:hi], frac)
-            room = fits.nonzero()[0]  # (``flatnonzero`` of a 1-D array)
-            if not room.size:
-                continue
-            g = self._least_loaded(view, alloc, room + lo)
+            if cython.compiled:  # (one pass over the span in C, no arrays made)
+                g = _span_least_loaded(view, nodes, lo, hi, frac)
+                if g < 0:
+                    continue
+            else:
+                room = _room(gpu[lo:hi], frac).nonzero()[0]  # (``flatnonzero``, 1-D)
+                if not room.size:
+                    continue
+                g = self._least_loaded(view, alloc, room + lo)
             if view.legal(job.job_id, g, o):
                 return g, o
             if legal is None:
                 legal = view.mask_column(job.job_id, o)
-            sel = (legal[lo:hi] & fits).nonzero()[0]
+            sel = (legal[lo:hi] & _room(gpu[lo:hi], frac)).nonzero()[0]
             if sel.size:
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
@@ -1150,14 +1347,22 @@ class ReservePack(HeuristicPolicy):
             self._info_episode, self._info = view.episode, {}
         hit = self._info.get(job_id)
         if hit is None:
-            job = view.job(job_id)
-            high = self.high_gpu(view, job)
-            online = job.online
+            online, model, n, frac, mem, gpu_types = view.request(job_id)
+            job: Any = (
+                view.job(job_id)  # (a service's plans read its profile: ``est_duty``)
+                if online
+                else PaiRequest(job_id, n, frac, mem, gpu_types, model)
+            )
+            # (``high_gpu``'s memo read here, its key from the request's fields)
+            if self._fleet_key is not view.gpu_types:
+                self._fleet_types(view)
+            high = self._high.get((online, gpu_types, model, n, frac))
+            if high is None:
+                high = self.high_gpu(view, job)
             plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
-            mem, frac, n = job.mem_gb, job.gpu_frac, job.num_gpus
             ids = self._request_ids
             room = ids.setdefault((plans, mem, frac), len(ids))
-            req = ids.setdefault((plans, mem, frac, n, job.gpu_types, online), len(ids))
+            req = ids.setdefault((plans, mem, frac, n, gpu_types, online), len(ids))
             hit = self._info[job_id] = (high, plans, job, room, req, n)
         return hit
 

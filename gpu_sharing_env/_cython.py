@@ -45,6 +45,10 @@ long = _CType("long", builtins.int)
 longlong = _CType("longlong", builtins.int)
 Py_ssize_t = _CType("Py_ssize_t", builtins.int)
 uchar = _CType("uchar", builtins.int)
+# ``const`` element types of typed memoryviews of read-only arrays (``cython.const_double[:]``)
+const_double = _CType("const double", builtins.float)
+const_longlong = _CType("const longlong", builtins.int)
+const_uchar = _CType("const uchar", builtins.int)
 
 
 def _identity(f: Any) -> Any:

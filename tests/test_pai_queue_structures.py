@@ -11,6 +11,7 @@ decision."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,6 +30,8 @@ from gpu_sharing_gym.baselines.pai import (
     NodeState,
     ReservePack,
     SjfPredicted,
+    _floordiv,
+    _usable_counts,
     first_fit_options,
     lexmin,
     pai_column,
@@ -594,3 +597,35 @@ def test_reserve_pack_request_ids_name_the_request(case: str) -> None:
     keys = list(full)
     for i in (0, 1, 2, 3, 4, 5):
         assert len({k[i] for k in keys}) > 1, i
+
+
+def _float_bits(x: float) -> tuple[float, float]:
+    """A float with its sign (``0.0 == -0.0``, their signs differ)."""
+    return x, math.copysign(1.0, x)
+
+
+def test_usable_counts_are_the_python_expression() -> None:
+    """``_usable_counts`` (compiled: C doubles through CPython's own float floor division,
+    ``_floordiv``) gives ``min(1 + int(w // timeout), n)``, ``min(99, n)`` without a timeout,
+    on edge and random waits and timeouts: among them waits whose quotient C's
+    ``floor(w / timeout)`` rounds up (``7.0 // 0.1`` is 69.0, ``floor(7.0 / 0.1)`` 70.0)."""
+    rng = np.random.default_rng(51)
+    waits = [7.0, 0.0, -0.0, 1e-320, 599.9999999999999, 600.0, 1e300, 0.30000000000000004]
+    waits += [float(k) for k in range(400)] + [k * 0.1 for k in range(400)]
+    waits += rng.uniform(0.0, 1e5, 2000).tolist() + (rng.integers(0, 60, 2000) * 300.0).tolist()
+    timeouts = [300.0, 0.1, 0.3, 0.7, 7.0, 1e-3, math.inf, 0.0, -1.0]
+    timeouts += rng.uniform(1e-3, 1e4, 8).tolist()
+    up = 0  # (cases where ``floor(w / timeout)`` is not ``w // timeout``)
+    for timeout in timeouts:
+        n_plans = rng.integers(1, 9, len(waits)).tolist()
+        want = [
+            min(1 + int(w // timeout) if timeout > 0 else 99, n)
+            for w, n in zip(waits, n_plans, strict=True)
+        ]
+        got = _usable_counts(waits, n_plans, timeout)
+        assert got == want and all(type(x) is int for x in got), timeout
+        if timeout > 0:
+            for w in waits:
+                assert _float_bits(_floordiv(w, timeout)) == _float_bits(w // timeout)
+                up += math.floor(w / timeout) != w // timeout
+    assert up > 10, up

@@ -3,6 +3,7 @@ fields written through the slots' descriptors): the same views as ``JobView(**fi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import fields
 from typing import Any
 
@@ -59,13 +60,13 @@ def same_fields(a: JobView, b: JobView) -> bool:
     return True
 
 
-def views_checked(sim: Simulator, steps: int) -> int:
-    """Run ``first_fit`` for ``steps`` decisions, comparing every job's view (queued, running,
-    done, online) with :func:`reference_view` at each; returns the views compared."""
+def first_fit_views(sim: Simulator, steps: int, scope: str = "window") -> Iterator[ClusterView]:
+    """Run ``first_fit`` for up to ``steps`` steps in decision scope ``scope``, yielding the
+    view of each decision before the policy decides on it."""
     policy = make_policy("first_fit")
     sim.reset(0)
+    sim.set_decision_scope(scope)
     policy.reset(0)
-    n = 0
     for _ in range(steps):
         if sim.done:
             break
@@ -73,17 +74,25 @@ def views_checked(sim: Simulator, steps: int) -> int:
             sim.advance()
             continue
         view = ClusterView(sim)
+        yield view
+        d = policy.decide(view)
+        if d is None:
+            sim.advance()
+        else:
+            sim.apply(d)
+
+
+def views_checked(sim: Simulator, steps: int) -> int:
+    """Run ``first_fit`` for ``steps`` decisions, comparing every job's view (queued, running,
+    done, online) with :func:`reference_view` at each; returns the views compared."""
+    n = 0
+    for view in first_fit_views(sim, steps):
         for jid in sim.jobs:
             got = view.job(jid)
             assert type(got) is JobView
             assert same_fields(got, reference_view(sim, jid)), jid
             assert got == reference_view(sim, jid)
             n += 1
-        d = policy.decide(view)
-        if d is None:
-            sim.advance()
-        else:
-            sim.apply(d)
     return n
 
 

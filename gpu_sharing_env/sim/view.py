@@ -29,7 +29,19 @@ from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
+try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:  # pragma: no cover
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+    from cython.cimports.gpu_sharing_env.sim.state import JobState
+else:
+    from gpu_sharing_env.sim.state import JobState
+
 E = TypeVar("E")
+
+_ONLINE = JobKind.ONLINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +133,10 @@ def episode_token(sim: Simulator) -> object:
 
 def decidable_ids(sim: Simulator) -> list[int]:
     """``ClusterView(sim).decidable_ids()`` without the view: the job ids a decision may place
-    now, in queue order (the window, or the whole queue under ``decision_scope="queue"``)."""
-    n = sim.window if sim.decision_scope != "queue" else len(sim.queue)
-    return [jid for _, jid in sim.queue[:n]]
+    now, in queue order (the window, or the whole queue under ``decision_scope="queue"``):
+    the simulator's queue's ``head`` (without ``Simulator.queue``'s and ``decision_scope``'s
+    property calls)."""
+    return sim.waiting.head()
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -192,97 +205,103 @@ class _Fixed:
         )  # fmt: skip
 
 
-def _fixed(name: str) -> Any:
+def _shared(name: str) -> Any:
     """A read-only ``ClusterView`` attribute read from its episode's :class:`_Fixed` part."""
     return property(attrgetter(f"_fixed.{name}"))
 
 
+@cython.cclass
 class ClusterView:
     """A read-only snapshot of the simulator for policies (valid until the next step).
 
     What does not change within an episode (the fleet's facts, the episode's identity) is
     read from one part every view of the episode shares (built once per episode, not per
-    snapshot); the rest is the snapshot's own (slots: a view is built at every decision)."""
+    snapshot); the rest is the snapshot's own (fields: a view is built at every decision). The
+    shared facts that policies read at most decisions (the episode, each GPU's type, type
+    name and node) are copied into the view's own fields when it is built: a field is read
+    without the shared part's property call."""
 
-    __slots__ = (
-        "_fixed",
-        "_masks",
-        "_sim",
-        "_window",
-        "codec",
-        "frac_used",
-        "healthy",
-        "mem_used_gb",
-        "mode",
-        "n_res",
-        "now_s",
-        "online_count",
-        "ready",
-        "sm_used_pct",
-        "util",
-        "version",
-    )
+    # Compiled, an extension type: its fields C struct slots (a view is built at every
+    # decision: its fields written without a Python attribute call each), public (policies
+    # read them); interpreted, a plain class. Fields annotated with a type Cython knows
+    # (``int``, ``float``, ``tuple``) would be typed by it, so those are left unannotated.
+    _fixed = cython.declare(object, visibility="public")
+    #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
+    _masks = cython.declare(object, visibility="public")
+    _sim = cython.declare(object, visibility="public")
+    #: (the key it was built for, :attr:`window`'s views), or None.
+    _window = cython.declare(object, visibility="public")
+    codec = cython.declare(object, visibility="public")
+    #: The simulated time of the snapshot (s).
+    now_s = cython.declare(object, visibility="public")
+    #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
+    #: readiness change (equal within one simulator: the same GPU state).
+    version = cython.declare(object, visibility="public")
 
     #: The number of GPUs.
-    n_gpus: int = _fixed("n_gpus")
+    n_gpus = _shared("n_gpus")
     #: The placement options (an action's option index points here).
-    options: tuple[PlacementOption, ...] = _fixed("options")
-    #: Each GPU's type.
-    gpu_types: tuple[GpuType, ...] = _fixed("gpu_types")
-    #: Each GPU's type name.
-    type_name: tuple[str, ...] = _fixed("type_name")
+    options = _shared("options")
+    #: Each GPU's type (the shared part's).
+    gpu_types = cython.declare(object, visibility="public")
+    #: Each GPU's type name (the shared part's).
+    type_name = cython.declare(object, visibility="public")
     #: The fleet's GPU type names (sorted) and each GPU's index into them (static).
-    type_names: tuple[str, ...] = _fixed("type_names")
-    type_idx: np.ndarray = _fixed("type_idx")
-    #: Each GPU's node.
-    node_of: np.ndarray = _fixed("node_of")
+    type_names = _shared("type_names")
+    type_idx: np.ndarray = _shared("type_idx")
+    #: Each GPU's node (the shared part's).
+    node_of: np.ndarray = cython.declare(object, visibility="public")
     #: Each GPU's memory (GB).
-    mem_cap_gb: np.ndarray = _fixed("mem_cap_gb")
+    mem_cap_gb: np.ndarray = _shared("mem_cap_gb")
     #: The most residents a GPU may host (``SharingConfig.max_residents``).
-    max_residents: int = _fixed("max_residents")
+    max_residents = _shared("max_residents")
     #: The SLO attainment a policy must reach to rank by JCT (``ScenarioConfig.slo_target``).
-    slo_target: float = _fixed("slo_target")
+    slo_target = _shared("slo_target")
     #: Identifies the simulator's episode (compare with ``is``): a new object at every reset
     #: and in every copy of the simulator. Facts about a job that never change (its model,
-    #: its request) may be cached under it.
-    episode: object = _fixed("episode")
+    #: its request) may be cached under it. (The shared part's.)
+    episode = cython.declare(object, visibility="public")
     #: Identifies the simulator object (``Simulator.uid``: never reused): the same across its
     #: episodes (an encoder built for it may be reused after its ``reset``).
-    simulator_id: int = _fixed("simulator_id")
+    simulator_id = _shared("simulator_id")
 
     # The snapshot's own: read-only views of the state arrays (the episode's, updated in
     # place: see ``_Fixed``), per GPU.
     #: Its sharing mode (a ``SharingMode`` value; ``MODE_NONE`` while it has none).
-    mode: np.ndarray
+    mode: np.ndarray = cython.declare(object, visibility="public")
     #: Its number of residents.
-    n_res: np.ndarray
+    n_res: np.ndarray = cython.declare(object, visibility="public")
     #: Declared GPU memory in use per GPU (what a scheduler's accounting sees).
-    mem_used_gb: np.ndarray
+    mem_used_gb: np.ndarray = cython.declare(object, visibility="public")
     #: Sum of the residents' requested GPU fractions (``JobView.gpu_frac``) per GPU.
-    frac_used: np.ndarray
+    frac_used: np.ndarray = cython.declare(object, visibility="public")
     #: The SM percentage its residents' MPS placements take.
-    sm_used_pct: np.ndarray
+    sm_used_pct: np.ndarray = cython.declare(object, visibility="public")
     #: Its number of online residents.
-    online_count: np.ndarray
+    online_count: np.ndarray = cython.declare(object, visibility="public")
     #: Whether SysMonitor lets new offline work on it.
-    healthy: np.ndarray
+    healthy: np.ndarray = cython.declare(object, visibility="public")
     #: Whether it is ready (False while its mode or MIG layout is being set up).
-    ready: np.ndarray
+    ready: np.ndarray = cython.declare(object, visibility="public")
     #: Observed GPU utilisation per GPU (nvidia-smi style).
-    util: np.ndarray
+    util: np.ndarray = cython.declare(object, visibility="public")
 
     def __init__(self, sim: Simulator, codec: ActionCodec | None = None) -> None:
         self._sim = sim
         self.codec = codec
         #: job id -> (cluster version, read-only mask): policies ask for a mask per GPU.
-        self._masks: dict[int, tuple[int, np.ndarray]] = {}
-        self._window: tuple[tuple[int, int, int], list[JobView]] | None = None
+        self._masks = {}
+        self._window = None
         self.now_s = sim.now
         cache: dict[Any, Any] = sim.table.view_cache
         fixed = cache.get(_FIXED_KEY)
         if fixed is None:
             fixed = cache[_FIXED_KEY] = _Fixed(sim)
-        self._fixed: _Fixed = fixed
+        self._fixed = fixed
+        self.episode = fixed.episode
+        self.gpu_types = fixed.gpu_types
+        self.type_name = fixed.type_name
+        self.node_of = fixed.node_of
         (
             self.mode,
             self.n_res,
@@ -294,8 +313,6 @@ class ClusterView:
             self.ready,
             self.util,
         ) = fixed.arrays
-        #: The cluster's state counter: it changes whenever a GPU's residents, mode, health or
-        #: readiness change (equal within one simulator: the same GPU state).
         self.version = sim.cluster.version
 
     def job(self, job_id: int) -> JobView:
@@ -385,10 +402,24 @@ class ClusterView:
         """The job ids of :attr:`decidable`, in queue order (no JobViews built)."""
         return decidable_ids(self._sim)
 
+    @cython.locals(now=cython.double, st=JobState)
     def queued_wait_s(self, ids: Sequence[int]) -> list[float]:
         """``JobView.wait_s`` of queued jobs ``ids``, without building views."""
-        jobs, now = self._sim.jobs, self.now_s
-        return [now - jobs[i].ledger.enqueue_t for i in ids]
+        jobs = self._sim.table.jobs  # (``Simulator.jobs`` without the property's call)
+        now = self.now_s
+        out = []
+        for i in ids:
+            st = jobs[i]
+            out.append(now - st.ledger.enqueue_t)  # (the same double subtraction)
+        return out
+
+    def request(self, job_id: int) -> tuple[bool, str, int, float, float, tuple[str, ...]]:
+        """Job ``job_id``'s request as its :class:`JobView` gives it, without building the
+        view: ``(online, model, num_gpus, gpu_frac, mem_gb, gpu_types)`` (fields that never
+        change while the job lives; a policy reading only these of each new job, as
+        ``reserve_pack`` does, skips :meth:`job`'s build)."""
+        s = self._sim.table.jobs[job_id].spec
+        return s.kind is _ONLINE, s.model, s.num_gpus, s.gpu_frac, s.mem_gb, s.gpu_types
 
     def est_remaining_s(self, ids: Sequence[int]) -> np.ndarray:
         """``JobView.est_remaining_s`` of jobs ``ids``, without building views."""
