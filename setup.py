@@ -84,7 +84,10 @@ def extensions() -> list:
             "binding": True,
             # Typing is explicit (cython.locals, .pxd): ``x: float`` stays a Python object.
             "annotation_typing": False,
-            # Python semantics: ZeroDivisionError, floor division and modulo as in Python.
+            # Python semantics for ZeroDivisionError, integer floor division and modulo. Not for
+            # C doubles' ``//``: Cython compiles it to ``floor(a / b)`` (``7.0 // 0.1`` is 70.0,
+            # Python's 69.0), so no compiled module floor-divides typed doubles
+            # (``baselines/pai.py``'s ``_floordiv`` is CPython's algorithm where one must).
             "cdivision": False,
         },
         quiet=True,
