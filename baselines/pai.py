@@ -120,6 +120,18 @@ def _fleet_static(view: ClusterView) -> _FleetStatic:
     return hit[1]
 
 
+@cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)  # (raises nothing)
+@cython.locals(a=cython.double, frac=cython.double)
+@cython.returns(cython.bint)
+def _has_room(a: float, frac: float) -> bool:
+    """:func:`_room` of one GPU's allocation ``a`` (a fraction below 1.0 fits on top of it
+    within 1e-9; a whole GPU needs it empty), C-callable: the test the typed loops below
+    (:meth:`Allocation.room`, :func:`_span_least_loaded`, :func:`_kept_holds`) ask per GPU."""
+    return a + frac <= 1.0 + 1e-9 if frac < 1.0 else a == 0
+
+
 @cython.cclass
 class Allocation:
     """PAI's allocation accounting of one snapshot: requested GPU fractions per GPU and the
@@ -217,10 +229,8 @@ class Allocation:
         # (Allocations are sums of positive fractions: some GPU has none iff the least is 0;
         # adding ``frac`` is monotonic in floats, so the least fits iff some GPU does.)
         least, cap, mem, frac = self._type_min, self._type_mem, job.mem_gb, job.gpu_frac
-        for t in types:
-            if mem <= cap[t] + 1e-3 and (
-                least[t] + frac <= 1.0 + 1e-9 if frac < 1.0 else least[t] == 0
-            ):
+        for t in types:  # noqa: SIM110  (a loop: compiled, no generator made a call)
+            if mem <= cap[t] + 1e-3 and _has_room(least[t], frac):
                 return True
         return False
 
@@ -684,7 +694,7 @@ class NoCandidates:
 
 @cython.cfunc
 @cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
-@cython.locals(frac=cython.double, a=cython.double, load=cython.double, whole=cython.bint)
+@cython.locals(frac=cython.double, a=cython.double, load=cython.double)
 @cython.locals(best=cython.Py_ssize_t, best_load=cython.double, best_a=cython.double)
 def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, frac: float) -> int:
     """``ReservePack._least_loaded`` of the GPUs ``lo .. hi - 1`` with room for ``frac``
@@ -694,13 +704,12 @@ def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, fr
     ``_least_loaded``'s zero-load shortcut (the first GPU of load 0.0, where every node of load
     0.0 is empty) is the same GPU, its allocation being 0.0 as every other's of load 0.0."""
     nodes._arrays(view)
-    whole = frac >= 1.0
     best = -1
     best_load = 0.0
     best_a = 0.0
     for g in range(lo, hi):
         a = nodes._frac_mv[g]
-        if not (a == 0 if whole else a + frac <= 1.0 + 1e-9):
+        if not _has_room(a, frac):
             continue
         load = nodes._load_mv[g]
         if best < 0 or load < best_load or (load == best_load and a > best_a):
@@ -710,7 +719,7 @@ def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, fr
 
 @cython.cfunc
 @cython.locals(nodes=NodeState, k=_Kept, g=cython.Py_ssize_t, h=cython.Py_ssize_t)
-@cython.locals(n=cython.Py_ssize_t, frac=cython.double, a=cython.double, whole=cython.bint)
+@cython.locals(n=cython.Py_ssize_t, frac=cython.double, a=cython.double)
 def _kept_holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]) -> bool:
     """:meth:`NoCandidates._holds`'s body, C-callable (from :meth:`NoCandidates.update`): the
     allocations (``frac_used``) and empty runs read through ``nodes``' typed views."""
@@ -728,14 +737,11 @@ def _kept_holds(view: ClusterView, nodes: NodeState, k: _Kept, changed: set[int]
             return False
         nodes.empty_runs(view)  # (``_runs_mv``, brought up to date)
         gpus = [h for node in touched for h in nodes._gpus[node] if nodes._runs_mv[h] >= n]
-    whole = frac >= 1.0
     for g in gpus:  # none may be usable, with room (``_room``) and legal now
         if not k._usable_mv[g]:
             continue
         a = nodes._frac_mv[g]
-        if (a == 0 if whole else a + frac <= 1.0 + 1e-9) and view.single_legal(
-            k.job_id, g, k.option
-        ):
+        if _has_room(a, frac) and view.single_legal(k.job_id, g, k.option):
             return False
     return True
 
