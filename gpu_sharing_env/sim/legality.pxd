@@ -40,3 +40,7 @@ cdef class Legality:
 cdef void _empty_rows(unsigned char[:, :] out, long long[:] idx, _SV v, _JV jv, bint online,
                       double mem, long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                       Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0, Py_ssize_t n_mig)
+
+# The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
+@cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
+cdef object _empty_ready(_SV v)

@@ -88,6 +88,27 @@ def _empty_rows(
                 out[g, mig0 + k] = mb & ((mbits & jv.bits[k, g]) != 0)
 
 
+@cython.boundscheck(False)  # (every index is in range by construction)
+@cython.wraparound(False)
+def _empty_ready(v: Any) -> np.ndarray:
+    """``np.flatnonzero((n_res == 0) & ready)`` of the cluster's typed views of its state
+    (``v``), in one counting pass and one filling pass (compiled only: no temporary arrays);
+    ascending, int64. Declared in ``legality.pxd``; ``Legality.empty_ready`` calls it."""
+    n = v.n_res.shape[0]
+    k = 0
+    for g in range(n):
+        if v.n_res[g] == 0 and v.ready[g]:
+            k += 1
+    idx = np.empty(k, dtype=np.int64)
+    out: Any = idx
+    k = 0
+    for g in range(n):
+        if v.n_res[g] == 0 and v.ready[g]:
+            out[k] = g
+            k += 1
+    return idx
+
+
 def check_batch(st: JobState, batch_size: int) -> str | None:
     """Why a decision may not give ``st`` batch size ``batch_size`` (non-zero), or None."""
     if not st.spec.online:
@@ -271,7 +292,10 @@ class Legality:
             self._mig_version = c.version
         idx = self._mig_empty
         if idx is None:
-            idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
+            if cython.compiled:  # (the same indices from the typed views: ``_empty_ready``)
+                idx = self._mig_empty = _empty_ready(c.state_views())
+            else:
+                idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
         return idx
 
     # ------------------------------------------------------------------ decisions
