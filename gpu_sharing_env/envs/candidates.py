@@ -252,6 +252,27 @@ _HOLD_ROW = _hold_row()[0].astype(np.float32)
 _GroupCols = tuple[float, float, float, float]
 
 
+def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
+    """What a job's row reads from its spec alone (frozen: the same for every build of the
+    episode): the spec, the ``num_gpus``, ``gpu_frac``, ``mem_gb`` and ``cpu_cores`` cells, the
+    estimate ``est_work_s`` and its cell, the ``priority`` cell, the group, the model and
+    whether it is a gang (``CandidateBuilder._assemble`` writes them)."""
+    x = spec.est_work_s
+    return (
+        spec,
+        math.log2(max(1, spec.num_gpus)) / 6.0,
+        spec.gpu_frac,
+        spec.mem_gb / 80.0,
+        spec.cpu_cores / 64.0,
+        x,
+        _log_s(x),
+        min(spec.priority, 10) / 10.0,
+        spec.group,
+        spec.model,
+        spec.num_gpus > 1,
+    )
+
+
 def _group_cols(
     sim: Simulator,
     spec: JobSpec,
@@ -573,6 +594,9 @@ class CandidateBuilder:
         #: Per group, the predictor's last answer and its columns (``_group_cols``), for the
         #: episode (the token of ``_groups``).
         self._known: dict[str, tuple[GroupStats, _GroupCols]] = {}
+        #: Per job id, its spec and the row cells that depend on the spec alone
+        #: (``_spec_cols``), for the episode (the token of ``_groups``).
+        self._fixed: dict[int, tuple[Any, ...]] = {}
         #: Typed views of the arrays the GPUs' cells are read from, while they are the same.
         self._gpu_views: _GpuViews | None = None
         #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
@@ -798,6 +822,7 @@ class CandidateBuilder:
             return last[3]
         if last is None or last[0] is not episode:
             self._known = {}
+            self._fixed = {}
         memo: dict[str, _GroupCols] = {}
         self._groups = (episode, sim.n_events, sim.now, memo)
         return memo
@@ -866,28 +891,34 @@ class CandidateBuilder:
         specs: list[JobSpec] = []
         owners: list[tuple[int, list[int]]] = []
         gangs: list[int] = []
+        fixed = self._fixed
         for b in range(n):
             jid = blocks[b][0]
             st = jobs[jid]
             spec = st.spec
             specs.append(spec)
+            # the columns that depend on the job's spec alone (frozen), computed at its first
+            # build of the episode (``_spec_cols``)
+            hit = fixed.get(jid)
+            if hit is None or hit[0] is not spec:
+                hit = fixed[jid] = _spec_cols(spec)
+            _, c1, c2, c3, c4, x, c5, c9, group, model, gang = hit
             ji[b, 0] = jid
             ji[b, 1] = -1
-            ji[b, 2] = row_of.get(spec.model, -1)
+            ji[b, 2] = row_of.get(model, -1)
             if ji[b, 2] < 0:
                 unseen = True
             jr[b, 0] = 1.0 if st.online else 0.0
-            jr[b, 1] = math.log2(max(1, spec.num_gpus)) / 6.0
-            jr[b, 2] = spec.gpu_frac
-            jr[b, 3] = spec.mem_gb / 80.0
-            jr[b, 4] = spec.cpu_cores / 64.0
-            x = spec.est_work_s
-            jr[b, 5] = _log_s(x)
+            jr[b, 1] = c1
+            jr[b, 2] = c2
+            jr[b, 3] = c3
+            jr[b, 4] = c4
+            jr[b, 5] = c5
             jr[b, 6] = _log_s(max(0.0, x - st.work_done))
             jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is Status.QUEUED else 0.0)
             jr[b, 8] = min(st.ledger.attempts, 10) / 10.0
-            jr[b, 9] = min(spec.priority, 10) / 10.0
-            cols = groups.get(spec.group)  # (``_group_cols``' own first look, without a call)
+            jr[b, 9] = c9
+            cols = groups.get(group)  # (``_group_cols``' own first look, without a call)
             if cols is None:
                 cols = _group_cols(sim, spec, groups, known)
             jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
@@ -896,7 +927,7 @@ class CandidateBuilder:
                 ji[b, 1] = mine[0]
             elif mine:
                 owners.append((b, mine))
-            if spec.num_gpus > 1:
+            if gang:
                 gangs.append(b)
         # the job's profiled solo speed per GPU type (rows for the models not seen yet)
         if unseen:
