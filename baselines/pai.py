@@ -141,6 +141,8 @@ class Allocation:
     # public: the tests read them.
     _by_type = cython.declare(object, visibility="public")
     _empty_prefix = cython.declare(object, visibility="public")
+    #: The fleet (``ClusterView.type_name``, ``_fleet_static``'s key) of the facts below.
+    _fleet = cython.declare(object, visibility="public")
     _mem_used = cython.declare(object, visibility="public")
     _n_res = cython.declare(object, visibility="public")
     _node = cython.declare(object, visibility="public")
@@ -156,25 +158,36 @@ class Allocation:
     node_state = cython.declare(object, visibility="public")
 
     def __init__(self, view: ClusterView) -> None:
+        self._fleet = None
+        self.renew(view)
+        #: Where set (a policy's, kept across decisions), :meth:`one_node` reads its empty runs.
+        self.node_state = None
+
+    @cython.ccall
+    def renew(self, view: ClusterView) -> None:
+        """Make this the allocation of ``view``'s state, as ``Allocation(view)`` would be (its
+        :attr:`node_state` kept): a policy renews one object at every decision instead of
+        building one (the fleet's facts, ``_fleet_static``, taken again only for a new
+        fleet)."""
         # The residents' requested fractions summed per GPU in residence order (maintained by
         # the cluster as residents come and go, not re-summed over the fleet here).
         # (the view's arrays: read-only numpy arrays already)
         self.gpu = view.frac_used
-        node_of = view.node_of
-        n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start, self._type_mem = (
-            _fleet_static(view)
-        )
-        self._node_static = (n_nodes, gpus, mem_cap)
+        if self._fleet is not view.type_name:  # (``_fleet_static``'s key)
+            n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start = (
+                _fleet_static(view)[:6]
+            )
+            self._type_mem = _fleet_static(view)[6]
+            self._node_static = (n_nodes, gpus, mem_cap)
+            self._fleet = view.type_name
         self._mem_used = view.mem_used_gb
         self._node = None
-        self.node_of = node_of
+        self.node_of = view.node_of
         self._n_res = view.n_res
         self._empty_prefix = None
         self._type_min = None
         self._one_node = {}
         self._view = view
-        #: Where set (a policy's, kept across decisions), :meth:`one_node` reads its empty runs.
-        self.node_state = None
 
     @property
     def node(self) -> np.ndarray:
@@ -214,6 +227,8 @@ class Allocation:
         return ok
 
     @cython.ccall
+    @cython.locals(mem=cython.double, frac=cython.double, c=cython.double, t=cython.Py_ssize_t)
+    @cython.locals(least=list, cap=list)
     def room(self, types: list[int], job: JobView) -> bool:
         """Whether some GPU of ``types`` (type indices) may hold a candidate of ``job``: the
         type's GPU memory holds the request (with a margin far above the legality check's
@@ -229,8 +244,9 @@ class Allocation:
         # (Allocations are sums of positive fractions: some GPU has none iff the least is 0;
         # adding ``frac`` is monotonic in floats, so the least fits iff some GPU does.)
         least, cap, mem, frac = self._type_min, self._type_mem, job.mem_gb, job.gpu_frac
-        for t in types:  # noqa: SIM110  (a loop: compiled, no generator made a call)
-            if mem <= cap[t] + 1e-3 and _has_room(least[t], frac):
+        for t in types:
+            c = cap[t]  # (compiled, C doubles: the same IEEE sum and comparison)
+            if mem <= c + 1e-3 and _has_room(least[t], frac):
                 return True
         return False
 
@@ -292,6 +308,14 @@ class NodeState:
     _load_mv = cython.declare(cython.double[:])
     _zero_mv = cython.declare(cython.uchar[:])
     _runs_mv = cython.declare(cython.longlong[:])
+    #: Per GPU: the first GPU after it on another node (the end of its run of one node's GPUs
+    #: in GPU order, which share its node's load); an array, compiled read as a typed view.
+    _run_end = cython.declare(object, visibility="public")
+    #: GPU ``lo`` -> ``h``: no GPU of ``lo .. h - 1`` is on a node of load 0.0 (what a scan from
+    #: ``lo``, ``_first_zero_start``, found; lowered where such a node gets load 0.0; emptied
+    #: with the loads).
+    _zero_hint = cython.declare(dict, visibility="public")
+    _run_end_mv = cython.declare(cython.longlong[:])
     _src = cython.declare(tuple)
     _frac_mv = cython.declare(cython.const_double[:])
     _mem_mv = cython.declare(cython.const_double[:])
@@ -311,6 +335,8 @@ class NodeState:
         #: The nodes with residents whose load is not positive (none but in float drift).
         self._odd = set()
         self._runs = None
+        self._run_end = None
+        self._zero_hint = {}
         self._gpus = []
         self._node_span = None
         self._node_of = []
@@ -333,6 +359,7 @@ class NodeState:
         self._since = set()
 
     @cython.ccall
+    @cython.locals(changed=set, nodes=set)
     def _sync(self, view: ClusterView) -> None:
         if self._episode is not view.episode:
             self._episode = view.episode
@@ -347,11 +374,12 @@ class NodeState:
         if changed:
             node_of = self._node_of
             nodes = {node_of[g] for g in changed}
-            self._dirty_alloc.update(changed)
-            self._since.update(changed)
+            # (``|=``: ``set.update``'s own steps, without a method call each)
+            self._dirty_alloc |= changed
+            self._since |= changed
             changed.clear()
-            self._dirty_load.update(nodes)
-            self._dirty_runs.update(nodes)
+            self._dirty_load |= nodes
+            self._dirty_runs |= nodes
 
     def _new_fleet(self, view: ClusterView) -> None:
         """The fleet's static facts (:meth:`_sync`, at an episode on a new fleet)."""
@@ -366,6 +394,15 @@ class NodeState:
         spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
         contiguous = all(b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True))
         self._node_span = spans if contiguous else None
+        node_of = np.asarray(view.node_of)
+        n_gpus = node_of.size
+        # (a run ends where the next GPU's node differs, and at the last GPU)
+        cuts = np.flatnonzero(node_of[1:] != node_of[:-1]) + 1
+        run_ends = np.append(cuts, n_gpus)
+        self._run_end = np.repeat(run_ends, np.diff(np.concatenate(([0], run_ends)))).astype(
+            np.int64
+        )
+        self._run_end_mv = self._run_end
         self._n_gpus, self._mem_cap = gpus.tolist(), mem_cap.tolist()
         self._type_of = np.asarray(view.type_idx).tolist()
         by_type, starts = _fleet_static(view)[4:6]
@@ -465,6 +502,7 @@ class NodeState:
             self._gpu_zero = self._gpu_load == 0.0
             self._node_mv, self._load_mv = out, self._gpu_load
             self._zero_mv = self._gpu_zero.view(np.uint8)
+            self._zero_hint = {}
             self._n_zero = int(np.count_nonzero(out == 0.0))
             held = np.bincount(node_of, np.asarray(view.n_res) > 0, out.size) > 0
             self._odd = set(np.flatnonzero(held & (out <= 0.0)).tolist())
@@ -505,11 +543,29 @@ class NodeState:
                 self._n_zero += 1 if zero else -1
                 for g in gpus:
                     self._zero_mv[g] = zero
+                if zero and self._zero_hint:
+                    self._lower_hints(gpus)
             if busy and v <= 0.0:
                 odd.add(n)
             else:
                 odd.discard(n)
         self._dirty_load = set()
+
+    @cython.ccall
+    @cython.locals(g=cython.Py_ssize_t, k=cython.Py_ssize_t, h=cython.Py_ssize_t)
+    @cython.locals(first=cython.Py_ssize_t, last=cython.Py_ssize_t, hints=dict)
+    def _lower_hints(self, gpus: list[int]) -> None:
+        """Keep :attr:`_zero_hint` true where the node of ``gpus`` has just got load 0.0: a
+        range that held one of them now ends there."""
+        hints = self._zero_hint
+        first, last = gpus[0], gpus[-1]  # (ascending)
+        for k, h in hints.items():
+            if last < k or first >= h:
+                continue  # (none of them in ``k .. h - 1``)
+            for g in gpus:
+                if k <= g < h:
+                    hints[k] = g  # (a value replaced: the dict's size unchanged)
+                    break
 
     @cython.ccall
     def gpu_loads(self, view: ClusterView, alloc: Allocation) -> np.ndarray:
@@ -692,29 +748,97 @@ class NoCandidates:
         return _kept_holds(view, nodes, k, changed)  # type: ignore[no-any-return]
 
 
-@cython.cfunc
+@cython.ccall  # (C calls here; the tests call it too)
 @cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
 @cython.locals(frac=cython.double, a=cython.double, load=cython.double)
 @cython.locals(best=cython.Py_ssize_t, best_load=cython.double, best_a=cython.double)
+@cython.boundscheck(False)  # (``lo`` .. ``hi`` - 1 within the fleet)
+@cython.wraparound(False)
 def _span_least_loaded(view: ClusterView, nodes: NodeState, lo: int, hi: int, frac: float) -> int:
     """``ReservePack._least_loaded`` of the GPUs ``lo .. hi - 1`` with room for ``frac``
     (``_room``), -1 where none has, in one pass over ``nodes``' typed views (its loads up to
     date for ``view``): the least node load, then the greatest allocation, then the lowest GPU
     (``argmin``'s first least, then ``argmax``'s first greatest among the loads equal to it);
     ``_least_loaded``'s zero-load shortcut (the first GPU of load 0.0, where every node of load
-    0.0 is empty) is the same GPU, its allocation being 0.0 as every other's of load 0.0."""
+    0.0 is empty) is the same GPU, its allocation being 0.0 as every other's of load 0.0.
+
+    Once a GPU is kept, a GPU of a greater load is passed over with the rest of its run of one
+    node's GPUs (``_run_end``: they share its load, so none of them can be kept either)."""
     nodes._arrays(view)
     best = -1
     best_load = 0.0
     best_a = 0.0
-    for g in range(lo, hi):
-        a = nodes._frac_mv[g]
-        if not _has_room(a, frac):
-            continue
+    g = lo
+    while g < hi:
         load = nodes._load_mv[g]
-        if best < 0 or load < best_load or (load == best_load and a > best_a):
+        if best >= 0 and load > best_load:
+            g = nodes._run_end_mv[g]  # (the next node's first GPU)
+            continue
+        a = nodes._frac_mv[g]
+        if _has_room(a, frac) and (
+            best < 0 or load < best_load or (load == best_load and a > best_a)
+        ):
             best, best_load, best_a = g, load, a
+        g += 1
     return best
+
+
+@cython.ccall  # (C calls here; the tests call it too)
+@cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
+@cython.locals(n=cython.longlong, start=cython.Py_ssize_t, seen=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+@cython.boundscheck(False)  # (``lo`` .. ``hi`` - 1 within the fleet)
+@cython.wraparound(False)
+def _first_zero_start(nodes: NodeState, lo: int, hi: int, n: int, keyed: bool) -> int:
+    """The first GPU of ``lo .. hi - 1`` whose node's load is 0.0 and that starts ``n`` empty
+    GPUs of its node (``gpu_zero`` and ``empty_runs >= n``, both up to date; ``n`` 0: any
+    GPU of load 0.0), -1 where none does. Compiled, one pass over ``nodes``' typed views, a
+    node's GPUs passed over together where its load is not 0.0 (``_run_end``); with ``keyed``
+    (``lo`` the start of a span scanned again at later decisions), from where the last scan
+    from ``lo`` found the first GPU of load 0.0 (``NodeState._zero_hint``: none before it, nor
+    since), which it notes."""
+    if not cython.compiled:  # (interpreted: numpy's scan)
+        z = nodes._gpu_zero[lo:hi]
+        if n > 0:
+            z = z & (nodes._runs[lo:hi] >= n)
+        i = int(z.argmax()) if z.size else 0
+        return lo + i if z.size and z[i] else -1
+    start = lo
+    if keyed:
+        hint = nodes._zero_hint.get(lo)
+        if hint is not None:
+            start = hint
+    seen = -1  # (the first GPU of load 0.0 met)
+    g = start
+    while g < hi:
+        if not nodes._zero_mv[g]:
+            g = nodes._run_end_mv[g]  # (its node's GPUs up to there share its load: not 0.0)
+            continue
+        if seen < 0:
+            seen = g
+        if n <= 0 or nodes._runs_mv[g] >= n:
+            break
+        g += 1
+    if keyed:
+        nodes._zero_hint[lo] = seen if seen >= 0 else max(start, hi)
+    return g if g < hi else -1
+
+
+@cython.ccall  # (C calls here; the tests call it too)
+@cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, g=cython.Py_ssize_t)
+@cython.locals(n=cython.longlong)
+@cython.returns(cython.bint)
+@cython.boundscheck(False)  # (``lo`` .. ``hi`` - 1 within the fleet)
+@cython.wraparound(False)
+def _any_start(nodes: NodeState, lo: int, hi: int, n: int) -> bool:
+    """Whether some GPU of ``lo .. hi - 1`` starts ``n`` empty GPUs of its node
+    (``empty_runs >= n``, up to date)."""
+    if not cython.compiled:
+        return bool((nodes._runs[lo:hi] >= n).any())
+    for g in range(lo, hi):  # noqa: SIM110  (a loop: compiled, no generator made a call)
+        if nodes._runs_mv[g] >= n:
+            return True
+    return False
 
 
 @cython.cfunc
@@ -982,6 +1106,9 @@ class ReservePack(HeuristicPolicy):
         #: (room id (``_request_ids``), usable plans) -> :meth:`_ranks` of its plans (a room id
         #: names its plans), read in :meth:`decide` without the call; cleared per fleet.
         self._rank_of: dict[tuple[int, int], tuple[np.ndarray, list[int], np.ndarray]] = {}
+        #: An offline request (``ClusterView.request``) -> its high-GPU flag, plans and ids
+        #: (:meth:`_plan_info_id`: functions of the request and the fleet); cleared per fleet.
+        self._by_request: dict[tuple[object, ...], tuple[bool, tuple[str, ...], int, int]] = {}
         #: job id -> :meth:`_plan_info_id`, for the episode ``_info_episode``.
         self._info_episode: object = None
         self._info: dict[int, _PlanInfo] = {}
@@ -1001,6 +1128,9 @@ class ReservePack(HeuristicPolicy):
         self._nodes = NodeState()
         #: Requests without a candidate, kept across decisions (per episode).
         self._no_cand = NoCandidates()
+        #: The allocation a decision reads (:meth:`Allocation.renew` at each), made at the
+        #: first.
+        self._alloc: Allocation | None = None
         self.plan_timeout_s = plan_timeout_s
         self.efficiency_threshold = efficiency_threshold
         self.high_end_tflops = high_end_tflops
@@ -1029,6 +1159,7 @@ class ReservePack(HeuristicPolicy):
             #: An offline task's plans (:meth:`plans`), indexed by whether it is high-GPU.
             self._offline_plans = (tuple(self._order), tuple(self._order[::-1]))
             self._high, self._rank_memo, self._rank_of, self._info_episode = {}, {}, {}, None
+            self._by_request = {}
         return self._types
 
     def efficiency(self, view: ClusterView, job: JobView) -> float:
@@ -1107,7 +1238,11 @@ class ReservePack(HeuristicPolicy):
         if self._fleet_key is not view.gpu_types:  # (``_fleet_types``' test, without its call)
             self._fleet_types(view)  # (for ``_ranks`` and ``_rank_of``)
         rank_of = self._rank_of
-        alloc = Allocation(view)
+        alloc = self._alloc
+        if alloc is None:
+            alloc = self._alloc = Allocation(view)
+        else:
+            alloc.renew(view)  # (as ``Allocation(view)``: the same facts)
         alloc.node_state = self._nodes
         # (requests found without a candidate at an earlier decision and none since)
         keep_no_cand = self._keep_no_cand
@@ -1191,6 +1326,8 @@ class ReservePack(HeuristicPolicy):
             sel = gpus[k == k.min()]
         return self._least_loaded(view, alloc, sel)
 
+    @cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+    @cython.locals(p=cython.Py_ssize_t, i=cython.Py_ssize_t)
     def _single_pick(
         self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
     ) -> tuple[int, int]:
@@ -1235,8 +1372,8 @@ class ReservePack(HeuristicPolicy):
                 for _ in range(_ZERO_TRIES):
                     if p >= hi:
                         break
-                    i = p + int(zero[p:hi].argmax())
-                    if not zero[i]:
+                    i = _first_zero_start(nodes, p, hi, 0, p == lo)
+                    if i < 0:
                         p = hi  # (no GPU of load 0.0 left in the span)
                         break
                     if view.legal(job.job_id, i, o):
@@ -1270,6 +1407,8 @@ class ReservePack(HeuristicPolicy):
                 return self._least_loaded(view, alloc, sel + lo), o
         return -1, o
 
+    @cython.locals(nodes=NodeState, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t)
+    @cython.locals(g=cython.Py_ssize_t, n=cython.Py_ssize_t)
     def _gang_zero_pick(
         self, view: ClusterView, job: JobView, alloc: Allocation, usable_plans: tuple[str, ...]
     ) -> tuple[int, int]:
@@ -1294,12 +1433,12 @@ class ReservePack(HeuristicPolicy):
         if o < 0:
             return -1, o
         nodes = self._nodes
-        zero = nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
+        nodes.gpu_zero(view, alloc)  # (brings the loads up to date)
         if not nodes.zero_nodes() or not nodes.zero_load_empty():
             return -1, o
         spans = self._type_spans
         assert spans is not None
-        runs = nodes.empty_runs(view)
+        nodes.empty_runs(view)  # (brings the empty runs up to date)
         n, mem, type_mem, node_gpus = job.num_gpus, job.mem_gb, self._type_mem, self._type_node_gpus
         for t in usable_plans:
             if mem > type_mem[t] + 1e-3:
@@ -1307,23 +1446,18 @@ class ReservePack(HeuristicPolicy):
             if node_gpus[t] < n:
                 continue  # (no node of the type has ``n`` GPUs: no one-node start)
             lo, hi = spans[t]
-            g = lo + int(zero[lo:hi].argmax())  # (the span's first GPU of load 0.0, if any)
-            if not (zero.item(g) and runs.item(g) >= n):
-                starts = runs[lo:hi] >= n
-                if not starts.any():
+            # (the span's first one-node start of load 0.0)
+            g = _first_zero_start(nodes, lo, hi, n, True)
+            if g < 0:
+                if not _any_start(nodes, lo, hi, n):
                     continue  # (no one-node start in the span)
-                z = starts & zero[lo:hi]
-                g = lo + int(z.argmax())
-                if not z.item(g - lo):
-                    return -1, o  # (no one-node start of load 0.0 in the span)
+                return -1, o  # (no one-node start of load 0.0 in the span)
             for _ in range(_ZERO_TRIES):  # (``g``: the next one-node start of load 0.0)
                 if view.legal(job.job_id, g, o):
                     return g, o
-                z = zero[g + 1 : hi] & (runs[g + 1 : hi] >= n)
-                i = int(z.argmax()) if z.size else 0
-                if not z.size or not z.item(i):
+                g = _first_zero_start(nodes, g + 1, hi, n, False)
+                if g < 0:
                     return -1, o  # (none left in the span)
-                g += 1 + i
             return -1, o
         return -1, o
 
@@ -1353,16 +1487,22 @@ class ReservePack(HeuristicPolicy):
             self._info_episode, self._info = view.episode, {}
         hit = self._info.get(job_id)
         if hit is None:
-            online, model, n, frac, mem, gpu_types = view.request(job_id)
+            request = view.request(job_id)
+            online, model, n, frac, mem, gpu_types = request
+            if self._fleet_key is not view.gpu_types:
+                self._fleet_types(view)
             job: Any = (
                 view.job(job_id)  # (a service's plans read its profile: ``est_duty``)
                 if online
                 else PaiRequest(job_id, n, frac, mem, gpu_types, model)
             )
+            # (an offline request asked before: its high-GPU flag, plans and ids again)
+            known = None if online else self._by_request.get(request)
+            if known is not None:
+                hit = self._info[job_id] = (known[0], known[1], job, known[2], known[3], n)
+                return hit
             # (``high_gpu``'s memo read here, its key from the request's fields)
-            if self._fleet_key is not view.gpu_types:
-                self._fleet_types(view)
-            high = self._high.get((online, gpu_types, model, n, frac))
+            high: bool | None = self._high.get((online, gpu_types, model, n, frac))
             if high is None:
                 high = self.high_gpu(view, job)
             plans = tuple(self.plans(view, job)) if online else self._offline_plans[high]
@@ -1370,6 +1510,8 @@ class ReservePack(HeuristicPolicy):
             room = ids.setdefault((plans, mem, frac), len(ids))
             req = ids.setdefault((plans, mem, frac, n, gpu_types, online), len(ids))
             hit = self._info[job_id] = (high, plans, job, room, req, n)
+            if not online:
+                self._by_request[request] = (high, plans, room, req)
         return hit
 
     def _ranks(

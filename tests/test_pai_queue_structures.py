@@ -30,7 +30,11 @@ from gpu_sharing_gym.baselines.pai import (
     NodeState,
     ReservePack,
     SjfPredicted,
+    _any_start,
+    _first_zero_start,
     _floordiv,
+    _room,
+    _span_least_loaded,
     _usable_counts,
     first_fit_options,
     lexmin,
@@ -629,3 +633,55 @@ def test_usable_counts_are_the_python_expression() -> None:
                 assert _float_bits(_floordiv(w, timeout)) == _float_bits(w // timeout)
                 up += math.floor(w / timeout) != w // timeout
     assert up > 10, up
+
+
+class _CheckedScans(ReservePack):
+    """At every decision, after deciding: ``NodeState``'s span scans (``_first_zero_start``,
+    keyed by the span start and not, ``_any_start``, ``_span_least_loaded``) against numpy's
+    over the fleet's arrays, on the GPU types' spans and on random ranges (keyed there too:
+    hints at more starts than the policy keeps)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+        self.found = {"zero": 0, "zero_start": 0, "least": 0, "least_positive": 0}
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        d = super().decide(view)
+        nodes, fresh = self._nodes, Allocation(view)
+        zero = np.array(nodes.gpu_zero(view, fresh))
+        runs = np.array(nodes.empty_runs(view))
+        load = fresh.node[fresh.node_of]  # (recomputed over the fleet)
+        frac = np.asarray(view.frac_used)
+        n_gpus = view.n_gpus
+        spans = [(0, n_gpus), *(self._type_spans or {}).values()]
+        spans += [tuple(sorted(self.rng.integers(0, n_gpus + 1, 2).tolist())) for _ in range(2)]
+        for lo, hi in spans:
+            for n in (0, 2, 4, 8):
+                z = zero[lo:hi] & (runs[lo:hi] >= n) if n else zero[lo:hi]
+                want = lo + int(np.flatnonzero(z)[0]) if z.any() else -1
+                for keyed in (True, False):
+                    assert _first_zero_start(nodes, lo, hi, n, keyed) == want, (lo, hi, n)
+                self.found["zero_start" if n else "zero"] += want >= 0
+                if n:
+                    assert _any_start(nodes, lo, hi, n) == bool((runs[lo:hi] >= n).any())
+            for f in (0.25, 0.5, 1.0):
+                room = np.flatnonzero(_room(frac[lo:hi], f)) + lo
+                want = lexmin(room, lambda g: load[g], lambda g: -frac[g]) if room.size else -1
+                assert _span_least_loaded(view, nodes, lo, hi, f) == want, (lo, hi, f)
+                self.found["least"] += want >= 0
+                self.found["least_positive"] += want >= 0 and load[want] > 0.0
+        return d
+
+
+@pytest.mark.parametrize("case", ["busy", "congested"])
+def test_reserve_pack_span_scans_are_numpy_s(case: str) -> None:
+    """The typed span scans ``reserve_pack`` picks with (a node's GPUs passed over together
+    where its load rules them out; the first GPU of load 0.0 searched from where the last scan
+    of the span found it, kept as nodes empty) find what numpy's scans of the recomputed loads,
+    zero flags and empty runs find, at every decision of an episode."""
+    pol = _CheckedScans(7)
+    sc = _congested(True) if case == "congested" else _busy_hetero()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    # every kind of answer was met, often
+    assert min(pol.found.values()) > 100, pol.found

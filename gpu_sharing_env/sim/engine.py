@@ -125,6 +125,10 @@ __all__ = [
 MIGRATION_MIN_LEFT_S = 300.0
 
 
+#: ``object.__setattr__``: how a frozen dataclass writes its fields (``Decision.__init__``).
+_setattr = object.__setattr__
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """Place queued job ``job_id`` with its first GPU at ``gpu`` using option ``option``.
@@ -142,6 +146,15 @@ class Decision:
     gpu: int
     option: int
     batch_size: int = 0
+
+    def __init__(self, job_id: int, gpu: int, option: int, batch_size: int = 0) -> None:
+        # The dataclass's own ``__init__`` would be generated code, run interpreted; this one
+        # (the dataclass keeps a class's own) is compiled with the module: the same four
+        # ``object.__setattr__`` writes a frozen dataclass's ``__init__`` makes.
+        _setattr(self, "job_id", job_id)
+        _setattr(self, "gpu", gpu)
+        _setattr(self, "option", option)
+        _setattr(self, "batch_size", batch_size)
 
     @classmethod
     def suspend(cls, job_id: int) -> Decision:
