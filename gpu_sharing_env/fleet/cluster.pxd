@@ -28,3 +28,33 @@ cdef class _JobViews:
     cdef unsigned char[:] type_ok
     cdef unsigned char[:] excl
     cdef long long[:, :] bits
+
+# The fit index: an extension type whose state is the __slots__ of cluster.py's _FitIndex
+# (tests/test_fit_index.py checks the two are in step), its sync, trees, first and walk
+# C-callable from the masks' questions (cluster.py's _fit_index and _masks_* bodies).
+cdef class _FitIndex:
+    cdef public tuple _fixed
+    cdef public dict _mig_bits
+    cdef public dict _thr
+    cdef public tuple _walk_memo
+    cdef public dict _xs
+    cdef public list arrays
+    cdef public list cur
+    cdef public list cur_mig
+    cdef public set dirty
+    cdef public list fit_rows
+    cdef public list gpus_of
+    cdef public list keep_vals
+    cdef public object m
+    cdef public list mig
+    cdef public list pending
+    cdef public list pending_arr
+    cdef public list pos_l
+    cdef public list trees
+    cdef public list type_l
+    cdef public list vals
+
+    cpdef sync(self)
+    cpdef list _trees(self, Py_ssize_t row)
+    cpdef Py_ssize_t first(self, list thr, Py_ssize_t row, Py_ssize_t lo=*) except? -2
+    cpdef list walk(self, list thr, Py_ssize_t row, Py_ssize_t lo, Py_ssize_t n)

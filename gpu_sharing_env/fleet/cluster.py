@@ -270,6 +270,18 @@ def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, 
     return v.n_res[g]
 
 
+@cython.cfunc
+@cython.locals(v=_StateViews)
+@cython.returns(_StateViews)
+def _views_of(self: Cluster) -> _StateViews:
+    """:meth:`Cluster.state_views`' body, C-callable (from ``add``, ``remove`` and the fit
+    index's sync, where each was a Python method call)."""
+    v = self._views
+    if v is None or v.src is not self.n_res:
+        v = self._views = _StateViews(self)
+    return v
+
+
 @cython.cclass
 class _JobViews:
     """Typed views of a job's static mask parts (``Masks.static_parts``): its GPU types allowed,
@@ -629,20 +641,6 @@ def _touched(self: Cluster, gpu: int) -> None:
 
 
 @cython.cfunc
-def _fit_index(self: Masks, online: bool) -> _FitIndex:
-    """:meth:`Masks._index`'s body, C-callable: the :class:`_FitIndex` of jobs of this kind
-    (online or not), up to date (built on first use). Compiled, the cluster's "does anything
-    fit" and "where first" questions reach the index through C calls (:meth:`Cluster.placeable`,
-    :func:`_masks_first_legal`), where each was a chain of Python method calls."""
-    ix = self._fit_ix.get(online)
-    if ix is None:
-        ix = self._fit_ix[online] = _FitIndex(self, online)
-    elif ix.dirty:
-        ix.sync()
-    return ix
-
-
-@cython.cfunc
 @cython.inline
 def _masks_indexed(self: Masks, option: int) -> bool:
     """:meth:`Masks._indexed`'s body, C-callable (from :func:`_masks_legal` and
@@ -657,37 +655,6 @@ def _masks_placeable(self: Masks, job: JobSpec) -> bool:
     if self.layout.gpulets:  # the fit index knows no join options: the masks answer
         return self.placeable_scan(job)  # type: ignore[no-any-return]
     return _fit_placeable(_fit_index(self, job.kind is _ONLINE), job)
-
-
-@cython.cfunc
-def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
-    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
-    :meth:`Cluster.legal`)."""
-    if _masks_indexed(self, option):
-        ix = _fit_index(self, job.kind is _ONLINE)
-        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
-        if not _fit_legal(ix, thr, option, gpu):
-            return False
-        n = job.num_gpus
-        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
-    return bool(self.placement_mask(job)[gpu, option])
-
-
-@cython.cfunc
-def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
-    """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
-    :meth:`Cluster.first_legal_in`)."""
-    if _masks_indexed(self, option):
-        ix = _fit_index(self, job.kind is _ONLINE)
-        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
-        n = job.num_gpus
-        if n <= 1:
-            return ix.first(thr, option)  # type: ignore[no-any-return]
-        gang = ix.walk(thr, option, 0, n)
-        return gang[0] if len(gang) == n else -1  # type: ignore[no-any-return]
-    col = self.placement_mask(job)[:, option]
-    g = int(col.argmax())
-    return g if col[g] else -1
 
 
 class Masks:
@@ -1203,14 +1170,10 @@ class Cluster:
         self._touch(gpu)
         self.version += 1
 
-    @cython.locals(v=_StateViews)
     def state_views(self) -> _StateViews:
         """The typed views of this reset's state arrays (built on first use, and again in a
         copy: a deep copy's are None)."""
-        v = self._views
-        if v is None or v.src is not self.n_res:
-            v = self._views = _StateViews(self)
-        return v
+        return _views_of(self)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ mutation
     @cython.locals(sv=_StateViews)
@@ -1227,7 +1190,7 @@ class Cluster:
         delay = 0.0
         inst: MigInstance | None = None
         if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
-            sv = self.state_views()
+            sv = _views_of(self)
             n = sv.n_res[gpu]
             mode = sv.mode[gpu]
         else:
@@ -1305,7 +1268,7 @@ class Cluster:
         fleet = self.fleet
         node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
-            sv = self.state_views()
+            sv = _views_of(self)
             sv.frac_decl[gpu] = sum(fracs)
             n = _res_remove(
                 sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
@@ -1414,20 +1377,23 @@ def _tree_build(vals: list[float]) -> list[float]:
 @cython.ccall  # (C calls from ``_FitIndex._trees``; the tests call it from Python)
 @cython.locals(
     tree=list, pos=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.double, b=cython.double,
-    m=cython.double, t=cython.double,
+    t=cython.double,
 )  # fmt: skip
 def _tree_set(tree: list[float], pos: int, v: float) -> None:
     """Set leaf ``pos`` to ``v`` and the minima above it (up to the first one unchanged).
-    Compiled, the values are read as C doubles (the same comparisons: every value is a float)."""
+    Compiled, the values are compared as C doubles (the same comparisons: every value is a
+    float) and the lesser child's float object is stored (no new float per level)."""
     i = pos + (len(tree) >> 1)
     tree[i] = v
     i >>= 1
     while i:
-        a = tree[2 * i]
-        b = tree[2 * i + 1]
-        m = a if a < b else b
+        oa = tree[2 * i]
+        ob = tree[2 * i + 1]
+        a = oa
+        b = ob
+        m = oa if a < b else ob
         t = tree[i]
-        if t == m:
+        if t == (a if a < b else b):
             return
         tree[i] = m
         i >>= 1
@@ -1513,13 +1479,51 @@ class _FitIndex:
     entries are replaced when it changes (:meth:`touch`, applied lazily by :meth:`sync`).
     """
 
+    __slots__ = (
+        "_fixed",
+        "_mig_bits",
+        "_thr",
+        "_walk_memo",
+        "_xs",
+        "arrays",
+        "cur",
+        "cur_mig",
+        "dirty",
+        "fit_rows",
+        "gpus_of",
+        "keep_vals",
+        "m",
+        "mig",
+        "pending",
+        "pending_arr",
+        "pos_l",
+        "trees",
+        "type_l",
+        "vals",
+    )
+
     def __init__(self, masks: Masks, online: bool) -> None:
         #: The masks whose questions this answers (their cluster's state, fleet and layout).
         self.m = masks
         f, lay = masks.fleet, masks.layout
-        self.online = online
         pcts = lay.mps_pct_list
         n_rows = lay.n_excl + lay.n_ts + len(pcts)
+        #: What :meth:`sync` reads of the kind, the cluster, its fleet and layout (fixed), in
+        #: one tuple (compiled, one typed read where each was a generic attribute read):
+        #: online, the cluster, the residency limit, the MPS shares, whether an exclusive
+        #: row, whether a time-sharing row, the GPUs' MPS limits, whether MIG options, the
+        #: most GPUs changed that :meth:`sync` applies one by one.
+        self._fixed: tuple[Any, ...] = (
+            online,
+            masks.c,
+            lay.sharing.max_residents,
+            pcts,
+            bool(lay.n_excl),
+            bool(lay.n_ts),
+            f.mps_limit_l,
+            bool(lay.mig_slices),
+            max(32, f.n_gpus >> 3),
+        )
         #: The rows :meth:`placeable` reads: exclusive, time-sharing and the MPS option with
         #: the least SM share (a GPU legal under any MPS option is legal under it:
         #: ``sm_used + pct <= 100`` is monotone in ``pct``, so it alone answers).
@@ -1565,7 +1569,7 @@ class _FitIndex:
         m = self.m
         c, f, lay = m.c, m.fleet, m.layout
         free, ready_healthy, ts, mps, mig_base, mig_bits = m._dynamic()
-        base = c.ready if self.online else ready_healthy
+        base = c.ready if self._fixed[0] else ready_healthy
         mem = c.mem_decl
         inf = np.inf
         rows: list[np.ndarray] = []
@@ -1602,8 +1606,9 @@ class _FitIndex:
         sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
         n_rows=cython.Py_ssize_t, n_ex=cython.Py_ssize_t, n_fixed=cython.Py_ssize_t,
         cur=list, vals=list, type_l=list, keep=list, trees=list, pending=list, arrays=list,
-        pending_arr=list, pcts=list, row=list, lst=list, ps=set,
-        inf=cython.double, mem=cython.double, v=cython.double, old=cython.double,
+        pending_arr=list, pcts=list, row=list, lst=list, ps=set, dirty=set, fixed=tuple,
+        limit=list, cur_mig=list, inf=cython.double, mem=cython.double, v=cython.double,
+        old=cython.double,
     )  # fmt: skip
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
@@ -1613,30 +1618,27 @@ class _FitIndex:
         if not dirty:
             return
         # a rebuild is a few numpy passes (~0.1 ms at 16 GPUs), an entry ~5 us: rebuild only
-        # when more than an eighth of a fleet of 256+ GPUs changed
-        m = self.m
-        c, f, lay = m.c, m.fleet, m.layout
-        if len(dirty) > max(32, f.n_gpus >> 3):
+        # when more than an eighth of a fleet of 256+ GPUs changed (``_fixed[8]``)
+        fixed = self._fixed
+        online, c, mr, pcts, has_ex, has_ts, limit, mig_on, most = fixed
+        if len(dirty) > most:
             self._build()
             return
         self.dirty = set()
-        mr = lay.sharing.max_residents
-        pcts = lay.mps_pct_list
         # the rows, as :meth:`_build` makes them: exclusive (if an option), time-sharing (if
         # one), then one per MPS share
-        n_ex = 1 if lay.n_excl else 0
-        n_fixed = n_ex + (1 if lay.n_ts else 0)
-        online = self.online
+        n_ex = 1 if has_ex else 0
+        n_fixed = n_ex + (1 if has_ts else 0)
         inf = _INF
         cur, vals, type_l = self.cur, self.vals, self.type_l
         keep, trees, pending = self.keep_vals, self.trees, self.pending
         arrays, pending_arr = self.arrays, self.pending_arr
+        cur_mig = self.cur_mig
         n_rows = len(cur)
-        limit = f.mps_limit_l
-        mig_on = bool(lay.mig_slices)
         if cython.compiled:
-            sv = c.state_views()
+            sv = _views_of(c)
         else:  # (compiled, the views are read instead: no bound ``.item`` methods to make)
+            f = c.fleet
             n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
             mem_of, sm_of = c.mem_decl.item, c.sm_used.item
         for g in dirty:
@@ -1657,7 +1659,7 @@ class _FitIndex:
             ts_ok = ok and room and (free or mode == _TS)
             mps_ok = ok and room and (free or mode == _MPS)
             sm = 0
-            lim = n_rows > n_fixed and mps_ok and limit[g]
+            lim = n_rows > n_fixed and mps_ok and limit[gi]
             if lim:
                 sm = sv.sm_used[gi] if cython.compiled else sm_of(g)
             # the row values one by one (no list of them: compiled, C doubles), each row ``o``
@@ -1702,7 +1704,7 @@ class _FitIndex:
                 elif ok and room and f.mig_capable.item(g) and (free or mode == _MIG):
                     ml = c.mig_layouts
                     b = int(f.mig.creatable_bits[t, ml.occ.item(g), ml.used.item(g)])
-                old_b = self.cur_mig[g]
+                old_b = cur_mig[gi]
                 if old_b != b:
                     d = self.mig[t]
                     if old_b >= 0:
@@ -1711,7 +1713,7 @@ class _FitIndex:
                             del d[old_b]
                     if b >= 0:
                         d[b] = d.get(b, 0) + 1
-                    self.cur_mig[g] = b
+                    cur_mig[gi] = b
 
     def thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
         """Per allowed type ``t``: the greatest float ``x`` with ``x + mem <= cap_eps[t]`` (the
@@ -1734,6 +1736,9 @@ class _FitIndex:
             k += bisect_right(per_type[t], x)
         return k >= n
 
+    @cython.locals(
+        trees=list, cur=list, type_l=list, pos_l=list, pending=set, gi=cython.Py_ssize_t,
+    )  # fmt: skip
     def _trees(self, row: int) -> list[list[float]]:
         """The row's segment trees, built or brought up to date."""
         trees = self.trees[row]
@@ -1746,7 +1751,8 @@ class _FitIndex:
         if pending:
             cur, type_l, pos_l = self.cur[row], self.type_l, self.pos_l
             for g in pending:
-                _tree_set(trees[type_l[g]], pos_l[g], cur[g])
+                gi = g
+                _tree_set(trees[type_l[gi]], pos_l[gi], cur[gi])
             pending.clear()
         return trees
 
@@ -1774,13 +1780,21 @@ class _FitIndex:
             xs = self._xs[key] = per_type[f.type_idx]
         return arr <= xs
 
+    @cython.locals(
+        best=cython.Py_ssize_t, g=cython.Py_ssize_t, p=cython.Py_ssize_t, trees=list,
+        gpus_of=list, tree=list, gl=list, pair=tuple, x=cython.double, top=cython.double,
+    )  # fmt: skip
     def first(self, thr: list[tuple[int, float]], row: int, lo: int = 0) -> int:
-        """The lowest GPU index ``>= lo`` single-GPU legal under ``row`` (-1: none)."""
+        """The lowest GPU index ``>= lo`` single-GPU legal under ``row`` (-1: none). Compiled,
+        the thresholds and the trees' roots are compared as C doubles (every value a float)."""
         best = -1
         trees, gpus_of = self._trees(row), self.gpus_of
-        for t, x in thr:
+        for pair in thr:
+            t = pair[0]
+            x = pair[1]
             tree = trees[t]
-            if tree[1] > x:
+            top = tree[1]
+            if top > x:
                 continue
             gl = gpus_of[t]
             if best >= 0 and gl[0] > best:
@@ -1796,43 +1810,71 @@ class _FitIndex:
         """Whether ``gpu`` is single-GPU legal under ``row``."""
         return _fit_legal(self, thr, row, gpu)  # type: ignore[no-any-return]
 
+    @cython.locals(
+        g=cython.Py_ssize_t, gk=cython.Py_ssize_t, p=cython.Py_ssize_t, q=cython.Py_ssize_t,
+        k=cython.Py_ssize_t, i=cython.Py_ssize_t, trees=list, gpus_of=list, tree=list, gl=list,
+        pair=tuple, x=cython.double, top=cython.double, hg=list, ht=list, hl=list, hx=list,
+        hp=list, out=list,
+    )  # fmt: skip
     def walk(self, thr: list[tuple[int, float]], row: int, lo: int, n: int) -> list[int]:
         """The first ``n`` GPUs from ``lo`` on (fewer if there are not as many) single-GPU
         legal under ``row``: a gang's GPUs (:meth:`Cluster.gang_gpus`). Each type's GPUs are
         found in order from its tree and merged; the last answer is kept for the cluster's
         version (a decision asks it three times: where, whether legal, which GPUs)."""
-        version = self.m.c.version
+        version = self._fixed[1].version
         key = (version, row, lo, n)
         memo = self._walk_memo
         if memo[0] == key and memo[1] is thr:
             return memo[2]
         trees, gpus_of = self._trees(row), self.gpus_of
-        heads: list[tuple[int, int, int]] = []  # (gpu, type, position)
-        for t, x in thr:
+        # the heads, one per type with a legal GPU left: its next GPU, the type's tree, GPUs
+        # and threshold, and the GPU's position there (parallel lists)
+        hg: list[int] = []
+        ht: list[list[float]] = []
+        hl: list[list[int]] = []
+        hx: list[float] = []
+        hp: list[int] = []
+        for pair in thr:
+            t = pair[0]
+            x = pair[1]
             tree = trees[t]
-            if tree[1] > x:
+            top = tree[1]
+            if top > x:
                 continue
             gl = gpus_of[t]
             p = _tree_first(tree, bisect_left(gl, lo) if lo else 0, x)
             if p >= 0:
-                heads.append((gl[p], t, p))
+                hg.append(gl[p])
+                ht.append(tree)
+                hl.append(gl)
+                hx.append(x)
+                hp.append(p)
         out: list[int] = []
-        xs = dict(thr)
-        while heads and len(out) < n:
-            k = min(range(len(heads)), key=heads.__getitem__) if len(heads) > 1 else 0
-            g, t, p = heads[k]
+        while hg and len(out) < n:
+            # the head of the least GPU (the first of the least, as ``min`` of the (gpu, type,
+            # position) heads gave it: no two types share a GPU)
+            k = 0
+            g = hg[0]
+            for i in range(1, len(hg)):
+                gk = hg[i]
+                if gk < g:
+                    k = i
+                    g = gk
             out.append(g)
-            q = _tree_first(trees[t], p + 1, xs[t])
+            q = _tree_first(ht[k], hp[k] + 1, hx[k])
             if q >= 0:
-                heads[k] = (gpus_of[t][q], t, q)
+                gl = hl[k]
+                hg[k] = gl[q]
+                hp[k] = q
             else:
-                del heads[k]
+                del hg[k], ht[k], hl[k], hx[k], hp[k]
         if out:  # the walk from any GPU in lo..out[0] is the same
             self._walk_memo = ((version, row, out[0], n), thr, out)
         return out
 
 
 @cython.cfunc
+@cython.locals(self=_FitIndex)
 def _fit_thresholds(
     self: _FitIndex, mem: float, allowed: tuple[str, ...]
 ) -> list[tuple[int, float]]:
@@ -1856,6 +1898,7 @@ def _fit_thresholds(
 
 
 @cython.cfunc
+@cython.locals(self=_FitIndex, rows=list, vals=list, per_type=list, lst=list, pair=tuple)
 def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
     """:meth:`_FitIndex.placeable`'s body, C-callable (from :meth:`Cluster.placeable`)."""
     if self.dirty:
@@ -1864,17 +1907,17 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
     thr = _fit_thresholds(self, mem, job.gpu_types)
     n = job.num_gpus
     if n <= 1:
-        for r in self.fit_rows:
-            per_type = self.vals[r]
-            for t, x in thr:
-                lst = per_type[t]
-                if lst and lst[0] <= x:
+        rows, vals = self.fit_rows, self.vals
+        for r in rows:
+            per_type = vals[r]
+            for pair in thr:
+                lst = per_type[pair[0]]
+                if lst and lst[0] <= pair[1]:
                     return True
-        mig_slices = self.m.layout.mig_slices
-        if mig_slices:
+        if self._fixed[7]:  # (MIG options)
             pb = self._mig_bits.get(mem)
             if pb is None:
-                bits = self.m.fleet.mig.profile_bits(mem, mig_slices)
+                bits = self.m.fleet.mig.profile_bits(mem, self.m.layout.mig_slices)
                 pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
             for t, _ in thr:
                 want = pb[t]
@@ -1891,6 +1934,7 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
 
 
 @cython.cfunc
+@cython.locals(self=_FitIndex)
 def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
     """:meth:`_FitIndex.legal`'s body, C-callable (from :func:`_masks_legal`)."""
     t = self.type_l[gpu]
@@ -1898,3 +1942,52 @@ def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int
         if tt == t:
             return self.cur[row][gpu] <= x  # type: ignore[no-any-return]
     return False
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+@cython.returns(_FitIndex)
+def _fit_index(self: Masks, online: bool) -> _FitIndex:
+    """:meth:`Masks._index`'s body, C-callable: the :class:`_FitIndex` of jobs of this kind
+    (online or not), up to date (built on first use). Compiled, the cluster's "does anything
+    fit" and "where first" questions reach the index through C calls (:meth:`Cluster.placeable`,
+    :func:`_masks_first_legal`), where each was a chain of Python method calls."""
+    ix = self._fit_ix.get(online)
+    if ix is None:
+        ix = self._fit_ix[online] = _FitIndex(self, online)
+    elif ix.dirty:
+        ix.sync()
+    return ix
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
+    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
+    :meth:`Cluster.legal`)."""
+    if _masks_indexed(self, option):
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        if not _fit_legal(ix, thr, option, gpu):
+            return False
+        n = job.num_gpus
+        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
+    return bool(self.placement_mask(job)[gpu, option])
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
+    """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
+    :meth:`Cluster.first_legal_in`)."""
+    if _masks_indexed(self, option):
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        n = job.num_gpus
+        if n <= 1:
+            return ix.first(thr, option)  # type: ignore[no-any-return]
+        gang = ix.walk(thr, option, 0, n)
+        return gang[0] if len(gang) == n else -1  # type: ignore[no-any-return]
+    col = self.placement_mask(job)[:, option]
+    g = int(col.argmax())
+    return g if col[g] else -1
