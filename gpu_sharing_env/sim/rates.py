@@ -6,7 +6,7 @@ rates and their completion events, progress accrual, the nodes' CPU factors.
 static per-GPU and per-node facts it reads on the hot path and the job watchers
 (``Simulator.watch_jobs``). It writes the rate fields of ``JobState`` (``rate``, ``solo_rate``,
 ``frac``, ``sm_eff``, the accrual fields, the ``serving`` record's ``alone_frac``, ``wait_ms``,
-``tail_ms``) and each GPU's usage row (:meth:`FleetUsage.set_gpu <gpu_sharing_env.sim.usage.FleetUsage.set_gpu>`).
+``tail_ms``) and each GPU's usage row (:meth:`FleetUsage.set_row <gpu_sharing_env.sim.usage.FleetUsage.set_row>`).
 """
 
 from __future__ import annotations
@@ -396,7 +396,7 @@ class Rates:
         mem = (sv.mem_true[g] if cython.compiled else c.mem_true.item(g)) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
         busy = 1.0 if res else 0.0
-        self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
+        self._usage.set_row(g, util, sm, mem, busy, stp, over, hosts_online)  # (a C call)
 
     @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState, sv=ServingState)
     def _online_terms(
