@@ -22,6 +22,7 @@ cdef class _StateViews:
     cdef long long[:] type_idx
     cdef long long[:, :, :] creatable
     cdef long long[:] pcts
+    cdef tuple lists
 
 cdef class _JobViews:
     cdef tuple arrays

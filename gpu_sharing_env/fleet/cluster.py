@@ -206,6 +206,7 @@ class _StateViews:
     type_idx: cython.longlong[:]
     creatable: cython.longlong[:, :, :]
     pcts: cython.longlong[:]
+    lists: tuple
 
     def __init__(self, c: Cluster) -> None:
         f = c.fleet
@@ -228,6 +229,10 @@ class _StateViews:
         self.type_idx = f.type_idx
         self.creatable = f.mig.creatable_bits
         self.pcts = c.layout.mps_pcts
+        # the reset's per-GPU lists and the fleet's, ``(residents, res_frac, node_of_l,
+        # mps_limit_l)`` (``add`` and ``remove`` read them here: one typed read, where each was
+        # a generic attribute read of the cluster or its fleet)
+        self.lists = (c.residents, c.res_frac, f.node_of_l, f.mps_limit_l)
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
@@ -617,27 +622,6 @@ def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
         elif k:
             out[r] = False
     return out
-
-
-@cython.cfunc
-def _masks_touch(self: Masks, gpu: int) -> None:
-    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
-    noted for :meth:`Masks._dynamic` and the fit indexes."""
-    dirty = self._dirty
-    if dirty is not None:
-        dirty.add(gpu)
-    for ix in self._fit_ix.values():
-        ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
-
-
-@cython.cfunc
-def _touched(self: Cluster, gpu: int) -> None:
-    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
-    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
-    :meth:`Masks.touch` were two Python calls per change)."""
-    _masks_touch(self.masks, gpu)
-    for w in self._watchers:
-        w.add(gpu)
 
 
 @cython.cfunc
@@ -1176,7 +1160,10 @@ class Cluster:
         return _views_of(self)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ mutation
-    @cython.locals(sv=_StateViews)
+    @cython.locals(
+        sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+        fracs=list,
+    )  # fmt: skip
     def add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> tuple[float, MigInstance | None]:
         """Place one instance of ``job`` on ``gpu`` (legality already checked).
 
@@ -1186,38 +1173,45 @@ class Cluster:
         """
         # Elements are read as Python numbers (``.item``) and written back: the same values as
         # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
-        sharing = self.layout.sharing
+        omode = opt.mode
         delay = 0.0
         inst: MigInstance | None = None
         if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
             sv = _views_of(self)
             n = sv.n_res[gpu]
             mode = sv.mode[gpu]
+            residents, res_frac, node_of_l, limit_l = sv.lists
         else:
             n = self.n_res.item(gpu)
             mode = self.mode.item(gpu)
-        if n == 0 and mode != opt.mode:
-            if opt.mode is _M_MIG or mode == _MIG:
+            residents, res_frac = self.residents, self.res_frac
+            node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        if n == 0 and mode != omode:
+            sharing = self.layout.sharing
+            if omode is _M_MIG or mode == _MIG:
                 delay += sharing.mig_mode_switch_s
                 self.mig_layouts.clear(gpu)
-            elif opt.mode is _M_MPS:
+            elif omode is _M_MPS:
                 delay += sharing.mps_start_s
-            self.mode[gpu] = int(opt.mode)
-        if opt.mode is _M_MIG:
+            if cython.compiled:  # (the view's store: the int64 numpy's ``setitem`` makes)
+                sv.mode[gpu] = int(omode)
+            else:
+                self.mode[gpu] = int(omode)
+        if omode is _M_MIG:
             inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
             if created:
-                delay += sharing.mig_reconfig_s
-        fleet = self.fleet
-        if opt.mode is _M_MPS and self.layout.gpulets:
-            if opt.gpulet:
-                self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
-            else:
-                self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
-                if fleet.mps_limit_l[gpu]:
-                    self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        node = fleet.node_of_l[gpu]
+                delay += self.layout.sharing.mig_reconfig_s
+        if omode is _M_MPS:
+            if self.layout.gpulets:
+                if opt.gpulet:
+                    self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
+                else:
+                    self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
+                    if limit_l[gpu]:
+                        self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+            elif limit_l[gpu]:
+                self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+        node = node_of_l[gpu]
         if cython.compiled:  # (C reads and writes through the typed views, the same values)
             _res_add(
                 sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
@@ -1229,8 +1223,9 @@ class Cluster:
             if job.kind is _ONLINE:
                 self.online_count[gpu] = self.online_count.item(gpu) + 1
             self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
-        self.residents[gpu].append(job.job_id)
-        fracs = self.res_frac[gpu]
+        res = residents[gpu]
+        res.append(job.job_id)
+        fracs = res_frac[gpu]
         fracs.append(job.gpu_frac)
         if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
             sv.frac_decl[gpu] = sum(fracs)
@@ -1257,18 +1252,26 @@ class Cluster:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
         return self.gpulet_parts.of(gpu)
 
-    @cython.locals(sv=_StateViews)
+    @cython.locals(
+        sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+        fracs=list,
+    )  # fmt: skip
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
         """Take one instance of ``job`` off ``gpu``."""
         # Python-number element updates, as in ``add``.
-        i = self.residents[gpu].index(job.job_id)
-        del self.residents[gpu][i]
-        fracs = self.res_frac[gpu]
-        del fracs[i]
-        fleet = self.fleet
-        node = fleet.node_of_l[gpu]
         if cython.compiled:  # (as in ``add``)
             sv = _views_of(self)
+            residents, res_frac, node_of_l, limit_l = sv.lists
+        else:
+            residents, res_frac = self.residents, self.res_frac
+            node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        res = residents[gpu]
+        i = res.index(job.job_id)
+        del res[i]
+        fracs = res_frac[gpu]
+        del fracs[i]
+        node = node_of_l[gpu]
+        if cython.compiled:
             sv.frac_decl[gpu] = sum(fracs)
             n = _res_remove(
                 sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
@@ -1281,13 +1284,15 @@ class Cluster:
             if job.kind is _ONLINE:
                 self.online_count[gpu] = self.online_count.item(gpu) - 1
             self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        if opt.mode is _M_MPS and self.layout.gpulets:
-            freed = self.gpulet_parts.leave(job.job_id, gpu)
-            if freed and fleet.mps_limit_l[gpu]:
-                self.sm_used[gpu] = self.sm_used.item(gpu) - freed
-        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
-        if opt.mode is _M_MIG:
+        omode = opt.mode
+        if omode is _M_MPS:
+            if self.layout.gpulets:
+                freed = self.gpulet_parts.leave(job.job_id, gpu)
+                if freed and limit_l[gpu]:
+                    self.sm_used[gpu] = self.sm_used.item(gpu) - freed
+            elif limit_l[gpu]:
+                self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
+        if omode is _M_MIG:
             self.mig_layouts.release(job.job_id, gpu)
         if n == 0:  # drop float drift
             if cython.compiled:
@@ -1602,6 +1607,8 @@ class _FitIndex:
             self.cur_mig = [-1] * f.n_gpus
         self.dirty = set()
 
+    @cython.boundscheck(False)  # (every index in range: GPUs of the fleet, rows of the index)
+    @cython.wraparound(False)
     @cython.locals(
         sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
         n_rows=cython.Py_ssize_t, n_ex=cython.Py_ssize_t, n_fixed=cython.Py_ssize_t,
@@ -1991,3 +1998,25 @@ def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
     col = self.placement_mask(job)[:, option]
     g = int(col.argmax())
     return g if col[g] else -1
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_touch(self: Masks, gpu: int) -> None:
+    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
+    noted for :meth:`Masks._dynamic` and the fit indexes."""
+    dirty = self._dirty
+    if dirty is not None:
+        dirty.add(gpu)
+    for ix in self._fit_ix.values():  # (compiled, ``ix`` typed: ``dirty`` a C read)
+        ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
+
+
+@cython.cfunc
+def _touched(self: Cluster, gpu: int) -> None:
+    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
+    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
+    :meth:`Masks.touch` were two Python calls per change)."""
+    _masks_touch(self.masks, gpu)
+    for w in self._watchers:
+        w.add(gpu)
