@@ -59,3 +59,10 @@ cdef class _FitIndex:
     cpdef list _trees(self, Py_ssize_t row)
     cpdef Py_ssize_t first(self, list thr, Py_ssize_t row, Py_ssize_t lo=*) except? -2
     cpdef list walk(self, list thr, Py_ssize_t row, Py_ssize_t lo, Py_ssize_t n)
+
+# The cluster's C-callable bodies the compiled lifecycle cimports (``Cluster.state_views``,
+# ``add``, ``remove`` and ``gang_gpus`` delegate to them).
+cdef _StateViews _views_of(object self)
+cdef tuple _cluster_add(object self, object job, object gpu, object opt)
+cdef object _cluster_remove(object self, object job, object gpu, object opt)
+cdef list _cluster_gang_gpus(object self, object job, object first_gpu, object option)

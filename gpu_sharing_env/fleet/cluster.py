@@ -1108,10 +1108,8 @@ class Cluster:
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses (:meth:`Masks.gang_gpus`;
-        a single-GPU job's here, without the call)."""
-        if job.num_gpus == 1:
-            return [first_gpu]
-        return self.masks.gang_gpus(job, first_gpu, option)
+        a single-GPU job's here, without the call: :func:`_cluster_gang_gpus`)."""
+        return _cluster_gang_gpus(self, job, first_gpu, option)  # type: ignore[no-any-return]
 
     def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
         """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
@@ -1160,80 +1158,15 @@ class Cluster:
         return _views_of(self)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ mutation
-    @cython.locals(
-        sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
-        fracs=list,
-    )  # fmt: skip
     def add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> tuple[float, MigInstance | None]:
         """Place one instance of ``job`` on ``gpu`` (legality already checked).
 
         Returns:
             The setup delay in seconds (mode switch, MPS daemon start, MIG instance creation)
-            and the MIG instance used, if any.
+            and the MIG instance used, if any (:func:`_cluster_add`: compiled, the lifecycle
+            calls it in C).
         """
-        # Elements are read as Python numbers (``.item``) and written back: the same values as
-        # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
-        omode = opt.mode
-        delay = 0.0
-        inst: MigInstance | None = None
-        if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
-            sv = _views_of(self)
-            n = sv.n_res[gpu]
-            mode = sv.mode[gpu]
-            residents, res_frac, node_of_l, limit_l = sv.lists
-        else:
-            n = self.n_res.item(gpu)
-            mode = self.mode.item(gpu)
-            residents, res_frac = self.residents, self.res_frac
-            node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
-        if n == 0 and mode != omode:
-            sharing = self.layout.sharing
-            if omode is _M_MIG or mode == _MIG:
-                delay += sharing.mig_mode_switch_s
-                self.mig_layouts.clear(gpu)
-            elif omode is _M_MPS:
-                delay += sharing.mps_start_s
-            if cython.compiled:  # (the view's store: the int64 numpy's ``setitem`` makes)
-                sv.mode[gpu] = int(omode)
-            else:
-                self.mode[gpu] = int(omode)
-        if omode is _M_MIG:
-            inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
-            if created:
-                delay += self.layout.sharing.mig_reconfig_s
-        if omode is _M_MPS:
-            if self.layout.gpulets:
-                if opt.gpulet:
-                    self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
-                else:
-                    self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
-                    if limit_l[gpu]:
-                        self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-            elif limit_l[gpu]:
-                self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        node = node_of_l[gpu]
-        if cython.compiled:  # (C reads and writes through the typed views, the same values)
-            _res_add(
-                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
-            )  # fmt: skip
-        else:
-            self.n_res[gpu] = n + 1
-            self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
-            self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
-            if job.kind is _ONLINE:
-                self.online_count[gpu] = self.online_count.item(gpu) + 1
-            self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
-        res = residents[gpu]
-        res.append(job.job_id)
-        fracs = res_frac[gpu]
-        fracs.append(job.gpu_frac)
-        if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
-            sv.frac_decl[gpu] = sum(fracs)
-        else:
-            self.frac_decl[gpu] = sum(fracs)
-        _touched(self, gpu)  # (:meth:`_touch`; compiled, a C call)
-        self.version += 1
-        return delay, inst
+        return _cluster_add(self, job, gpu, opt)  # type: ignore[no-any-return]
 
     def gpulet_state(self, gpu: int) -> tuple[list[list], int]:
         """A copy of ``gpu``'s MPS partitions (``[sm_pct, [job ids]]`` each) and its SM
@@ -1252,57 +1185,10 @@ class Cluster:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
         return self.gpulet_parts.of(gpu)
 
-    @cython.locals(
-        sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
-        fracs=list,
-    )  # fmt: skip
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
-        """Take one instance of ``job`` off ``gpu``."""
-        # Python-number element updates, as in ``add``.
-        if cython.compiled:  # (as in ``add``)
-            sv = _views_of(self)
-            residents, res_frac, node_of_l, limit_l = sv.lists
-        else:
-            residents, res_frac = self.residents, self.res_frac
-            node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
-        res = residents[gpu]
-        i = res.index(job.job_id)
-        del res[i]
-        fracs = res_frac[gpu]
-        del fracs[i]
-        node = node_of_l[gpu]
-        if cython.compiled:
-            sv.frac_decl[gpu] = sum(fracs)
-            n = _res_remove(
-                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
-            )  # fmt: skip
-        else:
-            self.frac_decl[gpu] = sum(fracs)
-            n = self.n_res[gpu] = self.n_res.item(gpu) - 1
-            self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
-            self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
-            if job.kind is _ONLINE:
-                self.online_count[gpu] = self.online_count.item(gpu) - 1
-            self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        omode = opt.mode
-        if omode is _M_MPS:
-            if self.layout.gpulets:
-                freed = self.gpulet_parts.leave(job.job_id, gpu)
-                if freed and limit_l[gpu]:
-                    self.sm_used[gpu] = self.sm_used.item(gpu) - freed
-            elif limit_l[gpu]:
-                self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
-        if omode is _M_MIG:
-            self.mig_layouts.release(job.job_id, gpu)
-        if n == 0:  # drop float drift
-            if cython.compiled:
-                sv.mem_decl[gpu] = 0.0
-                sv.mem_true[gpu] = 0.0
-            else:
-                self.mem_decl[gpu] = 0.0
-                self.mem_true[gpu] = 0.0
-        _touched(self, gpu)  # (as in ``add``)
-        self.version += 1
+        """Take one instance of ``job`` off ``gpu`` (:func:`_cluster_remove`: compiled, the
+        lifecycle calls it in C)."""
+        _cluster_remove(self, job, gpu, opt)
 
     # ------------------------------------------------------------------ invariants
     def check_invariants(self) -> None:
@@ -1336,6 +1222,151 @@ class Cluster:
                         assert self.sm_used[g] == sum(p for p, _ in parts), f"gpu {g}: SM use"
                 else:
                     assert not parts, f"gpu {g}: gpulets outside MPS"
+
+
+@cython.cfunc
+@cython.locals(
+    sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+    fracs=list,
+)  # fmt: skip
+@cython.returns(tuple)
+def _cluster_add(
+    self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption
+) -> tuple[float, MigInstance | None]:
+    """:meth:`Cluster.add`'s body, C-callable (from the compiled lifecycle, ``cluster.pxd``):
+    place one instance of ``job`` on ``gpu`` (legality already checked).
+
+    Returns:
+        The setup delay in seconds (mode switch, MPS daemon start, MIG instance creation)
+        and the MIG instance used, if any.
+    """
+    # Elements are read as Python numbers (``.item``) and written back: the same values as
+    # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
+    omode = opt.mode
+    delay = 0.0
+    inst: MigInstance | None = None
+    if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
+        sv = _views_of(self)
+        n = sv.n_res[gpu]
+        mode = sv.mode[gpu]
+        residents, res_frac, node_of_l, limit_l = sv.lists
+    else:
+        n = self.n_res.item(gpu)
+        mode = self.mode.item(gpu)
+        residents, res_frac = self.residents, self.res_frac
+        node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+    if n == 0 and mode != omode:
+        sharing = self.layout.sharing
+        if omode is _M_MIG or mode == _MIG:
+            delay += sharing.mig_mode_switch_s
+            self.mig_layouts.clear(gpu)
+        elif omode is _M_MPS:
+            delay += sharing.mps_start_s
+        if cython.compiled:  # (the view's store: the int64 numpy's ``setitem`` makes)
+            sv.mode[gpu] = int(omode)
+        else:
+            self.mode[gpu] = int(omode)
+    if omode is _M_MIG:
+        inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
+        if created:
+            delay += self.layout.sharing.mig_reconfig_s
+    if omode is _M_MPS:
+        if self.layout.gpulets:
+            if opt.gpulet:
+                self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
+            else:
+                self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
+                if limit_l[gpu]:
+                    self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+        elif limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+    node = node_of_l[gpu]
+    if cython.compiled:  # (C reads and writes through the typed views, the same values)
+        _res_add(
+            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+        )  # fmt: skip
+    else:
+        self.n_res[gpu] = n + 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
+        if job.kind is _ONLINE:
+            self.online_count[gpu] = self.online_count.item(gpu) + 1
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
+    res = residents[gpu]
+    res.append(job.job_id)
+    fracs = res_frac[gpu]
+    fracs.append(job.gpu_frac)
+    if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
+        sv.frac_decl[gpu] = sum(fracs)
+    else:
+        self.frac_decl[gpu] = sum(fracs)
+    _touched(self, gpu)  # (:meth:`_touch`; compiled, a C call)
+    self.version += 1
+    return delay, inst
+
+
+@cython.cfunc
+@cython.locals(
+    sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+    fracs=list,
+)  # fmt: skip
+def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
+    """:meth:`Cluster.remove`'s body, C-callable (from the compiled lifecycle, ``cluster.pxd``):
+    take one instance of ``job`` off ``gpu``."""
+    # Python-number element updates, as in ``add``.
+    if cython.compiled:  # (as in ``add``)
+        sv = _views_of(self)
+        residents, res_frac, node_of_l, limit_l = sv.lists
+    else:
+        residents, res_frac = self.residents, self.res_frac
+        node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+    res = residents[gpu]
+    i = res.index(job.job_id)
+    del res[i]
+    fracs = res_frac[gpu]
+    del fracs[i]
+    node = node_of_l[gpu]
+    if cython.compiled:
+        sv.frac_decl[gpu] = sum(fracs)
+        n = _res_remove(
+            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+        )  # fmt: skip
+    else:
+        self.frac_decl[gpu] = sum(fracs)
+        n = self.n_res[gpu] = self.n_res.item(gpu) - 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
+        if job.kind is _ONLINE:
+            self.online_count[gpu] = self.online_count.item(gpu) - 1
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
+    omode = opt.mode
+    if omode is _M_MPS:
+        if self.layout.gpulets:
+            freed = self.gpulet_parts.leave(job.job_id, gpu)
+            if freed and limit_l[gpu]:
+                self.sm_used[gpu] = self.sm_used.item(gpu) - freed
+        elif limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
+    if omode is _M_MIG:
+        self.mig_layouts.release(job.job_id, gpu)
+    if n == 0:  # drop float drift
+        if cython.compiled:
+            sv.mem_decl[gpu] = 0.0
+            sv.mem_true[gpu] = 0.0
+        else:
+            self.mem_decl[gpu] = 0.0
+            self.mem_true[gpu] = 0.0
+    _touched(self, gpu)  # (as in ``add``)
+    self.version += 1
+
+
+@cython.cfunc
+@cython.returns(list)
+def _cluster_gang_gpus(self: Cluster, job: JobSpec, first_gpu: int, option: int) -> list[int]:
+    """:meth:`Cluster.gang_gpus`' body, C-callable (from the compiled lifecycle)."""
+    if job.num_gpus == 1:
+        return [first_gpu]
+    return self.masks.gang_gpus(job, first_gpu, option)  # type: ignore[no-any-return]
 
 
 def _float_order(x: float) -> int:
