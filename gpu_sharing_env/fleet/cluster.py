@@ -206,6 +206,7 @@ class _StateViews:
     type_idx: cython.longlong[:]
     creatable: cython.longlong[:, :, :]
     pcts: cython.longlong[:]
+    #: ``(residents, res_frac, node_of_l, mps_limit_l, masks, watchers)`` (:func:`_views_of`)
     lists: tuple
 
     def __init__(self, c: Cluster) -> None:
@@ -229,10 +230,6 @@ class _StateViews:
         self.type_idx = f.type_idx
         self.creatable = f.mig.creatable_bits
         self.pcts = c.layout.mps_pcts
-        # the reset's per-GPU lists and the fleet's, ``(residents, res_frac, node_of_l,
-        # mps_limit_l)`` (``add`` and ``remove`` read them here: one typed read, where each was
-        # a generic attribute read of the cluster or its fleet)
-        self.lists = (c.residents, c.res_frac, f.node_of_l, f.mps_limit_l)
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
@@ -284,6 +281,12 @@ def _views_of(self: Cluster) -> _StateViews:
     v = self._views
     if v is None or v.src is not self.n_res:
         v = self._views = _StateViews(self)
+        # the reset's per-GPU lists and the fleet's, the masks and the reset's watchers
+        # (``add`` and ``remove`` read them here: one typed read, where each was a generic
+        # attribute read of the cluster or its fleet)
+        f = self.fleet
+        v.lists = (self.residents, self.res_frac, f.node_of_l, f.mps_limit_l, self.masks,
+                   self._watchers)  # fmt: skip
     return v
 
 
@@ -629,8 +632,7 @@ def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
 def _masks_indexed(self: Masks, option: int) -> bool:
     """:meth:`Masks._indexed`'s body, C-callable (from :func:`_masks_legal` and
     :func:`_masks_first_legal`)."""
-    lay = self.layout
-    return option < lay.join0 and not lay.gpulets  # type: ignore[no-any-return]
+    return option < self._index_below  # type: ignore[no-any-return]
 
 
 @cython.cfunc
@@ -659,6 +661,9 @@ class Masks:
         self.layout = cluster.layout
         #: GPUs without an MPS SM limit (static).
         self.no_mps_limit = ~self.fleet.mps_limit
+        #: The options the fit index answers are those below this one (:meth:`_indexed`):
+        #: exclusive, time-sharing and the MPS shares, none with gpulets on (fixed).
+        self._index_below: int = 0 if self.layout.gpulets else self.layout.join0
         self._job_static: dict[tuple[float, tuple[str, ...]], tuple[Any, ...]] = {}
 
     def reset(self) -> None:
@@ -1227,7 +1232,7 @@ class Cluster:
 @cython.cfunc
 @cython.locals(
     sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
-    fracs=list,
+    fracs=list, watchers=list,
 )  # fmt: skip
 @cython.returns(tuple)
 def _cluster_add(
@@ -1249,12 +1254,13 @@ def _cluster_add(
         sv = _views_of(self)
         n = sv.n_res[gpu]
         mode = sv.mode[gpu]
-        residents, res_frac, node_of_l, limit_l = sv.lists
+        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
     else:
         n = self.n_res.item(gpu)
         mode = self.mode.item(gpu)
         residents, res_frac = self.residents, self.res_frac
         node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        masks, watchers = self.masks, self._watchers
     if n == 0 and mode != omode:
         sharing = self.layout.sharing
         if omode is _M_MIG or mode == _MIG:
@@ -1300,7 +1306,7 @@ def _cluster_add(
         sv.frac_decl[gpu] = sum(fracs)
     else:
         self.frac_decl[gpu] = sum(fracs)
-    _touched(self, gpu)  # (:meth:`_touch`; compiled, a C call)
+    _touched_in(masks, watchers, gpu)  # (:meth:`_touch`; compiled, a C call)
     self.version += 1
     return delay, inst
 
@@ -1308,7 +1314,7 @@ def _cluster_add(
 @cython.cfunc
 @cython.locals(
     sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
-    fracs=list,
+    fracs=list, watchers=list,
 )  # fmt: skip
 def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
     """:meth:`Cluster.remove`'s body, C-callable (from the compiled lifecycle, ``cluster.pxd``):
@@ -1316,10 +1322,11 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
     # Python-number element updates, as in ``add``.
     if cython.compiled:  # (as in ``add``)
         sv = _views_of(self)
-        residents, res_frac, node_of_l, limit_l = sv.lists
+        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
     else:
         residents, res_frac = self.residents, self.res_frac
         node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        masks, watchers = self.masks, self._watchers
     res = residents[gpu]
     i = res.index(job.job_id)
     del res[i]
@@ -1356,7 +1363,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
         else:
             self.mem_decl[gpu] = 0.0
             self.mem_true[gpu] = 0.0
-    _touched(self, gpu)  # (as in ``add``)
+    _touched_in(masks, watchers, gpu)  # (as in ``add``)
     self.version += 1
 
 
@@ -2048,6 +2055,14 @@ def _touched(self: Cluster, gpu: int) -> None:
     """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
     watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
     :meth:`Masks.touch` were two Python calls per change)."""
-    _masks_touch(self.masks, gpu)
-    for w in self._watchers:
+    _touched_in(self.masks, self._watchers, gpu)
+
+
+@cython.cfunc
+@cython.locals(watchers=list, w=set)
+def _touched_in(masks: Masks, watchers: list[set[int]], gpu: int) -> None:
+    """:func:`_touched` with the cluster's masks and watchers given (``add`` and ``remove``
+    read them through the typed views)."""
+    _masks_touch(masks, gpu)
+    for w in watchers:
         w.add(gpu)
