@@ -35,8 +35,8 @@ cdef class _JobViews:
 # C-callable from the masks' questions (cluster.py's _fit_index and _masks_* bodies).
 cdef class _FitIndex:
     cdef public tuple _fixed
-    cdef public dict _mig_bits
     cdef public dict _thr
+    cdef public tuple _thr_last
     cdef public tuple _walk_memo
     cdef public dict _xs
     cdef public list arrays

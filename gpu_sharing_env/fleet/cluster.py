@@ -1524,8 +1524,8 @@ class _FitIndex:
 
     __slots__ = (
         "_fixed",
-        "_mig_bits",
         "_thr",
+        "_thr_last",
         "_walk_memo",
         "_xs",
         "arrays",
@@ -1555,7 +1555,8 @@ class _FitIndex:
         #: one tuple (compiled, one typed read where each was a generic attribute read):
         #: online, the cluster, the residency limit, the MPS shares, whether an exclusive
         #: row, whether a time-sharing row, the GPUs' MPS limits, whether MIG options, the
-        #: most GPUs changed that :meth:`sync` applies one by one.
+        #: most GPUs changed that :meth:`sync` applies one by one; and the MIG profiles' bits
+        #: per memory size (a memo, filled as asked: :func:`_fit_placeable`).
         self._fixed: tuple[Any, ...] = (
             online,
             masks.c,
@@ -1566,6 +1567,7 @@ class _FitIndex:
             f.mps_limit_l,
             bool(lay.mig_slices),
             max(32, f.n_gpus >> 3),
+            {},
         )
         #: The rows :meth:`placeable` reads: exclusive, time-sharing and the MPS option with
         #: the least SM share (a GPU legal under any MPS option is legal under it:
@@ -1599,7 +1601,9 @@ class _FitIndex:
             for p, g in enumerate(gl):
                 self.pos_l[g] = p
         self._thr: dict[tuple[float, tuple[str, ...]], list[tuple[int, float]]] = {}
-        self._mig_bits: dict[float, list[int]] = {}
+        #: The last thresholds asked, ``(mem, allowed, thresholds)`` (:func:`_fit_thresholds`:
+        #: a decision asks them of one job several times in a row).
+        self._thr_last: tuple[Any, ...] = (None, None, None)
         self._walk_memo: tuple[object, object, list[int]] = (None, None, [])
         self.dirty: set[int] = set()
         self._build()
@@ -1665,7 +1669,7 @@ class _FitIndex:
         # a rebuild is a few numpy passes (~0.1 ms at 16 GPUs), an entry ~5 us: rebuild only
         # when more than an eighth of a fleet of 256+ GPUs changed (``_fixed[8]``)
         fixed = self._fixed
-        online, c, mr, pcts, has_ex, has_ts, limit, mig_on, most = fixed
+        online, c, mr, pcts, has_ex, has_ts, limit, mig_on, most, _ = fixed
         if len(dirty) > most:
             self._build()
             return
@@ -1919,11 +1923,16 @@ class _FitIndex:
 
 
 @cython.cfunc
-@cython.locals(self=_FitIndex)
+@cython.locals(self=_FitIndex, last=tuple)
 def _fit_thresholds(
     self: _FitIndex, mem: float, allowed: tuple[str, ...]
 ) -> list[tuple[int, float]]:
-    """:meth:`_FitIndex.thresholds`' body, C-callable (memoised per ``(mem, allowed)``)."""
+    """:meth:`_FitIndex.thresholds`' body, C-callable (memoised per ``(mem, allowed)``; the
+    last answer kept for the same ``allowed`` object and an equal ``mem``, without the key's
+    tuple and hash: the dictionary's answer for that key)."""
+    last = self._thr_last
+    if last[1] is allowed and last[0] == mem:
+        return last[2]  # type: ignore[no-any-return]
     key = (mem, allowed)
     hit = self._thr.get(key)
     if hit is None:
@@ -1939,6 +1948,7 @@ def _fit_thresholds(
         if len(self._thr) >= 4096:
             self._thr.clear()
         self._thr[key] = hit
+    self._thr_last = (mem, allowed, hit)
     return hit
 
 
@@ -1960,10 +1970,11 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
                 if lst and lst[0] <= pair[1]:
                     return True
         if self._fixed[7]:  # (MIG options)
-            pb = self._mig_bits.get(mem)
+            mig_bits = self._fixed[9]
+            pb = mig_bits.get(mem)
             if pb is None:
                 bits = self.m.fleet.mig.profile_bits(mem, self.m.layout.mig_slices)
-                pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
+                pb = mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
             for t, _ in thr:
                 want = pb[t]
                 if want:
