@@ -66,3 +66,6 @@ cdef _StateViews _views_of(object self)
 cdef tuple _cluster_add(object self, object job, object gpu, object opt)
 cdef object _cluster_remove(object self, object job, object gpu, object opt)
 cdef list _cluster_gang_gpus(object self, object job, object first_gpu, object option)
+# ``Masks.legal``'s body (``Cluster.legal`` delegates to it): for a compiled caller that asks
+# one placement's legality per call (``ClusterView.legal``: ``_masks_legal(cluster.masks, ...)``)
+cdef object _masks_legal(object self, object job, object gpu, object option)
