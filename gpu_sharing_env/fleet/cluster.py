@@ -1608,6 +1608,34 @@ class _FitIndex:
         self.dirty: set[int] = set()
         self._build()
 
+    def __reduce__(self) -> tuple[Any, tuple[()], dict[str, Any]]:
+        """A pickle or deep copy carries the members by name (:meth:`__setstate__`): one made
+        interpreted (a class with slots) loads compiled (an extension type, whose own pickling
+        would not read it), and back."""
+        return _new_fit_index, (), {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._fixed = state["_fixed"]
+        self._thr = state["_thr"]
+        self._thr_last = state["_thr_last"]
+        self._walk_memo = state["_walk_memo"]
+        self._xs = state["_xs"]
+        self.arrays = state["arrays"]
+        self.cur = state["cur"]
+        self.cur_mig = state["cur_mig"]
+        self.dirty = state["dirty"]
+        self.fit_rows = state["fit_rows"]
+        self.gpus_of = state["gpus_of"]
+        self.keep_vals = state["keep_vals"]
+        self.m = state["m"]
+        self.mig = state["mig"]
+        self.pending = state["pending"]
+        self.pending_arr = state["pending_arr"]
+        self.pos_l = state["pos_l"]
+        self.trees = state["trees"]
+        self.type_l = state["type_l"]
+        self.vals = state["vals"]
+
     def touch(self, gpu: int) -> None:
         self.dirty.add(gpu)
 
@@ -1920,6 +1948,11 @@ class _FitIndex:
         if out:  # the walk from any GPU in lo..out[0] is the same
             self._walk_memo = ((version, row, out[0], n), thr, out)
         return out
+
+
+def _new_fit_index() -> _FitIndex:
+    """An empty fit index for :meth:`_FitIndex.__setstate__` to fill (a pickle's or a copy's)."""
+    return _FitIndex.__new__(_FitIndex)
 
 
 @cython.cfunc

@@ -136,8 +136,8 @@ class FleetUsage:
         self.set_row(g, new[0], new[1], new[2], new[3], new[4], new[5], new[6])
 
     @cython.locals(
-        gi=cython.Py_ssize_t, b=cython.double, t=cython.double, old=tuple, s=list,
-        uv=_UtilView,
+        gi=cython.Py_ssize_t, k=cython.Py_ssize_t, a=cython.double, b=cython.double,
+        t=cython.double, old=tuple, new=tuple, s=list, uv=_UtilView,
     )  # fmt: skip
     def set_row(
         self, g: int, util: float, sm: float, mem: float, busy: float, stp: float,
@@ -151,23 +151,14 @@ class FleetUsage:
         by numpy's ``setitem``."""
         gi = g
         old = self._rows[gi]
+        new = (util, sm, mem, busy, stp, over, hosts)
         s = self.sums
-        # (unrolled)
-        b, t = old[0], s[0]
-        s[0] = t + (util - b)
-        b, t = old[1], s[1]
-        s[1] = t + (sm - b)
-        b, t = old[2], s[2]
-        s[2] = t + (mem - b)
-        b, t = old[3], s[3]
-        s[3] = t + (busy - b)
-        b, t = old[4], s[4]
-        s[4] = t + (stp - b)
-        b, t = old[5], s[5]
-        s[5] = t + (over - b)
-        b, t = old[6], s[6]
-        s[6] = t + (hosts - b)
-        self._rows[gi] = (util, sm, mem, busy, stp, over, hosts)
+        for k in range(7):  # (compiled, each value a C double: the floats' own values)
+            a = new[k]
+            b = old[k]
+            t = s[k]
+            s[k] = t + (a - b)
+        self._rows[gi] = new
         if cython.compiled:
             uv = self._util_view
             if uv is None or uv.src is not self.g_util:
