@@ -36,8 +36,9 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-if cython.compiled:  # the cluster's typed views and C-callable bodies (cluster.pxd), the
-    # event queue (events.pxd)
+# compiled: the cluster's typed views and C-callable bodies (cluster.pxd), the event queue
+# (events.pxd)
+if cython.compiled:
     from cython.cimports.gpu_sharing_env.fleet.cluster import (
         _cluster_add,
         _cluster_gang_gpus,
