@@ -454,3 +454,92 @@ def test_add_and_remove_write_what_the_interpreted_cluster_writes(seed: int) -> 
             _job(rng_b, -1)
             assert a.placeable(probe) == b.placeable(probe), step
     assert a.residents == b.residents and a.res_frac == b.res_frac
+
+
+def test_the_fit_index_pxd_declares_its_slots() -> None:
+    """``cluster.pxd``'s ``cdef class _FitIndex`` declares exactly the ``__slots__`` of
+    ``cluster.py``'s ``_FitIndex``, each public (the tests read them; a copy carries them)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    fleet = Path(__file__).resolve().parents[1] / "gpu_sharing_env" / "fleet"
+    tree = ast.parse((fleet / "cluster.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_FitIndex")
+    slots = next(
+        ast.literal_eval(s.value)
+        for s in node.body
+        if isinstance(s, ast.Assign) and any(getattr(t, "id", "") == "__slots__" for t in s.targets)
+    )
+    pxd = (fleet / "cluster.pxd").read_text(encoding="utf-8")
+    block = pxd.split("cdef class _FitIndex:", 1)[1].split("\ncdef ", 1)[0]
+    declared = re.findall(r"^\s+cdef public \w+ (\w+)$", block, re.M)
+    assert sorted(declared) == sorted(slots)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_trees_hold_the_minima_a_rebuild_makes(seed: int) -> None:
+    """The segment trees a fit index keeps up to date GPU by GPU (``_tree_set``: compiled, the
+    lesser child's float stored, no new float per level) equal, float bits, the trees built
+    afresh from the index's entries (``_tree_build``), after every burst of random changes."""
+    from gpu_sharing_env.fleet.cluster import _tree_build
+
+    rng = np.random.default_rng(500 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    probes = [_job(rng, -1 - k) for k in range(6)]
+    checked = 0
+    for _step in _random_history(c, rng, 300, ask=0.5, via_first_legal=True):
+        for job in probes:  # (questions that build and use the trees)
+            for o in range(len(c.options)):
+                c.first_legal(job, o)
+        for ix in c.masks._fit_ix.values():
+            for row, trees in enumerate(ix.trees):
+                if trees is None:
+                    continue
+                cur = ix.cur[row]
+                fresh = [_tree_build([cur[g] for g in gl]) for gl in ix.gpus_of]
+                got = ix._trees(row)
+                assert [[v.hex() for v in t] for t in got] == [[v.hex() for v in t] for t in fresh]
+                checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_copied_cluster_keeps_its_own_index_and_views(seed: int) -> None:
+    """A deep copy (``Simulator.copy``'s way) and a pickle of a cluster mid-history carry the
+    fit indexes (an extension type compiled) and build typed views of their own arrays and
+    lists (``_views_of``): the same random changes on the original and the copy leave the
+    same state and index entries, and the copy's changes leave the original's untouched."""
+    import copy
+    import pickle
+
+    from gpu_sharing_env.fleet.cluster import _FitIndex
+
+    rng = np.random.default_rng(700 + seed)
+    c = Cluster(_fleet(rng), _SHARING[seed % len(_SHARING)])
+    placed: list[tuple[JobSpec, list[int], int]] = []
+    for step in range(60):
+        _random_change(c, rng, step, placed)
+        c.placeable(_job(rng, -1))
+    for b in (copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+        before = (c.n_res.copy(), [list(r) for r in c.residents])
+        state = rng.bit_generator.state
+        rb = np.random.default_rng()
+        rb.bit_generator.state = state
+        placed_b = list(placed)
+        for step in range(60, 120):
+            _random_change(b, rb, step, placed_b)
+        # the original is untouched by the copy's changes
+        assert c.n_res.tobytes() == before[0].tobytes() and c.residents == before[1]
+        # the same changes on the original leave the same state and entries
+        ra = np.random.default_rng()
+        ra.bit_generator.state = state
+        a = copy.deepcopy(c)
+        placed_a = list(placed)
+        for step in range(60, 120):
+            _random_change(a, ra, step, placed_a)
+        assert a.residents == b.residents and a.n_res.tobytes() == b.n_res.tobytes()
+        for online in (False, True):
+            ia, ib = a.masks._index(online), b.masks._index(online)
+            assert _index_entries(ia) == _index_entries(ib)
+            assert _index_entries(ib) == _index_entries(_FitIndex(b.masks, online))

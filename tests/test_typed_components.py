@@ -219,3 +219,47 @@ def test_a_module_running_from_source_takes_its_cimporters_with_it() -> None:
     assert {f"{sim}usage", f"{sim}ticks", f"{sim}rates", f"{sim}lifecycle"} <= deps
     assert f"{sim}legality" not in deps and "gpu_sharing_env.fleet.cluster" not in deps
     assert _modes._cimported(f"{sim}lifecycle") >= {f"{sim}legality", f"{sim}rates"}
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_set_row_moves_the_sums_as_the_interpreted_usage_does(how: str) -> None:
+    """``FleetUsage.set_row`` (compiled: seven C doubles, the old row read as C doubles,
+    ``g_util`` written through a typed view) leaves the rows, the sums (float bits) and
+    ``g_util`` (bytes) the interpreted source leaves, over random rows (zeros, tiny and huge
+    values among them), ``set_gpu`` too; a copy writes its own ``g_util``, not the original's,
+    and after a reset the view follows the new array."""
+    from gpu_sharing_env.sim import usage as usage_mod
+    from tests.helpers import interpreted
+
+    src = interpreted(usage_mod)
+    sim = make_simulator(load_scenario("default"))
+    sim.reset(0)
+    a = usage_mod.FleetUsage(sim.cluster, sim.queue)
+    b = src.FleetUsage(sim.cluster, sim.queue)
+    a.reset({})
+    b.reset({})
+    rng = np.random.default_rng(5)
+    n = sim.cluster.n_gpus
+    picks = np.array([0.0, 1.0, 1e-300, 1e300, 0.1, 1.0 / 3.0])
+
+    def row() -> tuple[float, ...]:
+        if rng.random() < 0.3:
+            return tuple(float(x) for x in rng.choice(picks, 7))
+        return tuple(float(x) for x in rng.random(7) * 10.0 ** rng.integers(-3, 4))
+
+    for step in range(600):
+        g, new = int(rng.integers(n)), row()
+        if step % 3:
+            a.set_row(g, *new)
+        else:
+            a.set_gpu(g, new)
+        b.set_gpu(g, new)
+        assert [x.hex() for x in a.sums] == [x.hex() for x in b.sums], step
+    assert a.rows() == b.rows() and a.g_util.tobytes() == b.g_util.tobytes()
+    twin = pickle.loads(pickle.dumps(a)) if how == "pickle" else copy.deepcopy(a)
+    kept = a.g_util.copy()
+    twin.set_row(0, 0.5, 0.5, 0.5, 1.0, 0.5, 0.0, 0.0)
+    assert a.g_util.tobytes() == kept.tobytes() and twin.g_util[0] == 0.5
+    a.reset({})
+    a.set_row(1, 0.25, 0.0, 0.0, 1.0, 0.25, 0.0, 0.0)
+    assert a.g_util[1] == 0.25 and a.sums[0] == 0.25

@@ -206,6 +206,8 @@ class _StateViews:
     type_idx: cython.longlong[:]
     creatable: cython.longlong[:, :, :]
     pcts: cython.longlong[:]
+    #: ``(residents, res_frac, node_of_l, mps_limit_l, masks, watchers)`` (:func:`_views_of`)
+    lists: tuple
 
     def __init__(self, c: Cluster) -> None:
         f = c.fleet
@@ -268,6 +270,24 @@ def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, 
         v.online_count[g] -= 1
     v.node_cpu[node] = v.node_cpu[node] - cpu
     return v.n_res[g]
+
+
+@cython.cfunc
+@cython.locals(v=_StateViews)
+@cython.returns(_StateViews)
+def _views_of(self: Cluster) -> _StateViews:
+    """:meth:`Cluster.state_views`' body, C-callable (from ``add``, ``remove`` and the fit
+    index's sync, where each was a Python method call)."""
+    v = self._views
+    if v is None or v.src is not self.n_res:
+        v = self._views = _StateViews(self)
+        # the reset's per-GPU lists and the fleet's, the masks and the reset's watchers
+        # (``add`` and ``remove`` read them here: one typed read, where each was a generic
+        # attribute read of the cluster or its fleet)
+        f = self.fleet
+        v.lists = (self.residents, self.res_frac, f.node_of_l, f.mps_limit_l, self.masks,
+                   self._watchers)  # fmt: skip
+    return v
 
 
 @cython.cclass
@@ -608,47 +628,11 @@ def _gang_starts(single: np.ndarray, n: int) -> np.ndarray:
 
 
 @cython.cfunc
-def _masks_touch(self: Masks, gpu: int) -> None:
-    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
-    noted for :meth:`Masks._dynamic` and the fit indexes."""
-    dirty = self._dirty
-    if dirty is not None:
-        dirty.add(gpu)
-    for ix in self._fit_ix.values():
-        ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
-
-
-@cython.cfunc
-def _touched(self: Cluster, gpu: int) -> None:
-    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
-    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
-    :meth:`Masks.touch` were two Python calls per change)."""
-    _masks_touch(self.masks, gpu)
-    for w in self._watchers:
-        w.add(gpu)
-
-
-@cython.cfunc
-def _fit_index(self: Masks, online: bool) -> _FitIndex:
-    """:meth:`Masks._index`'s body, C-callable: the :class:`_FitIndex` of jobs of this kind
-    (online or not), up to date (built on first use). Compiled, the cluster's "does anything
-    fit" and "where first" questions reach the index through C calls (:meth:`Cluster.placeable`,
-    :func:`_masks_first_legal`), where each was a chain of Python method calls."""
-    ix = self._fit_ix.get(online)
-    if ix is None:
-        ix = self._fit_ix[online] = _FitIndex(self, online)
-    elif ix.dirty:
-        ix.sync()
-    return ix
-
-
-@cython.cfunc
 @cython.inline
 def _masks_indexed(self: Masks, option: int) -> bool:
     """:meth:`Masks._indexed`'s body, C-callable (from :func:`_masks_legal` and
     :func:`_masks_first_legal`)."""
-    lay = self.layout
-    return option < lay.join0 and not lay.gpulets  # type: ignore[no-any-return]
+    return option < self._index_below  # type: ignore[no-any-return]
 
 
 @cython.cfunc
@@ -657,37 +641,6 @@ def _masks_placeable(self: Masks, job: JobSpec) -> bool:
     if self.layout.gpulets:  # the fit index knows no join options: the masks answer
         return self.placeable_scan(job)  # type: ignore[no-any-return]
     return _fit_placeable(_fit_index(self, job.kind is _ONLINE), job)
-
-
-@cython.cfunc
-def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
-    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
-    :meth:`Cluster.legal`)."""
-    if _masks_indexed(self, option):
-        ix = _fit_index(self, job.kind is _ONLINE)
-        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
-        if not _fit_legal(ix, thr, option, gpu):
-            return False
-        n = job.num_gpus
-        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
-    return bool(self.placement_mask(job)[gpu, option])
-
-
-@cython.cfunc
-def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
-    """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
-    :meth:`Cluster.first_legal_in`)."""
-    if _masks_indexed(self, option):
-        ix = _fit_index(self, job.kind is _ONLINE)
-        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
-        n = job.num_gpus
-        if n <= 1:
-            return ix.first(thr, option)  # type: ignore[no-any-return]
-        gang = ix.walk(thr, option, 0, n)
-        return gang[0] if len(gang) == n else -1  # type: ignore[no-any-return]
-    col = self.placement_mask(job)[:, option]
-    g = int(col.argmax())
-    return g if col[g] else -1
 
 
 class Masks:
@@ -708,6 +661,9 @@ class Masks:
         self.layout = cluster.layout
         #: GPUs without an MPS SM limit (static).
         self.no_mps_limit = ~self.fleet.mps_limit
+        #: The options the fit index answers are those below this one (:meth:`_indexed`):
+        #: exclusive, time-sharing and the MPS shares, none with gpulets on (fixed).
+        self._index_below: int = 0 if self.layout.gpulets else self.layout.join0
         self._job_static: dict[tuple[float, tuple[str, ...]], tuple[Any, ...]] = {}
 
     def reset(self) -> None:
@@ -1157,10 +1113,8 @@ class Cluster:
 
     def gang_gpus(self, job: JobSpec, first_gpu: int, option: int) -> list[int]:
         """The GPUs a placement of ``job`` at (first_gpu, option) uses (:meth:`Masks.gang_gpus`;
-        a single-GPU job's here, without the call)."""
-        if job.num_gpus == 1:
-            return [first_gpu]
-        return self.masks.gang_gpus(job, first_gpu, option)
+        a single-GPU job's here, without the call: :func:`_cluster_gang_gpus`)."""
+        return _cluster_gang_gpus(self, job, first_gpu, option)  # type: ignore[no-any-return]
 
     def check(self, job: JobSpec, gpu: int, option: int) -> str | None:
         """Why placing ``job`` at (gpu, option) is illegal, or None if it is legal."""
@@ -1203,79 +1157,21 @@ class Cluster:
         self._touch(gpu)
         self.version += 1
 
-    @cython.locals(v=_StateViews)
     def state_views(self) -> _StateViews:
         """The typed views of this reset's state arrays (built on first use, and again in a
         copy: a deep copy's are None)."""
-        v = self._views
-        if v is None or v.src is not self.n_res:
-            v = self._views = _StateViews(self)
-        return v
+        return _views_of(self)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ mutation
-    @cython.locals(sv=_StateViews)
     def add(self, job: JobSpec, gpu: int, opt: PlacementOption) -> tuple[float, MigInstance | None]:
         """Place one instance of ``job`` on ``gpu`` (legality already checked).
 
         Returns:
             The setup delay in seconds (mode switch, MPS daemon start, MIG instance creation)
-            and the MIG instance used, if any.
+            and the MIG instance used, if any (:func:`_cluster_add`: compiled, the lifecycle
+            calls it in C).
         """
-        # Elements are read as Python numbers (``.item``) and written back: the same values as
-        # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
-        sharing = self.layout.sharing
-        delay = 0.0
-        inst: MigInstance | None = None
-        if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
-            sv = self.state_views()
-            n = sv.n_res[gpu]
-            mode = sv.mode[gpu]
-        else:
-            n = self.n_res.item(gpu)
-            mode = self.mode.item(gpu)
-        if n == 0 and mode != opt.mode:
-            if opt.mode is _M_MIG or mode == _MIG:
-                delay += sharing.mig_mode_switch_s
-                self.mig_layouts.clear(gpu)
-            elif opt.mode is _M_MPS:
-                delay += sharing.mps_start_s
-            self.mode[gpu] = int(opt.mode)
-        if opt.mode is _M_MIG:
-            inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
-            if created:
-                delay += sharing.mig_reconfig_s
-        fleet = self.fleet
-        if opt.mode is _M_MPS and self.layout.gpulets:
-            if opt.gpulet:
-                self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
-            else:
-                self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
-                if fleet.mps_limit_l[gpu]:
-                    self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
-        node = fleet.node_of_l[gpu]
-        if cython.compiled:  # (C reads and writes through the typed views, the same values)
-            _res_add(
-                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
-            )  # fmt: skip
-        else:
-            self.n_res[gpu] = n + 1
-            self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
-            self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
-            if job.kind is _ONLINE:
-                self.online_count[gpu] = self.online_count.item(gpu) + 1
-            self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
-        self.residents[gpu].append(job.job_id)
-        fracs = self.res_frac[gpu]
-        fracs.append(job.gpu_frac)
-        if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
-            sv.frac_decl[gpu] = sum(fracs)
-        else:
-            self.frac_decl[gpu] = sum(fracs)
-        _touched(self, gpu)  # (:meth:`_touch`; compiled, a C call)
-        self.version += 1
-        return delay, inst
+        return _cluster_add(self, job, gpu, opt)  # type: ignore[no-any-return]
 
     def gpulet_state(self, gpu: int) -> tuple[list[list], int]:
         """A copy of ``gpu``'s MPS partitions (``[sm_pct, [job ids]]`` each) and its SM
@@ -1294,47 +1190,10 @@ class Cluster:
         """Per resident of ``gpu`` (gpulets on, MPS): (partition index, its SM percentage)."""
         return self.gpulet_parts.of(gpu)
 
-    @cython.locals(sv=_StateViews)
     def remove(self, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
-        """Take one instance of ``job`` off ``gpu``."""
-        # Python-number element updates, as in ``add``.
-        i = self.residents[gpu].index(job.job_id)
-        del self.residents[gpu][i]
-        fracs = self.res_frac[gpu]
-        del fracs[i]
-        fleet = self.fleet
-        node = fleet.node_of_l[gpu]
-        if cython.compiled:  # (as in ``add``)
-            sv = self.state_views()
-            sv.frac_decl[gpu] = sum(fracs)
-            n = _res_remove(
-                sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
-            )  # fmt: skip
-        else:
-            self.frac_decl[gpu] = sum(fracs)
-            n = self.n_res[gpu] = self.n_res.item(gpu) - 1
-            self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
-            self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
-            if job.kind is _ONLINE:
-                self.online_count[gpu] = self.online_count.item(gpu) - 1
-            self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-        if opt.mode is _M_MPS and self.layout.gpulets:
-            freed = self.gpulet_parts.leave(job.job_id, gpu)
-            if freed and fleet.mps_limit_l[gpu]:
-                self.sm_used[gpu] = self.sm_used.item(gpu) - freed
-        elif opt.mode is _M_MPS and fleet.mps_limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
-        if opt.mode is _M_MIG:
-            self.mig_layouts.release(job.job_id, gpu)
-        if n == 0:  # drop float drift
-            if cython.compiled:
-                sv.mem_decl[gpu] = 0.0
-                sv.mem_true[gpu] = 0.0
-            else:
-                self.mem_decl[gpu] = 0.0
-                self.mem_true[gpu] = 0.0
-        _touched(self, gpu)  # (as in ``add``)
-        self.version += 1
+        """Take one instance of ``job`` off ``gpu`` (:func:`_cluster_remove`: compiled, the
+        lifecycle calls it in C)."""
+        _cluster_remove(self, job, gpu, opt)
 
     # ------------------------------------------------------------------ invariants
     def check_invariants(self) -> None:
@@ -1368,6 +1227,153 @@ class Cluster:
                         assert self.sm_used[g] == sum(p for p, _ in parts), f"gpu {g}: SM use"
                 else:
                     assert not parts, f"gpu {g}: gpulets outside MPS"
+
+
+@cython.cfunc
+@cython.locals(
+    sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+    fracs=list, watchers=list,
+)  # fmt: skip
+@cython.returns(tuple)
+def _cluster_add(
+    self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption
+) -> tuple[float, MigInstance | None]:
+    """:meth:`Cluster.add`'s body, C-callable (from the compiled lifecycle, ``cluster.pxd``):
+    place one instance of ``job`` on ``gpu`` (legality already checked).
+
+    Returns:
+        The setup delay in seconds (mode switch, MPS daemon start, MIG instance creation)
+        and the MIG instance used, if any.
+    """
+    # Elements are read as Python numbers (``.item``) and written back: the same values as
+    # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
+    omode = opt.mode
+    delay = 0.0
+    inst: MigInstance | None = None
+    if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
+        sv = _views_of(self)
+        n = sv.n_res[gpu]
+        mode = sv.mode[gpu]
+        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
+    else:
+        n = self.n_res.item(gpu)
+        mode = self.mode.item(gpu)
+        residents, res_frac = self.residents, self.res_frac
+        node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        masks, watchers = self.masks, self._watchers
+    if n == 0 and mode != omode:
+        sharing = self.layout.sharing
+        if omode is _M_MIG or mode == _MIG:
+            delay += sharing.mig_mode_switch_s
+            self.mig_layouts.clear(gpu)
+        elif omode is _M_MPS:
+            delay += sharing.mps_start_s
+        if cython.compiled:  # (the view's store: the int64 numpy's ``setitem`` makes)
+            sv.mode[gpu] = int(omode)
+        else:
+            self.mode[gpu] = int(omode)
+    if omode is _M_MIG:
+        inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
+        if created:
+            delay += self.layout.sharing.mig_reconfig_s
+    if omode is _M_MPS:
+        if self.layout.gpulets:
+            if opt.gpulet:
+                self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
+            else:
+                self.gpulet_parts.open(job.job_id, gpu, opt.sm_pct)
+                if limit_l[gpu]:
+                    self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+        elif limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+    node = node_of_l[gpu]
+    if cython.compiled:  # (C reads and writes through the typed views, the same values)
+        _res_add(
+            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+        )  # fmt: skip
+    else:
+        self.n_res[gpu] = n + 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) + job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) + job.true_mem_gb
+        if job.kind is _ONLINE:
+            self.online_count[gpu] = self.online_count.item(gpu) + 1
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
+    res = residents[gpu]
+    res.append(job.job_id)
+    fracs = res_frac[gpu]
+    fracs.append(job.gpu_frac)
+    if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
+        sv.frac_decl[gpu] = sum(fracs)
+    else:
+        self.frac_decl[gpu] = sum(fracs)
+    _touched_in(masks, watchers, gpu)  # (:meth:`_touch`; compiled, a C call)
+    self.version += 1
+    return delay, inst
+
+
+@cython.cfunc
+@cython.locals(
+    sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
+    fracs=list, watchers=list,
+)  # fmt: skip
+def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption) -> None:
+    """:meth:`Cluster.remove`'s body, C-callable (from the compiled lifecycle, ``cluster.pxd``):
+    take one instance of ``job`` off ``gpu``."""
+    # Python-number element updates, as in ``add``.
+    if cython.compiled:  # (as in ``add``)
+        sv = _views_of(self)
+        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
+    else:
+        residents, res_frac = self.residents, self.res_frac
+        node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
+        masks, watchers = self.masks, self._watchers
+    res = residents[gpu]
+    i = res.index(job.job_id)
+    del res[i]
+    fracs = res_frac[gpu]
+    del fracs[i]
+    node = node_of_l[gpu]
+    if cython.compiled:
+        sv.frac_decl[gpu] = sum(fracs)
+        n = _res_remove(
+            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+        )  # fmt: skip
+    else:
+        self.frac_decl[gpu] = sum(fracs)
+        n = self.n_res[gpu] = self.n_res.item(gpu) - 1
+        self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
+        self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
+        if job.kind is _ONLINE:
+            self.online_count[gpu] = self.online_count.item(gpu) - 1
+        self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
+    omode = opt.mode
+    if omode is _M_MPS:
+        if self.layout.gpulets:
+            freed = self.gpulet_parts.leave(job.job_id, gpu)
+            if freed and limit_l[gpu]:
+                self.sm_used[gpu] = self.sm_used.item(gpu) - freed
+        elif limit_l[gpu]:
+            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
+    if omode is _M_MIG:
+        self.mig_layouts.release(job.job_id, gpu)
+    if n == 0:  # drop float drift
+        if cython.compiled:
+            sv.mem_decl[gpu] = 0.0
+            sv.mem_true[gpu] = 0.0
+        else:
+            self.mem_decl[gpu] = 0.0
+            self.mem_true[gpu] = 0.0
+    _touched_in(masks, watchers, gpu)  # (as in ``add``)
+    self.version += 1
+
+
+@cython.cfunc
+@cython.returns(list)
+def _cluster_gang_gpus(self: Cluster, job: JobSpec, first_gpu: int, option: int) -> list[int]:
+    """:meth:`Cluster.gang_gpus`' body, C-callable (from the compiled lifecycle)."""
+    if job.num_gpus == 1:
+        return [first_gpu]
+    return self.masks.gang_gpus(job, first_gpu, option)  # type: ignore[no-any-return]
 
 
 def _float_order(x: float) -> int:
@@ -1414,20 +1420,23 @@ def _tree_build(vals: list[float]) -> list[float]:
 @cython.ccall  # (C calls from ``_FitIndex._trees``; the tests call it from Python)
 @cython.locals(
     tree=list, pos=cython.Py_ssize_t, i=cython.Py_ssize_t, a=cython.double, b=cython.double,
-    m=cython.double, t=cython.double,
+    t=cython.double,
 )  # fmt: skip
 def _tree_set(tree: list[float], pos: int, v: float) -> None:
     """Set leaf ``pos`` to ``v`` and the minima above it (up to the first one unchanged).
-    Compiled, the values are read as C doubles (the same comparisons: every value is a float)."""
+    Compiled, the values are compared as C doubles (the same comparisons: every value is a
+    float) and the lesser child's float object is stored (no new float per level)."""
     i = pos + (len(tree) >> 1)
     tree[i] = v
     i >>= 1
     while i:
-        a = tree[2 * i]
-        b = tree[2 * i + 1]
-        m = a if a < b else b
+        oa = tree[2 * i]
+        ob = tree[2 * i + 1]
+        a = oa
+        b = ob
+        m = oa if a < b else ob
         t = tree[i]
-        if t == m:
+        if t == (a if a < b else b):
             return
         tree[i] = m
         i >>= 1
@@ -1513,13 +1522,53 @@ class _FitIndex:
     entries are replaced when it changes (:meth:`touch`, applied lazily by :meth:`sync`).
     """
 
+    __slots__ = (
+        "_fixed",
+        "_thr",
+        "_thr_last",
+        "_walk_memo",
+        "_xs",
+        "arrays",
+        "cur",
+        "cur_mig",
+        "dirty",
+        "fit_rows",
+        "gpus_of",
+        "keep_vals",
+        "m",
+        "mig",
+        "pending",
+        "pending_arr",
+        "pos_l",
+        "trees",
+        "type_l",
+        "vals",
+    )
+
     def __init__(self, masks: Masks, online: bool) -> None:
         #: The masks whose questions this answers (their cluster's state, fleet and layout).
         self.m = masks
         f, lay = masks.fleet, masks.layout
-        self.online = online
         pcts = lay.mps_pct_list
         n_rows = lay.n_excl + lay.n_ts + len(pcts)
+        #: What :meth:`sync` reads of the kind, the cluster, its fleet and layout (fixed), in
+        #: one tuple (compiled, one typed read where each was a generic attribute read):
+        #: online, the cluster, the residency limit, the MPS shares, whether an exclusive
+        #: row, whether a time-sharing row, the GPUs' MPS limits, whether MIG options, the
+        #: most GPUs changed that :meth:`sync` applies one by one; and the MIG profiles' bits
+        #: per memory size (a memo, filled as asked: :func:`_fit_placeable`).
+        self._fixed: tuple[Any, ...] = (
+            online,
+            masks.c,
+            lay.sharing.max_residents,
+            pcts,
+            bool(lay.n_excl),
+            bool(lay.n_ts),
+            f.mps_limit_l,
+            bool(lay.mig_slices),
+            max(32, f.n_gpus >> 3),
+            {},
+        )
         #: The rows :meth:`placeable` reads: exclusive, time-sharing and the MPS option with
         #: the least SM share (a GPU legal under any MPS option is legal under it:
         #: ``sm_used + pct <= 100`` is monotone in ``pct``, so it alone answers).
@@ -1552,10 +1601,40 @@ class _FitIndex:
             for p, g in enumerate(gl):
                 self.pos_l[g] = p
         self._thr: dict[tuple[float, tuple[str, ...]], list[tuple[int, float]]] = {}
-        self._mig_bits: dict[float, list[int]] = {}
+        #: The last thresholds asked, ``(mem, allowed, thresholds)`` (:func:`_fit_thresholds`:
+        #: a decision asks them of one job several times in a row).
+        self._thr_last: tuple[Any, ...] = (None, None, None)
         self._walk_memo: tuple[object, object, list[int]] = (None, None, [])
         self.dirty: set[int] = set()
         self._build()
+
+    def __reduce__(self) -> tuple[Any, tuple[()], dict[str, Any]]:
+        """A pickle or deep copy carries the members by name (:meth:`__setstate__`): one made
+        interpreted (a class with slots) loads compiled (an extension type, whose own pickling
+        would not read it), and back."""
+        return _new_fit_index, (), {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._fixed = state["_fixed"]
+        self._thr = state["_thr"]
+        self._thr_last = state["_thr_last"]
+        self._walk_memo = state["_walk_memo"]
+        self._xs = state["_xs"]
+        self.arrays = state["arrays"]
+        self.cur = state["cur"]
+        self.cur_mig = state["cur_mig"]
+        self.dirty = state["dirty"]
+        self.fit_rows = state["fit_rows"]
+        self.gpus_of = state["gpus_of"]
+        self.keep_vals = state["keep_vals"]
+        self.m = state["m"]
+        self.mig = state["mig"]
+        self.pending = state["pending"]
+        self.pending_arr = state["pending_arr"]
+        self.pos_l = state["pos_l"]
+        self.trees = state["trees"]
+        self.type_l = state["type_l"]
+        self.vals = state["vals"]
 
     def touch(self, gpu: int) -> None:
         self.dirty.add(gpu)
@@ -1565,7 +1644,7 @@ class _FitIndex:
         m = self.m
         c, f, lay = m.c, m.fleet, m.layout
         free, ready_healthy, ts, mps, mig_base, mig_bits = m._dynamic()
-        base = c.ready if self.online else ready_healthy
+        base = c.ready if self._fixed[0] else ready_healthy
         mem = c.mem_decl
         inf = np.inf
         rows: list[np.ndarray] = []
@@ -1598,12 +1677,15 @@ class _FitIndex:
             self.cur_mig = [-1] * f.n_gpus
         self.dirty = set()
 
+    @cython.boundscheck(False)  # (every index in range: GPUs of the fleet, rows of the index)
+    @cython.wraparound(False)
     @cython.locals(
         sv=_StateViews, gi=cython.Py_ssize_t, t=cython.Py_ssize_t, o=cython.Py_ssize_t,
         n_rows=cython.Py_ssize_t, n_ex=cython.Py_ssize_t, n_fixed=cython.Py_ssize_t,
         cur=list, vals=list, type_l=list, keep=list, trees=list, pending=list, arrays=list,
-        pending_arr=list, pcts=list, row=list, lst=list, ps=set,
-        inf=cython.double, mem=cython.double, v=cython.double, old=cython.double,
+        pending_arr=list, pcts=list, row=list, lst=list, ps=set, dirty=set, fixed=tuple,
+        limit=list, cur_mig=list, inf=cython.double, mem=cython.double, v=cython.double,
+        old=cython.double,
     )  # fmt: skip
     def sync(self) -> None:
         """Replace the entries of the GPUs changed since the last question (compiled, the
@@ -1613,30 +1695,27 @@ class _FitIndex:
         if not dirty:
             return
         # a rebuild is a few numpy passes (~0.1 ms at 16 GPUs), an entry ~5 us: rebuild only
-        # when more than an eighth of a fleet of 256+ GPUs changed
-        m = self.m
-        c, f, lay = m.c, m.fleet, m.layout
-        if len(dirty) > max(32, f.n_gpus >> 3):
+        # when more than an eighth of a fleet of 256+ GPUs changed (``_fixed[8]``)
+        fixed = self._fixed
+        online, c, mr, pcts, has_ex, has_ts, limit, mig_on, most, _ = fixed
+        if len(dirty) > most:
             self._build()
             return
         self.dirty = set()
-        mr = lay.sharing.max_residents
-        pcts = lay.mps_pct_list
         # the rows, as :meth:`_build` makes them: exclusive (if an option), time-sharing (if
         # one), then one per MPS share
-        n_ex = 1 if lay.n_excl else 0
-        n_fixed = n_ex + (1 if lay.n_ts else 0)
-        online = self.online
+        n_ex = 1 if has_ex else 0
+        n_fixed = n_ex + (1 if has_ts else 0)
         inf = _INF
         cur, vals, type_l = self.cur, self.vals, self.type_l
         keep, trees, pending = self.keep_vals, self.trees, self.pending
         arrays, pending_arr = self.arrays, self.pending_arr
+        cur_mig = self.cur_mig
         n_rows = len(cur)
-        limit = f.mps_limit_l
-        mig_on = bool(lay.mig_slices)
         if cython.compiled:
-            sv = c.state_views()
+            sv = _views_of(c)
         else:  # (compiled, the views are read instead: no bound ``.item`` methods to make)
+            f = c.fleet
             n_res, mode_of, ready, healthy = c.n_res.item, c.mode.item, c.ready.item, c.healthy.item
             mem_of, sm_of = c.mem_decl.item, c.sm_used.item
         for g in dirty:
@@ -1657,7 +1736,7 @@ class _FitIndex:
             ts_ok = ok and room and (free or mode == _TS)
             mps_ok = ok and room and (free or mode == _MPS)
             sm = 0
-            lim = n_rows > n_fixed and mps_ok and limit[g]
+            lim = n_rows > n_fixed and mps_ok and limit[gi]
             if lim:
                 sm = sv.sm_used[gi] if cython.compiled else sm_of(g)
             # the row values one by one (no list of them: compiled, C doubles), each row ``o``
@@ -1702,7 +1781,7 @@ class _FitIndex:
                 elif ok and room and f.mig_capable.item(g) and (free or mode == _MIG):
                     ml = c.mig_layouts
                     b = int(f.mig.creatable_bits[t, ml.occ.item(g), ml.used.item(g)])
-                old_b = self.cur_mig[g]
+                old_b = cur_mig[gi]
                 if old_b != b:
                     d = self.mig[t]
                     if old_b >= 0:
@@ -1711,7 +1790,7 @@ class _FitIndex:
                             del d[old_b]
                     if b >= 0:
                         d[b] = d.get(b, 0) + 1
-                    self.cur_mig[g] = b
+                    cur_mig[gi] = b
 
     def thresholds(self, mem: float, allowed: tuple[str, ...]) -> list[tuple[int, float]]:
         """Per allowed type ``t``: the greatest float ``x`` with ``x + mem <= cap_eps[t]`` (the
@@ -1734,6 +1813,9 @@ class _FitIndex:
             k += bisect_right(per_type[t], x)
         return k >= n
 
+    @cython.locals(
+        trees=list, cur=list, type_l=list, pos_l=list, pending=set, gi=cython.Py_ssize_t,
+    )  # fmt: skip
     def _trees(self, row: int) -> list[list[float]]:
         """The row's segment trees, built or brought up to date."""
         trees = self.trees[row]
@@ -1746,7 +1828,8 @@ class _FitIndex:
         if pending:
             cur, type_l, pos_l = self.cur[row], self.type_l, self.pos_l
             for g in pending:
-                _tree_set(trees[type_l[g]], pos_l[g], cur[g])
+                gi = g
+                _tree_set(trees[type_l[gi]], pos_l[gi], cur[gi])
             pending.clear()
         return trees
 
@@ -1774,13 +1857,21 @@ class _FitIndex:
             xs = self._xs[key] = per_type[f.type_idx]
         return arr <= xs
 
+    @cython.locals(
+        best=cython.Py_ssize_t, g=cython.Py_ssize_t, p=cython.Py_ssize_t, trees=list,
+        gpus_of=list, tree=list, gl=list, pair=tuple, x=cython.double, top=cython.double,
+    )  # fmt: skip
     def first(self, thr: list[tuple[int, float]], row: int, lo: int = 0) -> int:
-        """The lowest GPU index ``>= lo`` single-GPU legal under ``row`` (-1: none)."""
+        """The lowest GPU index ``>= lo`` single-GPU legal under ``row`` (-1: none). Compiled,
+        the thresholds and the trees' roots are compared as C doubles (every value a float)."""
         best = -1
         trees, gpus_of = self._trees(row), self.gpus_of
-        for t, x in thr:
+        for pair in thr:
+            t = pair[0]
+            x = pair[1]
             tree = trees[t]
-            if tree[1] > x:
+            top = tree[1]
+            if top > x:
                 continue
             gl = gpus_of[t]
             if best >= 0 and gl[0] > best:
@@ -1796,47 +1887,85 @@ class _FitIndex:
         """Whether ``gpu`` is single-GPU legal under ``row``."""
         return _fit_legal(self, thr, row, gpu)  # type: ignore[no-any-return]
 
+    @cython.locals(
+        g=cython.Py_ssize_t, gk=cython.Py_ssize_t, p=cython.Py_ssize_t, q=cython.Py_ssize_t,
+        k=cython.Py_ssize_t, i=cython.Py_ssize_t, trees=list, gpus_of=list, tree=list, gl=list,
+        pair=tuple, x=cython.double, top=cython.double, hg=list, ht=list, hl=list, hx=list,
+        hp=list, out=list,
+    )  # fmt: skip
     def walk(self, thr: list[tuple[int, float]], row: int, lo: int, n: int) -> list[int]:
         """The first ``n`` GPUs from ``lo`` on (fewer if there are not as many) single-GPU
         legal under ``row``: a gang's GPUs (:meth:`Cluster.gang_gpus`). Each type's GPUs are
         found in order from its tree and merged; the last answer is kept for the cluster's
         version (a decision asks it three times: where, whether legal, which GPUs)."""
-        version = self.m.c.version
+        version = self._fixed[1].version
         key = (version, row, lo, n)
         memo = self._walk_memo
         if memo[0] == key and memo[1] is thr:
             return memo[2]
         trees, gpus_of = self._trees(row), self.gpus_of
-        heads: list[tuple[int, int, int]] = []  # (gpu, type, position)
-        for t, x in thr:
+        # the heads, one per type with a legal GPU left: its next GPU, the type's tree, GPUs
+        # and threshold, and the GPU's position there (parallel lists)
+        hg: list[int] = []
+        ht: list[list[float]] = []
+        hl: list[list[int]] = []
+        hx: list[float] = []
+        hp: list[int] = []
+        for pair in thr:
+            t = pair[0]
+            x = pair[1]
             tree = trees[t]
-            if tree[1] > x:
+            top = tree[1]
+            if top > x:
                 continue
             gl = gpus_of[t]
             p = _tree_first(tree, bisect_left(gl, lo) if lo else 0, x)
             if p >= 0:
-                heads.append((gl[p], t, p))
+                hg.append(gl[p])
+                ht.append(tree)
+                hl.append(gl)
+                hx.append(x)
+                hp.append(p)
         out: list[int] = []
-        xs = dict(thr)
-        while heads and len(out) < n:
-            k = min(range(len(heads)), key=heads.__getitem__) if len(heads) > 1 else 0
-            g, t, p = heads[k]
+        while hg and len(out) < n:
+            # the head of the least GPU (the first of the least, as ``min`` of the (gpu, type,
+            # position) heads gave it: no two types share a GPU)
+            k = 0
+            g = hg[0]
+            for i in range(1, len(hg)):
+                gk = hg[i]
+                if gk < g:
+                    k = i
+                    g = gk
             out.append(g)
-            q = _tree_first(trees[t], p + 1, xs[t])
+            q = _tree_first(ht[k], hp[k] + 1, hx[k])
             if q >= 0:
-                heads[k] = (gpus_of[t][q], t, q)
+                gl = hl[k]
+                hg[k] = gl[q]
+                hp[k] = q
             else:
-                del heads[k]
+                del hg[k], ht[k], hl[k], hx[k], hp[k]
         if out:  # the walk from any GPU in lo..out[0] is the same
             self._walk_memo = ((version, row, out[0], n), thr, out)
         return out
 
 
+def _new_fit_index() -> _FitIndex:
+    """An empty fit index for :meth:`_FitIndex.__setstate__` to fill (a pickle's or a copy's)."""
+    return _FitIndex.__new__(_FitIndex)
+
+
 @cython.cfunc
+@cython.locals(self=_FitIndex, last=tuple)
 def _fit_thresholds(
     self: _FitIndex, mem: float, allowed: tuple[str, ...]
 ) -> list[tuple[int, float]]:
-    """:meth:`_FitIndex.thresholds`' body, C-callable (memoised per ``(mem, allowed)``)."""
+    """:meth:`_FitIndex.thresholds`' body, C-callable (memoised per ``(mem, allowed)``; the
+    last answer kept for the same ``allowed`` object and an equal ``mem``, without the key's
+    tuple and hash: the dictionary's answer for that key)."""
+    last = self._thr_last
+    if last[1] is allowed and last[0] == mem:
+        return last[2]  # type: ignore[no-any-return]
     key = (mem, allowed)
     hit = self._thr.get(key)
     if hit is None:
@@ -1852,10 +1981,12 @@ def _fit_thresholds(
         if len(self._thr) >= 4096:
             self._thr.clear()
         self._thr[key] = hit
+    self._thr_last = (mem, allowed, hit)
     return hit
 
 
 @cython.cfunc
+@cython.locals(self=_FitIndex, rows=list, vals=list, per_type=list, lst=list, pair=tuple)
 def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
     """:meth:`_FitIndex.placeable`'s body, C-callable (from :meth:`Cluster.placeable`)."""
     if self.dirty:
@@ -1864,18 +1995,19 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
     thr = _fit_thresholds(self, mem, job.gpu_types)
     n = job.num_gpus
     if n <= 1:
-        for r in self.fit_rows:
-            per_type = self.vals[r]
-            for t, x in thr:
-                lst = per_type[t]
-                if lst and lst[0] <= x:
+        rows, vals = self.fit_rows, self.vals
+        for r in rows:
+            per_type = vals[r]
+            for pair in thr:
+                lst = per_type[pair[0]]
+                if lst and lst[0] <= pair[1]:
                     return True
-        mig_slices = self.m.layout.mig_slices
-        if mig_slices:
-            pb = self._mig_bits.get(mem)
+        if self._fixed[7]:  # (MIG options)
+            mig_bits = self._fixed[9]
+            pb = mig_bits.get(mem)
             if pb is None:
-                bits = self.m.fleet.mig.profile_bits(mem, mig_slices)
-                pb = self._mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
+                bits = self.m.fleet.mig.profile_bits(mem, self.m.layout.mig_slices)
+                pb = mig_bits[mem] = np.bitwise_or.reduce(bits, axis=1).tolist()
             for t, _ in thr:
                 want = pb[t]
                 if want:
@@ -1891,6 +2023,7 @@ def _fit_placeable(self: _FitIndex, job: JobSpec) -> bool:
 
 
 @cython.cfunc
+@cython.locals(self=_FitIndex)
 def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int) -> bool:
     """:meth:`_FitIndex.legal`'s body, C-callable (from :func:`_masks_legal`)."""
     t = self.type_l[gpu]
@@ -1898,3 +2031,82 @@ def _fit_legal(self: _FitIndex, thr: list[tuple[int, float]], row: int, gpu: int
         if tt == t:
             return self.cur[row][gpu] <= x  # type: ignore[no-any-return]
     return False
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+@cython.returns(_FitIndex)
+def _fit_index(self: Masks, online: bool) -> _FitIndex:
+    """:meth:`Masks._index`'s body, C-callable: the :class:`_FitIndex` of jobs of this kind
+    (online or not), up to date (built on first use). Compiled, the cluster's "does anything
+    fit" and "where first" questions reach the index through C calls (:meth:`Cluster.placeable`,
+    :func:`_masks_first_legal`), where each was a chain of Python method calls."""
+    ix = self._fit_ix.get(online)
+    if ix is None:
+        ix = self._fit_ix[online] = _FitIndex(self, online)
+    elif ix.dirty:
+        ix.sync()
+    return ix
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_legal(self: Masks, job: JobSpec, gpu: int, option: int) -> bool:
+    """:meth:`Masks.legal`'s body, C-callable (from :meth:`Masks.check` and
+    :meth:`Cluster.legal`)."""
+    if _masks_indexed(self, option):
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        if not _fit_legal(ix, thr, option, gpu):
+            return False
+        n = job.num_gpus
+        return n <= 1 or len(ix.walk(thr, option, gpu, n)) == n  # type: ignore[no-any-return]
+    return bool(self.placement_mask(job)[gpu, option])
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_first_legal(self: Masks, job: JobSpec, option: int) -> int:
+    """:meth:`Masks.first_legal`'s body, C-callable (from :meth:`Cluster.first_legal` and
+    :meth:`Cluster.first_legal_in`)."""
+    if _masks_indexed(self, option):
+        ix = _fit_index(self, job.kind is _ONLINE)
+        thr = _fit_thresholds(ix, job.mem_gb, job.gpu_types)
+        n = job.num_gpus
+        if n <= 1:
+            return ix.first(thr, option)  # type: ignore[no-any-return]
+        gang = ix.walk(thr, option, 0, n)
+        return gang[0] if len(gang) == n else -1  # type: ignore[no-any-return]
+    col = self.placement_mask(job)[:, option]
+    g = int(col.argmax())
+    return g if col[g] else -1
+
+
+@cython.cfunc
+@cython.locals(ix=_FitIndex)
+def _masks_touch(self: Masks, gpu: int) -> None:
+    """:meth:`Masks.touch`'s body, C-callable (from :func:`_touched` when compiled): ``gpu``
+    noted for :meth:`Masks._dynamic` and the fit indexes."""
+    dirty = self._dirty
+    if dirty is not None:
+        dirty.add(gpu)
+    for ix in self._fit_ix.values():  # (compiled, ``ix`` typed: ``dirty`` a C read)
+        ix.dirty.add(gpu)  # (``ix.touch(gpu)``, inlined: a method call fewer per change)
+
+
+@cython.cfunc
+def _touched(self: Cluster, gpu: int) -> None:
+    """:meth:`Cluster._touch`'s body, C-callable: ``gpu`` noted in the masks' caches and the
+    watchers' sets (from ``add`` and ``remove`` a C call when compiled, where the method and
+    :meth:`Masks.touch` were two Python calls per change)."""
+    _touched_in(self.masks, self._watchers, gpu)
+
+
+@cython.cfunc
+@cython.locals(watchers=list, w=set)
+def _touched_in(masks: Masks, watchers: list[set[int]], gpu: int) -> None:
+    """:func:`_touched` with the cluster's masks and watchers given (``add`` and ``remove``
+    read them through the typed views)."""
+    _masks_touch(masks, gpu)
+    for w in watchers:
+        w.add(gpu)

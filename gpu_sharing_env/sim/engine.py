@@ -177,15 +177,19 @@ _UIDS = itertools.count()
 
 
 @cython.cfunc
-@cython.locals(usage=FleetUsage)
-def _clock_to(self: Simulator, usage: FleetUsage, t: float) -> None:
+@cython.locals(usage=FleetUsage, table=JobTable)
+def _clock_to(
+    self: Simulator, usage: FleetUsage, acc: Accumulator, table: JobTable, t: float
+) -> None:
     """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
-    clock brought to ``t``, the fleet's usage (``usage``, the simulator's own) integrated over
-    the interval."""
-    dt = t - self.now
+    clock brought to ``t``, the fleet's usage integrated over the interval into ``acc``
+    (``usage``, ``acc`` and ``table`` the simulator's own, passed by the caller: compiled,
+    typed reads where each was a generic attribute read of the simulator)."""
+    now = self.now
+    dt = t - now
     if dt > 0:
-        usage.integrate(self.acc, dt, self.table.in_system)
-    self.now = max(self.now, t)
+        usage.integrate(acc, dt, table.in_system)
+    self.now = max(now, t)
 
 
 class Simulator:
@@ -567,7 +571,7 @@ class Simulator:
         return [j for j in running if life.check_suspend(j, jobs[j]) is None]
 
     # ================================================================== decisions, time
-    @cython.locals(life=Lifecycle, legality=Legality)
+    @cython.locals(life=Lifecycle, legality=Legality, table=JobTable)
     def apply(self, d: Decision) -> None:
         """Carry out a decision (raises :class:`IllegalDecision` if illegal).
 
@@ -584,7 +588,8 @@ class Simulator:
         if why is not None:
             raise IllegalDecision(why)
         life = self.lifecycle
-        st = self.table.jobs[d.job_id]
+        table = self.table  # (compiled, typed: ``jobs`` a C read)
+        st = table.jobs[d.job_id]
         if d.suspends:
             life.suspend(st)
         elif st.status is _RUNNING:
@@ -623,14 +628,17 @@ class Simulator:
         table = self.table
         tick_s = self.cfg.tick_s
         jobs = table.jobs
+        acc = self.acc  # (replaced only by ``reset``)
         horizon = self.horizon_s
-        while not self.done:
+        if self.done:
+            return
+        while True:  # (``done`` is set only below, each time before a return, and by reset)
             if not len(events) or events.peek_time() > horizon:
-                _clock_to(self, usage, horizon)
+                _clock_to(self, usage, acc, table, horizon)
                 self.done = True
                 return
             t = events.peek_time()
-            _clock_to(self, usage, t)
+            _clock_to(self, usage, acc, table, t)
             changed = False
             ticked = False
             while len(events) and events.peek_time() == t:
@@ -663,7 +671,7 @@ class Simulator:
                     break
                 # nothing to decide and no other event up to the next tick: run it now
                 t = nxt
-                _clock_to(self, usage, t)
+                _clock_to(self, usage, acc, table, t)
                 changed = self._observed_tick() if observed else load.tick()
                 self.n_events += 1
             if table.offline_total and not table.offline_left:
@@ -674,7 +682,7 @@ class Simulator:
 
     def _integrate(self, t: float) -> None:
         """Bring the clock to ``t``, integrating the fleet's usage over the interval."""
-        _clock_to(self, self.usage, t)
+        _clock_to(self, self.usage, self.acc, self.table, t)
 
     def run_until(self, t: float) -> None:
         """Move the clock to ``t`` without running the events before it (the usage integrals

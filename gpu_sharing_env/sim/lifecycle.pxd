@@ -26,9 +26,9 @@ cdef class Lifecycle:
     cdef public _JobTable _table
     cdef public object predictor
 
-    cpdef arrive(self, st)
-    cpdef enqueue(self, st)
-    cpdef remove(self, st)
-    cpdef finish(self, st, status)
+    cpdef arrive(self, JobState st)
+    cpdef enqueue(self, JobState st)
+    cpdef remove(self, JobState st)
+    cpdef finish(self, JobState st, status)
     cpdef start(self, JobState st, first_gpu, option, batch_size=*)
     cpdef restore(self, JobState st)

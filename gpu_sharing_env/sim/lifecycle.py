@@ -36,11 +36,25 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-if cython.compiled:  # the cluster's typed views (cluster.pxd), the event queue (events.pxd)
-    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+# compiled: the cluster's typed views and C-callable bodies (cluster.pxd), the event queue
+# (events.pxd)
+if cython.compiled:
+    from cython.cimports.gpu_sharing_env.fleet.cluster import (
+        _cluster_add,
+        _cluster_gang_gpus,
+        _cluster_remove,
+        _StateViews,
+        _views_of,
+    )
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
 else:
-    from gpu_sharing_env.fleet.cluster import _StateViews
+    from gpu_sharing_env.fleet.cluster import (
+        _cluster_add,
+        _cluster_gang_gpus,
+        _cluster_remove,
+        _StateViews,
+        _views_of,
+    )
     from gpu_sharing_env.sim.events import EventQueue
 
 if TYPE_CHECKING:
@@ -261,15 +275,16 @@ class Lifecycle:
         c = self._cluster
         spec = st.spec
         opt = self._options[option]
-        gpus = c.gang_gpus(spec, first_gpu, option)
+        # (``c.gang_gpus``, ``c.state_views()`` and ``c.add``: compiled, C calls)
+        gpus = _cluster_gang_gpus(c, spec, first_gpu, option)
         delay = 0.0
         st.mig = []
         rates = self._rates
         if cython.compiled:
-            views = c.state_views()
+            views = _views_of(c)
         for g in gpus:
             mode_before = views.mode[g] if cython.compiled else c.mode.item(g)
-            d, inst = c.add(spec, g, opt)
+            d, inst = _cluster_add(c, spec, g, opt)
             st.mig.append(inst)
             if d > 0 and (opt.mode is _MIG or mode_before == _MIG):
                 sim.acc.mig_reconfigs += 1
@@ -324,7 +339,7 @@ class Lifecycle:
         opt = self._options[st.option]
         c = self._cluster
         for g in st.gpus:
-            c.remove(st.spec, g, opt)
+            _cluster_remove(c, st.spec, g, opt)  # (``c.remove``: compiled, a C call)
         gpus, st.gpus = st.gpus, []
         rates.mark_dirty(gpus)  # fractions to recompute (``refresh``)
         st.epoch += 1

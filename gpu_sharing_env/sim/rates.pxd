@@ -10,6 +10,7 @@ cdef class Rates:
     cdef public object _cluster
     cdef public set _dirty
     cdef public object _fr_mech
+    cdef public Py_ssize_t _gpulets
     cdef public dict _jobs
     cdef public list _mem_cap
     cdef public object _memo

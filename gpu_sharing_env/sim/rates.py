@@ -6,7 +6,7 @@ rates and their completion events, progress accrual, the nodes' CPU factors.
 static per-GPU and per-node facts it reads on the hot path and the job watchers
 (``Simulator.watch_jobs``). It writes the rate fields of ``JobState`` (``rate``, ``solo_rate``,
 ``frac``, ``sm_eff``, the accrual fields, the ``serving`` record's ``alone_frac``, ``wait_ms``,
-``tail_ms``) and each GPU's usage row (:meth:`FleetUsage.set_gpu <gpu_sharing_env.sim.usage.FleetUsage.set_gpu>`).
+``tail_ms``) and each GPU's usage row (:meth:`FleetUsage.set_row <gpu_sharing_env.sim.usage.FleetUsage.set_row>`).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class Rates:
         "_cluster",
         "_dirty",
         "_fr_mech",
+        "_gpulets",
         "_jobs",
         "_mem_cap",
         "_memo",
@@ -95,6 +96,9 @@ class Rates:
         self._fr_mech = mechanisms  # the mechanisms the fractions were computed under
         #: The priority bonus of an online service (``sharing.online_priority``).
         self._bonus = 100 if online_priority else 0
+        #: The cluster's gpulets (``Cluster.gpulets``, fixed: compiled, a C read where the
+        #: cluster's property was a Python call at every ``gpu_fractions``).
+        self._gpulets: int = c.gpulets
         # Static per-GPU facts as Python lists (scalar reads on the hot path).
         self._node_of: list[int] = c.node_of.tolist()
         self._type_of = list(c.type_name_of)
@@ -320,7 +324,7 @@ class Rates:
         if res:
             mode = _MODES[sv.mode[g] if cython.compiled else c.mode.item(g)]
             mech = self.mechanisms
-            gpulet_of = c.gpulet_of(g) if c.gpulets and mode is _MPS else None
+            gpulet_of = c.gpulet_of(g) if self._gpulets and mode is _MPS else None
             # priorities matter under time-slicing, and under MPS only with kernel-level
             # priority deployed (Tally / MuxFlow's xCUDA); plain MPS shares without them
             prio_on = mode is not _MPS or mech.kernel_priority
@@ -396,7 +400,7 @@ class Rates:
         mem = (sv.mem_true[g] if cython.compiled else c.mem_true.item(g)) / self._mem_cap[g]
         mem = mem if mem < 1.0 else 1.0
         busy = 1.0 if res else 0.0
-        self._usage.set_gpu(g, (util, sm, mem, busy, stp, over, hosts_online))
+        self._usage.set_row(g, util, sm, mem, busy, stp, over, hosts_online)  # (a C call)
 
     @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState, sv=ServingState)
     def _online_terms(

@@ -5,6 +5,10 @@
 
 from gpu_sharing_env.sim.accumulator cimport Accumulator
 
+cdef class _UtilView:
+    cdef object src
+    cdef double[:] v
+
 cdef class FleetUsage:
     cdef public object _cluster
     cdef public object _frag_cv
@@ -15,10 +19,13 @@ cdef class FleetUsage:
     cdef public object _queue
     cdef public list _rows
     cdef public list _ts
+    cdef public _UtilView _util_view
     cdef public object g_util
     cdef public list sums
 
     cpdef set_gpu(self, g, new)
+    cpdef set_row(self, Py_ssize_t g, double util, double sm, double mem, double busy,
+                  double stp, double over, double hosts)
     cpdef row(self, g)
     cpdef integrate(self, Accumulator acc, double dt, Py_ssize_t in_system)
     cpdef record(self, now, p99_max)

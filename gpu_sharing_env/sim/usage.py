@@ -17,7 +17,7 @@ try:  # compiled (gpu_sharing_env._compile): C types for the fragmentation loop;
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import Cluster, _no_views
 from gpu_sharing_env.sim.accumulator import Accumulator
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue
@@ -55,6 +55,23 @@ def frag_sum(cap: np.ndarray, decl: np.ndarray, n_res: np.ndarray, need: float) 
     return total
 
 
+@cython.cclass
+class _UtilView:
+    """A typed view of a ``g_util`` array, for :meth:`FleetUsage.set_row` (compiled). A pickle
+    or deep copy of one is None (as the cluster's ``_StateViews``): a copied usage builds a
+    view of its own array (a view of the original's would write the original's)."""
+
+    src: object
+    v: cython.double[:]
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.src = arr
+        self.v = arr
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 class FleetUsage:
     """Per-GPU usage rows, their fleet sums, the timeseries and the fragmentation sample."""
 
@@ -68,6 +85,7 @@ class FleetUsage:
         "_queue",
         "_rows",
         "_ts",
+        "_util_view",
         "g_util",
         "sums",
     )
@@ -79,6 +97,8 @@ class FleetUsage:
         self._jobs: dict[int, JobState] = {}
         #: Per-GPU utilisation (mirrors the rows' first value, for views).
         self.g_util = np.zeros(cluster.n_gpus)
+        #: A typed view of ``g_util`` (compiled; built on first use: :meth:`set_row`).
+        self._util_view: _UtilView | None = None
         #: Per GPU (Python floats, read on the hot path): :data:`GpuRow`.
         self._rows: list[GpuRow] = []
         #: The rows' sums over the fleet.
@@ -110,29 +130,42 @@ class FleetUsage:
         it = iter(self._ts)
         return list(zip(it, it, it, it, it, it))
 
-    @cython.locals(a=cython.double, b=cython.double, t=cython.double)
     def set_gpu(self, g: int, new: GpuRow) -> None:
         """GPU ``g``'s new row; the fleet sums move by the difference, element by element
-        (``s[k] += new[k] - old[k]``; compiled, in C doubles: the same IEEE operations)."""
-        old = self._rows[g]
+        (``s[k] += new[k] - old[k]``: :meth:`set_row`)."""
+        self.set_row(g, new[0], new[1], new[2], new[3], new[4], new[5], new[6])
+
+    @cython.locals(
+        gi=cython.Py_ssize_t, k=cython.Py_ssize_t, a=cython.double, b=cython.double,
+        t=cython.double, old=tuple, new=tuple, s=list, uv=_UtilView,
+    )  # fmt: skip
+    def set_row(
+        self, g: int, util: float, sm: float, mem: float, busy: float, stp: float,
+        over: float, hosts: float,
+    ) -> None:  # fmt: skip
+        """:meth:`set_gpu` of the row ``(util, sm, mem, busy, stp, over, hosts)``, its values
+        as arguments: compiled, a C call with seven C doubles (from ``Rates.gpu_fractions``),
+        the old row's values read as C doubles, the sums moved in C doubles (the same IEEE
+        operations as the Python floats') and ``g_util``'s element written through a typed
+        view (:class:`_UtilView`), where a tuple was read generically and the element written
+        by numpy's ``setitem``."""
+        gi = g
+        old = self._rows[gi]
+        new = (util, sm, mem, busy, stp, over, hosts)
         s = self.sums
-        # (unrolled)
-        a, b, t = new[0], old[0], s[0]
-        s[0] = t + (a - b)
-        a, b, t = new[1], old[1], s[1]
-        s[1] = t + (a - b)
-        a, b, t = new[2], old[2], s[2]
-        s[2] = t + (a - b)
-        a, b, t = new[3], old[3], s[3]
-        s[3] = t + (a - b)
-        a, b, t = new[4], old[4], s[4]
-        s[4] = t + (a - b)
-        a, b, t = new[5], old[5], s[5]
-        s[5] = t + (a - b)
-        a, b, t = new[6], old[6], s[6]
-        s[6] = t + (a - b)
-        self._rows[g] = new
-        self.g_util[g] = new[0]
+        for k in range(7):  # (compiled, each value a C double: the floats' own values)
+            a = new[k]
+            b = old[k]
+            t = s[k]
+            s[k] = t + (a - b)
+        self._rows[gi] = new
+        if cython.compiled:
+            uv = self._util_view
+            if uv is None or uv.src is not self.g_util:
+                uv = self._util_view = _UtilView(self.g_util)
+            uv.v[gi] = util
+        else:
+            self.g_util[g] = util
 
     def row(self, g: int) -> GpuRow:
         """GPU ``g``'s row (SysMonitor's device metrics)."""
