@@ -174,10 +174,10 @@ class Allocation:
         # (the view's arrays: read-only numpy arrays already)
         self.gpu = view.frac_used
         if self._fleet is not view.type_name:  # (``_fleet_static``'s key)
-            n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start = (
-                _fleet_static(view)[:6]
-            )
-            self._type_mem = _fleet_static(view)[6]
+            (
+                n_nodes, gpus, mem_cap, self.contiguous, self._by_type, self._type_start,
+                self._type_mem,
+            ) = _fleet_static(view)  # fmt: skip
             self._node_static = (n_nodes, gpus, mem_cap)
             self._fleet = view.type_name
         self._mem_used = view.mem_used_gb
@@ -385,7 +385,8 @@ class NodeState:
         """The fleet's static facts (:meth:`_sync`, at an episode on a new fleet)."""
         self._fleet = view.type_name
         n_nodes, gpus, mem_cap = _fleet_static(view)[:3]
-        self._node_of = np.asarray(view.node_of).tolist()
+        node_of = np.asarray(view.node_of)
+        self._node_of = node_of.tolist()
         self._gpus = [[] for _ in range(n_nodes)]
         for g, n in enumerate(self._node_of):
             self._gpus[n].append(g)
@@ -394,7 +395,6 @@ class NodeState:
         spans = [(gs[0], gs[-1] + 1) if gs else (0, 0) for gs in self._gpus]
         contiguous = all(b - a == len(gs) for (a, b), gs in zip(spans, self._gpus, strict=True))
         self._node_span = spans if contiguous else None
-        node_of = np.asarray(view.node_of)
         n_gpus = node_of.size
         # (a run ends where the next GPU's node differs, and at the last GPU)
         cuts = np.flatnonzero(node_of[1:] != node_of[:-1]) + 1
