@@ -692,8 +692,9 @@ class NoCandidates:
     def __init__(self) -> None:
         self._episode = None
         self._kept = {}
-        #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`: the
-        #: others are forgotten there (a request that left the window need not be checked).
+        #: The requests asked about (:meth:`has`, :meth:`note_asked`) or kept since the last
+        #: :meth:`update`: the others are forgotten there (a request that left the window need
+        #: not be checked).
         self._used = set()
 
     @cython.locals(nodes=NodeState)
@@ -712,6 +713,11 @@ class NoCandidates:
                 if req in used and (not changed or _kept_holds(view, nodes, k, changed))
             }
         self._used = set()
+
+    def note_asked(self, reqs: list[tuple[object, ...]]) -> None:
+        """Count ``reqs`` as asked about since the last update (requests of jobs still
+        decidable that a decision did not reach: what is kept of them is not forgotten)."""
+        self._used.update(reqs)
 
     @cython.ccall
     def has(self, req: tuple[object, ...]) -> bool:
@@ -1255,13 +1261,16 @@ class ReservePack(HeuristicPolicy):
         #: the usable plans and the state: so is every job asking the same)
         no_cand: set[tuple[object, ...]] = set()
         spans = self._type_spans
-        for k in ordered:
+        decision: Decision | None = None
+        for pos, k in enumerate(ordered):
             _, plans, job, room_id, req_id, n_gpus = info[k]
             usable = usables[k]
             key = (room_id, usable)
-            if key in no_room:
-                continue
             req = (req_id, usable)
+            if key in no_room:
+                if keep_no_cand:
+                    kept.has(req)  # (asked: what is kept of it stays)
+                continue
             if keep_no_cand and kept.has(req):
                 continue
             ranks = rank_of.get(key)
@@ -1279,7 +1288,8 @@ class ReservePack(HeuristicPolicy):
             if spans is not None and n_gpus == 1:
                 g, o = self._single_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
-                    return Decision(job.job_id, g, o)
+                    decision = Decision(job.job_id, g, o)
+                    break
                 no_cand.add(req)
                 if keep_no_cand:
                     kept.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
@@ -1287,16 +1297,25 @@ class ReservePack(HeuristicPolicy):
             if spans is not None and alloc.contiguous:
                 g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
-                    return Decision(job.job_id, g, o)
+                    decision = Decision(job.job_id, g, o)
+                    break
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
                 if keep_no_cand:
                     kept.keep(req, job, alloc, gpu_ok, o, why)
                 continue
-            return Decision(job.job_id, self._pick(view, alloc, gpus, plans[:usable], gpu_rank), o)
-        self._none_key = none_key
-        return None
+            g = self._pick(view, alloc, gpus, plans[:usable], gpu_rank)
+            decision = Decision(job.job_id, g, o)
+            break
+        if decision is None:
+            self._none_key = none_key
+            return None
+        if keep_no_cand:
+            # (the jobs after the one placed were not asked; they are still decidable: what
+            # is kept of their requests stays, checked at each update as the rest)
+            kept.note_asked([(info[k][4], usables[k]) for k in ordered[pos + 1 :]])
+        return decision
 
     def _pick(
         self,
