@@ -692,9 +692,9 @@ class NoCandidates:
     def __init__(self) -> None:
         self._episode = None
         self._kept = {}
-        #: The requests asked about (:meth:`has`, :meth:`note_asked`) or kept since the last
-        #: :meth:`update`: the others are forgotten there (a request that left the window need
-        #: not be checked).
+        #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`, or
+        #: every kept one after a placement (:meth:`note_placed`): the others are forgotten
+        #: there (a request that left the window need not be checked).
         self._used = set()
 
     @cython.locals(nodes=NodeState)
@@ -714,10 +714,14 @@ class NoCandidates:
             }
         self._used = set()
 
-    def note_asked(self, reqs: list[tuple[object, ...]]) -> None:
-        """Count ``reqs`` as asked about since the last update (requests of jobs still
-        decidable that a decision did not reach: what is kept of them is not forgotten)."""
-        self._used.update(reqs)
+    @cython.ccall
+    def note_placed(self) -> None:
+        """A decision placed a job: every kept request counts as asked about since the last
+        update. (The jobs after the one placed were not asked and are still decidable: what is
+        kept of their requests stays, checked at the next update as the rest. A request whose
+        job left the window is forgotten at the first update after a decision that placed
+        none, which asks every decidable job's request.)"""
+        self._used.update(self._kept)
 
     @cython.ccall
     def has(self, req: tuple[object, ...]) -> bool:
@@ -1262,7 +1266,7 @@ class ReservePack(HeuristicPolicy):
         no_cand: set[tuple[object, ...]] = set()
         spans = self._type_spans
         decision: Decision | None = None
-        for pos, k in enumerate(ordered):
+        for k in ordered:
             _, plans, job, room_id, req_id, n_gpus = info[k]
             usable = usables[k]
             key = (room_id, usable)
@@ -1312,9 +1316,7 @@ class ReservePack(HeuristicPolicy):
             self._none_key = none_key
             return None
         if keep_no_cand:
-            # (the jobs after the one placed were not asked; they are still decidable: what
-            # is kept of their requests stays, checked at each update as the rest)
-            kept.note_asked([(info[k][4], usables[k]) for k in ordered[pos + 1 :]])
+            kept.note_placed()  # (the jobs after the one placed were not asked)
         return decision
 
     def _pick(

@@ -26,8 +26,8 @@ from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
     NO_USABLE,
-    NoCandidates,
     Allocation,
+    NoCandidates,
     NodeState,
     ReservePack,
     SjfPredicted,
@@ -350,7 +350,7 @@ def test_reserve_pack_pick_is_the_lexmin(
     }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
     # (``faults`` at seed 1: since the requests of jobs a decision did not reach stay kept
-    # (``NoCandidates.note_asked``), seed 0's faulty episode asks its one-GPU questions
+    # (``NoCandidates.note_placed``), seed 0's faulty episode asks its one-GPU questions
     # answered not legal and its columns 4 times each; seed 1's 21 and 20 times)
     seed = 1 if case == "faults" else 0
     run_episode(pol, make_simulator(sc), seed)  # type: ignore[arg-type]
@@ -571,9 +571,9 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
 
 class _Forgetting(NoCandidates):
     """:class:`NoCandidates` forgetting at each update every request a decision did not ask
-    (before ``note_asked``): the requests of the jobs after the one placed among them."""
+    (before ``note_placed``): the requests of the jobs after the one placed among them."""
 
-    def note_asked(self, reqs: list[tuple[object, ...]]) -> None:
+    def note_placed(self) -> None:
         pass
 
 
@@ -603,7 +603,7 @@ class _CountingAsks(ReservePack):
 @pytest.mark.parametrize("case", ["busy", "faults"])
 def test_reserve_pack_keeps_the_requests_a_placement_did_not_reach(case: str) -> None:
     """A decision that places a job does not ask the jobs after it: what is kept of their
-    requests stays (``NoCandidates.note_asked``), so fewer of them are asked again from the
+    requests stays (``NoCandidates.note_placed``), so fewer of them are asked again from the
     fleet's arrays than where they are forgotten, with the same decisions (every decision is
     also checked against a policy asking every time:
     ``test_reserve_pack_kept_no_candidates_decide_as_asking``)."""
