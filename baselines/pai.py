@@ -692,8 +692,9 @@ class NoCandidates:
     def __init__(self) -> None:
         self._episode = None
         self._kept = {}
-        #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`: the
-        #: others are forgotten there (a request that left the window need not be checked).
+        #: The requests asked about (:meth:`has`) or kept since the last :meth:`update`, or
+        #: every kept one after a placement (:meth:`note_placed`): the others are forgotten
+        #: there (a request that left the window need not be checked).
         self._used = set()
 
     @cython.locals(nodes=NodeState)
@@ -712,6 +713,15 @@ class NoCandidates:
                 if req in used and (not changed or _kept_holds(view, nodes, k, changed))
             }
         self._used = set()
+
+    @cython.ccall
+    def note_placed(self) -> None:
+        """A decision placed a job: every kept request counts as asked about since the last
+        update. (The jobs after the one placed were not asked and are still decidable: what is
+        kept of their requests stays, checked at the next update as the rest. A request whose
+        job left the window is forgotten at the first update after a decision that placed
+        none, which asks every decidable job's request.)"""
+        self._used.update(self._kept)
 
     @cython.ccall
     def has(self, req: tuple[object, ...]) -> bool:
@@ -1255,13 +1265,16 @@ class ReservePack(HeuristicPolicy):
         #: the usable plans and the state: so is every job asking the same)
         no_cand: set[tuple[object, ...]] = set()
         spans = self._type_spans
+        decision: Decision | None = None
         for k in ordered:
             _, plans, job, room_id, req_id, n_gpus = info[k]
             usable = usables[k]
             key = (room_id, usable)
-            if key in no_room:
-                continue
             req = (req_id, usable)
+            if key in no_room:
+                if keep_no_cand:
+                    kept.has(req)  # (asked: what is kept of it stays)
+                continue
             if keep_no_cand and kept.has(req):
                 continue
             ranks = rank_of.get(key)
@@ -1279,7 +1292,8 @@ class ReservePack(HeuristicPolicy):
             if spans is not None and n_gpus == 1:
                 g, o = self._single_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
-                    return Decision(job.job_id, g, o)
+                    decision = Decision(job.job_id, g, o)
+                    break
                 no_cand.add(req)
                 if keep_no_cand:
                     kept.keep(req, job, alloc, gpu_ok, o, NO_USABLE)
@@ -1287,16 +1301,23 @@ class ReservePack(HeuristicPolicy):
             if spans is not None and alloc.contiguous:
                 g, o = self._gang_zero_pick(view, job, alloc, plans[:usable])
                 if g >= 0:
-                    return Decision(job.job_id, g, o)
+                    decision = Decision(job.job_id, g, o)
+                    break
             gpus, o, why = self._usable_candidates(view, job, alloc, gpu_ok)
             if not gpus.size:
                 no_cand.add(req)
                 if keep_no_cand:
                     kept.keep(req, job, alloc, gpu_ok, o, why)
                 continue
-            return Decision(job.job_id, self._pick(view, alloc, gpus, plans[:usable], gpu_rank), o)
-        self._none_key = none_key
-        return None
+            g = self._pick(view, alloc, gpus, plans[:usable], gpu_rank)
+            decision = Decision(job.job_id, g, o)
+            break
+        if decision is None:
+            self._none_key = none_key
+            return None
+        if keep_no_cand:
+            kept.note_placed()  # (the jobs after the one placed were not asked)
+        return decision
 
     def _pick(
         self,

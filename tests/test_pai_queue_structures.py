@@ -27,6 +27,7 @@ from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.pai import (
     NO_USABLE,
     Allocation,
+    NoCandidates,
     NodeState,
     ReservePack,
     SjfPredicted,
@@ -348,7 +349,11 @@ def test_reserve_pack_pick_is_the_lexmin(
         "mixed-nodes": _mixed_nodes,
     }[case]()
     pol = _CheckedPick() if spans else _CheckedPickNoSpans()
-    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    # (``faults`` at seed 1: since the requests of jobs a decision did not reach stay kept
+    # (``NoCandidates.note_placed``), seed 0's faulty episode asks its one-GPU questions
+    # answered not legal and its columns 4 times each; seed 1's 21 and 20 times)
+    seed = 1 if case == "faults" else 0
+    run_episode(pol, make_simulator(sc), seed)  # type: ignore[arg-type]
     assert (pol._type_spans is not None) == spans
     got = (
         pol.calls, pol.shortcuts, pol.singles, pol.zero_singles, pol.singles - pol.zero_singles
@@ -562,6 +567,56 @@ def test_reserve_pack_kept_no_candidates_decide_as_asking(
     run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
     assert pol.calls > 500
     assert pol.kept_hits["free"] > free and pol.kept_hits["witness"] > witness, pol.kept_hits
+
+
+class _Forgetting(NoCandidates):
+    """:class:`NoCandidates` forgetting at each update every request a decision did not ask
+    (before ``note_placed``): the requests of the jobs after the one placed among them."""
+
+    def note_placed(self) -> None:
+        pass
+
+
+class _CountingAsks(ReservePack):
+    """``reserve_pack`` recording its decisions and counting its ``_usable_candidates`` calls
+    (a gang's request asked from the fleet's arrays)."""
+
+    def __init__(self, noting: bool) -> None:
+        super().__init__()
+        if not noting:
+            self._no_cand = _Forgetting()
+        self.asks = 0
+        self.decisions: list[Decision | None] = []
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        d = super().decide(view)
+        self.decisions.append(d)
+        return d
+
+    def _usable_candidates(  # type: ignore[override]
+        self, view: ClusterView, job: JobView, alloc: Allocation, usable: np.ndarray
+    ) -> tuple[np.ndarray, int, int]:
+        self.asks += 1
+        return ReservePack._usable_candidates(view, job, alloc, usable)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", ["busy", "faults"])
+def test_reserve_pack_keeps_the_requests_a_placement_did_not_reach(case: str) -> None:
+    """A decision that places a job does not ask the jobs after it: what is kept of their
+    requests stays (``NoCandidates.note_placed``), so fewer of them are asked again from the
+    fleet's arrays than where they are forgotten, with the same decisions (every decision is
+    also checked against a policy asking every time:
+    ``test_reserve_pack_kept_no_candidates_decide_as_asking``)."""
+    make = {
+        "busy": _busy_hetero,
+        "faults": lambda: _faulty_congested(("exclusive", "time_sharing", "mps"), 100.0),
+    }[case]
+    noting, forgetting = _CountingAsks(True), _CountingAsks(False)
+    for pol in (noting, forgetting):
+        run_episode(pol, make_simulator(make()), 0)  # type: ignore[arg-type]
+    assert noting.decisions == forgetting.decisions
+    assert len(noting.decisions) > 500
+    assert noting.asks < forgetting.asks, (noting.asks, forgetting.asks)
 
 
 class _RecordingIds(ReservePack):

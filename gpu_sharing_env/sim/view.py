@@ -39,6 +39,12 @@ if cython.compiled:  # the extension type (state.pxd): its float fields read as 
 else:
     from gpu_sharing_env.sim.state import JobState
 
+# ``Masks.legal``'s body (cluster.pxd): compiled, :meth:`ClusterView.legal` calls it in C
+if cython.compiled:
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _masks_legal
+else:
+    from gpu_sharing_env.fleet.cluster import _masks_legal
+
 E = TypeVar("E")
 
 _ONLINE = JobKind.ONLINE
@@ -553,14 +559,20 @@ class ClusterView:
         (``Cluster.gang_mask``)."""
         return _ro(self._sim.cluster.single_row(self._sim.jobs[job_id].spec, option))
 
+    @cython.locals(st=JobState)
     def legal(self, job_id: int, gpu: int, option: int) -> bool:
         """``mask(job_id)[gpu, option]`` of queued ``job_id`` (``gpu`` in range), without
         building the mask or a column where the cluster's fit index answers
         (``Cluster.legal``: one GPU's value against its type's threshold)."""
+        sim = self._sim
+        cluster = sim.cluster
         hit = self._masks.get(job_id)
-        if hit is not None and hit[0] == self._sim.cluster.version:
+        if hit is not None and hit[0] == cluster.version:
             return bool(hit[1][gpu, option])
-        return self._sim.cluster.legal(self._sim.jobs[job_id].spec, gpu, option)
+        # (``Cluster.legal``'s body without its method call; ``sim.table.jobs``: ``sim.jobs``
+        # without the property's call)
+        st = sim.table.jobs[job_id]
+        return _masks_legal(cluster.masks, st.spec, gpu, option)  # type: ignore[no-any-return]
 
     def single_legal(self, job_id: int, gpu: int, option: int) -> bool:
         """``single_column(job_id, option)[gpu]`` without the column (``Cluster.single_legal``:
