@@ -47,6 +47,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): the tree walk and the encoding typed; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -149,8 +154,10 @@ class _Fit:
     exp_value: list[float] | None = field(default=None, compare=False, repr=False)
     """``math.exp`` of each node's value (built on first use: :meth:`exp_at`)."""
 
+    @cython.locals(node=cython.Py_ssize_t, left=list, right=list, feat=list, thr=list)
     def leaf(self, x: list[float]) -> int:
-        """The leaf ``x`` falls in."""
+        """The leaf ``x`` falls in. (Compiled: the node an index, the lists typed; the
+        comparison stays Python's, of the feature's and the threshold's floats.)"""
         node = 0
         left, right, feat, thr = self.left, self.right, self.feature, self.threshold
         while left[node] != -1:
@@ -244,16 +251,18 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
+@cython.ccall
+@cython.locals(n=cython.double)
 def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
     """Append a tag's two inputs to ``x``: from its entry ``e`` (``[n, sum, sum of squares]``
     of its runs' log work; None: no run) the mean (``mean`` where there is none) and
-    ``log1p(n)``."""
-    if e is not None and e[0] > 0:
-        x.append(e[1] / e[0])
-        x.append(math.log1p(e[0]))
+    ``log1p(n)``. (Compiled, ``n`` is a C double: the entry's float itself.)"""
+    n = e[0] if e is not None else 0.0
+    if n > 0:
+        x.append(e[1] / n)  # type: ignore[index]
     else:
         x.append(mean)
-        x.append(math.log1p(e[0] if e is not None else 0.0))
+    x.append(math.log1p(n))
 
 
 def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
@@ -338,6 +347,7 @@ class OnlinePredictor:
         self._hist_y = np.zeros(0)
         if history is not None and len(history):
             self._warm_start(history)
+        self._n_hist: int = self._hist_y.size  # (the warm start's rows: fixed from here)
         #: Every row's features as the tree is fitted on them (float32: the warm start's, then
         #: each episode row's when it became known) and its log work, in row order: the
         #: training set is the last ``max_rows`` of them, a slice (capacity grows by doubling).
@@ -477,7 +487,7 @@ class OnlinePredictor:
 
     def _mean(self) -> float:
         """The mean log work of every row (0.0 before any)."""
-        n_all = len(self._rows_y) + self._hist_y.size
+        n_all = len(self._rows_y) + self._n_hist
         return self._sum / n_all if n_all else 0.0
 
     def _flush(self) -> None:
