@@ -49,15 +49,6 @@ uchar = _CType("uchar", builtins.int)
 const_double = _CType("const double", builtins.float)
 const_longlong = _CType("const longlong", builtins.int)
 const_uchar = _CType("const uchar", builtins.int)
-# C pointers (``cython.p_char``, ``cython.pointer(T)``): only in code that runs compiled
-# (``workload/job.py``'s slot access under ``if cython.compiled:``), markers here.
-p_char = _CType("char *", builtins.bytes)
-p_void = _CType("void *", builtins.object)
-
-
-def pointer(c_type: Any) -> _CType:
-    """``cython.pointer(T)``: a marker (only compiled code casts to a pointer)."""
-    return _CType(f"{c_type!r} *", builtins.object)
 
 
 def _identity(f: Any) -> Any:

@@ -11,3 +11,14 @@ cdef extern from "structmember.h":
 cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
+
+
+cdef inline object slot_get(object obj, object slot):
+    """``slot.__get__(obj)`` for a slot descriptor of ``obj``'s type."""
+    return PyMember_GetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member)
+
+
+cdef inline int slot_set(object obj, object slot, object value) except -1:
+    """``slot.__set__(obj, value)`` for a slot descriptor of ``obj``'s type."""
+    return PyMember_SetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member,
+                           value)

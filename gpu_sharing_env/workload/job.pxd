@@ -1,5 +1,6 @@
 # Cython declarations for job.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
+from gpu_sharing_env.workload._slots cimport slot_get, slot_set
 
 cdef object _put(object obj, object slot, object value)
 cdef object _take(object obj, object slot)

@@ -19,18 +19,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled (gpu_sharing_env._compile): the copies' fields written by CPython's C API
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-
-if cython.compiled:
-    from cython.cimports.gpu_sharing_env.workload._slots import (  # type: ignore[import-not-found]
-        PyMember_GetOne,
-        PyMember_SetOne,
-        PyMemberDescrObject,
-    )
-
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
 MODEL_CLASSES: tuple[str, ...] = (
@@ -233,6 +221,10 @@ def _make_new_spec() -> Callable[..., JobSpec]:
     return env["new_spec"]  # type: ignore[no-any-return]
 
 
+#: Whether this module runs compiled (``gpu_sharing_env._compile``): then the slots are read
+#: and written through CPython's C API (``job.pxd``, ``_slots.pxd``).
+COMPILED: bool = not __file__.endswith(".py")
+
 #: Each field's slot descriptor, in field order (``_copy_with_slots``, ``_new_spec_slots``).
 _SLOTS: tuple[Any, ...] = tuple(getattr(JobSpec, f.name) for f in fields(JobSpec))
 #: ``est_work_s``'s position among them.
@@ -242,28 +234,19 @@ _EST: int = [f.name for f in fields(JobSpec)].index("est_work_s")
 def _put(obj: object, slot: Any, value: object) -> None:
     """``slot.__set__(obj, value)`` for a slot descriptor ``slot`` of ``obj``'s type: compiled,
     CPython's own ``PyMember_SetOne`` (what the descriptor's ``__set__`` calls after checking
-    the object's type) without the method call."""
-    if cython.compiled:
-        PyMember_SetOne(
-            cython.cast(cython.p_char, cython.cast(cython.p_void, obj)),
-            cython.cast(
-                cython.pointer(PyMemberDescrObject), cython.cast(cython.p_void, slot)
-            ).d_member,
-            value,
-        )
+    the object's type; ``_slots.pxd``'s ``slot_set``, cimported by ``job.pxd``) without the
+    method call."""
+    if COMPILED:
+        slot_set(obj, slot, value)  # type: ignore[name-defined]  # noqa: F821
     else:
         slot.__set__(obj, value)
 
 
 def _take(obj: object, slot: Any) -> object:
-    """``slot.__get__(obj)`` (compiled: ``PyMember_GetOne``, which the descriptor calls)."""
-    if cython.compiled:
-        value = PyMember_GetOne(
-            cython.cast(cython.p_char, cython.cast(cython.p_void, obj)),
-            cython.cast(
-                cython.pointer(PyMemberDescrObject), cython.cast(cython.p_void, slot)
-            ).d_member,
-        )
+    """``slot.__get__(obj)`` (compiled: ``PyMember_GetOne``, which the descriptor calls;
+    ``_slots.pxd``'s ``slot_get``)."""
+    if COMPILED:
+        value = slot_get(obj, slot)  # type: ignore[name-defined]  # noqa: F821
     else:
         value = slot.__get__(obj, JobSpec)
     return value
@@ -331,7 +314,7 @@ def _new_spec_slots(
 #: instructions than the generated function's descriptor calls; interpreted: the generated
 #: function, the fastest there).
 _copy_with: Callable[[JobSpec, float], JobSpec] = (
-    _copy_with_slots if cython.compiled else _make_copy_with()
+    _copy_with_slots if COMPILED else _make_copy_with()
 )
 
 #: ``JobSpec(*values)`` with every field given, in field order: the same spec (the same
@@ -339,7 +322,7 @@ _copy_with: Callable[[JobSpec, float], JobSpec] = (
 #: descriptors instead of a frozen dataclass's ``object.__setattr__`` (0.9 us a spec against
 #: 1.7 us: the generator builds one per episode job); compiled, through CPython's C API
 #: (:func:`_new_spec_slots`).
-new_spec: Callable[..., JobSpec] = _new_spec_slots if cython.compiled else _make_new_spec()
+new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _make_new_spec()
 
 
 def offline_specs(

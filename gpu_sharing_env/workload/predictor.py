@@ -47,11 +47,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled (gpu_sharing_env._compile): the tree walk and the encoding typed; else no-ops
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -154,15 +149,9 @@ class _Fit:
     exp_value: list[float] | None = field(default=None, compare=False, repr=False)
     """``math.exp`` of each node's value (built on first use: :meth:`exp_at`)."""
 
-    @cython.locals(node=cython.Py_ssize_t, left=list, right=list, feat=list, thr=list)
     def leaf(self, x: list[float]) -> int:
-        """The leaf ``x`` falls in. (Compiled: the node an index, the lists typed; the
-        comparison stays Python's, of the feature's and the threshold's floats.)"""
-        node = 0
-        left, right, feat, thr = self.left, self.right, self.feature, self.threshold
-        while left[node] != -1:
-            node = left[node] if x[feat[node]] <= thr[node] else right[node]
-        return node
+        """The leaf ``x`` falls in (:func:`_leaf`)."""
+        return _leaf(self.left, self.right, self.feature, self.threshold, x)
 
     def predict(self, x: list[float]) -> float:
         return self.value[self.leaf(x)]
@@ -173,6 +162,18 @@ class _Fit:
         if e is None:
             e = self.exp_value = [math.exp(v) for v in self.value]
         return e[self.leaf(x)]
+
+
+def _leaf(
+    left: list[int], right: list[int], feat: list[int], thr: list[float], x: list[float]
+) -> int:
+    """The leaf ``x`` falls in, of the tree ``left``/``right``/``feat``/``thr`` (scikit-learn's
+    node arrays as lists). Compiled (``predictor.pxd``), the node is a C index and the lists
+    typed; the comparison stays Python's, of the feature's and the threshold's floats."""
+    node = 0
+    while left[node] != -1:
+        node = left[node] if x[feat[node]] <= thr[node] else right[node]
+    return node
 
 
 #: Trees fitted lately, by their training set: the same rows give the same tree
@@ -251,12 +252,10 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
-@cython.ccall
-@cython.locals(n=cython.double)
 def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
     """Append a tag's two inputs to ``x``: from its entry ``e`` (``[n, sum, sum of squares]``
     of its runs' log work; None: no run) the mean (``mean`` where there is none) and
-    ``log1p(n)``. (Compiled, ``n`` is a C double: the entry's float itself.)"""
+    ``log1p(n)``. (Compiled, ``predictor.pxd``: ``n`` a C double, the entry's float itself.)"""
     n = e[0] if e is not None else 0.0
     if n > 0:
         x.append(e[1] / n)  # type: ignore[index]
@@ -476,7 +475,8 @@ class OnlinePredictor:
         """A row's inputs now: per tag used (group, then user), its finished runs' mean log
         work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
         x: list[float] = []
-        mean = self._mean()
+        n_all = len(self._rows_y) + self._n_hist  # (:meth:`_mean`, inline: the same double)
+        mean = self._sum / n_all if n_all else 0.0
         if self._use_g:
             _encode(self._g.get(group) if group else None, mean, x)
         if self._use_u:
