@@ -222,7 +222,8 @@ def _make_new_spec() -> Callable[..., JobSpec]:
 
 
 #: Whether this module runs compiled (``gpu_sharing_env._compile``): then the slots are read
-#: and written through CPython's C API (``job.pxd``, ``_slots.pxd``).
+#: and written through CPython's C API (``job.pxd``, ``_slots.pxd``; there a C global, tested
+#: per field at no cost).
 COMPILED: bool = not __file__.endswith(".py")
 
 #: Each field's slot descriptor, in field order (``_copy_with_slots``, ``_new_spec_slots``).
