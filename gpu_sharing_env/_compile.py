@@ -38,6 +38,10 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.envs.observation_v1",
     "gpu_sharing_env.envs.candidates",
     "gpu_sharing_env.workload.cart",
+    "gpu_sharing_env.workload.job",
+    "gpu_sharing_env.workload.predictor",
+    "gpu_sharing_env.workload.synthetic",
+    "gpu_sharing_env.workload.services",
     "gpu_sharing_gym.baselines.pai",
 )
 

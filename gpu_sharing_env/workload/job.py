@@ -208,9 +208,6 @@ def _make_copy_with() -> Callable[[JobSpec, float], JobSpec]:
     return env["copy_with"]  # type: ignore[no-any-return]
 
 
-_copy_with = _make_copy_with()
-
-
 def _make_new_spec() -> Callable[..., JobSpec]:
     """:data:`new_spec`, generated as ``dataclasses`` generates an ``__init__``: one line per
     field, each written through its slot's descriptor, then ``__post_init__``."""
@@ -224,11 +221,109 @@ def _make_new_spec() -> Callable[..., JobSpec]:
     return env["new_spec"]  # type: ignore[no-any-return]
 
 
+#: Whether this module runs compiled (``gpu_sharing_env._compile``): then the slots are read
+#: and written through CPython's C API (``job.pxd``, ``_slots.pxd``; there a C global, tested
+#: per field at no cost).
+COMPILED: bool = not __file__.endswith(".py")
+
+#: Each field's slot descriptor, in field order (``_copy_with_slots``, ``_new_spec_slots``).
+_SLOTS: tuple[Any, ...] = tuple(getattr(JobSpec, f.name) for f in fields(JobSpec))
+#: ``est_work_s``'s position among them.
+_EST: int = [f.name for f in fields(JobSpec)].index("est_work_s")
+
+
+def _put(obj: object, slot: Any, value: object) -> None:
+    """``slot.__set__(obj, value)`` for a slot descriptor ``slot`` of ``obj``'s type: compiled,
+    CPython's own ``PyMember_SetOne`` (what the descriptor's ``__set__`` calls after checking
+    the object's type; ``_slots.pxd``'s ``slot_set``, cimported by ``job.pxd``) without the
+    method call."""
+    if COMPILED:
+        slot_set(obj, slot, value)  # type: ignore[name-defined]  # noqa: F821
+    else:
+        slot.__set__(obj, value)
+
+
+def _take(obj: object, slot: Any) -> object:
+    """``slot.__get__(obj)`` (compiled: ``PyMember_GetOne``, which the descriptor calls;
+    ``_slots.pxd``'s ``slot_get``)."""
+    if COMPILED:
+        value = slot_get(obj, slot)  # type: ignore[name-defined]  # noqa: F821
+    else:
+        value = slot.__get__(obj, JobSpec)
+    return value
+
+
+def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
+    """:func:`_make_copy_with`'s copy, compiled: every slot read from ``spec`` and written
+    into a new object in field order, ``est_work_s`` the new one (``spec`` must be a
+    :class:`JobSpec` with every field set, as every spec is)."""
+    new = object.__new__(JobSpec)
+    for i in range(len(_SLOTS)):
+        slot = _SLOTS[i]
+        _put(new, slot, est_work_s if i == _EST else _take(spec, slot))
+    return new  # type: ignore[no-any-return]
+
+
+def _new_spec_slots(
+    job_id: int,
+    kind: JobKind,
+    model: str,
+    submit_s: float,
+    num_gpus: int,
+    gpu_frac: float,
+    mem_gb: float,
+    cpu_cores: float,
+    work_s: float,
+    est_work_s: float,
+    true_mem_gb: float,
+    gpu_types: tuple[str, ...],
+    checkpoint_interval_s: float,
+    group: str,
+    user: str,
+    priority: int,
+    service: ServiceSpec | None,
+) -> JobSpec:
+    """:func:`_make_new_spec`'s ``new_spec``, compiled: each field written through its slot
+    (:func:`_put`), then ``__post_init__``."""
+    values = (
+        job_id,
+        kind,
+        model,
+        submit_s,
+        num_gpus,
+        gpu_frac,
+        mem_gb,
+        cpu_cores,
+        work_s,
+        est_work_s,
+        true_mem_gb,
+        gpu_types,
+        checkpoint_interval_s,
+        group,
+        user,
+        priority,
+        service,
+    )
+    new = object.__new__(JobSpec)
+    for i in range(len(_SLOTS)):
+        _put(new, _SLOTS[i], values[i])
+    new.__post_init__()
+    return new  # type: ignore[no-any-return]
+
+
+#: ``JobSpec.with_estimate``'s copy (compiled: :func:`_copy_with_slots`, ~10x fewer
+#: instructions than the generated function's descriptor calls; interpreted: the generated
+#: function, the fastest there).
+_copy_with: Callable[[JobSpec, float], JobSpec] = (
+    _copy_with_slots if COMPILED else _make_copy_with()
+)
+
 #: ``JobSpec(*values)`` with every field given, in field order: the same spec (the same
 #: checks, ``__post_init__``), or the same error. Its fields are written through the slots'
 #: descriptors instead of a frozen dataclass's ``object.__setattr__`` (0.9 us a spec against
-#: 1.7 us: the generator builds one per episode job).
-new_spec: Callable[..., JobSpec] = _make_new_spec()
+#: 1.7 us: the generator builds one per episode job); compiled, through CPython's C API
+#: (:func:`_new_spec_slots`).
+new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _make_new_spec()
 
 
 def offline_specs(

@@ -150,12 +150,8 @@ class _Fit:
     """``math.exp`` of each node's value (built on first use: :meth:`exp_at`)."""
 
     def leaf(self, x: list[float]) -> int:
-        """The leaf ``x`` falls in."""
-        node = 0
-        left, right, feat, thr = self.left, self.right, self.feature, self.threshold
-        while left[node] != -1:
-            node = left[node] if x[feat[node]] <= thr[node] else right[node]
-        return node
+        """The leaf ``x`` falls in (:func:`_leaf`)."""
+        return _leaf(self.left, self.right, self.feature, self.threshold, x)
 
     def predict(self, x: list[float]) -> float:
         return self.value[self.leaf(x)]
@@ -166,6 +162,18 @@ class _Fit:
         if e is None:
             e = self.exp_value = [math.exp(v) for v in self.value]
         return e[self.leaf(x)]
+
+
+def _leaf(
+    left: list[int], right: list[int], feat: list[int], thr: list[float], x: list[float]
+) -> int:
+    """The leaf ``x`` falls in, of the tree ``left``/``right``/``feat``/``thr`` (scikit-learn's
+    node arrays as lists). Compiled (``predictor.pxd``), the node is a C index and the lists
+    typed; the comparison stays Python's, of the feature's and the threshold's floats."""
+    node = 0
+    while left[node] != -1:
+        node = left[node] if x[feat[node]] <= thr[node] else right[node]
+    return node
 
 
 #: Trees fitted lately, by their training set: the same rows give the same tree
@@ -247,13 +255,13 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
 def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
     """Append a tag's two inputs to ``x``: from its entry ``e`` (``[n, sum, sum of squares]``
     of its runs' log work; None: no run) the mean (``mean`` where there is none) and
-    ``log1p(n)``."""
-    if e is not None and e[0] > 0:
-        x.append(e[1] / e[0])
-        x.append(math.log1p(e[0]))
+    ``log1p(n)``. (Compiled, ``predictor.pxd``: ``n`` a C double, the entry's float itself.)"""
+    n = e[0] if e is not None else 0.0
+    if n > 0:
+        x.append(e[1] / n)  # type: ignore[index]
     else:
         x.append(mean)
-        x.append(math.log1p(e[0] if e is not None else 0.0))
+    x.append(math.log1p(n))
 
 
 def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
@@ -338,6 +346,7 @@ class OnlinePredictor:
         self._hist_y = np.zeros(0)
         if history is not None and len(history):
             self._warm_start(history)
+        self._n_hist: int = self._hist_y.size  # (the warm start's rows: fixed from here)
         #: Every row's features as the tree is fitted on them (float32: the warm start's, then
         #: each episode row's when it became known) and its log work, in row order: the
         #: training set is the last ``max_rows`` of them, a slice (capacity grows by doubling).
@@ -466,7 +475,8 @@ class OnlinePredictor:
         """A row's inputs now: per tag used (group, then user), its finished runs' mean log
         work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
         x: list[float] = []
-        mean = self._mean()
+        n_all = len(self._rows_y) + self._n_hist  # (:meth:`_mean`, inline: the same double)
+        mean = self._sum / n_all if n_all else 0.0
         if self._use_g:
             _encode(self._g.get(group) if group else None, mean, x)
         if self._use_u:
@@ -477,7 +487,7 @@ class OnlinePredictor:
 
     def _mean(self) -> float:
         """The mean log work of every row (0.0 before any)."""
-        n_all = len(self._rows_y) + self._hist_y.size
+        n_all = len(self._rows_y) + self._n_hist
         return self._sum / n_all if n_all else 0.0
 
     def _flush(self) -> None:

@@ -1,0 +1,18 @@
+# Cython declarations for job.py (pure-Python mode: the .py runs as it is where not compiled).
+cimport cython
+from gpu_sharing_env.workload._slots cimport slot_get, slot_set
+
+cdef bint COMPILED
+
+cdef object _put(object obj, object slot, object value)
+cdef object _take(object obj, object slot)
+
+@cython.locals(i=Py_ssize_t)
+cpdef object _copy_with_slots(object spec, object est_work_s)
+
+@cython.locals(i=Py_ssize_t, values=tuple)
+cpdef object _new_spec_slots(object job_id, object kind, object model, object submit_s,
+                             object num_gpus, object gpu_frac, object mem_gb, object cpu_cores,
+                             object work_s, object est_work_s, object true_mem_gb,
+                             object gpu_types, object checkpoint_interval_s, object group,
+                             object user, object priority, object service)
