@@ -114,6 +114,12 @@ PROG = "gsg headroom"
 FORMAT = 1
 #: The planner rows' policy names (and cell directories).
 PLANNER, ORACLE = "planner", "planner_oracle"
+#: ``--planners``: the planner rows each choice runs.
+PLANNER_CHOICES: dict[str, tuple[str, ...]] = {
+    "both": (ORACLE, PLANNER),
+    "oracle": (ORACLE,),
+    "honest": (PLANNER,),
+}
 #: ``--decompose``'s rows: the honest planner told one part of the truth (policy name: what).
 PARTIAL: dict[str, tuple[str, ...]] = {
     "planner_knows_durations": ("durations",),
@@ -415,6 +421,7 @@ class ScenarioResult:
     belief: str = "observed"  # the honest planner's (``--belief``)
     min_t: float = 1.0  # the honest planner's (``--min-t``)
     slo_ref: str = "target"  # every planner's (``--slo-ref``)
+    planners: tuple[str, ...] = (ORACLE, PLANNER)  # the planner rows run (``--planners``)
 
     def partial_rows(self) -> list[Row]:
         """``--decompose``'s rows that have every seed."""
@@ -423,17 +430,19 @@ class ScenarioResult:
     def headroom_share(self, r: Row) -> float:
         """``r``'s paired gain over the best heuristic as a share of the oracle's (NaN where
         the oracle gains nothing or its row is incomplete)."""
-        if not self.complete():
+        if not self.has(self.oracle):
             return math.nan
         assert self.oracle is not None
         head = paired(self.oracle, self.best, self.seeds)["diff_mean_s"]
         return paired(r, self.best, self.seeds)["diff_mean_s"] / head if head < 0 else math.nan
 
+    def has(self, r: Row | None) -> bool:
+        """Whether row ``r`` has every seed."""
+        return r is not None and all(s in r.jct for s in self.seeds)
+
     def complete(self) -> bool:
-        return all(
-            r is not None and all(s in r.jct for s in self.seeds)
-            for r in (self.planner, self.oracle)
-        )
+        """Whether both planners' rows have every seed."""
+        return self.has(self.planner) and self.has(self.oracle)
 
     def to_json(self) -> dict[str, Any]:
         s = self.seeds
@@ -472,9 +481,11 @@ class ScenarioResult:
             data["min_t"] = self.min_t
         if self.slo_ref != "target":
             data["slo_ref"] = self.slo_ref
-        if self.complete():
-            assert self.planner is not None and self.oracle is not None
+        if self.has(self.planner):
+            assert self.planner is not None
             data["planner"] = row(self.planner)
+        if self.has(self.oracle):
+            assert self.oracle is not None
             data["oracle"] = row(self.oracle)
             head = paired(self.oracle, self.best, s)
             data["headroom_pct"] = -head["diff_pct"]
@@ -504,7 +515,7 @@ class ScenarioResult:
         s = self.seeds
         p = paired(agent, self.best, s)
         slo_ok = meets_slo(agent.slo_mean(s), self.slo_target)
-        if not self.complete():
+        if not self.has(self.oracle):
             return {"headroom_closed": math.nan, "meets_bar": False}
         assert self.oracle is not None
         head = paired(self.oracle, self.best, s)
@@ -580,23 +591,31 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             + ("" if res.slo_ref == "target" else "; rollouts' SLO held to the base's")
             + ("." if res.cut_s is None else f"; rollouts cut at {res.cut_s / 3600:g} h.")
         )
-        if res.complete():
-            assert res.planner is not None and res.oracle is not None
+        if res.has(res.oracle):
+            assert res.oracle is not None
             head = paired(res.oracle, res.best, s)
-            honest = paired(res.planner, res.best, s)
             share = round(-head["diff_pct"], 1) + 0.0  # no "-0.0"
-            if head["diff_mean_s"] < 0 and honest["diff_mean_s"] < 0:
-                reach = f"{100 * honest['diff_mean_s'] / head['diff_mean_s']:.0f} % of it"
-            else:
-                reach = "none of it"
             flag = "**at least 15 %**" if share >= 100 * FLAG_SHARE else "below 15 %"
             note += (
                 f" Headroom (oracle − best): {_diff(head)} s, {share:.1f} % of the best"
-                f" heuristic's mean ({flag});"
-                f" the honest planner reaches {_pct(honest)}, i.e. {reach}"
-                f" (deviates from its base on {100 * res.planner.changed:.0f} % of planned"
-                f" decisions)."
+                f" heuristic's mean ({flag})"
             )
+            if res.has(res.planner):
+                assert res.planner is not None
+                honest = paired(res.planner, res.best, s)
+                if head["diff_mean_s"] < 0 and honest["diff_mean_s"] < 0:
+                    reach = f"{100 * honest['diff_mean_s'] / head['diff_mean_s']:.0f} % of it"
+                else:
+                    reach = "none of it"
+                note += (
+                    f"; the honest planner reaches {_pct(honest)}, i.e. {reach}"
+                    f" (deviates from its base on {100 * res.planner.changed:.0f} % of planned"
+                    f" decisions)."
+                )
+            elif PLANNER in res.planners:
+                note += "; the honest planner's row is incomplete."
+            else:
+                note += "; the honest planner not run (`--planners oracle`)."
             for r in res.partial_rows():
                 share = res.headroom_share(r)
                 told = " and ".join(PARTIAL[r.policy])
@@ -607,12 +626,14 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
                 else:
                     tail = f", {100 * share:.0f} % of the headroom."
                 note += f" Told the true {told} only: {_pct(paired(r, res.best, s))}{tail}"
-        else:
+        elif ORACLE in res.planners:
             note += " Planner rows incomplete."
+        else:
+            note += " The oracle not run (`--planners honest`): no headroom."
         for a in agents:
             p = paired(a, res.best, s)
             note += f" Agent {a.policy}: {_pct(p)} against the best heuristic"
-            if res.complete():
+            if res.has(res.oracle):
                 bar = res.agent_bar(a)
                 closed = bar["headroom_closed"]
                 if math.isfinite(closed):
@@ -684,6 +705,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a candidate's SLO attainment is held to in the planners' rollouts: the"
         " scenario's target, or the base heuristic's where that misses it (JCT first;"
         " agents/planner.py; default: %(default)s)",
+    )
+    ap.add_argument(
+        "--planners",
+        choices=PLANNER_CHOICES,
+        default="both",
+        help="which planner rows run: the oracle (true future), the honest planner, or both"
+        " (default: %(default)s; on the PAI fleets the honest planner costs hours an episode)",
     )
     ap.add_argument(
         "--top", type=positive_int, default=5, help="the N best heuristics (base included) propose"
@@ -760,10 +788,14 @@ def headroom(
     belief: str = "observed",
     min_t: float = 1.0,
     slo_ref: str = "target",
+    planners: Sequence[str] = (ORACLE, PLANNER),
 ) -> tuple[list[ScenarioResult], list[str]]:
     """Compute (or load) every cell and return the per-scenario results and error lines; the
     missing cells run on ``backend`` (:func:`gpu_sharing_gym.backends.run_tasks`: ``local``
-    processes or Ray tasks, ``address`` an existing Ray cluster)."""
+    processes or Ray tasks, ``address`` an existing Ray cluster). ``planners``: which of the
+    oracle (``planner_oracle``) and the honest planner (``planner``) run; a row not run is
+    left out of the table, its cells neither computed nor read."""
+    planners = tuple(p for p in (ORACLE, PLANNER) if p in planners)
     heur = _heuristics()
     hcells = [
         Cell(h, scen, path, seed)
@@ -794,11 +826,13 @@ def headroom(
         cands += [c for c in CANDIDATES if c not in cands and c != best.policy]
         res = ScenarioResult(
             scen, list(seeds), target, best, ranked, cands, n_heuristics=len(heur), cut_s=cut_s,
-            belief=belief, min_t=min_t, slo_ref=slo_ref,
+            belief=belief, min_t=min_t, slo_ref=slo_ref, planners=planners,
         )  # fmt: skip
         results.append(res)
         for seed in seeds:  # seed-major: a partial run still pairs both planners by seed
             for name, oracle in ((ORACLE, True), (PLANNER, False)):
+                if name not in planners:
+                    continue
                 params = planner_params(
                     best.policy, cands, samples, horizon, oracle, (), cut_s, belief, min_t, slo_ref
                 )
@@ -831,8 +865,8 @@ def headroom(
     errors += err
     for res in results:
         mine = {c: r for c, r in pres.items() if c.scenario == res.scenario}
-        res.planner = rows_from(mine, PLANNER, seeds)
-        res.oracle = rows_from(mine, ORACLE, seeds)
+        res.planner = rows_from(mine, PLANNER, seeds) if PLANNER in planners else None
+        res.oracle = rows_from(mine, ORACLE, seeds) if ORACLE in planners else None
         res.agents = [rows_from(mine, a, seeds) for a in agents]
         res.partial = [rows_from(mine, n, seeds) for n in PARTIAL] if decompose else []
     return results, errors
@@ -866,6 +900,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 decompose=args.decompose, backend=args.backend, address=args.ray_address,
                 cut_s=None if args.cut_h is None else 3600.0 * args.cut_h, belief=args.belief,
                 min_t=args.min_t, slo_ref=args.slo_ref,
+                planners=PLANNER_CHOICES[args.planners],
             )  # fmt: skip
     except KeyboardInterrupt as e:
         print(

@@ -115,6 +115,38 @@ def test_decompose_rows(tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert _run(tiny, out, monkeypatch, ("--decompose",)) == []
 
 
+def test_oracle_alone_then_both(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--planners oracle`` computes and reports the oracle's row (the headroom) without the
+    honest planner's cells; a later run with both computes only the honest planner's."""
+    out = tmp_path / "hr"
+    ran = _run(tiny, out, monkeypatch, ("--planners", "oracle"))
+    assert sorted(r for r in ran if r.startswith("planner")) == [
+        "planner_oracle/1",
+        "planner_oracle/2",
+    ]
+    assert not (out / "cells/tiny/planner").exists()
+    summary = json.loads((out / "headroom.json").read_text())[0]
+    assert "planner" not in summary and summary["oracle"]["oracle"] is True
+    assert summary["headroom_pct"] == pytest.approx(-summary["oracle"]["vs_best"]["diff_pct"])
+    table = (out / "headroom.md").read_text()
+    assert "planner_oracle (**oracle**" in table and "planner (observed belief)" not in table
+    assert "Headroom (oracle − best)" in table and "the honest planner not run" in table
+    assert sorted(_run(tiny, out, monkeypatch)) == ["planner/1", "planner/2"]
+    both = json.loads((out / "headroom.json").read_text())[0]
+    assert both["oracle"]["jct_by_seed"] == summary["oracle"]["jct_by_seed"]
+    assert "the honest planner reaches" in (out / "headroom.md").read_text()
+
+
+def test_bad_planners_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        headroom.main(["--out", str(tmp_path / "x"), "--planners", "neither"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--planners" in err[0], err
+
+
 def test_cut_rollouts_are_new_planner_cells(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
