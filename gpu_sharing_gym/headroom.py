@@ -440,10 +440,6 @@ class ScenarioResult:
         """Whether row ``r`` has every seed."""
         return r is not None and all(s in r.jct for s in self.seeds)
 
-    def complete(self) -> bool:
-        """Whether both planners' rows have every seed."""
-        return self.has(self.planner) and self.has(self.oracle)
-
     def to_json(self) -> dict[str, Any]:
         s = self.seeds
 

@@ -475,7 +475,7 @@ class OnlinePredictor:
         """A row's inputs now: per tag used (group, then user), its finished runs' mean log
         work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
         x: list[float] = []
-        n_all = len(self._rows_y) + self._n_hist  # (:meth:`_mean`, inline: the same double)
+        n_all = len(self._rows_y) + self._n_hist  # every row: the mean log work of all of them
         mean = self._sum / n_all if n_all else 0.0
         if self._use_g:
             _encode(self._g.get(group) if group else None, mean, x)
@@ -484,11 +484,6 @@ class OnlinePredictor:
         if self._use_r:
             x.append(r)
         return x
-
-    def _mean(self) -> float:
-        """The mean log work of every row (0.0 before any)."""
-        n_all = len(self._rows_y) + self._n_hist
-        return self._sum / n_all if n_all else 0.0
 
     def _flush(self) -> None:
         """Write the pending rows (:meth:`_add`) into the row buffers."""
