@@ -223,9 +223,10 @@ def test_the_scan_gives_the_absolute_errors_up_to_rounding() -> None:
     seqs = np.ascontiguousarray(np.stack([rank, rank[::-1].copy()]), dtype=np.intp)
     left = np.empty((2, n + 1))
     right = np.empty((2, n + 1))
-    cart._scan_node(ys, seqs, left, right, np.arange(2, dtype=np.intp))
+    ident = np.arange(n, dtype=np.intp)  # (the samples are their ranks: seqs is the order)
+    cart._scan_node(ys, ident, seqs, left, right, np.arange(2, dtype=np.intp))
     twin_left, twin_right = np.empty((2, n + 1)), np.empty((2, n + 1))
-    cart._scan_node(ys, seqs, twin_left, twin_right, np.zeros(2, dtype=np.intp))  # row 1: row 0's
+    cart._scan_node(ys, ident, seqs, twin_left, twin_right, np.zeros(2, dtype=np.intp))  # 0's
     assert twin_left.tolist() == [left[0].tolist()] * 2
     assert twin_right.tolist() == [right[0].tolist()] * 2
     for f, seq in enumerate(seqs):
@@ -350,3 +351,49 @@ def test_features_within_the_threshold_of_one_value_give_sklearns_tree() -> None
         ).astype(np.float32)
         y = np.round(rng.normal(5, 2, n), 1)
         assert _same_tree(np.ascontiguousarray(x), y, 11, x[:50])
+
+
+def test_the_scan_reads_the_ranks_through_the_orders_in_place() -> None:
+    # ``_scan_node(ys, rank, order, ...)`` reads ``rank[order[f, i]]`` in place: the absolute
+    # errors of the gathered sequences (``rank[order]`` with the identity as ranks), only the
+    # first ``len(src)`` rows of ``order`` read
+    rng = np.random.default_rng(4)
+    n = 41
+    y = np.round(rng.standard_normal(n), 1)  # (ties)
+    ys = np.sort(y)
+    rank = np.argsort(np.argsort(y, kind="stable"), kind="stable").astype(np.intp)
+    order = np.stack([rng.permutation(n) for _ in range(4)]).astype(np.intp)
+    for src in ([0, 1, 2], [0, 0, 2]):
+        s = np.array(src, dtype=np.intp)
+        got = np.empty((3, n + 1)), np.empty((3, n + 1))
+        want = np.empty((3, n + 1)), np.empty((3, n + 1))
+        cart._scan_node(ys, rank, order, *got, s)
+        gathered = np.ascontiguousarray(rank[order[:3]])
+        cart._scan_node(ys, np.arange(n, dtype=np.intp), gathered, *want, s)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_same_targets_is_the_equality_of_the_targets_bytes() -> None:
+    # The near candidates' orders are numbered by the targets in each order, bit for bit (as
+    # their bytes compare): ``_same_targets`` against ``tobytes`` on orders that differ by a
+    # swap of two samples (equal targets, 0.0 against -0.0, unequal ones) or at random
+    rng = np.random.default_rng(7)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        n = int(rng.integers(1, 25))
+        if rng.uniform() < 0.6:
+            y = rng.choice([0.0, -0.0, 1.5, 2.0, -3.25], size=n).astype(np.float64)
+        else:
+            y = rng.standard_normal(n)
+        order = np.empty((3, n), dtype=np.intp)
+        order[0] = rng.permutation(n)
+        order[1] = order[0]
+        i, j = rng.integers(0, n, size=2)
+        order[1, i], order[1, j] = order[0, j], order[0, i]
+        order[2] = rng.permutation(n)
+        for f in range(3):
+            for g in range(3):
+                want = y[order[f]].tobytes() == y[order[g]].tobytes()
+                assert cart._same_targets(y, order, f, g) == want, (y, order, f, g)
+                seen[want] += 1
+    assert min(seen.values()) > 100

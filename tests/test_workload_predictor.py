@@ -448,3 +448,22 @@ def test_rows_written_at_the_training_set_are_the_rows_of_each_run() -> None:
         assert x[n_hist:].tolist() == np.array(want_x, dtype=np.float32).tolist()
         assert y[n_hist:].tolist() == [math.log(max(j.work_s, 1e-9)) for j in jobs]
     assert each.n_fits == batch.n_fits == copied.n_fits == len(jobs) // 70
+
+
+def test_median_is_numpys_bit_for_bit() -> None:
+    # ``_median`` (the estimate before the first refit): ``float(np.median(values))``, the
+    # same double, on lists with ties, 0.0 and -0.0 (numpy's own answer there), NaN, odd and
+    # even lengths
+    from gpu_sharing_env.workload.predictor import _median
+
+    rng = np.random.default_rng(9)
+    for _ in range(3000):
+        n = int(rng.integers(1, 14))
+        if rng.uniform() < 0.5:
+            vals = rng.choice([0.0, -0.0, 1.0, 2.5, -1.0, 7.25, math.nan], size=n).tolist()
+        else:
+            vals = rng.lognormal(5.0, 2.0, size=n).tolist()
+        got, want = _median(vals), float(np.median(vals))
+        assert (math.isnan(got) and math.isnan(want)) or (
+            np.float64(got).tobytes() == np.float64(want).tobytes()
+        ), vals

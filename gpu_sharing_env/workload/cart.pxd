@@ -58,9 +58,9 @@ cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ra
                half=Py_ssize_t, r=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
                total=double, low0=double, t=double, low=double,
                nxt=Py_ssize_t[::1], prv=Py_ssize_t[::1])
-cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[:, ::1] seqs,
-                      double[:, ::1] ae_left, double[:, ::1] ae_right,
-                      const Py_ssize_t[::1] src)
+cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[::1] rank,
+                      const Py_ssize_t[:, ::1] order, double[:, ::1] ae_left,
+                      double[:, ::1] ae_right, const Py_ssize_t[::1] src)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
 cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_t[::1] idx,
@@ -71,3 +71,12 @@ cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_
 cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_right,
                        const double[:, ::1] xs, const double[:, ::1] xs_hi, double margin,
                        Py_ssize_t[::1] out)
+
+@cython.locals(n=Py_ssize_t, ae_left=double, ae_right=double, w_left=double, w_right=double,
+               imp_left=double, imp_right=double)
+cpdef double _exact_proxy(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t p,
+                          double[::1] tree_w, double[::1] tree_wy)
+
+@cython.locals(i=Py_ssize_t, a=double, b=double)
+cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,
+                         Py_ssize_t g)

@@ -324,6 +324,18 @@ def _node_ranks(
                 break
 
 
+def _same_targets(y: np.ndarray, order: np.ndarray, f: int, g: int) -> bool:
+    """Whether ``y[order[f]]`` and ``y[order[g]]`` are the same doubles, bit for bit (what
+    their bytes' equality says: ``0.0`` and ``-0.0`` differ; ``y`` holds no NaN), without
+    gathering either."""
+    for i in range(order.shape[1]):
+        a = y[order[f, i]]
+        b = y[order[g, i]]
+        if a != b or (a == 0.0 and math.copysign(1.0, a) != math.copysign(1.0, b)):
+            return False
+    return True
+
+
 def _same_rows(xt: np.ndarray, out: np.ndarray) -> None:
     """``out[f]``: whether row ``f`` of ``xt`` holds one value (``==``) all along."""
     for f in range(xt.shape[0]):
@@ -500,12 +512,18 @@ def _exact_proxy(
 
 # ---------------------------------------------------------------- the fast scan
 def _scan_node(
-    ys: np.ndarray, seqs: np.ndarray, ae_left: np.ndarray, ae_right: np.ndarray, src: np.ndarray
+    ys: np.ndarray,
+    rank: np.ndarray,
+    order: np.ndarray,
+    ae_left: np.ndarray,
+    ae_right: np.ndarray,
+    src: np.ndarray,
 ) -> None:
     """Absolute errors around the median of every prefix and suffix of a node's samples.
 
-    ``ys`` (n, float64): the node's targets sorted; ``seqs`` (F, n, intp): per feature, the
-    rank in ``ys`` of each sample in that feature's order. Fills ``ae_left[f, k]``: the
+    ``ys`` (n, float64): the node's targets sorted; ``rank[s]``: sample ``s``'s rank in ``ys``;
+    ``order`` (at least F rows of n, intp): per feature, the node's samples in that feature's
+    order (F: ``src``'s length; ``rank[order[f]]``, read in place, not gathered). Fills ``ae_left[f, k]``: the
     absolute error of the first ``k`` samples in feature ``f``'s order around their median,
     ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n). A row ``f`` with
     ``src[f] != f`` (``src[f] < f``: a twin's) is a copy of row ``src[f]``, not scanned.
@@ -517,7 +535,7 @@ def _scan_node(
     moves the pointer by at most one link.
     """
     n = ys.shape[0]
-    n_features = seqs.shape[0]
+    n_features = src.shape[0]
     nxt = np.empty(n + 1, dtype=np.intp)
     prv = np.empty(n + 1, dtype=np.intp)
     total = 0.0
@@ -547,12 +565,12 @@ def _scan_node(
                     ae_left[f, k] = t - low - low - (ys[lo] if odd else 0.0)
                     if k == 1:
                         break
-                    r = seqs[f, k - 1]
+                    r = rank[order[f, k - 1]]
                 else:
                     ae_right[f, n - k] = t - low - low - (ys[lo] if odd else 0.0)
                     if k == 1:
                         break
-                    r = seqs[f, n - k]
+                    r = rank[order[f, n - k]]
                 if r < lo:
                     low -= ys[r]
                     if odd:
@@ -680,7 +698,7 @@ class _Builder:
         src = np.array([first.setdefault(twin[f], r) for r, f in enumerate(vf)], dtype=np.intp)
         ae_l = np.empty((k, n + 1))
         ae_r = np.empty((k, n + 1))
-        _scan_node(ys, rank[order[:k]], ae_l, ae_r, src)
+        _scan_node(ys, rank, order, ae_l, ae_r, src)
         near = np.empty(k * (n - 1), dtype=np.intp)
         n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * self.tol_ae, near)
         if n_near == 0:
@@ -695,16 +713,17 @@ class _Builder:
             # candidate is one such split the first one wins without a score.
             cands: list[tuple[int, int, int]] = []  # (candidate, its order's number, position)
             ranked: dict[int, int] = {}  # feature -> the number of its targets' order
-            orders: dict[bytes, int] = {}
-            y_in: list[np.ndarray] = []  # per number: the targets in that order
+            firsts: list[int] = []  # per number: the first feature row with that order
             for c in near[:n_near].tolist():
                 f, p = divmod(c, n - 1)
                 r = ranked.get(f)
                 if r is None:
-                    y_in_order = self.y[order[f]]
-                    r = ranked[f] = orders.setdefault(y_in_order.tobytes(), len(orders))
-                    if r == len(y_in):
-                        y_in.append(y_in_order)
+                    r = 0
+                    while r < len(firsts) and not _same_targets(self.y, order, firsts[r], f):
+                        r += 1
+                    if r == len(firsts):
+                        firsts.append(f)
+                    ranked[f] = r
                 cands.append((c, r, p))
             if len({(r, p) for _, r, p in cands}) > 1:
                 best_val = -np.inf
@@ -716,7 +735,7 @@ class _Builder:
                     v = scores.get((r, p))
                     if v is None:
                         if r not in ranks:
-                            ranks[r] = _ranks(y_in[r])
+                            ranks[r] = _ranks(self.y[order[firsts[r]]])
                         v = scores[r, p] = _exact_proxy(*ranks[r], p + 1, tree_w, tree_wy)
                     if v > best_val:
                         best, best_val = c, v

@@ -7,7 +7,7 @@ cdef bint COMPILED
 cdef object _put(object obj, object slot, object value)
 cdef object _take(object obj, object slot)
 
-@cython.locals(i=Py_ssize_t)
+@cython.locals(i=Py_ssize_t, slots=tuple, est=Py_ssize_t)
 cpdef object _copy_with_slots(object spec, object est_work_s)
 
 @cython.locals(i=Py_ssize_t, values=tuple)
