@@ -523,10 +523,11 @@ def _scan_node(
 
     ``ys`` (n, float64): the node's targets sorted; ``rank[s]``: sample ``s``'s rank in ``ys``;
     ``order`` (at least F rows of n, intp): per feature, the node's samples in that feature's
-    order (F: ``src``'s length; ``rank[order[f]]``, read in place, not gathered). Fills ``ae_left[f, k]``: the
-    absolute error of the first ``k`` samples in feature ``f``'s order around their median,
-    ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n). A row ``f`` with
-    ``src[f] != f`` (``src[f] < f``: a twin's) is a copy of row ``src[f]``, not scanned.
+    order (F: ``src``'s length; ``rank[order[f]]``, read in place, not gathered). Fills
+    ``ae_left[f, k]``: the absolute error of the first ``k`` samples in feature ``f``'s order
+    around their median, ``ae_right[f, k]``: that of the samples from ``k`` on (k = 0..n). A
+    row ``f`` with ``src[f] != f`` (``src[f] < f``: a twin's) is a copy of row ``src[f]``, not
+    scanned.
 
     The absolute error of k values around their median is the sum of the ``k // 2`` largest
     minus the sum of the ``k // 2`` smallest. Starting from all n, samples are taken out one

@@ -351,8 +351,8 @@ def offline_specs(
     of ``JobSpec.__post_init__`` are checked column by column with numpy; when every row keeps
     them, the fields are written column by column through the slots' descriptors (``map`` over
     the new objects; compiled, each write through CPython's C API as ``_copy_with_slots``
-    writes one: a 20,000-job trace's specs in 112 M instructions instead of 222 M); else the specs are built one by one through
-    ``JobSpec``, which raises for the first broken row."""
+    writes one: a 20,000-job trace's specs in 112 M instructions instead of 222 M); else the
+    specs are built one by one through ``JobSpec``, which raises for the first broken row."""
     n = len(work_s)
     s = np.asarray(submit_s, dtype=float)
     g = np.asarray(num_gpus, dtype=float)  # (ints below 2**53: the same comparisons)
