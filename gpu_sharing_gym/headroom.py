@@ -68,7 +68,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -425,7 +425,7 @@ class ScenarioResult:
 
     def partial_rows(self) -> list[Row]:
         """``--decompose``'s rows that have every seed."""
-        return [r for r in self.partial if all(k in r.jct for k in self.seeds)]
+        return [r for r in self.partial if self.has(r)]
 
     def headroom_share(self, r: Row) -> float:
         """``r``'s paired gain over the best heuristic as a share of the oracle's (NaN where
@@ -436,7 +436,7 @@ class ScenarioResult:
         head = paired(self.oracle, self.best, self.seeds)["diff_mean_s"]
         return paired(r, self.best, self.seeds)["diff_mean_s"] / head if head < 0 else math.nan
 
-    def has(self, r: Row | None) -> bool:
+    def has(self, r: Row | None) -> TypeGuard[Row]:
         """Whether row ``r`` has every seed."""
         return r is not None and all(s in r.jct for s in self.seeds)
 
@@ -478,10 +478,8 @@ class ScenarioResult:
         if self.slo_ref != "target":
             data["slo_ref"] = self.slo_ref
         if self.has(self.planner):
-            assert self.planner is not None
             data["planner"] = row(self.planner)
         if self.has(self.oracle):
-            assert self.oracle is not None
             data["oracle"] = row(self.oracle)
             head = paired(self.oracle, self.best, s)
             data["headroom_pct"] = -head["diff_pct"]
@@ -588,7 +586,6 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
             + ("." if res.cut_s is None else f"; rollouts cut at {res.cut_s / 3600:g} h.")
         )
         if res.has(res.oracle):
-            assert res.oracle is not None
             head = paired(res.oracle, res.best, s)
             share = round(-head["diff_pct"], 1) + 0.0  # no "-0.0"
             flag = "**at least 15 %**" if share >= 100 * FLAG_SHARE else "below 15 %"
@@ -597,7 +594,6 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
                 f" heuristic's mean ({flag})"
             )
             if res.has(res.planner):
-                assert res.planner is not None
                 honest = paired(res.planner, res.best, s)
                 if head["diff_mean_s"] < 0 and honest["diff_mean_s"] < 0:
                     reach = f"{100 * honest['diff_mean_s'] / head['diff_mean_s']:.0f} % of it"
