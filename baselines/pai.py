@@ -55,6 +55,7 @@ work-conserving: a longer job that fits runs while a shorter one cannot.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from heapq import heappop, heappush
 from typing import Any
@@ -1036,6 +1037,52 @@ def _usable_counts(waits: list, n_plans: list, timeout: float) -> list:  # type:
     return out
 
 
+#: The margin of :func:`_usable_counts_until`'s time, relative to the magnitudes added (their
+#: sums round by ~1e-16 of them: this is far above it, and costs a recount ~1e-9 of a timeout
+#: early at most).
+_STEP_MARGIN = 1e-9
+
+
+@cython.ccall
+@cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t, k=cython.Py_ssize_t)
+@cython.locals(u=cython.Py_ssize_t, t=cython.double, q=cython.double, e=cython.double)
+@cython.locals(w=cython.double, at_s=cython.double, step=cython.double, until=cython.double)
+@cython.locals(margin=cython.double)
+def _usable_counts_until(
+    enq: list, now_s: float, n_plans: list, timeout: float, out: list
+) -> float:  # type: ignore[type-arg]
+    """:func:`_usable_counts` of jobs that entered the queue at ``enq`` (their waits
+    ``now_s - enq``: ``ClusterView.queued_wait_s``'s double subtraction), appended to ``out``;
+    returns a time before which, from ``now_s`` on, none of the counts changes while the jobs
+    stay queued (``inf``: never). A count ``u`` below its job's plan count holds while the
+    wait's floor division by ``timeout`` is ``u - 1`` (non-decreasing in the wait): it may grow
+    once the wait reaches ``u * timeout``, at ``enq + u * timeout``, here less a margin for the
+    sums' rounding (:data:`_STEP_MARGIN`); a job with all its plans usable keeps them, as does
+    every job without a timeout."""
+    t = timeout
+    until = math.inf
+    margin = _STEP_MARGIN
+    for i in range(len(enq)):
+        m = n_plans[i]
+        if t > 0:
+            e = enq[i]
+            w = now_s - e
+            q = _floordiv(w, t)
+            if q >= m - 1:
+                out.append(m)
+            else:
+                k = int(q)  # (compiled, a C cast: ``q`` is integral and small)
+                u = 1 + k
+                out.append(u)
+                step = u * t
+                at_s = e + step - margin * (abs(e) + step + 1.0)
+                if at_s < until:
+                    until = at_s
+        else:
+            out.append(min(99, m))
+    return until
+
+
 #: ``pai_option`` per options tuple and GPU fraction (``per_options``).
 _PAI_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
 
@@ -1134,6 +1181,11 @@ class ReservePack(HeuristicPolicy):
         self._ids_memo: tuple[object, tuple[int, ...], list[_PlanInfo], list[int], list[int]] = (
             None, (), [], [], [],
         )  # fmt: skip
+        #: The usable plan counts of the jobs of ``_ids_memo`` (:func:`_usable_counts_until`), as
+        #: ``(queue_taken, timeout, since, until, counts, the counts as a tuple)``: the same
+        #: counts at any time in ``[since, until)`` while no job left the queue and the
+        #: timeout is the same; None: none yet for the window.
+        self._use_memo: tuple[Any, ...] | None = None
         #: Node loads and empty runs, kept incrementally (per episode).
         self._nodes = NodeState()
         #: Requests without a candidate, kept across decisions (per episode).
@@ -1218,7 +1270,7 @@ class ReservePack(HeuristicPolicy):
             return fits + [t for t in order[::-1] if t not in fits]
         return order[::-1] if self.high_gpu(view, job) else list(order)
 
-    @cython.locals(alloc=Allocation, kept=NoCandidates)
+    @cython.locals(alloc=Allocation, kept=NoCandidates, um=tuple)
     def decide(self, view: ClusterView) -> Decision | None:
         # The queue window, or the whole queue (``decision_scope``): taken as job ids, with a
         # job's view built only when it may have a candidate (a long queue has thousands).
@@ -1238,11 +1290,27 @@ class ReservePack(HeuristicPolicy):
                 k for k, i in enumerate(info) if not i[0]
             ]
             self._ids_memo = (view.episode, tids, info, n_plans, ordered)
-        usables = _usable_counts(view.queued_wait_s(ids), n_plans, self.plan_timeout_s)
+            self._use_memo = None
+        # The usable plan counts: a job's is a step function of its wait (its enqueue time
+        # fixed while it stays queued), so the window's counts stand until the earliest next
+        # step (all plans usable: never). A job of the window re-queued since (a start, then a
+        # suspension or a preemption) has a new enqueue time: no job left the queue since
+        # (``queue_taken``), none was.
+        now = view.now_s
+        timeout = self.plan_timeout_s
+        taken = view.queue_taken()
+        um = self._use_memo
+        if um is not None and um[0] == taken and um[1] == timeout and um[2] <= now < um[3]:
+            usables, utup = um[4], um[5]
+        else:
+            usables = []
+            until = _usable_counts_until(view.queued_enqueue_t(ids), now, n_plans, timeout, usables)
+            utup = tuple(usables)
+            self._use_memo = (taken, timeout, now, until, usables, utup)
         # A decision is a function of the cluster's state (``view.version``), the decidable
         # jobs and how many plans each may use: when none of them changed since a decision that
         # found nothing (time passed, no plan opened), it finds nothing again.
-        none_key = (view.episode, view.version, tids, tuple(usables))
+        none_key = (view.episode, view.version, tids, utup)
         if none_key == self._none_key:
             return None
         if self._fleet_key is not view.gpu_types:  # (``_fleet_types``' test, without its call)

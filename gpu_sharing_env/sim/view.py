@@ -419,6 +419,22 @@ class ClusterView:
             out.append(now - st.ledger.enqueue_t)  # (the same double subtraction)
         return out
 
+    def queue_taken(self) -> int:
+        """How many times a job left the queue this episode (a start): a job queued at two
+        reads with the same count stayed queued between them (the same enqueue time)."""
+        return self._sim.waiting.taken  # type: ignore[no-any-return]
+
+    @cython.locals(st=JobState)
+    def queued_enqueue_t(self, ids: Sequence[int]) -> list[float]:
+        """When queued jobs ``ids`` entered the queue (``now_s`` minus it is
+        :meth:`queued_wait_s`, the same double); a re-queued job's is the time it came back."""
+        jobs = self._sim.table.jobs
+        out = []
+        for i in ids:
+            st = jobs[i]
+            out.append(st.ledger.enqueue_t)
+        return out
+
     def request(self, job_id: int) -> tuple[bool, str, int, float, float, tuple[str, ...]]:
         """Job ``job_id``'s request as its :class:`JobView` gives it, without building the
         view: ``(online, model, num_gpus, gpu_frac, mem_gb, gpu_types)`` (fields that never

@@ -19,6 +19,7 @@ cdef class Queue:
     cdef public object order
     cdef public object scope
     cdef public Py_ssize_t scope_n
+    cdef public Py_ssize_t taken
     cdef public Py_ssize_t version
     cdef public Py_ssize_t window
 

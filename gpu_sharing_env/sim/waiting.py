@@ -77,6 +77,7 @@ class Queue:
         "order",
         "scope",
         "scope_n",
+        "taken",
         "version",
         "window",
     )
@@ -97,6 +98,10 @@ class Queue:
         self.entries: list[tuple[Any, int]] = []
         #: Bumps at every change of the queue.
         self.version = 0
+        #: How many times a job left the queue this episode (:meth:`take`: a start). A job
+        #: queued at two times with the same count stayed queued between them, so its enqueue
+        #: time is the same (it changes only when the job enters the queue again).
+        self.taken = 0
         #: Job ids in the order they entered the queue this episode (append-only; a re-queued
         #: job appears again): lets a policy keep its own ordered queue in O(log n) per change.
         self.log: list[int] = []
@@ -114,6 +119,7 @@ class Queue:
         self._jobs = jobs
         self.entries = []
         self.version = 0
+        self.taken = 0
         self.log = []
         self._best_speed = {}
         self._sigs = {}
@@ -183,6 +189,7 @@ class Queue:
             raise ValueError(f"job {st.spec.job_id} is not queued")
         del self.entries[i]
         self.version += 1
+        self.taken += 1
         sig = mask_signature(st.spec)
         e = self._sigs[sig]
         e[0] -= 1
