@@ -4,13 +4,20 @@
 # call once they have checked the object's type.
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
-        pass
+        int type
+        Py_ssize_t offset
+        int flags
+    int T_OBJECT_EX
+    int READONLY
     object PyMember_GetOne(const char *obj_addr, PyMemberDef *m)
     int PyMember_SetOne(char *obj_addr, PyMemberDef *m, object v) except -1
 
 cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
+    ctypedef struct PyObject
+    void Py_INCREF(PyObject *o)
+    void Py_XDECREF(PyObject *o)
 
 
 cdef inline object slot_get(object obj, object slot):
@@ -22,3 +29,22 @@ cdef inline int slot_set(object obj, object slot, object value) except -1:
     """``slot.__set__(obj, value)`` for a slot descriptor of ``obj``'s type."""
     return PyMember_SetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member,
                            value)
+
+
+cdef inline int slot_copy(object dst, object src, object slot) except -1:
+    """``slot.__set__(dst, slot.__get__(src))`` for a slot descriptor of both objects' type:
+    an object field (``T_OBJECT_EX``, writable: every ``__slots__`` field) is the pointer
+    itself, its reference counted, as ``PyMember_GetOne``/``SetOne`` do it; any other member,
+    or a field not set in ``src`` (``AttributeError``), through them."""
+    cdef PyMemberDef *m = (<PyMemberDescrObject *><void *>slot).d_member
+    cdef PyObject *v
+    cdef PyObject **at
+    if m.type == T_OBJECT_EX and not (m.flags & READONLY):
+        v = (<PyObject **>(<char *><void *>src + m.offset))[0]
+        if v is not NULL:
+            at = <PyObject **>(<char *><void *>dst + m.offset)
+            Py_INCREF(v)
+            Py_XDECREF(at[0])  # (after: ``v`` may be the one it replaces)
+            at[0] = v
+            return 0
+    return PyMember_SetOne(<char *><void *>dst, m, PyMember_GetOne(<char *><void *>src, m))

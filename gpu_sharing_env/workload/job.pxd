@@ -1,11 +1,12 @@
 # Cython declarations for job.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
-from gpu_sharing_env.workload._slots cimport slot_get, slot_set
+from gpu_sharing_env.workload._slots cimport slot_copy, slot_get, slot_set
 
 cdef bint COMPILED
 
 cdef object _put(object obj, object slot, object value)
 cdef object _take(object obj, object slot)
+cdef object _copy(object dst, object src, object slot)
 
 @cython.locals(i=Py_ssize_t, slots=tuple, est=Py_ssize_t)
 cpdef object _copy_with_slots(object spec, object est_work_s)

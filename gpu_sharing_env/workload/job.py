@@ -253,6 +253,15 @@ def _take(obj: object, slot: Any) -> object:
     return value
 
 
+def _copy(dst: object, src: object, slot: Any) -> None:
+    """``_put(dst, slot, _take(src, slot))``: compiled, ``_slots.pxd``'s ``slot_copy`` (an
+    object field's pointer copied with its reference counted, as the two C calls do it)."""
+    if COMPILED:
+        slot_copy(dst, src, slot)  # type: ignore[name-defined]  # noqa: F821
+    else:
+        slot.__set__(dst, slot.__get__(src, JobSpec))
+
+
 def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     """:func:`_make_copy_with`'s copy, compiled: every slot read from ``spec`` and written
     into a new object in field order, ``est_work_s`` the new one (``spec`` must be a
@@ -262,8 +271,10 @@ def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     slots = _SLOTS
     est = _EST
     for i in range(len(slots)):
-        slot = slots[i]
-        _put(new, slot, est_work_s if i == est else _take(spec, slot))
+        if i == est:
+            _put(new, slots[i], est_work_s)
+        else:
+            _copy(new, spec, slots[i])
     return new  # type: ignore[no-any-return]
 
 
