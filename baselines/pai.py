@@ -1058,7 +1058,7 @@ def _usable_counts_until(
     wait's floor division by ``timeout`` is ``u - 1`` (non-decreasing in the wait): it may grow
     once the wait reaches ``u * timeout``, at ``enq + u * timeout``, here less a margin for the
     sums' rounding (:data:`_STEP_MARGIN`); a job with all its plans usable keeps them, as does
-    every job without a timeout."""
+    every job without a timeout (an infinite one: ``at_s`` is NaN, never less)."""
     t = timeout
     until = math.inf
     margin = _STEP_MARGIN

@@ -37,6 +37,7 @@ from gpu_sharing_gym.baselines.pai import (
     _room,
     _span_least_loaded,
     _usable_counts,
+    _usable_counts_until,
     first_fit_options,
     lexmin,
     pai_column,
@@ -688,6 +689,110 @@ def test_usable_counts_are_the_python_expression() -> None:
                 assert _float_bits(_floordiv(w, timeout)) == _float_bits(w // timeout)
                 up += math.floor(w / timeout) != w // timeout
     assert up > 10, up
+
+
+def test_usable_counts_hold_until_the_time_given() -> None:
+    """``_usable_counts_until`` counts as ``_usable_counts`` of the waits ``now - enq`` (the
+    same doubles), and at every later time before the one it returns the counts are the same:
+    random enqueue times (up to ~1e7 s, where a sum's rounding is ~1e-9 s) and timeouts, the
+    times tried among them just before the returned one (where a count one timeout late, or
+    the step without its margin, would already have grown)."""
+    rng = np.random.default_rng(5101)
+    timeouts = [300.0, 0.1, 0.3, 7.0, 1e-3, math.inf, 0.0, -1.0]
+    timeouts += rng.uniform(1e-3, 1e4, 6).tolist()
+    tried = steps = 0
+    for k in range(3000):
+        timeout = timeouts[k % len(timeouts)]
+        n = int(rng.integers(1, 12))
+        scale = float(rng.choice([1e3, 1e5, 1e7]))
+        enq = rng.uniform(0.0, scale, n).tolist()
+        if k % 3 == 0 and timeout > 0 and math.isfinite(timeout):  # at (or next to) a step
+            enq[0] = math.nextafter(enq[1 % n] - int(rng.integers(1, 5)) * timeout, 0.0)
+        now = max(enq) + float(
+            rng.choice([0.0, rng.uniform(0.0, 5.0 * min(max(timeout, 1e-3), 1e4))])
+        )
+        n_plans = rng.integers(1, 9, n).tolist()
+        out: list[int] = []
+        until = _usable_counts_until(enq, now, n_plans, timeout, out)
+        assert out == _usable_counts([now - e for e in enq], n_plans, timeout)
+        assert all(type(x) is int for x in out)
+        if not math.isfinite(until):
+            # (no timeout: every plan; an infinite one: the first only, forever)
+            assert not 0 < timeout < math.inf or out == n_plans
+            continue
+        if until <= now:  # (within the margin of a step: counted afresh at the next call)
+            continue
+        steps += 1
+        later = [math.nextafter(until, -math.inf), until - 1e-12 * abs(until)]
+        later += rng.uniform(now, until, 4).tolist()
+        for t in later:
+            if now <= t < until:
+                tried += 1
+                assert _usable_counts([t - e for e in enq], n_plans, timeout) == out, (k, t)
+    assert steps > 1000 and tried > 5000, (steps, tried)
+
+
+class _CheckedUsable(ReservePack):
+    """At every decision: the usable plan counts the decision kept (``_use_memo``) are those
+    of the waits now (``queued_wait_s``), and the decision is the one counted afresh."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reused = 0
+        self.requeued = 0
+        self._enq: dict[int, float] = {}
+
+    def decide(self, view: ClusterView) -> Decision | None:
+        before = self._use_memo
+        d = super().decide(view)
+        memo = self._use_memo
+        assert memo is not None
+        ids = view.decidable_ids()
+        n_plans = self._ids_memo[3]
+        assert memo[4] == _usable_counts(view.queued_wait_s(ids), n_plans, self.plan_timeout_s)
+        self.reused += memo is before
+        for jid, e in zip(ids, view.queued_enqueue_t(ids), strict=True):
+            self.requeued += self._enq.get(jid, e) != e
+            self._enq[jid] = e
+        self._use_memo = None  # the same call counting afresh
+        self._none_key = None
+        assert d == super().decide(view)
+        return d
+
+
+@pytest.mark.parametrize("case", ["congested", "busy"])
+def test_reserve_pack_usable_counts_kept_as_counted(case: str) -> None:
+    """The window's usable plan counts, kept until their next step while no job left the
+    queue, are the counts of the waits at every decision, and decide as counted afresh (with
+    faults: jobs re-queued with new enqueue times)."""
+    pol = _CheckedUsable()
+    sc = _congested(True) if case == "congested" else _busy_hetero()
+    run_episode(pol, make_simulator(sc), 0)  # type: ignore[arg-type]
+    assert pol.reused > 100, pol.reused
+    if case == "congested":
+        assert pol.requeued > 0
+
+
+def test_the_queue_counts_the_jobs_that_left_it() -> None:
+    """``Queue.taken`` (``ClusterView.queue_taken``) grows by one at each start and only
+    then, and a reset sets it to 0."""
+    sim = make_simulator(_congested(True))
+    sim.reset(0)
+    starts = 0
+    pol = FirstFit()
+    while not sim.done and starts < 50:
+        view = ClusterView(sim)
+        assert view.queue_taken() == sim.waiting.taken == starts
+        d = pol.decide(view)
+        if d is None:
+            sim.advance()
+            continue
+        queued = len(sim.queue)
+        sim.apply(d)
+        starts += len(sim.queue) < queued
+    assert starts == 50
+    sim.reset(1)
+    assert sim.waiting.taken == 0
 
 
 class _CheckedScans(ReservePack):
