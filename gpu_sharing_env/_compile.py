@@ -43,6 +43,22 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.workload.synthetic",
     "gpu_sharing_env.workload.services",
     "gpu_sharing_gym.baselines.pai",
+    # (untyped: compiled, they are not compiled from source at every import; the replay's
+    # process imports them all, ~100 kB of source)
+    "gpu_sharing_env.workload.loaders._common",
+    "gpu_sharing_env.workload.loaders._table",
+    "gpu_sharing_env.workload.loaders.alibaba",
+    "gpu_sharing_env.workload.loaders.philly",
+    "gpu_sharing_env.workload.loaders.helios",
+    "gpu_sharing_env.workload.estimates",
+    "gpu_sharing_env.sim.online",
+    "gpu_sharing_env.sim.build",
+    "gpu_sharing_env.sim.codec",
+    "gpu_sharing_env.sim.observe",
+    "gpu_sharing_env.sim.faults",
+    "gpu_sharing_gym.baselines.gandiva",
+    "gpu_sharing_gym.baselines.reference",
+    "gpu_sharing_gym.baselines.base",
 )
 
 #: The packages whose sources sit elsewhere in a source checkout than their dotted path says
