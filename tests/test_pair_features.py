@@ -172,3 +172,13 @@ def test_a_planted_memo_fault_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(candidates.PairProfiles, "rates", rates)
     assert _mismatches(0, False) > 0
 
+
+def test_candidate_env_rows_have_the_pair_columns() -> None:
+    from gpu_sharing_gym.agents.candidate_dagger import CandidateEnv, n_inputs
+
+    rules = ["gandiva", "speed_sjf_queue", "pack"]
+    env = CandidateEnv("default", rules, ["gandiva", "speed_sjf_queue"], pair_features=True)
+    env.reset(1_000_000)
+    rows, _, choice = env.state()
+    assert rows.shape[1] == n_inputs(len(rules), True)
+    assert choice[2] >= 0  # (pack's move is a candidate)
