@@ -470,10 +470,11 @@ class Settings:
                 f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
                 f"({type(err).__name__})"
             ) from None
-        for k in ("rules", "hidden", "pair_features"):
-            if theirs.get(k) != getattr(self, k):
+        # (a model saved before the ``pair_features`` setting read rows without them)
+        for k, before in (("rules", None), ("hidden", None), ("pair_features", False)):
+            if theirs.get(k, before) != getattr(self, k):
                 raise ValueError(
-                    f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k)!r} there, "
+                    f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k, before)!r} there, "
                     f"{getattr(self, k)!r} here (they must be the same)"
                 )
         try:

@@ -11,6 +11,7 @@ row for row along the same trajectory, and a planted fault in the memo fails the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -182,3 +183,28 @@ def test_candidate_env_rows_have_the_pair_columns() -> None:
     rows, _, choice = env.state()
     assert rows.shape[1] == n_inputs(len(rules), True)
     assert choice[2] >= 0  # (pack's move is a candidate)
+
+
+def test_init_from_checks_pair_features(tmp_path: Path) -> None:
+    """A model of rows with pair columns cannot start a run of rows without them (one line);
+    a model saved before the setting existed reads as ``pair_features: false``."""
+    import torch as th
+
+    from gpu_sharing_gym.agents.candidate_dagger import Run, Settings
+
+    rules = ["gandiva", "speed_sjf_queue"]
+    first = tmp_path / "first.pt"
+    Run(tmp_path / "r0", Settings(rules=rules, hidden=16, pair_features=True)).save_model(first)
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text(f"rules: {rules}\nhidden: 16\ninit_from: {first}\n")
+    with pytest.raises(ValueError, match="pair_features True there, False here"):
+        Settings.load(cfg)
+    cfg.write_text(f"rules: {rules}\nhidden: 16\npair_features: true\ninit_from: {first}\n")
+    assert Settings.load(cfg).pair_features
+    old = tmp_path / "old.pt"
+    Run(tmp_path / "r1", Settings(rules=rules, hidden=16)).save_model(old)
+    st = th.load(old, weights_only=True)
+    del st["meta"]["settings"]["pair_features"]
+    th.save(st, old)
+    cfg.write_text(f"rules: {rules}\nhidden: 16\ninit_from: {old}\n")
+    assert not Settings.load(cfg).pair_features
