@@ -1422,6 +1422,8 @@ class PairProfiles:
         self._episode: object = None
         self._memo: dict[tuple[Any, ...], list[float]] = {}
         self._view: ClusterView | None = None
+        #: The simulator ``_view`` reads.
+        self._of: Simulator | None = None
 
     def rates(
         self, sim: Simulator, gpu_type: str, mode: SharingMode, res: tuple[Resident, ...]
@@ -1432,8 +1434,8 @@ class PairProfiles:
         key = (gpu_type, mode, res)
         hit = self._memo.get(key)
         if hit is None:
-            if self._view is None or self._view._sim is not sim:
-                self._view = ClusterView(sim)
+            if self._view is None or self._of is not sim:
+                self._view, self._of = ClusterView(sim), sim
             hit = self._memo[key] = self._view.profile(gpu_type, mode, list(res))
         return hit
 
