@@ -48,7 +48,9 @@ whether the move keeps a gang on one node; the option (mode, SM share, MIG slice
 profiled solo speed on the target. With ``suspend=True`` each row gains a last column,
 :data:`SUSPEND_FEATURE` (1 on a suspension; 0 elsewhere), and a suspension's row describes the
 job on its own first GPU with its own option (``job_on_target`` 1, ``gang_one_node``: its GPUs
-lie on one node), its kind columns (``hold``, ``place``, ``migrate``) 0.
+lie on one node), its kind columns (``hold``, ``place``, ``migrate``) 0. With
+``pair_features=True`` each row gains :data:`PAIR_FEATURES` last (:func:`pair_columns`: the
+co-location profile ``ClusterView.profile`` gives the rules, memoised per episode).
 """
 
 from __future__ import annotations
@@ -1372,7 +1374,7 @@ class _Memo:
 # ------------------------------------------------------------------ pair features (opt-in)
 def _attained_s(st: JobState, now: float) -> float:
     """Seconds ``st`` has run so far (``ledger.run_time_s`` brought up to ``now`` as
-    ``RateState.accrue`` would, without changing the state)."""
+    ``Rates.accrue`` would, without changing the state)."""
     run = float(st.ledger.run_time_s)
     if st.status is Status.RUNNING and st.rate > 0.0:
         t0 = max(st.last_t, st.setup_until)
