@@ -56,7 +56,7 @@ from torch.nn import functional as F
 
 import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.envs.candidates import N_FEATURES, PRUNINGS
+from gpu_sharing_env.envs.candidates import N_FEATURES, PAIR_FEATURES, PRUNINGS
 from gpu_sharing_env.envs.gpu_sharing_v2 import GLOBAL_FEATURES_V2, GpuSharingEnvV2
 from gpu_sharing_env.evaluation.runner import json_safe, run_episode
 from gpu_sharing_env.registry import make_policy
@@ -72,6 +72,7 @@ from gpu_sharing_gym.agents.envs import (
     resolve_cache_dir,
     scenario_digest,
 )
+from gpu_sharing_gym.agents.lookahead import Pack
 from gpu_sharing_gym.agents.planner import OraclePlanner, RolloutPlanner
 from gpu_sharing_gym.baselines.base import HeuristicPolicy
 from gpu_sharing_gym.plumbing.cli_args import seed_spec
@@ -84,13 +85,27 @@ N_GLOBAL = len(GLOBAL_FEATURES_V2)
 _OWN_MOVES = "_migrated_at"
 
 
-def n_inputs(n_rules: int) -> int:
-    """Width of a candidate row the network reads."""
-    return N_FEATURES + RULE_COLS * n_rules
+def n_inputs(n_rules: int, pair_features: bool = False) -> int:
+    """Width of a candidate row the network reads (v2's row, with ``pair_features`` its
+    :data:`~gpu_sharing_env.envs.candidates.PAIR_FEATURES` too, then the rules' columns)."""
+    return N_FEATURES + len(PAIR_FEATURES) * pair_features + RULE_COLS * n_rules
 
 
 # ---------------------------------------------------------------------------------- env
+def _pack() -> HeuristicPolicy:
+    """``pack`` as the planner builds it on its base speed_sjf_queue (``lookahead.Pack``: the
+    base's job, time-shared on the legal GPU with the most residents), asked in the base's
+    queue order and scope."""
+    base = make_policy("speed_sjf_queue")
+    assert isinstance(base, HeuristicPolicy)
+    p = Pack(base)
+    p.window_order = base.window_order  # (its scope is the base's: the window)
+    return p
+
+
 def _heuristic(name: str) -> HeuristicPolicy:
+    if name == "pack":  # (the planner's built-in candidate: speed_sjf_queue's job, packed)
+        return _pack()
     p = make_policy(name)
     if not isinstance(p, HeuristicPolicy):
         raise ValueError(f"{name!r}: not a heuristic (rules and teachers must be)")
@@ -115,6 +130,7 @@ class CandidateEnv:
         cache_dir: str | Path | None = None,
         migration_cooldown_s: float = 1800.0,
         pruning: str = "none",
+        pair_features: bool = False,
     ) -> None:
         self.env: GpuSharingEnvV2 = gym.make(  # type: ignore[assignment]
             "GpuSharing-v2",
@@ -122,6 +138,7 @@ class CandidateEnv:
             reward="jct",
             max_candidates=max_candidates,
             pruning=pruning,
+            pair_features=pair_features,
             keep_moves=self._rule_moves,  # (the rules are asked as the env builds candidates)
         ).unwrapped
         self.scenario = scenario
@@ -369,6 +386,8 @@ class Settings:
     planner: dict[str, Any] = field(default_factory=dict)
     max_candidates: int = 4096
     pruning: str = "none"
+    #: v2's ``pair_features`` (the co-location profile's columns on every candidate row).
+    pair_features: bool = False
     #: A model (``best.pt``/``model.pt`` of an earlier run, its ``rules`` and ``hidden`` the
     #: same) whose weights start a fresh run: the curriculum's step from a smaller fleet.
     init_from: str = ""
@@ -451,14 +470,17 @@ class Settings:
                 f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
                 f"({type(err).__name__})"
             ) from None
-        for k in ("rules", "hidden"):
-            if theirs.get(k) != getattr(self, k):
+        # (a model saved before the ``pair_features`` setting read rows without them)
+        for k, before in (("rules", None), ("hidden", None), ("pair_features", False)):
+            if theirs.get(k, before) != getattr(self, k):
                 raise ValueError(
-                    f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k)!r} there, "
+                    f"{path}: init_from {self.init_from!r}: {k} {theirs.get(k, before)!r} there, "
                     f"{getattr(self, k)!r} here (they must be the same)"
                 )
         try:
-            CandidateNet(n_inputs(len(self.rules)), self.hidden).load_state_dict(st["net"])
+            CandidateNet(
+                n_inputs(len(self.rules), self.pair_features), self.hidden
+            ).load_state_dict(st["net"])
         except (KeyError, RuntimeError, TypeError) as err:
             raise ValueError(
                 f"{path}: init_from {self.init_from!r}: not a candidate_dagger model "
@@ -612,6 +634,7 @@ def evaluate_net(
     env = CandidateEnv(
         scenario, settings.rules, settings.teachers, settings.max_candidates,
         migration_cooldown_s=settings.migration_cooldown_s, pruning=settings.pruning,
+        pair_features=settings.pair_features,
     )  # fmt: skip
     recs = []
     for s in seeds:
@@ -734,7 +757,9 @@ class Run:
         # torch RNG state, so a run's result hung on what had run before it in the process)
         th.manual_seed(settings.seed)
         self.rng = np.random.default_rng(settings.seed)
-        self.net = CandidateNet(n_inputs(len(settings.rules)), settings.hidden)
+        self.net = CandidateNet(
+            n_inputs(len(settings.rules), settings.pair_features), settings.hidden
+        )
         if settings.init_from:  # (a resumed run's state.pt then replaces these weights)
             self.net.load_state_dict(th.load(settings.init_from, weights_only=True)["net"])
         self.opt = th.optim.Adam(self.net.parameters(), lr=settings.bc_lr)
@@ -858,7 +883,7 @@ class Run:
         if scenario not in self.envs:
             self.envs[scenario] = CandidateEnv(
                 scenario, self.s.rules, self.s.teachers, self.s.max_candidates, "user",
-                self.s.migration_cooldown_s, self.s.pruning,
+                self.s.migration_cooldown_s, self.s.pruning, self.s.pair_features,
             )  # fmt: skip
         return self.envs[scenario]
 
@@ -1040,7 +1065,7 @@ def load_model(path: str | Path) -> tuple[CandidateNet, Settings]:
     """A saved network and the settings it was trained with."""
     st = th.load(path, weights_only=True)
     s = Settings(**st["meta"]["settings"])
-    net = CandidateNet(n_inputs(len(s.rules)), s.hidden)
+    net = CandidateNet(n_inputs(len(s.rules), s.pair_features), s.hidden)
     net.load_state_dict(st["net"])
     net.eval()
     return net, s

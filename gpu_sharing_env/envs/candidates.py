@@ -48,7 +48,9 @@ whether the move keeps a gang on one node; the option (mode, SM share, MIG slice
 profiled solo speed on the target. With ``suspend=True`` each row gains a last column,
 :data:`SUSPEND_FEATURE` (1 on a suspension; 0 elsewhere), and a suspension's row describes the
 job on its own first GPU with its own option (``job_on_target`` 1, ``gang_one_node``: its GPUs
-lie on one node), its kind columns (``hold``, ``place``, ``migrate``) 0.
+lie on one node), its kind columns (``hold``, ``place``, ``migrate``) 0. With
+``pair_features=True`` each row gains :data:`PAIR_FEATURES` last (:func:`pair_columns`: the
+co-location profile ``ClusterView.profile`` gives the rules, memoised per episode).
 """
 
 from __future__ import annotations
@@ -64,12 +66,14 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
+from gpu_sharing_env.physics.interference import Resident
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.engine import SUSPEND, Decision, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
-from gpu_sharing_env.sim.view import decidable_ids, episode_token
+from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
@@ -135,10 +139,21 @@ _COL = {n: i for i, n in enumerate(CANDIDATE_FEATURES)}
 SUSPEND_FEATURE = "suspend"
 
 
-def candidate_features(suspend: bool = False) -> tuple[str, ...]:
-    """The names of a candidate row's columns: :data:`CANDIDATE_FEATURES`, and
-    :data:`SUSPEND_FEATURE` last with ``suspend``."""
-    return (*CANDIDATE_FEATURES, SUSPEND_FEATURE) if suspend else CANDIDATE_FEATURES
+#: The columns a row gains with ``pair_features=True`` (after :data:`CANDIDATE_FEATURES` and
+#: :data:`SUSPEND_FEATURE`, if on), from ``ClusterView.profile`` (the noisy offline co-location
+#: profile) of the target GPU's other residents with the job under the move's option
+#: (:func:`pair_columns`): the job's profiled speed there relative to its solo speed on that
+#: type; the mean profiled speed the other residents lose to it; their mean attained service
+#: (seconds run so far, log-scaled); the job's own.
+PAIR_FEATURES: tuple[str, ...] = ("pair_speed", "pair_slowdown", "res_attained_log", "attained_log")
+
+
+def candidate_features(suspend: bool = False, pair_features: bool = False) -> tuple[str, ...]:
+    """The names of a candidate row's columns: :data:`CANDIDATE_FEATURES`, then
+    :data:`SUSPEND_FEATURE` with ``suspend``, then :data:`PAIR_FEATURES` with
+    ``pair_features``."""
+    out = (*CANDIDATE_FEATURES, SUSPEND_FEATURE) if suspend else CANDIDATE_FEATURES
+    return (*out, *PAIR_FEATURES) if pair_features else out
 
 
 #: ``pruning`` settings of ``GpuSharing-v2``: every legal move, or one per class of
@@ -572,14 +587,22 @@ class CandidateBuilder:
     (``_Memo``)."""
 
     def __init__(
-        self, sim: Simulator, max_candidates: int, pruning: str = "none", suspend: bool = False
+        self,
+        sim: Simulator,
+        max_candidates: int,
+        pruning: str = "none",
+        suspend: bool = False,
+        pair_features: bool = False,
     ) -> None:
         self.sim = sim
         self.max_candidates = max_candidates
         self.pruning = pruning
         #: Whether suspensions are candidates (and rows have :data:`SUSPEND_FEATURE`).
         self.suspend = suspend
-        self.n_features = len(candidate_features(suspend))
+        #: Whether rows have :data:`PAIR_FEATURES` (their profiles memoised per episode).
+        self.pair_features = pair_features
+        self._profiles = PairProfiles()
+        self.n_features = len(candidate_features(suspend, pair_features))
         opts = sim.options
         self.opt_rows = np.zeros((len(opts), len(SharingMode) + 2), dtype=np.float64)
         for k, o in enumerate(opts):
@@ -703,15 +726,21 @@ class CandidateBuilder:
                 flat = gs * n_opts + os_
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
-            return self._assemble(blocks, n_place, total)
-        # suspensions: each row first built as a move to the job's own first GPU and option
-        moved = total
-        for jid in sim.suspendable():
-            st = jobs[jid]
-            flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
-            total = self._add(jid, flat, blocks, total)
-        cands = self._assemble(blocks, n_place, total)
-        self._suspensions(cands, moved)
+            cands = self._assemble(blocks, n_place, total)
+        else:
+            # suspensions: each row first built as a move to the job's own first GPU and option
+            moved = total
+            for jid in sim.suspendable():
+                st = jobs[jid]
+                flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
+                total = self._add(jid, flat, blocks, total)
+            cands = self._assemble(blocks, n_place, total)
+            self._suspensions(cands, moved)
+        if self.pair_features and len(cands) > 1:
+            at = self.n_features - len(PAIR_FEATURES)
+            cands.features[1:, at:] = pair_columns(
+                sim, cands.job[1:], cands.gpu[1:], cands.option[1:], self._profiles
+            )
         return cands
 
     def _suspensions(self, cands: Candidates, lo: int) -> None:
@@ -1342,14 +1371,137 @@ class _Memo:
         return hit[2], hit[3]
 
 
+# ------------------------------------------------------------------ pair features (opt-in)
+def _attained_s(st: JobState, now: float) -> float:
+    """Seconds ``st`` has run so far (``ledger.run_time_s`` brought up to ``now`` as
+    ``Rates.accrue`` would, without changing the state)."""
+    run = float(st.ledger.run_time_s)
+    if st.status is Status.RUNNING and st.rate > 0.0:
+        t0 = max(st.last_t, st.setup_until)
+        if now > t0:
+            run += now - t0
+    return run
+
+
+def _resident(st: JobState, opt: Any, inst: Any = None) -> Resident:
+    """What a profiling run would co-locate for job ``st`` under placement option ``opt``: its
+    model, the option's SM share (MPS) or MIG instance (``inst``, the job's own where it has
+    one; else the smallest MIG profile of the option's compute slices), its solo duty (a
+    service's current load), online flag and priority."""
+    spec = st.spec
+    mode = opt.mode
+    mig_c = mig_m = 0
+    if mode is SharingMode.MIG:
+        if inst is not None:
+            mig_c, mig_m = int(inst.compute), bin(inst.mask).count("1")
+        else:
+            mig_c, mig_m = int(opt.mig_slices), _mig_mem(int(opt.mig_slices))
+    online = bool(st.online)
+    return Resident(
+        spec.model,
+        sm_frac=opt.sm_pct / 100.0 if mode is SharingMode.MPS else 1.0,
+        mig_compute_slices=mig_c,
+        mig_mem_slices=mig_m,
+        duty=float(st.serving.duty) if online else ZOO[spec.model].duty,
+        online=online,
+        priority=int(spec.priority),
+    )
+
+
+def _mig_mem(compute: int) -> int:
+    """Memory slices of the smallest MIG profile with ``compute`` compute slices
+    (``observation_v1._mig_mem_slices``: 1g -> 1, 2g -> 2, 3g -> 4, 4g -> 4, 7g -> 8)."""
+    from gpu_sharing_env.envs.observation_v1 import _mig_mem_slices
+
+    return _mig_mem_slices(compute)
+
+
+class PairProfiles:
+    """``ClusterView.profile`` per (GPU type, mode, residents), memoised for an episode (a
+    profile is a pure function of its arguments: its noise is seeded by them)."""
+
+    def __init__(self) -> None:
+        self._episode: object = None
+        self._memo: dict[tuple[Any, ...], list[float]] = {}
+        self._view: ClusterView | None = None
+        #: The simulator ``_view`` reads.
+        self._of: Simulator | None = None
+
+    def rates(
+        self, sim: Simulator, gpu_type: str, mode: SharingMode, res: tuple[Resident, ...]
+    ) -> list[float]:
+        episode = episode_token(sim)
+        if episode is not self._episode:
+            self._episode, self._memo, self._view = episode, {}, None
+        key = (gpu_type, mode, res)
+        hit = self._memo.get(key)
+        if hit is None:
+            if self._view is None or self._of is not sim:
+                self._view, self._of = ClusterView(sim), sim
+            hit = self._memo[key] = self._view.profile(gpu_type, mode, list(res))
+        return hit
+
+
+def pair_columns(
+    sim: Simulator,
+    job: np.ndarray,
+    gpu: np.ndarray,
+    option: np.ndarray,
+    profiles: PairProfiles | None = None,
+) -> np.ndarray:
+    """The :data:`PAIR_FEATURES` of candidates (job, first GPU, option; a suspension, GPU -1:
+    the job where it runs), one float32 row each: with ``others`` the target GPU's residents
+    but the job (in the GPU's order) and ``mode`` the option's, the job's profiled speed
+    (``ClusterView.profile(type, mode, others + [job])``' last rate: relative to its solo
+    speed on the type); the mean over ``others`` of their profiled speed alone together minus
+    with the job (0 without others); their mean attained service and the job's own
+    (``_log_s`` of seconds run). ``profiles`` memoises the profiles (None: none kept)."""
+    profiles = profiles if profiles is not None else PairProfiles()
+    c = sim.cluster
+    jobs = sim.jobs
+    opts = sim.options
+    now = float(sim.now)
+    names = c.type_names
+    out = np.zeros((len(job), len(PAIR_FEATURES)), dtype=np.float32)
+    own: dict[int, float] = {}
+    for i in range(len(job)):
+        jid, g, o = int(job[i]), int(gpu[i]), int(option[i])
+        st = jobs[jid]
+        if g < 0:  # a suspension: the job on its own first GPU, with its own option
+            g, o = st.gpus[0], int(st.option)
+        opt = opts[o]
+        others = [jobs[r] for r in c.residents[g] if r != jid]
+        mine = st.mig[st.gpus.index(g)] if opt.mode is SharingMode.MIG and g in st.gpus else None
+        res = tuple(
+            _resident(r, opts[int(r.option)], r.mig[r.gpus.index(g)] if r.mig else None)
+            for r in others
+        )
+        tname = names[int(c.type_idx[g])]
+        with_me = profiles.rates(sim, tname, opt.mode, (*res, _resident(st, opt, mine)))
+        row = out[i]
+        row[0] = _clip1(with_me[-1])
+        if others:
+            before = profiles.rates(sim, tname, opt.mode, res)
+            row[1] = _clip1(sum(b - a for b, a in zip(before, with_me, strict=False)) / len(res))
+            row[2] = _clip1(_log_s(sum(_attained_s(r, now) for r in others) / len(others)))
+        a = own.get(jid)
+        if a is None:
+            a = own[jid] = _clip1(_log_s(_attained_s(st, now)))
+        row[3] = a
+    return out
+
+
 __all__ = [
     "CANDIDATE_FEATURES",
     "N_FEATURES",
+    "PAIR_FEATURES",
     "PRUNINGS",
     "SUSPEND_FEATURE",
     "CandidateBuilder",
     "Candidates",
+    "PairProfiles",
     "TargetClasses",
     "TooManyCandidates",
     "candidate_features",
+    "pair_columns",
 ]

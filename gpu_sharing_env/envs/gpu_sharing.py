@@ -139,7 +139,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
       ``None`` takes the scenario's ``env.max_gpus``, ``0`` the cluster's own size); v1
       ``max_gpus``, ``max_window``, ``max_options``, ``migration_slots``, ``job_history``; v2
       ``max_candidates``, ``decision_scope``, ``mechanisms``, ``pruning``, ``keep_moves``,
-      ``suspend`` (suspensions as candidates; default False). Another version's setting raises
+      ``suspend`` (suspensions as candidates; default False), ``pair_features`` (co-location
+      profile columns on every candidate row; default False). Another version's setting raises
       a one-line ``ValueError``.
 
     The interface's settings and state read as the env's: ``env.codec``, ``env.max_gpus``,

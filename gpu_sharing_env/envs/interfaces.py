@@ -334,7 +334,8 @@ class CandidateMoves(Interface):
     candidate (the move's kind, the job as ``ClusterView`` gives it to a heuristic with its
     group history, the target GPU's type, node, residents and free capacity, the option, solo
     speed), zero rows beyond them (with ``suspend=True`` one column more,
-    ``SUSPEND_FEATURE``: ``candidate_features(True)``); ``candidate_mask``: 1 for the real
+    ``SUSPEND_FEATURE``: ``candidate_features(True)``; with ``pair_features=True``
+    ``PAIR_FEATURES`` last); ``candidate_mask``: 1 for the real
     rows; ``global``: ``GLOBAL_FEATURES_V2``.
 
     ## Arguments
@@ -360,6 +361,14 @@ class CandidateMoves(Interface):
     ``Simulator.suspendable`` names, after the migrations, each row's kind in the extra
     ``suspend`` column. Like a migration, a suspension is offered where a placement decision
     is due.
+
+    ``pair_features`` (default False: the default observation is as before): each row gains
+    :data:`~gpu_sharing_env.envs.candidates.PAIR_FEATURES` last, from the offline co-location
+    profile ``ClusterView.profile`` gives the rules (memoised per episode): the job's profiled
+    speed on the target with its other residents under the move's option (relative to its solo
+    speed there), the mean profiled speed those residents lose to it, their mean attained
+    service and the job's own (seconds run, log-scaled; a suspension's row: the job where it
+    runs).
     """
 
     version = "v2"
@@ -373,6 +382,7 @@ class CandidateMoves(Interface):
         pruning: str = "none",
         keep_moves: Callable[[Simulator], Iterable[Decision | None]] | None = None,
         suspend: bool = False,
+        pair_features: bool = False,
     ) -> None:
         super().__init__(sim)
         n = max_candidates
@@ -389,6 +399,8 @@ class CandidateMoves(Interface):
             raise ValueError(f"keep_moves: must be None or a callable (got {keep_moves!r})")
         if not isinstance(suspend, bool | np.bool_):
             raise ValueError(f"suspend: must be True or False (got {suspend!r})")
+        if not isinstance(pair_features, bool | np.bool_):
+            raise ValueError(f"pair_features: must be True or False (got {pair_features!r})")
         try:
             self.mech = replace(sim.cfg.mechanisms, **dict(mechanisms or {}))
         except TypeError as e:
@@ -400,8 +412,9 @@ class CandidateMoves(Interface):
         self.pruning = pruning
         self.keep_moves = keep_moves
         self.suspend = bool(suspend)
-        self.builder = CandidateBuilder(sim, n, pruning, self.suspend)
-        #: Columns of a candidate row (``candidate_features(suspend)``).
+        self.pair_features = bool(pair_features)
+        self.builder = CandidateBuilder(sim, n, pruning, self.suspend, self.pair_features)
+        #: Columns of a candidate row (``candidate_features(suspend, pair_features)``).
         self.n_features = width = self.builder.n_features
         self.candidates = Candidates.hold_only(width)
         #: The candidates whose ``table`` an observation has been given (it is handed out once).
