@@ -38,13 +38,15 @@ cdef inline int slot_copy(object dst, object src, object slot) except -1:
     or a field not set in ``src`` (``AttributeError``), through them."""
     cdef PyMemberDef *m = (<PyMemberDescrObject *><void *>slot).d_member
     cdef PyObject *v
+    cdef PyObject *old
     cdef PyObject **at
     if m.type == T_OBJECT_EX and not (m.flags & READONLY):
         v = (<PyObject **>(<char *><void *>src + m.offset))[0]
         if v is not NULL:
             at = <PyObject **>(<char *><void *>dst + m.offset)
-            Py_INCREF(v)
-            Py_XDECREF(at[0])  # (after: ``v`` may be the one it replaces)
+            old = at[0]
+            Py_INCREF(v)  # (before the release: ``v`` may be the one it replaces)
             at[0] = v
+            Py_XDECREF(old)  # (once the field holds ``v``, as ``PyMember_SetOne`` orders it)
             return 0
     return PyMember_SetOne(<char *><void *>dst, m, PyMember_GetOne(<char *><void *>src, m))
