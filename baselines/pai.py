@@ -1020,7 +1020,8 @@ def _usable_counts(waits: list, n_plans: list, timeout: float) -> list:  # type:
     """Per job: how many of its ``n_plans`` plans it may use after waiting ``waits``
     (``min(1 + int(w // timeout), n)``, all of them without a timeout: ``min(99, n)``), the
     Python expression's values (``_floordiv``; the quotient compared as a double before it is
-    made an int, so no cast overflows)."""
+    made an int, so no cast overflows). ``decide`` counts through :func:`_usable_counts_until`
+    (kept until the counts' next step); this is the counting it is tested against."""
     out = []
     t = timeout
     for i in range(len(waits)):
