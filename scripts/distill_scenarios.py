@@ -5,6 +5,8 @@ its own decisions on another (docs/agents.md, "Learning Gandiva's packing on `pa
         --episodes 16 --seed 1 --keep 800 --out runs/distill/pai-busy
     python scripts/distill_scenarios.py anchor --scenario default --episodes 200 --seed 2 \
         --out runs/distill/default
+    python scripts/distill_scenarios.py anchor --scenario default-x2 --episodes 50 \
+        --services-from-hint --out runs/distill/default-x2-svc
     python scripts/distill_scenarios.py fit --epochs 8 --lr 3e-4 --out runs/distill/agent.zip \
         runs/distill/pai-busy runs/distill/default
 
@@ -12,7 +14,11 @@ its own decisions on another (docs/agents.md, "Learning Gandiva's packing on `pa
 ``gsg train`` draws them, :func:`gpu_sharing_gym.agents.expert.training_seeds`) and the
 heuristic ``--teacher`` labels every state it reaches (DAgger); ``--keep`` steps are drawn per
 episode, since a 226-GPU step weighs ~130 kB. ``anchor``: the same, labelled by the agent
-itself, so the fit keeps its decisions on that scenario. ``fit``: one set of weights fitted to
+itself, so the fit keeps its decisions on that scenario; with ``--services-from-hint`` the
+steps where the agent's or the hint's action places an online service take the hint's action
+instead (the agent's service placements replaced by its hint's, the rest kept), and
+``--driver`` names another agent to drive the episodes (a second DAgger round: the fitted
+agent drives, the labels stay the first agent's). ``fit``: one set of weights fitted to
 every directory's steps, one layout each (:func:`gpu_sharing_gym.agents.bc.pretrain_layouts`),
 written as a checkpoint of the agent with the new weights (loadable by path wherever a policy
 name is accepted). Episodes run with the agent's own window order and hint; the reward is not
@@ -31,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch as th
 
+from gpu_sharing_env.envs.observation_v1 import JOB_FEATURES_V1
 from gpu_sharing_gym.agents.agent import (
     AgentLoadError,
     RLAgent,
@@ -97,18 +104,42 @@ def cmd_label(a: argparse.Namespace) -> None:
         )
 
 
+def services_from_hint(d: Demos, agent: RLAgent) -> int:
+    """Relabel with the hint's action (``obs["hint"]``) every step of ``d`` where its label or
+    the hint places an online service; the number of steps changed."""
+    online = JOB_FEATURES_V1.index("online")
+    changed = 0
+    for i in range(len(d)):
+        obs = {k: v[i] for k, v in d.obs.items()}
+        max_gpus, slots, n_options = agent.layout(obs, d.masks[i])
+        jobs = obs["jobs"].reshape(slots, -1)
+        # the online flag of each action's job (wait: none)
+        is_service = np.concatenate(
+            ([False], np.repeat(jobs[:, online] > 0.5, max_gpus * n_options))
+        )
+        own, hint = int(d.actions[i]), int(np.argmax(obs[HINT]))
+        if hint != own and (is_service[own] or is_service[hint]):
+            d.actions[i] = hint
+            changed += 1
+    return changed
+
+
 def cmd_anchor(a: argparse.Namespace) -> None:
     meta, state = read_checkpoint(resolve(a.agent))
+    driver = (meta, state) if a.driver is None else read_checkpoint(resolve(a.driver))
     d = label_episodes(
         a.scenario, ENV, HINT_POLICY, training_seeds(a.episodes, a.seed), env_id="GpuSharing-v1",
-        hint=HINT_POLICY, paired=HINT_POLICY, student=(meta, state), workers=a.workers,
+        hint=HINT_POLICY, paired=HINT_POLICY, student=driver, workers=a.workers,
     )  # fmt: skip
     agent = RLAgent(meta, state)
     own = [agent.predict({k: v[i] for k, v in d.obs.items()}, d.masks[i]) for i in range(len(d))]
     d.actions[:] = own
+    note = ""
+    if a.services_from_hint:
+        note = f", {services_from_hint(d, agent)} of them (services) relabelled by the hint"
     a.out.mkdir(parents=True, exist_ok=True)
     save(d, a.out / "part-000.npz")
-    print(f"{a.episodes} episodes, {len(d)} steps labelled by the agent itself")
+    print(f"{a.episodes} episodes, {len(d)} steps labelled by the agent itself{note}")
 
 
 def cmd_fit(a: argparse.Namespace) -> None:
@@ -150,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         if name == "label":
             s.add_argument("--teacher", required=True)
             s.add_argument("--keep", type=int, default=800)
+        else:
+            s.add_argument("--driver", help="the agent that drives the episodes (default: --agent)")
+            s.add_argument(
+                "--services-from-hint",
+                action="store_true",
+                help="label with the hint's action where the agent's or the hint's places a service",
+            )
     s = sub.add_parser("fit")
     s.add_argument("parts", type=Path, nargs="+")
     s.add_argument("--out", type=Path, required=True)
