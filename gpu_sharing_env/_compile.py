@@ -59,6 +59,8 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_gym.baselines.gandiva",
     "gpu_sharing_gym.baselines.reference",
     "gpu_sharing_gym.baselines.base",
+    # (the rest of the replay's imports, untyped but ``evaluation.metrics``; not
+    # ``gpu_sharing_gym.cli``: ``python -m`` runs a module from its source only)
     "gpu_sharing_env.config",
     "gpu_sharing_env.registry",
     "gpu_sharing_env.policy",
@@ -69,7 +71,6 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_env.evaluation.metrics",
     "gpu_sharing_env.evaluation.occupancy",
     "gpu_sharing_env.evaluation.runner",
-    "gpu_sharing_gym.cli",
     "gpu_sharing_gym.cells",
     "gpu_sharing_gym.ci",
     "gpu_sharing_gym.plumbing.progress",
