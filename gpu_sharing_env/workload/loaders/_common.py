@@ -81,7 +81,8 @@ def _hint_key(key: str) -> str:
 @cache
 def _hint_res() -> list[tuple[re.Pattern[str], str]]:
     """:data:`NAME_HINTS` as patterns, in order (compiled at the first use, not at import: the
-    ~26 compiles cost ~55 M instructions, callgrind, of a replay whose names hint at nothing)."""
+    23 compiles and the alternation: ~55 M instructions, callgrind, of a replay whose names hint
+    at nothing)."""
     return [(re.compile(_WORD_START + _hint_key(k), re.I), m) for k, m in NAME_HINTS]
 
 
