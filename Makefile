@@ -41,7 +41,7 @@ browser:
 # (GSG_PURE_PYTHON=1): both modes must give the same bits (tests/test_compiled.py, in the first
 # run, compares the two modes' records directly).
 PURE_TESTS := tests/test_golden.py tests/test_baselines_equivalence.py tests/test_properties.py \
-	tests/test_perf_equivalence.py
+	tests/test_perf_equivalence.py tests/test_metrics_pass.py
 
 test: lint typecheck browser compiled
 	GSG_REQUIRE_BROWSER=$$([ "$$(id -u)" = 0 ] && echo 1) $(BIN)/python -m pytest -q -rs -n 2

@@ -26,7 +26,7 @@ from gpu_sharing_env.workload.loaders import (
     read_openb_pods,
     read_pai_tasks,
 )
-from gpu_sharing_env.workload.loaders._common import _ANY_HINT, NAME_HINTS, _hinted_rows
+from gpu_sharing_env.workload.loaders._common import NAME_HINTS, _any_hint, _hinted_rows
 from gpu_sharing_env.workload.loaders._table import _empty, _number, _parse, numeric, read_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,7 +364,7 @@ def test_replay_process_imports_no_pandas(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ name hints
 def test_hinted_rows_as_the_pattern_finds_them() -> None:
     """``assign_models`` finds the rows with a hint by ``str.find`` over the joined names: the
-    rows where :data:`_ANY_HINT` matches, on random names (keys in any case, glued to letters,
+    rows where :func:`_any_hint` matches, on random names (keys in any case, glued to letters,
     digits and punctuation, non-ASCII letters and newlines inside names)."""
     rng = random.Random(3)
     alpha = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-./"
@@ -380,8 +380,21 @@ def test_hinted_rows_as_the_pattern_finds_them() -> None:
             if rng.random() < 0.03:
                 name += rng.choice(["é", "\n", "\u212a", "\u017f", "\u0130"])
             names.append(name)
-        want = [i for i, nm in enumerate(names) if _ANY_HINT.search(nm) is not None]
+        want = [i for i, nm in enumerate(names) if _any_hint().search(nm) is not None]
         assert _hinted_rows(names) == want, names
+
+
+def test_the_name_patterns_are_compiled_at_their_first_use() -> None:
+    """The name hints' patterns are not compiled at import (a replay of names without a hint
+    never compiles them), and are once a name is looked up."""
+    code = (
+        "import gpu_sharing_env.workload.loaders._common as c\n"
+        "print(c._hint_res.cache_info().currsize, c._any_hint.cache_info().currsize)\n"
+        "print(c.model_from_name('bert-x'), c._hint_res.cache_info().currsize)\n"
+        "print(c._hinted_rows(['j0', 'gpt\u00e9']), c._any_hint.cache_info().currsize)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["0 0", "bert 1", "[1] 1"], out.stdout
 
 
 def test_columns_with_blank_cells_parse_as_cell_by_cell() -> None:

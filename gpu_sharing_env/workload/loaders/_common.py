@@ -16,6 +16,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,13 +78,22 @@ def _hint_key(key: str) -> str:
     return re.escape(key) + ("(?![a-z])" if len(key) <= 3 else "")
 
 
-_HINT_RE = [(re.compile(_WORD_START + _hint_key(k), re.I), m) for k, m in NAME_HINTS]
-#: Any hint at all (the alternation of every key, the shared lookbehind tested once per
-#: position): a name matches it iff it matches some pattern of :data:`_HINT_RE`, so names
-#: without a hint (most of a trace) cost one search.
-_ANY_HINT = re.compile(
-    _WORD_START + "(?:" + "|".join(_hint_key(k) for k, _ in NAME_HINTS) + ")", re.I
-)
+@cache
+def _hint_res() -> list[tuple[re.Pattern[str], str]]:
+    """:data:`NAME_HINTS` as patterns, in order (compiled at the first use, not at import: the
+    23 compiles and the alternation: ~55 M instructions, callgrind, of a replay whose names hint
+    at nothing)."""
+    return [(re.compile(_WORD_START + _hint_key(k), re.I), m) for k, m in NAME_HINTS]
+
+
+@cache
+def _any_hint() -> re.Pattern[str]:
+    """Any hint at all (the alternation of every key, the shared lookbehind tested once per
+    position): a name matches it iff it matches some pattern of :func:`_hint_res`, so names
+    without a hint (most of a trace) cost one search."""
+    return re.compile(
+        _WORD_START + "(?:" + "|".join(_hint_key(k) for k, _ in NAME_HINTS) + ")", re.I
+    )
 
 
 class TraceError(ValueError):
@@ -307,7 +317,7 @@ def draw_models(n: int, seed: int) -> np.ndarray:
 
 def model_from_name(name: str) -> str | None:
     """The model class a job name hints at (e.g. ``"bert-finetune"`` -> ``"bert"``), or None."""
-    for pat, model in _HINT_RE:
+    for pat, model in _hint_res():
         if pat.search(name):
             return model
     return None
@@ -330,13 +340,14 @@ def assign_models(n: int, seed: int, names: Iterable[Any] | None = None) -> np.n
 
 
 def _hinted_rows(text: list[str]) -> list[int]:
-    """The rows whose name has any hint (a match of :data:`_ANY_HINT`), ascending. ASCII names
+    """The rows whose name has any hint (a match of :func:`_any_hint`), ascending. ASCII names
     (a trace's) are joined by newlines and each key found with ``str.find`` in the lowercased
     text, then its bounds checked as :func:`_hint_key` writes them (a newline is no letter, so
     it bounds a key as a name's ends do); otherwise the pattern searches name by name."""
     joined = "\n".join(text)
     if not joined.isascii() or joined.count("\n") != len(text) - 1:
-        return [i for i, nm in enumerate(text) if _ANY_HINT.search(nm) is not None]
+        any_hint = _any_hint()
+        return [i for i, nm in enumerate(text) if any_hint.search(nm) is not None]
     joined = joined.lower()
     letters = frozenset("abcdefghijklmnopqrstuvwxyz")
     end = len(joined)
