@@ -27,9 +27,11 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.codec import WAIT, ActionCodec
+from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.agents.agent import load_agent
 from gpu_sharing_gym.agents.envs import make_expert
+from gpu_sharing_gym.plumbing.cli_args import seed_spec
 
 KINDS = ("hold", "place", "job", "option", "gpu")
 #: ``--override`` may also name this: every difference where either action places a service
@@ -142,25 +144,17 @@ def class_jct(sim: Any) -> dict[str, float]:
     their time in the system so far)."""
     by: dict[str, list[float]] = {}
     for j in sim.table.jobs.values():
-        if j.online or j.status.name not in ("DONE", "QUEUED", "RUNNING"):
+        if j.online or j.status not in (Status.DONE, Status.QUEUED, Status.RUNNING):
             continue
-        end = j.ledger.finish_t if j.status.name == "DONE" else sim.now
+        end = j.ledger.finish_t if j.status is Status.DONE else sim.now
         by.setdefault(job_class(j.spec), []).append(end - j.spec.submit_s)
     return {k: float(np.mean(v)) for k, v in sorted(by.items())}
-
-
-def seeds_arg(s: str) -> list[int]:
-    out: list[int] = []
-    for part in s.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("scenario")
-    ap.add_argument("--seeds", default="0-9", type=seeds_arg)
+    ap.add_argument("--seeds", default="0-9", type=seed_spec)
     ap.add_argument("--agent", default="ppo")
     ap.add_argument(
         "--override", default="", help="kinds to replace by the hint (or 'service'), or 'all'"

@@ -181,8 +181,7 @@ def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
     if not gpu_sharing_env.COMPILED:
         pytest.skip("no compiled modules built here")
     name = gpu_sharing_env.COMPILED[0]
-    # (every listed module's checkout dir)
-    for package in ("gpu_sharing_env", "gpu_sharing_gym", "baselines"):
+    for package in ("gpu_sharing_env", "baselines"):  # (every listed module's checkout dir)
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
