@@ -101,3 +101,10 @@ cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, od=Py_ssize_t[::1], rk=Py_ssize_t[::1])
 cpdef tuple _ranks(y_in_order)
+
+@cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t,
+               idx=Py_ssize_t[::1], rank=Py_ssize_t[::1], ys=double[::1],
+               order=Py_ssize_t[:, ::1], xs=double[:, ::1], xs_hi=double[:, ::1],
+               ae_l=double[:, ::1], ae_r=double[:, ::1], near=Py_ssize_t[::1],
+               tree_w=double[::1], tree_wy=double[::1])
+cpdef object _node(object b, object start, object end, object parent, object is_left)
