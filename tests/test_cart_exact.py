@@ -397,3 +397,50 @@ def test_same_targets_is_the_equality_of_the_targets_bytes() -> None:
                 assert cart._same_targets(y, order, f, g) == want, (y, order, f, g)
                 seen[want] += 1
     assert min(seen.values()) > 100
+
+
+def test_the_scores_of_many_positions_in_one_pass_are_each_positions() -> None:
+    # ``_exact_proxies`` scores several positions of one order with one left and one right
+    # pass of the Fenwick trees: each score is ``_exact_proxy``'s at its position, bit for bit
+    # (targets with ties, from scikit-learn's ranks; one position, several, all of them)
+    rng = np.random.default_rng(11)
+    tree_w, tree_wy = np.empty(301), np.empty(301)
+    for _ in range(200):
+        n = int(rng.integers(2, 300))
+        y = np.round(rng.lognormal(2.0, 1.0, n), int(rng.choice([0, 1, 6])))
+        sorted_y, ranks = cart._ranks(y)
+        k = int(rng.integers(1, n))
+        ps = np.sort(rng.choice(np.arange(1, n), size=k, replace=False)).astype(np.intp)
+        got = np.empty(k)
+        cart._exact_proxies(sorted_y, ranks, ps, got, tree_w, tree_wy)
+        want = [cart._exact_proxy(sorted_y, ranks, int(p), tree_w, tree_wy) for p in ps]
+        assert got.tobytes() == np.array(want).tobytes(), (y, ps)
+
+
+def test_distinct_targets_rank_alike_in_every_order() -> None:
+    # a node whose targets are all distinct (``not _has_ties(ys)``): its targets sorted (``ys``)
+    # and each sample's rank (``rank``, ``_node_ranks``) are what scikit-learn's sort of the
+    # targets in any order gives (``_ranks``), so the exact scores need no sort; with a tie
+    # (``0.0`` and ``-0.0`` count as one) they may not be
+    rng = np.random.default_rng(12)
+    seen = {True: 0, False: 0}
+    for _ in range(300):
+        n_rows = int(rng.integers(2, 120))
+        y = np.round(rng.normal(0.0, 2.0, n_rows), int(rng.choice([0, 1, 8])))
+        if rng.uniform() < 0.2:
+            y[rng.integers(0, n_rows)] = -0.0
+            y[rng.integers(0, n_rows)] = 0.0
+        idx = rng.choice(n_rows, int(rng.integers(2, n_rows + 1)), replace=False).astype(np.intp)
+        rank = np.empty(n_rows, dtype=np.intp)
+        ys = np.empty(idx.size)
+        cart._node_ranks(y, np.argsort(y, kind="stable"), idx, np.zeros(n_rows, np.uint8), rank, ys)
+        ties = cart._has_ties(ys)
+        assert ties == (np.unique(y[idx]).size < idx.size)
+        seen[ties] += 1
+        if not ties:
+            for _ in range(3):
+                order = rng.permutation(idx)
+                sorted_y, ranks = cart._ranks(y[order])
+                assert sorted_y.tobytes() == ys.tobytes()
+                assert ranks.tolist() == rank[order].tolist()
+    assert min(seen.values()) > 50

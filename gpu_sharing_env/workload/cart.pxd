@@ -43,15 +43,33 @@ cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
 @cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
 cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
 
-@cython.locals(max_pow2=Py_ssize_t,
-               total_w=double, total_wy=double, p=Py_ssize_t, rank=Py_ssize_t, yv=double,
-               i=Py_ssize_t, target=double, cur=Py_ssize_t, cum_w=double, cum_wy=double,
-               bit=Py_ssize_t, equal_bit=Py_ssize_t, equal_target=double, nxt=Py_ssize_t,
-               node_w=double, prev=Py_ssize_t, median=double, w_right=double,
-               wy_right=double)
+@cython.locals(out=double[::1])
 cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ranks,
                             Py_ssize_t n, Py_ssize_t first, Py_ssize_t step, Py_ssize_t count,
                             double[::1] tree_w, double[::1] tree_wy)
+
+@cython.locals(max_pow2=Py_ssize_t, total_w=double, total_wy=double, p=Py_ssize_t,
+               rank=Py_ssize_t, yv=double, i=Py_ssize_t, j=Py_ssize_t, done=Py_ssize_t)
+cpdef void _fenwick_aes(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t n,
+                        Py_ssize_t first, Py_ssize_t step, const Py_ssize_t[::1] counts,
+                        double[::1] out, double[::1] tree_w, double[::1] tree_wy)
+
+@cython.locals(target=double, cur=Py_ssize_t, cum_w=double, cum_wy=double, bit=Py_ssize_t,
+               equal_bit=Py_ssize_t, equal_target=double, nxt=Py_ssize_t, node_w=double,
+               prev=Py_ssize_t, median=double, w_right=double, wy_right=double)
+cdef double _fenwick_query(const double[::1] sorted_y, Py_ssize_t n, Py_ssize_t max_pow2,
+                           double total_w, double total_wy, const double[::1] tree_w,
+                           const double[::1] tree_wy) noexcept
+
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, ae_left=double[::1],
+               ae_right=double[::1], counts=Py_ssize_t[::1], w_left=double, w_right=double,
+               imp_left=double, imp_right=double)
+cpdef void _exact_proxies(const double[::1] sorted_y, const Py_ssize_t[::1] ranks,
+                          const Py_ssize_t[::1] ps, double[::1] out, double[::1] tree_w,
+                          double[::1] tree_wy)
+
+@cython.locals(i=Py_ssize_t)
+cpdef bint _has_ties(const double[::1] ys)
 
 @cython.locals(n=Py_ssize_t, n_features=Py_ssize_t, i=Py_ssize_t, f=Py_ssize_t,
                direction=Py_ssize_t, k=Py_ssize_t, odd=Py_ssize_t, lo=Py_ssize_t,
@@ -80,3 +98,13 @@ cpdef double _exact_proxy(const double[::1] sorted_y, const Py_ssize_t[::1] rank
 @cython.locals(i=Py_ssize_t, a=double, b=double)
 cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,
                          Py_ssize_t g)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, od=Py_ssize_t[::1], rk=Py_ssize_t[::1])
+cpdef tuple _ranks(y_in_order)
+
+@cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t,
+               idx=Py_ssize_t[::1], rank=Py_ssize_t[::1], ys=double[::1],
+               order=Py_ssize_t[:, ::1], xs=double[:, ::1], xs_hi=double[:, ::1],
+               ae_l=double[:, ::1], ae_r=double[:, ::1], near=Py_ssize_t[::1],
+               tree_w=double[::1], tree_wy=double[::1])
+cpdef object _node(object b, object start, object end, object parent, object is_left)

@@ -365,6 +365,14 @@ def _twins(xt: np.ndarray) -> list[int]:
     return out
 
 
+def _has_ties(ys: np.ndarray) -> bool:
+    """Whether sorted ``ys`` holds two equal (``==``) values."""
+    for i in range(1, ys.shape[0]):  # noqa: SIM110 (a typed loop compiled)
+        if ys[i] == ys[i - 1]:
+            return True
+    return False
+
+
 def _has_negative_zero(y: np.ndarray) -> bool:
     """Whether ``y`` holds a -0.0."""
     for i in range(y.shape[0]):  # noqa: SIM110 (a typed loop compiled; any() is a generator)
@@ -406,6 +414,28 @@ def _fenwick_ae_in(
 ) -> float:
     """:func:`_fenwick_ae` with its tree in ``tree_w`` and ``tree_wy`` (each at least ``n + 1``
     long, zeroed here): a caller asking many times allocates them once."""
+    out = np.empty(1)
+    _fenwick_aes(
+        sorted_y, ranks, n, first, step, np.array([count], dtype=np.intp), out, tree_w, tree_wy
+    )
+    return float(out[0])
+
+
+def _fenwick_aes(
+    sorted_y: np.ndarray,
+    ranks: np.ndarray,
+    n: int,
+    first: int,
+    step: int,
+    counts: np.ndarray,
+    out: np.ndarray,
+    tree_w: np.ndarray,
+    tree_wy: np.ndarray,
+) -> None:
+    """:func:`_fenwick_ae_in` after each of ``counts`` samples (ascending), in ``out``: one
+    tree, its samples added once. scikit-learn adds them one at a time and reads its tree
+    after each, so the tree after ``c`` samples is the same (the same additions in the same
+    order) whether it goes on to more or not."""
     for i in range(n + 1):
         tree_w[i] = 0.0
         tree_wy[i] = 0.0
@@ -416,17 +446,34 @@ def _fenwick_ae_in(
     total_w = 0.0
     total_wy = 0.0
     p = first
-    for _ in range(count):
-        rank = ranks[p]
-        yv = sorted_y[rank]
-        i = rank + 1
-        while i <= n:
-            tree_w[i] += 1.0
-            tree_wy[i] += yv
-            i += i & -i
-        total_w += 1.0
-        total_wy += yv
-        p += step
+    done = 0
+    for j in range(counts.shape[0]):
+        while done < counts[j]:
+            rank = ranks[p]
+            yv = sorted_y[rank]
+            i = rank + 1
+            while i <= n:
+                tree_w[i] += 1.0
+                tree_wy[i] += yv
+                i += i & -i
+            total_w += 1.0
+            total_wy += yv
+            p += step
+            done += 1
+        out[j] = _fenwick_query(sorted_y, n, max_pow2, total_w, total_wy, tree_w, tree_wy)
+
+
+def _fenwick_query(
+    sorted_y: np.ndarray,
+    n: int,
+    max_pow2: int,
+    total_w: float,
+    total_wy: float,
+    tree_w: np.ndarray,
+    tree_wy: np.ndarray,
+) -> float:
+    """The absolute error around the median of the samples in the tree (``total_w`` of them,
+    their targets summing to ``total_wy``), as ``precompute_absolute_errors`` reads it."""
     target = 0.5 * total_w
     # WeightedFenwickTree.search(target)
     cur = 0
@@ -487,10 +534,16 @@ def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     the order its feature sort left), and each sample's rank in them."""
     n = y_in_order.shape[0]
     sorted_y = y_in_order.copy()
-    order = np.arange(n, dtype=np.intp)
-    _sort(sorted_y, order, 0, n)
+    order = np.empty(n, dtype=np.intp)
     ranks = np.empty(n, dtype=np.intp)
-    ranks[order] = np.arange(n, dtype=np.intp)
+    # (typed loops, cart.pxd: the numpy array and typed view of each, one conversion)
+    od = order
+    rk = ranks
+    for i in range(n):
+        od[i] = i
+    _sort(sorted_y, od, 0, n)
+    for i in range(n):
+        rk[od[i]] = i
     return sorted_y, ranks
 
 
@@ -508,6 +561,36 @@ def _exact_proxy(
     imp_left = ae_left / (w_left * 1)
     imp_right = ae_right / (w_right * 1)
     return -w_right * imp_right - w_left * imp_left
+
+
+def _exact_proxies(
+    sorted_y: np.ndarray,
+    ranks: np.ndarray,
+    ps: np.ndarray,
+    out: np.ndarray,
+    tree_w: np.ndarray,
+    tree_wy: np.ndarray,
+) -> None:
+    """:func:`_exact_proxy` at each of the local positions ``ps`` (ascending, distinct), in
+    ``out``: the left sides' trees in one pass from the first sample on, the right sides' in
+    one from the last (:func:`_fenwick_aes`), the same numbers as a pass per position."""
+    n = sorted_y.shape[0]
+    m = ps.shape[0]
+    ae_left = np.empty(m)
+    ae_right = np.empty(m)
+    counts = np.empty(m, dtype=np.intp)
+    for j in range(m):
+        counts[j] = ps[j]
+    _fenwick_aes(sorted_y, ranks, n, 0, 1, counts, ae_left, tree_w, tree_wy)
+    for j in range(m):
+        counts[j] = n - ps[m - 1 - j]
+    _fenwick_aes(sorted_y, ranks, n, n - 1, -1, counts, ae_right, tree_w, tree_wy)
+    for j in range(m):
+        w_left = float(ps[j])
+        w_right = float(n) - w_left
+        imp_left = ae_left[j] / (w_left * 1)
+        imp_right = ae_right[m - 1 - j] / (w_right * 1)
+        out[j] = -w_right * imp_right - w_left * imp_left
 
 
 # ---------------------------------------------------------------- the fast scan
@@ -656,106 +739,7 @@ class _Builder:
     def node(self, start: int, end: int, parent: _Node | None, is_left: bool) -> _Node:
         """A new node on ``samples[start:end]``, its split searched as scikit-learn's
         ``_add_split_node`` does."""
-        nd = _Node(self.next_id, start, end, 0.0, parent, is_left)
-        self.next_id += 1
-        n = end - start
-        idx = self.samples[start:end]
-        rank = np.empty(self.n, dtype=np.intp)  # per sample (row): its rank in ys
-        if self.signed_zero:
-            yv = self.y[idx]
-            by_y = np.argsort(yv, kind="stable")
-            ys = yv[by_y]
-            rank[idx[by_y]] = np.arange(n)
-        else:
-            ys = np.empty(n)
-            _node_ranks(self.y, self.by_y, idx, self.mark, rank, ys)
-        h = n // 2
-        nd.value = float(ys[h]) if n & 1 else (float(ys[h - 1]) + float(ys[h])) / 2.0
-        if n < 2:
-            return nd
-        if parent is None:
-            ae = float(ys[h + (n & 1) :].sum() - ys[:h].sum())
-        else:
-            ae = parent.ae_left if is_left else parent.ae_right
-        # impurity ae / n <= DBL_EPSILON: a leaf, without a split search (and its draws,
-        # which the nodes after it see); ~0: scikit-learn's own rounding decides
-        if ae - n * DBL_EPSILON <= self.tol_ae and self.impurity(nd) <= DBL_EPSILON:
-            return nd
-        # node_split_best: visit the features, sorting the samples by each
-        nf = self.n_features
-        order = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
-        xs = np.empty((nf, n))  # their values
-        xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
-        # idx is a view: samples[start:end] sorted in place
-        vf = _visit(self.xt, self.xt_hi, idx, xs, xs_hi, order, self.features, self.rand, self.same)
-        k = len(vf)
-        if k == 0:
-            return nd
-        # the absolute errors of a twin's row are its first twin's (scanned once): equal at
-        # every candidate position (the same samples on each side), up to a rounding within
-        # the bound (_error_bound holds for any order of the sums); other positions unread
-        first: dict[int, int] = {}  # twin class -> its first row
-        twin = self.twin
-        src = np.array([first.setdefault(twin[f], r) for r, f in enumerate(vf)], dtype=np.intp)
-        ae_l = np.empty((k, n + 1))
-        ae_r = np.empty((k, n + 1))
-        _scan_node(ys, rank, order, ae_l, ae_r, src)
-        near = np.empty(k * (n - 1), dtype=np.intp)
-        n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * self.tol_ae, near)
-        if n_near == 0:
-            return nd
-        best = int(near[0])
-        if n_near > 1:
-            # scored exactly as scikit-learn does, in its visiting order (features in the
-            # order drawn, positions ascending): the first strictly best wins. A score is a
-            # function of the targets in the feature's order and the position: candidates of
-            # two features that order the targets alike (a duplicated column, or columns that
-            # cut the same samples) at one position score the same, and where every near
-            # candidate is one such split the first one wins without a score.
-            cands: list[tuple[int, int, int]] = []  # (candidate, its order's number, position)
-            ranked: dict[int, int] = {}  # feature -> the number of its targets' order
-            firsts: list[int] = []  # per number: the first feature row with that order
-            for c in near[:n_near].tolist():
-                f, p = divmod(c, n - 1)
-                r = ranked.get(f)
-                if r is None:
-                    r = 0
-                    while r < len(firsts) and not _same_targets(self.y, order, firsts[r], f):
-                        r += 1
-                    if r == len(firsts):
-                        firsts.append(f)
-                    ranked[f] = r
-                cands.append((c, r, p))
-            if len({(r, p) for _, r, p in cands}) > 1:
-                best_val = -np.inf
-                ranks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-                scores: dict[tuple[int, int], float] = {}
-                tree_w = np.empty(n + 1)
-                tree_wy = np.empty(n + 1)
-                for c, r, p in cands:
-                    v = scores.get((r, p))
-                    if v is None:
-                        if r not in ranks:
-                            ranks[r] = _ranks(self.y[order[firsts[r]]])
-                        v = scores[r, p] = _exact_proxy(*ranks[r], p + 1, tree_w, tree_wy)
-                    if v > best_val:
-                        best, best_val = c, v
-        f, p = divmod(best, n - 1)
-        p += 1
-        nd.ae_left = float(ae_l[f, p])
-        nd.ae_right = float(ae_r[f, p])
-        w = float(n)
-        a_l, a_r = nd.ae_left, nd.ae_right
-        imp = (w / self.n) * (ae / w - (n - p) / w * (a_r / (n - p)) - p / w * (a_l / p))
-        nd.threshold = float(xs[f, p - 1]) / 2.0 + float(xs[f, p]) / 2.0
-        nd.feature = vf[f]
-        nd.pos = p
-        _partition(self.xt[nd.feature], idx, nd.threshold)
-        nd.post = idx.copy()
-        nd.improvement = imp
-        # ~0 (never < 0 but by rounding): a split or a leaf, found out if it matters
-        nd.kind = _SPLIT if imp > self.tol_gap else _UNSURE
-        return nd
+        return _node(self, start, end, parent, is_left)
 
     def impurity(self, nd: _Node) -> float:
         """scikit-learn's impurity of ``nd``: the root's ``node_impurity``, or
@@ -810,6 +794,132 @@ class _Builder:
             self.exact_improvement(a)
             self.exact_improvement(b)
         return a.improvement < b.improvement
+
+
+def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool) -> _Node:
+    """:meth:`_Builder.node` (typed, ``cart.pxd``: compiled, each array a node allocates is
+    turned into a typed view once and handed to the typed loops as such, where each call
+    converted the numpy array again)."""
+    nd = _Node(b.next_id, start, end, 0.0, parent, is_left)
+    b.next_id += 1
+    n = end - start
+    idx_a = b.samples[start:end]
+    idx = idx_a
+    y = b.y
+    rank_a = np.empty(b.n, dtype=np.intp)  # per sample (row): its rank in ys
+    rank = rank_a
+    if b.signed_zero:
+        yv = b.y[idx_a]
+        by_y = np.argsort(yv, kind="stable")
+        ys_a = yv[by_y]
+        rank_a[idx_a[by_y]] = np.arange(n)
+        ys = ys_a
+    else:
+        ys_a = np.empty(n)
+        ys = ys_a
+        _node_ranks(y, b.by_y, idx, b.mark, rank, ys)
+    h = n // 2
+    nd.value = float(ys[h]) if n & 1 else (float(ys[h - 1]) + float(ys[h])) / 2.0
+    if n < 2:
+        return nd
+    if parent is None:
+        ae = float(ys_a[h + (n & 1) :].sum() - ys_a[:h].sum())
+    else:
+        ae = parent.ae_left if is_left else parent.ae_right
+    # impurity ae / n <= DBL_EPSILON: a leaf, without a split search (and its draws,
+    # which the nodes after it see); ~0: scikit-learn's own rounding decides
+    if ae - n * DBL_EPSILON <= b.tol_ae and b.impurity(nd) <= DBL_EPSILON:
+        return nd
+    # node_split_best: visit the features, sorting the samples by each
+    nf = b.n_features
+    order_a = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
+    order = order_a
+    xs = np.empty((nf, n))  # their values
+    xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
+    # idx is a view: samples[start:end] sorted in place
+    vf = _visit(b.xt, b.xt_hi, idx, xs, xs_hi, order, b.features, b.rand, b.same)
+    k = len(vf)
+    if k == 0:
+        return nd
+    # the absolute errors of a twin's row are its first twin's (scanned once): equal at
+    # every candidate position (the same samples on each side), up to a rounding within
+    # the bound (_error_bound holds for any order of the sums); other positions unread
+    first: dict[int, int] = {}  # twin class -> its first row
+    twin = b.twin
+    src = np.array([first.setdefault(twin[f], r) for r, f in enumerate(vf)], dtype=np.intp)
+    ae_l = np.empty((k, n + 1))
+    ae_r = np.empty((k, n + 1))
+    _scan_node(ys, rank, order, ae_l, ae_r, src)
+    near_a = np.empty(k * (n - 1), dtype=np.intp)
+    near = near_a
+    n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * b.tol_ae, near)
+    if n_near == 0:
+        return nd
+    best = int(near[0])
+    if n_near > 1:
+        # scored exactly as scikit-learn does, in its visiting order (features in the
+        # order drawn, positions ascending): the first strictly best wins. A score is a
+        # function of the targets in the feature's order and the position: candidates of
+        # two features that order the targets alike (a duplicated column, or columns that
+        # cut the same samples) at one position score the same, and where every near
+        # candidate is one such split the first one wins without a score.
+        cands: list[tuple[int, int, int]] = []  # (candidate, its order's number, position)
+        ranked: dict[int, int] = {}  # feature -> the number of its targets' order
+        firsts: list[int] = []  # per number: the first feature row with that order
+        for c in near_a[:n_near].tolist():
+            f, p = divmod(c, n - 1)
+            r = ranked.get(f)
+            if r is None:
+                r = 0
+                while r < len(firsts) and not _same_targets(y, order, firsts[r], f):
+                    r += 1
+                if r == len(firsts):
+                    firsts.append(f)
+                ranked[f] = r
+            cands.append((c, r, p))
+        pairs = {(r, p) for _, r, p in cands}
+        if len(pairs) > 1:
+            # each order's positions scored in one pass of its trees (_exact_proxies)
+            at: dict[int, list[int]] = {}
+            for r, p in pairs:
+                at.setdefault(r, []).append(p + 1)
+            scores: dict[tuple[int, int], float] = {}
+            tree_w = np.empty(n + 1)
+            tree_wy = np.empty(n + 1)
+            # targets all distinct: each order's sorted targets are ys and its ranks are
+            # the samples' (the one sorted order there is), no sort (_ranks) to replay
+            distinct = not _has_ties(ys)
+            for r, ps in at.items():
+                if distinct:
+                    sorted_y, rks = ys_a, rank_a[order_a[firsts[r]]]
+                else:
+                    sorted_y, rks = _ranks(b.y[order_a[firsts[r]]])
+                ps.sort()
+                got = np.empty(len(ps))
+                _exact_proxies(sorted_y, rks, np.array(ps, dtype=np.intp), got, tree_w, tree_wy)
+                for j in range(len(ps)):
+                    scores[r, ps[j] - 1] = float(got[j])
+            best_val = -np.inf
+            for c, r, p in cands:
+                v = scores[r, p]
+                if v > best_val:
+                    best, best_val = c, v
+    f, p = divmod(best, n - 1)
+    p += 1
+    nd.ae_left = float(ae_l[f, p])
+    nd.ae_right = float(ae_r[f, p])
+    w = float(n)
+    a_l, a_r = nd.ae_left, nd.ae_right
+    imp = (w / b.n) * (ae / w - (n - p) / w * (a_r / (n - p)) - p / w * (a_l / p))
+    nd.threshold = float(xs[f, p - 1]) / 2.0 + float(xs[f, p]) / 2.0
+    nd.feature = vf[f]
+    nd.pos = p
+    _partition(b.xt[nd.feature], idx, nd.threshold)
+    nd.post = idx_a.copy()
+    nd.improvement = imp
+    # ~0 (never < 0 but by rounding): a split or a leaf, found out if it matters
+    nd.kind = _SPLIT if imp > b.tol_gap else _UNSURE
+    return nd
 
 
 class _Heap:

@@ -158,10 +158,16 @@ class _Fit:
 
     def exp_at(self, x: list[float]) -> float:
         """``math.exp(self.predict(x))`` (the same double: the exp of the leaf's value)."""
-        e = self.exp_value
-        if e is None:
-            e = self.exp_value = [math.exp(v) for v in self.value]
-        return e[self.leaf(x)]
+        return _fit_exp(self, x)
+
+
+def _fit_exp(fit: _Fit, x: list[float]) -> float:
+    """:meth:`_Fit.exp_at` as a function (compiled, ``predictor.pxd``: the estimates' C call,
+    no method lookups)."""
+    e = fit.exp_value
+    if e is None:
+        e = fit.exp_value = [math.exp(v) for v in fit.value]
+    return e[_leaf(fit.left, fit.right, fit.feature, fit.threshold, x)]
 
 
 def _leaf(
@@ -252,6 +258,28 @@ def _fit_sklearn(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> _Fit:
     )
 
 
+#: Whether this module runs compiled (a Cython extension) rather than from its source.
+_COMPILED: bool = not __file__.endswith(".py")
+
+
+def _write_rows(
+    x32: np.ndarray,
+    y64: np.ndarray,
+    start: int,
+    rows: list[list[float]],
+    ys: list[float],
+    first: int,
+) -> None:
+    """``x32[start:start + len(rows)] = rows`` and ``y64[...] = ys[first:]``, the rows' values
+    (Python floats) rounded to float32 by a C cast: round to nearest even, as numpy casts a
+    float64 array to float32 (``predictor.pxd`` types it; interpreted it is not called)."""
+    for i in range(len(rows)):
+        row = rows[i]
+        for j in range(len(row)):
+            x32[start + i, j] = row[j]
+        y64[start + i] = ys[first + i]
+
+
 def _median(values: list[float]) -> float:
     """``float(np.median(values))``, the same double, for a non-empty list: the middle value
     sorted, or the two middle ones' sum halved (numpy's mean of two). With a NaN or a -0.0
@@ -264,6 +292,18 @@ def _median(values: list[float]) -> float:
     s = sorted(values)
     m = len(s)
     return s[m // 2] if m % 2 else (s[m // 2 - 1] + s[m // 2]) / 2
+
+
+def _count(table: dict[str, list[float]], key: str, y: float) -> None:
+    """A run of tag ``key`` with log work ``y`` finished: its entry ``[n, sum, sum of squares]``
+    in ``table`` counts it."""
+    e = table.get(key)
+    if e is None:
+        table[key] = [1.0, y, y * y]
+    else:
+        e[0] += 1.0
+        e[1] += y
+        e[2] += y * y
 
 
 def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
@@ -455,15 +495,10 @@ class OnlinePredictor:
         self._pending.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
         self._rows_y.append(y)
         self._sum += y
-        for key, table in ((group, self._g), (user, self._u)):
-            if key:
-                e = table.get(key)
-                if e is None:
-                    table[key] = [1.0, y, y * y]
-                else:
-                    e[0] += 1.0
-                    e[1] += y
-                    e[2] += y * y
+        if group:
+            _count(self._g, group, y)
+        if user:
+            _count(self._u, user, y)
 
     def observe(self, spec: JobSpec, job_id: int) -> bool:
         """A run of ``spec`` finished (now): it becomes a row. Returns whether the tree was
@@ -511,8 +546,11 @@ class OnlinePredictor:
             self._y64 = np.concatenate([self._y64, np.empty_like(self._y64)])
         # (float32 rows from Python floats: each rounded as numpy casts a float64 array, the
         # same as a row written alone)
-        self._x32[start:end] = rows
-        self._y64[start:end] = self._rows_y[start - self._hist_y.size :]
+        if _COMPILED:  # a typed loop (numpy's assignment of nested lists: ~600 per value)
+            _write_rows(self._x32, self._y64, start, rows, self._rows_y, start - self._hist_y.size)
+        else:
+            self._x32[start:end] = rows
+            self._y64[start:end] = self._rows_y[start - self._hist_y.size :]
         self._pending = []
 
     def training_set(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -560,7 +598,7 @@ class OnlinePredictor:
         fit = self._fit
         if fit is not None:  # (predict_log's, with the leaf's exp memoised)
             r = math.log2(spec.num_gpus * spec.gpu_frac)
-            return fit.exp_at(self._features(spec.group, spec.user, r))
+            return _fit_exp(fit, self._features(spec.group, spec.user, r))
         return math.exp(self.predict_log(spec))
 
     def estimate_many(self, specs: list[JobSpec], now: float) -> list[float]:
@@ -587,7 +625,7 @@ class OnlinePredictor:
             est = memo.get(key)
             if est is None:
                 x = self._features(spec.group, spec.user, math.log2(r))
-                est = memo[key] = fit.exp_at(x)
+                est = memo[key] = _fit_exp(fit, x)
             out.append(est)
         return out
 
