@@ -14,7 +14,6 @@ from collections.abc import Iterable
 import numpy as np
 
 from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.evaluation import metrics
 from gpu_sharing_env.evaluation.metrics import METRIC_NAMES, compute_metrics
 from gpu_sharing_env.evaluation.runner import run_to_end, start_episode
 from gpu_sharing_env.sim.build import make_simulator
@@ -113,27 +112,3 @@ def test_one_pass_equals_the_passes_with_online_services() -> None:
     seen = _cut_through(sim, 1, cfg.horizon_h * 3600.0)
     assert any(st.online for st in sim.table.jobs.values())
     assert seen >= {Status.QUEUED, Status.RUNNING, Status.DONE}
-
-
-def test_quantiles_are_numpys_bit_for_bit() -> None:
-    # the metrics' quantiles (``metrics._q``: numpy's linear method written out, on numpy's
-    # partition) are ``float(np.quantile(values, q))``: the same double, on arrays with ties,
-    # 0.0 and -0.0, infinities, NaN, one value, at the quantiles the metrics ask and others
-    rng = np.random.default_rng(21)
-    for trial in range(4000):
-        n = int(rng.integers(1, 40))
-        kind = trial % 4
-        if kind == 0:
-            v = rng.normal(size=n) * 1e3
-        elif kind == 1:
-            v = rng.integers(-3, 4, size=n).astype(np.float64)
-        elif kind == 2:
-            v = rng.choice([0.0, -0.0, 1.0, -1.0], size=n)
-        else:
-            v = rng.choice([0.0, np.inf, -np.inf, 2.5, np.nan], size=n)
-        for q in (0.0, 0.5, 0.9, 0.95, 1.0, float(rng.uniform())):
-            with np.errstate(invalid="ignore"):
-                want = float(np.quantile(v, q))
-            got = metrics._q(v, q)
-            assert (math.isnan(got) and math.isnan(want)) or got.hex() == want.hex(), (v, q)
-    assert math.isnan(metrics._q(np.zeros(0), 0.5))

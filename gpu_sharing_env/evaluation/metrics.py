@@ -43,35 +43,7 @@ PRIMARY_METRIC = "jct_mean_s"
 
 
 def _q(values: np.ndarray, q: float) -> float:
-    """``float(np.quantile(values, q))`` (NaN for no values), the same double: for a 1-d
-    float64 array and a Python float ``q`` in ``[0, 1]``, numpy 2's default ("linear") method
-    written out as ``numpy/lib/_function_base_impl.py`` computes it (``_quantile``,
-    ``_get_indexes``, ``_get_gamma``, ``_lerp``, with ``weak_q``), on numpy's own partition with
-    the same positions. (``np.quantile`` finds those positions with ``np.unique``, whose check
-    for masked arrays imports ``numpy.ma`` at its first call: ~43 M instructions a replay's
-    process; ``tests/test_metrics_pass.py`` compares the two.)"""
-    n = values.size
-    if not n:
-        return math.nan
-    if values.ndim != 1 or values.dtype != np.float64 or type(q) is not float or not 0 <= q <= 1:
-        return float(np.quantile(values, q))
-    v = (n - 1) * q  # the virtual index (a float64 product, as numpy's)
-    prev = math.floor(v)
-    nxt = prev + 1
-    if v >= n - 1:  # past the last position: the last value
-        prev = nxt = -1
-    arr = values.copy()
-    arr.partition(np.array(sorted({0, -1, prev, nxt}), dtype=np.intp))
-    last = float(arr[-1])
-    if last != last:  # a NaN sorts last: the quantile is that NaN
-        return last
-    a = float(arr[prev])
-    b = float(arr[nxt])
-    gamma = v - prev
-    diff = b - a
-    if gamma >= 0.5:
-        return b - diff * (1 - gamma)
-    return a + diff * gamma
+    return float(np.quantile(values, q)) if values.size else math.nan
 
 
 def compute_metrics(
