@@ -181,17 +181,14 @@ class Moves:
         return len(self.log) > n
 
 
-def _sim_of(view: ClusterView) -> Simulator:
-    return view._sim  # type: ignore[no-any-return]  # (the view's simulator: a probe moves jobs)
-
-
 class MovingAgent:
-    """An agent (``act``) with the move rule applied before each decision."""
+    """An agent (``act``) with the move rule applied to ``sim`` (the simulator the runner
+    drives it on) before each decision."""
 
     oracle = False
 
-    def __init__(self, inner: Any, moves: Moves) -> None:
-        self.inner, self.moves = inner, moves
+    def __init__(self, inner: Any, moves: Moves, sim: Simulator) -> None:
+        self.inner, self.moves, self.sim = inner, moves, sim
         self.name = f"{inner.name}+moves"
         self.mechanisms = inner.mechanisms
         self.window_order = inner.window_order
@@ -202,7 +199,7 @@ class MovingAgent:
         self.moves.reset()
 
     def act(self, view: ClusterView, obs: Any, mask: np.ndarray) -> int:
-        sim = _sim_of(view)
+        sim = self.sim
         if self.moves.apply(sim):
             assert view.codec is not None
             view = ClusterView(sim, view.codec)
@@ -211,23 +208,24 @@ class MovingAgent:
 
 
 class _MovingHeuristic(HeuristicPolicy):
-    def __init__(self, inner: HeuristicPolicy, moves: Moves) -> None:
-        self.inner, self.moves = inner, moves
+    def __init__(self, inner: HeuristicPolicy, moves: Moves, sim: Simulator) -> None:
+        self.inner, self.moves, self.sim = inner, moves, sim
 
     def reset(self, seed: int) -> None:
         self.inner.reset(seed)
         self.moves.reset()
 
     def decide(self, view: ClusterView) -> Decision | None:
-        sim = _sim_of(view)
+        sim = self.sim
         if self.moves.apply(sim):
             view = ClusterView(sim, view.codec)
         return self.inner.decide(view)
 
 
-def moving(policy: Policy, moves: Moves) -> Policy:
-    """``policy`` with ``moves`` applied before each of its decisions (the runner drives a
-    heuristic by ``decide``, with its decision scope and queue order: the wrapper keeps them)."""
+def moving(policy: Policy, moves: Moves, sim: Simulator) -> Policy:
+    """``policy`` with ``moves`` applied to ``sim`` before each of its decisions on it (the
+    runner drives a heuristic by ``decide``, with its decision scope and queue order: the
+    wrapper keeps them)."""
     if isinstance(policy, HeuristicPolicy):
         attrs = {
             "name": f"{policy.name}+moves",
@@ -235,8 +233,8 @@ def moving(policy: Policy, moves: Moves) -> Policy:
             "decision_scope": policy.decision_scope,
             "window_order": policy.window_order,
         }
-        return type("MovingHeuristic", (_MovingHeuristic,), attrs)(policy, moves)  # type: ignore[no-any-return]
-    return MovingAgent(policy, moves)
+        return type("MovingHeuristic", (_MovingHeuristic,), attrs)(policy, moves, sim)  # type: ignore[no-any-return]
+    return MovingAgent(policy, moves, sim)
 
 
 def _hint_services(agent: str) -> Policy:
@@ -260,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     moves = Moves(a.variant, a.cost, a.max_back)
     base = _hint_services(a.policy) if moves.hint else make_policy(a.policy)
-    policy = moving(base, moves)
     sim = make_simulator(load_scenario(a.scenario))
+    policy = moving(base, moves, sim)
     for seed in a.seeds:
         m = run_episode(policy, sim, seed)
         rec = {

@@ -14,18 +14,22 @@ from gpu_sharing_env.sim.engine import Simulator
 from tests.helpers import load_script
 
 
-def _run(policy: object, scenario: str, seed: int, until_s: float) -> tuple[Simulator, dict]:
-    sim = make_simulator(load_scenario(scenario))
+def _sim(scenario: str) -> Simulator:
+    return make_simulator(load_scenario(scenario))
+
+
+def _run(policy: object, sim: Simulator, seed: int, until_s: float) -> tuple[Simulator, dict]:
     start_episode(policy, sim, seed)  # type: ignore[arg-type]
     return sim, run_to_end(policy, sim, until_s)  # type: ignore[arg-type]
 
 
 def test_without_a_rule_the_wrapped_policy_runs_unchanged() -> None:
     mod = load_script("service_moves")
-    _, own = _run(make_policy("speed_sjf_queue"), "default-x2", 5, 3 * 3600.0)
-    wrapped = mod.moving(make_policy("speed_sjf_queue"), mod.Moves("none"))
+    _, own = _run(make_policy("speed_sjf_queue"), _sim("default-x2"), 5, 3 * 3600.0)
+    sim = _sim("default-x2")
+    wrapped = mod.moving(make_policy("speed_sjf_queue"), mod.Moves("none"), sim)
     assert wrapped.decision_scope == "window" and wrapped.window_order == "predicted"
-    _, m = _run(wrapped, "default-x2", 5, 3 * 3600.0)
+    _, m = _run(wrapped, sim, 5, 3 * 3600.0)
     assert m == own
 
 
@@ -36,7 +40,8 @@ def test_at_moves_the_a100_services_to_t4s_once(cost: str) -> None:
     serves nothing for ``sharing.migration_s`` from its move."""
     mod = load_script("service_moves")
     moves = mod.Moves("at:1800", cost=cost)
-    sim, _ = _run(mod.moving(make_policy("ppo"), moves), "default-x2", 0, 2 * 3600.0)
+    sim = _sim("default-x2")
+    _run(mod.moving(make_policy("ppo"), moves, sim), sim, 0, 2 * 3600.0)
     assert moves.log, "ppo placed no service on an A100"
     t = moves.log[0][0]
     assert t >= 1800.0 and all(m[0] == t and m[2:] == ("A100-40GB", "T4") for m in moves.log)
@@ -51,7 +56,7 @@ def test_at_moves_the_a100_services_to_t4s_once(cost: str) -> None:
 
 def test_back_moves_a_slow_service_to_an_a100_at_most_max_back_times() -> None:
     mod = load_script("service_moves")
-    sim, _ = _run(make_policy("speed_sjf_queue"), "default-x2", 0, 3600.0)
+    sim, _ = _run(make_policy("speed_sjf_queue"), _sim("default-x2"), 0, 3600.0)
     off = [st for st in mod.running_services(sim) if mod.kind_of(sim, st.gpus[0]) != "A100"]
     assert off, "speed_sjf_queue placed every service on an A100"
     st = off[0]
@@ -70,7 +75,7 @@ def test_back_moves_a_slow_service_to_an_a100_at_most_max_back_times() -> None:
 
 def test_right_sizing_leaves_the_a100s_and_keeps_one_service_per_gpu() -> None:
     mod = load_script("service_moves")
-    sim, _ = _run(make_policy("ppo"), "default-x2", 0, 1800.0)
+    sim, _ = _run(make_policy("ppo"), _sim("default-x2"), 0, 1800.0)
     jobs = sim.table.jobs
     on_a100 = [st for st in mod.running_services(sim) if mod.kind_of(sim, st.gpus[0]) == "A100"]
     assert on_a100
@@ -100,7 +105,8 @@ class _Spy:
 
     name, oracle, mechanisms, window_order, migration_slots = "spy", False, {}, "fifo", 0
 
-    def __init__(self) -> None:
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
         self.inner = make_policy("ppo")
         self.stale = 0
         self.calls = 0
@@ -109,7 +115,7 @@ class _Spy:
         self.inner.reset(seed)
 
     def act(self, view, obs, mask):  # type: ignore[no-untyped-def]
-        sim = view._sim
+        sim = self.sim
         self.calls += 1
         fresh = view.codec.mask(sim)
         self.stale += int(view.version != sim.cluster.version or not (mask == fresh).all())
@@ -118,7 +124,8 @@ class _Spy:
 
 def test_the_agent_decides_on_the_state_after_the_moves() -> None:
     mod = load_script("service_moves")
-    spy = _Spy()
+    sim = _sim("default-x2")
+    spy = _Spy(sim)
     moves = mod.Moves("at:1800")
-    _run(mod.moving(spy, moves), "default-x2", 0, 2 * 3600.0)
+    _run(mod.moving(spy, moves, sim), sim, 0, 2 * 3600.0)
     assert moves.log and spy.calls > 0 and spy.stale == 0
