@@ -24,11 +24,9 @@ after the moves. ``--variant`` is a comma-separated list of:
   (``hint_deviations.py --override service``): with ``ppo``, speed_sjf_queue's service placements.
 
 Every rule reads what a scheduler sees (placements, observed latency, declared peaks and
-profiles): none is an oracle. ``--cost outage`` (the default) charges a moved service what a
-restart elsewhere costs, ``sharing.migration_s`` (30 s) without serving (its ``outage_until``,
-as a fault's restart is charged); ``--cost free`` charges what the simulator does today: nothing
-(a migration sets ``setup_until``, which only offline work accrual reads; the service serves
-from its new GPU at once). One JSON line per seed: mean JCT, SLO attainment, the moves made.
+profiles): none is an oracle. A moved service serves nothing for ``sharing.migration_s``
+(30 s): the simulator charges it (``Lifecycle.migrate``, physics v6), as a fault's restart.
+One JSON line per seed: mean JCT, SLO attainment, the moves made.
 """
 
 from __future__ import annotations
@@ -117,7 +115,7 @@ def right_sized(sim: Simulator, st: JobState) -> tuple[int, int] | None:
 class Moves:
     """The move rule of a ``--variant`` (module doc); :meth:`apply` at every decision point."""
 
-    def __init__(self, variant: str, cost: str = "outage", max_back: int = 1) -> None:
+    def __init__(self, variant: str, max_back: int = 1) -> None:
         self.at = self.back = self.light = math.inf
         self.rs = self.hint = False
         for part in filter(None, variant.split(",")):
@@ -128,9 +126,7 @@ class Moves:
                 setattr(self, name, True)
             elif part != "none":
                 raise SystemExit(f"--variant: {part!r}? (at:T, rs, light:Q, back:R, hint, none)")
-        if cost not in ("outage", "free"):
-            raise SystemExit(f"--cost: outage or free, not {cost!r}")
-        self.cost, self.max_back = cost, max_back
+        self.max_back = max_back
         self.reset()
 
     def reset(self) -> None:
@@ -144,10 +140,7 @@ class Moves:
     def _move(self, sim: Simulator, st: JobState, dest: tuple[int, int]) -> None:
         g, o = dest
         frm = str(sim.cluster.type_name_of[st.gpus[0]])
-        sim.apply(Decision(st.spec.job_id, g, o))
-        if self.cost == "outage":
-            sv = st.serving
-            sv.outage_until = max(sv.outage_until, sim.now + sim.cfg.sharing.migration_s)
+        sim.apply(Decision(st.spec.job_id, g, o))  # (its outage: the simulator's, physics v6)
         self.log.append((sim.now, st.spec.job_id, frm, str(sim.cluster.type_name_of[g])))
 
     def apply(self, sim: Simulator) -> bool:
@@ -252,11 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("scenario")
     ap.add_argument("--policy", default="ppo")
     ap.add_argument("--variant", default="none")
-    ap.add_argument("--cost", default="outage", choices=("outage", "free"))
     ap.add_argument("--max-back", type=int, default=1)
     ap.add_argument("--seeds", default="0-9", type=seed_spec)
     a = ap.parse_args(argv)
-    moves = Moves(a.variant, a.cost, a.max_back)
+    moves = Moves(a.variant, a.max_back)
     base = _hint_services(a.policy) if moves.hint else make_policy(a.policy)
     sim = make_simulator(load_scenario(a.scenario))
     policy = moving(base, moves, sim)
@@ -266,7 +258,6 @@ def main(argv: list[str] | None = None) -> int:
             "scenario": a.scenario,
             "policy": a.policy,
             "variant": a.variant,
-            "cost": a.cost,
             "seed": seed,
             "jct_mean_s": m["jct_mean_s"],
             "slo": m["slo_attainment"],

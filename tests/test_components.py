@@ -75,9 +75,6 @@ TEST_WRITES_ALLOWED = {
     # that the settings' writes raise (``tests/test_sim_seam.py``'s own allow-list)
     ("tests/test_sim_seam.py", "decision_scope"),
     ("tests/test_sim_seam.py", "window_order"),
-    # a probe that charges a moved service the outage the simulator does not charge (a service
-    # serves from its new GPU at once; docs/notes/2026-11-30-moving-services.md)
-    ("scripts/service_moves.py", "outage_until"),
     # a service's observed latency set over and under the probe's threshold
     ("tests/test_service_moves.py", "p99_ms"),
 }

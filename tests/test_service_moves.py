@@ -33,13 +33,12 @@ def test_without_a_rule_the_wrapped_policy_runs_unchanged() -> None:
     assert m == own
 
 
-@pytest.mark.parametrize("cost", ["outage", "free"])
-def test_at_moves_the_a100_services_to_t4s_once(cost: str) -> None:
+def test_at_moves_the_a100_services_to_t4s_once() -> None:
     """`ppo` puts services on the A100s of `default-x2` at t = 0 (the 2026-11-30 notes); at the
-    first decision point after 30 min every one of them moves to a T4, and with ``outage`` each
-    serves nothing for ``sharing.migration_s`` from its move."""
+    first decision point after 30 min every one of them moves to a T4, and each serves nothing
+    for ``sharing.migration_s`` from its move (the simulator's charge, physics v6)."""
     mod = load_script("service_moves")
-    moves = mod.Moves("at:1800", cost=cost)
+    moves = mod.Moves("at:1800")
     sim = _sim("default-x2")
     _run(mod.moving(make_policy("ppo"), moves, sim), sim, 0, 2 * 3600.0)
     assert moves.log, "ppo placed no service on an A100"
@@ -51,7 +50,7 @@ def test_at_moves_the_a100_services_to_t4s_once(cost: str) -> None:
     moved = {m[1] for m in moves.log}
     for jid in moved:
         out = sim.table.jobs[jid].serving.outage_until
-        assert out == (t + sim.cfg.sharing.migration_s if cost == "outage" else 0.0)
+        assert out == t + sim.cfg.sharing.migration_s
 
 
 def test_back_moves_a_slow_service_to_an_a100_at_most_max_back_times() -> None:
@@ -96,8 +95,6 @@ def test_variants_parse_and_reject() -> None:
     for bad in ("at", "rs:1", "later:5"):
         with pytest.raises(SystemExit):
             mod.Moves(bad)
-    with pytest.raises(SystemExit):
-        mod.Moves("none", cost="cheap")
 
 
 class _Spy:
