@@ -83,7 +83,7 @@ def test_registered_on_import() -> None:
     from importlib.metadata import version
 
     assert gpu_sharing_env.__version__ == version("gpu-sharing-gym")
-    assert gpu_sharing_env.MODEL_VERSION == 5
+    assert gpu_sharing_env.MODEL_VERSION == 6
     spec = gym.spec("GpuSharing-v0")
     assert spec.entry_point == "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv"
     assert spec.max_episode_steps is None

@@ -322,7 +322,8 @@ class CandidateMoves(Interface):
     move the simulator accepts (``gpu_sharing_env.envs.candidates``): index 0 holds (waits for
     the next event); then every queued job of the decision scope at every legal (first GPU,
     option), gangs included; then every running job to every empty, ready GPU and option where
-    it may go (a migration: checkpoint, ``sharing.migration_s`` pause, progress kept); with
+    it may go (a migration: checkpoint, ``sharing.migration_s`` pause, progress kept; a moved
+    online service serves nothing for that time, an outage as a fault's restart); with
     ``suspend=True``, then every running job that may be suspended (``Decision.suspend``). The mask
     marks the real candidates (``env.unwrapped.candidates.moves`` lists them as ``Decision`` s;
     ``index_of(decision)`` finds one); indices beyond them are illegal. More legal moves than

@@ -108,8 +108,11 @@ MIN_RATE = 0.01
 #: service's kernel speed drops) and no dynamic-SM cap on a kernel-throttled client (the
 #: protection was counted twice), and driver priority slicing as a second priority time-sharing
 #: model (:func:`driver_priority_coefficients`, MuxFlow's PB-time-sharing baseline; the default
-#: stays the TGS fit), issue 52 (docs/fidelity.md).
-MODEL_VERSION = 5
+#: stays the TGS fit), issue 52 (docs/fidelity.md). 6: an online service moved to another GPU
+#: (``Lifecycle.migrate``) is a new replica and serves nothing for ``sharing.migration_s``, an
+#: outage charged as a fault's restart (was: served from its new GPU at once); only episodes
+#: in which a service moves change (issue 53, CHANGELOG).
+MODEL_VERSION = 6
 
 # Global coefficients of the analytic model. "fitted by scripts/calibrate.py" means: least squares
 # on log(predicted/measured) over the datasets named, then rounded and pasted here; the script

@@ -577,7 +577,8 @@ class Simulator:
 
         A decision about a queued job places it; about a running job, migrates it (Gandiva's
         introspective migration): the job checkpoints, moves and resumes after
-        ``sharing.migration_s`` without losing progress. ``Decision.suspend(job_id)`` suspends
+        ``sharing.migration_s`` without losing progress (an online service, a new replica,
+        serves nothing for that time: ``Lifecycle.migrate``). ``Decision.suspend(job_id)`` suspends
         a running offline job (Gandiva's suspend-resume): it keeps its progress, leaves its
         GPUs and is queued again, to be resumed by a later placement, which on other GPUs
         than those it left also pauses ``sharing.migration_s`` (``Lifecycle.suspend``,

@@ -193,7 +193,14 @@ class Lifecycle:
         return why
 
     def migrate(self, st: JobState, gpu: int, option: int, batch_size: int = 0) -> None:
-        """Move running ``st``: it checkpoints, moves and resumes after ``migration_s``."""
+        """Move running ``st``: it checkpoints, moves and resumes after ``migration_s``.
+
+        An online service moved is a new replica on its new GPU (a process start, a CUDA
+        context, the model's weights loaded): it serves nothing for ``migration_s``, charged
+        as a fault's restart is (``serving.outage_until``; physics v6). 30 s is the figure
+        the repository assumes for a migration and a restart; for these services (hundreds
+        of MB of weights) a guess on the high side: ServerlessLLM (Fu et al., OSDI'24,
+        arXiv:2401.14351) loads 30-70 B-parameter LLMs in tens of seconds (OPT-30B 34 s)."""
         rates = self._rates
         rates.accrue(st)
         led = st.ledger
@@ -204,7 +211,11 @@ class Lifecycle:
         st.work_done, led.attempts, led.first_start_t = work, attempts, first
         st.run_work_start = work
         now = self._sim.now
-        st.setup_until = max(st.setup_until, now + self._cfg.sharing.migration_s)
+        delay = self._cfg.sharing.migration_s
+        st.setup_until = max(st.setup_until, now + delay)
+        if st.spec.online:  # a new replica: no requests served until it is up
+            sv = st.serving
+            sv.outage_until = max(sv.outage_until, now + delay)
         self._sim.acc.migrations += 1
         rates.refresh(sorted(set(freed) | set(st.gpus)))
 

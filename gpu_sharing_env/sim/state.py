@@ -17,7 +17,8 @@ component                       fields
                                 ``frac`` and ``rate`` cleared when it leaves its GPUs;
                                 ``ledger.first_start_t``, ``.finish_t``, ``.enqueue_t``,
                                 ``.attempts`` (a migration's carry-over), ``.evictions``;
-                                ``serving.batch_size``, ``.solo_batch_ms``
+                                ``serving.batch_size``, ``.solo_batch_ms``,
+                                ``.outage_until`` (a moved service's new replica)
 ``Rates`` (``rates.py``)        ``rate``, ``solo_rate``, ``frac``, ``sm_eff``, ``epoch`` (a
                                 rescheduled completion), ``work_done``, ``last_t``
                                 (accrual); ``ledger.norm_integral``, ``.run_time_s``;
