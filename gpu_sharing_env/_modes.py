@@ -7,9 +7,10 @@ this process loads from their extension modules, decided once when the package i
   ``make setup``) is loaded from the source too: the edit runs, not the stale build.
 * No extension at all for a listed module (no compiler or no Cython at install): the source
   runs, and one warning line says so.
-* A compiled module that cimports an extension type of one running from source (its ``.pxd``'s
-  ``cimport``, its source's ``cython.cimports``) runs from source too: a compiled module
-  cannot use a type its peer does not define as an extension type.
+* A module joined by a ``cimport`` (its ``.pxd``'s ``cimport``, its source's
+  ``cython.cimports``), either way, to one running from source runs from source too: a
+  compiled module cannot use a type its peer does not define as an extension type, and a
+  module from source cannot import the C-only functions of its peer's extension.
 """
 
 from __future__ import annotations
@@ -108,14 +109,22 @@ def _cimported(name: str) -> set[str]:
 
 
 def _with_dependents(source: list[str]) -> list[str]:
-    """``source`` and every listed module that cimports one of them, transitively."""
+    """``source`` and every listed module joined to one of them by a ``cimport``, either way,
+    transitively: a compiled module cannot use a type its peer does not define as an extension
+    type, and a module running from source cannot import a peer's C-only (``cdef``) function
+    from that peer's extension (``sim.lifecycle`` edited: ``fleet.cluster``'s
+    ``_cluster_add``)."""
     if not source or len(source) == len(MODULES):
         return source
-    deps = {name: _cimported(name) for name in MODULES if name not in source}
+    edges = {name: _cimported(name) for name in MODULES}
     out = set(source)
     grew = True
     while grew:
-        more = {name for name, d in deps.items() if name not in out and d & out}
+        more = {
+            name
+            for name, d in edges.items()
+            if name not in out and (d & out or any(name in edges[o] for o in out))
+        }
         out |= more
         grew = bool(more)
     return [name for name in MODULES if name in out]

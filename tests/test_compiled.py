@@ -175,12 +175,27 @@ def test_benchmarks_say_which_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _modes.describe(()) == "pure Python (GSG_PURE_PYTHON=1)"
 
 
-def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "name, imports",
+    [
+        (None, None),  # the first listed module
+        # it imports C-only functions of its peers' extensions (``fleet.cluster``'s
+        # ``_cluster_add``): they must run from source with it
+        ("gpu_sharing_env.sim.lifecycle", "gpu_sharing_env.sim.engine"),
+    ],
+)
+def test_an_edited_source_runs_not_its_stale_build(
+    tmp_path: Path, name: str | None, imports: str | None
+) -> None:
     """In a checkout, a listed module edited after its extension was built runs from the
-    edited ``.py`` (silently: nothing is missing, ``make compiled`` brings it back)."""
+    edited ``.py`` (silently: nothing is missing, ``make compiled`` brings it back), and so
+    does every module a ``cimport`` joins it to, whichever way."""
     if not gpu_sharing_env.COMPILED:
         pytest.skip("no compiled modules built here")
-    name = gpu_sharing_env.COMPILED[0]
+    name = name or gpu_sharing_env.COMPILED[0]
+    if name not in gpu_sharing_env.COMPILED:
+        pytest.skip(f"{name} is not compiled here")
+    imports = imports or name
     for package in ("gpu_sharing_env", "baselines"):  # (every listed module's checkout dir)
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
@@ -191,7 +206,7 @@ def test_an_edited_source_runs_not_its_stale_build(tmp_path: Path) -> None:
     assert ext is not None
     os.utime(src, (ext.stat().st_mtime + 10, ext.stat().st_mtime + 10))
     code = (
-        f"import sys, gpu_sharing_env, {name}; "
+        f"import sys, gpu_sharing_env, {imports}; "
         f"print({name!r} in gpu_sharing_env.COMPILED, sys.modules[{name!r}].__file__)"
     )
     env = {k: v for k, v in os.environ.items() if k not in (_modes.PURE_ENV, "PYTHONPATH")}
