@@ -206,18 +206,23 @@ def test_fragmentation_loop_gives_numpy_s_sum() -> None:
     assert min(seen.values()) > 100  # both cases met
 
 
-def test_a_module_running_from_source_takes_its_cimporters_with_it() -> None:
+def test_a_module_running_from_source_takes_its_cimport_peers_with_it() -> None:
     """A compiled module cannot use an extension type its peer, running from source (edited
-    since the build, or not built), does not define: ``_modes`` runs the cimporters from source
-    too, transitively (here ``lifecycle`` cimports ``legality``, ``rates`` and ``ticks``, which
-    cimport ``usage`` and ``state``)."""
+    since the build, or not built), does not define, and a module running from source cannot
+    import its peer's C-only functions from that peer's extension: ``_modes`` runs the modules
+    a ``cimport`` joins to it, either way, from source too, transitively (here ``lifecycle``
+    cimports ``legality``, ``rates``, ``ticks`` and ``fleet.cluster``'s ``_cluster_add``;
+    ``usage`` cimports ``accumulator``); modules no ``cimport`` reaches stay compiled."""
     from gpu_sharing_env import _modes
 
     sim = "gpu_sharing_env.sim."
     assert f"{sim}lifecycle" in _modes._with_dependents([f"{sim}legality"])
     deps = set(_modes._with_dependents([f"{sim}usage"]))
     assert {f"{sim}usage", f"{sim}ticks", f"{sim}rates", f"{sim}lifecycle"} <= deps
-    assert f"{sim}legality" not in deps and "gpu_sharing_env.fleet.cluster" not in deps
+    assert f"{sim}accumulator" in deps  # (usage cimports it: the other way)
+    life = set(_modes._with_dependents([f"{sim}lifecycle"]))
+    assert {f"{sim}legality", "gpu_sharing_env.fleet.cluster"} <= life
+    assert "gpu_sharing_env.workload.predictor" not in life  # (no cimport joins them)
     assert _modes._cimported(f"{sim}lifecycle") >= {f"{sim}legality", f"{sim}rates"}
 
 
