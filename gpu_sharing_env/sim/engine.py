@@ -92,6 +92,9 @@ if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls ar
     from cython.cimports.gpu_sharing_env.sim.state import JobState
     from cython.cimports.gpu_sharing_env.sim.ticks import OnlineLoad
     from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
+    # (``object.__setattr__``'s own C function: ``Decision.__init__``'s writes, without a call
+    # of the slot wrapper and the argument tuple it takes)
+    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
 else:
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.jobs import JobTable
@@ -125,8 +128,10 @@ __all__ = [
 MIGRATION_MIN_LEFT_S = 300.0
 
 
-#: ``object.__setattr__``: how a frozen dataclass writes its fields (``Decision.__init__``).
-_setattr = object.__setattr__
+if not cython.compiled:
+    #: ``object.__setattr__``: how a frozen dataclass writes its fields (``Decision.__init__``;
+    #: compiled, the C function it wraps, ``PyObject_GenericSetAttr``, imported above).
+    _setattr = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +155,8 @@ class Decision:
     def __init__(self, job_id: int, gpu: int, option: int, batch_size: int = 0) -> None:
         # The dataclass's own ``__init__`` would be generated code, run interpreted; this one
         # (the dataclass keeps a class's own) is compiled with the module: the same four
-        # ``object.__setattr__`` writes a frozen dataclass's ``__init__`` makes.
+        # ``object.__setattr__`` writes a frozen dataclass's ``__init__`` makes (compiled, C
+        # calls of the function behind it: ~920 instructions a field through the slot wrapper).
         _setattr(self, "job_id", job_id)
         _setattr(self, "gpu", gpu)
         _setattr(self, "option", option)
