@@ -6,8 +6,9 @@ at each start (docs/notes/2026-11-30-replay-bytecode.md)."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -85,6 +85,9 @@ from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import Status
 
 if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls are C calls
+    # (``object.__setattr__``'s own C function: ``Decision.__init__``'s writes, without a call
+    # of the slot wrapper and the argument tuple it takes)
+    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.jobs import JobTable
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
@@ -92,9 +95,6 @@ if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls ar
     from cython.cimports.gpu_sharing_env.sim.state import JobState
     from cython.cimports.gpu_sharing_env.sim.ticks import OnlineLoad
     from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
-    # (``object.__setattr__``'s own C function: ``Decision.__init__``'s writes, without a call
-    # of the slot wrapper and the argument tuple it takes)
-    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
 else:
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.jobs import JobTable
