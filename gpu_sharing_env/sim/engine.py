@@ -85,9 +85,6 @@ from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import Status
 
 if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls are C calls
-    # (``object.__setattr__``'s own C function: ``Decision.__init__``'s writes, without a call
-    # of the slot wrapper and the argument tuple it takes)
-    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.jobs import JobTable
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
@@ -128,9 +125,11 @@ __all__ = [
 MIGRATION_MIN_LEFT_S = 300.0
 
 
-if not cython.compiled:
-    #: ``object.__setattr__``: how a frozen dataclass writes its fields (``Decision.__init__``;
-    #: compiled, the C function it wraps, ``PyObject_GenericSetAttr``, imported above).
+# How a frozen dataclass writes its fields (``Decision.__init__``): ``object.__setattr__``;
+# compiled, the C function behind it, called without the slot wrapper and its argument tuple.
+if cython.compiled:
+    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
+else:
     _setattr = object.__setattr__
 
 
