@@ -3,6 +3,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The project's package directories (pyproject.toml's packages and package-dir): their modules'
+# bytecode is written at setup (`compileall`), as `pip install` of a wheel does, where an
+# editable install writes none; a process with PYTHONDONTWRITEBYTECODE=1 (or a read-only
+# checkout) would otherwise compile every interpreted module's source at each start.
+PKG_DIRS := gpu_sharing_env gpu_sharing_gym baselines agents configs
 
 .PHONY: setup compiled demo test lint typecheck bench clean browser
 
@@ -12,14 +17,17 @@ $(STAMP): pyproject.toml setup.py
 	# torch 2.13.0 CPU build first, so nothing pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,rl,ray]'
+	$(BIN)/python -m compileall -q $(PKG_DIRS)
 	touch $(STAMP)
 
 setup: $(STAMP)
 
 # The compiled hot path (gpu_sharing_env/_compile.py), rebuilt in place after an edit: only the
 # modules whose sources changed are recompiled. `pip install -e` above builds them the first time.
+# The bytecode of the sources edited since is rewritten too (compileall skips the fresh ones).
 compiled: $(STAMP)
 	$(BIN)/python setup.py -q build_ext --inplace
+	$(BIN)/python -m compileall -q $(PKG_DIRS)
 
 demo: $(STAMP)
 	$(BIN)/gsg leaderboard --suite demo --out runs/demo

@@ -126,3 +126,23 @@ def test_gpulet_chooses_the_batch_for_the_rate_and_the_slo() -> None:
     # Without the search GPULet leaves the batch to the service (0: its configured 8).
     d, sim = placed(200.0, batch_sizes=None)
     assert d.batch_size == 0 and sim.jobs[0].effective_batch_size == 8
+
+
+def test_a_decision_holds_its_fields_as_the_frozen_dataclass_writes_them() -> None:
+    """``Decision.__init__`` (compiled: C calls of ``PyObject_GenericSetAttr``, the function
+    behind ``object.__setattr__``) leaves the object a frozen dataclass's own would: each field
+    its argument, equal and hashed as its fields, read-only, and the same after a pickle."""
+    import dataclasses
+    import pickle
+
+    d = Decision(7, 3, 2, 5)
+    assert (d.job_id, d.gpu, d.option, d.batch_size) == (7, 3, 2, 5)
+    assert dataclasses.astuple(d) == (7, 3, 2, 5)
+    assert Decision(7, 3, 2).batch_size == 0
+    twin = dataclasses.replace(Decision(0, 0, 0), job_id=7, gpu=3, option=2, batch_size=5)
+    assert d == twin and hash(d) == hash(twin)
+    assert d != Decision(7, 2, 3, 5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.gpu = 4  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(d)) == d
+    assert Decision.suspend(4) == Decision(4, -1, -1) and Decision.suspend(4).suspends
