@@ -6,8 +6,8 @@ what the numpy expression or the generator method it replaces gives, on random c
 - ``_random`` through the bit generator's capsule: the doubles and the state of
   ``rng.random()``, interleaved with other draws, for each of numpy's bit generators.
 - The warm start's typed passes (``_prior_means``, ``_tag_stats_typed``): the doubles of the
-  numpy expressions (``_tag_stats``); the whole warm start either way on the generator's
-  histories.
+  numpy expressions (``_tag_stats``); the whole warm start either way on the
+  generator's histories is in ``tests/test_reset_draw.py``.
 
 Compiled, these compare the C paths with the Python ones; with ``GSG_PURE_PYTHON=1`` the
 typed functions run as the Python they are, against the same references.
@@ -19,11 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.sim.build import build_workload
-from gpu_sharing_env.workload import predictor
 from gpu_sharing_env.workload.predictor import (
-    OnlinePredictor,
     _prior_means,
     _tag_stats,
     _tag_stats_typed,
@@ -32,7 +28,6 @@ from gpu_sharing_env.workload.synthetic import (
     _capsule,
     _choice_p,
     _random,
-    generate_workload,
 )
 
 
@@ -164,29 +159,3 @@ def test_tag_stats_typed_are_numpys() -> None:
         assert got[0].tobytes() == want[0].tobytes(), case  # the mean column
         assert got[1].tobytes() == want[1].tobytes(), case  # the prior counts
         assert got[2:] == want[2:], case  # per code: count, sum, sum of squares
-
-
-def _state(p: OnlinePredictor) -> tuple[object, ...]:
-    subs = p._build_subs()
-    return (
-        p._hist_x.tobytes(),
-        p._hist_x.shape,
-        p._hist_y.tobytes(),
-        list(p._g.items()),
-        list(p._u.items()),
-        p._sum,
-        type(p._sum),
-        list(subs.items()),
-    )
-
-
-@pytest.mark.parametrize("scenario", ["default", "pai-busy", "muxflow-t4"])
-def test_warm_start_typed_equals_numpys(scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    wl = build_workload(load_scenario(scenario))
-    for seed in range(5):
-        drawn = generate_workload(wl.syn_cfg, np.random.default_rng(seed), 10 * 3600.0)
-        states = []
-        for typed in (True, False):
-            monkeypatch.setattr(predictor, "_COMPILED", typed)
-            states.append(_state(OnlinePredictor(wl.pred_cfg, drawn.history)))
-        assert states[0] == states[1], seed
