@@ -397,7 +397,7 @@ def _periodic_times(
 def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
     """``rng.choice(p.size, size=size, p=p)``: the same indices from the same draws, without
     its checks' ~20 numpy calls where ``p`` passes them. numpy's sampler with ``p``
-    (``Generator.choice``, replace=True, numpy 1.17 to 2.x): the cumulative sum of ``p``
+    (``Generator.choice`` with replacement, as numpy 2.x has it): the cumulative sum of ``p``
     divided by its last value, one ``random`` double per sample, each sample the
     ``searchsorted(side="right")`` of its double. A ``p`` that is not a 1-D vector of
     non-negative finite weights summing to 1 within 1e-9 (numpy's tolerance is ~1.5e-8) goes
