@@ -8,6 +8,9 @@ path it replaces gives, on random cases.
 - The template loop's period-weights memo, indexed by how many distinct periods lie below
   ``ratio * base``, sees one allowed-period set per index.
 - ``new_spec`` builds the spec ``JobSpec(...)`` builds, or raises its error.
+- The warm start's typed passes (compiled: ``predictor._COMPILED``) give the numpy
+  expressions' state on the generator's histories (``tests/test_reset_passes.py`` checks the
+  passes themselves on random cases).
 
 ``tests/test_golden.py`` and ``scripts/rollout_digest.py`` check whole episodes.
 """
@@ -22,6 +25,9 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.sim.build import build_workload
+from gpu_sharing_env.workload import predictor
 from gpu_sharing_env.workload.job import JobKind, JobSpec, JobSpecError, new_spec
 from gpu_sharing_env.workload.predictor import (
     OnlinePredictor,
@@ -68,6 +74,7 @@ def _state(p: OnlinePredictor) -> tuple[object, ...]:
         list(p._g.items()),
         list(p._u.items()),
         p._sum,
+        type(p._sum),
         list(subs.items()),
     )
 
@@ -215,3 +222,15 @@ def test_formatted_float_is_round() -> None:
             assert (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (
                 a != a and b != b
             ), (x, n)
+
+
+@pytest.mark.parametrize("scenario", ["default", "pai-busy", "muxflow-t4"])
+def test_warm_start_typed_equals_numpys(scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = build_workload(load_scenario(scenario))
+    for seed in range(5):
+        drawn = generate_workload(wl.syn_cfg, np.random.default_rng(seed), 10 * 3600.0)
+        states = []
+        for typed in (True, False):
+            monkeypatch.setattr(predictor, "_COMPILED", typed)
+            states.append(_state(OnlinePredictor(wl.pred_cfg, drawn.history)))
+        assert states[0] == states[1], seed

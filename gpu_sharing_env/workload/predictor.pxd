@@ -16,3 +16,17 @@ cpdef object _fit_exp(object fit, list x)
 
 @cython.locals(e=list)
 cpdef void _count(dict table, object key, object y)
+
+# The warm start's typed passes (the same doubles as the numpy expressions they replace).
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, acc=double)
+cpdef double _prior_means(const double[::1] y, double[::1] mean)
+
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t,
+               s=Py_ssize_t, k=Py_ssize_t, prior=double, nk=double, fill=Py_ssize_t[::1],
+               pos=Py_ssize_t[::1])
+cpdef void _tag_pass(const Py_ssize_t[::1] inv, const double[::1] y, const double[::1] mean,
+                     bint empty_first, double[::1] col, double[::1] prior_n,
+                     double[:, ::1] sums, double[::1] ys, double[::1] cs)
+
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, c=Py_ssize_t, seen=Py_ssize_t[::1])
+cpdef void _count_sort(const Py_ssize_t[::1] inv, Py_ssize_t[::1] first, Py_ssize_t[::1] pos)

@@ -308,17 +308,39 @@ class SyntheticWorkload:
     batch_inference: frozenset[str] = frozenset()
 
 
+#: Whether this module runs compiled (a Cython extension) rather than from its source.
+COMPILED: bool = not __file__.endswith(".py")
+
+
+def _capsule(rng: np.random.Generator) -> object:
+    """What :func:`_random` draws through: compiled, ``rng``'s bit generator's capsule (a
+    numpy ``Generator`` exactly: a subclass may override ``random``); else None."""
+    if COMPILED and type(rng) is np.random.Generator:
+        return rng.bit_generator.capsule
+    return None
+
+
+def _random(rng: np.random.Generator, cap: object) -> float:
+    """``rng.random()``. Compiled, with ``cap`` from :func:`_capsule`, its bit generator's
+    ``next_double`` called directly (``_bitgen.pxd``: the double ``Generator.random`` returns,
+    the same stream, without the method call's ~3.7 k instructions); else the method."""
+    if cap is not None:
+        return next_double(cap)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+    return rng.random()
+
+
 def _periodic_draws(
     cfg: SyntheticWorkloadConfig,
     rng: np.random.Generator,
     period_s: float,
     t0_s: float,
     t1_s: float,
+    cap: object = None,
 ) -> tuple[float, int, np.ndarray]:
     """A periodic group's draws: its phase, the index ``k0`` of its first slot and one N(0, 1)
     per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1, ...``) covering ``[t0_s,
     t1_s)``; :func:`_periodic_times` jitters them. A daily group's phase follows the diurnal
-    arrival curve (morning peak); others are uniform."""
+    arrival curve (morning peak); others are uniform. (``cap``: :func:`_random`'s.)"""
     # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
     # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
@@ -328,15 +350,15 @@ def _periodic_draws(
         rate0 = cfg.arrivals_per_h / 3600.0 * (7.0 / (5.0 + 2.0 * cfg.weekend_factor))
         amp, peak_s = cfg.diurnal_amplitude, cfg.peak_hour * 3600.0
         while True:  # rejection: phase density proportional to a weekday's arrival rate
-            ph = DAY_S * rng.random()
+            ph = DAY_S * _random(rng, cap)
             if top <= 0:
                 break
-            u = top * rng.random()
+            u = top * _random(rng, cap)
             if u < rate0 * (1.0 + amp * float(np.cos(2.0 * np.pi * (ph - peak_s) / DAY_S))):
                 break
         phase = ph % period_s
     else:
-        phase = period_s * rng.random()
+        phase = period_s * _random(rng, cap)
     k0 = math.floor((t0_s - phase) / period_s)
     k1 = math.ceil((t1_s - phase) / period_s)
     return phase, k0, rng.standard_normal(k1 + 1 - k0)
@@ -356,7 +378,8 @@ def _periodic_times(
     runs once over every group's slots, element by element one group's operations
     (``phase + period * k``, then ``+ (jitter * period) * z``): the same doubles."""
     n = len(periods_s)
-    draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s) for p in periods_s]
+    cap = _capsule(rng)
+    draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s, cap) for p in periods_s]
     sizes = [d[2].size for d in draws]
     if not n or not sum(sizes):
         return np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -371,10 +394,26 @@ def _periodic_times(
     return t[keep], group[keep]
 
 
+def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
+    """``rng.choice(p.size, size=size, p=p)``: the same indices from the same draws, without
+    its checks' ~20 numpy calls where ``p`` passes them. numpy's sampler with ``p``
+    (``Generator.choice`` with replacement, as numpy 2.x has it): the cumulative sum of ``p``
+    divided by its last value, one ``random`` double per sample, each sample the
+    ``searchsorted(side="right")`` of its double. A ``p`` that is not a 1-D vector of
+    non-negative finite weights summing to 1 within 1e-9 (numpy's tolerance is ~1.5e-8) goes
+    to ``rng.choice`` itself (its error, or its answer)."""
+    pl = p.tolist() if p.ndim == 1 else None
+    if not pl or not all(v >= 0.0 for v in pl) or not abs(math.fsum(pl) - 1.0) <= 1e-9:
+        return rng.choice(p.size, size=size, p=p)
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return cdf.searchsorted(rng.random(size), side="right")
+
+
 def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.ndarray:
     names = list(mix)
     w = np.array([mix[m] for m in names], dtype=float)
-    return np.asarray(names, dtype=object)[rng.choice(len(names), size=size, p=w / w.sum())]
+    return np.asarray(names, dtype=object)[_choice_p(rng, w / w.sum(), size)]
 
 
 def generate_jobs(
@@ -439,6 +478,7 @@ def generate_workload(
     per_base: list[float] = []
     per_period: list[float] = []
     got = 0.0
+    cap = _capsule(rng)
     while got < per_rate_h:
         # np.clip's value for a finite float (exp never gives NaN here)
         base = min(max(med * math.exp(lo_sig * rng.standard_normal()), d_lo), d_hi)
@@ -458,10 +498,10 @@ def generate_workload(
         # A group submits 1/period runs per hour, and short runs get short periods: keep a
         # drawn group with probability (1 / longest period) / E[1 / period | base], so that
         # runs (not groups) follow the lognormal run-time distribution.
-        if rng.random() * hit[0] > inv_longest:
+        if _random(rng, cap) * hit[0] > inv_longest:
             continue
         # rng.choice(len(w), p=w)'s draw: one double against the normalised cumulative weights
-        p_h = float(periods_h[bisect.bisect_right(hit[1], rng.random())])
+        p_h = float(periods_h[bisect.bisect_right(hit[1], _random(rng, cap))])
         per_base.append(base)
         per_period.append(p_h * 3600.0)
         got += 1.0 / p_h
@@ -531,11 +571,12 @@ def generate_workload(
     models[high] = _pick(rng, cfg.high_gpu_models, int(high.sum()))
     sizes_r = np.asarray(cfg.gpu_request_sizes, dtype=float)
     weights = np.asarray(cfg.gpu_request_weights, dtype=float)
-    req = sizes_r[rng.choice(sizes_r.size, size=n_tpl, p=weights / weights.sum())]
+    req = sizes_r[_choice_p(rng, weights / weights.sum(), n_tpl)]
     whole = sizes_r >= 1
     if whole.any():
         ww = weights[whole] / weights[whole].sum() if weights[whole].sum() > 0 else None
-        req_high = sizes_r[whole][rng.choice(int(whole.sum()), size=n_tpl, p=ww)]
+        pick = rng.choice(int(whole.sum()), size=n_tpl) if ww is None else _choice_p(rng, ww, n_tpl)
+        req_high = sizes_r[whole][pick]
         req = np.where(high, req_high, req)
     other_share = cfg.type_constraint_share / max(1e-12, 1.0 - cfg.high_gpu_share)
     constrained = (rng.uniform(size=n_tpl) < other_share) & ~high
@@ -549,7 +590,7 @@ def generate_workload(
         ]
     )
     zipf = 1.0 / np.arange(1, cfg.num_users + 1) ** cfg.user_zipf_exponent
-    users = rng.choice(cfg.num_users, size=n_tpl, p=zipf / zipf.sum())
+    users = _choice_p(rng, zipf / zipf.sum(), n_tpl)
     cpu_noise = np.exp(cfg.cpu_sigma * rng.standard_normal(n_tpl))
     sig = np.zeros(n_tpl)
     sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
