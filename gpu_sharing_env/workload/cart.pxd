@@ -43,11 +43,6 @@ cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
 @cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
 cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
 
-@cython.locals(out=double[::1])
-cpdef double _fenwick_ae_in(const double[::1] sorted_y, const Py_ssize_t[::1] ranks,
-                            Py_ssize_t n, Py_ssize_t first, Py_ssize_t step, Py_ssize_t count,
-                            double[::1] tree_w, double[::1] tree_wy)
-
 @cython.locals(max_pow2=Py_ssize_t, total_w=double, total_wy=double, p=Py_ssize_t,
                rank=Py_ssize_t, yv=double, i=Py_ssize_t, j=Py_ssize_t, done=Py_ssize_t)
 cpdef void _fenwick_aes(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t n,
@@ -89,11 +84,6 @@ cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_
 cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_right,
                        const double[:, ::1] xs, const double[:, ::1] xs_hi, double margin,
                        Py_ssize_t[::1] out)
-
-@cython.locals(n=Py_ssize_t, ae_left=double, ae_right=double, w_left=double, w_right=double,
-               imp_left=double, imp_right=double)
-cpdef double _exact_proxy(const double[::1] sorted_y, const Py_ssize_t[::1] ranks, Py_ssize_t p,
-                          double[::1] tree_w, double[::1] tree_wy)
 
 @cython.locals(i=Py_ssize_t, a=double, b=double)
 cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,

@@ -36,7 +36,7 @@ twice (O(n log n)). Its sums round differently, so a decision is taken on its nu
 by a margin above a bound on both computations' rounding error (:func:`_error_bound`); inside
 the margin the numbers compared are scikit-learn's own, recomputed as it computes them (its
 ranks, its Fenwick tree, its arithmetic, on the orders its sorts and partitions left):
-candidates near the best (:func:`_exact_proxy`, common: the absolute error is flat where a
+candidates near the best (:func:`_exact_proxies`, common: the absolute error is flat where a
 sample moves between a side's two middle values, and two features can cut the same
 samples), impurities and improvements near zero or near another node's
 (:meth:`_Builder.impurity`, :meth:`_Builder.exact_improvement`). Equal numbers then resolve
@@ -399,25 +399,9 @@ def _fenwick_ae(
     """scikit-learn's ``precompute_absolute_errors`` after ``count`` samples, from local
     position ``first`` by ``step`` (+1: a left side, -1: a right side): the absolute error it
     stores for the last one (its Fenwick tree's sums, its search, its median, its arithmetic)."""
-    return _fenwick_ae_in(sorted_y, ranks, n, first, step, count, np.empty(n + 1), np.empty(n + 1))
-
-
-def _fenwick_ae_in(
-    sorted_y: np.ndarray,
-    ranks: np.ndarray,
-    n: int,
-    first: int,
-    step: int,
-    count: int,
-    tree_w: np.ndarray,
-    tree_wy: np.ndarray,
-) -> float:
-    """:func:`_fenwick_ae` with its tree in ``tree_w`` and ``tree_wy`` (each at least ``n + 1``
-    long, zeroed here): a caller asking many times allocates them once."""
     out = np.empty(1)
-    _fenwick_aes(
-        sorted_y, ranks, n, first, step, np.array([count], dtype=np.intp), out, tree_w, tree_wy
-    )
+    counts = np.array([count], dtype=np.intp)
+    _fenwick_aes(sorted_y, ranks, n, first, step, counts, out, np.empty(n + 1), np.empty(n + 1))
     return float(out[0])
 
 
@@ -432,8 +416,9 @@ def _fenwick_aes(
     tree_w: np.ndarray,
     tree_wy: np.ndarray,
 ) -> None:
-    """:func:`_fenwick_ae_in` after each of ``counts`` samples (ascending), in ``out``: one
-    tree, its samples added once. scikit-learn adds them one at a time and reads its tree
+    """:func:`_fenwick_ae` after each of ``counts`` samples (ascending), in ``out``, its trees in
+    ``tree_w`` and ``tree_wy`` (each at least ``n + 1`` long, zeroed here): one tree, its samples
+    added once. scikit-learn adds them one at a time and reads its tree
     after each, so the tree after ``c`` samples is the same (the same additions in the same
     order) whether it goes on to more or not."""
     for i in range(n + 1):
@@ -547,22 +532,6 @@ def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sorted_y, ranks
 
 
-def _exact_proxy(
-    sorted_y: np.ndarray, ranks: np.ndarray, p: int, tree_w: np.ndarray, tree_wy: np.ndarray
-) -> float:
-    """scikit-learn's ``proxy_impurity_improvement`` at local position ``p`` of a node
-    (:func:`_ranks`; ``MAE``'s forward and backward passes, ``children_impurity``); its Fenwick
-    trees in ``tree_w`` and ``tree_wy`` (:func:`_fenwick_ae_in`)."""
-    n = sorted_y.shape[0]
-    ae_left = _fenwick_ae_in(sorted_y, ranks, n, 0, 1, p, tree_w, tree_wy)
-    ae_right = _fenwick_ae_in(sorted_y, ranks, n, n - 1, -1, n - p, tree_w, tree_wy)
-    w_left = float(p)
-    w_right = float(n) - w_left
-    imp_left = ae_left / (w_left * 1)
-    imp_right = ae_right / (w_right * 1)
-    return -w_right * imp_right - w_left * imp_left
-
-
 def _exact_proxies(
     sorted_y: np.ndarray,
     ranks: np.ndarray,
@@ -571,9 +540,11 @@ def _exact_proxies(
     tree_w: np.ndarray,
     tree_wy: np.ndarray,
 ) -> None:
-    """:func:`_exact_proxy` at each of the local positions ``ps`` (ascending, distinct), in
-    ``out``: the left sides' trees in one pass from the first sample on, the right sides' in
-    one from the last (:func:`_fenwick_aes`), the same numbers as a pass per position."""
+    """scikit-learn's ``proxy_impurity_improvement`` at each of the local positions ``ps`` of a
+    node (ascending, distinct; :func:`_ranks`; ``MAE``'s forward and backward passes,
+    ``children_impurity``), in ``out``: the left sides' trees in one pass from the first sample
+    on, the right sides' in one from the last (:func:`_fenwick_aes`; ``tree_w``, ``tree_wy``),
+    the same numbers as a pass per position (``tests/test_cart_exact.py``)."""
     n = sorted_y.shape[0]
     m = ps.shape[0]
     ae_left = np.empty(m)
