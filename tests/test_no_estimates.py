@@ -27,7 +27,7 @@ from gpu_sharing_env.policy import HeuristicPolicy
 from gpu_sharing_env.sim.build import build_workload, make_simulator
 from gpu_sharing_env.sim.engine import NoEstimatesError, Simulator
 from gpu_sharing_env.sim.observe import SimObserver
-from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.state import JobLedger, Status
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.baselines import POLICIES, make_policy
 
@@ -97,15 +97,8 @@ def outcome(policy: str, sim: Simulator, seed: int, estimates: bool) -> dict[str
     }
 
 
-JobLedgerFields = (
-    "attempts",
-    "enqueue_t",
-    "evictions",
-    "finish_t",
-    "first_start_t",
-    "norm_integral",
-    "run_time_s",
-)
+#: Every field of a job's ledger.
+JobLedgerFields = JobLedger.__slots__
 
 
 def assert_same(policy: str, cfg: ScenarioConfig, seed: int) -> None:
