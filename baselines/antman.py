@@ -70,6 +70,7 @@ class AntMan(HeuristicPolicy):
     """
 
     name = "antman"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def __init__(
         self,

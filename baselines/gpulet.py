@@ -110,6 +110,7 @@ class GPULet(HeuristicPolicy):
     """
 
     name = "gpulet"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def __init__(
         self,

@@ -66,6 +66,7 @@ class GPUPool(HeuristicPolicy):
     """
 
     name = "gpupool"
+    reads_estimates = False  # (tests/test_no_estimates.py)
     #: The paper's thread-block quota is a kernel-launch parameter set per pair: a job whose
     #: partner has finished launches with the solo setting (``MechanismConfig.launch_quota``).
     mechanisms: ClassVar[Mapping[str, bool]] = {"launch_quota": True}

@@ -88,6 +88,7 @@ class Horus(HeuristicPolicy):
     """
 
     name = "horus"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def __init__(
         self,

@@ -232,6 +232,7 @@ class MuxFlow(HeuristicPolicy):
     """
 
     name = "muxflow"
+    reads_estimates = False  # (tests/test_no_estimates.py)
     mechanisms: ClassVar[Mapping[str, bool]] = {
         "protection": True,
         "dynamic_sm": True,

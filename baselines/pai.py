@@ -1133,6 +1133,7 @@ class ReservePack(HeuristicPolicy):
     """
 
     name = "reserve_pack"
+    reads_estimates = False  # (tests/test_no_estimates.py)
     #: Whether requests found without a candidate are kept across decisions
     #: (:class:`NoCandidates`; the tests compare with a policy that asks every time).
     _keep_no_cand = True
@@ -1703,6 +1704,7 @@ class LoadBalance(HeuristicPolicy):
     """PAI's load balancing: the least-loaded node, then its least-allocated GPU."""
 
     name = "load_balance"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def __init__(self) -> None:
         self._episode: object = None

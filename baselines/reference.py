@@ -53,6 +53,7 @@ class FifoExclusive(HeuristicPolicy):
     """Strict FIFO, exclusive GPUs: the head of the queue goes first or nobody goes."""
 
     name = "fifo_exclusive"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def decide(self, view: ClusterView) -> Decision | None:
         window = view.window
@@ -71,6 +72,7 @@ class FirstFit(HeuristicPolicy):
     """MPS packing by memory: first GPU (lowest index) with room, SM share >= request."""
 
     name = "first_fit"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def decide(self, view: ClusterView) -> Decision | None:
         # the window, unless a subclass declares the whole queue (``decision_scope``); by job
@@ -89,6 +91,7 @@ class TimeSharing(HeuristicPolicy):
     """Plain time-slicing (Gandiva's baseline mode): least-loaded GPU that fits."""
 
     name = "time_sharing"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def decide(self, view: ClusterView) -> Decision | None:
         ts = _option_indices(view, SharingMode.TIME_SHARING)
@@ -108,6 +111,7 @@ class RandomPolicy(HeuristicPolicy):
     """A uniformly random legal placement of a uniformly random placeable window job."""
 
     name = "random"
+    reads_estimates = False  # (tests/test_no_estimates.py)
 
     def decide(self, view: ClusterView) -> Decision | None:
         cands = [(j, view.mask(j.job_id)) for j in view.window]

@@ -64,6 +64,15 @@ class HeuristicPolicy:
     #: The queue's order, so which jobs the window holds, when the runner drives it:
     #: ``"fifo"`` or ``"predicted"`` (``Simulator.window_order``; the runner sets it).
     window_order: str = "fifo"
+    #: Whether :meth:`decide` reads duration estimates (``est_work_s``, ``est_remaining_s``,
+    #: ``ClusterView.group_stats``, ``sjf_facts``, ``Simulator.migration_candidates``, the
+    #: ``"predicted"`` window order). A class that declares False in its own body (the
+    #: declaration is not inherited: a subclass may read what its base did not) is evaluated
+    #: by ``evaluation.runner.evaluate`` without the duration predictor
+    #: (``Simulator.reset(estimates=False)``): the same records, without the predictor's work.
+    #: Nothing checks the declaration at run time beyond NaN estimates and the reads that raise
+    #: ``NoEstimatesError``.
+    reads_estimates: ClassVar[bool] = True
 
     def reset(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)

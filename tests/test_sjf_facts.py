@@ -133,7 +133,7 @@ def test_facts_edge_values() -> None:
     for est, done, online in cases:
         jobs.append(SimpleNamespace(spec=_with(spec, est), work_done=done, online=online))
     view = ClusterView.__new__(ClusterView)
-    view._sim = SimpleNamespace(jobs=jobs)  # type: ignore[assignment]
+    view._sim = SimpleNamespace(jobs=jobs, estimates=True)  # type: ignore[assignment]
     ids = list(range(len(jobs)))
     assert _bits(tuple(view.sjf_facts(ids))) == _bits(tuple(_old_facts(view, ids)))
 

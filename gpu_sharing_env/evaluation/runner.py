@@ -34,9 +34,21 @@ def _scope(policy: Policy) -> str:
     return policy.decision_scope if isinstance(policy, HeuristicPolicy) else "window"
 
 
-def start_episode(policy: Policy, sim: Simulator, seed: int) -> None:
+def reads_estimates(policy: Policy) -> bool:
+    """Whether ``policy``'s episodes need duration estimates: False only for a heuristic whose
+    own class declares ``reads_estimates = False`` (``HeuristicPolicy.reads_estimates``: a
+    subclass inherits no base's declaration); everything that acts through the codec reads
+    the env's observation, which carries estimates."""
+    if not isinstance(policy, HeuristicPolicy):
+        return True
+    return bool(type(policy).__dict__.get("reads_estimates", True))
+
+
+def start_episode(policy: Policy, sim: Simulator, seed: int, *, estimates: bool = True) -> None:
     """Reset ``sim`` to episode ``seed`` as ``policy`` runs it (the scenario's mechanisms with
-    the policy's, its decision scope and its queue order) and reset ``policy``."""
+    the policy's, its decision scope and its queue order) and reset ``policy``. ``estimates``:
+    False runs the episode without the duration predictor (``Simulator.reset``; only
+    :func:`evaluate` asks it, for a policy that declares it reads none)."""
     # The scenario's mechanisms, then the policy's: a simulator reused across policies must
     # not keep a previous policy's mechanisms (e.g. MuxFlow's protection) switched on.
     mechanisms = sim.cfg.mechanisms
@@ -49,6 +61,7 @@ def start_episode(policy: Policy, sim: Simulator, seed: int) -> None:
         mechanisms=mechanisms,
         decision_scope=_scope(policy),
         window_order=getattr(policy, "window_order", "fifo"),
+        estimates=estimates,
     )
     policy.reset(seed)
 
@@ -58,13 +71,16 @@ def run_episode(
     sim: Simulator,
     seed: int,
     on_reset: Callable[[Simulator], object] | None = None,
+    *,
+    estimates: bool = True,
 ) -> dict[str, float]:
     """Run one episode of ``policy`` on ``sim`` with ``seed``; return the metrics.
 
     ``on_reset(sim)``, if given, is called once the episode is reset (where the env calls its
-    reward's ``reset``), before the policy's first decision.
+    reward's ``reset``), before the policy's first decision. ``estimates``: as
+    :func:`start_episode`'s.
     """
-    start_episode(policy, sim, seed)
+    start_episode(policy, sim, seed, estimates=estimates)
     if on_reset is not None:
         on_reset(sim)
     return run_to_end(policy, sim)
@@ -112,12 +128,16 @@ def evaluate(
     policy: Policy, scenario: ScenarioConfig, seeds: list[int], sim: Simulator | None = None
 ) -> list[dict[str, Any]]:
     """One record per seed: ``policy``, ``scenario``, ``seed``, ``oracle``, ``model_version`` (the
-    sharing physics, ``interference.MODEL_VERSION``), the schema metrics."""
+    sharing physics, ``interference.MODEL_VERSION``), the schema metrics.
+
+    A policy that declares it reads no estimate (:func:`reads_estimates`) runs without the
+    duration predictor: the same records, without the predictor's work."""
     sim = sim if sim is not None else make_simulator(scenario)
+    estimates = reads_estimates(policy)
     out: list[dict[str, Any]] = []
     for seed in seeds:
         t0 = time.perf_counter()
-        m = run_episode(policy, sim, seed)
+        m = run_episode(policy, sim, seed, estimates=estimates)
         rec: dict[str, Any] = {
             "policy": policy.name,
             "scenario": scenario.name,

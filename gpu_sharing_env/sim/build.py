@@ -90,6 +90,15 @@ class ScenarioWorkload:
     pred_cfg: PredictorConfig = field(default_factory=PredictorConfig)
 
     def __call__(self, rng: np.random.Generator) -> ScenarioJobs:
+        return self._draw(rng, True)
+
+    def without_predictor(self, rng: np.random.Generator) -> ScenarioJobs:
+        """The same jobs as ``self(rng)`` (the same draws from ``rng``), with no predictor
+        built (``predictor`` None: no warm start), for an episode without estimates
+        (``Simulator.reset(estimates=False)``)."""
+        return self._draw(rng, False)
+
+    def _draw(self, rng: np.random.Generator, predict: bool) -> ScenarioJobs:
         off = self.cfg.workload.offline
         on = self.cfg.workload.online
         horizon_s = self.cfg.horizon_h * 3600.0
@@ -107,7 +116,7 @@ class ScenarioWorkload:
             jobs = attach_estimates(
                 jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups
             )
-        else:
+        elif predict:
             predictor = OnlinePredictor(self.pred_cfg, history, exact=off.estimate_sigma == 0)
         first_id = max((j.job_id for j in jobs), default=-1) + 1
         if on.num_services:

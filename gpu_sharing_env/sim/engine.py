@@ -114,6 +114,7 @@ __all__ = [
     "_NOISE_SCALE",
     "Decision",
     "IllegalDecision",
+    "NoEstimatesError",
     "Simulator",
     "WorkloadFn",
 ]
@@ -175,6 +176,19 @@ class Decision:
 
 class IllegalDecision(ValueError):
     """A decision the legality function rejects; the message says why."""
+
+
+class NoEstimatesError(RuntimeError):
+    """A read of duration estimates in an episode run without them (``Simulator.reset(
+    estimates=False)``: the evaluation runner's choice for a policy whose class declares
+    ``reads_estimates = False``); ``what``: the read and why it needs estimates."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what}, but this episode runs without duration estimates: the policy's class"
+            " declares reads_estimates = False (HeuristicPolicy.reads_estimates); a policy that"
+            " reads estimates must leave it True"
+        )
 
 
 #: Source of ``Simulator.uid``.
@@ -341,6 +355,9 @@ class Simulator:
 
     def set_window_order(self, order: str) -> None:
         """Set :attr:`window_order` now: the queued jobs are re-keyed in the new order."""
+        if order != "fifo" and not self.lifecycle.estimates:
+            checked_order(order)
+            raise NoEstimatesError(f"window_order={order!r} orders the queue by estimates")
         self.waiting.set_order(order)
 
     # ================================================================== observers, watches
@@ -382,6 +399,7 @@ class Simulator:
         mechanisms: MechanismConfig | None = None,
         decision_scope: str | None = None,
         window_order: str | None = None,
+        estimates: bool = True,
     ) -> None:
         """Start an episode; the same seed gives the same episode, bit for bit.
 
@@ -391,6 +409,9 @@ class Simulator:
                 policy's switched on); None keeps the current ones.
             decision_scope: ``"window"`` or ``"queue"`` (:attr:`decision_scope`); None keeps it.
             window_order: ``"fifo"`` or ``"predicted"`` (:attr:`window_order`); None keeps it.
+            estimates: False: an episode without duration estimates (:attr:`estimates`), for a
+                policy that reads none (``HeuristicPolicy.reads_estimates``; the evaluation
+                runner's choice, never the env's). Every other record is the same bit for bit.
         """
         if mechanisms is not None:
             self._use_mechanisms(mechanisms)
@@ -398,9 +419,17 @@ class Simulator:
             self.waiting.set_scope(decision_scope)
         if window_order is not None:
             checked_order(window_order)  # (the queue is rebuilt below)
+        if not estimates and (window_order or self.waiting.order) != "fifo":
+            raise NoEstimatesError(
+                f"window_order={window_order or self.waiting.order!r} orders the queue by estimates"
+            )
         ss = np.random.SeedSequence(seed)
         w_ss, f_ss, n_ss = ss.spawn(3)
-        drawn = self.workload(np.random.default_rng(w_ss))
+        if estimates:
+            drawn = self.workload(np.random.default_rng(w_ss))
+        else:  # (the same draw; a workload that can skips building its predictor)
+            draw = getattr(self.workload, "without_predictor", self.workload)
+            drawn = draw(np.random.default_rng(w_ss))
         specs = sorted(drawn, key=lambda s: (s.submit_s, s.job_id))
         predictor: OnlinePredictor | None = getattr(drawn, "predictor", None)
         ids = [s.job_id for s in specs]
@@ -421,7 +450,7 @@ class Simulator:
         self.load.monitor.reset(jobs)
         self.load.reset(np.random.default_rng(n_ss), mech)
         self.faults.reset(jobs, np.random.default_rng(f_ss), mech)
-        self.lifecycle.reset(jobs, predictor)
+        self.lifecycle.reset(jobs, predictor, estimates)
         self.done = False
         self.n_events = 0
         table.schedule_next_arrival()
@@ -461,8 +490,18 @@ class Simulator:
 
     @property
     def predictor(self) -> OnlinePredictor | None:
-        """The episode's duration predictor (None: estimates come with the specs)."""
+        """The episode's duration predictor (None: estimates come with the specs, or there are
+        none: :attr:`estimates`)."""
         return self.lifecycle.predictor
+
+    @property
+    def estimates(self) -> bool:
+        """Whether this episode has duration estimates (``reset(estimates=...)``). Without,
+        there is no predictor, every queued offline job's ``est_work_s`` is NaN, and the reads
+        of estimates (``ClusterView.est_remaining_s``, ``sjf_facts``, ``group_stats``,
+        ``JobView.est_remaining_s``, :meth:`migration_candidates`, the ``"predicted"`` window
+        order) raise :class:`NoEstimatesError`."""
+        return self.lifecycle.estimates
 
     @property
     def health(self) -> np.ndarray:
@@ -541,6 +580,8 @@ class Simulator:
         function of the state: asked twice at one decision point, the same list."""
         if n <= 0 or self.done:
             return []
+        if not self.lifecycle.estimates:
+            raise NoEstimatesError("migration_candidates ranks running jobs by estimated work left")
         c = self.cluster
         jobs, now = self.table.jobs, self.now
         scored: list[tuple[float, int]] = []

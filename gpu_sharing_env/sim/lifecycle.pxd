@@ -24,6 +24,7 @@ cdef class Lifecycle:
     cdef public object _sim
     cdef public dict _suspended
     cdef public _JobTable _table
+    cdef public bint estimates
     cdef public object predictor
 
     cpdef arrive(self, JobState st)

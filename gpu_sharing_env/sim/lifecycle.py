@@ -90,6 +90,7 @@ class Lifecycle:
         "_sim",
         "_suspended",
         "_table",
+        "estimates",
         "predictor",
     )
 
@@ -126,10 +127,16 @@ class Lifecycle:
         #: The duration predictor of this episode (``workload.predictor``; None: estimates come
         #: with the specs): asked at each offline arrival, fed each finished offline run.
         self.predictor: OnlinePredictor | None = None
+        #: False: the episode runs without duration estimates (``Simulator.reset(estimates=
+        #: False)``): no predictor, and every offline job queues with a NaN estimate.
+        self.estimates = True
 
-    def reset(self, jobs: dict[int, JobState], predictor: OnlinePredictor | None) -> None:
+    def reset(
+        self, jobs: dict[int, JobState], predictor: OnlinePredictor | None, estimates: bool = True
+    ) -> None:
         self._jobs = jobs
-        self.predictor = predictor
+        self.predictor = predictor if estimates else None
+        self.estimates = estimates
         self._suspended = {}
 
     # ================================================================== arrivals
@@ -150,11 +157,14 @@ class Lifecycle:
         self.enqueue(st)
 
     def enqueue(self, st: JobState) -> None:
-        """Queue ``st`` (an offline job with the predictor's estimate, made now)."""
+        """Queue ``st`` (an offline job with the predictor's estimate, made now; without
+        estimates, a NaN one: the spec's own may be a placeholder that is the truth)."""
         now = self._sim.now
         if self.predictor is not None and not st.online:
             # the estimate in force while it waits: the predictor's, made now
             st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
+        elif not self.estimates and not st.online:
+            st.spec = st.spec.without_estimate()
         self._table.set_status(st, _QUEUED)
         st.ledger.enqueue_t = now
         self._queue.add(st)

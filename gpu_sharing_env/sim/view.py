@@ -23,7 +23,7 @@ from gpu_sharing_env.physics.interference import Resident
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.codec import ActionCodec
 from gpu_sharing_env.sim.constants import _QUEUED
-from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.engine import Decision, NoEstimatesError, Simulator
 from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
@@ -87,8 +87,12 @@ class JobView:
 
     @property
     def est_remaining_s(self) -> float:
-        """Estimated remaining reference-GPU seconds (estimate minus observed progress)."""
-        return max(0.0, self.est_work_s - self.work_done)
+        """Estimated remaining reference-GPU seconds (estimate minus observed progress).
+        :class:`NoEstimatesError` for a job with no estimate (NaN: ``Simulator.estimates``)."""
+        left = self.est_work_s - self.work_done
+        if left != left:
+            raise NoEstimatesError(f"JobView.est_remaining_s of job {self.job_id}")
+        return max(0.0, left)
 
 
 def _make_new_view() -> Callable[..., JobView]:
@@ -445,6 +449,8 @@ class ClusterView:
 
     def est_remaining_s(self, ids: Sequence[int]) -> np.ndarray:
         """``JobView.est_remaining_s`` of jobs ``ids``, without building views."""
+        if not self._sim.estimates:
+            raise NoEstimatesError("ClusterView.est_remaining_s")
         jobs = self._sim.jobs
         return np.array(
             [max(0.0, jobs[i].spec.est_work_s - jobs[i].work_done) for i in ids], dtype=np.float64
@@ -493,6 +499,8 @@ class ClusterView:
         :meth:`submit_times` and :meth:`mask_signatures` as Python objects, in one pass and
         without numpy arrays (``SjfPredicted`` reads them for the one or two jobs new in the
         queue at a decision; ``tests/test_sjf_facts.py`` compares them with those methods')."""
+        if not self._sim.estimates:
+            raise NoEstimatesError("ClusterView.sjf_facts")
         jobs = self._sim.jobs
         out = []
         for i in ids:
@@ -696,9 +704,12 @@ class ClusterView:
         """What the cluster's log says about the job's recurring group now: finished runs seen,
         their mean and spread of log run time, the group's last submission and its median gap
         (the estimated period); ``None`` when the scenario has no online predictor
-        (``estimator: noise``). Only finished runs and past submissions: no truth."""
+        (``estimator: noise``). Only finished runs and past submissions: no truth.
+        :class:`NoEstimatesError` in an episode without estimates (``Simulator.estimates``)."""
         pred = self._sim.predictor
         if pred is None:
+            if not self._sim.estimates:
+                raise NoEstimatesError("ClusterView.group_stats")
             return None
         return pred.group_stats(self._sim.jobs[job_id].spec, self.now_s)
 

@@ -184,6 +184,16 @@ class JobSpec:
             _require(False, "est_work_s", "> 0")
         return _copy_with(self, est_work_s)
 
+    def without_estimate(self) -> JobSpec:
+        """This spec with no estimate: ``est_work_s`` NaN (an episode run without the duration
+        predictor, ``Simulator.reset(estimates=False)``, where a placeholder could be the
+        truth); ``self`` when it has none already. The only spec whose estimate breaks the
+        rule ``with_estimate`` and ``__init__`` check."""
+        e = self.est_work_s
+        if e != e:
+            return self
+        return _copy_with(self, math.nan)
+
 
 class JobSpecError(ValueError):
     """A job field breaks a rule; the message names the field and the rule."""
