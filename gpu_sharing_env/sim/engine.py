@@ -191,6 +191,13 @@ class NoEstimatesError(RuntimeError):
         )
 
 
+def _fifo_without_estimates(order: str) -> None:
+    """An episode without duration estimates keeps its queue in FIFO order: any other order
+    ranks jobs by their estimates (:class:`NoEstimatesError`)."""
+    if order != "fifo":
+        raise NoEstimatesError(f"window_order={order!r} orders the queue by estimates")
+
+
 #: Source of ``Simulator.uid``.
 _UIDS = itertools.count()
 
@@ -355,9 +362,8 @@ class Simulator:
 
     def set_window_order(self, order: str) -> None:
         """Set :attr:`window_order` now: the queued jobs are re-keyed in the new order."""
-        if order != "fifo" and not self.lifecycle.estimates:
-            checked_order(order)
-            raise NoEstimatesError(f"window_order={order!r} orders the queue by estimates")
+        if not self.lifecycle.estimates:
+            _fifo_without_estimates(checked_order(order))
         self.waiting.set_order(order)
 
     # ================================================================== observers, watches
@@ -419,10 +425,8 @@ class Simulator:
             self.waiting.set_scope(decision_scope)
         if window_order is not None:
             checked_order(window_order)  # (the queue is rebuilt below)
-        if not estimates and (window_order or self.waiting.order) != "fifo":
-            raise NoEstimatesError(
-                f"window_order={window_order or self.waiting.order!r} orders the queue by estimates"
-            )
+        if not estimates:
+            _fifo_without_estimates(window_order or self.waiting.order)
         ss = np.random.SeedSequence(seed)
         w_ss, f_ss, n_ss = ss.spawn(3)
         if estimates:
