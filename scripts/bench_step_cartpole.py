@@ -1,13 +1,16 @@
 """Raw env steps beside CartPole-v1 in one process (issue 51's speed bars).
 
 For each case of ``SIZES`` (``v2:default``, ``v1:default``, ``v2:1024``: an env version and
-``default`` or a GPU count, a scaled ``default`` with ``pruning="classes"`` for v2), the least
+``default`` or a GPU count, a scaled ``default`` with ``pruning="classes"`` for v2 and
+``max_candidates=MAXC`` (65536: the queue scope's legal moves reach 15,511 at 1,024 GPUs);
+a count with ``w`` after it, ``v2:1024w``, the same fleet with ``decision_scope="window"``
+and the default ``max_candidates``: candidates for the window's jobs only), the least
 CPU time (``time.process_time``) over ``R`` repeats of the same ``K`` seeded random-legal-action
 steps (episodes reset with seeds 0, 1, 2, ... as they end; the first reset not timed; ``K1024``
 steps for a scaled fleet), and CartPole-v1's the same before and after. ``PYTHONPATH`` selects
 the tree, so two trees alternate with the same interpreter. Prints one JSON line::
 
-    PYTHONPATH=. R=3 K=1000 K1024=30 SIZES=v2:default,v1:default,v2:1024 \\
+    PYTHONPATH=. R=3 K=1000 K1024=30 SIZES=v2:default,v1:default,v2:1024,v2:1024w \\
         python scripts/bench_step_cartpole.py
 """
 
@@ -70,9 +73,12 @@ def main() -> None:
             env, k = gym.make(env_id, scenario=cfg), K
         else:
             kw: dict[str, Any] = {}
-            if version == "v2":
+            window = size.endswith("w")
+            if version == "v2" and window:
+                kw = {"pruning": "classes", "decision_scope": "window"}
+            elif version == "v2":
                 kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
-            env = gym.make(env_id, scenario=scaled_scenario(cfg, int(size)), **kw)
+            env = gym.make(env_id, scenario=scaled_scenario(cfg, int(size.rstrip("w"))), **kw)
             k = int(os.environ.get("K1024", "30"))
         out[key + "_us"] = round(min(once(env, k) for _ in range(R)), 1)
         env.close()
