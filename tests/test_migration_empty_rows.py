@@ -1,7 +1,8 @@
-"""``Simulator.migration_mask`` computed on the empty GPUs only (compiled: ``_empty_rows`` for a
-single-GPU job, from the cluster's typed views) against today's formula, ``placement_mask`` of
-the job & the empty, ready GPUs (zeroed while it sets up): the same booleans, shape, dtype and
-read-only flag for every running job at every decision point of several random-legal
+"""``Simulator.migration_mask`` computed on the empty GPUs only (compiled: set from the targets
+``_single_targets`` finds on them for a single-GPU job, from the cluster's typed views) against
+today's formula, ``placement_mask`` of the job & the empty, ready GPUs (zeroed while it sets
+up): the same booleans, shape, dtype and read-only flag for every running job at every
+decision point of several random-legal
 ``GpuSharing-v2`` episodes (cut) of ``default``, ``mig-a100``, ``default-x2`` and ``pai-busy``
 (pruned). Run compiled and with ``GSG_PURE_PYTHON=1`` (there the formula itself on the rows of
 the empty GPUs)."""
@@ -29,7 +30,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-#: Both modules compiled: a single-GPU job's mask comes from the typed loop (a ``uint8`` array
+#: Both modules compiled: a single-GPU job's mask comes from the typed pass (a ``uint8`` array
 #: seen as booleans).
 TYPED = {"gpu_sharing_env.sim.legality", "gpu_sharing_env.fleet.cluster"} <= set(
     gpu_sharing_env.COMPILED
