@@ -147,8 +147,8 @@ class Legality:
     """Placement masks (memoised per job and per signature) and the legality of decisions."""
 
     __slots__ = (
-        "_cluster",
         "_all",
+        "_cluster",
         "_jobs",
         "_lifecycle",
         "_mask_cache",
