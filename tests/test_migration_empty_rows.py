@@ -18,6 +18,7 @@ import pytest
 
 import gpu_sharing_env
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import decidable_ids
 
@@ -90,8 +91,9 @@ def test_migration_mask_on_the_empty_gpus(name: str, kw: dict[str, Any]) -> None
 
 
 def _check_targets(sim: Any, step: int) -> tuple[int, int]:
-    """``Legality.targets`` of each decidable queued job and ``Legality.migration_targets`` of
-    each running job against their formulas (each asked twice: computed, then memoised): as the
+    """``Legality.targets`` of each decidable queued job (and ``Simulator.check`` of some of its
+    placements, answered from them) and ``Legality.migration_targets`` of each running job
+    against their formulas (each asked twice: computed, then memoised): as the
     build left the memos, or afresh (the memos emptied), the targets or the masks first;
     (arrays compared, non-empty ones)."""
     leg = sim.legality
@@ -110,6 +112,11 @@ def _check_targets(sim: Any, step: int) -> tuple[int, int]:
             assert got.dtype == np.int64
             np.testing.assert_array_equal(got, want)
         assert sim.placeable(jid) == (len(want) > 0)
+        # ``Simulator.check`` answers from the targets at hand: legal iff listed
+        n_opts = len(sim.options)
+        for x in range(0, c.n_gpus * n_opts, 1 + c.n_gpus * n_opts // 40):
+            legal = sim.check(Decision(jid, x // n_opts, x % n_opts)) is None
+            assert legal == (x in set(want.tolist()))
         n, full = n + 1, full + (len(want) > 0)
     for jid in sorted(sim.jobs):
         st = sim.jobs[jid]

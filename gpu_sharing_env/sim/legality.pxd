@@ -7,9 +7,9 @@ from gpu_sharing_env.fleet.cluster cimport _JobViews as _JV, _StateViews as _SV
 from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 cdef class Legality:
-    cdef public object _all
     cdef public object _cluster
     cdef public dict _jobs
+    cdef public dict _jv
     cdef public object _lifecycle
     cdef public dict _mask_cache
     cdef public object _mig_empty
@@ -18,6 +18,7 @@ cdef class Legality:
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public _Queue _queue
+    cdef public object _scratch
     cdef public dict _sig_masks
     cdef public dict _sig_ok
     cdef public dict _sig_targets
@@ -36,23 +37,27 @@ cdef class Legality:
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
     cpdef bint _typed(self, spec)
-    cpdef _typed_targets(self, spec, idx)
+    cpdef _typed_targets(self, sig, spec, bint empty)
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
     cpdef check(self, d)
 
-# A single-GPU job's legal placements on some GPUs, from the cluster's typed views (its own
-# extension types: fleet/cluster.pxd), written to ``buf``; how many.
-@cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t,
-               at=Py_ssize_t, n_r=cython.longlong, md=cython.longlong, free=cython.uchar,
-               room=cython.uchar, b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar,
-               sm=cython.longlong, mbits=cython.longlong, m_ts=cython.longlong,
-               m_mps=cython.longlong, m_mig=cython.longlong)
-cdef Py_ssize_t _single_targets(long long[:] buf, long long[:] idx, _SV v, _JV jv,
-                                bint online, double mem, long long max_res,
-                                Py_ssize_t n_excl, Py_ssize_t n_ts, Py_ssize_t mps0,
-                                Py_ssize_t join0, Py_ssize_t mig0, Py_ssize_t n_mig,
-                                Py_ssize_t n_opts)
+# A kept buffer and its typed view (``_single_targets`` writes there).
+cdef class _Scratch:
+    cdef object arr
+    cdef long long[:] buf
+
+# A single-GPU job's legal placements on every GPU or on the empty, ready ones, from the
+# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices.
+@cython.locals(g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
+               n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
+               b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
+               mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
+               m_mig=cython.longlong, buf=cython.longlong[:])
+cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
+                            long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
+                            Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
+                            Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])

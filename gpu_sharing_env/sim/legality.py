@@ -10,11 +10,12 @@ anything (answered without building the mask: ``Cluster.placeable``). It answers
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_sharing_env.fleet.cluster import _MIG, _MPS, _TS, Cluster
+from gpu_sharing_env.fleet.cluster import _MIG, _MPS, _TS, Cluster, _no_views
 from gpu_sharing_env.sim.constants import _QUEUED, _RUNNING
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
@@ -24,6 +25,12 @@ try:
     import cython
 except ModuleNotFoundError:  # no Cython at run time: the same no-ops
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+# compiled: the cluster's typed views of its state, C-callable (cluster.pxd)
+if cython.compiled:
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
+else:
+    from gpu_sharing_env.fleet.cluster import _views_of
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -45,11 +52,27 @@ _NO_TARGETS = np.zeros(0, dtype=np.int64)
 _NO_TARGETS.setflags(write=False)
 
 
+@cython.cclass
+class _Scratch:
+    """A kept int64 buffer (``arr``, room for every (GPU, option) cell) and its typed view
+    (``buf``), acquired once: where ``_single_targets`` writes before its answer is copied out.
+    A pickle or deep copy of one is None (its owner makes another)."""
+
+    arr: object
+    buf: cython.longlong[:]
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr = arr
+        self.buf = arr
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 @cython.boundscheck(False)  # (every index is in range by construction)
 @cython.wraparound(False)
 def _single_targets(
-    buf: np.ndarray,
-    idx: np.ndarray,
+    s: Any,
     v: Any,
     jv: Any,
     online: bool,
@@ -62,23 +85,27 @@ def _single_targets(
     mig0: int,
     n_mig: int,
     n_opts: int,
-) -> int:
-    """A single-GPU job's legal placements on the GPUs ``idx`` (ascending) as flat indices
-    ``gpu * n_opts + option``, rising, written to the front of ``buf`` (room for ``len(idx) *
-    n_opts``); how many (compiled only, no gpulets). The rules of the cluster's own mask loop
-    (``fleet.cluster._single_rows``, not a gang) read through the cluster's typed views of its
-    state (``v``) and of the job's static parts (``jv``): the same integer comparisons and the
-    same double addition and comparison for memory (``mem_decl + mem <= cap_eps``). The
-    options are visited in the layout's order (exclusive, time-sharing, the MPS shares, MIG),
-    so the indices rise. Declared in ``legality.pxd``; ``Legality.targets`` (every GPU) and
-    ``Legality.migration_targets`` (the empty, ready GPUs) call it."""
+    empty: bool,
+) -> np.ndarray:
+    """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
+    (int64; compiled only, no gpulets): on every GPU, or with ``empty`` on the empty, ready ones
+    only (a migration's destinations). Written to the kept buffer ``s`` (a :class:`_Scratch`),
+    then copied out. The rules of the cluster's own mask loop (``fleet.cluster._single_rows``,
+    not a gang) read through the cluster's typed views of its state (``v``) and of the job's
+    static parts (``jv``): the same integer comparisons and the same double addition and
+    comparison for memory (``mem_decl + mem <= cap_eps``). The options are visited in the
+    layout's order (exclusive, time-sharing, the MPS shares, MIG), so the indices rise.
+    Declared in ``legality.pxd``; ``Legality.targets`` and ``Legality.migration_targets`` call
+    it."""
+    buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = idx.shape[0]
+    n = v.n_res.shape[0]
     c = 0
-    for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
-        g = idx[i]
-        at = g * n_opts
+    for g in range(n):  # (the views' fields indexed in place: no view taken out of them)
         n_r = v.n_res[g]
+        if empty and (n_r != 0 or not v.ready[g]):
+            continue
+        at = g * n_opts
         md = v.mode[g]
         free = n_r == 0
         room = n_r < max_res
@@ -105,7 +132,7 @@ def _single_targets(
                 if (mbits & jv.bits[k, g]) != 0:
                     buf[c] = at + mig0 + k
                     c += 1
-    return c
+    return s.arr[:c].copy()
 
 
 @cython.boundscheck(False)  # (every index is in range by construction)
@@ -147,9 +174,9 @@ class Legality:
     """Placement masks (memoised per job and per signature) and the legality of decisions."""
 
     __slots__ = (
-        "_all",
         "_cluster",
         "_jobs",
+        "_jv",
         "_lifecycle",
         "_mask_cache",
         "_mig_empty",
@@ -158,6 +185,7 @@ class Legality:
         "_mig_version",
         "_n_options",
         "_queue",
+        "_scratch",
         "_sig_masks",
         "_sig_ok",
         "_sig_targets",
@@ -170,8 +198,10 @@ class Legality:
         self._cluster = cluster
         self._queue = queue
         self._n_options = len(cluster.options)
-        #: Every GPU, ascending (int64): where ``targets`` looks.
-        self._all = np.arange(cluster.n_gpus, dtype=np.int64)
+        #: Per mask signature, the job's typed static parts (``Masks.static_parts``), and the
+        #: buffer the typed pass writes to (``_single_targets``; made on first use).
+        self._jv: dict[tuple[Any, ...], Any] = {}
+        self._scratch: _Scratch | None = None
         self._lifecycle: Lifecycle | None = None
         self._jobs: dict[int, JobState] = {}
         #: Per queued job: (cluster version, mask, mask allows anything).
@@ -271,7 +301,7 @@ class Legality:
         if flat is None:
             if self._typed(spec):  # (one typed pass over every GPU; it answers ``placeable``)
                 if self._sig_ok.get(sig, True):
-                    flat = self._typed_targets(spec, self._all)
+                    flat = self._typed_targets(sig, spec, False)
                     self._sig_ok[sig] = len(flat) > 0
                 else:
                     flat = _NO_TARGETS
@@ -352,18 +382,21 @@ class Legality:
         compiled, a single-GPU job, no gpulets."""
         return bool(cython.compiled and spec.num_gpus == 1 and not self._cluster.layout.gpulets)
 
-    def _typed_targets(self, spec: JobSpec, idx: np.ndarray) -> np.ndarray:
-        """``_single_targets`` of ``spec`` on the GPUs ``idx`` (non-empty), as an array."""
+    def _typed_targets(self, sig: tuple[Any, ...], spec: JobSpec, empty: bool) -> np.ndarray:
+        """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU, or on the empty,
+        ready ones (``empty``)."""
         c = self._cluster
+        jv = self._jv.get(sig)
+        if jv is None:  # (the job's typed views, kept per signature: they never change)
+            jv = self._jv[sig] = c.masks.static_parts(spec)[3]
+        if self._scratch is None:
+            self._scratch = _Scratch(np.empty(c.n_gpus * self._n_options, dtype=np.int64))
         lay = c.layout
-        jv = c.masks.static_parts(spec)[3]  # (the job's typed views)
-        flat = np.empty(len(idx) * self._n_options, dtype=np.int64)
-        k = _single_targets(
-            flat, idx, c.state_views(), jv, spec.online, float(spec.mem_gb),
+        return _single_targets(
+            self._scratch, _views_of(c), jv, spec.online, float(spec.mem_gb),
             lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), self._n_options,
+            len(lay.mig_slices), self._n_options, empty,
         )  # fmt: skip
-        return flat[:k]
 
     def _sig_migration_targets(
         self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
@@ -376,7 +409,7 @@ class Legality:
             if not n:
                 flat = _NO_TARGETS
             elif self._typed(spec):
-                flat = self._typed_targets(spec, idx)
+                flat = self._typed_targets(sig, spec, True)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
                 flat = idx[rows] * self._n_options + opts
@@ -462,4 +495,11 @@ class Legality:
         in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
         if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
+        if in_range and self._sig_version == c.version:  # (or the targets a build read)
+            flat = self._sig_targets.get(mask_signature(st.spec))
+            if flat is not None:
+                x = gpu * self._n_options + option
+                i = bisect_left(flat, x)  # (rising: listed iff legal)
+                if i < len(flat) and flat[i] == x:
+                    return None
         return c.check(st.spec, gpu, option)
