@@ -5,17 +5,19 @@
 per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
 anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
 ``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
-(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`).
+(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A
+candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
+flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
+(``_single_targets``) without a mask.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_sharing_env.fleet.cluster import _MIG, _MPS, _TS, Cluster, _no_views
+from gpu_sharing_env.fleet.cluster import _MASK_LOOP_GPUS, _MIG, _MPS, _TS, Cluster, _no_views
 from gpu_sharing_env.sim.constants import _QUEUED, _RUNNING
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
@@ -299,7 +301,9 @@ class Legality:
             self._renew(self._cluster.version)
         flat = self._sig_targets.get(sig)
         if flat is None:
-            if self._typed(spec):  # (one typed pass over every GPU; it answers ``placeable``)
+            if self._typed(spec) and self._cluster.n_gpus < _MASK_LOOP_GPUS:
+                # (one typed pass over every GPU; it answers ``placeable``. On a larger fleet
+                # the cluster's numpy passes build the mask for less: ``Masks._single_mask``)
                 if self._sig_ok.get(sig, True):
                     flat = self._typed_targets(sig, spec, False)
                     self._sig_ok[sig] = len(flat) > 0
@@ -499,7 +503,7 @@ class Legality:
             flat = self._sig_targets.get(mask_signature(st.spec))
             if flat is not None:
                 x = gpu * self._n_options + option
-                i = bisect_left(flat, x)  # (rising: listed iff legal)
+                i = flat.searchsorted(x)  # (rising: listed iff legal)
                 if i < len(flat) and flat[i] == x:
                     return None
         return c.check(st.spec, gpu, option)
