@@ -216,7 +216,9 @@ def test_firsts_and_split_compiled_and_interpreted_agree() -> None:
         mask = rng.uniform(size=(n_gpus, n_opts)) < rng.uniform()
         gs, os_ = np.nonzero(mask)
         flat = np.flatnonzero(mask)
-        for a, b, c in zip((gs, os_), candidates._split(flat, n_opts), src._split(flat, n_opts), strict=True):
+        for a, b, c in zip(
+            (gs, os_), candidates._split(flat, n_opts), src._split(flat, n_opts), strict=True
+        ):
             assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(a, c)
         big += len(flat) > 256
         here = int(rng.integers(-1, n_nodes))
