@@ -198,13 +198,14 @@ def test_rows_read_from_state_are_the_views(scenario: str, kw: dict[str, str]) -
 @pytest.mark.skipif(
     candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
 )
-def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
-    """``_target_keys``, ``_firsts`` (a class's first target, one typed pass) and ``_nonzero``
-    (a mask's targets) give what their numpy bodies give (``np.unique``'s first index,
-    ``np.nonzero``),
-    on random classes, options, modes and nodes and on masks of every size, read-only too."""
+def test_firsts_and_split_compiled_and_interpreted_agree() -> None:
+    """``_target_keys``, ``_firsts`` (a class's first target, one typed pass) and ``_split``
+    (flat targets as GPUs and options) give what their numpy bodies give (``np.unique``'s
+    first index, ``np.nonzero``), on random classes, options, modes and nodes and on the
+    targets of masks of every size."""
     src = interpreted(candidates)
     rng = np.random.default_rng(2)
+    big = 0
     for _ in range(300):
         n_gpus, n_opts = int(rng.integers(1, 60)), int(rng.integers(1, 8))
         n_cls, n_nodes = int(rng.integers(1, n_gpus + 1)), int(rng.integers(1, 9))
@@ -213,11 +214,13 @@ def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
         opt_mode = rng.integers(-2, 4, size=n_opts)
         node_of = np.sort(rng.integers(0, n_nodes, size=n_gpus))
         mask = rng.uniform(size=(n_gpus, n_opts)) < rng.uniform()
-        mask.flags.writeable = bool(rng.integers(2))
-        gs, os_ = candidates._nonzero(mask)
-        want = np.nonzero(mask)
-        for a, b, c in zip((gs, os_), want, src._nonzero(mask), strict=True):
-            assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(b, c)
+        gs, os_ = np.nonzero(mask)
+        flat = np.flatnonzero(mask)
+        for a, b, c in zip(
+            (gs, os_), candidates._split(flat, n_opts), src._split(flat, n_opts), strict=True
+        ):
+            assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(a, c)
+        big += len(flat) > 256
         here = int(rng.integers(-1, n_nodes))
         picks = []
         for mod in (candidates, src):
@@ -229,6 +232,7 @@ def test_firsts_and_nonzero_compiled_and_interpreted_agree() -> None:
             picks.append((keys, pick))
         assert np.array_equal(picks[0][0], picks[1][0])
         assert np.array_equal(picks[0][1], picks[1][1])
+    assert big > 0  # (the typed walk's size)
 
 
 @pytest.mark.parametrize("scenario", ["pai-busy", "default-x2"])

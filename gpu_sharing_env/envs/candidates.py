@@ -522,17 +522,15 @@ def _firsts(
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: ``flat``'s, the outputs as long)
 @cython.wraparound(False)
-def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.nonzero`` of a 2-d ``mask``: its true cells' rows and columns, row-major, as int64
-    arrays. Compiled, a mask of more than 256 cells is walked flat (``np.flatnonzero``, then a
-    typed split into row and column as the rising flat indices pass each row's start:
-    ``np.nonzero``'s 2-d walk costs ~3x more there)."""
-    if cython.compiled and mask.size > 256:
-        flat = np.flatnonzero(mask)
+def _split(flat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rising flat indices ``row * n + column`` as their rows and columns (int64 arrays;
+    ``np.nonzero``'s order of their mask). Compiled, over 256 of them are split by a typed walk
+    as the indices pass each row's start (``np.divmod``'s integer division costs ~6x more
+    there); else ``np.divmod``."""
+    if cython.compiled and len(flat) > 256:
         gs = np.empty(len(flat), dtype=np.int64)
         os_ = np.empty(len(flat), dtype=np.int64)
         fv, gv, ov = flat, gs, os_
-        n = mask.shape[1]
         g = 0
         base = 0  # (g x n: the first flat index of row g)
         for i in range(fv.shape[0]):
@@ -543,7 +541,7 @@ def _nonzero(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             gv[i] = g
             ov[i] = f - base
         return gs, os_
-    gs, os_ = np.nonzero(mask)
+    gs, os_ = np.divmod(flat, n)
     return gs, os_
 
 
@@ -690,14 +688,15 @@ class CandidateBuilder:
         n_opts = len(sim.options)
         blocks: list[tuple[int, np.ndarray]] = []
         total = 1
+        # (a job's targets as flat indices of its mask, shared by the jobs of one mask
+        # signature for the cluster's version: ``Legality.targets``, no per-job mask)
+        legality = sim.legality
         for jid in decidable_ids(sim):
-            if not sim.placeable(jid):
+            flat = legality.targets(jid)
+            if not len(flat):  # (nothing fits: ``placeable`` is false)
                 continue
-            mask = sim.mask(jid)
-            if memo.classes is None:
-                flat = memo.flat(mask)
-            else:
-                gs, os_ = memo.targets(mask)
+            if memo.classes is not None:
+                gs, os_ = memo.split(flat, n_opts)
                 gs, os_ = self._prune(memo, jid, gs, os_, -1)
                 flat = gs * n_opts + os_
             total = self._add(jid, flat, blocks, total)
@@ -706,7 +705,7 @@ class CandidateBuilder:
         c = sim.cluster
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
         # (the legality's memo of them for the cluster's version, which the masks read too)
-        empty = len(sim.legality.empty_ready()) > 0
+        empty = len(legality.empty_ready()) > 0
         running = sorted({j for res in c.residents for j in res}) if empty else []
         now = sim.now
         for jid in running:
@@ -714,12 +713,11 @@ class CandidateBuilder:
             # (a job still setting up cannot move: its migration mask is empty)
             if st.status is not Status.RUNNING or st.setup_until > now:
                 continue
-            # (the running jobs of one mask signature share one mask: its targets found once)
-            mask = sim.migration_mask(jid)
-            if memo.classes is None:
-                flat = memo.flat(mask)
-            else:
-                gs, os_ = memo.targets(mask)
+            # (the running jobs of one mask signature share its targets, found once:
+            # ``Legality.migration_targets``)
+            flat = legality.migration_targets(jid)
+            if memo.classes is not None:
+                gs, os_ = memo.split(flat, n_opts)
                 if len(gs):
                     here = int(c.node_of[st.gpus[0]])
                     gs, os_ = self._prune(memo, jid, gs, os_, here)
@@ -1318,34 +1316,26 @@ def _gang_one_node(
 
 
 class _Memo:
-    """What one build shares between jobs: the targets of each placement mask (jobs of one
-    mask signature share the mask object) and, pruned, each (mask targets, request) pair's
-    choice of targets before the kept moves are added."""
+    """What one build shares between jobs: the (GPU, option) pairs of each array of targets
+    (the jobs of one mask signature share the array: ``Legality.targets``) and, pruned, each
+    (targets, request) pair's choice of targets before the kept moves are added."""
 
-    __slots__ = ("_flat", "_picks", "_targets", "classes", "kept")
+    __slots__ = ("_picks", "_split", "classes", "kept")
 
     def __init__(self, classes: TargetClasses | None) -> None:
         self.classes = classes
         self.kept: dict[int, list[tuple[int, int]]] = {}
-        self._flat: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._split: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._picks: dict[tuple[object, ...], tuple[Any, ...]] = {}
 
-    def flat(self, mask: np.ndarray) -> np.ndarray:
-        """The legal targets of ``mask`` (GPU x option) as flat indices ``gpu * n_options +
-        option``, rising (GPU-major, as :meth:`targets`)."""
-        hit = self._flat.get(id(mask))
-        if hit is None or hit[0] is not mask:
-            # (``np.flatnonzero``'s own two steps, as methods: ~4x fewer instructions)
-            hit = self._flat[id(mask)] = (mask, mask.ravel().nonzero()[0])
-        return hit[1]
-
-    def targets(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The legal (GPU, option) pairs of ``mask``, GPU-major (``np.argwhere``'s order)."""
-        hit = self._targets.get(id(mask))
-        if hit is None or hit[0] is not mask:
-            gs, os_ = _nonzero(mask)
-            hit = self._targets[id(mask)] = (mask, gs, os_)
+    def split(self, flat: np.ndarray, n_opts: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (GPU, option) pairs of rising flat targets ``gpu * n_opts + option``, as int64
+        arrays, GPU-major (``np.nonzero`` of their mask: the same order); shared by the jobs of
+        one ``flat`` (its :meth:`picks` are keyed by these arrays)."""
+        hit = self._split.get(id(flat))
+        if hit is None or hit[0] is not flat:
+            gs, os_ = _split(flat, n_opts)
+            hit = self._split[id(flat)] = (flat, gs, os_)
         return hit[1], hit[2]
 
     def picks(

@@ -9,15 +9,19 @@ from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 cdef class Legality:
     cdef public object _cluster
     cdef public dict _jobs
+    cdef public dict _jv
     cdef public object _lifecycle
     cdef public dict _mask_cache
     cdef public object _mig_empty
     cdef public dict _mig_masks
+    cdef public dict _mig_targets
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public _Queue _queue
+    cdef public object _scratch
     cdef public dict _sig_masks
     cdef public dict _sig_ok
+    cdef public dict _sig_targets
     cdef public object _sig_version
     cdef public object _sim
 
@@ -26,20 +30,34 @@ cdef class Legality:
     cpdef mask(self, job_id)
     cpdef entry(self, job_id)
     cpdef sig_entry(self, sig, spec)
+    cpdef _renew(self, version)
+    cpdef targets(self, job_id)
     cpdef placeable(self, job_id)
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
+    cpdef migration_targets(self, job_id)
+    cpdef bint _typed(self, spec)
+    cpdef _typed_targets(self, sig, spec, bint empty)
+    cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
     cpdef check(self, d)
 
-# A single-GPU job's mask on the empty GPUs only, from the cluster's typed views (its own
-# extension types: fleet/cluster.pxd).
-@cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, b=cython.uchar,
-               sh_room=cython.uchar, mb=cython.uchar, no_limit=cython.uchar, room=cython.bint,
-               sm=cython.longlong, mbits=cython.longlong)
-cdef void _empty_rows(unsigned char[:, :] out, long long[:] idx, _SV v, _JV jv, bint online,
-                      double mem, long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
-                      Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0, Py_ssize_t n_mig)
+# A kept buffer and its typed view (``_single_targets`` writes there).
+cdef class _Scratch:
+    cdef object arr
+    cdef long long[:] buf
+
+# A single-GPU job's legal placements on every GPU or on the empty, ready ones, from the
+# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices.
+@cython.locals(g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
+               n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
+               b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
+               mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
+               m_mig=cython.longlong, buf=cython.longlong[:])
+cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
+                            long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
+                            Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
+                            Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])

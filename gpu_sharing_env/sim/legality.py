@@ -5,7 +5,10 @@
 per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
 anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
 ``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
-(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`).
+(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A
+candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
+flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
+(``_single_targets``) without a mask.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_sharing_env.fleet.cluster import Cluster
+from gpu_sharing_env.fleet.cluster import _MASK_LOOP_GPUS, _MIG, _MPS, _TS, Cluster, _no_views
 from gpu_sharing_env.sim.constants import _QUEUED, _RUNNING
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
@@ -24,6 +27,12 @@ try:
     import cython
 except ModuleNotFoundError:  # no Cython at run time: the same no-ops
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
+# compiled: the cluster's typed views of its state, C-callable (cluster.pxd)
+if cython.compiled:
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
+else:
+    from gpu_sharing_env.fleet.cluster import _views_of
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -40,11 +49,32 @@ SUSPEND = -1
 MaskEntry = tuple[int, np.ndarray, bool]
 
 
+#: No targets (read-only, shared): a signature that fits nowhere, a job still setting up.
+_NO_TARGETS = np.zeros(0, dtype=np.int64)
+_NO_TARGETS.setflags(write=False)
+
+
+@cython.cclass
+class _Scratch:
+    """A kept int64 buffer (``arr``, room for every (GPU, option) cell) and its typed view
+    (``buf``), acquired once: where ``_single_targets`` writes before its answer is copied out.
+    A pickle or deep copy of one is None (its owner makes another)."""
+
+    arr: object
+    buf: cython.longlong[:]
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr = arr
+        self.buf = arr
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 @cython.boundscheck(False)  # (every index is in range by construction)
 @cython.wraparound(False)
-def _empty_rows(
-    out: np.ndarray,
-    idx: np.ndarray,
+def _single_targets(
+    s: Any,
     v: Any,
     jv: Any,
     online: bool,
@@ -56,36 +86,55 @@ def _empty_rows(
     join0: int,
     mig0: int,
     n_mig: int,
-) -> None:
-    """A single-GPU job's placement mask on the empty GPUs ``idx`` only (compiled only; the
-    other rows of ``out``, ``(n_gpus, n_options)`` as ``uint8``, stay as they are): the rules of
-    the cluster's own mask loop (``fleet.cluster._single_rows``) where the GPU holds no resident,
-    read through the cluster's typed views of its state (``v``) and of the job's static parts
-    (``jv``). The same integer comparisons and the same double addition and comparison for
-    memory (``mem_decl + mem <= cap_eps``: an empty GPU's declared memory is read, not assumed
-    zero). Declared in ``legality.pxd``; ``Legality.migration_mask`` calls it."""
-    room = max_res > 0  # (no resident: 0 < max_res)
-    n = idx.shape[0]
-    for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
-        g = idx[i]
+    n_opts: int,
+    empty: bool,
+) -> np.ndarray:
+    """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
+    (int64; compiled only, no gpulets): on every GPU, or with ``empty`` on the empty, ready ones
+    only (a migration's destinations). Written to the kept buffer ``s`` (a :class:`_Scratch`),
+    then copied out. The rules of the cluster's own mask loop (``fleet.cluster._single_rows``,
+    not a gang) read through the cluster's typed views of its state (``v``) and of the job's
+    static parts (``jv``): the same integer comparisons and the same double addition and
+    comparison for memory (``mem_decl + mem <= cap_eps``). The options are visited in the
+    layout's order (exclusive, time-sharing, the MPS shares, MIG), so the indices rise.
+    Declared in ``legality.pxd``; ``Legality.targets`` and ``Legality.migration_targets`` call
+    it."""
+    buf = s.buf
+    m_ts, m_mps, m_mig = _TS, _MPS, _MIG
+    n = v.n_res.shape[0]
+    c = 0
+    for g in range(n):  # (the views' fields indexed in place: no view taken out of them)
+        n_r = v.n_res[g]
+        if empty and (n_r != 0 or not v.ready[g]):
+            continue
+        at = g * n_opts
+        md = v.mode[g]
+        free = n_r == 0
+        room = n_r < max_res
         b = jv.type_ok[g] & v.ready[g]
         if not online:
             b = b & v.healthy[g]
-        if n_excl:
-            out[g, 0] = b & jv.excl[g]
+        if n_excl and b & free & jv.excl[g]:
+            buf[c] = at
+            c += 1
         sh_room = b & (v.mem_decl[g] + mem <= v.cap_eps[g]) & room
-        if n_ts:
-            out[g, n_excl] = sh_room
-        if join0 > mps0:
+        if n_ts and sh_room & (free | (md == m_ts)):
+            buf[c] = at + n_excl
+            c += 1
+        if join0 > mps0 and sh_room & (free | (md == m_mps)):
             no_limit = not v.mps_limit[g]
             sm = v.sm_used[g]
             for k in range(mps0, join0):
-                out[g, k] = sh_room & ((sm <= 100 - v.pcts[k - mps0]) | no_limit)
-        if n_mig:
-            mb = b & room & v.mig_capable[g]
+                if (sm <= 100 - v.pcts[k - mps0]) | no_limit:
+                    buf[c] = at + k
+                    c += 1
+        if n_mig and b & room & v.mig_capable[g] & (free | (md == m_mig)):
             mbits = v.creatable[v.type_idx[g], v.mig_occ[g], v.mig_used[g]]
             for k in range(n_mig):
-                out[g, mig0 + k] = mb & ((mbits & jv.bits[k, g]) != 0)
+                if (mbits & jv.bits[k, g]) != 0:
+                    buf[c] = at + mig0 + k
+                    c += 1
+    return s.arr[:c].copy()
 
 
 @cython.boundscheck(False)  # (every index is in range by construction)
@@ -129,15 +178,19 @@ class Legality:
     __slots__ = (
         "_cluster",
         "_jobs",
+        "_jv",
         "_lifecycle",
         "_mask_cache",
         "_mig_empty",
         "_mig_masks",
+        "_mig_targets",
         "_mig_version",
         "_n_options",
         "_queue",
+        "_scratch",
         "_sig_masks",
         "_sig_ok",
+        "_sig_targets",
         "_sig_version",
         "_sim",
     )
@@ -147,6 +200,10 @@ class Legality:
         self._cluster = cluster
         self._queue = queue
         self._n_options = len(cluster.options)
+        #: Per mask signature, the job's typed static parts (``Masks.static_parts``), and the
+        #: buffer the typed pass writes to (``_single_targets``; made on first use).
+        self._jv: dict[tuple[Any, ...], Any] = {}
+        self._scratch: _Scratch | None = None
         self._lifecycle: Lifecycle | None = None
         self._jobs: dict[int, JobState] = {}
         #: Per queued job: (cluster version, mask, mask allows anything).
@@ -156,10 +213,14 @@ class Legality:
         self._sig_masks: dict[tuple[Any, ...], MaskEntry] = {}
         #: Whether a signature's mask allows anything, for ``_sig_version`` (without the mask).
         self._sig_ok: dict[tuple[Any, ...], bool] = {}
+        #: A signature's legal targets as flat indices (``targets``), for ``_sig_version``.
+        self._sig_targets: dict[tuple[Any, ...], np.ndarray] = {}
         self._sig_version = -1
         #: Migration masks per mask signature (read-only, shared by the running jobs of one
-        #: signature) and the empty, ready GPUs as a column, for cluster version ``_mig_version``.
+        #: signature), their targets as flat indices (``migration_targets``) and the empty,
+        #: ready GPUs, for cluster version ``_mig_version``.
         self._mig_masks: dict[tuple[Any, ...], np.ndarray] = {}
+        self._mig_targets: dict[tuple[Any, ...], np.ndarray] = {}
         self._mig_empty: np.ndarray | None = None
         self._mig_version = -1
 
@@ -172,8 +233,10 @@ class Legality:
         self._mask_cache = {}
         self._sig_masks = {}
         self._sig_ok = {}
+        self._sig_targets = {}
         self._sig_version = -1
         self._mig_masks = {}
+        self._mig_targets = {}
         self._mig_empty = None
         self._mig_version = -1
 
@@ -213,13 +276,46 @@ class Legality:
         for the cluster's current version (the masks are read-only and shared)."""
         version = self._cluster.version
         if self._sig_version != version:
-            self._sig_masks, self._sig_ok = {}, {}
-            self._sig_version = version
+            self._renew(version)
         hit = self._sig_masks.get(sig)
         if hit is None:
             m = self._cluster.placement_mask(spec)
             hit = self._sig_masks[sig] = (version, m, bool(m.any()))
         return hit
+
+    def _renew(self, version: int) -> None:
+        """Empties the per-signature memos for cluster version ``version``."""
+        self._sig_masks, self._sig_ok, self._sig_targets = {}, {}, {}
+        self._sig_version = version
+
+    def targets(self, job_id: int) -> np.ndarray:
+        """``mask(job_id)``'s legal (gpu, option) cells as flat indices ``gpu * n_options +
+        option``, rising (int64; empty where ``placeable(job_id)`` is false): what a candidate
+        builder enumerates. Memoised per mask signature for the cluster's version (shared by
+        the queued jobs of one signature; callers must not write to it): a job costs its
+        signature and one look-up, a signature a ``placeable`` question and, where it fits,
+        its mask's nonzero cells (no per-job mask entry)."""
+        spec = self._jobs[job_id].spec
+        sig = mask_signature(spec)
+        if self._sig_version != self._cluster.version:
+            self._renew(self._cluster.version)
+        flat = self._sig_targets.get(sig)
+        if flat is None:
+            if self._typed(spec) and self._cluster.n_gpus < _MASK_LOOP_GPUS:
+                # (one typed pass over every GPU; it answers ``placeable``. On a larger fleet
+                # the cluster's numpy passes build the mask for less: ``Masks._single_mask``)
+                if self._sig_ok.get(sig, True):
+                    flat = self._typed_targets(sig, spec, False)
+                    self._sig_ok[sig] = len(flat) > 0
+                else:
+                    flat = _NO_TARGETS
+            elif self.sig_placeable(sig, spec):
+                # (``np.flatnonzero``'s own two steps, as methods: ~4x fewer instructions)
+                flat = self.sig_entry(sig, spec)[1].ravel().nonzero()[0]
+            else:
+                flat = _NO_TARGETS
+            self._sig_targets[sig] = flat
+        return flat
 
     def placeable(self, job_id: int) -> bool:
         """Whether ``mask(job_id)`` allows anything (the mask itself is not built for it)."""
@@ -233,8 +329,7 @@ class Legality:
         """``sig_entry(sig, spec)[2]`` without building the mask where there is none yet
         (``Cluster.placeable``: a gang's mask is not needed to know whether it fits)."""
         if self._sig_version != self._cluster.version:
-            self._sig_masks, self._sig_ok = {}, {}
-            self._sig_version = self._cluster.version
+            self._renew(self._cluster.version)
         ok = self._sig_ok.get(sig)
         if ok is None:
             hit = self._sig_masks.get(sig)
@@ -248,26 +343,19 @@ class Legality:
         Memoised per mask signature for the cluster's version (the mask depends on the
         signature and the GPUs' state only, which changes only with the version), so the running
         jobs of one signature share one array; a job still setting up gets zeros. Compiled, a
-        single-GPU job's is computed on the empty, ready GPUs only (``_empty_rows``: no whole
-        ``placement_mask``); else it is ``placement_mask`` of the signature on those rows."""
+        single-GPU job's is set from its targets on the empty, ready GPUs
+        (``migration_targets``: no whole ``placement_mask``); else it is ``placement_mask`` of
+        the signature on those rows."""
         st = self._jobs[job_id]
         spec = st.spec
-        c = self._cluster
         idx = self.empty_ready()  # (first: it starts the memo of a new version afresh)
         sig = mask_signature(spec)
         out = self._mig_masks.get(sig)
         if out is None:
-            # (the job's typed views: None where the cluster runs as Python)
-            jv = c.masks.static_parts(spec)[3] if cython.compiled and spec.num_gpus == 1 else None
-            lay = c.layout
-            if jv is not None and not lay.gpulets:
+            c = self._cluster
+            if self._typed(spec):
                 out8 = np.zeros((c.n_gpus, self._n_options), dtype=np.uint8)
-                if len(idx):
-                    _empty_rows(
-                        out8, idx, c.state_views(), jv, spec.online,
-                        float(spec.mem_gb), lay.sharing.max_residents, lay.n_excl, lay.n_ts,
-                        lay.mps0, lay.join0, lay.mig0, len(lay.mig_slices),
-                    )  # fmt: skip
+                out8.reshape(-1)[self._sig_migration_targets(sig, spec, idx)] = 1
                 out = out8.view(bool)
             else:
                 m = self.sig_entry(sig, spec)[1]
@@ -280,6 +368,58 @@ class Legality:
             out.setflags(write=False)
         return out
 
+    def migration_targets(self, job_id: int) -> np.ndarray:
+        """``migration_mask(job_id)``'s legal cells as flat indices ``gpu * n_options +
+        option``, rising (int64; empty while the job sets up), memoised per mask signature for
+        the cluster's version (callers must not write to it). Compiled, a single-GPU job's come
+        from one typed pass over the empty, ready GPUs (``_single_targets``: no mask); else from
+        the migration mask."""
+        st = self._jobs[job_id]
+        if st.setup_until > self._sim.now:  # still setting up: cannot move (check_migration)
+            return _NO_TARGETS
+        spec = st.spec
+        idx = self.empty_ready()  # (first: it starts the memo of a new version afresh)
+        return self._sig_migration_targets(mask_signature(spec), spec, idx)
+
+    def _typed(self, spec: JobSpec) -> bool:
+        """Whether the targets of ``spec`` come from the typed pass (``_single_targets``):
+        compiled, a single-GPU job, no gpulets."""
+        return bool(cython.compiled and spec.num_gpus == 1 and not self._cluster.layout.gpulets)
+
+    def _typed_targets(self, sig: tuple[Any, ...], spec: JobSpec, empty: bool) -> np.ndarray:
+        """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU, or on the empty,
+        ready ones (``empty``)."""
+        c = self._cluster
+        jv = self._jv.get(sig)
+        if jv is None:  # (the job's typed views, kept per signature: they never change)
+            jv = self._jv[sig] = c.masks.static_parts(spec)[3]
+        if self._scratch is None:
+            self._scratch = _Scratch(np.empty(c.n_gpus * self._n_options, dtype=np.int64))
+        lay = c.layout
+        return _single_targets(
+            self._scratch, _views_of(c), jv, spec.online, float(spec.mem_gb),
+            lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
+            len(lay.mig_slices), self._n_options, empty,
+        )  # fmt: skip
+
+    def _sig_migration_targets(
+        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
+    ) -> np.ndarray:
+        """``migration_targets`` of the jobs of signature ``sig`` (``spec`` one of them), past
+        setup; ``idx``: ``empty_ready()`` (called first)."""
+        flat = self._mig_targets.get(sig)
+        if flat is None:
+            n = len(idx)
+            if not n:
+                flat = _NO_TARGETS
+            elif self._typed(spec):
+                flat = self._typed_targets(sig, spec, True)
+            else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
+                rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
+                flat = idx[rows] * self._n_options + opts
+            self._mig_targets[sig] = flat
+        return flat
+
     def empty_ready(self) -> np.ndarray:
         """The empty, ready GPUs (ascending, int64): where a migration may go. Memoised for the
         cluster's version (``n_res`` and ``ready`` change only where it is bumped, as for the
@@ -288,6 +428,7 @@ class Legality:
         c = self._cluster
         if self._mig_version != c.version:
             self._mig_masks = {}
+            self._mig_targets = {}
             self._mig_empty = None
             self._mig_version = c.version
         idx = self._mig_empty
@@ -358,4 +499,11 @@ class Legality:
         in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
         if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
+        if in_range and self._sig_version == c.version:  # (or the targets a build read)
+            flat = self._sig_targets.get(mask_signature(st.spec))
+            if flat is not None:
+                x = gpu * self._n_options + option
+                i = flat.searchsorted(x)  # (rising: listed iff legal)
+                if i < len(flat) and flat[i] == x:
+                    return None
         return c.check(st.spec, gpu, option)
