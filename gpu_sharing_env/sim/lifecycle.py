@@ -226,7 +226,9 @@ class Lifecycle:
             sv = st.serving
             sv.outage_until = max(sv.outage_until, now + delay)
         self._sim.acc.migrations += 1
-        rates.refresh(sorted(set(freed) | set(st.gpus)))
+        # (the new GPUs' fractions are ``start``'s, nothing they are computed from moved since:
+        # only the GPUs left are recomputed, every resident's rate set again)
+        rates.refresh(sorted(set(freed) | set(st.gpus)), st.gpus)
 
     # ================================================================== suspension
     def check_suspend(self, job_id: int, st: JobState | None) -> str | None:
