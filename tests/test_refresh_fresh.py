@@ -83,7 +83,9 @@ def test_a_dirty_fresh_gpu_is_recomputed() -> None:
             want_c.rates.refresh([g])
             sim.rates.refresh([g], [g])
             assert _state(sim) == _state(want_c)
-            assert sim.table.jobs[st.spec.job_id].frac[g] == want_c.table.jobs[st.spec.job_id].frac[g]
+            assert (
+                sim.table.jobs[st.spec.job_id].frac[g] == want_c.table.jobs[st.spec.job_id].frac[g]
+            )
             checked += 1
             break
         if checked >= 5:

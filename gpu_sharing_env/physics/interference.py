@@ -535,15 +535,15 @@ class AnalyticSpeedModel:
         p_of = self._p
         for i in range(n):
             r = residents[i]
-            # ``max(a, b)`` as Python's: ``b if b > a else a``; ``min(a, b)``: ``b if b < a else a``
+            # ``max(a, b)`` as Python's: ``b if a < b else a``; ``min(a, b)``: ``b if b < a else a``
             if limit:
                 x = r.sm_frac
-                x = 1e-3 if 1e-3 > x else x
+                x = 1e-3 if x < 1e-3 else x
                 shares.append(x if x < 1.0 else 1.0)
             else:
                 shares.append(1.0)
             x = r.duty
-            x = 0.0 if 0.0 > x else x
+            x = 0.0 if x < 0.0 else x
             duties.append(x if x < 1.0 else 1.0)
             p = p_of.get(r.model)  # ``_params``
             if p is None:
