@@ -56,14 +56,21 @@ def _reference_mps(m: AnalyticSpeedModel, gpu_type: str, residents: Sequence[Res
                 contention += m.kp_residual * duties[j]
                 continue
             ov = (s_i + shares[j] - 1.0) / s_i
-            ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
+            if ov < 0.0:
+                ov = 0.0
+            elif ov > 1.0:
+                ov = 1.0
             contention += duties[j] * (kc * ov + kb * b_i * bws[j])
-        g = sm_share_curve(sm_share_k(m._params(r.model)[1], r.batch, m.sm_batch_beta), s_i)
+        k = sm_share_k(m._params(r.model)[1], r.batch, m.sm_batch_beta)
         if avail <= MIN_RATE:
-            out.append(MIN_RATE)
-            continue
-        rate = 1.0 / ((1.0 - d_i) + d_i * contention / (g * avail))
-        out.append(MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate))
+            rate = MIN_RATE
+        else:
+            rate = 1.0 / ((1.0 - d_i) + d_i * contention / (sm_share_curve(k, s_i) * avail))
+            if rate < MIN_RATE:
+                rate = MIN_RATE
+            elif rate > 1.0:
+                rate = 1.0
+        out.append(rate)
     return out
 
 

@@ -22,15 +22,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from gpu_sharing_env.physics.modes import SharingMode
 
-try:  # compiled (gpu_sharing_env._compile): C types for ``_mps``'s locals; interpreted: no-ops
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-if cython.compiled:  # C's exp: the same libm function math's calls
-    from cython.cimports.libc.math import exp
-else:
-    from math import exp
-
 # Defined in zoo (their home), re-exported here where callers have always found them.
 from gpu_sharing_env.physics.zoo import REFERENCE_GPU as REFERENCE_GPU
 from gpu_sharing_env.physics.zoo import UnknownModelError as UnknownModelError
@@ -506,19 +497,11 @@ class AnalyticSpeedModel:
             ok = self._sm_limit[gpu_type] = get_gpu_type(gpu_type).mps_sm_limit
         return ok
 
-    @cython.locals(
-        n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, kc=cython.double,
-        kb=cython.double, kp_block=cython.double, kp_residual=cython.double,
-        beta=cython.double, x=cython.double, s_i=cython.double, b_i=cython.double,
-        d_i=cython.double, contention=cython.double, avail=cython.double, ov=cython.double,
-        k=cython.double, g=cython.double, rate=cython.double, min_rate=cython.double,
-        limit=cython.bint, throttled_i=cython.bint, online_i=cython.bint,
-    )  # fmt: skip
     def _mps(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
-        # Compiled, its arithmetic is in C doubles: the same IEEE operations in the same order
-        # as on Python floats (``min``/``max`` of two as the comparisons Python's make, the
-        # SM-share curve and its ``k`` inlined from :func:`sm_share_curve` and
-        # :func:`sm_share_k`, ``exp`` libm's, as ``math.exp``'s).
+        # One pass over the residents for what the formula reads of each, no generator and no
+        # method call per resident (``_throttled`` folded in; ``min``/``max`` of two as the
+        # comparisons Python's make; the SM-share curve and its ``k`` inlined from
+        # :func:`sm_share_curve` and :func:`sm_share_k`): the same operations in the same order.
         ok = self._sm_limit.get(gpu_type)  # ``_honours_sm_limit``, its memo inlined
         limit = ok if ok is not None else self._honours_sm_limit(gpu_type)
         kc, kb = self.kappa_compute, self.kappa_bw
@@ -590,7 +573,7 @@ class AnalyticSpeedModel:
             if k < 1e-6:  # ``sm_share_curve``
                 g = s_i
             else:
-                g = (1.0 - exp(-k * s_i)) / (1.0 - exp(-k))
+                g = (1.0 - math.exp(-k * s_i)) / (1.0 - math.exp(-k))
             if avail <= min_rate:
                 out.append(MIN_RATE)
                 continue
