@@ -1,6 +1,6 @@
 """The speed model's answers on the simulator's path, bit for bit: ``fresh_rates`` (what a
-miss of ``SpeedMemo`` asks: the analytic model without its own memo, its MPS rates typed when
-compiled) against the MPS formula as it was written before (kept here as the reference) and
+miss of ``SpeedMemo`` asks: the analytic model without its own memo, its MPS rates in one pass
+over the residents) against the MPS formula as it was written before (kept here as the reference) and
 against the memoised ``rates``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ GPU_TYPES = ("V100-16GB", "A100-40GB", "T4", "P100")
 
 
 def _reference_mps(m: AnalyticSpeedModel, gpu_type: str, residents: Sequence[Resident]) -> list:
-    """``AnalyticSpeedModel._mps`` as written before it was typed (main 2797186)."""
+    """``AnalyticSpeedModel._mps`` as written before its one pass (main 2797186)."""
     limit = m._honours_sm_limit(gpu_type)
     kc, kb = m.kappa_compute, m.kappa_bw
     shares = [min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0 for r in residents]
@@ -104,7 +104,7 @@ def _residents(rng: np.random.Generator) -> list[Resident]:
 
 @pytest.mark.parametrize("kp_level", [0.0, 1.0])
 def test_fresh_mps_rates_equal_the_reference_bits(kp_level: float) -> None:
-    """2,000 random MPS resident sets: ``fresh_rates`` (compiled: C doubles) gives the bits of
+    """2,000 random MPS resident sets: ``fresh_rates`` gives the bits of
     the formula as written, and so does the memoised ``rates`` (asked twice: its memo)."""
     from gpu_sharing_env.physics.interference import kp_coefficients
 
