@@ -197,7 +197,7 @@ def test_fragmentation_loop_gives_numpy_s_sum() -> None:
         free = cap - decl
         part = (n_res > 0) & (free > 1e-9) & (free < need)
         want = float((free[part] / cap[part]).sum())
-        got = usage.frag_sum(cap, decl, n_res, need)
+        got = usage.frag_sum(cap.tolist(), decl, n_res, need)
         seen[got is None] += 1
         if got is None:
             assert int(part.sum()) >= 8

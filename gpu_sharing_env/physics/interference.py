@@ -282,6 +282,14 @@ def mig_effective_fraction(compute_slices: int, mem_slices: int, mem_weight: flo
     return (compute_slices / 7.0) ** (1.0 - mem_weight) * (mem_slices / 8.0) ** mem_weight
 
 
+#: The modes as module constants (compiled, a module global; ``SharingMode.X`` is a class
+#: attribute look-up through the enum's metaclass at every use).
+_EXCLUSIVE = SharingMode.EXCLUSIVE
+_MPS = SharingMode.MPS
+_TIME_SHARING = SharingMode.TIME_SHARING
+_MIG = SharingMode.MIG
+
+
 class AnalyticSpeedModel:
     """Closed-form speed model (the default).
 
@@ -427,32 +435,42 @@ class AnalyticSpeedModel:
 
     def rates(self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]) -> list[float]:
         """Each resident's progress rate as a fraction of its solo speed; see the class doc."""
-        n = len(residents)
-        if n == 0:
-            return []
-        if mode is SharingMode.EXCLUSIVE:
-            if n != 1:
-                raise ValueError(f"EXCLUSIVE mode holds one job, got {n}")
-            return [1.0]
+        if not residents or mode is _EXCLUSIVE:
+            return self.fresh_rates(gpu_type, mode, residents)
         key = (gpu_type, mode, *residents)
         hit = self._cache.get(key)
         if hit is not None:
             return list(hit)
-        if mode is SharingMode.MPS:
-            if any(r.gpulet >= 0 for r in residents):
-                out = self._gpulet_rates(gpu_type, residents)
-            else:
-                out = self._mps(gpu_type, residents)
-        elif mode is SharingMode.TIME_SHARING:
-            out = self._time_sharing(residents)
-        elif mode is SharingMode.MIG:
-            out = self._mig(residents)
-        else:  # pragma: no cover - exhaustive over SharingMode
-            raise ValueError(f"unknown sharing mode {mode!r}")
+        out = self.fresh_rates(gpu_type, mode, residents)
         if len(self._cache) >= 65_536:
             self._cache.clear()
         self._cache[key] = out
         return list(out)
+
+    def fresh_rates(
+        self, gpu_type: str, mode: SharingMode, residents: Sequence[Resident]
+    ) -> list[float]:
+        """:meth:`rates` computed afresh, without this model's own memo (a new list of the
+        same values): for a caller that memoises the answers itself
+        (:class:`~gpu_sharing_env.sim.speed.SpeedMemo`), which would otherwise pay for
+        hashing every ``Resident`` into a second memo at each of its misses."""
+        n = len(residents)
+        if n == 0:
+            return []
+        if mode is _EXCLUSIVE:
+            if n != 1:
+                raise ValueError(f"EXCLUSIVE mode holds one job, got {n}")
+            return [1.0]
+        if mode is _MPS:
+            for r in residents:  # (``any(...)`` as a loop: compiled, a generator is costly)
+                if r.gpulet >= 0:
+                    return self._gpulet_rates(gpu_type, residents)
+            return self._mps(gpu_type, residents)
+        if mode is _TIME_SHARING:
+            return self._time_sharing(residents)
+        if mode is _MIG:
+            return self._mig(residents)
+        raise ValueError(f"unknown sharing mode {mode!r}")  # pragma: no cover - exhaustive
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -480,40 +498,87 @@ class AnalyticSpeedModel:
         return ok
 
     def _mps(self, gpu_type: str, residents: Sequence[Resident]) -> list[float]:
-        limit = self._honours_sm_limit(gpu_type)
+        # One pass over the residents for what the formula reads of each, no generator and no
+        # method call per resident (``_throttled`` folded in; ``min``/``max`` of two as the
+        # comparisons Python's make; the SM-share curve and its ``k`` inlined from
+        # :func:`sm_share_curve` and :func:`sm_share_k`): the same operations in the same order.
+        ok = self._sm_limit.get(gpu_type)  # ``_honours_sm_limit``, its memo inlined
+        limit = ok if ok is not None else self._honours_sm_limit(gpu_type)
         kc, kb = self.kappa_compute, self.kappa_bw
-        shares = [min(1.0, max(r.sm_frac, 1e-3)) if limit else 1.0 for r in residents]
-        bws = [self._params(r.model)[0] for r in residents]
-        duties = [min(1.0, max(r.duty, 0.0)) for r in residents]
-        throttled = _throttled(residents)
+        kp_block, kp_residual = self.kp_block, self.kp_residual
+        beta = self.sm_batch_beta
+        min_rate = MIN_RATE
+        n = len(residents)
+        shares: list[float] = []
+        duties: list[float] = []
+        params: list[tuple[float, float, float, float]] = []
+        online: list[bool] = []
+        prio: list[int] = []
+        top = None  # ``_throttled``: the highest priority of an online resident
+        p_of = self._p
+        for i in range(n):
+            r = residents[i]
+            # ``max(a, b)`` as Python's: ``b if a < b else a``; ``min(a, b)``: ``b if b < a else a``
+            if limit:
+                x = r.sm_frac
+                x = 1e-3 if x < 1e-3 else x
+                shares.append(x if x < 1.0 else 1.0)
+            else:
+                shares.append(1.0)
+            x = r.duty
+            x = 0.0 if x < 0.0 else x
+            duties.append(x if x < 1.0 else 1.0)
+            p = p_of.get(r.model)  # ``_params``
+            if p is None:
+                p = self._params(r.model)
+            params.append(p)
+            online.append(r.online)
+            prio.append(r.priority)
+            if r.online and (top is None or r.priority > top):
+                top = r.priority
         out = []
-        for i, r in enumerate(residents):
-            s_i, b_i = shares[i], bws[i]
-            d_i = 1.0 if r.online else duties[i]  # online: per batch
+        for i in range(n):
+            r = residents[i]
+            s_i = shares[i]
+            b_i = params[i][0]
+            online_i = online[i]
+            # ``_throttled``: offline, with a lower priority than an online co-resident
+            throttled_i = top is not None and not online_i and prio[i] < top
+            d_i = 1.0 if online_i else duties[i]  # online: per batch
             contention = 1.0
             avail = 1.0
-            for j, o in enumerate(residents):
+            for j in range(n):
                 if j == i:
                     continue
-                if throttled[i] and o.online and o.priority > r.priority:
-                    avail -= self.kp_block * duties[j]  # i runs in j's idle time
+                if throttled_i and online[j] and prio[j] > prio[i]:
+                    avail -= kp_block * duties[j]  # i runs in j's idle time
                     continue
-                if throttled[j] and r.online and r.priority > o.priority:
-                    contention += self.kp_residual * duties[j]
+                if (
+                    top is not None
+                    and not online[j]
+                    and prio[j] < top
+                    and online_i
+                    and prio[i] > prio[j]
+                ):  # j throttled
+                    contention += kp_residual * duties[j]
                     continue
                 # the share of i's SMs that j's limit overlaps (SM ranges of a split start at
                 # opposite ends: the overlap of s_i and s_j is s_i + s_j - 1)
                 ov = (s_i + shares[j] - 1.0) / s_i
                 ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
-                contention += duties[j] * (kc * ov + kb * b_i * bws[j])
-            g = sm_share_curve(
-                sm_share_k(self._params(r.model)[1], r.batch, self.sm_batch_beta), s_i
-            )
-            if avail <= MIN_RATE:
+                contention += duties[j] * (kc * ov + kb * b_i * params[j][0])
+            k = params[i][1]
+            if r.batch > 0:  # ``sm_share_k``
+                k = k * (1.0 + beta / r.batch)
+            if k < 1e-6:  # ``sm_share_curve``
+                g = s_i
+            else:
+                g = (1.0 - math.exp(-k * s_i)) / (1.0 - math.exp(-k))
+            if avail <= min_rate:
                 out.append(MIN_RATE)
                 continue
             rate = 1.0 / ((1.0 - d_i) + d_i * contention / (g * avail))
-            out.append(MIN_RATE if rate < MIN_RATE else (1.0 if rate > 1.0 else rate))
+            out.append(MIN_RATE if rate < min_rate else (1.0 if rate > 1.0 else rate))
         return out
 
     # -- gpulets (GPULet: temporal sharing inside an MPS partition) ---------------------------

@@ -16,7 +16,7 @@ import numpy as np
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.physics.modes import SharingMode
-from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.constants import _K_FAULT
 from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.rates import Rates
@@ -94,7 +94,7 @@ class Faults:
             return
         sim = self._sim
         dt = self._rng.exponential(1.0 / (self._rate_per_s * st.spec.num_gpus))
-        sim.events.push(sim.now + dt, EventKind.FAULT, st.spec.job_id, st.run_id)
+        sim.events.push(sim.now + dt, _K_FAULT, st.spec.job_id, st.run_id)
 
     def strike(self, st: JobState) -> None:
         """A FAULT event of running ``st`` fired: draw its cause and fail it (a service that

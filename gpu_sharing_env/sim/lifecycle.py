@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from gpu_sharing_env.config import ScenarioConfig
 from gpu_sharing_env.fleet.cluster import Cluster, PlacementOption
 from gpu_sharing_env.physics.modes import SharingMode
-from gpu_sharing_env.sim.constants import _DONE, _MIG, _QUEUED, _RUNNING
-from gpu_sharing_env.sim.events import EventKind
+from gpu_sharing_env.sim.constants import _DONE, _K_END, _K_OOM, _K_READY, _MIG, _QUEUED, _RUNNING
 from gpu_sharing_env.sim.failures import Faults
 from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.legality import Legality
@@ -227,7 +226,9 @@ class Lifecycle:
             sv = st.serving
             sv.outage_until = max(sv.outage_until, now + delay)
         self._sim.acc.migrations += 1
-        rates.refresh(sorted(set(freed) | set(st.gpus)))
+        # (the new GPUs' fractions are ``start``'s, nothing they are computed from moved since:
+        # only the GPUs left are recomputed, every resident's rate set again)
+        rates.refresh(sorted(set(freed) | set(st.gpus)), st.gpus)
 
     # ================================================================== suspension
     def check_suspend(self, job_id: int, st: JobState | None) -> str | None:
@@ -311,7 +312,7 @@ class Lifecycle:
                 sim.acc.mig_reconfigs += 1
             if d > 0:
                 c.set_ready(g, False)
-                events.push(now + d, EventKind.READY, g)
+                events.push(now + d, _K_READY, g)
                 for o in self._observers:
                     o.on_repartition(sim, g, d)
             delay = max(delay, d)
@@ -337,14 +338,14 @@ class Lifecycle:
             sv.batch_size = batch_size
             sv.solo_batch_ms = self._memo.solo_batch_ms(st)
             self._load.update_load(st)
-            events.push(max(now, spec.submit_s + spec.work_s), EventKind.END, spec.job_id)
+            events.push(max(now, spec.submit_s + spec.work_s), _K_END, spec.job_id)
         self._faults.schedule(st)
         mem_true = c.mem_true
         for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)
             mem = views.mem_true[g] if cython.compiled else mem_true.item(g)
             if mem > rates.mem_cap(g) + 1e-9:
                 t_oom = now + delay + self._cfg.faults.oom_delay_s
-                events.push(t_oom, EventKind.OOM, spec.job_id, st.run_id)
+                events.push(t_oom, _K_OOM, spec.job_id, st.run_id)
                 break
         rates.refresh(gpus)
         for o in self._observers:

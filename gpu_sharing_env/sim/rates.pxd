@@ -31,7 +31,7 @@ cdef class Rates:
     cpdef mark_dirty(self, gpus)
     cpdef mem_cap(self, g)
     cpdef accrue(self, JobState st)
-    cpdef refresh(self, gpus)
+    cpdef refresh(self, gpus, fresh=*)
     cpdef gpu_fractions(self, g, res)
     cpdef _online_terms(self, g, gpu_type, mode, res, keys)
     cpdef set_rate(self, JobState st)

@@ -243,13 +243,19 @@ class Rates:
         return shares
 
     @cython.locals(r=JobState, st=JobState, sv=_StateViews)
-    def refresh(self, gpus: Sequence[int]) -> None:
+    def refresh(self, gpus: Sequence[int], fresh: Sequence[int] | None = None) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
         A node whose CPU factor moves has the rates of all its GPUs' residents set again; the
         fractions of such a GPU outside ``gpus`` are recomputed only when it is dirty (its
         residents changed since they were last computed): otherwise they would come out as the
-        same bits, and the fleet sums would move by ``x - x``, i.e. not at all.
+        same bits, and the fleet sums would move by ``x - x``, i.e. not at all. The same holds
+        of the GPUs of ``gpus`` in ``fresh``: the caller's word that their fractions were
+        computed by an earlier ``refresh`` and that nothing they are computed from (residents,
+        their options, loads, throttles, batch sizes, the GPU's mode, memory and services)
+        changed since (``Lifecycle.migrate``: the new GPUs, just refreshed by its ``start``);
+        their residents' rates are set again all the same. A fresh GPU that is dirty, or that
+        hosts a gang (whose ``sm_eff`` is its last computed GPU's), is recomputed.
         """
         c = self._cluster
         node_of = self._node_of
@@ -290,7 +296,7 @@ class Rates:
                 if jid not in affected:
                     self.accrue(r)  # (compiled: a C call, rates.pxd)
                     affected[jid] = r
-            if g in skip:
+            if g in skip or (fresh is not None and g in fresh and g not in dirty):
                 # (a gang's ``sm_eff`` is its last computed GPU's: those are recomputed)
                 for r in res:  # (a loop, not ``any``: no closure in a compiled cpdef)
                     if len(r.gpus) > 1:

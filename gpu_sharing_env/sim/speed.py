@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
-from gpu_sharing_env.physics.interference import Resident, SpeedModel
+from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident, SpeedModel
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.sim.state import JobState
 
@@ -24,6 +24,7 @@ class SpeedMemo:
     """The speed model and its memoised answers."""
 
     __slots__ = (
+        "_fresh",
         "_residents",
         "_type_idx",
         "_type_names",
@@ -54,6 +55,14 @@ class SpeedMemo:
         #: ``Resident`` per resident key (frozen: one object serves every set it is in; its
         #: construction was ~40 % of a miss).
         self._residents: dict[tuple[Any, ...], Resident] = {}
+        #: What a miss of :attr:`rates_cache` asks: the analytic model's ``fresh_rates`` (its
+        #: answer without the model's own memo, which a miss here would only fill: the same
+        #: values), else the model's ``rates``.
+        self._fresh = (
+            model.fresh_rates  # type: ignore[attr-defined]
+            if type(model).rates is AnalyticSpeedModel.rates and hasattr(model, "fresh_rates")
+            else model.rates
+        )
 
     def _resident_list(self, keys: list[tuple[Any, ...]]) -> list[Resident]:
         """The ``Resident`` of each key (memoised)."""
@@ -73,7 +82,7 @@ class SpeedMemo:
         key = (gpu_type, mode, *keys)
         hit = self.rates_cache.get(key)
         if hit is None:
-            hit = self.model.rates(gpu_type, mode, self._resident_list(keys))
+            hit = self._fresh(gpu_type, mode, self._resident_list(keys))
             if len(self.rates_cache) >= MEMO_CAP:
                 self.rates_cache.clear()
             self.rates_cache[key] = hit

@@ -44,9 +44,11 @@ from gpu_sharing_env.sim.monitor import Monitor
 from gpu_sharing_env.sim.online import UNSTABLE_LATENCY_X_SLO
 from gpu_sharing_env.sim.rates import Rates
 
-if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+if cython.compiled:  # the extension types (state.pxd, accumulator.pxd): C field reads
+    from cython.cimports.gpu_sharing_env.sim.accumulator import Accumulator
     from cython.cimports.gpu_sharing_env.sim.state import JobState, ServingState
 else:
+    from gpu_sharing_env.sim.accumulator import Accumulator
     from gpu_sharing_env.sim.state import JobState, ServingState
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.usage import FleetUsage
@@ -216,6 +218,7 @@ class OnlineLoad:
         p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
         att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
         ratio=cython.double, unstable=cython.double, st=JobState, sv=ServingState,
+        acc=Accumulator,
     )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and

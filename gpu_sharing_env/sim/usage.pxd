@@ -10,6 +10,7 @@ cdef class _UtilView:
     cdef double[:] v
 
 cdef class FleetUsage:
+    cdef public list _caps
     cdef public object _cluster
     cdef public object _frag_cv
     cdef public object _frag_qv

@@ -18,6 +18,11 @@ except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.fleet.cluster import Cluster, _no_views
+
+if cython.compiled:  # the cluster's typed views of its state (cluster.pxd), a C call
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
+else:
+    from gpu_sharing_env.fleet.cluster import _StateViews
 from gpu_sharing_env.sim.accumulator import Accumulator
 from gpu_sharing_env.sim.state import JobState
 from gpu_sharing_env.sim.waiting import Queue
@@ -29,29 +34,35 @@ GpuRow = tuple[float, float, float, float, float, float, float]
 _FRAG_LOOP_GPUS = 64
 
 
-@cython.boundscheck(False)  # (every index is in range: the three arrays are the fleet's)
+@cython.ccall
+@cython.boundscheck(False)  # (every index is in range: the three are the fleet's)
 @cython.wraparound(False)
 @cython.locals(
-    g=cython.Py_ssize_t, n=cython.Py_ssize_t, k=cython.Py_ssize_t, f=cython.double,
-    total=cython.double, need=cython.double, cap=cython.double[:], decl=cython.double[:],
-    n_res=cython.longlong[:],
+    caps=list, decl=cython.double[:], n_res=cython.longlong[:], g=cython.Py_ssize_t,
+    n=cython.Py_ssize_t, k=cython.Py_ssize_t, f=cython.double, cap=cython.double,
+    total=cython.double, need=cython.double,
 )  # fmt: skip
-def frag_sum(cap: np.ndarray, decl: np.ndarray, n_res: np.ndarray, need: float) -> float | None:
+def frag_sum(caps: list[float], decl: Any, n_res: Any, need: float) -> float | None:
     """``float((free[part] / cap[part]).sum())`` with ``free = cap - decl`` and ``part =
     (n_res > 0) & (free > 1e-9) & (free < need)``, GPU by GPU, where fewer than 8 GPUs are in
     ``part``: numpy sums fewer than 8 values left to right from 0.0, so the loop gives the same
-    float. None where 8 or more are (numpy's pairwise blocks then: the caller sums with numpy)."""
-    n = cap.shape[0]
+    float. None where 8 or more are (numpy's pairwise blocks then: the caller sums with numpy).
+    ``cap`` is ``caps`` (the GPUs' memory as floats); compiled, ``decl`` and ``n_res`` are typed
+    views, and ``FleetUsage.fragmentation`` (a C call) passes the cluster's own, acquired once
+    per reset (:meth:`Cluster.state_views <gpu_sharing_env.fleet.cluster.Cluster.state_views>`),
+    where three views of the arrays were acquired at every load tick."""
+    n = len(caps)
     total = 0.0
     k = 0
     for g in range(n):
         if n_res[g] > 0:
-            f = cap[g] - decl[g]
+            cap = caps[g]
+            f = cap - decl[g]
             if f > 1e-9 and f < need:
                 k += 1
                 if k == 8:
                     return None
-                total += f / cap[g]
+                total += f / cap
     return total
 
 
@@ -76,6 +87,7 @@ class FleetUsage:
     """Per-GPU usage rows, their fleet sums, the timeseries and the fragmentation sample."""
 
     __slots__ = (
+        "_caps",
         "_cluster",
         "_frag_cv",
         "_frag_qv",
@@ -93,6 +105,8 @@ class FleetUsage:
     def __init__(self, cluster: Cluster, queue: Queue) -> None:
         self._cluster = cluster
         self._queue = queue
+        #: Each GPU's memory (GB; ``Cluster.mem_cap``, static) as Python floats.
+        self._caps: list[float] = cluster.mem_cap.tolist()
         self._n_gpus_f = float(cluster.n_gpus)
         self._jobs: dict[int, JobState] = {}
         #: Per-GPU utilisation (mirrors the rows' first value, for views).
@@ -211,6 +225,7 @@ class FleetUsage:
         ts.append(s[2] / g)
         ts.append(p99_max)
 
+    @cython.locals(sv=_StateViews)
     def fragmentation(self) -> float:
         """FGD-style fragmentation: free memory on partly used GPUs that no queued job fits.
 
@@ -225,7 +240,8 @@ class FleetUsage:
             if cython.compiled and c.n_gpus < _FRAG_LOOP_GPUS:
                 # a typed loop on a small fleet (numpy's fixed cost per pass was most of it);
                 # interpreted, the passes below (tests/test_typed_components.py compares them)
-                val = frag_sum(c.mem_cap, c.mem_decl, c.n_res, need)
+                sv = _views_of(c)
+                val = frag_sum(self._caps, sv.mem_decl, sv.n_res, need)
             if val is None:
                 free = c.mem_cap - c.mem_decl
                 part = (c.n_res > 0) & (free > 1e-9) & (free < need)
