@@ -567,13 +567,7 @@ class AnalyticSpeedModel:
                 ov = (s_i + shares[j] - 1.0) / s_i
                 ov = 0.0 if ov < 0.0 else (1.0 if ov > 1.0 else ov)
                 contention += duties[j] * (kc * ov + kb * b_i * params[j][0])
-            k = params[i][1]
-            if r.batch > 0:  # ``sm_share_k``
-                k = k * (1.0 + beta / r.batch)
-            if k < 1e-6:  # ``sm_share_curve``
-                g = s_i
-            else:
-                g = (1.0 - math.exp(-k * s_i)) / (1.0 - math.exp(-k))
+            g = sm_share_curve(sm_share_k(params[i][1], r.batch, beta), s_i)
             if avail <= min_rate:
                 out.append(MIN_RATE)
                 continue
