@@ -75,8 +75,14 @@ class Emptiest(HeuristicPolicy):
 '''
 
 
+#: A guard against a hung command, not a timing check: building the wheel compiles the
+#: Cython modules (minutes on 2 cores), and it ran past 600 s at load ~6
+#: (2026-12-01, the suite with `-n 2` beside two other jobs).
+RUN_TIMEOUT_S = 1800
+
+
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert p.returncode == 0, (
         f"{cmd} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
     )
