@@ -77,8 +77,7 @@ from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
-if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
-    # the cluster's typed views of its state (cluster.pxd): read by ``_gpu_codes``
+if cython.compiled:  # the extension types (state.pxd, cluster.pxd): C reads of their fields
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
