@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -235,17 +236,23 @@ def test_firsts_and_split_compiled_and_interpreted_agree() -> None:
     assert big > 0  # (the typed walk's size)
 
 
+def _pruned(scenario: str, seed: int) -> tuple[Any, dict[str, Any], np.random.Generator]:
+    """A pruned ``GpuSharing-v2`` of ``scenario`` (unwrapped) reset at ``seed``, its info and
+    a random generator of the seed for its legal actions."""
+    env = gym.make(
+        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
+    ).unwrapped
+    _, info = env.reset(seed=seed)
+    return env, info, np.random.default_rng(seed)
+
+
 @pytest.mark.parametrize("scenario", ["pai-busy", "default-x2"])
 def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
     """``TargetClasses.firsts`` (one pass over the GPUs' classes) picks what the classes' keys
     pick (``TargetClasses.keys``, the first of each by ``np.unique``) for every single-GPU
     job's placement and migration targets at every step of a pruned random legal rollout,
     also for CPU requests that oversubscribe some nodes (the node then its own class)."""
-    env = gym.make(
-        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
-    ).unwrapped
-    _, info = env.reset(seed=1)
-    rng = np.random.default_rng(1)
+    env, info, rng = _pruned(scenario, 1)
     checked = 0
     for _ in range(25 if scenario == "pai-busy" else 120):
         sim = env.sim
@@ -318,11 +325,7 @@ def test_gpu_classes_compiled_and_interpreted_agree(scenario: str) -> None:
     columns' classes (``_class_ids``, interpreted), numbered alike, at every step of a
     pruned random legal rollout (MIG layouts and residents included)."""
     src = interpreted(candidates)
-    env = gym.make(
-        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
-    ).unwrapped
-    _, info = env.reset(seed=2)
-    rng = np.random.default_rng(2)
+    env, info, rng = _pruned(scenario, 2)
     held = 0
     for _ in range(60):
         c = env.sim.cluster  # (what the loop over the residents' and MIG-mode GPUs relies on)
