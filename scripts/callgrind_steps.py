@@ -10,6 +10,7 @@ Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps 
     ENV=GpuSharing-v2 N=300 W=200 ...   # the v2 figures of docs/notes/2026-11-28-v2-step-night.md
     ENV=GpuSharing-v2 SIZE=1024 N=60 W=20 ...   # pruning="classes", max_candidates=MAXC (65536)
     ENV=GpuSharing-v2 SIZE=1024 N=10 W=20 ...   # its baseline: the difference over 50
+    ENV=GpuSharing-v2 SIZE=1024 SCOPE=window ...  # the bench's v2:1024w (max_candidates MAXCW, 8192)
 
 At 1,024 GPUs take the baseline at ``N=10`` rather than ``N=0``: the counted steps start with a
 reset (~1.5 G instructions there), which ``N=0`` would leave in the difference
@@ -44,6 +45,9 @@ cfg = load_scenario("default")
 kw: dict[str, Any] = {}
 if SIZE != "default" and ENV == "GpuSharing-v2":
     kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
+    if os.environ.get("SCOPE") == "window":  # (the bench's ``v2:1024w``)
+        kw["decision_scope"] = "window"
+        kw["max_candidates"] = int(os.environ.get("MAXCW", "8192"))
 env = gym.make(ENV, scenario=cfg if SIZE == "default" else scaled_scenario(cfg, int(SIZE)), **kw)
 
 

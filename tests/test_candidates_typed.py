@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -235,22 +236,28 @@ def test_firsts_and_split_compiled_and_interpreted_agree() -> None:
     assert big > 0  # (the typed walk's size)
 
 
+def _pruned(scenario: str, seed: int) -> tuple[Any, dict[str, Any], np.random.Generator]:
+    """A pruned ``GpuSharing-v2`` of ``scenario`` (unwrapped) reset at ``seed``, its info and
+    a random generator of the seed for its legal actions."""
+    env = gym.make(
+        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
+    ).unwrapped
+    _, info = env.reset(seed=seed)
+    return env, info, np.random.default_rng(seed)
+
+
 @pytest.mark.parametrize("scenario", ["pai-busy", "default-x2"])
 def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
     """``TargetClasses.firsts`` (one pass over the GPUs' classes) picks what the classes' keys
     pick (``TargetClasses.keys``, the first of each by ``np.unique``) for every single-GPU
     job's placement and migration targets at every step of a pruned random legal rollout,
     also for CPU requests that oversubscribe some nodes (the node then its own class)."""
-    env = gym.make(
-        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=65536, pruning="classes"
-    ).unwrapped
-    _, info = env.reset(seed=1)
-    rng = np.random.default_rng(1)
+    env, info, rng = _pruned(scenario, 1)
     checked = 0
     for _ in range(25 if scenario == "pai-busy" else 120):
         sim = env.sim
         classes = candidates.TargetClasses(sim)
-        targets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        targets: dict[int, tuple[np.ndarray, ...]] = {}
         c = sim.cluster
         asked: list[tuple[int, int]] = [(jid, -1) for _, jid in sim.queue]
         running = sorted({j for res in c.residents for j in res})
@@ -261,18 +268,76 @@ def test_firsts_are_the_first_of_each_key(scenario: str) -> None:
                 continue
             mask = sim.mask(jid) if here < 0 else sim.migration_mask(jid)
             # (jobs of one mask share its targets, as in a build: the classes kept for them)
-            gs, os_ = targets.setdefault(id(mask), (mask, *np.nonzero(mask)))[1:]
+            gs, os_ = targets.setdefault(
+                id(mask), (mask, *np.nonzero(mask), np.flatnonzero(mask.ravel()))
+            )[1:3]
             for cpu in (spec.cpu_cores, 1.0, 24.0, 1e6):
                 s = dataclasses.replace(spec, cpu_cores=cpu)
                 want = np.zeros(len(gs), dtype=bool)
                 want[np.unique(classes.keys(s, gs, os_, here), return_index=True)[1]] = True
                 assert np.array_equal(classes.firsts(s, gs, os_, here), want)
+                # (compiled: a migration's from the firsts with no node apart, ``_near_firsts``)
+                assert np.array_equal(classes.first_index(s, gs, os_, here), np.flatnonzero(want))
+                if not candidates.__file__.endswith(".py"):  # (and from the flat targets)
+                    flat = targets[id(mask)][3]
+                    got = classes.flat_first_index(s, flat, here)
+                    assert np.array_equal(got, np.flatnonzero(want))
                 checked += 1
         legal = np.flatnonzero(info["action_mask"].view(bool))
         _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
         if te or tr:
             break
     assert checked > 100
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_near_firsts_pick_what_firsts_pick() -> None:
+    """``_near_firsts`` (a job on node ``here``: the firsts with no node apart, then only the
+    targets on ``here`` and after them) picks the targets the interpreted ``_firsts`` picks
+    (one pass over every target), on random keys and rising nodes, every node asked; where
+    no target lies on ``here`` it answers None (the base stands)."""
+    src = interpreted(candidates)
+    rng = np.random.default_rng(5)
+    replaced = 0
+    for _ in range(400):
+        n, n_keys, n_nodes = int(rng.integers(1, 120)), int(rng.integers(1, 10)), 6
+        keys = rng.integers(0, n_keys, size=n)
+        nodes = np.sort(rng.integers(0, n_nodes, size=n))
+        base = np.sort(np.unique(keys, return_index=True)[1])
+        for here in range(-1, n_nodes + 1):
+            want = np.zeros(n, dtype=bool)
+            src._firsts(want, np.zeros(2 * n_keys, dtype=np.uint8), keys, nodes, here)
+            got = candidates._near_firsts(keys, nodes, base, here, n_keys)
+            if got is None:
+                assert here not in nodes.tolist()
+                got = base
+            else:
+                replaced += bool(np.isin(base, np.flatnonzero(nodes == here)).any())
+            assert np.array_equal(got, np.flatnonzero(want))
+    assert replaced > 100  # (a key's first on ``here``, its first elsewhere found after it)
+
+
+@pytest.mark.parametrize("scenario", ["pai-busy", "mig-a100"])
+def test_gpu_classes_compiled_and_interpreted_agree(scenario: str) -> None:
+    """``TargetClasses``' GPU classes from the typed pass (``_gpu_codes``, compiled) are the
+    columns' classes (``_class_ids``, interpreted), numbered alike, at every step of a
+    pruned random legal rollout (MIG layouts and residents included)."""
+    src = interpreted(candidates)
+    env, info, rng = _pruned(scenario, 2)
+    held = 0
+    for _ in range(60):
+        c = env.sim.cluster  # (what the loop over the residents' and MIG-mode GPUs relies on)
+        assert all(c.mode[g] == candidates._MIG for g, m in enumerate(c.mig_instances) if m)
+        typed = candidates.TargetClasses(env.sim)
+        assert np.array_equal(typed.gid, src.TargetClasses(env.sim).gid)
+        held += len(np.unique(typed.gid)) > 1
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            break
+    assert held > 10
 
 
 @pytest.mark.skipif(

@@ -77,7 +77,8 @@ from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
-if cython.compiled:  # the extension type (state.pxd): its float fields read as C doubles
+if cython.compiled:  # the extension types (state.pxd, cluster.pxd): C reads of their fields
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
@@ -86,6 +87,7 @@ if cython.compiled:  # the extension type (state.pxd): its float fields read as 
 else:
     from math import log1p
 
+    from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.state import JobState
 
     memcpy = None  # (only the compiled passes copy runs of cells)
@@ -328,31 +330,31 @@ class TargetClasses:
         sim: Simulator,
         pcie: np.ndarray | None = None,
         specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
+        rising: bool | None = None,
     ) -> None:
         """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand; ``specs``:
         the request part of residents' signatures (:func:`_resident_sig`) by ``id`` of their
-        spec, as far as known (the others are added)."""
+        spec, as far as known (the others are added); ``rising``: :func:`_rising` of the
+        GPUs' nodes, where already at hand."""
         c = sim.cluster
         self.node_of = c.node_of
         self.n_nodes = c.n_nodes
-        free = (c.n_res == 0) & c.ready
-        n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
-        size = np.bincount(c.node_of, minlength=c.n_nodes)
-        # the node: its size and interconnect, and its free GPUs: one, some or all
         if pcie is None:
             pcie = _pcie(c.nodes)
-        node = np.stack([size, pcie, np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1))])
         # what only a loop reads, for the GPUs with residents or MIG instances: the instances'
-        # layout and the residents' signatures (0: none of either)
+        # layout and the residents' signatures (0: none of either). A GPU with MIG instances
+        # is in MIG mode (``Cluster.add`` drops the layout of a GPU that leaves it), so the
+        # loop visits only the GPUs with residents or in MIG mode.
         jobs = sim.jobs
         ids: dict[tuple[object, ...], int] = {((), ()): 0}
         held = np.zeros(c.n_gpus, dtype=np.int64)
-        busy = np.zeros(c.n_gpus, dtype=bool)
         known = {} if specs is None else specs
         sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
-        for g, (res, mig) in enumerate(zip(c.residents, c.mig_instances, strict=True)):
+        residents, instances = c.residents, c.mig_instances
+        for g in np.flatnonzero((c.n_res != 0) | (c.mode == _MIG)).tolist():
+            res = residents[g]
+            mig = instances[g]
             if res or mig:
-                busy[g] = bool(res)
                 here: list[tuple[object, ...]] = []
                 for j in res:
                     sig = sigs.get(j)
@@ -366,13 +368,24 @@ class TargetClasses:
                     tuple(here),
                 )
                 held[g] = ids.setdefault(key, len(ids))
-        # an empty GPU switches mode (:meth:`keys` tells the cost apart); MIG's layout stays
-        mode = np.where(~busy & (c.mode != _MIG), _FREE, c.mode)
         # A GPU's class: equal for equal (type, mode, MIG layout, health, readiness, SM in use,
         # node class, residents' signatures). Only which GPUs share a class matters (keys
-        # are compared for equality), not its number.
-        cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
-        self.gid = _class_ids(cols)
+        # are compared for equality), not its number. The node's class: its size and
+        # interconnect, and its free (empty, ready) GPUs: one, some or all. An empty GPU
+        # switches mode (:meth:`keys` tells the cost apart); MIG's layout stays.
+        gid = None
+        if cython.compiled:
+            gid = _gpu_codes(c.state_views(), c.node_of, pcie, held, c.n_nodes)
+        if gid is None:
+            free = (c.n_res == 0) & c.ready
+            n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
+            size = np.bincount(c.node_of, minlength=c.n_nodes)
+            node = np.stack([size, pcie, np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1))])
+            mode = np.where((c.n_res == 0) & (c.mode != _MIG), _FREE, c.mode)
+            cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
+            self.gid = _class_ids(cols)
+        else:  # (the same classes, numbered alike, from typed passes: :func:`_gpu_codes`)
+            self.gid = gid
         self.mode = c.mode
         # an option whose mode an empty GPU must be set up for (the MPS daemon, MIG): -2 none
         setup = (SharingMode.MPS, SharingMode.MIG)
@@ -384,8 +397,17 @@ class TargetClasses:
         #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
         self._with_cpu: dict[float, tuple[np.ndarray, int]] = {}
         #: Per targets and CPU classes (:meth:`firsts`): the targets, their keys but the node
-        #: (:func:`_target_keys`), their GPUs' nodes and the number of such keys.
+        #: (:func:`_target_keys`), their GPUs' nodes, the number of such keys and this key.
         self._targets: dict[tuple[object, ...], tuple[Any, ...]] = {}
+        #: Per targets and CPU classes (:meth:`first_index`): the targets and the indices of
+        #: the firsts of their classes with no node apart.
+        self._base: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: Per flat targets and CPU classes (:meth:`flat_first_index`): the targets, their
+        #: keys but the node, their GPUs' nodes, the firsts with no node apart, the keys' range.
+        self._flat: dict[tuple[object, ...], tuple[Any, ...]] = {}
+        #: Whether the GPUs' nodes rise with the GPU (a node's GPUs are contiguous, as
+        #: ``Fleet`` numbers them): what :func:`_near_firsts` reads.
+        self.rising = _rising(c.node_of) if rising is None else rising
 
     def _gpu_class(self, cpu_cores: float) -> tuple[np.ndarray, int]:
         """Per GPU, its class and, where a job of ``cpu_cores`` would oversubscribe the
@@ -408,16 +430,63 @@ class TargetClasses:
         first of its class (:meth:`keys`' classes, found in one pass without them). The
         targets' classes but the node ``here`` are kept for the build, per targets and CPUs:
         the running jobs of one mask on other nodes share them."""
+        hit = self._keys_of(spec, gs, options)
+        pick = np.zeros(len(gs), dtype=bool)
+        _firsts(pick, np.zeros(2 * hit[4], dtype=np.uint8), hit[2], hit[3], here)
+        return pick
+
+    def first_index(
+        self, spec: JobSpec, gs: np.ndarray, options: np.ndarray, here: int
+    ) -> np.ndarray:
+        """``np.flatnonzero(firsts(spec, gs, options, here))`` (rising; callers must not write
+        to it). Compiled, a job on node ``here`` starts from the targets' firsts with no node
+        apart (kept per targets and CPUs): only the targets on its own node are visited, and
+        those after them until each class first met there has a first elsewhere
+        (:func:`_near_firsts`)."""
+        hit = self._keys_of(spec, gs, options)
+        if not cython.compiled or not self.rising:
+            return np.flatnonzero(self.firsts(spec, gs, options, here))
+        at = hit[5]
+        base = self._base.get(at)
+        if base is None or base[0] is not gs or base[1] is not options:
+            idx = np.flatnonzero(self.firsts(spec, gs, options, -1))
+            base = self._base[at] = (gs, options, idx)
+        if here < 0:
+            return base[2]
+        out = _near_firsts(hit[2], hit[3], base[2], here, hit[4])
+        return base[2] if out is None else out
+
+    def flat_first_index(self, spec: JobSpec, flat: np.ndarray, here: int) -> np.ndarray:
+        """``first_index`` of the (GPU, option) pairs of rising flat targets ``flat`` (``gpu x
+        n_options + option``), from ``flat`` itself (compiled, the GPUs' nodes rising only):
+        one typed pass gives the keys, the targets' nodes and the firsts with no node apart
+        (:func:`_flat_keys`, kept per targets and CPUs), then :func:`_near_firsts`."""
+        cls, n = self._gpu_class(spec.cpu_cores)
+        at = (id(flat), None if cls is self.gid else spec.cpu_cores)
+        hit = self._flat.get(at)
+        if hit is None or hit[0] is not flat:
+            n_keys = n * len(self.opt_mode) * 2
+            keys, nodes, base = _flat_keys(
+                flat, len(self.opt_mode), cls, self.mode, self.opt_mode, self.node_of, n_keys
+            )
+            hit = self._flat[at] = (flat, keys, nodes, base, n_keys)
+        if here < 0:
+            return hit[3]
+        out = _near_firsts(hit[1], hit[2], hit[3], here, hit[4])
+        return hit[3] if out is None else out
+
+    def _keys_of(self, spec: JobSpec, gs: np.ndarray, options: np.ndarray) -> tuple[Any, ...]:
+        """The targets ``(gs, options)``' keys but the node (:func:`_target_keys`) for a job
+        with ``spec``'s CPUs, their GPUs' nodes, the keys' range and the memo's key: kept per
+        targets and CPUs."""
         cls, n = self._gpu_class(spec.cpu_cores)
         at = (id(gs), id(options), None if cls is self.gid else spec.cpu_cores)
         hit = self._targets.get(at)
         if hit is None or hit[0] is not gs or hit[1] is not options:
             n_opts = len(self.opt_mode)
             keys = _target_keys(gs, options, cls, n_opts, self.mode, self.opt_mode)
-            hit = self._targets[at] = (gs, options, keys, self.node_of[gs], n * n_opts * 2)
-        pick = np.zeros(len(gs), dtype=bool)
-        _firsts(pick, np.zeros(2 * hit[4], dtype=np.uint8), hit[2], hit[3], here)
-        return pick
+            hit = self._targets[at] = (gs, options, keys, self.node_of[gs], n * n_opts * 2, at)
+        return hit
 
     def keys(self, spec: JobSpec, gpus: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
         """One integer per (GPU, option) target of a job with ``spec``, equal for
@@ -430,6 +499,11 @@ class TargetClasses:
         key = key * len(self.opt_mode) + options
         key = key * 4 + (self.mode[gpus] == self.opt_mode[options]) * 2 + (node == here)
         return key
+
+
+def _rising(node_of: np.ndarray) -> bool:
+    """Whether the GPUs' nodes ``node_of`` never fall (each node's GPUs contiguous)."""
+    return bool((node_of[1:] >= node_of[:-1]).all())
 
 
 def _pcie(nodes: Sequence[NodeSpec]) -> np.ndarray:
@@ -454,6 +528,97 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
         code = code * width + (col - low)
         span *= width
     return np.unique(code, return_inverse=True)[1].reshape(-1)
+
+
+@cython.locals(
+    v=_StateViews, nv=cython.longlong[::1], pv=cython.longlong[::1], hv=cython.longlong[::1],
+    cv=cython.longlong[::1], fr=cython.longlong[::1], sz=cython.longlong[::1],
+    nc=cython.longlong[::1], g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
+    f=cython.longlong, t=cython.longlong, m=cython.longlong, s=cython.longlong,
+    q=cython.longlong, h=cython.longlong, t_lo=cython.longlong, t_hi=cython.longlong,
+    m_lo=cython.longlong, m_hi=cython.longlong, s_lo=cython.longlong, s_hi=cython.longlong,
+    q_lo=cython.longlong, q_hi=cython.longlong, h_lo=cython.longlong, h_hi=cython.longlong,
+    wm=cython.longlong, ws=cython.longlong, wq=cython.longlong, wh=cython.longlong,
+    x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
+    ordv=cython.longlong[::1], gv=cython.longlong[::1], i=cython.Py_ssize_t,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
+@cython.wraparound(False)
+def _gpu_codes(
+    v: Any, node_of: np.ndarray, pcie: np.ndarray, held: np.ndarray, n_nodes: int
+) -> np.ndarray | None:
+    """Per GPU one integer, equal iff ``TargetClasses``' columns are (type, mode with an empty
+    GPU outside MIG as :data:`_FREE`, health, readiness, SM in use, the node's size,
+    interconnect ``pcie`` and free GPUs: one, some or all, and ``held``, the residents' and
+    MIG layout's class): what :func:`_class_ids` renumbers, from the cluster's typed views
+    (``v``) in two passes over the GPUs (compiled only: no temporary arrays). None where the
+    digits would pass 2**62 (or no GPU): the caller takes the columns' path. Returned
+    renumbered 0 .. n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
+    :func:`_class_ids` gives the columns: both codes are the columns as digits)."""
+    n = v.n_res.shape[0]
+    if n == 0:
+        return None
+    nv, pv, hv = node_of, pcie, held
+    mig, free = _MIG, _FREE
+    fr_a = np.zeros(n_nodes, dtype=np.int64)
+    sz_a = np.zeros(n_nodes, dtype=np.int64)
+    nc_a = np.empty(n_nodes, dtype=np.int64)
+    fr, sz, nc = fr_a, sz_a, nc_a
+    for g in range(n):
+        k = nv[g]
+        sz[k] += 1
+        if v.n_res[g] == 0 and v.ready[g]:
+            fr[k] += 1
+    for k in range(n_nodes):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
+        f = fr[k]
+        nc[k] = (sz[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == sz[k] else 1))
+    t_lo = t_hi = v.type_idx[0]
+    m_lo = m_hi = s_lo = s_hi = 0
+    q_lo = q_hi = nc[nv[0]]
+    h_lo = h_hi = hv[0]
+    for g in range(n):
+        t = v.type_idx[g]
+        m = v.mode[g]
+        if v.n_res[g] == 0 and m != mig:
+            m = free
+        s = v.sm_used[g]
+        q = nc[nv[g]]
+        h = hv[g]
+        if g == 0:
+            m_lo = m_hi = m
+            s_lo = s_hi = s
+        t_lo, t_hi = min(t_lo, t), max(t_hi, t)
+        m_lo, m_hi = min(m_lo, m), max(m_hi, m)
+        s_lo, s_hi = min(s_lo, s), max(s_hi, s)
+        q_lo, q_hi = min(q_lo, q), max(q_hi, q)
+        h_lo, h_hi = min(h_lo, h), max(h_hi, h)
+    wm, ws, wq, wh = m_hi - m_lo + 1, s_hi - s_lo + 1, q_hi - q_lo + 1, h_hi - h_lo + 1
+    span = 1.0 * (t_hi - t_lo + 1) * wm * 4.0 * ws * wq * wh  # (a double: no overflow)
+    if span >= 2.0**62:
+        return None
+    code = np.empty(n, dtype=np.int64)
+    cv = code
+    for g in range(n):
+        m = v.mode[g]
+        if v.n_res[g] == 0 and m != mig:
+            m = free
+        x = (v.type_idx[g] - t_lo) * wm + (m - m_lo)
+        x = (x * 2 + v.healthy[g]) * 2 + v.ready[g]
+        x = (x * ws + (v.sm_used[g] - s_lo)) * wq + (nc[nv[g]] - q_lo)
+        cv[g] = x * wh + (hv[g] - h_lo)
+    # renumbered in the codes' order: ``np.unique(code, return_inverse=True)[1]``
+    order = np.argsort(code)
+    gid = np.empty(n, dtype=np.int64)
+    ordv, gv = order, gid
+    k = 0
+    x = cv[ordv[0]]
+    for i in range(n):
+        g = ordv[i]
+        if cv[g] != x:
+            x = cv[g]
+            k += 1
+        gv[g] = k
+    return gid
 
 
 @cython.locals(
@@ -513,6 +678,130 @@ def _firsts(
                 pv[i] = 1
     else:
         pick[np.unique(keys * 2 + (nodes == here), return_index=True)[1]] = True
+
+
+@cython.locals(
+    fv=cython.longlong[::1], kv=cython.longlong[::1], nv=cython.longlong[::1],
+    bv=cython.longlong[::1], cv=cython.longlong[::1], mv=cython.longlong[::1],
+    omv=cython.longlong[::1], ndv=cython.longlong[::1], sv=cython.uchar[::1],
+    i=cython.Py_ssize_t, c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong,
+    f=cython.longlong, at=cython.longlong, no=cython.longlong, k=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
+@cython.wraparound(False)
+def _flat_keys(
+    flat: np.ndarray,
+    n_opts: int,
+    cls: np.ndarray,
+    mode: np.ndarray,
+    opt_mode: np.ndarray,
+    node_of: np.ndarray,
+    n_keys: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per rising flat target ``gpu * n_opts + option`` of ``flat``: :func:`_target_keys`'
+    key (the GPU's class ``cls``, the option, whether the GPU is in the option's mode) and the
+    GPU's node; and the rising indices of the first target of each key (``_firsts`` with no
+    node apart), in one typed pass (compiled only: the GPUs found as the indices pass each
+    row's start, as :func:`_split` does). ``n_keys``: the keys' range."""
+    n = len(flat)
+    keys = np.empty(n, dtype=np.int64)
+    nodes = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    seen = np.zeros(n_keys, dtype=np.uint8)
+    fv, kv, nv, bv, sv = flat, keys, nodes, first, seen
+    cv, mv, omv, ndv = cls, mode, opt_mode, node_of
+    no = n_opts
+    g = 0
+    at = 0  # (g x n_opts: the first flat index of GPU g)
+    c = 0
+    for i in range(n):
+        f = fv[i]
+        while f >= at + no:
+            at += no
+            g += 1
+        o = f - at
+        k = (cv[g] * no + o) * 2 + (1 if mv[g] == omv[o] else 0)
+        kv[i] = k
+        nv[i] = ndv[g]
+        if not sv[k]:
+            sv[k] = 1
+            bv[c] = i
+            c += 1
+    return keys, nodes, first[:c]
+
+
+@cython.locals(
+    kv=cython.longlong[::1], nv=cython.longlong[::1], bv=cython.longlong[::1],
+    ov=cython.longlong[::1], sv=cython.uchar[::1], n=cython.Py_ssize_t, nb=cython.Py_ssize_t,
+    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t, top=cython.Py_ssize_t,
+    i=cython.Py_ssize_t, j=cython.Py_ssize_t, c=cython.Py_ssize_t, miss=cython.Py_ssize_t,
+    k=cython.longlong, h=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the targets', the keys' range)
+@cython.wraparound(False)
+def _near_firsts(
+    keys: np.ndarray, nodes: np.ndarray, base: np.ndarray, here: int, n_keys: int
+) -> np.ndarray | None:
+    """The targets first of their class for a job on node ``here`` (``_firsts``' picks of
+    ``keys`` with ``nodes == here`` apart), as rising indices, from ``base``: the rising
+    indices of the first target of each key (no node apart). None where no target lies on
+    ``here`` (``base`` answers). ``nodes`` must not fall (a node's targets are one run
+    ``lo .. hi``); ``n_keys``: the keys' range.
+
+    A key's first elsewhere is its first overall (in ``base``) unless that one lies on
+    ``here``; then no target of the key comes before the run, and its first elsewhere is its
+    first after the run. So the run is visited (the firsts on ``here``), then the targets after
+    it only until each such key is met (compiled only; ``tests/test_candidates_typed.py``
+    compares it with ``_firsts``)."""
+    kv, nv, bv = keys, nodes, base
+    n, nb, h = kv.shape[0], bv.shape[0], here
+    lo, top = 0, n  # (lo: the first target with node >= here)
+    while lo < top:
+        mid = (lo + top) // 2
+        if nv[mid] < h:
+            lo = mid + 1
+        else:
+            top = mid
+    hi, top = lo, n  # (hi: the first target with node > here)
+    while hi < top:
+        mid = (hi + top) // 2
+        if nv[mid] <= h:
+            hi = mid + 1
+        else:
+            top = mid
+    if lo == hi:
+        return None
+    out = np.empty(nb + hi - lo, dtype=np.int64)
+    seen = np.zeros(n_keys, dtype=np.uint8)  # (bit 1: met on ``here``; 2: wanted after it)
+    ov, sv = out, seen
+    c = 0
+    miss = 0
+    for i in range(nb):
+        j = bv[i]
+        if j < lo or j >= hi:
+            ov[c] = j
+            c += 1
+        else:
+            sv[kv[j]] |= 2
+            miss += 1
+    for j in range(lo, hi):
+        k = kv[j]
+        if not sv[k] & 1:
+            sv[k] |= 1
+            ov[c] = j
+            c += 1
+    j = hi
+    while miss > 0 and j < n:
+        k = kv[j]
+        if sv[k] & 2:
+            sv[k] &= 1
+            ov[c] = j
+            c += 1
+            miss -= 1
+        j += 1
+    out = out[:c]
+    out.sort()
+    return out
 
 
 @cython.locals(
@@ -620,8 +909,9 @@ class CandidateBuilder:
         self._fixed: dict[int, tuple[Any, ...]] = {}
         #: Typed views of the arrays the GPUs' cells are read from, while they are the same.
         self._gpu_views: _GpuViews | None = None
-        #: The cluster's nodes and their interconnects (``TargetClasses``), as last seen.
-        self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray] | None = None
+        #: The cluster's nodes, their interconnects and whether the GPUs' nodes rise
+        #: (``TargetClasses``), as last seen.
+        self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray, bool] | None = None
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight,
         #: those over 4 clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of
         #: each model: (the episode, rows, cells, models), kept for the episode.
@@ -676,11 +966,11 @@ class CandidateBuilder:
         if self.pruning == "classes":
             nodes = sim.cluster.nodes
             if self._nodes is None or self._nodes[0] is not nodes:
-                self._nodes = (nodes, _pcie(nodes))
+                self._nodes = (nodes, _pcie(nodes), _rising(sim.cluster.node_of))
             episode = episode_token(sim)
             if self._specs is None or self._specs[0] is not episode:
                 self._specs = (episode, {})
-            classes = TargetClasses(sim, self._nodes[1], self._specs[1])
+            classes = TargetClasses(sim, self._nodes[1], self._specs[1], self._nodes[2])
         memo = _Memo(classes)
         for d in keep:
             if d is not None:
@@ -696,9 +986,7 @@ class CandidateBuilder:
             if not len(flat):  # (nothing fits: ``placeable`` is false)
                 continue
             if memo.classes is not None:
-                gs, os_ = memo.split(flat, n_opts)
-                gs, os_ = self._prune(memo, jid, gs, os_, -1)
-                flat = gs * n_opts + os_
+                flat = self._prune_flat(memo, jid, flat, -1, n_opts)
             total = self._add(jid, flat, blocks, total)
         n_place = total - 1
         jobs = sim.jobs
@@ -706,7 +994,10 @@ class CandidateBuilder:
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
         # (the legality's memo of them for the cluster's version, which the masks read too)
         empty = len(legality.empty_ready()) > 0
-        running = sorted({j for res in c.residents for j in res}) if empty else []
+        running: list[int] = []
+        if empty:  # (the GPUs with residents: ``n_res`` counts them)
+            residents = c.residents
+            running = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})
         now = sim.now
         for jid in running:
             st = jobs[jid]
@@ -716,12 +1007,8 @@ class CandidateBuilder:
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
             flat = legality.migration_targets(jid)
-            if memo.classes is not None:
-                gs, os_ = memo.split(flat, n_opts)
-                if len(gs):
-                    here = int(c.node_of[st.gpus[0]])
-                    gs, os_ = self._prune(memo, jid, gs, os_, here)
-                flat = gs * n_opts + os_
+            if memo.classes is not None and len(flat):
+                flat = self._prune_flat(memo, jid, flat, int(c.node_of[st.gpus[0]]), n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
             cands = self._assemble(blocks, n_place, total)
@@ -779,6 +1066,27 @@ class CandidateBuilder:
         blocks.append((jid, flat))
         return total + n
 
+    def _prune_flat(
+        self, memo: _Memo, jid: int, flat: np.ndarray, here: int, n_opts: int
+    ) -> np.ndarray:
+        """The targets of ``flat`` (rising flat indices) that stand for their class
+        (:meth:`_prune`), as flat indices. Compiled, a single-GPU job's with no kept move come
+        from the flat indices themselves (``_Memo.flat_picks``: no (GPU, option) arrays)."""
+        spec = self.sim.jobs[jid].spec
+        classes = memo.classes
+        assert classes is not None
+        if (
+            cython.compiled
+            and classes.rising
+            and spec.num_gpus == 1
+            and len(flat) > 1
+            and not memo.kept.get(jid)
+        ):
+            return memo.flat_picks(spec, flat, here)
+        gs, os_ = memo.split(flat, n_opts)
+        gs, os_ = self._prune(memo, jid, gs, os_, here)
+        return gs * n_opts + os_
+
     def _prune(
         self, memo: _Memo, jid: int, gs: np.ndarray, os_: np.ndarray, here: int
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -792,11 +1100,12 @@ class CandidateBuilder:
             # and may take some of them back, which the classes below (read with the gang in
             # place) do not see: every destination stays.
             return gs, os_
-        pick, chosen = memo.picks(self, spec, gs, os_, here)
+        idx, chosen = memo.picks(self, spec, gs, os_, here)
         keep = memo.kept.get(jid)
         if not keep:
             return chosen
-        pick = pick.copy()
+        pick = np.zeros(len(gs), dtype=bool)
+        pick[idx] = True
         for g, o in keep:
             pick |= (gs == g) & (os_ == o)
         return gs[pick], os_[pick]
@@ -1338,6 +1647,18 @@ class _Memo:
             hit = self._split[id(flat)] = (flat, gs, os_)
         return hit[1], hit[2]
 
+    def flat_picks(self, spec: JobSpec, flat: np.ndarray, here: int) -> np.ndarray:
+        """``picks``' targets of a single-GPU job like ``spec`` on node ``here`` (-1: queued),
+        as flat indices of ``flat`` (rising flat targets), found from ``flat`` itself
+        (``TargetClasses.flat_first_index``); shared by jobs of the same targets, CPUs and
+        node (callers must not write to it)."""
+        assert self.classes is not None
+        key = (id(flat), spec.cpu_cores, here)
+        hit = self._picks.get(key)
+        if hit is None or hit[0] is not flat:
+            hit = self._picks[key] = (flat, flat[self.classes.flat_first_index(spec, flat, here)])
+        return hit[1]
+
     def picks(
         self,
         builder: CandidateBuilder,
@@ -1346,9 +1667,9 @@ class _Memo:
         os_: np.ndarray,
         here: int,
     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``,
-        and those targets; shared by jobs of the same targets (the same arrays), CPUs and
-        node (and, for a gang, mask signature)."""
+        """Which of the targets ``(gs, os_)`` stand for their class, for a job like ``spec``
+        (rising indices), and those targets; shared by jobs of the same targets (the same
+        arrays), CPUs and node (and, for a gang, mask signature)."""
         assert self.classes is not None
         if spec.num_gpus == 1:  # (a single GPU's classes read the job's CPUs alone)
             key: tuple[object, ...] = (id(gs), id(os_), spec.cpu_cores, here)
@@ -1356,8 +1677,11 @@ class _Memo:
             key = (id(gs), id(os_), mask_signature(spec), spec.cpu_cores, here)
         hit = self._picks.get(key)
         if hit is None or hit[0] is not gs or hit[1] is not os_:
-            pick = builder._first_of_class(self.classes, spec, gs, os_, here)
-            hit = self._picks[key] = (gs, os_, pick, (gs[pick], os_[pick]))
+            if spec.num_gpus == 1:
+                idx = self.classes.first_index(spec, gs, os_, here)
+            else:
+                idx = np.flatnonzero(builder._first_of_class(self.classes, spec, gs, os_, here))
+            hit = self._picks[key] = (gs, os_, idx, (gs[idx], os_[idx]))
         return hit[2], hit[3]
 
 

@@ -38,6 +38,7 @@ cdef class Legality:
     cpdef migration_targets(self, job_id)
     cpdef bint _typed(self, spec)
     cpdef _typed_targets(self, sig, spec, bint empty)
+    cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
     cpdef check(self, d)
@@ -62,3 +63,9 @@ cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
 cdef object _empty_ready(_SV v)
+
+# A mask's legal cells as rising flat indices, one typed walk (``Legality.targets``, where the
+# targets come from the cluster's mask): the mask is read-only, hence ``const``.
+@cython.locals(g=Py_ssize_t, o=Py_ssize_t, c=Py_ssize_t, n_g=Py_ssize_t, n_o=Py_ssize_t,
+               buf=cython.longlong[:])
+cdef object _mask_targets(_Scratch s, const unsigned char[:, :] m)

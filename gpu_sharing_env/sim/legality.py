@@ -8,7 +8,8 @@ anything (answered without building the mask: ``Cluster.placeable``). It answers
 (why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A
 candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
 flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
-(``_single_targets``) without a mask.
+(``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
+typed walk (``_mask_targets``).
 """
 
 from __future__ import annotations
@@ -158,6 +159,26 @@ def _empty_ready(v: Any) -> np.ndarray:
     return idx
 
 
+@cython.boundscheck(False)  # (every index is in range: the mask's own)
+@cython.wraparound(False)
+def _mask_targets(s: Any, m: Any) -> np.ndarray:
+    """``m.ravel().nonzero()[0]`` of a (GPU, option) mask ``m`` (read as uint8; compiled only):
+    its legal cells as rising flat indices ``gpu * n_options + option``, in one typed walk
+    written to the kept buffer ``s`` (a :class:`_Scratch`), then copied out, where ``ravel``
+    copied the option-major mask cell by cell and ``nonzero`` walked the copy. Declared in
+    ``legality.pxd``; ``Legality.targets`` calls it."""
+    buf = s.buf
+    n_g = m.shape[0]
+    n_o = m.shape[1]
+    c = 0
+    for g in range(n_g):
+        for o in range(n_o):
+            if m[g, o]:
+                buf[c] = g * n_o + o
+                c += 1
+    return s.arr[:c].copy()
+
+
 def check_batch(st: JobState, batch_size: int) -> str | None:
     """Why a decision may not give ``st`` batch size ``batch_size`` (non-zero), or None."""
     if not st.spec.online:
@@ -294,7 +315,8 @@ class Legality:
         builder enumerates. Memoised per mask signature for the cluster's version (shared by
         the queued jobs of one signature; callers must not write to it): a job costs its
         signature and one look-up, a signature a ``placeable`` question and, where it fits,
-        its mask's nonzero cells (no per-job mask entry)."""
+        its mask's nonzero cells (no per-job mask entry; compiled, one typed walk of the
+        mask: ``_mask_targets``)."""
         spec = self._jobs[job_id].spec
         sig = mask_signature(spec)
         if self._sig_version != self._cluster.version:
@@ -310,8 +332,11 @@ class Legality:
                 else:
                     flat = _NO_TARGETS
             elif self.sig_placeable(sig, spec):
-                # (``np.flatnonzero``'s own two steps, as methods: ~4x fewer instructions)
-                flat = self.sig_entry(sig, spec)[1].ravel().nonzero()[0]
+                m = self.sig_entry(sig, spec)[1]
+                if cython.compiled:  # (one typed walk of the mask: ``_mask_targets``)
+                    flat = _mask_targets(self._kept_buffer(), m.view(np.uint8))
+                else:  # (``np.flatnonzero``'s own two steps, as methods: ~4x fewer instructions)
+                    flat = m.ravel().nonzero()[0]
             else:
                 flat = _NO_TARGETS
             self._sig_targets[sig] = flat
@@ -393,14 +418,21 @@ class Legality:
         jv = self._jv.get(sig)
         if jv is None:  # (the job's typed views, kept per signature: they never change)
             jv = self._jv[sig] = c.masks.static_parts(spec)[3]
-        if self._scratch is None:
-            self._scratch = _Scratch(np.empty(c.n_gpus * self._n_options, dtype=np.int64))
         lay = c.layout
         return _single_targets(
-            self._scratch, _views_of(c), jv, spec.online, float(spec.mem_gb),
+            self._kept_buffer(), _views_of(c), jv, spec.online, float(spec.mem_gb),
             lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
             len(lay.mig_slices), self._n_options, empty,
         )  # fmt: skip
+
+    def _kept_buffer(self) -> _Scratch:
+        """The buffer the typed passes write their targets to (room for every (GPU, option)
+        cell; made on first use)."""
+        if self._scratch is None:
+            self._scratch = _Scratch(
+                np.empty(self._cluster.n_gpus * self._n_options, dtype=np.int64)
+            )
+        return self._scratch
 
     def _sig_migration_targets(
         self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
