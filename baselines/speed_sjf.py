@@ -36,11 +36,32 @@ residents is not predicted (AntMan's priority time-sharing protects guarantee jo
 
 from __future__ import annotations
 
+from itertools import compress
+
 import numpy as np
 
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.antman import AntMan
 from gpu_sharing_gym.baselines.gandiva import est_duty
+
+#: :func:`solo_speeds`' tables: id of an episode token -> (the token, model -> speeds).
+_SPEEDS: dict[int, tuple[object, dict[str, list[float]]]] = {}
+
+
+def solo_speeds(view: ClusterView, model: str) -> list[float]:
+    """``view.solo_speed(model, g)`` of every GPU ``g``, in GPU order: kept per episode
+    (``view.episode``), in which a GPU's type and the profiles do not change."""
+    ep = view.episode
+    hit = _SPEEDS.get(id(ep))
+    if hit is None or hit[0] is not ep:
+        if len(_SPEEDS) > 64:
+            _SPEEDS.clear()
+        hit = _SPEEDS[id(ep)] = (ep, {})
+    table = hit[1]
+    speeds = table.get(model)
+    if speeds is None:
+        speeds = table[model] = [view.solo_speed(model, g) for g in range(view.n_gpus)]
+    return speeds
 
 
 def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None = None) -> float:
@@ -49,10 +70,9 @@ def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None
     ``col``: the GPUs to consider (a legal mask column); all of the cluster's when None or when
     it allows none (a job that cannot be placed now is ranked by its best GPU anywhere).
     """
-    gpus = np.flatnonzero(col) if col is not None else np.empty(0, dtype=np.intp)
-    if not gpus.size:
-        gpus = np.arange(view.n_gpus)
-    speed = max(view.solo_speed(job.model, int(g)) for g in gpus)
+    speeds = solo_speeds(view, job.model)
+    legal = list(compress(speeds, col.tolist())) if col is not None else []
+    speed = max(legal) if legal else max(speeds)
     return job.est_remaining_s / max(speed, 1e-9)
 
 
@@ -81,7 +101,7 @@ class SpeedSJF(AntMan):
         return sorted(
             jobs,
             key=lambda j: (
-                predicted_duration_s(view, j, view.mask(j.job_id)[:, opt]),
+                predicted_duration_s(view, j, view.mask_column(j.job_id, opt)),
                 j.submit_s,
                 j.job_id,
             ),
@@ -92,9 +112,8 @@ class SpeedSJF(AntMan):
     ) -> tuple[float, ...]:
         """Fastest predicted rate (solo speed x free share) first; fewer co-runners, then the
         lowest index, break ties."""
-        rate = min(
-            view.solo_speed(job.model, g) * min(1.0, spare / est_duty(view, job, g)) for g in gpus
-        )
+        speeds = solo_speeds(view, job.model)
+        rate = min(speeds[g] * min(1.0, spare / est_duty(view, job, g)) for g in gpus)
         return (-rate, max(int(view.n_res[g]) for g in gpus), start)
 
 
