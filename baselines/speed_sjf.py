@@ -37,31 +37,27 @@ residents is not predicted (AntMan's priority time-sharing protects guarantee jo
 from __future__ import annotations
 
 from itertools import compress
+from typing import Any
 
 import numpy as np
 
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.antman import AntMan
+from gpu_sharing_gym.baselines.base import per_options
 from gpu_sharing_gym.baselines.gandiva import est_duty
 
-#: :func:`solo_speeds`' tables: id of an episode token -> (the token, model -> speeds).
-_SPEEDS: dict[int, tuple[object, dict[str, list[float]]]] = {}
+#: :func:`solo_speeds`' tables, one per simulator (``per_options``: its options tuple; a GPU's
+#: type and the speed profiles are fixed for a simulator).
+_SOLO: dict[int, tuple[Any, dict[Any, Any]]] = {}
 
 
 def solo_speeds(view: ClusterView, model: str) -> list[float]:
-    """``view.solo_speed(model, g)`` of every GPU ``g``, in GPU order: kept per episode
-    (``view.episode``), in which a GPU's type and the profiles do not change."""
-    ep = view.episode
-    hit = _SPEEDS.get(id(ep))
-    if hit is None or hit[0] is not ep:
-        if len(_SPEEDS) > 64:
-            _SPEEDS.clear()
-        hit = _SPEEDS[id(ep)] = (ep, {})
-    table = hit[1]
+    """``view.solo_speed(model, g)`` of every GPU ``g``, in GPU order (kept per simulator)."""
+    table = per_options(_SOLO, view)
     speeds = table.get(model)
     if speeds is None:
         speeds = table[model] = [view.solo_speed(model, g) for g in range(view.n_gpus)]
-    return speeds
+    return speeds  # type: ignore[no-any-return]
 
 
 def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None = None) -> float:

@@ -1,8 +1,8 @@
 """What speed_sjf and AntMan keep between decisions (issue 51, the cold training bar): each
-table gives what the call it replaces gives, per episode or per simulator, on every GPU.
+table gives what the call it replaces gives, per simulator, on every GPU.
 
 - ``solo_speeds(view, model)`` is ``view.solo_speed(model, g)`` for every GPU, for each
-  scenario's fleet (kept per episode: two simulators of different fleets never share one);
+  scenario's fleet (kept per simulator: two of different fleets never share one);
 - ``predicted_duration_s`` reads it as the direct maximum over the legal GPUs did (all GPUs
   when none is legal), on random columns;
 - ``shared_option_of(view)`` is ``shared_option(view)`` of that simulator's options.
