@@ -15,7 +15,7 @@ list, the duration predictor it feeds finished runs) is a fresh copy at every ca
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -48,7 +48,9 @@ class DrawMemo:
 
     def __init__(self, maxsize: int = DRAW_MEMO_SIZE) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, dict[str, Any], Any]] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, Mapping[str, Any], Any]] = (
+            OrderedDict()
+        )
         self.hits = self.misses = 0
 
     def clear(self) -> None:
