@@ -36,12 +36,13 @@ MPS at 100 % SM, where no priority exists.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView, JobView
-from gpu_sharing_gym.baselines.base import HeuristicPolicy
+from gpu_sharing_gym.baselines.base import HeuristicPolicy, per_options
 from gpu_sharing_gym.baselines.gandiva import (
     est_duty,
     gang_gpus,
@@ -49,6 +50,18 @@ from gpu_sharing_gym.baselines.gandiva import (
     one_node_empty,
     shared_option,
 )
+
+#: :func:`shared_option` per placement-options tuple (``per_options``; a function of them alone).
+_SHARED_OPTION: dict[int, tuple[Any, dict[Any, Any]]] = {}
+
+
+def shared_option_of(view: ClusterView) -> int | None:
+    """:func:`shared_option` of ``view``, kept per options tuple (one per simulator: asked at
+    every decision)."""
+    table = per_options(_SHARED_OPTION, view)
+    if "opt" not in table:
+        table["opt"] = shared_option(view)
+    return table["opt"]  # type: ignore[no-any-return]
 
 
 def default_guarantee(job: JobView) -> bool:
@@ -85,13 +98,13 @@ class AntMan(HeuristicPolicy):
         self.min_idle = min_idle
 
     def decide(self, view: ClusterView) -> Decision | None:
-        opt = shared_option(view)
+        opt = shared_option_of(view)
         if opt is None:
             return None
         window = view.window
         guaranteed = [j for j in window if self.guarantee(j)]
         for job in guaranteed:
-            col = view.mask(job.job_id)[:, opt]
+            col = view.mask_column(job.job_id, opt)
             g = self._guarantee_gpu(view, job, col)
             if g is not None:
                 return Decision(job.job_id, g, opt)
@@ -99,7 +112,7 @@ class AntMan(HeuristicPolicy):
         waiting = bool(guaranteed) or any(self.guarantee(j) for j in view.queue)
         rest = [j for j in window if not self.guarantee(j)]
         for job in self._opportunistic_order(view, rest, opt):
-            col = view.mask(job.job_id)[:, opt]
+            col = view.mask_column(job.job_id, opt)
             g = self._opportunistic_gpu(view, job, col, keep_headroom=waiting)
             if g is not None:
                 return Decision(job.job_id, g, opt)
@@ -143,22 +156,28 @@ class AntMan(HeuristicPolicy):
     def _opportunistic_gpu(
         self, view: ClusterView, job: JobView, col: np.ndarray, keep_headroom: bool
     ) -> int | None:
-        idle = 1.0 - np.asarray(view.util, dtype=float)
+        # Per GPU as lists of Python floats (the same doubles; an element of a list reads
+        # faster than one of an array: this runs at every decision).
+        idle = (1.0 - np.asarray(view.util, dtype=float)).tolist()
+        used, cap = view.mem_used_gb.tolist(), view.mem_cap_gb.tolist()
         best: tuple[tuple[float, ...], int] | None = None
-        for start in np.flatnonzero(col):
-            gpus = gang_gpus(col, int(start), job.num_gpus)
+        n = job.num_gpus
+        for start in np.flatnonzero(col).tolist():
+            # (one GPU: the legal start itself, as ``gang_gpus`` reads it off the column)
+            gpus = [start] if n == 1 else gang_gpus(col, start, n)
+            # (the memory test first: it is cheaper than reading the GPU's residents)
             if keep_headroom and any(
-                not self._has_guarantee(view, g)
-                and view.mem_used_gb[g] + job.mem_gb > self.opp_mem_frac * view.mem_cap_gb[g] + 1e-9
+                used[g] + job.mem_gb > self.opp_mem_frac * cap[g] + 1e-9
+                and not self._has_guarantee(view, g)
                 for g in gpus
             ):
                 continue
-            spare = min(float(idle[g]) for g in gpus)
+            spare = min(idle[g] for g in gpus)
             if spare < self.min_idle:
                 continue
-            key = self._opportunistic_key(view, job, gpus, spare, int(start))
+            key = self._opportunistic_key(view, job, gpus, spare, start)
             if best is None or key < best[0]:
-                best = (key, int(start))
+                best = (key, start)
         return None if best is None else best[1]
 
     def _opportunistic_key(

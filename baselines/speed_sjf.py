@@ -36,11 +36,28 @@ residents is not predicted (AntMan's priority time-sharing protects guarantee jo
 
 from __future__ import annotations
 
+from itertools import compress
+from typing import Any
+
 import numpy as np
 
 from gpu_sharing_env.sim.view import ClusterView, JobView
 from gpu_sharing_gym.baselines.antman import AntMan
+from gpu_sharing_gym.baselines.base import per_options
 from gpu_sharing_gym.baselines.gandiva import est_duty
+
+#: :func:`solo_speeds`' tables, one per simulator (``per_options``: its options tuple; a GPU's
+#: type and the speed profiles are fixed for a simulator).
+_SOLO: dict[int, tuple[Any, dict[Any, Any]]] = {}
+
+
+def solo_speeds(view: ClusterView, model: str) -> list[float]:
+    """``view.solo_speed(model, g)`` of every GPU ``g``, in GPU order (kept per simulator)."""
+    table = per_options(_SOLO, view)
+    speeds = table.get(model)
+    if speeds is None:
+        speeds = table[model] = [view.solo_speed(model, g) for g in range(view.n_gpus)]
+    return speeds  # type: ignore[no-any-return]
 
 
 def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None = None) -> float:
@@ -49,10 +66,9 @@ def predicted_duration_s(view: ClusterView, job: JobView, col: np.ndarray | None
     ``col``: the GPUs to consider (a legal mask column); all of the cluster's when None or when
     it allows none (a job that cannot be placed now is ranked by its best GPU anywhere).
     """
-    gpus = np.flatnonzero(col) if col is not None else np.empty(0, dtype=np.intp)
-    if not gpus.size:
-        gpus = np.arange(view.n_gpus)
-    speed = max(view.solo_speed(job.model, int(g)) for g in gpus)
+    speeds = solo_speeds(view, job.model)
+    legal = list(compress(speeds, col.tolist())) if col is not None else []
+    speed = max(legal) if legal else max(speeds)
     return job.est_remaining_s / max(speed, 1e-9)
 
 
@@ -81,7 +97,7 @@ class SpeedSJF(AntMan):
         return sorted(
             jobs,
             key=lambda j: (
-                predicted_duration_s(view, j, view.mask(j.job_id)[:, opt]),
+                predicted_duration_s(view, j, view.mask_column(j.job_id, opt)),
                 j.submit_s,
                 j.job_id,
             ),
@@ -92,9 +108,8 @@ class SpeedSJF(AntMan):
     ) -> tuple[float, ...]:
         """Fastest predicted rate (solo speed x free share) first; fewer co-runners, then the
         lowest index, break ties."""
-        rate = min(
-            view.solo_speed(job.model, g) * min(1.0, spare / est_duty(view, job, g)) for g in gpus
-        )
+        speeds = solo_speeds(view, job.model)
+        rate = min(speeds[g] * min(1.0, spare / est_duty(view, job, g)) for g in gpus)
         return (-rate, max(int(view.n_res[g]) for g in gpus), start)
 
 

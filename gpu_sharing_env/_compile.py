@@ -59,6 +59,11 @@ MODULES: tuple[str, ...] = (
     "gpu_sharing_gym.baselines.gandiva",
     "gpu_sharing_gym.baselines.reference",
     "gpu_sharing_gym.baselines.base",
+    # (untyped: speed_sjf is the paired reward's reference and the default recipe's hint, so
+    # it decides at every training step and ~70 times in each reference curve:
+    # docs/notes/2026-12-01-cold-training.md)
+    "gpu_sharing_gym.baselines.antman",
+    "gpu_sharing_gym.baselines.speed_sjf",
     # (the episode metrics' one typed pass; the replay's other interpreted imports stay so:
     # compiled untyped they cut the start-up's bytecode compile but no time was measured, and
     # they lengthen the build: docs/notes/2026-11-30-replay-start-and-end.md)

@@ -51,6 +51,7 @@ COMPONENTS = (
 #: attribute).
 NOT_COMPONENT_WRITES = {
     ("build.py", "ScenarioWorkload", "predictor"),  # a drawn job list's predictor
+    ("build.py", "ScenarioJobs", "predictor"),  # its copy's predictor (``ScenarioJobs.fresh``)
 }
 
 

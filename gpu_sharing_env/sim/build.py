@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from gpu_sharing_env.physics.hardware import get_gpu_type
 from gpu_sharing_env.physics.interference import SpeedModel
 from gpu_sharing_env.physics.nodes import Interconnect, NodeSpec
 from gpu_sharing_env.sim.engine import Simulator, WorkloadFn
+from gpu_sharing_env.workload.draws import DRAWS
 from gpu_sharing_env.workload.estimates import attach_estimates
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai_machines
@@ -72,6 +74,14 @@ class ScenarioJobs(list[JobSpec]):
     #: The generator's draw (history, patterns) of a synthetic workload; None for a trace.
     drawn: SyntheticWorkload | None = None
 
+    def fresh(self) -> ScenarioJobs:
+        """A copy with a list and a predictor of its own (what a simulator changes); the specs
+        and the generator's draw are shared (never changed)."""
+        out = ScenarioJobs(self)
+        out.predictor = copy.deepcopy(self.predictor)  # (OnlinePredictor.__deepcopy__)
+        out.drawn = self.drawn
+        return out
+
 
 @dataclass
 class ScenarioWorkload:
@@ -90,13 +100,15 @@ class ScenarioWorkload:
     pred_cfg: PredictorConfig = field(default_factory=PredictorConfig)
 
     def __call__(self, rng: np.random.Generator) -> ScenarioJobs:
-        return self._draw(rng, True)
+        # (an equal workload's draw from the same state, when one was made lately: the paired
+        # reward's reference starts its env's episode again, workload/draws.py)
+        return DRAWS.draw(self, rng, True, lambda: self._draw(rng, True))
 
     def without_predictor(self, rng: np.random.Generator) -> ScenarioJobs:
         """The same jobs as ``self(rng)`` (the same draws from ``rng``), with no predictor
         built (``predictor`` None: no warm start), for an episode without estimates
         (``Simulator.reset(estimates=False)``)."""
-        return self._draw(rng, False)
+        return DRAWS.draw(self, rng, False, lambda: self._draw(rng, False))
 
     def _draw(self, rng: np.random.Generator, predict: bool) -> ScenarioJobs:
         off = self.cfg.workload.offline
