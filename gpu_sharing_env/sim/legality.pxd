@@ -41,6 +41,7 @@ cdef class Legality:
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
+    cpdef bint listed_migration(self, spec, gpu, option)
     cpdef check(self, d)
 
 # A kept buffer and its typed view (``_single_targets`` writes there).

@@ -499,6 +499,19 @@ class Legality:
                 return True
         return False
 
+    def listed_migration(self, spec: JobSpec, gpu: int, option: int) -> bool:
+        """Whether ``(gpu, option)`` is among the migration targets of ``spec``'s mask
+        signature memoised for the cluster's version (a build has just listed them: the
+        empty, ready cells its placement mask allows); False where none are memoised."""
+        if self._mig_version != self._cluster.version:
+            return False
+        flat = self._mig_targets.get(mask_signature(spec))
+        if flat is None:
+            return False
+        x = gpu * self._n_options + option
+        i = flat.searchsorted(x)  # (rising: listed iff legal)
+        return bool(i < len(flat) and flat[i] == x)
+
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
         if self._sim.done:

@@ -178,6 +178,13 @@ class Lifecycle:
         c = self._cluster
         if not (0 <= gpu < c.n_gpus and 0 <= option < len(self._options)):
             return c.check(st.spec, gpu, option)
+        # Listed among the targets a build has just read for this version: the job is past its
+        # setup and the cell is empty, ready and allowed by its placement mask with the job
+        # still on its GPUs; leaving them only frees resources, so the check below would
+        # answer None as well (tests/test_migration_listed.py). Its removal and re-adding
+        # change nothing the migration then reads (``migrate`` removes the job again).
+        if self._legality.listed_migration(st.spec, gpu, option):
+            return None
         old = self._options[st.option]
         # gpulets: the partitions as they were (leaving may free one; rejoining it is undone)
         saved = (
