@@ -1002,10 +1002,6 @@ def _near_reps(reps: np.ndarray, alts: np.ndarray, node_of: np.ndarray, here: in
     return out
 
 
-#: No GPUs (int64, empty: nothing to write to): ``CandidateBuilder._gpu_rows``' GPUs where it
-#: writes every row.
-_NO_GPUS = np.zeros(0, dtype=np.int64)
-
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
 _FREE = -2
 _MIG = int(SharingMode.MIG)
@@ -1093,8 +1089,8 @@ class CandidateBuilder:
         self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
 
     @cython.locals(
-        g=cython.Py_ssize_t, i=cython.Py_ssize_t, x=cython.double, total=cython.double,
-        st=JobState, gv=cython.longlong[::1], some=cython.bint,
+        g=cython.Py_ssize_t, i=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
+        total=cython.double, st=JobState, gv=cython.longlong[::1], some=cython.bint,
     )  # fmt: skip
     def _gpu_rows(self, gpus: np.ndarray | None = None) -> np.ndarray:
         """The GPUs' cells of a row (:data:`_GPU_COLS`, :func:`_gpu_table`), one float32 row
@@ -1106,9 +1102,12 @@ class CandidateBuilder:
         left = np.zeros(n)
         jobs = sim.jobs
         residents = c.residents
-        some = cython.compiled and gpus is not None
-        gv = gpus if some and gpus is not None else _NO_GPUS
-        for i in range(gv.shape[0] if some else n):
+        m = n
+        some = False
+        if cython.compiled and gpus is not None:  # (no view acquired where none is given)
+            gv, some = gpus, True
+            m = gv.shape[0]
+        for i in range(m):
             g = gv[i] if some else i
             res = residents[g]
             if res:
@@ -1164,7 +1163,7 @@ class CandidateBuilder:
         for jid in decidable_ids(sim):
             # (pruned, a single-GPU job's picks from the GPUs that stand for the fleet:
             # ``_Memo.rep_picks``; None: the targets' path)
-            flat = self._rep_picks(memo, jid, -1)
+            flat = self._rep_picks(memo, jid, -1) if memo.classes is not None else None
             if flat is None:
                 flat = legality.targets(jid)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
@@ -1191,7 +1190,7 @@ class CandidateBuilder:
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
             here = int(c.node_of[st.gpus[0]])
-            flat = self._rep_picks(memo, jid, here)
+            flat = self._rep_picks(memo, jid, here) if memo.classes is not None else None
             if flat is None:
                 flat = legality.migration_targets(jid)
                 if memo.classes is not None and len(flat):
@@ -1478,8 +1477,11 @@ class CandidateBuilder:
                 ji[b, 2] = row_of[specs[b].model]
         c = sim.cluster
         flats = [blk[1] for blk in blocks]
-        # (compiled, the cells of the targets' GPUs only: ``_target_gpus``)
-        gpus = _target_gpus(flats, len(sim.options), c.n_gpus) if cython.compiled else None
+        # (compiled, where there are fewer targets than GPUs, the cells of the targets' GPUs
+        # only: ``_target_gpus``)
+        gpus = None
+        if cython.compiled and total - 1 < c.n_gpus:
+            gpus = _target_gpus(flats, len(sim.options), c.n_gpus)
         _write_rows(
             table, ids, n_place, flats, len(sim.options), job_rows, job_ints,
             self._gpu_rows(gpus), self._opt32, speeds[2], c.type_idx,

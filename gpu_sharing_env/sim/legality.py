@@ -90,7 +90,7 @@ def _single_targets(
     n_opts: int,
     empty: bool,
     some: bool,
-    gpus: np.ndarray,
+    gpus: Any,
 ) -> np.ndarray:
     """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
     (int64; compiled only, no gpulets): on every GPU, or with ``some`` on the rising GPUs
@@ -105,7 +105,7 @@ def _single_targets(
     it."""
     buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = gpus.shape[0] if some else v.n_res.shape[0]
+    n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
     c = 0
     for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
         g = gpus[i] if some else i
@@ -429,7 +429,7 @@ class Legality:
         return _single_targets(
             self._kept_buffer(), _views_of(c), jv, spec.online, float(spec.mem_gb),
             lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), self._n_options, empty, some, gpus if some else _NO_TARGETS,
+            len(lay.mig_slices), self._n_options, empty, some, gpus,
         )  # fmt: skip
 
     def targets_on(self, job_id: int, gpus: np.ndarray, empty: bool) -> np.ndarray:
