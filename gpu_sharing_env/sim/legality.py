@@ -9,7 +9,8 @@ anything (answered without building the mask: ``Cluster.placeable``). It answers
 candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
 flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
 (``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
-typed walk (``_mask_targets``).
+typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
+that stand for the fleet only (``targets_on``: the same typed pass over given GPUs).
 """
 
 from __future__ import annotations
