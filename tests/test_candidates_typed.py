@@ -383,3 +383,121 @@ def test_gpu_views_follow_the_arrays_in_place_and_notice_new_ones() -> None:
         assert a.view(np.uint32).tobytes() == b.view(np.uint32).tobytes()
         for arr in arrays:  # (in place, as the cluster changes its state)
             arr[...] = np.roll(arr, 1)
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+@pytest.mark.parametrize("scenario", ["pai-busy", "default-x2", "mig-a100"])
+def test_rep_picks_are_the_first_of_each_key(scenario: str) -> None:
+    """``_Memo.rep_picks`` (a single-GPU job's targets on the GPUs that stand for the fleet
+    only: ``_class_reps``, ``_near_reps``) picks what the classes' keys pick among all its
+    targets (the mask's legal cells, the first of each key by ``np.unique``) for every queued
+    job and every running job past its setup, at every step of a pruned random legal rollout,
+    also where the job's CPUs oversubscribe some nodes (each then its own class)."""
+    env, info, rng = _pruned(scenario, 3)
+    checked = moved = 0
+    for step in range(40 if scenario == "pai-busy" else 120):
+        sim = env.sim
+        c = sim.cluster
+        asked: list[tuple[int, int]] = [(jid, -1) for _, jid in sim.queue]
+        running = sorted({j for res in c.residents for j in res})
+        asked += [
+            (j, int(c.node_of[sim.jobs[j].gpus[0]]))
+            for j in running
+            if sim.jobs[j].setup_until <= sim.now
+        ]
+        for squeeze in (False, True):
+            classes = candidates.TargetClasses(sim)
+            if squeeze:  # (some nodes' CPUs left below any request: their own classes)
+                classes._cpu_left = np.where(np.arange(c.n_nodes) % 3 == 1, 0.0, 1e9)
+            memo = candidates._Memo(classes)
+            builder = env.interface.builder
+            for jid, here in asked[:40]:
+                spec = sim.jobs[jid].spec
+                if spec.num_gpus != 1:
+                    continue
+                mask = sim.mask(jid) if here < 0 else sim.migration_mask(jid)
+                gs, os_ = np.nonzero(mask)
+                keys = classes.keys(spec, gs, os_, here)
+                flat = np.flatnonzero(mask.ravel())
+                want = flat[np.sort(np.unique(keys, return_index=True)[1])]
+                got = memo.rep_picks(builder, jid, here)
+                assert got is not None
+                assert np.array_equal(got, want), (step, jid, here)
+                checked += 1
+                moved += here >= 0 and len(want) > 0
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            break
+    assert checked > 100
+    assert moved > 5
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_class_reps_tell_apart_what_legality_reads() -> None:
+    """``_class_reps``: the first GPU of each group alike in class and in each field a
+    single-GPU legality reads; a GPU with any such field changed (its declared memory by one
+    ulp, its SM in use, its MIG bits, ...) stands for its own group, and a group's peer is its
+    first GPU on another node."""
+    env, _, _ = _pruned("default-x2", 4)
+    c = env.sim.cluster
+    classes = candidates.TargetClasses(env.sim)
+    gid = np.zeros(c.n_gpus, dtype=np.int64)  # (one class: only the fields tell GPUs apart)
+    v = c.state_views()
+    reps, alts = candidates._class_reps(v, gid, c.node_of, 1)
+    assert reps[0] == 0 and len(reps) < c.n_gpus // 2
+    f = c.fleet  # (the arrays the typed views share: ``fleet.cluster._StateViews``)
+    arrays = [c.n_res, c.mode, c.ready, c.healthy, f.type_idx, c.mem_decl, f.cap_eps]
+    arrays += [c.sm_used, f.mps_limit, f.mig_capable, c.mig_layouts.occ, c.mig_layouts.used]
+    g = c.n_gpus - 1
+    assert g not in reps.tolist()
+    for i, arr in enumerate(arrays):
+        was = arr[g].copy()
+        if arr.dtype.kind == "f":
+            arr[g] = np.nextafter(was, np.inf)
+        else:
+            arr[g] = not was if arr.dtype.kind == "b" else arr.max() + 1  # (no other GPU's)
+        try:
+            got, _ = candidates._class_reps(v, gid, c.node_of, 1)
+            assert g in got.tolist(), i
+        finally:
+            arr[g] = was
+    for r, a in zip(reps.tolist(), alts.tolist(), strict=True):
+        same = [x for x in range(c.n_gpus) if all(arr[x] == arr[r] for arr in arrays)]
+        off = [x for x in same if c.node_of[x] != c.node_of[r]]
+        assert same[0] == r and a == (off[0] if off else -1)
+    assert classes.reps(classes.gid) is classes.reps(classes.gid)
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+def test_gpu_rows_of_the_targets_gpus_are_the_fleets() -> None:
+    """``CandidateBuilder._gpu_rows`` with the targets' GPUs (``_target_gpus``: compiled, a
+    build writes only those rows) gives those GPUs the rows of the whole fleet's table, at
+    every step of a pruned random legal rollout (residents and their work left included)."""
+    env, info, rng = _pruned("pai-busy", 5)
+    builder = env.interface.builder
+    n_opts = len(env.sim.options)
+    busy = 0
+    for _ in range(30):
+        c = env.sim.cluster
+        flats = [np.array([g * n_opts for g in range(0, c.n_gpus, 7)], dtype=np.int64)]
+        flats.append(np.flatnonzero(env.sim.mask(next(iter(env.sim.queue))[1]).ravel()))
+        gpus = candidates._target_gpus(flats, n_opts, c.n_gpus)
+        want = np.unique(np.concatenate(flats) // n_opts)
+        assert np.array_equal(gpus, want)
+        whole = builder._gpu_rows()
+        for at in (gpus, candidates._target_gpus(flats[:1], n_opts, c.n_gpus)):  # (and a few)
+            some = builder._gpu_rows(at)
+            assert np.array_equal(whole[at].view(np.uint32), some[at].view(np.uint32))
+            busy += int((c.n_res[at] > 0).sum())
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            break
+    assert busy > 50

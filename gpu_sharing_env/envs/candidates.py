@@ -337,6 +337,7 @@ class TargetClasses:
         spec, as far as known (the others are added); ``rising``: :func:`_rising` of the
         GPUs' nodes, where already at hand."""
         c = sim.cluster
+        self._cluster = c
         self.node_of = c.node_of
         self.n_nodes = c.n_nodes
         if pcie is None:
@@ -408,6 +409,19 @@ class TargetClasses:
         #: Whether the GPUs' nodes rise with the GPU (a node's GPUs are contiguous, as
         #: ``Fleet`` numbers them): what :func:`_near_firsts` reads.
         self.rising = _rising(c.node_of) if rising is None else rising
+        #: Per CPU classes (:meth:`reps`): the classes, the GPUs that stand for the fleet and
+        #: each one's first peer on another node (or None: too many to find).
+        self._reps: dict[int, tuple[np.ndarray, Any]] = {}
+
+    def reps(self, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """:func:`_class_reps` of the GPU classes ``cls`` (``_gpu_class``), kept per classes
+        (compiled only)."""
+        hit = self._reps.get(id(cls))
+        if hit is None or hit[0] is not cls:
+            n = int(cls.max()) + 1 if len(cls) else 0
+            reps = _class_reps(self._cluster.state_views(), cls, self.node_of, n)
+            hit = self._reps[id(cls)] = (cls, reps)
+        return hit[1]  # type: ignore[no-any-return]
 
     def _gpu_class(self, cpu_cores: float) -> tuple[np.ndarray, int]:
         """Per GPU, its class and, where a job of ``cpu_cores`` would oversubscribe the
@@ -541,6 +555,8 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     wm=cython.longlong, ws=cython.longlong, wq=cython.longlong, wh=cython.longlong,
     x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
     ordv=cython.longlong[::1], gv=cython.longlong[::1], i=cython.Py_ssize_t,
+    scv=cython.longlong[::1], siv=cython.longlong[::1], atv=cython.longlong[::1],
+    size=cython.Py_ssize_t, mask=cython.longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
 @cython.wraparound(False)
@@ -606,18 +622,38 @@ def _gpu_codes(
         x = (x * 2 + v.healthy[g]) * 2 + v.ready[g]
         x = (x * ws + (v.sm_used[g] - s_lo)) * wq + (nc[nv[g]] - q_lo)
         cv[g] = x * wh + (hv[g] - h_lo)
-    # renumbered in the codes' order: ``np.unique(code, return_inverse=True)[1]``
-    order = np.argsort(code)
-    gid = np.empty(n, dtype=np.int64)
-    ordv, gv = order, gid
+    # renumbered in the codes' order: ``np.unique(code, return_inverse=True)[1]``, from a
+    # table of the distinct codes (open addressing: each code's slot), then their ranks
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    mask = size - 1
+    sc_a = np.empty(size, dtype=np.int64)  # (a slot's code)
+    si_a = np.full(size, -1, dtype=np.int64)  # (a slot's code's number in order of sight)
+    at_a = np.empty(n, dtype=np.int64)  # (each GPU's slot)
+    scv, siv, atv = sc_a, si_a, at_a
     k = 0
-    x = cv[ordv[0]]
-    for i in range(n):
-        g = ordv[i]
-        if cv[g] != x:
-            x = cv[g]
+    for g in range(n):
+        x = cv[g]
+        h = (x ^ (x >> 11) ^ (x >> 23) ^ (x >> 37)) & mask  # (x >= 0: no overflow)
+        while siv[h] >= 0 and scv[h] != x:
+            h = (h + 1) & mask
+        if siv[h] < 0:
+            scv[h] = x
+            siv[h] = k
             k += 1
-        gv[g] = k
+        atv[g] = h
+    seen_a = np.empty(k, dtype=np.int64)  # (the distinct codes in order of sight)
+    ordv = seen_a
+    for i in range(size):
+        if siv[i] >= 0:
+            ordv[siv[i]] = scv[i]
+    rank_a = np.empty(k, dtype=np.int64)
+    rank_a[np.argsort(seen_a)] = np.arange(k)
+    gid = np.empty(n, dtype=np.int64)
+    gv, ordv = gid, rank_a
+    for g in range(n):
+        gv[g] = ordv[siv[atv[g]]]
     return gid
 
 
@@ -686,6 +722,7 @@ def _firsts(
     omv=cython.longlong[::1], ndv=cython.longlong[::1], sv=cython.uchar[::1],
     i=cython.Py_ssize_t, c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong,
     f=cython.longlong, at=cython.longlong, no=cython.longlong, k=cython.longlong,
+    h=cython.longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
 @cython.wraparound(False)
@@ -697,20 +734,22 @@ def _flat_keys(
     opt_mode: np.ndarray,
     node_of: np.ndarray,
     n_keys: int,
+    here: int = -1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per rising flat target ``gpu * n_opts + option`` of ``flat``: :func:`_target_keys`'
     key (the GPU's class ``cls``, the option, whether the GPU is in the option's mode) and the
-    GPU's node; and the rising indices of the first target of each key (``_firsts`` with no
-    node apart), in one typed pass (compiled only: the GPUs found as the indices pass each
-    row's start, as :func:`_split` does). ``n_keys``: the keys' range."""
+    GPU's node; and the rising indices of the first target of each key (``_firsts``, with the
+    node ``here`` apart; -1: none), in one typed pass (compiled only: the GPUs found as the
+    indices pass each row's start, as :func:`_split` does). ``n_keys``: the keys' range."""
     n = len(flat)
     keys = np.empty(n, dtype=np.int64)
     nodes = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=np.int64)
-    seen = np.zeros(n_keys, dtype=np.uint8)
+    seen = np.zeros(2 * n_keys, dtype=np.uint8)
     fv, kv, nv, bv, sv = flat, keys, nodes, first, seen
     cv, mv, omv, ndv = cls, mode, opt_mode, node_of
     no = n_opts
+    h = here
     g = 0
     at = 0  # (g x n_opts: the first flat index of GPU g)
     c = 0
@@ -723,6 +762,7 @@ def _flat_keys(
         k = (cv[g] * no + o) * 2 + (1 if mv[g] == omv[o] else 0)
         kv[i] = k
         nv[i] = ndv[g]
+        k = k * 2 + (1 if ndv[g] == h else 0)
         if not sv[k]:
             sv[k] = 1
             bv[c] = i
@@ -730,10 +770,38 @@ def _flat_keys(
     return keys, nodes, first[:c]
 
 
+@cython.cfunc
+@cython.locals(
+    nv=cython.longlong[::1], h=cython.longlong, n=cython.Py_ssize_t, lo=cython.Py_ssize_t,
+    hi=cython.Py_ssize_t, mid=cython.Py_ssize_t, top=cython.Py_ssize_t,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: ``lo`` .. ``top`` within ``nv``)
+@cython.wraparound(False)
+def _node_run(nv: Any, h: int) -> tuple[int, int]:
+    """Where node ``h``'s run lies in the rising nodes ``nv``: the first index with node >=
+    ``h`` and the first with node > ``h`` (binary searches; equal where none has ``h``)."""
+    n = nv.shape[0]
+    lo, top = 0, n
+    while lo < top:
+        mid = (lo + top) // 2
+        if nv[mid] < h:
+            lo = mid + 1
+        else:
+            top = mid
+    hi, top = lo, n
+    while hi < top:
+        mid = (hi + top) // 2
+        if nv[mid] <= h:
+            hi = mid + 1
+        else:
+            top = mid
+    return lo, hi
+
+
 @cython.locals(
     kv=cython.longlong[::1], nv=cython.longlong[::1], bv=cython.longlong[::1],
     ov=cython.longlong[::1], sv=cython.uchar[::1], n=cython.Py_ssize_t, nb=cython.Py_ssize_t,
-    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, mid=cython.Py_ssize_t, top=cython.Py_ssize_t,
+    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
     i=cython.Py_ssize_t, j=cython.Py_ssize_t, c=cython.Py_ssize_t, miss=cython.Py_ssize_t,
     k=cython.longlong, h=cython.longlong,
 )  # fmt: skip
@@ -755,20 +823,7 @@ def _near_firsts(
     compares it with ``_firsts``)."""
     kv, nv, bv = keys, nodes, base
     n, nb, h = kv.shape[0], bv.shape[0], here
-    lo, top = 0, n  # (lo: the first target with node >= here)
-    while lo < top:
-        mid = (lo + top) // 2
-        if nv[mid] < h:
-            lo = mid + 1
-        else:
-            top = mid
-    hi, top = lo, n  # (hi: the first target with node > here)
-    while hi < top:
-        mid = (hi + top) // 2
-        if nv[mid] <= h:
-            hi = mid + 1
-        else:
-            top = mid
+    lo, hi = _node_run(nv, h)
     if lo == hi:
         return None
     out = np.empty(nb + hi - lo, dtype=np.int64)
@@ -832,6 +887,119 @@ def _split(flat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return gs, os_
     gs, os_ = np.divmod(flat, n)
     return gs, os_
+
+
+@cython.locals(
+    v=_StateViews, cv=cython.longlong[::1], nv=cython.longlong[::1], hv=cython.longlong[::1],
+    xv=cython.longlong[::1], av=cython.longlong[::1], rv=cython.longlong[::1],
+    n=cython.Py_ssize_t, g=cython.Py_ssize_t, r=cython.longlong, last=cython.longlong,
+    b=cython.longlong, c=cython.Py_ssize_t, cmp=cython.Py_ssize_t, limit=cython.Py_ssize_t,
+    same=cython.bint,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
+@cython.wraparound(False)
+def _class_reps(
+    v: Any, cls: np.ndarray, node_of: np.ndarray, n_cls: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The GPUs that stand for the fleet in a single-GPU job's pruning: the first GPU (lowest)
+    of each group of GPUs alike in their class ``cls`` (0 .. ``n_cls`` - 1) and in every
+    field of the cluster's typed views ``v`` that a single-GPU legality reads (``legality.py``'s
+    ``_single_targets``: residents, mode, readiness, health, type, declared memory and
+    capacity, SM in use, the MPS limit, MIG capability and layout bits; the job's own parts,
+    ``static_parts``, are functions of the type and capacity), rising; and for each, its
+    group's first GPU on another node than its own (-1: none). (Compiled only: None
+    interpreted, or where finding the groups would take over 16 comparisons a GPU.)
+
+    Two GPUs of a group give the same legal options to every single-GPU job, and the same
+    keys (``_flat_keys``: the class, the option, whether the GPU is in the option's mode): a
+    later one's targets have each a key met earlier. So the first target of each key lies on
+    a GPU of this list, and with a node apart (a migrating job's own) on that node or on a
+    group's first GPU off it: the list's GPU, or its peer where the list's lies on that node
+    (``_near_reps``; the GPUs' nodes rise)."""
+    if not cython.compiled:
+        return None
+    n = v.n_res.shape[0]
+    head_a = np.full(max(n_cls, 1), -1, dtype=np.int64)
+    nxt_a = np.full(n, -1, dtype=np.int64)
+    alt_a = np.full(n, -1, dtype=np.int64)
+    reps_a = np.empty(n, dtype=np.int64)
+    cv, nv, hv, xv, av, rv = cls, node_of, head_a, nxt_a, alt_a, reps_a
+    c = 0
+    cmp = 0
+    limit = 16 * n
+    for g in range(n):
+        b = cv[g]
+        r = hv[b]
+        last = -1
+        same = False
+        while r >= 0:
+            cmp += 1
+            same = (
+                v.n_res[r] == v.n_res[g]
+                and v.mode[r] == v.mode[g]
+                and v.ready[r] == v.ready[g]
+                and v.healthy[r] == v.healthy[g]
+                and v.type_idx[r] == v.type_idx[g]
+                and v.mem_decl[r] == v.mem_decl[g]
+                and v.cap_eps[r] == v.cap_eps[g]
+                and v.sm_used[r] == v.sm_used[g]
+                and v.mps_limit[r] == v.mps_limit[g]
+                and v.mig_capable[r] == v.mig_capable[g]
+                and v.mig_occ[r] == v.mig_occ[g]
+                and v.mig_used[r] == v.mig_used[g]
+            )
+            if same:
+                break
+            last = r
+            r = xv[r]
+        if same:
+            if av[r] < 0 and nv[g] != nv[r]:
+                av[r] = g
+        else:
+            if cmp > limit:
+                return None
+            rv[c] = g
+            c += 1
+            if last < 0:
+                hv[b] = g
+            else:
+                xv[last] = g
+    reps_a = reps_a[:c]
+    return reps_a, alt_a[reps_a]
+
+
+@cython.locals(
+    rv=cython.longlong[::1], av=cython.longlong[::1], nv=cython.longlong[::1],
+    ov=cython.longlong[::1], n=cython.Py_ssize_t, i=cython.Py_ssize_t,
+    c=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong,
+    g=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
+@cython.wraparound(False)
+def _near_reps(reps: np.ndarray, alts: np.ndarray, node_of: np.ndarray, here: int) -> np.ndarray:
+    """The GPUs that stand for the fleet for a job on node ``here`` (:func:`_class_reps`'
+    ``reps`` and their peers ``alts``): each of ``reps`` off ``here``, the peer of each on it
+    (where it has one) and every GPU of ``here`` (the GPUs' nodes ``node_of`` rise), rising."""
+    rv, av, nv = reps, alts, node_of
+    n, h = rv.shape[0], here
+    lo, hi = _node_run(nv, h)
+    out = np.empty(n + hi - lo, dtype=np.int64)
+    ov = out
+    c = 0
+    for i in range(n):
+        g = rv[i]
+        if nv[g] != h:
+            ov[c] = g
+            c += 1
+        elif av[i] >= 0:
+            ov[c] = av[i]
+            c += 1
+    for i in range(lo, hi):
+        ov[c] = i
+        c += 1
+    out = out[:c]
+    out.sort()
+    return out
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -920,17 +1088,27 @@ class CandidateBuilder:
         #: the episode: (the episode, the signatures).
         self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
 
-    @cython.locals(g=cython.Py_ssize_t, x=cython.double, total=cython.double, st=JobState)
-    def _gpu_rows(self) -> np.ndarray:
+    @cython.locals(
+        g=cython.Py_ssize_t, i=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
+        total=cython.double, st=JobState, gv=cython.longlong[::1], some=cython.bint,
+    )  # fmt: skip
+    def _gpu_rows(self, gpus: np.ndarray | None = None) -> np.ndarray:
         """The GPUs' cells of a row (:data:`_GPU_COLS`, :func:`_gpu_table`), one float32 row
-        per GPU."""
+        per GPU; with ``gpus`` (rising, int64; compiled) those GPUs' rows only, the others'
+        left unwritten."""
         sim = self.sim
         c = sim.cluster
         n = c.n_gpus
         left = np.zeros(n)
         jobs = sim.jobs
         residents = c.residents
-        for g in range(n):
+        m = n
+        some = False
+        if cython.compiled and gpus is not None:  # (no view acquired where none is given)
+            gv, some = gpus, True
+            m = gv.shape[0]
+        for i in range(m):
+            g = gv[i] if some else i
             res = residents[g]
             if res:
                 # each resident's estimated work left (``JobView.est_remaining_s``), summed in
@@ -953,7 +1131,8 @@ class CandidateBuilder:
         if views is None or not views.same(arrays):
             views = self._gpu_views = _GpuViews(arrays)
         out = np.empty((n, len(_GPU_COLS)), dtype=np.float32)
-        views.write(out, np.log1p(left), n_types, n_nodes, max(1, c.sharing.max_residents))
+        max_res = max(1, c.sharing.max_residents)
+        views.write(out, np.log1p(left), n_types, n_nodes, max_res, gpus if some else None)
         return out
 
     def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
@@ -982,11 +1161,15 @@ class CandidateBuilder:
         # signature for the cluster's version: ``Legality.targets``, no per-job mask)
         legality = sim.legality
         for jid in decidable_ids(sim):
-            flat = legality.targets(jid)
-            if not len(flat):  # (nothing fits: ``placeable`` is false)
-                continue
-            if memo.classes is not None:
-                flat = self._prune_flat(memo, jid, flat, -1, n_opts)
+            # (pruned, a single-GPU job's picks from the GPUs that stand for the fleet:
+            # ``_Memo.rep_picks``; None: the targets' path)
+            flat = self._rep_picks(memo, jid, -1) if memo.classes is not None else None
+            if flat is None:
+                flat = legality.targets(jid)
+                if not len(flat):  # (nothing fits: ``placeable`` is false)
+                    continue
+                if memo.classes is not None:
+                    flat = self._prune_flat(memo, jid, flat, -1, n_opts)
             total = self._add(jid, flat, blocks, total)
         n_place = total - 1
         jobs = sim.jobs
@@ -1006,9 +1189,12 @@ class CandidateBuilder:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
-            flat = legality.migration_targets(jid)
-            if memo.classes is not None and len(flat):
-                flat = self._prune_flat(memo, jid, flat, int(c.node_of[st.gpus[0]]), n_opts)
+            here = int(c.node_of[st.gpus[0]])
+            flat = self._rep_picks(memo, jid, here) if memo.classes is not None else None
+            if flat is None:
+                flat = legality.migration_targets(jid)
+                if memo.classes is not None and len(flat):
+                    flat = self._prune_flat(memo, jid, flat, here, n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
             cands = self._assemble(blocks, n_place, total)
@@ -1065,6 +1251,24 @@ class CandidateBuilder:
             )
         blocks.append((jid, flat))
         return total + n
+
+    def _rep_picks(self, memo: _Memo, jid: int, here: int) -> np.ndarray | None:
+        """A job's pruned targets from ``_Memo.rep_picks`` where that path answers for it
+        (compiled, pruned, a single-GPU job with no kept move, no gpulets, the GPUs' nodes
+        rising), else None. The same targets as ``_prune_flat`` of its targets
+        (``tests/test_candidates_typed.py`` compares them at every step of pruned
+        rollouts)."""
+        classes = memo.classes
+        if (
+            not cython.compiled
+            or classes is None
+            or not classes.rising
+            or self.sim.jobs[jid].spec.num_gpus != 1
+            or memo.kept.get(jid)
+            or not self.sim.legality.typed_job(jid)
+        ):
+            return None
+        return memo.rep_picks(self, jid, here)
 
     def _prune_flat(
         self, memo: _Memo, jid: int, flat: np.ndarray, here: int, n_opts: int
@@ -1273,9 +1477,14 @@ class CandidateBuilder:
                 ji[b, 2] = row_of[specs[b].model]
         c = sim.cluster
         flats = [blk[1] for blk in blocks]
+        # (compiled, where there are fewer targets than GPUs, the cells of the targets' GPUs
+        # only: ``_target_gpus``)
+        gpus = None
+        if cython.compiled and total - 1 < c.n_gpus:
+            gpus = _target_gpus(flats, len(sim.options), c.n_gpus)
         _write_rows(
             table, ids, n_place, flats, len(sim.options), job_rows, job_ints,
-            self._gpu_rows(), self._opt32, speeds[2], c.type_idx,
+            self._gpu_rows(gpus), self._opt32, speeds[2], c.type_idx,
         )  # fmt: skip
         cands = Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
         if not owners and not gangs:
@@ -1357,17 +1566,32 @@ class _GpuViews:
     @cython.locals(
         dv=cython.float[:, ::1], ll=cython.double[::1], nt=cython.double, nn=cython.double,
         mr=cython.double, log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
+        i=cython.Py_ssize_t, m=cython.Py_ssize_t, gv=cython.longlong[::1], some=cython.bint,
     )  # fmt: skip
     @cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``out`` too)
     @cython.wraparound(False)
     def write(
-        self, out: np.ndarray, log_left: np.ndarray, n_types: int, n_nodes: int, max_res: int
+        self,
+        out: np.ndarray,
+        log_left: np.ndarray,
+        n_types: int,
+        n_nodes: int,
+        max_res: int,
+        gpus: np.ndarray | None = None,
     ) -> None:
-        """:func:`_gpu_table` of these arrays."""
+        """:func:`_gpu_table` of these arrays; compiled, with ``gpus`` (int64) the rows of
+        those GPUs only (the others left as they are)."""
         if cython.compiled:
             dv, ll = out, log_left
             nt, nn, mr, log_s = n_types, n_nodes, max_res, _LOG_S
-            for g in range(dv.shape[0]):
+            some = gpus is not None
+            m = dv.shape[0]
+            if some:
+                assert gpus is not None
+                gv = gpus
+                m = gv.shape[0]
+            for i in range(m):
+                g = gv[i] if some else i
                 dv[g, 0] = _clip1(cython.cast(cython.double, self.type_idx[g]) / nt)
                 dv[g, 1] = _clip1(cython.cast(cython.double, self.node_of[g]) / nn)
                 dv[g, 2] = _clip1(cython.cast(cython.double, self.n_res[g]) / mr)
@@ -1463,6 +1687,25 @@ def _clip1(x: float) -> float:
     if not x < 1.0:
         x = 1.0
     return x
+
+
+@cython.locals(
+    fv=cython.longlong[::1], mv=cython.uchar[::1], b=cython.Py_ssize_t, k=cython.Py_ssize_t,
+    no=cython.longlong,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the targets' GPUs are the fleet's)
+@cython.wraparound(False)
+def _target_gpus(flats: list[np.ndarray], n_opts: int, n_gpus: int) -> np.ndarray:
+    """The GPUs of the flat targets ``flats`` (``gpu * n_opts + option``), rising, each once
+    (int64): the GPUs whose cells a build's rows read (:func:`_write_rows`)."""
+    mark = np.zeros(n_gpus, dtype=np.uint8)
+    mv = mark
+    no = n_opts
+    for b in range(len(flats)):
+        fv = flats[b]
+        for k in range(fv.shape[0]):
+            mv[fv[k] // no] = 1
+    return np.flatnonzero(mark)
 
 
 @cython.locals(
@@ -1658,6 +1901,37 @@ class _Memo:
         if hit is None or hit[0] is not flat:
             hit = self._picks[key] = (flat, flat[self.classes.flat_first_index(spec, flat, here)])
         return hit[1]
+
+    def rep_picks(self, builder: CandidateBuilder, jid: int, here: int) -> np.ndarray | None:
+        """``flat_picks``' targets of single-GPU job ``jid`` on node ``here`` (-1: queued; a
+        running job's migrations) as flat indices, found on the GPUs that stand for the fleet
+        only (:func:`_class_reps`, :func:`_near_reps`): its targets there
+        (``Legality.targets_on``), then the first of each key (``_flat_keys``, the node
+        ``here`` apart); shared by jobs
+        of the same mask signature, CPUs and node. None where the groups are not at hand
+        (interpreted, too many): the caller takes the targets' path."""
+        classes = self.classes
+        assert classes is not None
+        spec = builder.sim.jobs[jid].spec
+        cls, n = classes._gpu_class(spec.cpu_cores)
+        reps = classes.reps(cls)
+        if reps is None:
+            return None
+        key = (mask_signature(spec), spec.cpu_cores, here)
+        hit = self._picks.get(key)
+        if hit is None:
+            gpus = reps[0] if here < 0 else _near_reps(reps[0], reps[1], classes.node_of, here)
+            flat = builder.sim.legality.targets_on(jid, gpus, here >= 0)
+            if len(flat) > 1:
+                n_opts = len(classes.opt_mode)
+                n_keys = n * n_opts * 2
+                first = _flat_keys(
+                    flat, n_opts, cls, classes.mode, classes.opt_mode, classes.node_of,
+                    n_keys, here,
+                )[2]  # fmt: skip
+                flat = flat[first]
+            hit = self._picks[key] = (flat,)
+        return hit[0]  # type: ignore[no-any-return]
 
     def picks(
         self,

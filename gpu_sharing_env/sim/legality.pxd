@@ -37,7 +37,7 @@ cdef class Legality:
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
     cpdef bint _typed(self, spec)
-    cpdef _typed_targets(self, sig, spec, bint empty)
+    cpdef _typed_targets(self, sig, spec, bint empty, object gpus=*)
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
@@ -49,9 +49,10 @@ cdef class _Scratch:
     cdef object arr
     cdef long long[:] buf
 
-# A single-GPU job's legal placements on every GPU or on the empty, ready ones, from the
+# A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``)
+# or on the empty, ready ones of them, from the
 # cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices.
-@cython.locals(g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
+@cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
                n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
                b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
                mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
@@ -59,7 +60,8 @@ cdef class _Scratch:
 cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                             Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
-                            Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty)
+                            Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty, bint some,
+                            const long long[:] gpus)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])

@@ -9,7 +9,8 @@ anything (answered without building the mask: ``Cluster.placeable``). It answers
 candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
 flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
 (``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
-typed walk (``_mask_targets``).
+typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
+that stand for the fleet only (``targets_on``: the same typed pass over given GPUs).
 """
 
 from __future__ import annotations
@@ -89,10 +90,13 @@ def _single_targets(
     n_mig: int,
     n_opts: int,
     empty: bool,
+    some: bool,
+    gpus: Any,
 ) -> np.ndarray:
     """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
-    (int64; compiled only, no gpulets): on every GPU, or with ``empty`` on the empty, ready ones
-    only (a migration's destinations). Written to the kept buffer ``s`` (a :class:`_Scratch`),
+    (int64; compiled only, no gpulets): on every GPU, or with ``some`` on the rising GPUs
+    ``gpus`` only; with ``empty``, of those the empty, ready ones only (a migration's
+    destinations). Written to the kept buffer ``s`` (a :class:`_Scratch`),
     then copied out. The rules of the cluster's own mask loop (``fleet.cluster._single_rows``,
     not a gang) read through the cluster's typed views of its state (``v``) and of the job's
     static parts (``jv``): the same integer comparisons and the same double addition and
@@ -102,9 +106,10 @@ def _single_targets(
     it."""
     buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = v.n_res.shape[0]
+    n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
     c = 0
-    for g in range(n):  # (the views' fields indexed in place: no view taken out of them)
+    for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
+        g = gpus[i] if some else i
         n_r = v.n_res[g]
         if empty and (n_r != 0 or not v.ready[g]):
             continue
@@ -411,19 +416,37 @@ class Legality:
         compiled, a single-GPU job, no gpulets."""
         return bool(cython.compiled and spec.num_gpus == 1 and not self._cluster.layout.gpulets)
 
-    def _typed_targets(self, sig: tuple[Any, ...], spec: JobSpec, empty: bool) -> np.ndarray:
-        """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU, or on the empty,
-        ready ones (``empty``)."""
+    def _typed_targets(
+        self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None
+    ) -> np.ndarray:
+        """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU or on the rising
+        GPUs ``gpus`` (int64), and of those on the empty, ready ones only (``empty``)."""
         c = self._cluster
         jv = self._jv.get(sig)
         if jv is None:  # (the job's typed views, kept per signature: they never change)
             jv = self._jv[sig] = c.masks.static_parts(spec)[3]
         lay = c.layout
+        some = gpus is not None
         return _single_targets(
             self._kept_buffer(), _views_of(c), jv, spec.online, float(spec.mem_gb),
             lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), self._n_options, empty,
+            len(lay.mig_slices), self._n_options, empty, some, gpus,
         )  # fmt: skip
+
+    def targets_on(self, job_id: int, gpus: np.ndarray, empty: bool) -> np.ndarray:
+        """``targets(job_id)``' targets on the rising GPUs ``gpus`` (int64) only, or with
+        ``empty`` ``migration_targets(job_id)``' (the empty, ready ones of them), from one
+        typed pass over those GPUs (``_single_targets``; compiled only, a single-GPU job with
+        no gpulets: ``typed_job``), not memoised: what a candidate builder reads where a few
+        GPUs stand for the fleet (``envs/candidates.py``, ``_class_reps``)."""
+        spec = self._jobs[job_id].spec
+        if empty and self._jobs[job_id].setup_until > self._sim.now:
+            return _NO_TARGETS  # (still setting up: cannot move, as ``migration_targets``)
+        return self._typed_targets(mask_signature(spec), spec, empty, gpus)
+
+    def typed_job(self, job_id: int) -> bool:
+        """Whether ``targets_on`` answers for ``job_id`` (``_typed``)."""
+        return self._typed(self._jobs[job_id].spec)
 
     def _kept_buffer(self) -> _Scratch:
         """The buffer the typed passes write their targets to (room for every (GPU, option)
