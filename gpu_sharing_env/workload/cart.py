@@ -903,7 +903,7 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
     known_a = np.zeros(nf, dtype=np.uint8)
     known = known_a
     pre = order  # (unread where nothing is known)
-    if parent is not None and parent.inherit is not None:
+    if parent is not None and parent.inherit is not None and parent.order is not None:
         pre_a = np.empty((nf, n), dtype=np.intp)
         pre = pre_a
         _inherit(parent.order, parent.inherit, idx, b.mark, b.xt, pre, known)
