@@ -281,7 +281,8 @@ def test_features_of_one_value_are_constant_without_their_sort() -> None:
             idx, feats, rand = idx0.copy(), list(feats0), list(rand0)
             xs, xs_hi = np.empty((nf, n)), np.empty((nf, n))
             order = np.empty((nf, n), dtype=np.intp)
-            vf = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, feats, rand, flags)
+            none = np.zeros(nf, dtype=np.uint8)
+            vf = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, feats, rand, flags, order, none)
             k = len(vf)
             out.append((vf, feats, rand, idx.tolist(), xs[:k].tolist(), order[:k].tolist()))
         assert out[0] == out[1]
@@ -456,3 +457,56 @@ def test_distinct_targets_rank_alike_in_every_order() -> None:
                 assert sorted_y.tobytes() == ys.tobytes()
                 assert ranks.tolist() == rank[order].tolist()
     assert min(seen.values()) > 50
+
+
+def test_a_childs_orders_read_off_its_parents_are_its_sorts() -> None:
+    # ``_node`` reads a child's order by a feature off its parent's (``_inherit``) where the
+    # feature's values on the child's samples are distinct (sure where they were on the
+    # parent's, else checked): the same visit, draws, samples' order and sorted values as
+    # sorting the child's samples by each feature
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        n_rows, nf = int(rng.integers(4, 150)), int(rng.integers(1, 6))
+        cols = []
+        for _f in range(nf):
+            kind = int(rng.integers(3))
+            if kind == 0:  # distinct values
+                cols.append(rng.permutation(n_rows) * float(rng.choice([1.0, 0.37])))
+            elif kind == 1:  # distinct but for a few ties
+                c = rng.permutation(n_rows).astype(float)
+                c[rng.choice(n_rows, 2, replace=False)] = c[int(rng.integers(n_rows))]
+                cols.append(c)
+            else:  # categorical
+                cols.append(rng.integers(0, int(rng.integers(2, 9)), n_rows).astype(float))
+        xt = np.ascontiguousarray(np.stack(cols).astype(np.float32), dtype=np.float64)
+        xt_hi = np.ascontiguousarray((xt.astype(np.float32) + cart.FEATURE_THRESHOLD), np.float64)
+        same = np.zeros(nf, dtype=np.uint8)
+        none = np.zeros(nf, dtype=np.uint8)
+        mark = np.zeros(n_rows, dtype=np.uint8)
+        n = int(rng.integers(2, n_rows + 1))
+        p_idx = rng.choice(n_rows, n, replace=False).astype(np.intp)
+        feats, rand = rng.permutation(nf).tolist(), [int(rng.integers(1, 2**31))]
+        p_xs, p_hi = np.empty((nf, n)), np.empty((nf, n))
+        p_order = np.empty((nf, n), dtype=np.intp)
+        vf = cart._visit(xt, xt_hi, p_idx, p_xs, p_hi, p_order, feats, rand, same, p_order, none)
+        cand: list[int] = []
+        for r in range(len(vf)):
+            cand += [r, vf[r], int(cart._ties(p_xs[r], n) == 0)]
+        child = p_idx[rng.random(n) < rng.random()]
+        m = child.size
+        if m == 0:
+            continue
+        out = []
+        for inherit in (True, False):
+            idx, fs, rd = child.copy(), list(feats), list(rand)
+            known = np.zeros(nf, dtype=np.uint8)
+            pre = np.empty((nf, m), dtype=np.intp)
+            if inherit:
+                cart._inherit(p_order, cand, idx, mark, xt, pre, known)
+                assert not mark.any()
+            xs, xs_hi = np.empty((nf, m)), np.empty((nf, m))
+            order = np.empty((nf, m), dtype=np.intp)
+            vf2 = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, fs, rd, same, pre, known)
+            k = len(vf2)
+            out.append((vf2, fs, rd, idx.tolist(), xs[:k].tolist(), order[:k].tolist()))
+        assert out[0] == out[1]

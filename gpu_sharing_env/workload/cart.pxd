@@ -14,10 +14,25 @@ cpdef bint _has_negative_zero(const double[::1] y)
 cpdef list _twins(const double[:, ::1] xt)
 
 @cython.locals(nf=Py_ssize_t, f_i=Py_ssize_t, n_found=Py_ssize_t, f_j=Py_ssize_t,
-               feat=Py_ssize_t, k=Py_ssize_t)
+               feat=Py_ssize_t, k=Py_ssize_t, is_const=bint)
 cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi, Py_ssize_t[::1] idx,
                   double[:, ::1] xs, double[:, ::1] xs_hi, Py_ssize_t[:, ::1] order,
-                  list feats, list rand, const unsigned char[::1] same)
+                  list feats, list rand, const unsigned char[::1] same,
+                  const Py_ssize_t[:, ::1] pre, const unsigned char[::1] known)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
+cpdef bint _take_sorted(const double[::1] xrow, const double[::1] xrow_hi,
+                        const Py_ssize_t[::1] pre, Py_ssize_t[::1] idx, double[::1] vals,
+                        double[::1] vals_hi, Py_ssize_t[::1] out)
+
+@cython.locals(i=Py_ssize_t, t=Py_ssize_t)
+cpdef Py_ssize_t _ties(const double[::1] vals, Py_ssize_t cap)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, r=Py_ssize_t, f=Py_ssize_t,
+               m=Py_ssize_t, s=Py_ssize_t, ok=cython.uchar)
+cpdef void _inherit(const Py_ssize_t[:, ::1] porder, list cand,
+                    const Py_ssize_t[::1] idx, unsigned char[::1] mark,
+                    const double[:, ::1] xt, Py_ssize_t[:, ::1] pre, unsigned char[::1] known)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, r=Py_ssize_t)
 cpdef void _node_ranks(const double[::1] y, const Py_ssize_t[::1] by_y,
@@ -96,5 +111,6 @@ cpdef tuple _ranks(y_in_order)
                idx=Py_ssize_t[::1], rank=Py_ssize_t[::1], ys=double[::1],
                order=Py_ssize_t[:, ::1], xs=double[:, ::1], xs_hi=double[:, ::1],
                ae_l=double[:, ::1], ae_r=double[:, ::1], near=Py_ssize_t[::1],
-               tree_w=double[::1], tree_wy=double[::1])
+               tree_w=double[::1], tree_wy=double[::1], known=cython.uchar[::1],
+               pre=Py_ssize_t[:, ::1])
 cpdef object _node(object b, object start, object end, object parent, object is_left)
