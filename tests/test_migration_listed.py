@@ -4,6 +4,7 @@ path): every listed cell must be one the cluster allows once the job has left it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +16,20 @@ import gpu_sharing_env  # noqa: F401  (registers the envs)
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.sim.constants import _RUNNING
 from gpu_sharing_env.sim.engine import Simulator
+
+
+def _random_legal_states(env: Any, seed: int, rng_seed: int, steps: int) -> Iterator[Simulator]:
+    """The simulator before each of ``steps`` random-legal steps of ``env`` (reset with
+    ``seed``, then with seeds drawn as episodes end)."""
+    rng = np.random.default_rng(rng_seed)
+    _, info = env.reset(seed=seed)
+    for _ in range(steps):
+        yield env.unwrapped.sim
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            _, info = env.reset(seed=int(rng.integers(100)))
+    env.close()
 
 
 def _legal_after_leaving(sim: Simulator, job_id: int, gpu: int, option: int) -> bool:
@@ -39,12 +54,9 @@ def test_listed_migrations_are_legal_after_leaving(scenario: str, gpulets: int) 
     cfg = load_scenario(scenario)
     cfg = replace(cfg, sharing=replace(cfg.sharing, gpulets=gpulets))
     env = gym.make("GpuSharing-v2", scenario=cfg, max_candidates=65536)
-    u: Any = env.unwrapped
     rng = np.random.default_rng(5)
-    _, info = env.reset(seed=2)
     listed = 0
-    for _ in range(80):
-        sim: Simulator = u.sim
+    for sim in _random_legal_states(env, 2, 5, 80):
         n_opts = len(sim.options)
         legality = sim.legality
         jobs = sim.table.jobs
@@ -69,11 +81,6 @@ def test_listed_migrations_are_legal_after_leaving(scenario: str, gpulets: int) 
             version = sim.cluster.version
             assert sim.lifecycle.check_migration(jobs[jid], g, o) is None
             assert sim.cluster.version == version
-        legal = np.flatnonzero(info["action_mask"].view(bool))
-        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
-        if te or tr:
-            _, info = env.reset(seed=int(rng.integers(100)))
-    env.close()
     assert listed > 20
 
 
@@ -83,12 +90,8 @@ def test_an_unlisted_cell_takes_the_slow_path() -> None:
     cluster version, after which nothing listed before is listed until targets are read
     again."""
     env = gym.make("GpuSharing-v2", scenario=load_scenario("default"))
-    u: Any = env.unwrapped
-    rng = np.random.default_rng(0)
-    _, info = env.reset(seed=0)
     stale = 0
-    for _ in range(80):
-        sim: Simulator = u.sim
+    for sim in _random_legal_states(env, 0, 0, 80):
         jobs = sim.table.jobs
         n_opts = len(sim.options)
         moving = [
@@ -110,9 +113,4 @@ def test_an_unlisted_cell_takes_the_slow_path() -> None:
             for st, g, o in before:
                 assert not sim.legality.listed_migration(st.spec, g, o)
                 stale += 1
-        legal = np.flatnonzero(info["action_mask"].view(bool))
-        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
-        if te or tr:
-            _, info = env.reset(seed=int(rng.integers(100)))
-    env.close()
     assert stale > 20
