@@ -6,10 +6,14 @@ For each case of ``SIZES`` (``v2:default``, ``v1:default``, ``v2:1024``: an env 
 a count with ``w`` after it, ``v2:1024w``, the same fleet with ``decision_scope="window"``
 (placements for the window's jobs only) and ``max_candidates=MAXCW`` (8192: 5,553 legal
 moves at most in 400 steps from seed 0)), the least
-CPU time (``time.process_time``) over ``R`` repeats of the same ``K`` seeded random-legal-action
-steps (episodes reset with seeds 0, 1, 2, ... as they end; the first reset not timed; ``K1024``
-steps for a scaled fleet), and CartPole-v1's the same before and after. ``PYTHONPATH`` selects
-the tree, so two trees alternate with the same interpreter. Prints one JSON line::
+CPU time (``time.process_time``) over ``R`` repeats of ``K`` seeded random-legal-action steps
+(repeat ``r`` resets with seeds ``1000 r``, ``1000 r + 1``, ... as its episodes end and draws its
+actions from ``default_rng(1000 r)``; the first reset not timed; ``K1024`` steps for a scaled
+fleet), and CartPole-v1's the same before and after. Each repeat has its own seeds, so none reads
+an episode an earlier repeat drew from the process's memos (``workload/draws.py``, the
+predictor's fits): ``SEEDS=same`` gives every repeat seeds 0, 1, 2, ... and actions from
+``default_rng(0)``, as this script did before 2026-12-01 (BENCHMARKS.md's rows up to then).
+``PYTHONPATH`` selects the tree, so two trees alternate with the same interpreter. Prints one JSON line::
 
     PYTHONPATH=. R=3 K=1000 K1024=30 SIZES=v2:default,v1:default,v2:1024,v2:1024w \\
         python scripts/bench_step_cartpole.py
@@ -30,12 +34,20 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_gym.bench.suite import scaled_scenario
 
 R, K = int(os.environ.get("R", "3")), int(os.environ.get("K", "1000"))
+SAME_SEEDS = os.environ.get("SEEDS", "fresh") == "same"
+
+
+def first(r: int) -> int:
+    """Repeat ``r``'s first seed (and its actions' generator's seed)."""
+    return 0 if SAME_SEEDS else 1000 * r
+
+
 SIZES = os.environ.get("SIZES", "v1:default,v2:default").split(",")
 
 
-def once(env: gym.Env[Any, Any], k: int) -> float:
-    rng = np.random.default_rng(0)
-    seed = 0
+def once(env: gym.Env[Any, Any], k: int, first: int) -> float:
+    rng = np.random.default_rng(first)
+    seed = first
     _, info = env.reset(seed=seed)
     t0 = time.process_time()
     for _ in range(k):
@@ -66,6 +78,7 @@ def main() -> None:
         "tree": os.environ.get("PYTHONPATH", ""),
         "compiled": len(gpu_sharing_env.COMPILED),
         "load": round(os.getloadavg()[0], 2),
+        "seeds": "same" if SAME_SEEDS else "fresh",
     }
     for key in SIZES:
         version, size = key.split(":")
@@ -85,7 +98,7 @@ def main() -> None:
                 kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
             env = gym.make(env_id, scenario=scaled_scenario(cfg, int(size.rstrip("w"))), **kw)
             k = int(os.environ.get("K1024", "30"))
-        out[key + "_us"] = round(min(once(env, k) for _ in range(R)), 1)
+        out[key + "_us"] = round(min(once(env, k, first(r)) for r in range(R)), 1)
         env.close()
     c2 = min(cartpole_once(cp, 20_000) for _ in range(R))
     c = min(c1, c2)
