@@ -1260,12 +1260,10 @@ class CandidateBuilder:
         rollouts)."""
         classes = memo.classes
         if (
-            not cython.compiled
-            or classes is None
+            classes is None
             or not classes.rising
-            or self.sim.jobs[jid].spec.num_gpus != 1
             or memo.kept.get(jid)
-            or not self.sim.legality.typed_job(jid)
+            or not self.sim.legality.typed_job(jid)  # (compiled, a single-GPU job, no gpulets)
         ):
             return None
         return memo.rep_picks(self, jid, here)
@@ -1872,13 +1870,14 @@ class _Memo:
     (the jobs of one mask signature share the array: ``Legality.targets``) and, pruned, each
     (targets, request) pair's choice of targets before the kept moves are added."""
 
-    __slots__ = ("_picks", "_split", "classes", "kept")
+    __slots__ = ("_picks", "_rep_picks", "_split", "classes", "kept")
 
     def __init__(self, classes: TargetClasses | None) -> None:
         self.classes = classes
         self.kept: dict[int, list[tuple[int, int]]] = {}
         self._split: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._picks: dict[tuple[object, ...], tuple[Any, ...]] = {}
+        self._rep_picks: dict[tuple[object, ...], np.ndarray] = {}
 
     def split(self, flat: np.ndarray, n_opts: int) -> tuple[np.ndarray, np.ndarray]:
         """The (GPU, option) pairs of rising flat targets ``gpu * n_opts + option``, as int64
@@ -1907,9 +1906,9 @@ class _Memo:
         running job's migrations) as flat indices, found on the GPUs that stand for the fleet
         only (:func:`_class_reps`, :func:`_near_reps`): its targets there
         (``Legality.targets_on``), then the first of each key (``_flat_keys``, the node
-        ``here`` apart); shared by jobs
-        of the same mask signature, CPUs and node. None where the groups are not at hand
-        (interpreted, too many): the caller takes the targets' path."""
+        ``here`` apart); shared by jobs of the same mask signature, CPUs and node. None where
+        the groups are not at hand (interpreted, too many): the caller takes the targets'
+        path."""
         classes = self.classes
         assert classes is not None
         spec = builder.sim.jobs[jid].spec
@@ -1918,8 +1917,8 @@ class _Memo:
         if reps is None:
             return None
         key = (mask_signature(spec), spec.cpu_cores, here)
-        hit = self._picks.get(key)
-        if hit is None:
+        flat = self._rep_picks.get(key)
+        if flat is None:
             gpus = reps[0] if here < 0 else _near_reps(reps[0], reps[1], classes.node_of, here)
             flat = builder.sim.legality.targets_on(jid, gpus, here >= 0)
             if len(flat) > 1:
@@ -1930,8 +1929,8 @@ class _Memo:
                     n_keys, here,
                 )[2]  # fmt: skip
                 flat = flat[first]
-            hit = self._picks[key] = (flat,)
-        return hit[0]  # type: ignore[no-any-return]
+            self._rep_picks[key] = flat
+        return flat
 
     def picks(
         self,

@@ -198,6 +198,12 @@ def check_batch(st: JobState, batch_size: int) -> str | None:
     return None
 
 
+def _holds(flat: np.ndarray, x: int) -> bool:
+    """Whether the rising flat targets ``flat`` hold ``x`` (listed iff legal)."""
+    i = flat.searchsorted(x)
+    return bool(i < len(flat) and flat[i] == x)
+
+
 class Legality:
     """Placement masks (memoised per job and per signature) and the legality of decisions."""
 
@@ -529,11 +535,7 @@ class Legality:
         if self._mig_version != self._cluster.version:
             return False
         flat = self._mig_targets.get(mask_signature(spec))
-        if flat is None:
-            return False
-        x = gpu * self._n_options + option
-        i = flat.searchsorted(x)  # (rising: listed iff legal)
-        return bool(i < len(flat) and flat[i] == x)
+        return flat is not None and _holds(flat, gpu * self._n_options + option)
 
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
@@ -569,9 +571,6 @@ class Legality:
             return None
         if in_range and self._sig_version == c.version:  # (or the targets a build read)
             flat = self._sig_targets.get(mask_signature(st.spec))
-            if flat is not None:
-                x = gpu * self._n_options + option
-                i = flat.searchsorted(x)  # (rising: listed iff legal)
-                if i < len(flat) and flat[i] == x:
-                    return None
+            if flat is not None and _holds(flat, gpu * self._n_options + option):
+                return None
         return c.check(st.spec, gpu, option)
