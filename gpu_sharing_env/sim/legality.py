@@ -198,6 +198,11 @@ def check_batch(st: JobState, batch_size: int) -> str | None:
     return None
 
 
+def _one_gpu(gpu: int) -> np.ndarray:
+    """``gpu`` as the rising GPUs (int64) of ``targets_on``' typed pass."""
+    return np.array([gpu], dtype=np.int64)
+
+
 def _holds(flat: np.ndarray, x: int) -> bool:
     """Whether the rising flat targets ``flat`` hold ``x`` (listed iff legal)."""
     i = flat.searchsorted(x)
@@ -569,8 +574,17 @@ class Legality:
         in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
         if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
+        spec = st.spec
         if in_range and self._sig_version == c.version:  # (or the targets a build read)
-            flat = self._sig_targets.get(mask_signature(st.spec))
+            flat = self._sig_targets.get(mask_signature(spec))
             if flat is not None and _holds(flat, gpu * self._n_options + option):
                 return None
-        return c.check(st.spec, gpu, option)
+        if in_range and self._typed(spec):
+            # (compiled, a single-GPU job with no gpulets: its targets on that GPU alone, the
+            # typed pass that lists them (``_single_targets``), where the cluster's answer
+            # builds the job's whole mask for an option its fit index does not hold)
+            flat = self._typed_targets(mask_signature(spec), spec, False, _one_gpu(gpu))
+            return None if _holds(flat, gpu * self._n_options + option) else c.check(
+                spec, gpu, option
+            )
+        return c.check(spec, gpu, option)
