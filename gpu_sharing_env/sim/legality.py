@@ -10,7 +10,8 @@ candidate builder reads ``targets`` and ``migration_targets``: the masks' legal 
 flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
 (``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
 typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
-that stand for the fleet only (``targets_on``: the same typed pass over given GPUs).
+that stand for the fleet only (``targets_on``: the same typed pass over given GPUs), and
+``check`` answers such a job's placement from that pass on its GPU alone.
 """
 
 from __future__ import annotations
@@ -584,7 +585,6 @@ class Legality:
             # typed pass that lists them (``_single_targets``), where the cluster's answer
             # builds the job's whole mask for an option its fit index does not hold)
             flat = self._typed_targets(mask_signature(spec), spec, False, _one_gpu(gpu))
-            return None if _holds(flat, gpu * self._n_options + option) else c.check(
-                spec, gpu, option
-            )
+            if _holds(flat, gpu * self._n_options + option):
+                return None
         return c.check(spec, gpu, option)
