@@ -20,6 +20,8 @@ import pytest
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.envs import candidates
 from gpu_sharing_env.envs.candidates import N_FEATURES
+from gpu_sharing_env.sim import legality
+from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.view import ClusterView
 from tests.helpers import interpreted
 
@@ -391,7 +393,7 @@ def test_gpu_views_follow_the_arrays_in_place_and_notice_new_ones() -> None:
 @pytest.mark.parametrize("scenario", ["pai-busy", "default-x2", "mig-a100"])
 def test_rep_picks_are_the_first_of_each_key(scenario: str) -> None:
     """``_Memo.rep_picks`` (a single-GPU job's targets on the GPUs that stand for the fleet
-    only: ``_class_reps``, ``_near_reps``) picks what the classes' keys pick among all its
+    only: ``_class_reps``, ``_Reps.gpus``) picks what the classes' keys pick among all its
     targets (the mask's legal cells, the first of each key by ``np.unique``) for every queued
     job and every running job past its setup, at every step of a pruned random legal rollout,
     also where the job's CPUs oversubscribe some nodes (each then its own class)."""
@@ -501,3 +503,40 @@ def test_gpu_rows_of_the_targets_gpus_are_the_fleets() -> None:
         if te or tr:
             break
     assert busy > 50
+
+
+@pytest.mark.skipif(legality.__file__.endswith(".py"), reason="sim.legality runs interpreted here")
+@pytest.mark.parametrize("scenario", ["mig-a100", "default-x2"])
+def test_check_of_a_pruned_placement_is_the_masks(scenario: str) -> None:
+    """``Legality.check`` of a queued single-GPU job's placement with no mask nor targets at
+    hand (a pruned build reads neither: its typed pass on that GPU alone) says legal exactly
+    where the job's placement mask (the cluster's own, built afresh) allows the cell, at
+    every step of a pruned random legal rollout: all the legal cells and as many illegal
+    ones, MIG's (no fit index) and MPS's options included."""
+    env, info, rng = _pruned(scenario, 5)
+    legal_n = illegal_n = 0
+    for _ in range(60):
+        sim = env.sim
+        c = sim.cluster
+        law = sim.legality
+        for _, jid in list(sim.queue)[:6]:
+            spec = sim.jobs[jid].spec
+            if spec.num_gpus != 1:
+                continue
+            law._sig_version = -1  # (no targets at hand: ``check``'s own pass answers)
+            law.forget(jid)
+            mask = c.placement_mask(spec)
+            on = np.argwhere(mask)
+            off = np.argwhere(~mask)
+            off = off[rng.permutation(len(off))[: len(on) + 5]]
+            for cells, ok in ((on, True), (off, False)):
+                for g, o in cells.tolist():
+                    why = sim.legality.check(Decision(jid, g, o))
+                    assert (why is None) is ok, (scenario, jid, g, o, why)
+            legal_n += len(on)
+            illegal_n += len(off)
+        actions = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(actions[rng.integers(actions.size)]))
+        if te or tr:
+            break
+    assert legal_n > 200 and illegal_n > 200

@@ -331,11 +331,13 @@ class TargetClasses:
         pcie: np.ndarray | None = None,
         specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
         rising: bool | None = None,
+        opt_mode: np.ndarray | None = None,
     ) -> None:
         """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand; ``specs``:
         the request part of residents' signatures (:func:`_resident_sig`) by ``id`` of their
         spec, as far as known (the others are added); ``rising``: :func:`_rising` of the
-        GPUs' nodes, where already at hand."""
+        GPUs' nodes, ``opt_mode``: :func:`_opt_modes` of the options, where already at
+        hand."""
         c = sim.cluster
         self._cluster = c
         self.node_of = c.node_of
@@ -388,11 +390,7 @@ class TargetClasses:
         else:  # (the same classes, numbered alike, from typed passes: :func:`_gpu_codes`)
             self.gid = gid
         self.mode = c.mode
-        # an option whose mode an empty GPU must be set up for (the MPS daemon, MIG): -2 none
-        setup = (SharingMode.MPS, SharingMode.MIG)
-        self.opt_mode = np.array(
-            [int(o.mode) if o.mode in setup else _FREE for o in sim.options], dtype=np.int64
-        )
+        self.opt_mode = _opt_modes(sim.options) if opt_mode is None else opt_mode
         self._cpu_left = c.node_vcpus - c.node_cpu_used
         #: Per job CPU request: each GPU's class with the node apart where the job's CPUs
         #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
@@ -409,17 +407,21 @@ class TargetClasses:
         #: Whether the GPUs' nodes rise with the GPU (a node's GPUs are contiguous, as
         #: ``Fleet`` numbers them): what :func:`_near_firsts` reads.
         self.rising = _rising(c.node_of) if rising is None else rising
-        #: Per CPU classes (:meth:`reps`): the classes, the GPUs that stand for the fleet and
-        #: each one's first peer on another node (or None: too many to find).
+        #: Per CPU classes (:meth:`reps`): the classes and the GPUs that stand for the fleet
+        #: (a :class:`_Reps`, or None: too many to find).
         self._reps: dict[int, tuple[np.ndarray, Any]] = {}
 
-    def reps(self, cls: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """:func:`_class_reps` of the GPU classes ``cls`` (``_gpu_class``), kept per classes
-        (compiled only)."""
+    def reps(self, cls: np.ndarray) -> _Reps | None:
+        """:func:`_class_reps` of the GPU classes ``cls`` (``_gpu_class``) and what a job's
+        picks among their targets read (:class:`_Reps`), kept per classes (compiled only)."""
         hit = self._reps.get(id(cls))
         if hit is None or hit[0] is not cls:
             n = int(cls.max()) + 1 if len(cls) else 0
-            reps = _class_reps(self._cluster.state_views(), cls, self.node_of, n)
+            found = _class_reps(self._cluster.state_views(), cls, self.node_of, n)
+            reps = None
+            if found is not None:
+                n_opts = len(self.opt_mode)
+                reps = _Reps(found, cls, self.mode, self.opt_mode, self.node_of, n * n_opts * 2)
             hit = self._reps[id(cls)] = (cls, reps)
         return hit[1]  # type: ignore[no-any-return]
 
@@ -515,6 +517,13 @@ class TargetClasses:
         return key
 
 
+def _opt_modes(options: Sequence[Any]) -> np.ndarray:
+    """Per option, the mode an empty GPU must be set up for (the MPS daemon, MIG), else
+    :data:`_FREE` (``TargetClasses.opt_mode``)."""
+    setup = (SharingMode.MPS, SharingMode.MIG)
+    return np.array([int(o.mode) if o.mode in setup else _FREE for o in options], dtype=np.int64)
+
+
 def _rising(node_of: np.ndarray) -> bool:
     """Whether the GPUs' nodes ``node_of`` never fall (each node's GPUs contiguous)."""
     return bool((node_of[1:] >= node_of[:-1]).all())
@@ -546,7 +555,7 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
 
 @cython.locals(
     v=_StateViews, nv=cython.longlong[::1], pv=cython.longlong[::1], hv=cython.longlong[::1],
-    cv=cython.longlong[::1], fr=cython.longlong[::1], sz=cython.longlong[::1],
+    fr=cython.longlong[::1], sz=cython.longlong[::1],
     nc=cython.longlong[::1], g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
     f=cython.longlong, t=cython.longlong, m=cython.longlong, s=cython.longlong,
     q=cython.longlong, h=cython.longlong, t_lo=cython.longlong, t_hi=cython.longlong,
@@ -556,7 +565,9 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
     ordv=cython.longlong[::1], gv=cython.longlong[::1], i=cython.Py_ssize_t,
     scv=cython.longlong[::1], siv=cython.longlong[::1], atv=cython.longlong[::1],
-    size=cython.Py_ssize_t, mask=cython.longlong,
+    size=cython.Py_ssize_t, mask=cython.longlong, nres=cython.longlong[:],
+    mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
+    sm=cython.longlong[:], typ=cython.longlong[:],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
 @cython.wraparound(False)
@@ -567,13 +578,18 @@ def _gpu_codes(
     GPU outside MIG as :data:`_FREE`, health, readiness, SM in use, the node's size,
     interconnect ``pcie`` and free GPUs: one, some or all, and ``held``, the residents' and
     MIG layout's class): what :func:`_class_ids` renumbers, from the cluster's typed views
-    (``v``) in two passes over the GPUs (compiled only: no temporary arrays). None where the
+    (``v``) in four passes over the GPUs (the nodes' counts, the columns' ranges, the codes
+    and their table, the numbers; compiled only: no temporary arrays). None where the
     digits would pass 2**62 (or no GPU): the caller takes the columns' path. Returned
     renumbered 0 .. n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
     :func:`_class_ids` gives the columns: both codes are the columns as digits)."""
     n = v.n_res.shape[0]
     if n == 0:
         return None
+    # (the typed views' fields as local slices: their data and strides read once, not at
+    # every GPU through ``v``)
+    nres, mode, ready, healthy = v.n_res, v.mode, v.ready, v.healthy
+    sm, typ = v.sm_used, v.type_idx
     nv, pv, hv = node_of, pcie, held
     mig, free = _MIG, _FREE
     fr_a = np.zeros(n_nodes, dtype=np.int64)
@@ -583,26 +599,26 @@ def _gpu_codes(
     for g in range(n):
         k = nv[g]
         sz[k] += 1
-        if v.n_res[g] == 0 and v.ready[g]:
+        if nres[g] == 0 and ready[g]:
             fr[k] += 1
     for k in range(n_nodes):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
         f = fr[k]
         nc[k] = (sz[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == sz[k] else 1))
-    t_lo = t_hi = v.type_idx[0]
-    m_lo = m_hi = s_lo = s_hi = 0
+    t_lo = t_hi = typ[0]
+    m_lo = m_hi = mode[0]
+    if nres[0] == 0 and m_lo != mig:
+        m_lo = m_hi = free
+    s_lo = s_hi = sm[0]
     q_lo = q_hi = nc[nv[0]]
     h_lo = h_hi = hv[0]
-    for g in range(n):
-        t = v.type_idx[g]
-        m = v.mode[g]
-        if v.n_res[g] == 0 and m != mig:
+    for g in range(1, n):
+        t = typ[g]
+        m = mode[g]
+        if nres[g] == 0 and m != mig:
             m = free
-        s = v.sm_used[g]
+        s = sm[g]
         q = nc[nv[g]]
         h = hv[g]
-        if g == 0:
-            m_lo = m_hi = m
-            s_lo = s_hi = s
         t_lo, t_hi = min(t_lo, t), max(t_hi, t)
         m_lo, m_hi = min(m_lo, m), max(m_hi, m)
         s_lo, s_hi = min(s_lo, s), max(s_hi, s)
@@ -612,18 +628,9 @@ def _gpu_codes(
     span = 1.0 * (t_hi - t_lo + 1) * wm * 4.0 * ws * wq * wh  # (a double: no overflow)
     if span >= 2.0**62:
         return None
-    code = np.empty(n, dtype=np.int64)
-    cv = code
-    for g in range(n):
-        m = v.mode[g]
-        if v.n_res[g] == 0 and m != mig:
-            m = free
-        x = (v.type_idx[g] - t_lo) * wm + (m - m_lo)
-        x = (x * 2 + v.healthy[g]) * 2 + v.ready[g]
-        x = (x * ws + (v.sm_used[g] - s_lo)) * wq + (nc[nv[g]] - q_lo)
-        cv[g] = x * wh + (hv[g] - h_lo)
-    # renumbered in the codes' order: ``np.unique(code, return_inverse=True)[1]``, from a
-    # table of the distinct codes (open addressing: each code's slot), then their ranks
+    # each GPU's code, and at once its slot in a table of the distinct codes (open
+    # addressing), numbered in order of sight: then ``np.unique(code, return_inverse=True)[1]``
+    # from the ranks of those few
     size = 1
     while size < 2 * n:
         size *= 2
@@ -634,7 +641,13 @@ def _gpu_codes(
     scv, siv, atv = sc_a, si_a, at_a
     k = 0
     for g in range(n):
-        x = cv[g]
+        m = mode[g]
+        if nres[g] == 0 and m != mig:
+            m = free
+        x = (typ[g] - t_lo) * wm + (m - m_lo)
+        x = (x * 2 + healthy[g]) * 2 + ready[g]
+        x = (x * ws + (sm[g] - s_lo)) * wq + (nc[nv[g]] - q_lo)
+        x = x * wh + (hv[g] - h_lo)
         h = (x ^ (x >> 11) ^ (x >> 23) ^ (x >> 37)) & mask  # (x >= 0: no overflow)
         while siv[h] >= 0 and scv[h] != x:
             h = (h + 1) & mask
@@ -894,7 +907,10 @@ def _split(flat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     xv=cython.longlong[::1], av=cython.longlong[::1], rv=cython.longlong[::1],
     n=cython.Py_ssize_t, g=cython.Py_ssize_t, r=cython.longlong, last=cython.longlong,
     b=cython.longlong, c=cython.Py_ssize_t, cmp=cython.Py_ssize_t, limit=cython.Py_ssize_t,
-    same=cython.bint,
+    same=cython.bint, nres=cython.longlong[:], mode=cython.longlong[:], ready=cython.uchar[:],
+    healthy=cython.uchar[:], typ=cython.longlong[:], mem=cython.double[:],
+    cap=cython.double[:], sm=cython.longlong[:], lim=cython.uchar[:], cap_mig=cython.uchar[:],
+    occ=cython.longlong[:], used=cython.longlong[:],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
 @cython.wraparound(False)
@@ -915,7 +931,7 @@ def _class_reps(
     later one's targets have each a key met earlier. So the first target of each key lies on
     a GPU of this list, and with a node apart (a migrating job's own) on that node or on a
     group's first GPU off it: the list's GPU, or its peer where the list's lies on that node
-    (``_near_reps``; the GPUs' nodes rise)."""
+    (``_Reps.gpus``; the GPUs' nodes rise)."""
     if not cython.compiled:
         return None
     n = v.n_res.shape[0]
@@ -924,6 +940,10 @@ def _class_reps(
     alt_a = np.full(n, -1, dtype=np.int64)
     reps_a = np.empty(n, dtype=np.int64)
     cv, nv, hv, xv, av, rv = cls, node_of, head_a, nxt_a, alt_a, reps_a
+    # (the typed views' fields as local slices, as in ``_gpu_codes``)
+    nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
+    mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
+    occ, used = v.mig_occ, v.mig_used
     c = 0
     cmp = 0
     limit = 16 * n
@@ -935,18 +955,18 @@ def _class_reps(
         while r >= 0:
             cmp += 1
             same = (
-                v.n_res[r] == v.n_res[g]
-                and v.mode[r] == v.mode[g]
-                and v.ready[r] == v.ready[g]
-                and v.healthy[r] == v.healthy[g]
-                and v.type_idx[r] == v.type_idx[g]
-                and v.mem_decl[r] == v.mem_decl[g]
-                and v.cap_eps[r] == v.cap_eps[g]
-                and v.sm_used[r] == v.sm_used[g]
-                and v.mps_limit[r] == v.mps_limit[g]
-                and v.mig_capable[r] == v.mig_capable[g]
-                and v.mig_occ[r] == v.mig_occ[g]
-                and v.mig_used[r] == v.mig_used[g]
+                nres[r] == nres[g]
+                and mode[r] == mode[g]
+                and ready[r] == ready[g]
+                and healthy[r] == healthy[g]
+                and typ[r] == typ[g]
+                and mem[r] == mem[g]
+                and cap[r] == cap[g]
+                and sm[r] == sm[g]
+                and lim[r] == lim[g]
+                and cap_mig[r] == cap_mig[g]
+                and occ[r] == occ[g]
+                and used[r] == used[g]
             )
             if same:
                 break
@@ -968,38 +988,113 @@ def _class_reps(
     return reps_a, alt_a[reps_a]
 
 
-@cython.locals(
-    rv=cython.longlong[::1], av=cython.longlong[::1], nv=cython.longlong[::1],
-    ov=cython.longlong[::1], n=cython.Py_ssize_t, i=cython.Py_ssize_t,
-    c=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong,
-    g=cython.longlong,
-)  # fmt: skip
-@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
-@cython.wraparound(False)
-def _near_reps(reps: np.ndarray, alts: np.ndarray, node_of: np.ndarray, here: int) -> np.ndarray:
-    """The GPUs that stand for the fleet for a job on node ``here`` (:func:`_class_reps`'
-    ``reps`` and their peers ``alts``): each of ``reps`` off ``here``, the peer of each on it
-    (where it has one) and every GPU of ``here`` (the GPUs' nodes ``node_of`` rise), rising."""
-    rv, av, nv = reps, alts, node_of
-    n, h = rv.shape[0], here
-    lo, hi = _node_run(nv, h)
-    out = np.empty(n + hi - lo, dtype=np.int64)
-    ov = out
-    c = 0
-    for i in range(n):
-        g = rv[i]
-        if nv[g] != h:
-            ov[c] = g
+@cython.cclass
+class _Reps:
+    """The GPUs that stand for the fleet for one set of GPU classes (``TargetClasses.reps``:
+    :func:`_class_reps`' GPUs and each one's peer) and typed views of what a single-GPU job's
+    picks among its targets on them read (the classes, the GPUs' modes and nodes, the options'
+    modes), acquired once a build for every job of it; and a kept table of the keys met,
+    zeroed again after each use. Compiled only (``_class_reps`` answers None interpreted)."""
+
+    reps = cython.declare(object)  # (the GPUs, rising: int64)
+    alts = cython.declare(object)  # (each one's peer: its group's first GPU off its node; -1)
+    rv = cython.declare(cython.longlong[::1])
+    av = cython.declare(cython.longlong[::1])
+    cv = cython.declare(cython.longlong[::1])
+    mv = cython.declare(cython.longlong[::1])
+    omv = cython.declare(cython.longlong[::1])
+    nv = cython.declare(cython.longlong[::1])
+    sv = cython.declare(cython.uchar[::1])
+    n_opts = cython.declare(cython.longlong)
+
+    def __init__(
+        self,
+        found: tuple[np.ndarray, np.ndarray],
+        cls: np.ndarray,
+        mode: np.ndarray,
+        opt_mode: np.ndarray,
+        node_of: np.ndarray,
+        n_keys: int,
+    ) -> None:
+        """``found``: :func:`_class_reps` of the classes ``cls``; ``n_keys``: the range of
+        :func:`_target_keys`' keys of those classes."""
+        self.reps, self.alts = found
+        self.rv, self.av = found
+        self.cv, self.mv, self.omv, self.nv = cls, mode, opt_mode, node_of
+        self.sv = np.zeros(2 * n_keys, dtype=np.uint8)
+        self.n_opts = len(opt_mode)
+
+    @cython.locals(
+        ov=cython.longlong[::1], n=cython.Py_ssize_t, i=cython.Py_ssize_t,
+        c=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong,
+        g=cython.longlong,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
+    @cython.wraparound(False)
+    def gpus(self, here: int) -> np.ndarray:
+        """The GPUs that stand for the fleet for a job on node ``here`` (-1: queued, the GPUs
+        themselves; callers must not write to them): each of them off ``here``, the peer of
+        each on it (where it has one) and every GPU of ``here`` (the GPUs' nodes rise),
+        rising."""
+        if here < 0:
+            return self.reps  # type: ignore[no-any-return]
+        n, h = self.rv.shape[0], here
+        lo, hi = _node_run(self.nv, h)
+        out = np.empty(n + hi - lo, dtype=np.int64)
+        ov = out
+        c = 0
+        for i in range(n):
+            g = self.rv[i]
+            if self.nv[g] != h:
+                ov[c] = g
+                c += 1
+            elif self.av[i] >= 0:
+                ov[c] = self.av[i]
+                c += 1
+        for i in range(lo, hi):
+            ov[c] = i
             c += 1
-        elif av[i] >= 0:
-            ov[c] = av[i]
-            c += 1
-    for i in range(lo, hi):
-        ov[c] = i
-        c += 1
-    out = out[:c]
-    out.sort()
-    return out
+        out = out[:c]
+        out.sort()
+        return out
+
+    @cython.locals(
+        fv=cython.longlong[::1], ov=cython.longlong[::1], i=cython.Py_ssize_t,
+        c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong, f=cython.longlong,
+        at=cython.longlong, no=cython.longlong, k=cython.longlong, h=cython.longlong,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
+    @cython.wraparound(False)
+    def firsts(self, flat: np.ndarray, here: int) -> np.ndarray:
+        """The first of each key among rising flat targets ``flat`` (``gpu * n_options +
+        option``) with the node ``here`` apart (-1: none), as flat targets: what
+        :func:`_flat_keys`' firsts index, from one typed pass that keeps no keys."""
+        out = np.empty(len(flat), dtype=np.int64)
+        fv, ov = flat, out
+        no = self.n_opts
+        h = here
+        g = 0
+        at = 0  # (g x n_opts: the first flat index of GPU g)
+        c = 0
+        for i in range(fv.shape[0]):
+            f = fv[i]
+            while f >= at + no:
+                at += no
+                g += 1
+            o = f - at
+            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
+            k = k * 2 + (1 if self.nv[g] == h else 0)
+            if not self.sv[k]:
+                self.sv[k] = 1
+                ov[c] = f
+                c += 1
+        for i in range(c):  # (the table zeroed again: the keys of the firsts only)
+            f = ov[i]
+            g = f // no
+            o = f - g * no
+            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
+            self.sv[k * 2 + (1 if self.nv[g] == h else 0)] = 0
+        return out[:c]
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -1080,6 +1175,8 @@ class CandidateBuilder:
         #: The cluster's nodes, their interconnects and whether the GPUs' nodes rise
         #: (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray, bool] | None = None
+        #: The simulator's options and their modes (``TargetClasses.opt_mode``), as last seen.
+        self._opt_mode: tuple[object, np.ndarray] | None = None
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight,
         #: those over 4 clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of
         #: each model: (the episode, rows, cells, models), kept for the episode.
@@ -1146,10 +1243,14 @@ class CandidateBuilder:
             nodes = sim.cluster.nodes
             if self._nodes is None or self._nodes[0] is not nodes:
                 self._nodes = (nodes, _pcie(nodes), _rising(sim.cluster.node_of))
+            if self._opt_mode is None or self._opt_mode[0] is not sim.options:
+                self._opt_mode = (sim.options, _opt_modes(sim.options))
             episode = episode_token(sim)
             if self._specs is None or self._specs[0] is not episode:
                 self._specs = (episode, {})
-            classes = TargetClasses(sim, self._nodes[1], self._specs[1], self._nodes[2])
+            classes = TargetClasses(
+                sim, self._nodes[1], self._specs[1], self._nodes[2], self._opt_mode[1]
+            )
         memo = _Memo(classes)
         for d in keep:
             if d is not None:
@@ -1904,31 +2005,23 @@ class _Memo:
     def rep_picks(self, builder: CandidateBuilder, jid: int, here: int) -> np.ndarray | None:
         """``flat_picks``' targets of single-GPU job ``jid`` on node ``here`` (-1: queued; a
         running job's migrations) as flat indices, found on the GPUs that stand for the fleet
-        only (:func:`_class_reps`, :func:`_near_reps`): its targets there
-        (``Legality.targets_on``), then the first of each key (``_flat_keys``, the node
+        only (:func:`_class_reps`, ``_Reps.gpus``): its targets there
+        (``Legality.targets_on``), then the first of each key (``_Reps.firsts``, the node
         ``here`` apart); shared by jobs of the same mask signature, CPUs and node. None where
         the groups are not at hand (interpreted, too many): the caller takes the targets'
         path."""
         classes = self.classes
         assert classes is not None
         spec = builder.sim.jobs[jid].spec
-        cls, n = classes._gpu_class(spec.cpu_cores)
-        reps = classes.reps(cls)
+        reps = classes.reps(classes._gpu_class(spec.cpu_cores)[0])
         if reps is None:
             return None
         key = (mask_signature(spec), spec.cpu_cores, here)
         flat = self._rep_picks.get(key)
         if flat is None:
-            gpus = reps[0] if here < 0 else _near_reps(reps[0], reps[1], classes.node_of, here)
-            flat = builder.sim.legality.targets_on(jid, gpus, here >= 0)
+            flat = builder.sim.legality.targets_on(jid, reps.gpus(here), here >= 0)
             if len(flat) > 1:
-                n_opts = len(classes.opt_mode)
-                n_keys = n * n_opts * 2
-                first = _flat_keys(
-                    flat, n_opts, cls, classes.mode, classes.opt_mode, classes.node_of,
-                    n_keys, here,
-                )[2]  # fmt: skip
-                flat = flat[first]
+                flat = reps.firsts(flat, here)
             self._rep_picks[key] = flat
         return flat
 

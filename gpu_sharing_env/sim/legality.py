@@ -10,7 +10,8 @@ candidate builder reads ``targets`` and ``migration_targets``: the masks' legal 
 flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
 (``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
 typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
-that stand for the fleet only (``targets_on``: the same typed pass over given GPUs).
+that stand for the fleet only (``targets_on``: the same typed pass over given GPUs), and
+``check`` answers such a job's placement from that pass on its GPU alone.
 """
 
 from __future__ import annotations
@@ -196,6 +197,11 @@ def check_batch(st: JobState, batch_size: int) -> str | None:
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         return f"batch_size={batch_size}: must be in 1..{MAX_BATCH_SIZE} (0: the service's own)"
     return None
+
+
+def _one_gpu(gpu: int) -> np.ndarray:
+    """``gpu`` as the rising GPUs (int64) of ``targets_on``' typed pass."""
+    return np.array([gpu], dtype=np.int64)
 
 
 def _holds(flat: np.ndarray, x: int) -> bool:
@@ -569,8 +575,16 @@ class Legality:
         in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
         if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
+        spec = st.spec
         if in_range and self._sig_version == c.version:  # (or the targets a build read)
-            flat = self._sig_targets.get(mask_signature(st.spec))
+            flat = self._sig_targets.get(mask_signature(spec))
             if flat is not None and _holds(flat, gpu * self._n_options + option):
                 return None
-        return c.check(st.spec, gpu, option)
+        if in_range and self._typed(spec):
+            # (compiled, a single-GPU job with no gpulets: its targets on that GPU alone, the
+            # typed pass that lists them (``_single_targets``), where the cluster's answer
+            # builds the job's whole mask for an option its fit index does not hold)
+            flat = self._typed_targets(mask_signature(spec), spec, False, _one_gpu(gpu))
+            if _holds(flat, gpu * self._n_options + option):
+                return None
+        return c.check(spec, gpu, option)
