@@ -11,30 +11,23 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from gpu_sharing_env.sim.view import JobView
 from gpu_sharing_env.workload.job import JobKind, JobSpec, JobSpecError, ServiceSpec
+from tests.helpers import job
+
+SERVICE = ServiceSpec(slo_ms=100.0, batch_size=8, base_rps=10.0, peak_rps=20.0)
+
+
+BASE = job(1, 100.0)
 
 
 def _spec(kind: JobKind, service: ServiceSpec | None = None) -> JobSpec:
-    return JobSpec(
-        job_id=1,
-        kind=kind,
-        model="resnet50",
-        submit_s=0.0,
-        num_gpus=1,
-        gpu_frac=1.0,
-        mem_gb=8.0,
-        cpu_cores=4.0,
-        work_s=100.0,
-        est_work_s=100.0,
-        service=service,
-    )
-
-
-SERVICE = ServiceSpec(slo_ms=100.0, batch_size=8, base_rps=10.0, peak_rps=20.0)
+    """``tests.helpers``' spec, of ``kind`` with ``service`` (made and checked as any spec)."""
+    return replace(BASE, kind=kind, service=service)
 
 
 @pytest.fixture
