@@ -83,7 +83,7 @@ class JobView:
 
     @property
     def online(self) -> bool:
-        return self.kind is JobKind.ONLINE
+        return self.kind is _ONLINE
 
     @property
     def est_remaining_s(self) -> float:

@@ -3,6 +3,7 @@ cimport cython
 from gpu_sharing_env.workload._slots cimport slot_copy, slot_get, slot_set
 
 cdef bint COMPILED
+cdef object _ONLINE
 
 cdef object _put(object obj, object slot, object value)
 cdef object _take(object obj, object slot)

@@ -49,6 +49,13 @@ class JobKind(enum.Enum):
     ONLINE = "online"
 
 
+#: ``JobKind.ONLINE`` read once: on Python 3.11 an enum class's attribute read goes through
+#: ``EnumType.__getattr__``'s hook, which calls ``type.__getattribute__`` through a fresh
+#: method-wrapper (~900 instructions and a collector-tracked object a read, against a module
+#: global's dictionary read; docs/notes/2026-12-01-step-object-overhead.md).
+_ONLINE = JobKind.ONLINE
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceSpec:
     """The online part of an inference service.
@@ -146,7 +153,7 @@ class JobSpec:
             and isfinite(self.est_work_s)
             and self.est_work_s > 0
             and self.checkpoint_interval_s > 0
-            and (self.kind is JobKind.ONLINE) == (self.service is not None)
+            and (self.kind is _ONLINE) == (self.service is not None)
         ):
             self._validate()
         if self.true_mem_gb < 0:
@@ -165,14 +172,14 @@ class JobSpec:
         _require(math.isfinite(self.est_work_s) and self.est_work_s > 0, "est_work_s", "> 0")
         _require(self.checkpoint_interval_s > 0, "checkpoint_interval_s", "must be > 0")
         _require(
-            (self.kind is JobKind.ONLINE) == (self.service is not None),
+            (self.kind is _ONLINE) == (self.service is not None),
             "service",
             "set exactly for online jobs",
         )
 
     @property
     def online(self) -> bool:
-        return self.kind is JobKind.ONLINE
+        return self.kind is _ONLINE
 
     def with_estimate(self, est_work_s: float) -> JobSpec:
         """``dataclasses.replace(self, est_work_s=est_work_s)``, validated the same way: the
