@@ -1,5 +1,7 @@
 """``JobSpec.online`` and a spec's checks read ``JobKind.ONLINE`` once, at import
 (``workload/job.py``'s ``_ONLINE``), not from the enum class at every call.
+The candidates' build reads the statuses it tests the same way (``envs/candidates.py``'s
+``_RUNNING``, ``_QUEUED``).
 
 On Python 3.11 an enum class's attribute read (``JobKind.ONLINE``) goes through
 ``EnumType.__getattr__``'s hook: ``type.__getattribute__`` called through a fresh method-wrapper
@@ -12,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -77,3 +80,51 @@ def test_online_and_the_checks_read_no_enum_class_attribute(enum_reads: list[str
     object.__setattr__(view, "kind", online)
     assert view.online
     assert enum_reads == []
+
+
+def test_the_candidates_build_reads_no_enum_class_attribute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ``envs/candidates.py`` reads the statuses it tests from module globals (a build ran ~9
+    # ``Status.*`` class reads a step): none is read while a build or its table is made
+    import gymnasium as gym
+    import numpy as np
+
+    from gpu_sharing_env.envs.candidates import CandidateBuilder
+    from gpu_sharing_env.sim.state import Status
+
+    inside = [0]
+    builds = [0]
+    seen: list[str] = []
+    plain = type.__getattribute__
+
+    def counting(cls: type, name: str) -> object:
+        if cls is Status and inside[0]:
+            seen.append(name)
+        return plain(cls, name)
+
+    def wrapped(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            inside[0] += 1
+            builds[0] += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                inside[0] -= 1
+
+        return call
+
+    for name in ("build", "_assemble"):
+        monkeypatch.setattr(CandidateBuilder, name, wrapped(getattr(CandidateBuilder, name)))
+    monkeypatch.setattr(enum.EnumType, "__getattribute__", counting, raising=False)
+    env = gym.make("GpuSharing-v2", scenario="default")
+    rng = np.random.default_rng(0)
+    _, info = env.reset(seed=0)
+    for _ in range(120):
+        legal = np.flatnonzero(info["action_mask"])
+        _, _, done, cut, info = env.step(int(legal[rng.integers(legal.size)]))
+        if done or cut:
+            _, info = env.reset(seed=1)
+    env.close()
+    assert inside[0] == 0 and builds[0] > 120
+    assert seen == []

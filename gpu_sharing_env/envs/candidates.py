@@ -92,6 +92,12 @@ else:
 
     memcpy = None  # (only the compiled passes copy runs of cells)
 
+#: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
+#: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
+#: (docs/notes/2026-12-01-step-object-overhead.md: ~9 such reads a step were here).
+_RUNNING = Status.RUNNING
+_QUEUED = Status.QUEUED
+
 #: Feature names of a candidate row, in column order.
 CANDIDATE_FEATURES: tuple[str, ...] = (
     # the move
@@ -1286,7 +1292,7 @@ class CandidateBuilder:
         for jid in running:
             st = jobs[jid]
             # (a job still setting up cannot move: its migration mask is empty)
-            if st.status is not Status.RUNNING or st.setup_until > now:
+            if st.status is not _RUNNING or st.setup_until > now:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
@@ -1554,7 +1560,7 @@ class CandidateBuilder:
             jr[b, 4] = c4
             jr[b, 5] = c5
             jr[b, 6] = _log_s(max(0.0, x - st.work_done))
-            jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is Status.QUEUED else 0.0)
+            jr[b, 7] = _log_s(now - st.ledger.enqueue_t if st.status is _QUEUED else 0.0)
             jr[b, 8] = min(st.ledger.attempts, 10) / 10.0
             jr[b, 9] = c9
             cols = groups.get(group)  # (``_group_cols``' own first look, without a call)
@@ -2056,7 +2062,7 @@ def _attained_s(st: JobState, now: float) -> float:
     """Seconds ``st`` has run so far (``ledger.run_time_s`` brought up to ``now`` as
     ``Rates.accrue`` would, without changing the state)."""
     run = float(st.ledger.run_time_s)
-    if st.status is Status.RUNNING and st.rate > 0.0:
+    if st.status is _RUNNING and st.rate > 0.0:
         t0 = max(st.last_t, st.setup_until)
         if now > t0:
             run += now - t0
