@@ -12,7 +12,7 @@ On Python 3.11 an enum class's attribute read (``JobKind.ONLINE``) goes through
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -33,19 +33,27 @@ def _spec(kind: JobKind, service: ServiceSpec | None = None) -> JobSpec:
     return replace(BASE, kind=kind, service=service)
 
 
-@pytest.fixture
-def enum_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The names read from ``JobKind`` as class attributes while the test runs."""
+def _count_reads(
+    monkeypatch: pytest.MonkeyPatch, of: type, counted: Callable[[], bool] = lambda: True
+) -> list[str]:
+    """The names read from the enum class ``of`` as class attributes from now on, while
+    ``counted()``."""
     seen: list[str] = []
     plain = type.__getattribute__
 
     def counting(cls: type, name: str) -> object:
-        if cls is JobKind:
+        if cls is of and counted():
             seen.append(name)
         return plain(cls, name)
 
     monkeypatch.setattr(enum.EnumType, "__getattribute__", counting, raising=False)
-    yield seen
+    return seen
+
+
+@pytest.fixture
+def enum_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The names read from ``JobKind`` as class attributes while the test runs."""
+    yield _count_reads(monkeypatch, JobKind)
 
 
 def test_online_is_the_kind() -> None:
@@ -92,16 +100,10 @@ def test_the_candidates_build_reads_no_enum_class_attribute(
 
     from gpu_sharing_env.envs.candidates import CandidateBuilder
     from gpu_sharing_env.sim.state import Status
+    from tests.test_env import _step_legal
 
     inside = [0]
     builds = [0]
-    seen: list[str] = []
-    plain = type.__getattribute__
-
-    def counting(cls: type, name: str) -> object:
-        if cls is Status and inside[0]:
-            seen.append(name)
-        return plain(cls, name)
 
     def wrapped(method: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -116,13 +118,12 @@ def test_the_candidates_build_reads_no_enum_class_attribute(
 
     for name in ("build", "_assemble"):
         monkeypatch.setattr(CandidateBuilder, name, wrapped(getattr(CandidateBuilder, name)))
-    monkeypatch.setattr(enum.EnumType, "__getattribute__", counting, raising=False)
+    seen = _count_reads(monkeypatch, Status, lambda: inside[0] > 0)
     env = gym.make("GpuSharing-v2", scenario="default")
     rng = np.random.default_rng(0)
     _, info = env.reset(seed=0)
     for _ in range(120):
-        legal = np.flatnonzero(info["action_mask"])
-        _, _, done, cut, info = env.step(int(legal[rng.integers(legal.size)]))
+        _, _, done, cut, info = _step_legal(env, info, rng)
         if done or cut:
             _, info = env.reset(seed=1)
     env.close()
