@@ -37,6 +37,10 @@ RAY_MISSING = "--backend ray: Ray is not installed (pip install 'gpu-sharing-gym
 _I = TypeVar("_I")
 _T = TypeVar("_T")
 
+#: True while the Ray in use is a local one this process started (:func:`_ray_init` without an
+#: address): its shutdown stops its workers, so an interrupt leaves the tasks to it.
+_local_ray_ours = False
+
 
 class BackendError(RuntimeError):
     """The backend cannot run (e.g. Ray is not installed); one-line message."""
@@ -93,6 +97,7 @@ def _unreachable(address: str, timeout_s: float = 5.0) -> str | None:
 
 
 def _ray_init(ray: Any, workers: int, address: str | None) -> None:
+    global _local_ray_ours
     if address and (why := _unreachable(address)) is not None:
         raise BackendError(f"--ray-address {address}: cannot connect ({why})")
     # ray.init sets its own SIGTERM handler (exit at once); keep ours (see
@@ -104,6 +109,7 @@ def _ray_init(ray: Any, workers: int, address: str | None) -> None:
             ray.init(address=address, log_to_driver=False)
         else:
             ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
+            _local_ray_ours = True
     except Exception as e:  # connection errors have many types across Ray versions
         first = str(e).strip().splitlines()
         msg = first[0] if first else type(e).__name__
@@ -111,6 +117,20 @@ def _ray_init(ray: Any, workers: int, address: str | None) -> None:
     finally:
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """An interrupt, here or in the caller's loop (which closes this generator while it
+    propagates: ``GeneratorExit`` with the interrupt as its context)."""
+    if isinstance(exc, GeneratorExit):
+        exc = exc.__context__ or exc
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def _ray_shutdown(ray: Any) -> None:
+    global _local_ray_ours
+    ray.shutdown()
+    _local_ray_ours = False
 
 
 def run_ray(
@@ -143,17 +163,23 @@ def run_ray(
                         raise cause from None
                     raise
                 yield refs[ref], result
-    except BaseException:
+    except BaseException as exc:
         # An interrupt (or an error): cancel what is left (force: kill the workers running it);
-        # on a cluster we did not start this is all that stops them. A local Ray is shut down
-        # below.
+        # on a cluster we did not start this is all that stops them. An interrupt on a local
+        # Ray of ours leaves them to its shutdown (below, or the session's), which stops its
+        # workers: force-cancelling them first races Ray's own handling of a task's reply, and
+        # Ray 2.60's driver then aborts in ``TaskManager::CompletePendingTask`` ("an unexpected
+        # system state", ~1 SIGTERM in 16 on 2 cores; the same class of race as
+        # ray-project/ray#54785).
+        if _local_ray_ours and _interrupted(exc):
+            raise
         for ref in pending:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
         raise
     finally:
         if started:
-            ray.shutdown()
+            _ray_shutdown(ray)
 
 
 def run_tasks(
@@ -200,7 +226,7 @@ def backend_session(backend: str, workers: int = 1, address: str | None = None) 
     try:
         yield
     finally:
-        ray.shutdown()
+        _ray_shutdown(ray)
 
 
 def check_backend(backend: str) -> None:

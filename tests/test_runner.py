@@ -5,6 +5,7 @@ Ray), and the shared ``--backend``/``--ray-address`` flags fail in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import signal
@@ -161,18 +162,21 @@ def test_sigterm_stops_headroom_workers_and_keeps_finished_cells(
     scen.write_text(
         SLOW.replace("max_jobs: 1500", "max_jobs: 300").replace("horizon_h: 200", "horizon_h: 48")
     )
-    out = tmp_path / "hr"
-    proc = _start(
-        ["headroom", "--scenarios", str(scen), "--seeds", "1-2", "--out", str(out), "--quiet",
-         "--workers", "2", "--backend", backend]
-    )  # fmt: skip
-    cells = out / "cells" / "sigtest"
-    _wait_for(lambda: any(cells.glob("*/*.json")), proc, "a first finished cell")
-    err = _finish(proc, signal.SIGTERM)
-    if backend == "ray" and proc.returncode != 143 and "_raylet.so" in err:
-        # Ray's own C++ core aborted (seen once on 2 cores at load ~6, a stack of _raylet.so
-        # frames): not this project's interrupt handling, which the local case tests too.
-        pytest.skip("Ray's raylet crashed under load: " + err.strip().splitlines()[-1][:120])
+    for attempt in (1, 2):
+        out = tmp_path / f"hr{attempt}"
+        proc = _start(
+            ["headroom", "--scenarios", str(scen), "--seeds", "1-2", "--out", str(out), "--quiet",
+             "--workers", "2", "--backend", backend]
+        )  # fmt: skip
+        cells = out / "cells" / "sigtest"
+        _wait_for(lambda c=cells: any(c.glob("*/*.json")), proc, "a first finished cell")
+        err = _finish(proc, signal.SIGTERM)
+        if not (backend == "ray" and proc.returncode != 143 and "_raylet.so" in err):
+            break
+        # Ray's C++ core aborted (a stack of _raylet.so frames). The runner no longer
+        # force-cancels a local Ray's tasks on an interrupt, which made Ray 2.60's driver abort
+        # in ~1 SIGTERM of 16 (3 of 6 on a quieter machine); one retry keeps a rarer crash of
+        # Ray's own from failing the run, and two in a row fail it (below).
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     assert "terminated (SIGTERM); finished episodes are saved" in err
@@ -185,6 +189,84 @@ def test_sigterm_stops_headroom_workers_and_keeps_finished_cells(
     for p in saved:
         cell = headroom.Cell(p.parent.name, "sigtest", path, int(p.stem))
         assert headroom.load_cell(out, cell) is not None, p
+
+
+class _FakeRay:
+    """Ray's API as ``run_ray`` uses it, each task run at ``get``; records cancels and
+    shutdowns (Ray's own race is what the interrupt path avoids: a real Ray cannot show it)."""
+
+    class exceptions:
+        RayTaskError = RuntimeError
+
+    def __init__(self) -> None:
+        self.up = False
+        self.cancelled: list[int] = []
+        self.shutdowns = 0
+
+    def is_initialized(self) -> bool:
+        return self.up
+
+    def init(self, **kwargs: Any) -> None:
+        self.up = True
+
+    def shutdown(self) -> None:
+        self.up = False
+        self.shutdowns += 1
+
+    def remote(self, **kwargs: Any) -> Any:
+        ray = self
+
+        class Task:
+            def __init__(self, fn: Any) -> None:
+                self.fn = fn
+
+            def remote(self, item: Any) -> Any:
+                ref = (len(ray.calls), item)
+                ray.calls[ref] = self.fn
+                return ref
+
+        self.calls: dict[Any, Any] = {}
+        return Task
+
+    def wait(self, pending: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
+        return pending[:num_returns], pending[num_returns:]
+
+    def get(self, ref: Any) -> Any:
+        return self.calls[ref](ref[1])
+
+    def cancel(self, ref: Any, force: bool) -> None:
+        self.cancelled.append(ref[0])
+
+
+@pytest.mark.parametrize("where", ["in the caller's loop", "in the runner"])
+@pytest.mark.parametrize("address", [None, "auto"])
+def test_an_interrupt_leaves_a_local_rays_tasks_to_its_shutdown(
+    where: str, address: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted, the runner cancels the pending tasks only on a Ray it did not start (an
+    address): a local Ray of its own is shut down, which stops them (force-cancelling them
+    first aborted Ray 2.60's driver). An error cancels them either way."""
+    from gpu_sharing_gym import backends
+
+    ray = _FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    items = [str(i) for i in range(5)]
+    it = run_tasks(json.loads, items, "ray", 2, address)
+    with pytest.raises(KeyboardInterrupt), contextlib.closing(it):
+        next(it)
+        if where == "in the runner":
+            it.throw(KeyboardInterrupt)
+        raise KeyboardInterrupt
+    assert ray.cancelled == ([] if address is None else [1, 2, 3, 4])
+    assert ray.shutdowns == 1 and not backends._local_ray_ours
+
+    ray = _FakeRay()  # an error, not an interrupt: cancelled on a local Ray too
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    it = run_tasks(json.loads, items, "ray", 2, address)
+    with pytest.raises(ValueError), contextlib.closing(it):
+        next(it)
+        raise ValueError("the caller's own error")
+    assert ray.cancelled == [1, 2, 3, 4] and ray.shutdowns == 1
 
 
 def test_unreachable_ray_address_is_one_line_exit_2(
