@@ -1,0 +1,412 @@
+"""The v2 reset's cheaper draw, second round (issue 51, the reset under 1 ms): each fast path
+gives what the path it replaces gives, on random cases.
+
+- ``new_spec`` compiled decides ``JobSpec.__post_init__``'s rules on C doubles
+  (``job._rules_hold``) and calls ``__post_init__`` only where one breaks or a value is not a
+  plain ``float``/``int``/``str``: the same spec, or the same error.
+- What a scenario's weights give every reset (the weighted choices' cumulative weights, the
+  request sizes, the users' Zipf weights, the period table, the tags' strings) is made once per
+  value (``synthetic._constant``): a draw with the constants kept equals one with them made
+  afresh, for configs that differ in each of them.
+- The job loop's decimal rounding (``synthetic._fixed``) is ``float(f"{x:.nf}")``.
+- The thinning's arithmetic (``synthetic._phases``, ``_thin``) keeps the times the numpy
+  expression keeps.
+- The services' draws (``services.generate_services``) as lists: main's services.
+- The predictor's submissions per group in one typed pass (``predictor._subs_by_code``) equal
+  the numpy blocks' (``predictor._COMPILED`` patched off).
+
+``scripts/rollout_digest.py`` checks whole episodes against main's digests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.physics.zoo import ZOO
+from gpu_sharing_env.sim.build import build_workload
+from gpu_sharing_env.workload import job, predictor, synthetic
+from gpu_sharing_env.workload.job import JobKind, JobSpec, JobSpecError, ServiceSpec
+from gpu_sharing_env.workload.predictor import OnlinePredictor, PredictorConfig, RunLog, TagCodes
+from gpu_sharing_env.workload.services import (
+    SERVING_BATCH,
+    SERVING_MEM_GB,
+    ServiceWorkloadConfig,
+    generate_services,
+    solo_latency_ms,
+)
+from gpu_sharing_env.workload.synthetic import (
+    SyntheticWorkloadConfig,
+    arrival_rate_per_s,
+    generate_workload,
+)
+
+NAMES = [f.name for f in fields(JobSpec)]
+SVC = ServiceSpec(slo_ms=50.0, batch_size=8, base_rps=10.0, peak_rps=20.0)
+
+
+def _valid() -> list[object]:
+    return [
+        7,
+        JobKind.OFFLINE,
+        "resnet50",
+        12.5,
+        1,
+        0.5,
+        8.0,
+        4.0,
+        900.0,
+        900.0,
+        -1.0,
+        (),
+        1800.0,
+        "g1",
+        "u2",
+        0,
+        None,
+    ]
+
+
+#: One field changed: each rule broken, each rule at its edge, values not plain floats.
+CHANGES: list[dict[str, object]] = [
+    {},
+    {"model": "nope"},
+    {"model": np.str_("bert")},
+    {"submit_s": -1.0},
+    {"submit_s": math.inf},
+    {"submit_s": math.nan},
+    {"submit_s": 0.0},
+    {"submit_s": -0.0},
+    {"submit_s": 3},
+    {"submit_s": np.float64(3.5)},
+    {"num_gpus": 0},
+    {"num_gpus": True},
+    {"num_gpus": 2, "gpu_frac": 0.5},
+    {"num_gpus": 2, "gpu_frac": 1.0},
+    {"gpu_frac": 0.0},
+    {"gpu_frac": 1.5},
+    {"gpu_frac": math.nan},
+    {"mem_gb": 0.0},
+    {"mem_gb": -2.0},
+    {"mem_gb": math.inf},
+    {"mem_gb": math.nan},
+    {"cpu_cores": -1.0},
+    {"cpu_cores": 0.0},
+    {"cpu_cores": math.inf},
+    {"cpu_cores": 4},
+    {"work_s": 0.0},
+    {"work_s": -math.inf},
+    {"work_s": math.nan},
+    {"est_work_s": 0.0},
+    {"est_work_s": math.inf},
+    {"checkpoint_interval_s": 0.0},
+    {"checkpoint_interval_s": math.nan},
+    {"checkpoint_interval_s": 1800},
+    {"kind": JobKind.ONLINE},
+    {"kind": JobKind.ONLINE, "service": SVC},
+    {"service": SVC},
+    {"true_mem_gb": 3.25},
+    {"true_mem_gb": -0.5},
+    {"true_mem_gb": 0.0},
+]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=[repr(c) for c in CHANGES])
+def test_new_spec_rules_in_c_are_post_inits(change: dict[str, object]) -> None:
+    values = _valid()
+    for name, v in change.items():
+        values[NAMES.index(name)] = v
+    generated = job._make_new_spec()  # (``__post_init__`` on every spec)
+    try:
+        want: JobSpec | str = generated(*values)
+    except JobSpecError as exc:
+        want = str(exc)
+    try:
+        got: JobSpec | str = job._new_spec_slots(*values)
+    except JobSpecError as exc:
+        got = str(exc)
+    if isinstance(want, str):
+        assert got == want
+    else:
+        assert isinstance(got, JobSpec)
+        for n in NAMES:  # the same objects
+            assert getattr(got, n) is getattr(want, n), n
+
+
+def _workload(cfg: SyntheticWorkloadConfig, seed: int) -> tuple[object, ...]:
+    """Everything a draw returns, as comparable values."""
+    w = generate_workload(cfg, np.random.default_rng(seed), 8 * 3600.0)
+    h = w.history
+    return (
+        [tuple(getattr(s, n) for n in NAMES) for s in w.jobs],
+        h.group,
+        h.user,
+        h.gpus.tobytes(),
+        h.work_s.tobytes(),
+        h.submit_s.tobytes(),
+        h.group_codes.names if h.group_codes else None,
+        h.group_codes.index.tobytes() if h.group_codes else None,
+        h.user_codes.names if h.user_codes else None,
+        h.user_codes.index.tobytes() if h.user_codes else None,
+        list(w.pattern.items()),
+        list(w.period_s.items()),
+        sorted(w.batch_inference),
+    )
+
+
+def _clear() -> None:
+    synthetic._CONSTANTS.clear()
+    synthetic._G_TAGS.clear()
+
+
+def test_kept_constants_give_fresh_ones_draws() -> None:
+    base = SyntheticWorkloadConfig()
+    configs = [
+        base,
+        replace(base, model_mix={"bert": 0.5, "gnn": 0.25, "lstm": 0.25}),
+        replace(base, model_mix={"bert": 0.25, "gnn": 0.5, "lstm": 0.25}),
+        replace(base, high_gpu_models={"gpt2": 1.0}),
+        replace(base, gpu_request_weights=(0.05, 0.05, 0.3, 0.3, 0.2, 0.1)),
+        replace(base, gpu_request_sizes=(0.25, 0.5, 1.0), gpu_request_weights=(0.3, 0.3, 0.4)),
+        replace(base, gpu_request_sizes=(0.5, 2.0), gpu_request_weights=(1.0, 0.0)),
+        replace(base, num_users=7),
+        replace(base, user_zipf_exponent=0.5),
+        replace(base, period_h_choices=(2.0, 12.0), period_weights=(0.5, 0.5)),
+        replace(base, period_weights=(0.1, 0.1, 0.8)),
+        replace(base, type_constraint_sets=("T4",), type_constraint_share=0.5),
+        replace(base, arrivals_per_h=30.0),
+    ]
+    fresh = []
+    for k, cfg in enumerate(configs):
+        _clear()
+        fresh.append(_workload(cfg, k))
+    # kept: every config's constants made, then each drawn again in another order
+    for k in reversed(range(len(configs))):
+        assert _workload(configs[k], k) == fresh[k], k
+    for k in range(len(configs)):
+        assert _workload(configs[k], k) == fresh[k], k
+
+
+def test_fixed_is_the_f_string() -> None:
+    rng = np.random.default_rng(6)
+    ties = (np.arange(0, 20_000) / 2000).tolist()
+    xs = [
+        *rng.uniform(0, 100, size=10_000).tolist(),
+        *ties,
+        *(math.nextafter(x, -1.0) for x in ties),
+        *(math.nextafter(x, 99.0) for x in ties),
+        *rng.integers(0, 1 << 62, size=10_000).view(np.float64).tolist(),
+        -0.0,
+        -0.0004,
+        0.0004,
+        math.inf,
+        -math.inf,
+        1e300,
+    ]
+    for n in (1, 2, 3):
+        for x in xs:
+            a, b = synthetic._fixed(x, n), float(f"{x:.{n}f}")
+            assert (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (
+                a != a and b != b
+            ), (x, n)
+    assert math.isnan(synthetic._fixed(math.nan, 2))
+
+
+def test_thinning_in_typed_passes_keeps_numpys_times() -> None:
+    rng = np.random.default_rng(9)
+    day = synthetic.DAY_S
+    for case in range(300):
+        cfg = replace(
+            SyntheticWorkloadConfig(),
+            arrivals_per_h=float(rng.choice([0.5, 10.0, 37.0])),
+            diurnal_amplitude=float(rng.choice([0.0, 0.5, 0.95])),
+            peak_hour=float(rng.choice([0.0, 10.0, 23.5])),
+            weekend_factor=float(rng.choice([0.8, 1.0, 1.7])),
+        )
+        n = int(rng.integers(0, 400))
+        # times across weeks before and after 0, day edges (Saturday's start) included
+        t = rng.uniform(-9 * day, 9 * day, size=n)
+        t[: n // 8] = np.round(t[: n // 8] / day) * day
+        t.sort()
+        scale = float(rng.choice([1.0, 0.35, 0.0125]))
+        peak = scale * cfg.arrivals_per_h / 3600.0 * 3.0
+        u = rng.uniform(0.0, peak, size=n)
+        want = t[u < scale * arrival_rate_per_s(cfg, t)]
+        phase = np.empty(n)
+        synthetic._phases(t, cfg.peak_hour * 3600.0, phase)
+        week = 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
+        out = np.empty(n)
+        m = synthetic._thin(
+            t,
+            u,
+            np.cos(phase),
+            week,
+            week * cfg.weekend_factor,
+            cfg.arrivals_per_h / 3600.0,
+            cfg.diurnal_amplitude,
+            scale,
+            out,
+        )
+        assert out[:m].tobytes() == want.tobytes(), case
+
+
+def _arrivals_numpy(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, t0: float, t1: float, scale: float
+) -> np.ndarray:
+    """``synthetic._arrivals`` before the typed passes (main)."""
+    peak = (
+        scale
+        * cfg.arrivals_per_h
+        / 3600.0
+        * (7.0 / (5.0 + 2.0 * cfg.weekend_factor))
+        * max(1.0, cfg.weekend_factor)
+        * (1.0 + cfg.diurnal_amplitude)
+    )
+    span = t1 - t0
+    n = int(rng.poisson(peak * span)) if peak > 0 and span > 0 else 0
+    t = np.sort(rng.uniform(t0, t1, size=n))
+    keep = rng.uniform(0.0, peak, size=n) < scale * arrival_rate_per_s(cfg, t)
+    return t[keep]
+
+
+def test_arrivals_are_mains() -> None:
+    for seed in range(40):
+        cfg = replace(SyntheticWorkloadConfig(), weekend_factor=[0.8, 1.3][seed % 2])
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        scale = [1.0, 0.35, 0.02][seed % 3]
+        got = synthetic._arrivals(cfg, a, -168 * 3600.0, 8 * 3600.0, scale)
+        want = _arrivals_numpy(cfg, b, -168 * 3600.0, 8 * 3600.0, scale)
+        assert got.tobytes() == want.tobytes(), seed
+        assert a.bit_generator.state == b.bit_generator.state
+
+
+def _services_numpy(
+    cfg: ServiceWorkloadConfig, rng: np.random.Generator, horizon_s: float, first: int
+) -> list[JobSpec]:
+    """``generate_services`` before its draws became lists (main)."""
+    n = cfg.num_services
+    life = cfg.lifetime_s if cfg.lifetime_s > 0 else float(horizon_s)
+    names = list(cfg.model_mix)
+    w = np.array([cfg.model_mix[m] for m in names], dtype=float)
+    models = [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
+    peak_draw = rng.uniform(cfg.peak_rps_min, cfg.peak_rps_max, size=n)
+    trough = rng.uniform(cfg.trough_ratio_min, cfg.trough_ratio_max, size=n)
+    peak_h = cfg.peak_hour + rng.uniform(-cfg.peak_hour_jitter, cfg.peak_hour_jitter, size=n)
+    slo_f = rng.uniform(cfg.slo_factor_min, cfg.slo_factor_max, size=n)
+    out = []
+    for i, model in enumerate(models):
+        batch = int(SERVING_BATCH.get(model, 8))
+        lat_ms = solo_latency_ms(model, batch)
+        peak = float(min(peak_draw[i], cfg.max_load * batch / (lat_ms / 1000.0)))
+        phase = (peak_h[i] % 24.0) * 3600.0 * cfg.period_s / 86_400.0 - cfg.period_s / 4.0
+        svc = ServiceSpec(
+            slo_ms=round(max(cfg.slo_floor_ms, float(slo_f[i]) * lat_ms), 2),
+            batch_size=batch,
+            base_rps=round(peak * float(trough[i]), 3),
+            peak_rps=round(peak, 3),
+            period_s=cfg.period_s,
+            phase_s=float(phase % cfg.period_s),
+            noise_frac=cfg.noise_frac,
+        )
+        mem = float(SERVING_MEM_GB.get(model, ZOO[model].mem_gb / 4.0))
+        out.append(
+            JobSpec(
+                job_id=first + i,
+                kind=JobKind.ONLINE,
+                model=model,
+                submit_s=cfg.submit_s,
+                num_gpus=1,
+                gpu_frac=1.0,
+                mem_gb=mem,
+                cpu_cores=cfg.cpu_cores,
+                work_s=life,
+                est_work_s=life,
+                user=f"svc{i}",
+                priority=cfg.priority,
+                service=svc,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize("scenario", ["default", "muxflow-t4", "mig-a100"])
+def test_services_are_mains(scenario: str) -> None:
+    cfg = build_workload(load_scenario(scenario)).svc_cfg
+    for seed in range(20):
+        c = replace(cfg, num_services=[cfg.num_services, 1, 9][seed % 3], peak_hour_jitter=5.0)
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        got = generate_services(c, a, 8 * 3600.0, 40)
+        want = _services_numpy(c, b, 8 * 3600.0, 40)
+        assert got == want, seed
+        assert a.bit_generator.state == b.bit_generator.state
+
+
+def _log(rng: np.random.Generator) -> RunLog:
+    """A history with coded tags: unused names, the empty tag, equal times, any order."""
+    n = int(rng.integers(0, 300))
+    names = [f"g{k}" for k in range(int(rng.integers(1, 30)))] + [""]
+    names = [names[i] for i in rng.permutation(len(names))]
+    g_ix = rng.integers(0, len(names), size=n)
+    submit = -np.round(rng.uniform(0, 5000, size=n), int(rng.integers(-3, 2)))
+    return RunLog(
+        group=[names[i] for i in g_ix.tolist()],
+        user=[""] * n,
+        gpus=np.ones(n),
+        work_s=np.full(n, 60.0),
+        submit_s=submit,
+        group_codes=TagCodes(names, g_ix),
+    )
+
+
+def test_submissions_by_code_in_one_pass_are_the_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(12)
+    logs = [_log(rng) for _ in range(200)]
+    logs += [
+        generate_workload(SyntheticWorkloadConfig(), np.random.default_rng(s), 8 * 3600.0).history
+        for s in range(4)
+    ]
+    cfg = PredictorConfig()
+    monkeypatch.setattr(predictor, "_COMPILED", True)  # (interpreted too: the typed pass's code)
+    got = [list(OnlinePredictor(cfg, h)._build_subs().items()) for h in logs]
+    monkeypatch.setattr(predictor, "_COMPILED", False)
+    want = [list(OnlinePredictor(cfg, h)._build_subs().items()) for h in logs]
+    assert got == want
+    # and the strings' path (no codes) agrees
+    plain = [
+        list(OnlinePredictor(cfg, replace(h, group_codes=None))._build_subs().items()) for h in logs
+    ]
+    assert plain == want
+
+
+def test_names_at_is_the_comprehension() -> None:
+    rng = np.random.default_rng(13)
+    for _ in range(200):
+        names = [f"t{k}" for k in range(int(rng.integers(1, 40)))]
+        idx = rng.integers(0, len(names), size=int(rng.integers(0, 500))).astype(np.intp)
+        got = synthetic._names_at(names, idx)
+        assert got == [names[i] for i in idx.tolist()]
+        assert all(a is names[i] for a, i in zip(got, idx.tolist(), strict=True))
+
+
+def test_kept_name_orders_give_fresh_ones() -> None:
+    rng = np.random.default_rng(14)
+    cases = []
+    for _ in range(100):  # (lists of one length with other names: the key is the names)
+        names = [f"{c}{k}" for c, k in zip(rng.choice(list("gu"), 12), rng.integers(0, 30, 12))]
+        names = list(dict.fromkeys(names))
+        idx = rng.integers(0, len(names), size=50)
+        order = rng.permutation(50)
+        cases.append((TagCodes(names, idx), order))
+    fresh = []
+    for tags, order in cases:
+        predictor._NAME_ORDERS.clear()
+        codes, inv = predictor._sorted_codes(tags, order)
+        fresh.append((codes, inv.tolist()))
+        assert codes == sorted(tags.names)
+    for (tags, order), want in zip(cases, fresh, strict=True):
+        codes, inv = predictor._sorted_codes(tags, order)
+        assert (codes, inv.tolist()) == want
