@@ -410,3 +410,59 @@ def test_kept_name_orders_give_fresh_ones() -> None:
     for (tags, order), want in zip(cases, fresh, strict=True):
         codes, inv = predictor._sorted_codes(tags, order)
         assert (codes, inv.tolist()) == want
+
+
+def test_lexsort2_is_lexsort() -> None:
+    rng = np.random.default_rng(15)
+    for case in range(500):
+        n = int(rng.integers(0, 300))
+        # distinct majors, ties (rounded), signed zeros, NaNs, one element
+        major = rng.uniform(-50, 50, size=n)
+        kind = case % 5
+        if kind == 1:
+            major = np.round(major)
+        elif kind == 2 and n:
+            major[rng.integers(0, n, size=3)] = [0.0, -0.0, 0.0]
+        elif kind == 3 and n:
+            major[rng.integers(0, n, size=3)] = math.nan  # (NaNs tie with each other)
+        minor = rng.integers(0, 5, size=n) if case % 2 else rng.uniform(size=n)
+        got = predictor.lexsort2(minor, major)
+        want = np.lexsort((minor, major))
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), case
+
+
+def test_spawned_seeds_are_the_direct_ones() -> None:
+    # Simulator.reset makes SeedSequence(seed).spawn(3)'s children directly
+    for seed in [0, 1, 7, 2**31 - 1, 2**64 + 5, 12345678901234567890]:
+        spawned = np.random.SeedSequence(seed).spawn(3)
+        for i, child in enumerate(spawned):
+            direct = np.random.SeedSequence(seed, spawn_key=(i,))
+            assert direct.state == child.state
+            a, b = np.random.default_rng(direct), np.random.default_rng(child)
+            assert a.bit_generator.state == b.bit_generator.state
+
+
+def test_slot_times_in_one_pass_are_numpys() -> None:
+    rng = np.random.default_rng(16)
+    for case in range(300):
+        n = int(rng.integers(1, 12))
+        periods = [float(p) * 3600.0 for p in rng.choice([1.0, 6.0, 24.0, 0.37], size=n)]
+        phases = [float(rng.uniform(0, p)) for p in periods]
+        t0, t1 = -168 * 3600.0, 8 * 3600.0
+        k0s = [math.floor((t0 - ph) / p) for ph, p in zip(phases, periods, strict=True)]
+        sizes = [
+            math.ceil((t1 - ph) / p) + 1 - k for ph, p, k in zip(phases, periods, k0s, strict=True)
+        ]
+        jitters = [0.05 * p for p in periods]
+        z = rng.standard_normal(sum(sizes)) * float(rng.choice([1.0, 40.0]))
+        # numpy's arithmetic (main's _periodic_times)
+        group = np.repeat(np.arange(n, dtype=np.int64), sizes)
+        first = np.cumsum(sizes) - np.asarray(sizes)
+        k = np.arange(group.size) - first[group] + np.array(k0s)[group]
+        t = np.array(phases)[group] + np.asarray(periods)[group] * k
+        t = t + np.array(jitters)[group] * z
+        keep = (t >= t0) & (t < t1)
+        t_out, g_out = np.empty(z.size), np.empty(z.size, dtype=np.intp)
+        m = synthetic._slot_times(phases, k0s, periods, jitters, z, sizes, t0, t1, t_out, g_out)
+        assert t_out[:m].tobytes() == t[keep].tobytes(), case
+        assert g_out[:m].tolist() == group[keep].tolist(), case

@@ -329,6 +329,17 @@ def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     return [names[i] for i in srt], rank[first]
 
 
+def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))`` of two vectors: where ``major`` holds no two equal values
+    and no NaN, its sort is the one order there is, and its stable ``argsort`` gives it in
+    about half lexsort's time (one sort, not two); else lexsort itself."""
+    order = np.argsort(major, kind="stable")
+    s = major[order]
+    if s.size > 1 and (s[-1] != s[-1] or bool((s[1:] == s[:-1]).any())):  # (NaNs sort last)
+        return np.lexsort((minor, major))
+    return order
+
+
 def _blocks(codes: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.argsort(codes, kind="stable")`` and ``np.bincount(codes, minlength=m)`` of codes in
     ``0..m-1``: the rows grouped by code, in row order inside, and each code's rows. Codes that
@@ -581,7 +592,7 @@ class OnlinePredictor:
         """:meth:`_add` for each history run finished by time 0, in finish order, vectorised
         (the same ordered statistics); every history submission is noted."""
         fin = history.finish_s
-        order = np.lexsort((history.submit_s, fin))
+        order = lexsort2(history.submit_s, fin)
         order = order[fin[order] <= 0.0]
         y = np.log(np.maximum(history.work_s[order], 1e-9))
         n = y.size

@@ -23,3 +23,9 @@ cpdef Py_ssize_t _thin(const double[::1] t, const double[::1] u, const double[::
 
 @cython.locals(i=Py_ssize_t, out=list)
 cpdef list _names_at(list names, const Py_ssize_t[::1] idx)
+
+@cython.locals(row=Py_ssize_t, m=Py_ssize_t, g=Py_ssize_t, j=Py_ssize_t, k0=Py_ssize_t,
+               kf=double, ph=double, per=double, jit=double, t=double)
+cpdef Py_ssize_t _slot_times(list phases, list k0s, list periods, list jitters,
+                             const double[::1] z, list sizes, double t0_s, double t1_s,
+                             double[::1] t_out, Py_ssize_t[::1] g_out) except -1

@@ -34,7 +34,7 @@ import numpy as np
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
-from gpu_sharing_env.workload.predictor import RunLog, TagCodes
+from gpu_sharing_env.workload.predictor import RunLog, TagCodes, lexsort2
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -456,6 +456,22 @@ def _periodic_times(
     sizes = [d[2].size for d in draws]
     if not n or not sum(sizes):
         return np.zeros(0), np.zeros(0, dtype=np.int64)
+    if COMPILED:  # the same arithmetic in one typed pass (~12 numpy calls fewer)
+        t_out = np.empty(sum(sizes))
+        g_out = np.empty(sum(sizes), dtype=np.intp)
+        m = _slot_times(
+            [d[0] for d in draws],
+            [d[1] for d in draws],
+            periods_s,
+            [cfg.period_jitter * p for p in periods_s],
+            np.concatenate([d[2] for d in draws]),
+            sizes,
+            t0_s,
+            t1_s,
+            t_out,
+            g_out,
+        )
+        return t_out[:m], g_out[:m].astype(np.int64, copy=False)
     group = np.repeat(np.arange(n, dtype=np.int64), sizes)
     first = np.cumsum(sizes) - np.asarray(sizes)  # each group's first slot's row
     k = np.arange(group.size) - first[group] + np.array([d[1] for d in draws])[group]
@@ -465,6 +481,41 @@ def _periodic_times(
     t = t + jitter * np.concatenate([d[2] for d in draws])
     keep = (t >= t0_s) & (t < t1_s)
     return t[keep], group[keep]
+
+
+def _slot_times(
+    phases: list[float],
+    k0s: list[int],
+    periods: list[float],
+    jitters: list[float],
+    z: np.ndarray,
+    sizes: list[int],
+    t0_s: float,
+    t1_s: float,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+) -> int:
+    """:func:`_periodic_times`' arithmetic, group by group and slot by slot (``synthetic.pxd``):
+    slot ``j`` of group ``g`` at ``phase + period * k`` (``k = k0 + j``, an integer below
+    2**53 made a double, as numpy's ``float64 * int64``), then ``+ jitter * z``; those in
+    ``[t0_s, t1_s)`` written to ``t_out`` with their group in ``g_out``; returns how many."""
+    row = 0
+    m = 0
+    for g in range(len(sizes)):
+        ph = phases[g]
+        per = periods[g]
+        jit = jitters[g]
+        k0 = k0s[g]
+        for j in range(sizes[g]):
+            kf = k0 + j
+            t = ph + per * kf
+            t = t + jit * z[row]
+            row += 1
+            if t >= t0_s and t < t1_s:
+                t_out[m] = t
+                g_out[m] = g
+                m += 1
+    return m
 
 
 def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
@@ -756,7 +807,7 @@ def generate_workload(
     labels.append(n_grp + np.arange(one.size, dtype=np.int64))
     t_all = np.concatenate(times) if times else np.zeros(0)
     lab = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
-    order = np.lexsort((lab, t_all))
+    order = lexsort2(lab, t_all)
     t_all, lab = t_all[order], lab[order]
     n = t_all.size
     n_tpl = n_grp + one.size
