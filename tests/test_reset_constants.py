@@ -26,19 +26,9 @@ from dataclasses import fields, replace
 import numpy as np
 import pytest
 
-from gpu_sharing_env.config import load_scenario
-from gpu_sharing_env.physics.zoo import ZOO
-from gpu_sharing_env.sim.build import build_workload
 from gpu_sharing_env.workload import job, predictor, synthetic
 from gpu_sharing_env.workload.job import JobKind, JobSpec, JobSpecError, ServiceSpec
 from gpu_sharing_env.workload.predictor import OnlinePredictor, PredictorConfig, RunLog, TagCodes
-from gpu_sharing_env.workload.services import (
-    SERVING_BATCH,
-    SERVING_MEM_GB,
-    ServiceWorkloadConfig,
-    generate_services,
-    solo_latency_ms,
-)
 from gpu_sharing_env.workload.synthetic import (
     SyntheticWorkloadConfig,
     arrival_rate_per_s,
@@ -115,26 +105,23 @@ CHANGES: list[dict[str, object]] = [
 ]
 
 
+def _made(make: object, values: list[object]) -> JobSpec | str:
+    """``make(*values)``, or its error's message."""
+    try:
+        return make(*values)  # type: ignore[operator,no-any-return]
+    except JobSpecError as exc:
+        return str(exc)
+
+
 @pytest.mark.parametrize("change", CHANGES, ids=[repr(c) for c in CHANGES])
 def test_new_spec_rules_in_c_are_post_inits(change: dict[str, object]) -> None:
-    values = _valid()
-    for name, v in change.items():
-        values[NAMES.index(name)] = v
-    generated = job._make_new_spec()  # (``__post_init__`` on every spec)
-    try:
-        want: JobSpec | str = generated(*values)
-    except JobSpecError as exc:
-        want = str(exc)
-    try:
-        got: JobSpec | str = job._new_spec_slots(*values)
-    except JobSpecError as exc:
-        got = str(exc)
-    if isinstance(want, str):
+    values = [change.get(n, v) for n, v in zip(NAMES, _valid(), strict=True)]
+    want = _made(job._make_new_spec(), values)  # (``__post_init__`` on every spec)
+    got = _made(job._new_spec_slots, values)
+    if isinstance(want, str) or isinstance(got, str):
         assert got == want
-    else:
-        assert isinstance(got, JobSpec)
-        for n in NAMES:  # the same objects
-            assert getattr(got, n) is getattr(want, n), n
+    else:  # the same objects in every field
+        assert all(getattr(got, n) is getattr(want, n) for n in NAMES)
 
 
 def _workload(cfg: SyntheticWorkloadConfig, seed: int) -> tuple[object, ...]:
@@ -193,27 +180,22 @@ def test_kept_constants_give_fresh_ones_draws() -> None:
 
 def test_fixed_is_the_f_string() -> None:
     rng = np.random.default_rng(6)
-    ties = (np.arange(0, 20_000) / 2000).tolist()
-    xs = [
-        *rng.uniform(0, 100, size=10_000).tolist(),
-        *ties,
-        *(math.nextafter(x, -1.0) for x in ties),
-        *(math.nextafter(x, 99.0) for x in ties),
-        *rng.integers(0, 1 << 62, size=10_000).view(np.float64).tolist(),
-        -0.0,
-        -0.0004,
-        0.0004,
-        math.inf,
-        -math.inf,
-        1e300,
-    ]
+    halves = np.arange(0, 20_000) / 2000  # (ties at every n, and their neighbours)
+    xs = np.concatenate(
+        [
+            rng.uniform(0, 100, size=10_000),
+            halves,
+            np.nextafter(halves, -1.0),
+            np.nextafter(halves, 99.0),
+            rng.integers(0, 1 << 62, size=10_000).view(np.float64),
+            [-0.0, -0.0004, 0.0004, math.inf, -math.inf, 1e300, math.nan],
+        ]
+    ).tolist()
     for n in (1, 2, 3):
-        for x in xs:
-            a, b = synthetic._fixed(x, n), float(f"{x:.{n}f}")
-            assert (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (
-                a != a and b != b
-            ), (x, n)
-    assert math.isnan(synthetic._fixed(math.nan, 2))
+        got = [synthetic._fixed(x, n) for x in xs]
+        want = [float(f"{x:.{n}f}") for x in xs]
+        # (repr: the same double, a zero's sign and NaN included)
+        assert [repr(g) for g in got] == [repr(w) for w in want], n
 
 
 def test_thinning_in_typed_passes_keeps_numpys_times() -> None:
@@ -239,110 +221,47 @@ def test_thinning_in_typed_passes_keeps_numpys_times() -> None:
         phase = np.empty(n)
         synthetic._phases(t, cfg.peak_hour * 3600.0, phase)
         week = 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
+        levels = (week, week * cfg.weekend_factor, cfg.arrivals_per_h / 3600.0)
         out = np.empty(n)
-        m = synthetic._thin(
-            t,
-            u,
-            np.cos(phase),
-            week,
-            week * cfg.weekend_factor,
-            cfg.arrivals_per_h / 3600.0,
-            cfg.diurnal_amplitude,
-            scale,
-            out,
-        )
+        m = synthetic._thin(t, u, np.cos(phase), *levels, cfg.diurnal_amplitude, scale, out)
         assert out[:m].tobytes() == want.tobytes(), case
 
 
-def _arrivals_numpy(
-    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, t0: float, t1: float, scale: float
-) -> np.ndarray:
-    """``synthetic._arrivals`` before the typed passes (main)."""
-    peak = (
-        scale
-        * cfg.arrivals_per_h
-        / 3600.0
-        * (7.0 / (5.0 + 2.0 * cfg.weekend_factor))
-        * max(1.0, cfg.weekend_factor)
-        * (1.0 + cfg.diurnal_amplitude)
-    )
-    span = t1 - t0
-    n = int(rng.poisson(peak * span)) if peak > 0 and span > 0 else 0
-    t = np.sort(rng.uniform(t0, t1, size=n))
-    keep = rng.uniform(0.0, peak, size=n) < scale * arrival_rate_per_s(cfg, t)
-    return t[keep]
+class _Spy(np.random.Generator):
+    """A generator that keeps what its ``uniform`` draws returned."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(np.random.PCG64(seed))
+        self.drawn: list[np.ndarray] = []
+
+    def uniform(self, *args: object, **kw: object) -> np.ndarray:  # type: ignore[override]
+        out = super().uniform(*args, **kw)  # type: ignore[arg-type]
+        self.drawn.append(out)
+        return out  # type: ignore[no-any-return]
 
 
-def test_arrivals_are_mains() -> None:
+def test_arrivals_keep_what_numpys_thinning_keeps() -> None:
     for seed in range(40):
         cfg = replace(SyntheticWorkloadConfig(), weekend_factor=[0.8, 1.3][seed % 2])
-        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        spy = _Spy(seed)
         scale = [1.0, 0.35, 0.02][seed % 3]
-        got = synthetic._arrivals(cfg, a, -168 * 3600.0, 8 * 3600.0, scale)
-        want = _arrivals_numpy(cfg, b, -168 * 3600.0, 8 * 3600.0, scale)
-        assert got.tobytes() == want.tobytes(), seed
-        assert a.bit_generator.state == b.bit_generator.state
+        got = synthetic._arrivals(cfg, spy, -168 * 3600.0, 8 * 3600.0, scale)
+        t, u = np.sort(spy.drawn[0]), spy.drawn[1]  # (the times, then the thinning's doubles)
+        assert got.tobytes() == t[u < scale * arrival_rate_per_s(cfg, t)].tobytes(), seed
 
 
-def _services_numpy(
-    cfg: ServiceWorkloadConfig, rng: np.random.Generator, horizon_s: float, first: int
-) -> list[JobSpec]:
-    """``generate_services`` before its draws became lists (main)."""
-    n = cfg.num_services
-    life = cfg.lifetime_s if cfg.lifetime_s > 0 else float(horizon_s)
-    names = list(cfg.model_mix)
-    w = np.array([cfg.model_mix[m] for m in names], dtype=float)
-    models = [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
-    peak_draw = rng.uniform(cfg.peak_rps_min, cfg.peak_rps_max, size=n)
-    trough = rng.uniform(cfg.trough_ratio_min, cfg.trough_ratio_max, size=n)
-    peak_h = cfg.peak_hour + rng.uniform(-cfg.peak_hour_jitter, cfg.peak_hour_jitter, size=n)
-    slo_f = rng.uniform(cfg.slo_factor_min, cfg.slo_factor_max, size=n)
-    out = []
-    for i, model in enumerate(models):
-        batch = int(SERVING_BATCH.get(model, 8))
-        lat_ms = solo_latency_ms(model, batch)
-        peak = float(min(peak_draw[i], cfg.max_load * batch / (lat_ms / 1000.0)))
-        phase = (peak_h[i] % 24.0) * 3600.0 * cfg.period_s / 86_400.0 - cfg.period_s / 4.0
-        svc = ServiceSpec(
-            slo_ms=round(max(cfg.slo_floor_ms, float(slo_f[i]) * lat_ms), 2),
-            batch_size=batch,
-            base_rps=round(peak * float(trough[i]), 3),
-            peak_rps=round(peak, 3),
-            period_s=cfg.period_s,
-            phase_s=float(phase % cfg.period_s),
-            noise_frac=cfg.noise_frac,
-        )
-        mem = float(SERVING_MEM_GB.get(model, ZOO[model].mem_gb / 4.0))
-        out.append(
-            JobSpec(
-                job_id=first + i,
-                kind=JobKind.ONLINE,
-                model=model,
-                submit_s=cfg.submit_s,
-                num_gpus=1,
-                gpu_frac=1.0,
-                mem_gb=mem,
-                cpu_cores=cfg.cpu_cores,
-                work_s=life,
-                est_work_s=life,
-                user=f"svc{i}",
-                priority=cfg.priority,
-                service=svc,
-            )
-        )
-    return out
-
-
-@pytest.mark.parametrize("scenario", ["default", "muxflow-t4", "mig-a100"])
-def test_services_are_mains(scenario: str) -> None:
-    cfg = build_workload(load_scenario(scenario)).svc_cfg
-    for seed in range(20):
-        c = replace(cfg, num_services=[cfg.num_services, 1, 9][seed % 3], peak_hour_jitter=5.0)
-        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-        got = generate_services(c, a, 8 * 3600.0, 40)
-        want = _services_numpy(c, b, 8 * 3600.0, 40)
-        assert got == want, seed
-        assert a.bit_generator.state == b.bit_generator.state
+def test_services_arithmetic_on_floats_is_float64s() -> None:
+    # generate_services takes its draws as lists: each expression of a service's fields on a
+    # float gives the double it gives on the float64 element (numpy's % is Python's rule)
+    rng = np.random.default_rng(17)
+    a = np.concatenate([rng.uniform(-30, 60, size=3000), [0.0, -0.0, 24.0, -24.0, 48.0]])
+    for x64, x in zip(a, a.tolist(), strict=True):
+        for period in (86_400.0, 3_600.0, 7 * 86_400.0):
+            e64 = (x64 % 24.0) * 3600.0 * period / 86_400.0 - period / 4.0
+            e = (x % 24.0) * 3600.0 * period / 86_400.0 - period / 4.0
+            assert repr(float(e64 % period)) == repr(float(e % period))
+        assert repr(round(float(x64) * 1.7, 3)) == repr(round(x * 1.7, 3))
+        assert float(min(x64, 20.5)) == min(x, 20.5)
 
 
 def _log(rng: np.random.Generator) -> RunLog:

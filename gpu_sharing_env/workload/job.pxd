@@ -23,7 +23,4 @@ cdef object _MODELS
 cdef Py_ssize_t _TRUE_MEM
 
 @cython.locals(s=double, f=double, m=double, c=double, w=double, e=double, k=double)
-cdef bint _rules_hold(object kind, object model, object submit_s, object num_gpus,
-                      object gpu_frac, object mem_gb, object cpu_cores, object work_s,
-                      object est_work_s, object checkpoint_interval_s,
-                      object service) except -1
+cdef bint _rules_hold(tuple v) except -1

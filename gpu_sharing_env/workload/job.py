@@ -338,19 +338,7 @@ def _new_spec_slots(
     new = object.__new__(JobSpec)
     for i in range(len(_SLOTS)):
         _put(new, _SLOTS[i], values[i])
-    if not _rules_hold(
-        kind,
-        model,
-        submit_s,
-        num_gpus,
-        gpu_frac,
-        mem_gb,
-        cpu_cores,
-        work_s,
-        est_work_s,
-        checkpoint_interval_s,
-        service,
-    ):
+    if not _rules_hold(values):
         new.__post_init__()  # (a rule broken, or a value not a plain float: its own check)
     elif true_mem_gb < 0:  # (what ``__post_init__`` does after its rules)
         _put(new, _SLOTS[_TRUE_MEM], mem_gb)
@@ -363,25 +351,17 @@ _MODELS: frozenset[str] = frozenset(MODEL_CLASSES)
 _TRUE_MEM: int = [f.name for f in fields(JobSpec)].index("true_mem_gb")
 
 
-def _rules_hold(
-    kind: JobKind,
-    model: object,
-    submit_s: object,
-    num_gpus: object,
-    gpu_frac: object,
-    mem_gb: object,
-    cpu_cores: object,
-    work_s: object,
-    est_work_s: object,
-    checkpoint_interval_s: object,
-    service: object,
-) -> bool:
-    """Whether every rule of ``JobSpec.__post_init__`` holds for these fields, decided only
-    where ``model`` is a ``str``, ``num_gpus`` an ``int`` and the other numbers ``float``s,
-    exactly (False otherwise: ``__post_init__`` decides, and raises its error). Compiled
+def _rules_hold(v: tuple[Any, ...]) -> bool:
+    """Whether every rule of ``JobSpec.__post_init__`` holds for a spec's fields ``v`` (in
+    field order), decided only where ``model`` is a ``str``, ``num_gpus`` an ``int`` and the
+    other numbers ``float``s, exactly (False otherwise: ``__post_init__`` decides, and raises
+    its error). Compiled
     (``job.pxd``), the numbers are C doubles (a ``float``'s own value; finite: ``x - x ==
     0.0``): ~70 instructions instead of ``__post_init__``'s ~5 k of attribute reads and calls
     (a reset of ``default`` makes ~60 specs through :data:`new_spec`)."""
+    kind, model, submit_s, num_gpus, gpu_frac = v[1], v[2], v[3], v[4], v[5]
+    mem_gb, cpu_cores, work_s, est_work_s = v[6], v[7], v[8], v[9]
+    checkpoint_interval_s, service = v[12], v[16]
     if not (
         type(model) is str
         and type(num_gpus) is int
