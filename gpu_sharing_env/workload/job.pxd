@@ -18,3 +18,9 @@ cpdef object _new_spec_slots(object job_id, object kind, object model, object su
                              object work_s, object est_work_s, object true_mem_gb,
                              object gpu_types, object checkpoint_interval_s, object group,
                              object user, object priority, object service)
+
+cdef object _MODELS
+cdef Py_ssize_t _TRUE_MEM
+
+@cython.locals(s=double, f=double, m=double, c=double, w=double, e=double, k=double)
+cdef bint _rules_hold(tuple v) except -1

@@ -30,3 +30,10 @@ cpdef void _tag_pass(const Py_ssize_t[::1] inv, const double[::1] y, const doubl
 
 @cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, c=Py_ssize_t, seen=Py_ssize_t[::1])
 cpdef void _count_sort(const Py_ssize_t[::1] inv, Py_ssize_t[::1] first, Py_ssize_t[::1] pos)
+
+@cython.locals(j=Py_ssize_t, i=Py_ssize_t, c=Py_ssize_t, got=list, order=list)
+cpdef list _subs_by_code(const Py_ssize_t[::1] codes, const double[::1] times,
+                         const Py_ssize_t[::1] sub, list lists)
+
+@cython.locals(c=Py_ssize_t)
+cpdef void _fill_table(dict table, list codes, list cnt, list tot, list sq)

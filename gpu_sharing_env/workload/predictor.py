@@ -39,7 +39,6 @@ checks those against the simulator's own completion times.
 from __future__ import annotations
 
 import bisect
-import copy
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -330,6 +329,17 @@ def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
     return [names[i] for i in srt], rank[first]
 
 
+def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))`` of two vectors: where ``major`` holds no two equal values
+    and no NaN, its sort is the one order there is, and its stable ``argsort`` gives it in
+    about half lexsort's time (one sort, not two); else lexsort itself."""
+    order = np.argsort(major, kind="stable")
+    s = major[order]
+    if s.size > 1 and (s[-1] != s[-1] or bool((s[1:] == s[:-1]).any())):  # (NaNs sort last)
+        return np.lexsort((minor, major))
+    return order
+
+
 def _blocks(codes: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.argsort(codes, kind="stable")`` and ``np.bincount(codes, minlength=m)`` of codes in
     ``0..m-1``: the rows grouped by code, in row order inside, and each code's rows. Codes that
@@ -345,10 +355,37 @@ def _sorted_codes(tags: TagCodes, order: np.ndarray) -> tuple[list[str], np.ndar
     blocks are empty, so the present names keep their order) and each run's index among
     them."""
     names = tags.names
-    srt = sorted(range(len(names)), key=names.__getitem__)  # str order: numpy's for '<U'
-    rank = np.empty(len(names), dtype=np.intp)
-    rank[srt] = np.arange(len(names))
-    return [names[i] for i in srt], rank[tags.index[order]]
+    key = tuple(names)
+    hit = _NAME_ORDERS.get(key)  # (the users' names are the same every reset of a scenario)
+    if hit is None:
+        srt = sorted(range(len(names)), key=names.__getitem__)  # str order: numpy's for '<U'
+        rank = np.empty(len(names), dtype=np.intp)
+        rank[srt] = np.arange(len(names))
+        if len(_NAME_ORDERS) >= 64:
+            _NAME_ORDERS.clear()
+        hit = _NAME_ORDERS[key] = (tuple(names[i] for i in srt), rank)
+    return list(hit[0]), hit[1][tags.index[order]]
+
+
+#: Names (a tuple) -> themselves in code-point order and each one's rank there
+#: (:func:`_sorted_codes`; the rank array is only read).
+_NAME_ORDERS: dict[tuple[str, ...], tuple[tuple[str, ...], np.ndarray]] = {}
+
+
+def _fill_table(
+    table: dict[str, list[float]],
+    codes: list[str],
+    cnt: list[float],
+    tot: list[float],
+    sq: list[float],
+) -> None:
+    """``table[key] = [n, sum, sum of squares]`` of each non-empty tag ``codes[c]`` with a
+    finished run (a coded name may have none), in code order. (Typed, ``predictor.pxd``: a C
+    index.)"""
+    for c in range(len(codes)):
+        key = codes[c]
+        if key and cnt[c] > 0:
+            table[key] = [cnt[c], tot[c], sq[c]]
 
 
 def _tag_stats(
@@ -447,6 +484,25 @@ def _tag_pass(
         col[i] = prior / nk if nk > 0 else mean[i]
 
 
+def _subs_by_code(
+    codes: np.ndarray, times: np.ndarray, sub: np.ndarray, lists: list[list[float] | None]
+) -> list[int]:
+    """Each code's times (``lists[c]``, None where no run has code ``c``), runs taken in the
+    order ``sub``; returns the codes in the order of their first run there. What
+    :meth:`OnlinePredictor._build_subs` reads off ``_blocks`` (each code's runs in a stable
+    order) in one typed pass (``predictor.pxd``): a ``float`` a run, appended."""
+    order: list[int] = []
+    for j in range(sub.shape[0]):
+        i = sub[j]
+        c = codes[i]
+        got = lists[c]
+        if got is None:
+            got = lists[c] = []
+            order.append(c)
+        got.append(times[i])
+    return order
+
+
 def _count_sort(inv: np.ndarray, first: np.ndarray, pos: np.ndarray) -> None:
     """``first[c]`` (``m + 1`` zeros in): the first position of code ``c`` in the rows sorted
     stably by code; ``pos[i]``: row ``i``'s position there (a counting sort)."""
@@ -536,7 +592,7 @@ class OnlinePredictor:
         """:meth:`_add` for each history run finished by time 0, in finish order, vectorised
         (the same ordered statistics); every history submission is noted."""
         fin = history.finish_s
-        order = np.lexsort((history.submit_s, fin))
+        order = lexsort2(history.submit_s, fin)
         order = order[fin[order] <= 0.0]
         y = np.log(np.maximum(history.work_s[order], 1e-9))
         n = y.size
@@ -564,9 +620,7 @@ class OnlinePredictor:
             if use:
                 cols.append(col)
                 cols.append(np.log1p(prior_n))
-            for c, key in enumerate(codes):
-                if key and cnt[c] > 0:  # (a coded name may have no finished run)
-                    table[key] = [cnt[c], tot[c], sq[c]]
+            _fill_table(table, codes, cnt, tot, sq)
         if self._use_r:
             cols.append(np.log2(np.maximum(history.gpus[order], 1e-3)))
         self._hist_x = np.column_stack(cols) if cols else np.zeros((n, 0))
@@ -576,7 +630,8 @@ class OnlinePredictor:
     def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
         # (replaced on refit, never changed), copy the rest.
-        new = copy.copy(self)
+        new = object.__new__(type(self))  # (copy.copy's result for a plain object)
+        new.__dict__.update(self.__dict__)
         new._rows_y = list(self._rows_y)
         new._x32 = self._x32.copy()
         new._y64 = self._y64.copy()
@@ -745,11 +800,30 @@ class OnlinePredictor:
         subs: dict[str, list[float]] = {}
         if h is not None and len(h):
             sub = np.argsort(h.submit_s, kind="stable")
-            if h.group_codes is not None:
+            gc = h.group_codes
+            if (
+                _COMPILED
+                and gc is not None
+                and gc.index.dtype == np.intp
+                and h.submit_s.dtype == np.float64
+            ):
+                # one typed pass over the runs in time order (the same lists, in the same order)
+                names = gc.names
+                lists: list[list[float] | None] = [None] * len(names)
+                for c in _subs_by_code(
+                    np.ascontiguousarray(gc.index),
+                    np.ascontiguousarray(h.submit_s),
+                    sub,
+                    lists,
+                ):
+                    g = names[c]
+                    if g:
+                        subs[g] = lists[c]  # type: ignore[assignment]
+            elif gc is not None:
                 # by code: each group's times in one slice, the groups in the order of their
                 # first submission (the dict the per-string loop built)
-                names = h.group_codes.names
-                by, count = _blocks(h.group_codes.index[sub], len(names))
+                names = gc.names
+                by, count = _blocks(gc.index[sub], len(names))
                 times = h.submit_s[sub][by].tolist()
                 ends = np.cumsum(count)
                 code = np.flatnonzero(count)

@@ -22,6 +22,7 @@ import numpy as np
 
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, ServiceSpec
+from gpu_sharing_env.workload.synthetic import _choice_p
 
 #: Inference model mix (ASSUMPTION): vision (resnet50, mobilenet, yolov3), language (bert,
 #: gpt2) and recommendation (deepfm, ncf) services, the families MuxFlow serves online.
@@ -159,11 +160,15 @@ def generate_services(
         raise ValueError(f"horizon_s: must be > 0 when lifetime_s is 0 (got {horizon_s})")
     names = list(cfg.model_mix)
     w = np.array([cfg.model_mix[m] for m in names], dtype=float)
-    models = [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
-    peak_draw = rng.uniform(cfg.peak_rps_min, cfg.peak_rps_max, size=n)
-    trough = rng.uniform(cfg.trough_ratio_min, cfg.trough_ratio_max, size=n)
-    peak_h = cfg.peak_hour + rng.uniform(-cfg.peak_hour_jitter, cfg.peak_hour_jitter, size=n)
-    slo_f = rng.uniform(cfg.slo_factor_min, cfg.slo_factor_max, size=n)
+    # (``_choice_p``: ``rng.choice(len(names), size=n, p=...)``'s indices from the same draws;
+    # the arrays as lists of their doubles: a float's arithmetic below is a float64's)
+    models = [names[i] for i in _choice_p(rng, w / w.sum(), n).tolist()]
+    peak_draw = rng.uniform(cfg.peak_rps_min, cfg.peak_rps_max, size=n).tolist()
+    trough = rng.uniform(cfg.trough_ratio_min, cfg.trough_ratio_max, size=n).tolist()
+    peak_h = (
+        cfg.peak_hour + rng.uniform(-cfg.peak_hour_jitter, cfg.peak_hour_jitter, size=n)
+    ).tolist()
+    slo_f = rng.uniform(cfg.slo_factor_min, cfg.slo_factor_max, size=n).tolist()
     out: list[JobSpec] = []
     for i, model in enumerate(models):
         batch = int(SERVING_BATCH.get(model, 8))

@@ -1,7 +1,31 @@
 # Cython declarations for synthetic.py (pure-Python mode: the .py runs as it is where not
-# compiled). Only the scalar draws of ``rng.random()`` are typed (``_bitgen.pxd``).
+# compiled). Typed: the scalar draws of ``rng.random()`` (``_bitgen.pxd``), the job loop's
+# decimal rounding (``_decimal.pxd``), the thinning's arithmetic.
+cimport cython
+from libc.math cimport floor as c_floor
 from gpu_sharing_env.workload._bitgen cimport next_double
+from gpu_sharing_env.workload._decimal cimport fixed
 
 cdef bint COMPILED
 
 cpdef double _random(object rng, object cap) except? -1.0
+
+cpdef double _fixed(double x, int n) except? -1.0
+
+@cython.locals(i=Py_ssize_t, k=double, day=double)
+cpdef void _phases(const double[::1] t, double shift, double[::1] out)
+
+@cython.locals(i=Py_ssize_t, m=Py_ssize_t, day=double, q=double, fl=double, d=double,
+               lvl=double, rate=double)
+cpdef Py_ssize_t _thin(const double[::1] t, const double[::1] u, const double[::1] c,
+                       double week, double weekend, double r0, double amp, double scale,
+                       double[::1] out) except -1
+
+@cython.locals(i=Py_ssize_t, out=list)
+cpdef list _names_at(list names, const Py_ssize_t[::1] idx)
+
+@cython.locals(row=Py_ssize_t, m=Py_ssize_t, g=Py_ssize_t, j=Py_ssize_t, k0=Py_ssize_t,
+               kf=double, ph=double, per=double, jit=double, t=double)
+cpdef Py_ssize_t _slot_times(list phases, list k0s, list periods, list jitters,
+                             const double[::1] z, list sizes, double t0_s, double t1_s,
+                             double[::1] t_out, Py_ssize_t[::1] g_out) except -1

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,7 +34,7 @@ import numpy as np
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
-from gpu_sharing_env.workload.predictor import RunLog, TagCodes
+from gpu_sharing_env.workload.predictor import RunLog, TagCodes, lexsort2
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -277,8 +277,71 @@ def _arrivals(
     span = t1_s - t0_s
     n = int(rng.poisson(peak * span)) if peak > 0 and span > 0 else 0
     t = np.sort(rng.uniform(t0_s, t1_s, size=n))
-    keep = rng.uniform(0.0, peak, size=n) < scale * arrival_rate_per_s(cfg, t)
-    return t[keep]
+    u = rng.uniform(0.0, peak, size=n)
+    if not COMPILED:
+        return t[u < scale * arrival_rate_per_s(cfg, t)]
+    # arrival_rate_per_s's arithmetic in two typed passes around numpy's own cos (~12 numpy
+    # calls fewer; the same doubles: each element's operations in numpy's order)
+    phase = np.empty(n)
+    _phases(t, cfg.peak_hour * 3600.0, phase)
+    week = 7.0 / (5.0 + 2.0 * cfg.weekend_factor)
+    out = np.empty(n)
+    m = _thin(
+        t,
+        u,
+        np.cos(phase),
+        week,
+        week * cfg.weekend_factor,
+        cfg.arrivals_per_h / 3600.0,
+        cfg.diurnal_amplitude,
+        scale,
+        out,
+    )
+    return out[:m]
+
+
+def _phases(t: np.ndarray, shift: float, out: np.ndarray) -> None:
+    """``out[i]`` = :func:`arrival_rate_per_s`'s phase of ``t[i]``: ``2.0 * np.pi * (t -
+    shift) / DAY_S`` as numpy evaluates it (the scalar ``2.0 * pi`` first). Typed
+    (``synthetic.pxd``)."""
+    k = 2.0 * math.pi
+    day = DAY_S
+    for i in range(t.shape[0]):
+        out[i] = k * (t[i] - shift) / day
+
+
+def _thin(
+    t: np.ndarray,
+    u: np.ndarray,
+    c: np.ndarray,
+    week: float,
+    weekend: float,
+    r0: float,
+    amp: float,
+    scale: float,
+    out: np.ndarray,
+) -> int:
+    """The thinning's kept times ``t[u < scale * rate]`` written to ``out``, how many returned:
+    ``rate`` is :func:`arrival_rate_per_s` at ``t`` with ``c`` the cos of its phases
+    (:func:`_phases`), element by element its numpy operations (``floor(t / DAY_S) % 7 >= 5``
+    picks ``weekend`` over ``week``; ``(r0 * level) * (1.0 + amp * c)``). Typed
+    (``synthetic.pxd``: C's ``floor``, exact like numpy's; ``%`` of doubles with Python's
+    sign rule, numpy's)."""
+    day = DAY_S
+    m = 0
+    for i in range(t.shape[0]):
+        q = t[i] / day
+        if COMPILED:
+            fl = c_floor(q)  # type: ignore[name-defined]  # noqa: F821
+        else:
+            fl = math.floor(q)
+        d = fl % 7.0
+        lvl = weekend if d >= 5 else week
+        rate = r0 * lvl * (1.0 + amp * c[i])
+        if u[i] < scale * rate:
+            out[m] = t[i]
+            m += 1
+    return m
 
 
 #: Submission patterns of a template (:attr:`SyntheticWorkload.pattern`).
@@ -327,6 +390,16 @@ def _random(rng: np.random.Generator, cap: object) -> float:
     if cap is not None:
         return next_double(cap)  # type: ignore[name-defined,no-any-return]  # noqa: F821
     return rng.random()
+
+
+def _fixed(x: float, n: int) -> float:
+    """``float(f"{x:.{n}f}")``, which is ``round(x, n)``: both take the correctly rounded
+    decimal digits of ``x`` from CPython's ``_Py_dg_dtoa`` (mode 3) and read them back with
+    ``_Py_dg_strtod``. Compiled (``_decimal.pxd``), the f-string's two C calls without its
+    string objects (~2.7 k instructions a call in a reset's job loop)."""
+    if COMPILED:
+        return fixed(x, n)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+    return float(f"{x:.{n}f}")
 
 
 def _periodic_draws(
@@ -383,6 +456,22 @@ def _periodic_times(
     sizes = [d[2].size for d in draws]
     if not n or not sum(sizes):
         return np.zeros(0), np.zeros(0, dtype=np.int64)
+    if COMPILED:  # the same arithmetic in one typed pass (~12 numpy calls fewer)
+        t_out = np.empty(sum(sizes))
+        g_out = np.empty(sum(sizes), dtype=np.intp)
+        m = _slot_times(
+            [d[0] for d in draws],
+            [d[1] for d in draws],
+            periods_s,
+            [cfg.period_jitter * p for p in periods_s],
+            np.concatenate([d[2] for d in draws]),
+            sizes,
+            t0_s,
+            t1_s,
+            t_out,
+            g_out,
+        )
+        return t_out[:m], g_out[:m].astype(np.int64, copy=False)
     group = np.repeat(np.arange(n, dtype=np.int64), sizes)
     first = np.cumsum(sizes) - np.asarray(sizes)  # each group's first slot's row
     k = np.arange(group.size) - first[group] + np.array([d[1] for d in draws])[group]
@@ -394,6 +483,41 @@ def _periodic_times(
     return t[keep], group[keep]
 
 
+def _slot_times(
+    phases: list[float],
+    k0s: list[int],
+    periods: list[float],
+    jitters: list[float],
+    z: np.ndarray,
+    sizes: list[int],
+    t0_s: float,
+    t1_s: float,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+) -> int:
+    """:func:`_periodic_times`' arithmetic, group by group and slot by slot (``synthetic.pxd``):
+    slot ``j`` of group ``g`` at ``phase + period * k`` (``k = k0 + j``, an integer below
+    2**53 made a double, as numpy's ``float64 * int64``), then ``+ jitter * z``; those in
+    ``[t0_s, t1_s)`` written to ``t_out`` with their group in ``g_out``; returns how many."""
+    row = 0
+    m = 0
+    for g in range(len(sizes)):
+        ph = phases[g]
+        per = periods[g]
+        jit = jitters[g]
+        k0 = k0s[g]
+        for j in range(sizes[g]):
+            kf = k0 + j
+            t = ph + per * kf
+            t = t + jit * z[row]
+            row += 1
+            if t >= t0_s and t < t1_s:
+                t_out[m] = t
+                g_out[m] = g
+                m += 1
+    return m
+
+
 def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
     """``rng.choice(p.size, size=size, p=p)``: the same indices from the same draws, without
     its checks' ~20 numpy calls where ``p`` passes them. numpy's sampler with ``p``
@@ -402,18 +526,137 @@ def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
     ``searchsorted(side="right")`` of its double. A ``p`` that is not a 1-D vector of
     non-negative finite weights summing to 1 within 1e-9 (numpy's tolerance is ~1.5e-8) goes
     to ``rng.choice`` itself (its error, or its answer)."""
+    return _choice_w(rng, (p, _cdf_of(p)), size)
+
+
+def _cdf_of(p: np.ndarray) -> np.ndarray | None:
+    """:func:`_choice_p`'s cumulative weights of ``p`` (None: ``p`` fails its checks)."""
     pl = p.tolist() if p.ndim == 1 else None
     if not pl or not all(v >= 0.0 for v in pl) or not abs(math.fsum(pl) - 1.0) <= 1e-9:
-        return rng.choice(p.size, size=size, p=p)
+        return None
     cdf = p.cumsum()
     cdf /= cdf[-1]
+    return cdf
+
+
+def _choice_w(
+    rng: np.random.Generator, w: tuple[np.ndarray, np.ndarray | None], size: int
+) -> np.ndarray:
+    """:func:`_choice_p` of ``w = (p, _cdf_of(p))`` (made once for a scenario's weights:
+    :func:`_weights`)."""
+    p, cdf = w
+    if cdf is None:
+        return rng.choice(p.size, size=size, p=p)
     return cdf.searchsorted(rng.random(size), side="right")
 
 
+#: What a scenario's weights give every reset, by their values (:func:`_weights`): read-only
+#: arrays and lists (never handed out to be changed).
+_CONSTANTS: dict[tuple[object, ...], object] = {}
+_CONSTANTS_CAP = 64
+
+
+def _constant(key: tuple[object, ...], make: Callable[[], object]) -> object:
+    """``make()``, once per ``key`` (a value of the configuration, hashable: a config whose
+    fields change between resets gets its own entry)."""
+    hit = _CONSTANTS.get(key)
+    if hit is None:
+        if len(_CONSTANTS) >= _CONSTANTS_CAP:
+            _CONSTANTS.clear()
+        hit = _CONSTANTS[key] = make()
+    return hit
+
+
+def _weights(key: tuple[object, ...], weights: list[float]) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(p, _cdf_of(p))`` of ``p = w / w.sum()`` for ``w`` the float array of ``weights``
+    (once per ``key``)."""
+
+    def make() -> tuple[np.ndarray, np.ndarray | None]:
+        w = np.array(weights, dtype=float)
+        p = w / w.sum()
+        return p, _cdf_of(p)
+
+    return _constant(key, make)  # type: ignore[return-value]
+
+
+def _mix(mix: Mapping[str, float]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]]:
+    """A model mix's names (an object array) and its :func:`_weights`."""
+    items = tuple(mix.items())
+
+    def make() -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]]:
+        names = [m for m, _ in items]
+        return np.asarray(names, dtype=object), _weights(("w", items), [w for _, w in items])
+
+    return _constant(("mix", items), make)  # type: ignore[return-value]
+
+
 def _pick(rng: np.random.Generator, mix: Mapping[str, float], size: int) -> np.ndarray:
-    names = list(mix)
-    w = np.array([mix[m] for m in names], dtype=float)
-    return np.asarray(names, dtype=object)[_choice_p(rng, w / w.sum(), size)]
+    names, w = _mix(mix)
+    return names[_choice_w(rng, w, size)]
+
+
+def _requests(
+    sizes: tuple[float, ...], weights: tuple[float, ...]
+) -> tuple[
+    np.ndarray,
+    tuple[np.ndarray, np.ndarray | None],
+    np.ndarray | None,
+    tuple[np.ndarray, np.ndarray | None] | None,
+]:
+    """The request sizes (a float array), their :func:`_weights`, the whole-GPU sizes (None:
+    none) and their weights renormalised (None: they weigh 0, drawn uniformly), once per
+    sizes and weights."""
+
+    def make() -> tuple[object, ...]:
+        sizes_r = np.asarray(sizes, dtype=float)
+        w = np.asarray(weights, dtype=float)
+        p = w / w.sum()
+        whole = sizes_r >= 1
+        if not whole.any():
+            return sizes_r, (p, _cdf_of(p)), None, None
+        ww = w[whole] / w[whole].sum() if w[whole].sum() > 0 else None
+        return sizes_r, (p, _cdf_of(p)), sizes_r[whole], None if ww is None else (ww, _cdf_of(ww))
+
+    return _constant(("req", sizes, weights), make)  # type: ignore[return-value]
+
+
+def _zipf(n: int, exponent: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """The users' Zipf weights ``1 / k ** exponent`` (``k = 1..n``) normalised, with their
+    cumulative weights (:func:`_choice_w`), once per ``n`` and ``exponent``."""
+
+    def make() -> tuple[np.ndarray, np.ndarray | None]:
+        zipf = 1.0 / np.arange(1, n + 1) ** exponent
+        p = zipf / zipf.sum()
+        return p, _cdf_of(p)
+
+    return _constant(("zipf", n, exponent), make)  # type: ignore[return-value]
+
+
+def _names_at(names: list[str], idx: np.ndarray) -> list[str]:
+    """``[names[i] for i in idx]`` for an ``intp`` vector ``idx`` (the tags of the history's
+    runs). Compiled (``synthetic.pxd``), a C index a run (~20 instructions, against ~110 for
+    an object array's fancy index and ``tolist``)."""
+    if not COMPILED:
+        return [names[i] for i in idx.tolist()]
+    out: list[str] = [""] * idx.shape[0]
+    for i in range(idx.shape[0]):
+        out[i] = names[idx[i]]
+    return out
+
+
+def _group_tags(n: int) -> list[str]:
+    """``[f"g{k}" for k in range(n)]`` (the strings made once per process)."""
+    while len(_G_TAGS) < n:
+        _G_TAGS.append(f"g{len(_G_TAGS)}")
+    return _G_TAGS[:n]
+
+
+_G_TAGS: list[str] = []
+
+
+def _user_tags(n: int) -> list[str]:
+    """``[f"u{u}" for u in range(n)]`` (a fresh list; the strings made once)."""
+    return list(_constant(("users", n), lambda: [f"u{u}" for u in range(n)]))  # type: ignore[call-overload]
 
 
 def generate_jobs(
@@ -468,7 +711,11 @@ def generate_workload(
     periods_s = [p * 3600.0 for p in periods_h.tolist()]
     inv_longest = 1.0 / float(periods_h.max())
     distinct_s = sorted(set(periods_s))
-    by_ok: list[tuple[float, list[float]] | None] = [None] * (len(distinct_s) + 1)
+    # (the table is the same every reset of these periods and weights: kept, filled as met)
+    by_ok: list[tuple[float, list[float]] | None] = _constant(  # type: ignore[assignment]
+        ("periods", tuple(periods_s), tuple(pw.tolist())),
+        lambda: [None] * (len(distinct_s) + 1),
+    )
     med, d_lo, d_hi, ratio = (
         cfg.duration_median_s,
         cfg.duration_min_s,
@@ -560,7 +807,7 @@ def generate_workload(
     labels.append(n_grp + np.arange(one.size, dtype=np.int64))
     t_all = np.concatenate(times) if times else np.zeros(0)
     lab = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
-    order = np.lexsort((lab, t_all))
+    order = lexsort2(lab, t_all)
     t_all, lab = t_all[order], lab[order]
     n = t_all.size
     n_tpl = n_grp + one.size
@@ -569,18 +816,24 @@ def generate_workload(
     high = rng.uniform(size=n_tpl) < cfg.high_gpu_share
     models = _pick(rng, cfg.model_mix, n_tpl)
     models[high] = _pick(rng, cfg.high_gpu_models, int(high.sum()))
-    sizes_r = np.asarray(cfg.gpu_request_sizes, dtype=float)
-    weights = np.asarray(cfg.gpu_request_weights, dtype=float)
-    req = sizes_r[_choice_p(rng, weights / weights.sum(), n_tpl)]
-    whole = sizes_r >= 1
-    if whole.any():
-        ww = weights[whole] / weights[whole].sum() if weights[whole].sum() > 0 else None
-        pick = rng.choice(int(whole.sum()), size=n_tpl) if ww is None else _choice_p(rng, ww, n_tpl)
-        req_high = sizes_r[whole][pick]
+    sizes_r, req_w, sizes_whole, whole_w = _requests(
+        tuple(cfg.gpu_request_sizes), tuple(cfg.gpu_request_weights)
+    )
+    req = sizes_r[_choice_w(rng, req_w, n_tpl)]
+    if sizes_whole is not None:
+        pick = (
+            rng.choice(sizes_whole.size, size=n_tpl)
+            if whole_w is None
+            else _choice_w(rng, whole_w, n_tpl)
+        )
+        req_high = sizes_whole[pick]
         req = np.where(high, req_high, req)
     other_share = cfg.type_constraint_share / max(1e-12, 1.0 - cfg.high_gpu_share)
     constrained = (rng.uniform(size=n_tpl) < other_share) & ~high
-    sets = [tuple(s.split("|")) for s in cfg.type_constraint_sets]
+    sets: list[tuple[str, ...]] = _constant(  # type: ignore[assignment]
+        ("sets", tuple(cfg.type_constraint_sets)),
+        lambda: [tuple(s.split("|")) for s in cfg.type_constraint_sets],
+    )
     set_idx = rng.integers(0, max(1, len(sets)), size=n_tpl)
     base_dur = np.concatenate(
         [
@@ -589,8 +842,7 @@ def generate_workload(
             cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_tpl - n_grp)),
         ]
     )
-    zipf = 1.0 / np.arange(1, cfg.num_users + 1) ** cfg.user_zipf_exponent
-    users = _choice_p(rng, zipf / zipf.sum(), n_tpl)
+    users = _choice_w(rng, _zipf(cfg.num_users, cfg.user_zipf_exponent), n_tpl)
     cpu_noise = np.exp(cfg.cpu_sigma * rng.standard_normal(n_tpl))
     sig = np.zeros(n_tpl)
     sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
@@ -602,20 +854,19 @@ def generate_workload(
     over = rng.uniform(size=n) < cfg.mem_overuse_prob
     use = np.where(over, rng.uniform(1.05, 1.5, size=n), np.maximum(use, 0.05))
 
-    pattern = {f"g{k}": PERIODIC if k < n_per else BURSTY for k in range(n_grp)}
-    period = {f"g{k}": per_period[k] for k in range(n_per)}
+    g_names = _group_tags(n_grp)  # (f"g{k}")
+    pattern = {g: PERIODIC if k < n_per else BURSTY for k, g in enumerate(g_names)}
+    period = {g_names[k]: per_period[k] for k in range(n_per)}
     past = t_all < 0
     n_past = int(past.sum())  # sorted by time: the history is the prefix
     hl = lab[:n_past]
     hreq = req[hl]
     # tags by lookup (one string per template and user, indexed by the history's rows)
-    g_tags = np.array([f"g{k}" for k in range(n_grp)] + [""], dtype=object)
-    u_tags = np.array([f"u{u}" for u in range(cfg.num_users)], dtype=object)
     g_ix, u_ix = np.minimum(hl, n_grp), users[hl]
-    g_tags_l, u_tags_l = g_tags.tolist(), u_tags.tolist()
+    g_tags_l, u_tags_l = [*g_names, ""], _user_tags(cfg.num_users)
     history = RunLog(
-        group=g_tags[g_ix].tolist(),
-        user=u_tags[u_ix].tolist(),
+        group=_names_at(g_tags_l, g_ix),
+        user=_names_at(u_tags_l, u_ix),
         gpus=np.where(hreq < 1, hreq, np.floor(hreq)),
         work_s=dur[:n_past].copy(),
         submit_s=t_all[:n_past].copy(),
@@ -643,9 +894,7 @@ def generate_workload(
     cpu_med, ckpt, offline = cfg.cpu_per_gpu_median, cfg.checkpoint_interval_s, JobKind.OFFLINE
     high_types = tuple(cfg.high_end_types)
     #: template -> what its runs share (a periodic group submits several in one episode).
-    #: ``float(f"{x:.2f}")`` is ``round(x, 2)``, the same double in less time: both take the
-    #: correctly rounded decimal digits of ``x`` from CPython's ``_Py_dg_dtoa`` (mode 3) and
-    #: read them back with ``_Py_dg_strtod``.
+    #: ``_fixed(x, 2)`` is ``round(x, 2)``, the same double in less time.
     shared: dict[int, tuple[str, int, float, float, float, float, tuple[str, ...], str, str, int]]
     shared = {}
     for i, k in enumerate(lab_l):
@@ -667,8 +916,8 @@ def generate_workload(
                 model,
                 1 if r < 1 else int(r),  # num_gpus
                 frac,  # gpu_frac
-                float(f"{mem:.2f}"),  # mem_gb: round(mem, 2)
-                float(f"{min(max(cpu, 1.0), 32.0):.1f}"),  # cpu_cores: round(.., 1)
+                _fixed(mem, 2),  # mem_gb: round(mem, 2)
+                _fixed(min(max(cpu, 1.0), 32.0), 1),  # cpu_cores: round(.., 1)
                 mem,  # (for true_mem_gb)
                 types,  # gpu_types
                 g_tags_l[k if k < n_grp else n_grp],  # group ("" for a one-off job)
@@ -689,7 +938,7 @@ def generate_workload(
                 cpu_cores,
                 w,  # work_s
                 w,  # est_work_s
-                float(f"{mem * use_l[i]:.3f}"),  # true_mem_gb: round(.., 3)
+                _fixed(mem * use_l[i], 3),  # true_mem_gb: round(.., 3)
                 types,  # gpu_types
                 ckpt,  # checkpoint_interval_s
                 group,
@@ -698,5 +947,5 @@ def generate_workload(
                 None,  # service
             )
         )
-    infer = frozenset(f"g{k}" for k in np.flatnonzero(inference).tolist())
+    infer = frozenset(g_names[k] for k in np.flatnonzero(inference).tolist())
     return SyntheticWorkload(jobs, history, pattern, period, infer)
