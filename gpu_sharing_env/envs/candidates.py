@@ -1569,12 +1569,15 @@ class CandidateBuilder:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
-            here = int(c.node_of[st.gpus[0]])
-            flat = self._rep_picks(memo, jid, here) if memo.classes is not None else None
-            if flat is None:
+            if memo.classes is None:
                 flat = legality.migration_targets(jid)
-                if memo.classes is not None and len(flat):
-                    flat = self._prune_flat(memo, jid, flat, here, n_opts)
+            else:  # (pruned: the job's node apart)
+                here = int(c.node_of[st.gpus[0]])
+                flat = self._rep_picks(memo, jid, here)
+                if flat is None:
+                    flat = legality.migration_targets(jid)
+                    if len(flat):
+                        flat = self._prune_flat(memo, jid, flat, here, n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
             cands = self._assemble(blocks, n_place, total)
