@@ -78,12 +78,14 @@ from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
 if cython.compiled:  # the extension types (state.pxd, cluster.pxd): C reads of their fields
+    # (Python's buffer protocol: a block's targets read from their memory; the legality's
+    # cpdef methods called in C: legality.pxd)
+    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
+    from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
-    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-    from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.libc.math import log1p
     from cython.cimports.libc.string import memcpy, memset
 else:
@@ -1874,6 +1876,7 @@ class CandidateBuilder:
                 specs,
             )  # fmt: skip
         # (one typed pass over the blocks; the targets' GPUs' cells only)
+        assert w is not None
         w.fill(
             table, ids, blocks, n_place, len(sim.options), speeds[2], jobs, c.residents,
             max(1, len(c.type_names) - 1), max(1, c.n_nodes - 1),
@@ -2054,8 +2057,19 @@ def _hold_cells(rv: Any, iv: Any) -> int:
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
 def _block_rows(
-    rv: Any, iv: Any, i: int, flat: np.ndarray, n_opts: int, n_place: int, jv: Any, jiv: Any,
-    b: int, ov: Any, sv: Any, tv: Any, mark: Any,
+    rv: Any,
+    iv: Any,
+    i: int,
+    flat: np.ndarray,
+    n_opts: int,
+    n_place: int,
+    jv: Any,
+    jiv: Any,
+    b: int,
+    ov: Any,
+    sv: Any,
+    tv: Any,
+    mark: Any,
 ) -> int:
     """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
@@ -2117,9 +2131,7 @@ def _block_rows(
 @cython.exceptval(-1)
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
 @cython.wraparound(False)
-def _gang_cells(
-    rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: Any, k: int
-) -> int:
+def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: Any, k: int) -> int:
     """:func:`_gang_one_node` of the candidates in rows ``lo`` .. ``hi`` - 1 (compiled only),
     their first GPU and option read from ``iv``, ``legal`` (bool, option-major, C order:
     ``Cluster.single_rows``) read from its memory (Python's buffer protocol)."""
