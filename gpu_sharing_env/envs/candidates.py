@@ -77,9 +77,7 @@ from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
-if cython.compiled:  # the extension types (state.pxd, cluster.pxd): C reads of their fields
-    # (Python's buffer protocol: a block's targets read from their memory; the legality's
-    # cpdef methods called in C: legality.pxd)
+if cython.compiled:  # the extension types (.pxd): C reads of their fields; C calls (legality)
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
@@ -95,7 +93,8 @@ else:
     from gpu_sharing_env.sim.legality import Legality
     from gpu_sharing_env.sim.state import JobState
 
-    # (only the compiled passes copy or clear runs of cells and read arrays' buffers)
+    # (only the compiled passes copy or clear runs of cells and read arrays' memory through
+    # Python's buffer protocol: a block's targets, a gang's single-GPU legality)
     memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = _views_of = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
