@@ -2253,14 +2253,6 @@ def _write_rows(
         rows[:, _SOLO] = speed[job_ints[at, 2], type_idx[gs]]
 
 
-@cython.locals(
-    out=cython.float[:, ::1], gsv=cython.longlong[::1], osv=cython.longlong[::1],
-    node_v=cython.longlong[::1], legal_v=cython.uchar[:, ::1], i=cython.Py_ssize_t,
-    x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t, k=cython.Py_ssize_t, found=cython.Py_ssize_t,
-    first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t, col=cython.Py_ssize_t,
-)  # fmt: skip
-@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
-@cython.wraparound(False)
 def _gang_one_node(
     out: np.ndarray,
     gs: np.ndarray,
@@ -2270,27 +2262,14 @@ def _gang_one_node(
     k: int,
 ) -> None:
     """Writes the ``gang_one_node`` column of a gang's candidates at ``(gs, os_)`` into their
-    float32 rows ``out``: 1 if the GPUs it takes lie on one node. It takes the first ``k`` GPUs from its first one that
-    its single-GPU legality under the option (``legal[option]``: ``Cluster.single_row``)
-    allows, as ``Cluster.gang_gpus`` does (``ClusterView.gang_gpus``)."""
-    gsv, osv, node_v, legal_v = gs, os_, node_of, legal
-    n_gpus = node_v.shape[0]
-    col = _ONE
-    for i in range(gsv.shape[0]):
-        o = osv[i]
-        found = 0
-        first = -1
-        same = True
-        x = gsv[i]
-        while x < n_gpus and found < k:
-            if legal_v[o, x]:
-                if found == 0:
-                    first = node_v[x]
-                elif node_v[x] != first:
-                    same = False
-                found += 1
-            x += 1
-        out[i, col] = 1.0 if same and found > 0 else 0.0
+    float32 rows ``out``: 1 if the GPUs it takes lie on one node. It takes the first ``k``
+    GPUs from its first one that its single-GPU legality under the option (``legal[option]``:
+    ``Cluster.single_row``) allows, as ``Cluster.gang_gpus`` does (``ClusterView.gang_gpus``).
+    The interpreted build's (the compiled one's: :func:`_gang_cells`)."""
+    for i, (x, o) in enumerate(zip(gs.tolist(), os_.tolist(), strict=True)):
+        taken = x + np.flatnonzero(legal[o, x:])[:k]
+        nodes = node_of[taken]
+        out[i, _ONE] = 1.0 if len(nodes) and bool((nodes == nodes[0]).all()) else 0.0
 
 
 class _Memo:
