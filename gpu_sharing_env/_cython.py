@@ -49,6 +49,11 @@ uchar = _CType("uchar", builtins.int)
 const_double = _CType("const double", builtins.float)
 const_longlong = _CType("const longlong", builtins.int)
 const_uchar = _CType("const uchar", builtins.int)
+# pointers to long long and unsigned char (``cython.p_longlong``) and Python's buffer struct
+# (``cython.declare(cython.Py_buffer)``): where a compiled pass reads an array's memory
+p_longlong = _CType("longlong *", builtins.int)
+p_uchar = _CType("uchar *", builtins.int)
+Py_buffer = _CType("Py_buffer", object)
 
 
 def _identity(f: Any) -> Any:

@@ -540,3 +540,40 @@ def test_check_of_a_pruned_placement_is_the_masks(scenario: str) -> None:
         if te or tr:
             break
     assert legal_n > 200 and illegal_n > 200
+
+
+@pytest.mark.skipif(
+    candidates.__file__.endswith(".py"), reason="envs.candidates runs interpreted here"
+)
+@pytest.mark.parametrize(
+    ("scenario", "pruning"), [("default", "none"), ("default-x2", "none"), ("mig-a100", "classes")]
+)
+def test_kept_writer_builds_the_interpreted_table(scenario: str, pruning: str) -> None:
+    """The compiled build (its kept ``_Writer``: job rows, GPU cells of the targets' GPUs only,
+    marks, log1p of the residents' work left, speed cells) writes the table and the moves'
+    integers bit for bit as the interpreted builder's numpy passes (every GPU's cells, fresh
+    arrays) on the same state, at every step of a random legal rollout; the padding rows stay
+    zero. Gangs (``default-x2``), several models and a new episode's speed rows included."""
+    src = interpreted(candidates)
+    env = gym.make(
+        "GpuSharing-v2", scenario=load_scenario(scenario), max_candidates=4096, pruning=pruning
+    ).unwrapped
+    rng = np.random.default_rng(7)
+    _, info = env.reset(seed=7)
+    compared = 0
+    for step in range(400):
+        sim = env.sim
+        ours = env.interface.candidates
+        theirs = src.CandidateBuilder(sim, 4096, pruning).build()
+        n = len(theirs)
+        assert len(ours) == n, step
+        assert ours.table is not None and theirs.table is not None
+        assert ours.table.view(np.uint32).tobytes() == theirs.table.view(np.uint32).tobytes()
+        for a, b in ((ours.job, theirs.job), (ours.gpu, theirs.gpu), (ours.option, theirs.option)):
+            assert np.array_equal(a, b), step
+        compared += n
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            _, info = env.reset(seed=8 + step)
+    assert compared > 2000

@@ -77,20 +77,25 @@ from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
 from gpu_sharing_env.workload.predictor import GroupStats
 
-if cython.compiled:  # the extension types (state.pxd, cluster.pxd): C reads of their fields
-    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+if cython.compiled:  # the extension types (.pxd): C reads of their fields; C calls (legality)
+    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
+    from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
     from cython.cimports.libc.math import log1p
-    from cython.cimports.libc.string import memcpy
+    from cython.cimports.libc.string import memcpy, memset
 else:
     from math import log1p
 
     from gpu_sharing_env.fleet.cluster import _StateViews
+    from gpu_sharing_env.sim.legality import Legality
     from gpu_sharing_env.sim.state import JobState
 
-    memcpy = None  # (only the compiled passes copy runs of cells)
+    # (only the compiled passes copy or clear runs of cells and read arrays' memory through
+    # Python's buffer protocol: a block's targets, a gang's single-GPU legality)
+    memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = _views_of = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -1131,6 +1136,274 @@ def _resident_sig(
     return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
 
 
+@cython.locals(v=_StateViews, g=cython.Py_ssize_t)
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
+@cython.wraparound(False)
+def _running_ids(c: Any) -> list[int]:
+    """The jobs on cluster ``c``'s GPUs, ascending (each once): compiled, one typed pass over
+    its residents' counts (``n_res``: the GPUs with residents); interpreted, numpy's."""
+    residents = c.residents
+    if cython.compiled:
+        v = _views_of(c)
+        seen = set()
+        for g in range(v.n_res.shape[0]):
+            if v.n_res[g]:
+                for j in residents[g]:
+                    seen.add(j)
+        out = sorted(seen)
+    else:
+        out = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})
+    return out
+
+
+@cython.cclass
+class _GpuViews:
+    """Typed views of the arrays a GPU's cells are read from (:func:`_gpu_table`'s, in its
+    order: type, node, residents, declared memory, memory capacity, request share, SM in use,
+    online residents, health, readiness, utilisation), acquired once and kept while the same
+    arrays are passed (the cluster replaces its state arrays only at a reset, and mutates
+    them in place otherwise), instead of a dozen buffer acquisitions a build. They share the
+    arrays' memory, so they read the state as it is now."""
+
+    src = cython.declare(tuple)  # (the arrays; :meth:`same` compares them)
+    type_idx = cython.declare(cython.longlong[::1])
+    node_of = cython.declare(cython.longlong[::1])
+    n_res = cython.declare(cython.longlong[::1])
+    mem_decl = cython.declare(cython.double[::1])
+    mem_cap = cython.declare(cython.double[::1])
+    frac = cython.declare(cython.double[::1])
+    sm_used = cython.declare(cython.longlong[::1])
+    online = cython.declare(cython.longlong[::1])
+    healthy = cython.declare(cython.uchar[::1])
+    ready = cython.declare(cython.uchar[::1])
+    util = cython.declare(cython.double[::1])
+
+    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None:
+        self.src = arrays
+        (
+            self.type_idx, self.node_of, self.n_res, self.mem_decl, self.mem_cap, self.frac,
+            self.sm_used, self.online,
+        ) = arrays[:8]  # fmt: skip
+        self.healthy = np.asarray(arrays[8]).view(np.uint8)  # (bool or uint8: the same bytes)
+        self.ready = np.asarray(arrays[9]).view(np.uint8)
+        self.util = arrays[10]
+
+    @cython.locals(i=cython.Py_ssize_t)
+    def same(self, arrays: tuple[np.ndarray, ...]) -> bool:
+        """Whether ``arrays`` are the arrays these views were made of (the same objects)."""
+        src = self.src
+        for i in range(len(arrays)):  # noqa: SIM110  (a loop: no generator made a build)
+            if arrays[i] is not src[i]:
+                return False
+        return True
+
+    def write(
+        self,
+        out: np.ndarray,
+        log_left: np.ndarray,
+        n_types: int,
+        n_nodes: int,
+        max_res: int,
+        gpus: np.ndarray | None = None,
+    ) -> None:
+        """:func:`_gpu_table` of these arrays; compiled, with ``gpus`` (int64) the rows of
+        those GPUs only (the others left as they are)."""
+        if cython.compiled:
+            m = len(gpus) if gpus is not None else len(out)
+            self._cells(out, log_left, n_types, n_nodes, max_res, gpus, m, gpus is not None)
+        else:
+            type_idx, node_of, n_res, mem_decl, mem_cap, frac, sm_used, online = self.src[:8]
+            healthy, ready, util = self.healthy, self.ready, self.util
+            caps = np.maximum(np.asarray(mem_cap, dtype=np.float64), 1e-9)
+            rows = np.stack(
+                [
+                    np.asarray(type_idx, dtype=np.float64) / n_types,
+                    np.asarray(node_of, dtype=np.float64) / n_nodes,
+                    np.asarray(n_res, dtype=np.float64) / max_res,
+                    log_left / _LOG_S,
+                    1.0 - np.asarray(mem_decl, dtype=np.float64) / caps,
+                    np.asarray(frac, dtype=np.float64),
+                    np.asarray(sm_used, dtype=np.float64) / 100.0,
+                    np.asarray(online, dtype=np.float64) / max_res,
+                    np.asarray(healthy, dtype=np.float64),
+                    np.asarray(ready, dtype=np.float64),
+                    np.asarray(util, dtype=np.float64),
+                ],
+                axis=1,
+            )
+            out[...] = np.clip(rows, -1.0, 1.0, out=rows)
+
+    @cython.cfunc
+    @cython.locals(
+        dv=cython.float[:, ::1], ll=cython.double[::1], nt=cython.double, nn=cython.double,
+        mr=cython.double, gv=cython.longlong[::1], m=cython.Py_ssize_t, some=cython.bint,
+        log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t, i=cython.Py_ssize_t,
+    )  # fmt: skip
+    @cython.returns(cython.int)
+    @cython.exceptval(check=False)  # (raises nothing)
+    @cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``dv`` too)
+    @cython.wraparound(False)
+    def _cells(
+        self, dv: Any, ll: Any, nt: float, nn: float, mr: float, gv: Any, m: int, some: bool
+    ) -> int:
+        """:meth:`write`'s typed loop (compiled only): the cells of the first ``m`` GPUs of
+        ``gv`` with ``some``, else of GPUs 0 .. ``m`` - 1, into the rows of ``dv``."""
+        log_s = _LOG_S
+        for i in range(m):
+            g = gv[i] if some else i
+            dv[g, 0] = _clip1(cython.cast(cython.double, self.type_idx[g]) / nt)
+            dv[g, 1] = _clip1(cython.cast(cython.double, self.node_of[g]) / nn)
+            dv[g, 2] = _clip1(cython.cast(cython.double, self.n_res[g]) / mr)
+            dv[g, 3] = _clip1(ll[g] / log_s)
+            cap = self.mem_cap[g]
+            if not (cap >= 1e-9 or cap != cap):  # np.maximum(cap, 1e-9)
+                cap = 1e-9
+            dv[g, 4] = _clip1(1.0 - self.mem_decl[g] / cap)
+            dv[g, 5] = _clip1(self.frac[g])
+            dv[g, 6] = _clip1(cython.cast(cython.double, self.sm_used[g]) / 100.0)
+            dv[g, 7] = _clip1(cython.cast(cython.double, self.online[g]) / mr)
+            dv[g, 8] = 1.0 if self.healthy[g] else 0.0
+            dv[g, 9] = 1.0 if self.ready[g] else 0.0
+            dv[g, 10] = _clip1(self.util[g])
+        return 0
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
+@cython.cclass
+class _Writer:
+    """What a build's rows are written from besides the state's Python objects, kept by the
+    builder while the cluster's arrays are the same (:class:`_GpuViews`, ``gpu``): each GPU's
+    row of cells (``cells``, float32), its residents' estimated work left (``left``) and its
+    log1p (``ll``), the marks of the targets' GPUs and their list, the options' cells, the
+    last speed cells seen and the job rows (``jr``, float64, and ``jri``: id, own GPU, speed
+    row), grown as needed: typed views acquired once, where a build acquired ~20 (each ~4 k
+    instructions) and allocated ~7 arrays. Compiled only (:meth:`fill`)."""
+
+    gpu = cython.declare(_GpuViews)
+    n = cython.declare(cython.Py_ssize_t)
+    left = cython.declare(object)
+    ll = cython.declare(object)
+    leftv = cython.declare(cython.double[::1])
+    llv = cython.declare(cython.double[::1])
+    cells = cython.declare(cython.float[:, ::1])
+    mark = cython.declare(cython.uchar[::1])
+    gpus = cython.declare(cython.longlong[::1])
+    opt = cython.declare(object)
+    optv = cython.declare(cython.float[:, ::1])
+    spd = cython.declare(object)
+    spdv = cython.declare(cython.float[:, ::1])
+    jr = cython.declare(cython.double[:, ::1])
+    jri = cython.declare(cython.longlong[:, ::1])
+    cap = cython.declare(cython.Py_ssize_t)
+
+    @cython.locals(views=_GpuViews)
+    def __init__(self, views: _GpuViews, opt32: np.ndarray) -> None:
+        self.gpu = views
+        n = self.n = views.n_res.shape[0]
+        self.left = np.zeros(n)
+        self.leftv = self.left
+        self.ll = np.zeros(n)
+        self.llv = self.ll
+        self.cells = np.zeros((n, len(_GPU_COLS)), dtype=np.float32)
+        self.mark = np.zeros(n, dtype=np.uint8)
+        self.gpus = np.zeros(n, dtype=np.int64)
+        self.opt = opt32
+        self.optv = opt32
+        self.spd = None
+        self.cap = 0
+        self.room(8)
+
+    def room(self, n_blocks: int) -> None:
+        """Room for ``n_blocks`` job rows."""
+        if n_blocks > self.cap:
+            self.cap = max(n_blocks, 2 * self.cap)
+            self.jr = np.zeros((self.cap, len(_JOB_COLS)))
+            self.jri = np.zeros((self.cap, 3), dtype=np.int64)
+
+    def same(self, arrays: tuple[np.ndarray, ...], opt32: np.ndarray) -> bool:
+        """Whether these were made of ``arrays`` (:meth:`_GpuViews.same`) and ``opt32``."""
+        return self.opt is opt32 and self.gpu.same(arrays)
+
+    @cython.locals(
+        rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
+        b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
+        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the blocks' rows)
+    @cython.wraparound(False)
+    def fill(
+        self,
+        table: np.ndarray,
+        ids: np.ndarray,
+        blocks: list[tuple[int, np.ndarray]],
+        n_place: int,
+        n_opts: int,
+        speed: np.ndarray,
+        jobs: dict[int, JobState],
+        residents: list[list[int]],
+        n_types: int,
+        n_nodes: int,
+        max_res: int,
+        owners: list[tuple[int, list[int]]],
+        gangs: list[tuple[int, np.ndarray, int]],
+    ) -> None:
+        """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
+        block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
+        residents' work left summed in order from 0 (as ``CandidateBuilder._gpu_rows``), its
+        log1p numpy's (the same ufunc over the whole ``left``, the other GPUs' 0), their cells
+        :meth:`_GpuViews.write`'s. Then what only some blocks have (``_assemble``'s
+        interpreted passes): ``owners``, (block, its job's GPUs) of a job on several GPUs
+        (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
+        single-GPU legality per (option, GPU), its GPUs) (``gang_one_node``:
+        :func:`_gang_one_node`)."""
+        rv, iv = table, ids
+        if speed is not self.spd:
+            self.spd = speed
+            self.spdv = speed
+        memset(cython.address(self.mark[0]), 0, self.n)
+        _hold_cells(rv, iv)
+        i = 1
+        starts = []
+        for b in range(len(blocks)):
+            starts.append(i)
+            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, self.jr, self.jri, b,
+                            self.optv, self.spdv, self.gpu.type_idx, self.mark)  # fmt: skip
+        starts.append(i)
+        for b, mine in owners:
+            for k in range(starts[b], starts[b + 1]):
+                rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
+        for b, legal, k in gangs:
+            _gang_cells(rv, iv, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
+        m = 0
+        busy = False
+        for g in range(self.n):
+            total = 0.0
+            if self.mark[g]:
+                self.gpus[m] = g
+                m += 1
+                res = residents[g]
+                if res:
+                    # each resident's estimated work left (``JobView.est_remaining_s``), summed
+                    # in order from 0
+                    for j in res:
+                        st = jobs[j]
+                        x = st.spec.est_work_s - st.work_done
+                        total += x if x > 0.0 else 0.0
+                    busy = True
+            self.leftv[g] = total
+        if busy:
+            np.log1p(self.left, out=self.ll)
+        else:
+            memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
+        self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
+        _copy_gpu_cells(rv, iv, self.cells, 1, i)
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 class CandidateBuilder:
     """Enumerates the candidates of a simulator's state (module doc) and their features;
     ``pruning="classes"`` keeps one target of each class of interchangeable ones.
@@ -1176,8 +1449,11 @@ class CandidateBuilder:
         #: Per job id, its spec and the row cells that depend on the spec alone
         #: (``_spec_cols``), for the episode (the token of ``_groups``).
         self._fixed: dict[int, tuple[Any, ...]] = {}
-        #: Typed views of the arrays the GPUs' cells are read from, while they are the same.
+        #: Typed views of the arrays the GPUs' cells are read from, while they are the same
+        #: (interpreted, and ``_gpu_rows``).
         self._gpu_views: _GpuViews | None = None
+        #: What the compiled build writes rows from (:class:`_Writer`), while the same.
+        self._writer: _Writer | None = None
         #: The cluster's nodes, their interconnects and whether the GPUs' nodes rise
         #: (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray, bool] | None = None
@@ -1238,6 +1514,7 @@ class CandidateBuilder:
         views.write(out, np.log1p(left), n_types, n_nodes, max_res, gpus if some else None)
         return out
 
+    @cython.locals(legality=Legality)
     def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
         """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
         with pruning, every legal move of ``keep`` is a candidate too."""
@@ -1284,10 +1561,7 @@ class CandidateBuilder:
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
         # (the legality's memo of them for the cluster's version, which the masks read too)
         empty = len(legality.empty_ready()) > 0
-        running: list[int] = []
-        if empty:  # (the GPUs with residents: ``n_res`` counts them)
-            residents = c.residents
-            running = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})
+        running = _running_ids(c) if empty else []
         now = sim.now
         for jid in running:
             st = jobs[jid]
@@ -1296,12 +1570,15 @@ class CandidateBuilder:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
-            here = int(c.node_of[st.gpus[0]])
-            flat = self._rep_picks(memo, jid, here) if memo.classes is not None else None
-            if flat is None:
+            if memo.classes is None:
                 flat = legality.migration_targets(jid)
-                if memo.classes is not None and len(flat):
-                    flat = self._prune_flat(memo, jid, flat, here, n_opts)
+            else:  # (pruned: the job's node apart)
+                here = int(c.node_of[st.gpus[0]])
+                flat = self._rep_picks(memo, jid, here)
+                if flat is None:
+                    flat = legality.migration_targets(jid)
+                    if len(flat):
+                        flat = self._prune_flat(memo, jid, flat, here, n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
             cands = self._assemble(blocks, n_place, total)
@@ -1500,7 +1777,7 @@ class CandidateBuilder:
     @cython.locals(
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
         st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
-        ji=cython.longlong[:, ::1],
+        ji=cython.longlong[:, ::1], w=_Writer,
     )  # fmt: skip
     def _assemble(
         self,
@@ -1525,9 +1802,21 @@ class CandidateBuilder:
         # The job's columns (``_JOB_COLS``), as ``ClusterView.job`` gives the job to a heuristic
         # (``JobView``: its request, estimate, work left, wait), read from its state; and per
         # job its id, its own GPU (job_on_target; -1: none) and its model's speed row
-        job_rows = np.empty((n, len(_JOB_COLS)))
-        job_ints = np.empty((n, 3), dtype=np.int64)
-        jr, ji = job_rows, job_ints
+        c = sim.cluster
+        if cython.compiled:  # (the writer's kept job rows: no arrays made, no views acquired)
+            arrays = (
+                c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap, c.frac_decl, c.sm_used,
+                c.online_count, c.healthy, c.ready, sim.usage.g_util,
+            )  # fmt: skip
+            w = self._writer
+            if w is None or not w.same(arrays, self._opt32):
+                w = self._writer = _Writer(_GpuViews(arrays), self._opt32)
+            w.room(n)
+            jr, ji = w.jr, w.jri
+        else:
+            job_rows = np.empty((n, len(_JOB_COLS)))
+            job_ints = np.empty((n, 3), dtype=np.int64)
+            jr, ji = job_rows, job_ints
         speeds = self._speeds
         if speeds is None or speeds[0] is not episode_token(sim):
             speeds = self._speed_rows(())
@@ -1580,16 +1869,43 @@ class CandidateBuilder:
             row_of = speeds[3]
             for b in range(n):
                 ji[b, 2] = row_of[specs[b].model]
+        if not cython.compiled:
+            return self._rows_interpreted(
+                table, ids, blocks, n_place, total, job_rows, job_ints, speeds[2], owners, gangs,
+                specs,
+            )  # fmt: skip
+        # (one typed pass over the blocks; the targets' GPUs' cells only)
+        assert w is not None
+        w.fill(
+            table, ids, blocks, n_place, len(sim.options), speeds[2], jobs, c.residents,
+            max(1, len(c.type_names) - 1), max(1, c.n_nodes - 1),
+            max(1, c.sharing.max_residents), owners,
+            [(b, c.single_rows(specs[b]), specs[b].num_gpus) for b in gangs],
+        )  # fmt: skip
+        return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
+
+    def _rows_interpreted(
+        self,
+        table: np.ndarray,
+        ids: np.ndarray,
+        blocks: list[tuple[int, np.ndarray]],
+        n_place: int,
+        total: int,
+        job_rows: np.ndarray,
+        job_ints: np.ndarray,
+        speed: np.ndarray,
+        owners: list[tuple[int, list[int]]],
+        gangs: list[int],
+        specs: list[JobSpec],
+    ) -> Candidates:
+        """``_assemble``'s rows interpreted: numpy passes (:func:`_write_rows`), every GPU's
+        cells, then what only some blocks have (``_Writer.fill`` is the compiled pass)."""
+        sim = self.sim
         c = sim.cluster
         flats = [blk[1] for blk in blocks]
-        # (compiled, where there are fewer targets than GPUs, the cells of the targets' GPUs
-        # only: ``_target_gpus``)
-        gpus = None
-        if cython.compiled and total - 1 < c.n_gpus:
-            gpus = _target_gpus(flats, len(sim.options), c.n_gpus)
         _write_rows(
             table, ids, n_place, flats, len(sim.options), job_rows, job_ints,
-            self._gpu_rows(gpus), self._opt32, speeds[2], c.type_idx,
+            self._gpu_rows(), self._opt32, speed, c.type_idx,
         )  # fmt: skip
         cands = Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
         if not owners and not gangs:
@@ -1621,120 +1937,20 @@ _ONE, _OPT0, _SOLO = (
     _COL["mode_" + SharingMode(0).name.lower()],
     _COL["solo_speed"],
 )
+#: The same columns as C constants of the compiled passes (no module look-up in a loop).
+_C_HOLD = cython.declare(cython.Py_ssize_t, _HOLD)
+_C_PLACE = cython.declare(cython.Py_ssize_t, _PLACE)
+_C_MIGRATE = cython.declare(cython.Py_ssize_t, _MIGRATE)
+_C_JOB0 = cython.declare(cython.Py_ssize_t, _JOB0)
+_C_ON = cython.declare(cython.Py_ssize_t, _ON)
+_C_GPU0 = cython.declare(cython.Py_ssize_t, _GPU0)
+_C_ONE = cython.declare(cython.Py_ssize_t, _ONE)
+_C_OPT0 = cython.declare(cython.Py_ssize_t, _OPT0)
+_C_SOLO = cython.declare(cython.Py_ssize_t, _SOLO)
 
 
 #: The target GPU's columns of a candidate row (:func:`_gpu_table`), from ``type`` on.
 _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
-
-
-@cython.cclass
-class _GpuViews:
-    """Typed views of the arrays a GPU's cells are read from (:func:`_gpu_table`'s, in its
-    order: type, node, residents, declared memory, memory capacity, request share, SM in use,
-    online residents, health, readiness, utilisation), acquired once and kept while the same
-    arrays are passed (the cluster replaces its state arrays only at a reset, and mutates
-    them in place otherwise), instead of a dozen buffer acquisitions a build. They share the
-    arrays' memory, so they read the state as it is now."""
-
-    src = cython.declare(tuple)  # (the arrays; :meth:`same` compares them)
-    type_idx = cython.declare(cython.longlong[::1])
-    node_of = cython.declare(cython.longlong[::1])
-    n_res = cython.declare(cython.longlong[::1])
-    mem_decl = cython.declare(cython.double[::1])
-    mem_cap = cython.declare(cython.double[::1])
-    frac = cython.declare(cython.double[::1])
-    sm_used = cython.declare(cython.longlong[::1])
-    online = cython.declare(cython.longlong[::1])
-    healthy = cython.declare(cython.uchar[::1])
-    ready = cython.declare(cython.uchar[::1])
-    util = cython.declare(cython.double[::1])
-
-    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None:
-        self.src = arrays
-        (
-            self.type_idx, self.node_of, self.n_res, self.mem_decl, self.mem_cap, self.frac,
-            self.sm_used, self.online,
-        ) = arrays[:8]  # fmt: skip
-        self.healthy = np.asarray(arrays[8]).view(np.uint8)  # (bool or uint8: the same bytes)
-        self.ready = np.asarray(arrays[9]).view(np.uint8)
-        self.util = arrays[10]
-
-    @cython.locals(i=cython.Py_ssize_t)
-    def same(self, arrays: tuple[np.ndarray, ...]) -> bool:
-        """Whether ``arrays`` are the arrays these views were made of (the same objects)."""
-        src = self.src
-        for i in range(len(arrays)):  # noqa: SIM110  (a loop: no generator made a build)
-            if arrays[i] is not src[i]:
-                return False
-        return True
-
-    @cython.locals(
-        dv=cython.float[:, ::1], ll=cython.double[::1], nt=cython.double, nn=cython.double,
-        mr=cython.double, log_s=cython.double, cap=cython.double, g=cython.Py_ssize_t,
-        i=cython.Py_ssize_t, m=cython.Py_ssize_t, gv=cython.longlong[::1], some=cython.bint,
-    )  # fmt: skip
-    @cython.boundscheck(False)  # (every index is in range: the arrays are the fleet's, ``out`` too)
-    @cython.wraparound(False)
-    def write(
-        self,
-        out: np.ndarray,
-        log_left: np.ndarray,
-        n_types: int,
-        n_nodes: int,
-        max_res: int,
-        gpus: np.ndarray | None = None,
-    ) -> None:
-        """:func:`_gpu_table` of these arrays; compiled, with ``gpus`` (int64) the rows of
-        those GPUs only (the others left as they are)."""
-        if cython.compiled:
-            dv, ll = out, log_left
-            nt, nn, mr, log_s = n_types, n_nodes, max_res, _LOG_S
-            some = gpus is not None
-            m = dv.shape[0]
-            if some:
-                assert gpus is not None
-                gv = gpus
-                m = gv.shape[0]
-            for i in range(m):
-                g = gv[i] if some else i
-                dv[g, 0] = _clip1(cython.cast(cython.double, self.type_idx[g]) / nt)
-                dv[g, 1] = _clip1(cython.cast(cython.double, self.node_of[g]) / nn)
-                dv[g, 2] = _clip1(cython.cast(cython.double, self.n_res[g]) / mr)
-                dv[g, 3] = _clip1(ll[g] / log_s)
-                cap = self.mem_cap[g]
-                if not (cap >= 1e-9 or cap != cap):  # np.maximum(cap, 1e-9)
-                    cap = 1e-9
-                dv[g, 4] = _clip1(1.0 - self.mem_decl[g] / cap)
-                dv[g, 5] = _clip1(self.frac[g])
-                dv[g, 6] = _clip1(cython.cast(cython.double, self.sm_used[g]) / 100.0)
-                dv[g, 7] = _clip1(cython.cast(cython.double, self.online[g]) / mr)
-                dv[g, 8] = 1.0 if self.healthy[g] else 0.0
-                dv[g, 9] = 1.0 if self.ready[g] else 0.0
-                dv[g, 10] = _clip1(self.util[g])
-        else:
-            type_idx, node_of, n_res, mem_decl, mem_cap, frac, sm_used, online = self.src[:8]
-            healthy, ready, util = self.healthy, self.ready, self.util
-            caps = np.maximum(np.asarray(mem_cap, dtype=np.float64), 1e-9)
-            rows = np.stack(
-                [
-                    np.asarray(type_idx, dtype=np.float64) / n_types,
-                    np.asarray(node_of, dtype=np.float64) / n_nodes,
-                    np.asarray(n_res, dtype=np.float64) / max_res,
-                    log_left / _LOG_S,
-                    1.0 - np.asarray(mem_decl, dtype=np.float64) / caps,
-                    np.asarray(frac, dtype=np.float64),
-                    np.asarray(sm_used, dtype=np.float64) / 100.0,
-                    np.asarray(online, dtype=np.float64) / max_res,
-                    np.asarray(healthy, dtype=np.float64),
-                    np.asarray(ready, dtype=np.float64),
-                    np.asarray(util, dtype=np.float64),
-                ],
-                axis=1,
-            )
-            out[...] = np.clip(rows, -1.0, 1.0, out=rows)
-
-    def __reduce__(self) -> tuple[object, tuple[()]]:
-        return (_no_views, ())
 
 
 def _no_views() -> None:
@@ -1813,20 +2029,163 @@ def _target_gpus(flats: list[np.ndarray], n_opts: int, n_gpus: int) -> np.ndarra
     return np.flatnonzero(mark)
 
 
+@cython.cfunc
+@cython.locals(rv=cython.float[:, ::1], iv=cython.longlong[:, ::1])
+@cython.returns(cython.int)
+@cython.exceptval(check=False)  # (raises nothing)
+def _hold_cells(rv: Any, iv: Any) -> int:
+    """Hold's integers (-1) and its row's one cell (compiled only)."""
+    iv[0, 0] = iv[1, 0] = iv[2, 0] = -1
+    rv[0, _C_HOLD] = 1.0
+    return 0
+
+
+@cython.cfunc
 @cython.locals(
-    n_place=cython.Py_ssize_t, no=cython.longlong, i=cython.Py_ssize_t, c=cython.Py_ssize_t,
-    b=cython.Py_ssize_t, k=cython.Py_ssize_t, first=cython.Py_ssize_t, f=cython.longlong,
-    g=cython.longlong, o=cython.longlong, jid=cython.longlong, own=cython.longlong,
-    m=cython.longlong, nj=cython.Py_ssize_t, ng=cython.Py_ssize_t, nop=cython.Py_ssize_t,
-    c_hold=cython.Py_ssize_t, c_place=cython.Py_ssize_t, c_migrate=cython.Py_ssize_t,
-    c_job=cython.Py_ssize_t, c_on=cython.Py_ssize_t, c_gpu=cython.Py_ssize_t,
-    c_one=cython.Py_ssize_t, c_opt=cython.Py_ssize_t, c_solo=cython.Py_ssize_t,
-    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], fv=cython.longlong[::1],
-    jv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], gv=cython.float[:, ::1],
-    ov=cython.float[:, ::1], sv=cython.float[:, ::1], tv=cython.longlong[::1],
+    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
+    n_opts=cython.longlong, n_place=cython.Py_ssize_t, jv=cython.double[:, ::1],
+    jiv=cython.longlong[:, ::1], b=cython.Py_ssize_t, ov=cython.float[:, ::1],
+    sv=cython.float[:, ::1], tv=cython.longlong[::1], mark=cython.uchar[::1],
+    fp=cython.p_longlong, n=cython.Py_ssize_t, k=cython.Py_ssize_t, c=cython.Py_ssize_t,
+    first=cython.Py_ssize_t, f=cython.longlong, g=cython.longlong, o=cython.longlong,
+    jid=cython.longlong, own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t,
+    nop=cython.Py_ssize_t, marks=cython.bint,
 )  # fmt: skip
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-1)
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
+def _block_rows(
+    rv: Any,
+    iv: Any,
+    i: int,
+    flat: np.ndarray,
+    n_opts: int,
+    n_place: int,
+    jv: Any,
+    jiv: Any,
+    b: int,
+    ov: Any,
+    sv: Any,
+    tv: Any,
+    mark: Any,
+) -> int:
+    """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
+    row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
+    the targets read from the memory of ``flat`` (contiguous int64: Python's buffer protocol,
+    not a typed view, whose acquisition costs ~4x more); the next row. With ``mark`` (not
+    None), the targets' GPUs are marked there (1)."""
+    view = cython.declare(cython.Py_buffer)
+    PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
+    if view.itemsize != 8:
+        PyBuffer_Release(cython.address(view))
+        raise TypeError("candidate targets: int64 flat indices expected")
+    fp = cython.cast(cython.p_longlong, view.buf)
+    n = view.len // 8
+    marks = mark is not None
+    nj, nop = jv.shape[1], ov.shape[1]
+    jid, own, m = jiv[b, 0], jiv[b, 1], jiv[b, 2]
+    first = i
+    for k in range(n):
+        f = fp[k]
+        g = f // n_opts
+        o = f - g * n_opts
+        iv[0, i] = jid
+        iv[1, i] = g
+        iv[2, i] = o
+        rv[i, _C_PLACE if i <= n_place else _C_MIGRATE] = 1.0
+        if i == first:
+            for c in range(nj):
+                rv[i, _C_JOB0 + c] = _clip1(jv[b, c])
+        elif nj:
+            memcpy(
+                cython.address(rv[i, _C_JOB0]),
+                cython.address(rv[first, _C_JOB0]),
+                nj * cython.sizeof(cython.float),
+            )
+        rv[i, _C_ON] = 1.0 if g == own else 0.0
+        rv[i, _C_ONE] = 1.0
+        if nop:
+            memcpy(
+                cython.address(rv[i, _C_OPT0]),
+                cython.address(ov[o, 0]),
+                nop * cython.sizeof(cython.float),
+            )
+        rv[i, _C_SOLO] = sv[m, tv[g]]
+        if marks:
+            mark[g] = 1
+        i += 1
+    PyBuffer_Release(cython.address(view))
+    return i
+
+
+@cython.cfunc
+@cython.locals(
+    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], lo=cython.Py_ssize_t,
+    hi=cython.Py_ssize_t, node_v=cython.longlong[::1], k=cython.Py_ssize_t,
+    lp=cython.p_uchar, i=cython.Py_ssize_t, x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t,
+    found=cython.Py_ssize_t, first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t,
+)  # fmt: skip
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
+@cython.wraparound(False)
+def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: Any, k: int) -> int:
+    """:func:`_gang_one_node` of the candidates in rows ``lo`` .. ``hi`` - 1 (compiled only),
+    their first GPU and option read from ``iv``, ``legal`` (bool, option-major, C order:
+    ``Cluster.single_rows``) read from its memory (Python's buffer protocol)."""
+    view = cython.declare(cython.Py_buffer)
+    PyObject_GetBuffer(legal, cython.address(view), PyBUF_SIMPLE)
+    lp = cython.cast(cython.p_uchar, view.buf)
+    n_gpus = node_v.shape[0]
+    for i in range(lo, hi):
+        o = iv[2, i]
+        found = 0
+        first = -1
+        same = True
+        x = iv[1, i]
+        while x < n_gpus and found < k:
+            if lp[o * n_gpus + x]:
+                if found == 0:
+                    first = node_v[x]
+                elif node_v[x] != first:
+                    same = False
+                found += 1
+            x += 1
+        rv[i, _C_ONE] = 1.0 if same and found > 0 else 0.0
+    PyBuffer_Release(cython.address(view))
+    return 0
+
+
+@cython.cfunc
+@cython.locals(
+    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], gv=cython.float[:, ::1],
+    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, i=cython.Py_ssize_t, ng=cython.Py_ssize_t,
+)  # fmt: skip
+@cython.returns(cython.int)
+@cython.exceptval(check=False)  # (raises nothing)
+@cython.boundscheck(False)  # (every index is in range: the candidates' GPUs are the fleet's)
+@cython.wraparound(False)
+def _copy_gpu_cells(rv: Any, iv: Any, gv: Any, lo: int, hi: int) -> int:
+    """The target GPU's cells (its row of ``gv``) into the rows ``lo`` .. ``hi`` - 1 of
+    ``rv`` (compiled only), that GPU read from the candidates' integers ``iv``."""
+    ng = gv.shape[1]
+    if ng:
+        for i in range(lo, hi):
+            memcpy(
+                cython.address(rv[i, _C_GPU0]),
+                cython.address(gv[iv[1, i], 0]),
+                ng * cython.sizeof(cython.float),
+            )
+    return 0
+
+
+@cython.locals(
+    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], jv=cython.double[:, ::1],
+    jiv=cython.longlong[:, ::1], gv=cython.float[:, ::1], ov=cython.float[:, ::1],
+    sv=cython.float[:, ::1], tv=cython.longlong[::1], i=cython.Py_ssize_t,
+    b=cython.Py_ssize_t, nj=cython.Py_ssize_t, ng=cython.Py_ssize_t, nop=cython.Py_ssize_t,
+)  # fmt: skip
 def _write_rows(
     out: np.ndarray,
     ids: np.ndarray,
@@ -1866,51 +2225,13 @@ def _write_rows(
     ):
         raise ValueError("candidate rows: the column blocks do not tile the row")
     if cython.compiled:
-        rv, iv, jv, jiv = out, ids, job_rows, job_ints
-        gv, ov, sv, tv = gpu_rows, opt_rows, speed, type_idx
-        no = n_opts
-        c_hold, c_place, c_migrate, c_job, c_on = _HOLD, _PLACE, _MIGRATE, _JOB0, _ON
-        c_gpu, c_one, c_opt, c_solo = _GPU0, _ONE, _OPT0, _SOLO
-        iv[0, 0] = iv[1, 0] = iv[2, 0] = -1
-        rv[0, c_hold] = 1.0
+        rv, iv, jv, jiv, gv = out, ids, job_rows, job_ints, gpu_rows
+        ov, sv, tv = opt_rows, speed, type_idx
+        _hold_cells(rv, iv)
         i = 1
         for b in range(len(flats)):
-            fv = flats[b]
-            jid, own, m = jiv[b, 0], jiv[b, 1], jiv[b, 2]
-            first = i
-            for k in range(fv.shape[0]):
-                f = fv[k]
-                g = f // no
-                o = f - g * no
-                iv[0, i] = jid
-                iv[1, i] = g
-                iv[2, i] = o
-                rv[i, c_place if i <= n_place else c_migrate] = 1.0
-                if i == first:
-                    for c in range(nj):
-                        rv[i, c_job + c] = _clip1(jv[b, c])
-                elif nj:
-                    memcpy(
-                        cython.address(rv[i, c_job]),
-                        cython.address(rv[first, c_job]),
-                        nj * cython.sizeof(cython.float),
-                    )
-                rv[i, c_on] = 1.0 if g == own else 0.0
-                if ng:
-                    memcpy(
-                        cython.address(rv[i, c_gpu]),
-                        cython.address(gv[g, 0]),
-                        ng * cython.sizeof(cython.float),
-                    )
-                rv[i, c_one] = 1.0
-                if nop:
-                    memcpy(
-                        cython.address(rv[i, c_opt]),
-                        cython.address(ov[o, 0]),
-                        nop * cython.sizeof(cython.float),
-                    )
-                rv[i, c_solo] = sv[m, tv[g]]
-                i += 1
+            i = _block_rows(rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None)
+        _copy_gpu_cells(rv, iv, gv, 1, i)
     else:
         flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
         at = np.repeat(np.arange(len(flats)), [len(f) for f in flats])
@@ -1932,14 +2253,6 @@ def _write_rows(
         rows[:, _SOLO] = speed[job_ints[at, 2], type_idx[gs]]
 
 
-@cython.locals(
-    out=cython.float[:, ::1], gsv=cython.longlong[::1], osv=cython.longlong[::1],
-    node_v=cython.longlong[::1], legal_v=cython.uchar[:, ::1], i=cython.Py_ssize_t,
-    x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t, k=cython.Py_ssize_t, found=cython.Py_ssize_t,
-    first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t, col=cython.Py_ssize_t,
-)  # fmt: skip
-@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
-@cython.wraparound(False)
 def _gang_one_node(
     out: np.ndarray,
     gs: np.ndarray,
@@ -1949,27 +2262,14 @@ def _gang_one_node(
     k: int,
 ) -> None:
     """Writes the ``gang_one_node`` column of a gang's candidates at ``(gs, os_)`` into their
-    float32 rows ``out``: 1 if the GPUs it takes lie on one node. It takes the first ``k`` GPUs from its first one that
-    its single-GPU legality under the option (``legal[option]``: ``Cluster.single_row``)
-    allows, as ``Cluster.gang_gpus`` does (``ClusterView.gang_gpus``)."""
-    gsv, osv, node_v, legal_v = gs, os_, node_of, legal
-    n_gpus = node_v.shape[0]
-    col = _ONE
-    for i in range(gsv.shape[0]):
-        o = osv[i]
-        found = 0
-        first = -1
-        same = True
-        x = gsv[i]
-        while x < n_gpus and found < k:
-            if legal_v[o, x]:
-                if found == 0:
-                    first = node_v[x]
-                elif node_v[x] != first:
-                    same = False
-                found += 1
-            x += 1
-        out[i, col] = 1.0 if same and found > 0 else 0.0
+    float32 rows ``out``: 1 if the GPUs it takes lie on one node. It takes the first ``k``
+    GPUs from its first one that its single-GPU legality under the option (``legal[option]``:
+    ``Cluster.single_row``) allows, as ``Cluster.gang_gpus`` does (``ClusterView.gang_gpus``).
+    The interpreted build's (the compiled one's: :func:`_gang_cells`)."""
+    for i, (x, o) in enumerate(zip(gs.tolist(), os_.tolist(), strict=True)):
+        taken = x + np.flatnonzero(legal[o, x:])[:k]
+        nodes = node_of[taken]
+        out[i, _ONE] = 1.0 if len(nodes) and bool((nodes == nodes[0]).all()) else 0.0
 
 
 class _Memo:

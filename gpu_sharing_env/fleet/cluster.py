@@ -745,6 +745,12 @@ class Masks:
             return self._index(job.kind is _ONLINE).row_fits(job.mem_gb, job.gpu_types, option)
         return self._single_cached(job)[option]
 
+    def single_rows(self, job: JobSpec) -> np.ndarray:
+        """Every option's :meth:`single_row` at once: ``job``'s single-GPU legality per (option,
+        GPU), option-major, read-only (``_single_cached``: memoised for the cluster's version,
+        so a gang's rows after its placement mask are a look-up)."""
+        return self._single_cached(job)
+
     def single_legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``single_row(job, option)[gpu]``: ``job`` may take ``gpu`` alone under ``option``
         (each of a gang's GPUs must), without a row: from the :class:`_FitIndex` where it
@@ -1102,6 +1108,10 @@ class Cluster:
     def single_row(self, job: JobSpec, option: int) -> np.ndarray:
         """Per GPU, ``job``'s single-GPU legality under ``option`` (:meth:`Masks.single_row`)."""
         return self.masks.single_row(job, option)
+
+    def single_rows(self, job: JobSpec) -> np.ndarray:
+        """Per (option, GPU), ``job``'s single-GPU legality (:meth:`Masks.single_rows`)."""
+        return self.masks.single_rows(job)
 
     def legal(self, job: JobSpec, gpu: int, option: int) -> bool:
         """``placement_mask(job)[gpu, option]`` (in range; :meth:`Masks.legal`)."""

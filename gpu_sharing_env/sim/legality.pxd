@@ -10,6 +10,7 @@ cdef class Legality:
     cdef public object _cluster
     cdef public dict _jobs
     cdef public dict _jv
+    cdef public tuple _lay
     cdef public object _lifecycle
     cdef public dict _mask_cache
     cdef public object _mig_empty

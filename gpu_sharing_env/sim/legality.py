@@ -217,6 +217,7 @@ class Legality:
         "_cluster",
         "_jobs",
         "_jv",
+        "_lay",
         "_lifecycle",
         "_mask_cache",
         "_mig_empty",
@@ -238,6 +239,14 @@ class Legality:
         self._cluster = cluster
         self._queue = queue
         self._n_options = len(cluster.options)
+        lay = cluster.layout  # (the cluster's, fixed at its construction)
+        #: The option layout's integers the typed pass reads (``_typed_targets``): residents
+        #: at most, the exclusive and time-sharing options, the first MPS, join and MIG options,
+        #: the MIG profiles, and whether gpulets are on (``_typed``).
+        self._lay = (
+            lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
+            len(lay.mig_slices), bool(lay.gpulets),
+        )  # fmt: skip
         #: Per mask signature, the job's typed static parts (``Masks.static_parts``), and the
         #: buffer the typed pass writes to (``_single_targets``; made on first use).
         self._jv: dict[tuple[Any, ...], Any] = {}
@@ -426,7 +435,7 @@ class Legality:
     def _typed(self, spec: JobSpec) -> bool:
         """Whether the targets of ``spec`` come from the typed pass (``_single_targets``):
         compiled, a single-GPU job, no gpulets."""
-        return bool(cython.compiled and spec.num_gpus == 1 and not self._cluster.layout.gpulets)
+        return bool(cython.compiled and spec.num_gpus == 1 and not self._lay[7])
 
     def _typed_targets(
         self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None
@@ -437,12 +446,10 @@ class Legality:
         jv = self._jv.get(sig)
         if jv is None:  # (the job's typed views, kept per signature: they never change)
             jv = self._jv[sig] = c.masks.static_parts(spec)[3]
-        lay = c.layout
-        some = gpus is not None
+        max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _ = self._lay
         return _single_targets(
-            self._kept_buffer(), _views_of(c), jv, spec.online, float(spec.mem_gb),
-            lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), self._n_options, empty, some, gpus,
+            self._kept_buffer(), _views_of(c), jv, sig[2], float(spec.mem_gb), max_res, n_excl,
+            n_ts, mps0, join0, mig0, n_mig, self._n_options, empty, gpus is not None, gpus,
         )  # fmt: skip
 
     def targets_on(self, job_id: int, gpus: np.ndarray, empty: bool) -> np.ndarray:
