@@ -11,7 +11,6 @@ writes the load fields of a ``JobState``'s ``serving`` record (``noise_z``, ``rp
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -160,22 +159,34 @@ class OnlineLoad:
         self._noise_i = i + 1
         return self._noise_buf[i]
 
+    @cython.locals(
+        sv=ServingState, z=cython.double, now=cython.double, wave=cython.double,
+        base=cython.double, rps=cython.double, duty=cython.double, q=cython.double,
+        step=cython.double, batch=cython.double,
+    )  # fmt: skip
     def update_load(self, st: JobState) -> None:
-        """One load update of online ``st`` (``tick`` inlines the same arithmetic)."""
+        """One load update of online ``st`` (``tick`` inlines the same arithmetic: compiled, C
+        doubles and libm's ``sin``/``exp``/``rint``, the same IEEE operations in the same order
+        as ``ServiceSpec.rate_rps``, ``math.exp`` and ``round``)."""
         svc = st.spec.service
         assert svc is not None
         sv = st.serving
         z = NOISE_AR * sv.noise_z + _NOISE_SCALE * self._next_normal()
         sv.noise_z = z
-        sv.rps = svc.rate_rps(self._sim.now) * math.exp(svc.noise_frac * z)
+        now = self._sim.now
+        # ``svc.rate_rps(now)``, inlined: ``2.0 * math.pi * x`` is ``(2.0 * math.pi) * x``
+        wave = (1.0 + sin(_TWO_PI * (now - svc.phase_s) / svc.period_s)) / 2.0
+        base = svc.base_rps
+        rps = sv.rps = (base + (svc.peak_rps - base) * wave) * exp(svc.noise_frac * z)
         if st.gpus:
-            batch_ms = sv.solo_batch_ms
-            duty = sv.rps * batch_ms / 1000.0 / st.effective_batch_size
+            batch = st.effective_batch_size
+            duty = rps * sv.solo_batch_ms / 1000.0 / batch
             duty = duty if duty < 1.0 else 1.0  # min(1.0, duty)
             # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
             # load moves by a step, not at every small wiggle (and the speed model's cache hits).
-            q = round(duty / DUTY_STEP) * DUTY_STEP
-            sv.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
+            step = DUTY_STEP
+            q = rint(duty / step) * step
+            sv.duty = q if q > step else step  # max(DUTY_STEP, q)
 
     @cython.locals(st=JobState)
     def live(self) -> list[JobState]:
