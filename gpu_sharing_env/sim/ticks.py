@@ -224,8 +224,7 @@ class OnlineLoad:
         tick=cython.double, now=cython.double, i=cython.Py_ssize_t, n_buf=cython.Py_ssize_t,
         ar=cython.double, scale=cython.double, two_pi=cython.double, step=cython.double,
         z=cython.double, wave=cython.double, rps=cython.double, duty=cython.double,
-        q=cython.double, phase=cython.double, period=cython.double, base=cython.double,
-        span=cython.double, noise_frac=cython.double, batch=cython.double,
+        q=cython.double, batch=cython.double,
         slo_ms=cython.double, t_prev=cython.double, p99_max=cython.double,
         requests=cython.double, requests_ok=cython.double, lat_w=cython.double,
         p99_w=cython.double, slow_w=cython.double, req=cython.double, solo_ms=cython.double,
@@ -255,14 +254,8 @@ class OnlineLoad:
         n_buf = len(buf)
         ar, scale, two_pi, step = NOISE_AR, _NOISE_SCALE, _TWO_PI, DUTY_STEP
         unstable = UNSTABLE_LATENCY_X_SLO
-        for tc in live_c:
+        for tc in live_c:  # (its numbers C doubles, compiled: read where used)
             st = tc.st
-            phase = tc.phase
-            period = tc.period
-            base = tc.base
-            span = tc.span
-            noise_frac = tc.noise_frac
-            batch = tc.batch
             if i == n_buf:
                 buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
@@ -271,10 +264,10 @@ class OnlineLoad:
             i += 1
             sv.noise_z = z
             # ServiceSpec.rate_rps(now), inlined
-            wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
-            rps = sv.rps = (base + span * wave) * exp(noise_frac * z)
+            wave = (1.0 + sin(two_pi * (now - tc.phase) / tc.period)) / 2.0
+            rps = sv.rps = (tc.base + tc.span * wave) * exp(tc.noise_frac * z)
             if st.gpus:
-                duty = rps * sv.solo_batch_ms / 1000.0 / batch
+                duty = rps * sv.solo_batch_ms / 1000.0 / tc.batch
                 duty = duty if duty < 1.0 else 1.0
                 q = rint(duty / step) * step
                 q = q if q > step else step
