@@ -340,7 +340,7 @@ class Lifecycle:
             led.first_start_t = now
         if st.online:
             # ``set_status`` bumped the status version: the tick's per-service constants
-            # (``ticks._tick_consts``, which hold the batch size) are rebuilt.
+            # (``ticks._TickConsts``, which hold the batch size) are rebuilt.
             sv = st.serving
             sv.batch_size = batch_size
             sv.solo_batch_ms = self._memo.solo_batch_ms(st)

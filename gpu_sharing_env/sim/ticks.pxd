@@ -5,6 +5,16 @@
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 
+cdef class _TickConsts:
+    cdef readonly object st
+    cdef readonly double phase
+    cdef readonly double period
+    cdef readonly double base
+    cdef readonly double span
+    cdef readonly double noise_frac
+    cdef readonly double batch
+    cdef readonly double slo_ms
+
 cdef class OnlineLoad:
     cdef public list _arrived
     cdef public list _live

@@ -11,8 +11,7 @@ writes the load fields of a ``JobState``'s ``serving`` record (``noise_z``, ``rp
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,23 +56,28 @@ if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
 
 
-@cython.locals(st=JobState)
-def _tick_consts(st: JobState) -> tuple[Any, ...]:
-    """What ``OnlineLoad.tick`` reads of a live service's (immutable) spec, in one tuple:
-    (state, phase_s, period_s, base_rps, peak_rps - base_rps, noise_frac, batch_size, slo_ms)."""
-    svc = st.spec.service
-    assert svc is not None
-    base = svc.base_rps
-    return (
-        st,
-        svc.phase_s,
-        svc.period_s,
-        base,
-        svc.peak_rps - base,
-        svc.noise_frac,
-        st.effective_batch_size,  # the placement's (``Decision.batch_size``) or the service's
-        svc.slo_ms,
-    )
+class _TickConsts:
+    """What ``OnlineLoad.tick`` reads of a live service's (immutable) spec: its state, phase,
+    period, base rate, ``peak_rps - base_rps`` (the same float at every tick, so computed
+    once), noise fraction, batch size (the placement's, ``Decision.batch_size``, or the
+    service's) and SLO. Compiled, an extension type (``ticks.pxd``) whose numbers are the C
+    doubles the tick's typed loops read: no tuple unpacked and no float converted per service
+    and tick (the tick converted each to a C double, so the values are the same)."""
+
+    __slots__ = ("base", "batch", "noise_frac", "period", "phase", "slo_ms", "span", "st")
+
+    def __init__(self, st: JobState) -> None:
+        svc = st.spec.service
+        assert svc is not None
+        base = svc.base_rps
+        self.st = st
+        self.phase = svc.phase_s
+        self.period = svc.period_s
+        self.base = base
+        self.span = svc.peak_rps - base
+        self.noise_frac = svc.noise_frac
+        self.batch = st.effective_batch_size
+        self.slo_ms = svc.slo_ms
 
 
 class OnlineLoad:
@@ -122,7 +126,7 @@ class OnlineLoad:
         #: Online services that arrived and have not ended, in arrival order.
         self._arrived: list[JobState] = []
         self._live: list[JobState] = []
-        self._live_c: list[tuple[Any, ...]] = []
+        self._live_c: list[_TickConsts] = []
         self._live_version = -1
         #: Load ticks x live services at each (the online model's work; ``gsg bench``).
         self.n_service_ticks = 0
@@ -160,22 +164,34 @@ class OnlineLoad:
         self._noise_i = i + 1
         return self._noise_buf[i]
 
+    @cython.locals(
+        sv=ServingState, z=cython.double, now=cython.double, wave=cython.double,
+        base=cython.double, rps=cython.double, duty=cython.double, q=cython.double,
+        step=cython.double, batch=cython.double,
+    )  # fmt: skip
     def update_load(self, st: JobState) -> None:
-        """One load update of online ``st`` (``tick`` inlines the same arithmetic)."""
+        """One load update of online ``st`` (``tick`` inlines the same arithmetic: compiled, C
+        doubles and libm's ``sin``/``exp``/``rint``, the same IEEE operations in the same order
+        as ``ServiceSpec.rate_rps``, ``math.exp`` and ``round``)."""
         svc = st.spec.service
         assert svc is not None
         sv = st.serving
         z = NOISE_AR * sv.noise_z + _NOISE_SCALE * self._next_normal()
         sv.noise_z = z
-        sv.rps = svc.rate_rps(self._sim.now) * math.exp(svc.noise_frac * z)
+        now = self._sim.now
+        # ``svc.rate_rps(now)``, inlined: ``2.0 * math.pi * x`` is ``(2.0 * math.pi) * x``
+        wave = (1.0 + sin(_TWO_PI * (now - svc.phase_s) / svc.period_s)) / 2.0
+        base = svc.base_rps
+        rps = sv.rps = (base + (svc.peak_rps - base) * wave) * exp(svc.noise_frac * z)
         if st.gpus:
-            batch_ms = sv.solo_batch_ms
-            duty = sv.rps * batch_ms / 1000.0 / st.effective_batch_size
+            batch = st.effective_batch_size
+            duty = rps * sv.solo_batch_ms / 1000.0 / batch
             duty = duty if duty < 1.0 else 1.0  # min(1.0, duty)
             # Quantised to DUTY_STEP: co-runners' rates are recomputed only when the online
             # load moves by a step, not at every small wiggle (and the speed model's cache hits).
-            q = round(duty / DUTY_STEP) * DUTY_STEP
-            sv.duty = q if q > DUTY_STEP else DUTY_STEP  # max(DUTY_STEP, q)
+            step = DUTY_STEP
+            q = rint(duty / step) * step
+            sv.duty = q if q > step else step  # max(DUTY_STEP, q)
 
     @cython.locals(st=JobState)
     def live(self) -> list[JobState]:
@@ -199,9 +215,8 @@ class OnlineLoad:
         if ended:
             self._arrived = [st for st in self._arrived if st.status in (_RUNNING, _QUEUED)]
         self._live = live
-        # Per live service, the service's constants the tick reads (``peak - base`` is the
-        # same float at every tick, so computing it once changes nothing).
-        self._live_c = [_tick_consts(st) for st in live]
+        # Per live service, the service's constants the tick reads
+        self._live_c = [_TickConsts(st) for st in live]
         self._live_version = version
         return live
 
@@ -209,8 +224,7 @@ class OnlineLoad:
         tick=cython.double, now=cython.double, i=cython.Py_ssize_t, n_buf=cython.Py_ssize_t,
         ar=cython.double, scale=cython.double, two_pi=cython.double, step=cython.double,
         z=cython.double, wave=cython.double, rps=cython.double, duty=cython.double,
-        q=cython.double, phase=cython.double, period=cython.double, base=cython.double,
-        span=cython.double, noise_frac=cython.double, batch=cython.double,
+        q=cython.double, batch=cython.double,
         slo_ms=cython.double, t_prev=cython.double, p99_max=cython.double,
         requests=cython.double, requests_ok=cython.double, lat_w=cython.double,
         p99_w=cython.double, slow_w=cython.double, req=cython.double, solo_ms=cython.double,
@@ -218,7 +232,7 @@ class OnlineLoad:
         p99_ms=cython.double, attainment=cython.double, m=cython.double, slo_e=cython.double,
         att=cython.double, solo_mean=cython.double, out=cython.double, slowdown=cython.double,
         ratio=cython.double, unstable=cython.double, st=JobState, sv=ServingState,
-        acc=Accumulator,
+        acc=Accumulator, tc=_TickConsts,
     )  # fmt: skip
     def tick(self) -> bool:
         """One load tick at ``now``: every live service's load, the running ones' latency and
@@ -240,7 +254,8 @@ class OnlineLoad:
         n_buf = len(buf)
         ar, scale, two_pi, step = NOISE_AR, _NOISE_SCALE, _TWO_PI, DUTY_STEP
         unstable = UNSTABLE_LATENCY_X_SLO
-        for st, phase, period, base, span, noise_frac, batch, _ in live_c:
+        for tc in live_c:  # (its numbers C doubles, compiled: read where used)
+            st = tc.st
             if i == n_buf:
                 buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
@@ -249,10 +264,10 @@ class OnlineLoad:
             i += 1
             sv.noise_z = z
             # ServiceSpec.rate_rps(now), inlined
-            wave = (1.0 + sin(two_pi * (now - phase) / period)) / 2.0
-            rps = sv.rps = (base + span * wave) * exp(noise_frac * z)
+            wave = (1.0 + sin(two_pi * (now - tc.phase) / tc.period)) / 2.0
+            rps = sv.rps = (tc.base + tc.span * wave) * exp(tc.noise_frac * z)
             if st.gpus:
-                duty = rps * sv.solo_batch_ms / 1000.0 / batch
+                duty = rps * sv.solo_batch_ms / 1000.0 / tc.batch
                 duty = duty if duty < 1.0 else 1.0
                 q = rint(duty / step) * step
                 q = q if q > step else step
@@ -265,8 +280,8 @@ class OnlineLoad:
             self._rates.refresh(sorted(set(touched)))
         monitor = self.monitor
         if self.mechanisms.kernel_priority:
-            for c in live_c:
-                st = c[0]
+            for tc in live_c:
+                st = tc.st
                 if st.status is _RUNNING and len(st.gpus) == 1:
                     monitor.xcuda(st)
         acc = sim.acc
@@ -279,7 +294,10 @@ class OnlineLoad:
         lat_w = acc.latency_weighted_ms
         p99_w = acc.p99_weighted_ms
         slow_w = acc.slowdown_weighted
-        for st, _, _, _, _, _, batch, slo_ms in live_c:
+        for tc in live_c:
+            st = tc.st
+            batch = tc.batch
+            slo_ms = tc.slo_ms
             sv = st.serving
             rps = sv.rps
             req = rps * tick
