@@ -1922,9 +1922,7 @@ class CandidateBuilder:
         for b in gangs:
             spec = specs[b]
             lo, hi = starts[b], starts[b + 1]
-            legal = np.zeros((len(self.opt_rows), c.n_gpus), dtype=bool)
-            for o in dict.fromkeys(os_[lo:hi].tolist()):
-                legal[o] = c.single_row(spec, o)
+            legal = c.single_rows(spec)  # (every option's row, as the compiled pass reads)
             _gang_one_node(rows[lo:hi], gs[lo:hi], os_[lo:hi], legal, c.node_of, spec.num_gpus)
         return cands
 
