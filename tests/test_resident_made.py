@@ -16,6 +16,7 @@ import pytest
 from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.physics.interference import Resident
 from gpu_sharing_env.sim.build import make_simulator
+from gpu_sharing_env.sim.constants import CROSS_NODE_FACTOR, PCIE_GANG_FACTOR
 from gpu_sharing_env.sim.speed import _new_resident
 from tests.helpers import place_at_random
 
@@ -61,19 +62,31 @@ def _scenarios() -> list[ScenarioConfig]:
 
 
 def _check_rates(sim: Any) -> int:
-    """Each running one-GPU job's rate is ``solo * frac * cpu`` (``Rates.set_rate``; compiled,
-    C doubles), bit for bit; its solo rate the memo's solo speed. Returns how many were seen."""
+    """Each running job's rate is ``solo * frac * cpu`` (``Rates.set_rate``; compiled, C
+    doubles), a gang's the least of its members' ``solo * net * frac * cpu``, bit for bit.
+    Returns how many were seen."""
     rates = sim.rates
     node_of = sim.cluster.node_of
     type_of = sim.cluster.type_name_of
     n = 0
     for st in sim.jobs.values():
-        if len(st.gpus) != 1 or st.rate == 0.0:
+        if not st.gpus or st.rate == 0.0:
             continue
-        g = st.gpus[0]
-        solo = sim.memo.solo_speed(st.spec.model, type_of[g])
-        want = solo * st.frac[g] * rates._node_factor[int(node_of[g])]
-        assert st.rate.hex() == want.hex() and st.solo_rate == solo, (st.spec.job_id, st.rate)
+        solos = [sim.memo.solo_speed(st.spec.model, type_of[g]) for g in st.gpus]
+        cpus = [rates._node_factor[int(node_of[g])] for g in st.gpus]
+        if len(st.gpus) == 1:
+            g = st.gpus[0]
+            want = solos[0] * st.frac[g] * cpus[0]
+            assert st.solo_rate == solos[0], st.spec.job_id
+        else:  # a gang: its slowest member, each multiplied in the one-GPU order
+            nodes = {int(node_of[g]) for g in st.gpus}
+            net = 1.0
+            if len(nodes) > 1:
+                net = CROSS_NODE_FACTOR
+            elif rates._node_pcie[nodes.pop()]:
+                net = PCIE_GANG_FACTOR
+            want = min(s * net * st.frac[g] * c for s, g, c in zip(solos, st.gpus, cpus))
+        assert st.rate.hex() == want.hex(), (st.spec.job_id, st.rate, want)
         n += 1
     return n
 

@@ -446,7 +446,7 @@ class Rates:
     @cython.locals(
         st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue,
         one=cython.double, solo_d=cython.double, frac_d=cython.double, cpu_d=cython.double,
-        work=cython.double, remaining=cython.double,
+        work=cython.double, remaining=cython.double, net_d=cython.double, v=cython.double,
     )  # fmt: skip
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
@@ -499,9 +499,14 @@ class Rates:
             # (an index loop, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
             # generic call; ``solo_of`` was built from ``gpus``, of one length)
             rate = None
+            net_d = net
             for i in range(len(gpus)):
                 g = gpus[i]
-                v = solo_of[i] * net * frac[g] * factor[node_of[g]]
+                # (compiled, C doubles: the same three IEEE products, left to right)
+                solo_d = solo_of[i]
+                frac_d = frac[g]
+                cpu_d = factor[node_of[g]]
+                v = solo_d * net_d * frac_d * cpu_d
                 if rate is None or v < rate:
                     rate = v
             st.rate = rate
