@@ -123,6 +123,23 @@ def option(sim: Simulator, label: str) -> int:
     return [o.label for o in sim.options].index(label)
 
 
+def place_at_random(sim: Simulator, rng: Any, p: float = 0.8) -> bool:
+    """With probability ``p``, place a random placeable job of the window at a random legal
+    (GPU, option) (``rng`` a numpy Generator); returns whether one was placed."""
+    import numpy as np
+
+    from gpu_sharing_env.sim.engine import Decision
+
+    placeable = [s for s in sim.window_jobs() if sim.placeable(s.job_id)]
+    if not placeable or rng.random() >= p:
+        return False
+    s = placeable[int(rng.integers(len(placeable)))]
+    legal = np.argwhere(sim.mask(s.job_id))
+    g, o = legal[int(rng.integers(len(legal)))]
+    sim.apply(Decision(s.job_id, int(g), int(o)))
+    return True
+
+
 # ---------------------------------------------------------------- golden files
 #: Relative tolerance of a golden metric when the numeric stack differs from the recording's.
 GOLDEN_REL_TOL = 1e-9

@@ -16,6 +16,7 @@ from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.constants import _NOISE_SCALE, DUTY_STEP, NOISE_AR
 from gpu_sharing_env.sim.engine import Decision
 from gpu_sharing_env.sim.ticks import _TickConsts
+from tests.helpers import place_at_random
 
 
 def test_update_load_gives_the_bits_of_rate_rps_exp_and_round() -> None:
@@ -49,13 +50,7 @@ def test_update_load_gives_the_bits_of_rate_rps_exp_and_round() -> None:
                     else:
                         assert sv.duty == duty0
                     checked += 1
-                win = sim.window_jobs()
-                placeable = [s for s in win if sim.placeable(s.job_id)]
-                if placeable and rng.random() < 0.8:
-                    s = placeable[int(rng.integers(len(placeable)))]
-                    legal = np.argwhere(sim.mask(s.job_id))
-                    g, o = legal[int(rng.integers(len(legal)))]
-                    sim.apply(Decision(s.job_id, int(g), int(o)))
+                place_at_random(sim, rng)
                 sim.advance()
     assert checked > 200 and on_gpus > 100, (checked, on_gpus)
 

@@ -62,6 +62,8 @@ cdef class _FitIndex:
 
 # The cluster's C-callable bodies the compiled lifecycle cimports (``Cluster.state_views``,
 # ``add``, ``remove`` and ``gang_gpus`` delegate to them).
+cdef object _last_cluster
+cdef _StateViews _last_views
 cdef _StateViews _views_of(object self)
 cdef tuple _cluster_add(object self, object job, object gpu, object opt)
 cdef object _cluster_remove(object self, object job, object gpu, object opt)

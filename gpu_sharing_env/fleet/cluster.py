@@ -272,12 +272,32 @@ def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, 
     return v.n_res[g]
 
 
+#: The cluster :func:`_views_of` answered last and its views: the next call for the same cluster
+#: is one comparison, where its check read two attributes of the cluster (generic attribute
+#: reads of a Python object, ~0.7 k instructions each at a step). :meth:`Cluster.reset` (the only
+#: place the arrays are replaced) forgets them; a copy is another object. (It keeps that one
+#: cluster alive until another's views are asked for.)
+_last_cluster: object = None
+_last_views: _StateViews | None = None
+
+
+def _forget_views(c: Cluster) -> None:
+    """``c``'s arrays are replaced (:meth:`Cluster.reset`): :func:`_views_of` forgets its views."""
+    global _last_cluster, _last_views
+    if _last_cluster is c:
+        _last_cluster = None
+        _last_views = None
+
+
 @cython.cfunc
 @cython.locals(v=_StateViews)
 @cython.returns(_StateViews)
 def _views_of(self: Cluster) -> _StateViews:
     """:meth:`Cluster.state_views`' body, C-callable (from ``add``, ``remove`` and the fit
     index's sync, where each was a Python method call)."""
+    global _last_cluster, _last_views
+    if self is _last_cluster:
+        return _last_views  # type: ignore[return-value]
     v = self._views
     if v is None or v.src is not self.n_res:
         v = self._views = _StateViews(self)
@@ -287,6 +307,8 @@ def _views_of(self: Cluster) -> _StateViews:
         f = self.fleet
         v.lists = (self.residents, self.res_frac, f.node_of_l, f.mps_limit_l, self.masks,
                    self._watchers)  # fmt: skip
+    _last_cluster = self
+    _last_views = v
     return v
 
 
@@ -1035,6 +1057,7 @@ class Cluster:
         #: Typed views of the arrays above, for the compiled mask loop (built on first use:
         #: :meth:`state_views`).
         self._views: _StateViews | None = None
+        _forget_views(self)
         #: Sets of GPUs changed since their owner last emptied them (:meth:`watch`).
         self._watchers: list[set[int]] = []
         self.masks.reset()

@@ -431,7 +431,9 @@ class Rates:
                 sv = r.serving
                 sv.wait_ms = sv.tail_ms = 0.0
             return
-        terms = memo.terms(gpu_type, mode, keys)
+        terms = memo.terms_cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.terms``, inlined
+        if terms is None:
+            terms = memo.terms(gpu_type, mode, keys)
         if len(terms) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
             raise ValueError(f"speed model: {len(terms)} latency terms for {n} residents")
         for i in range(n):
@@ -441,7 +443,11 @@ class Rates:
                 sv = r.serving
                 sv.wait_ms, sv.tail_ms = wait, tail
 
-    @cython.locals(st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue)
+    @cython.locals(
+        st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue,
+        one=cython.double, solo_d=cython.double, frac_d=cython.double, cpu_d=cython.double,
+        work=cython.double, remaining=cython.double, net_d=cython.double, v=cython.double,
+    )  # fmt: skip
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
@@ -457,7 +463,13 @@ class Rates:
             if solo is None:
                 solo = memo.solo_speed(spec.model, self._type_of[g])
             st.solo_rate = solo
-            rate = st.rate = solo * st.frac[g] * self._node_factor[node_of[g]]
+            # (compiled, C doubles: the same two IEEE products, left to right, no float objects)
+            solo_d = solo
+            frac_d = st.frac[g]
+            cpu_d = self._node_factor[node_of[g]]
+            one = solo_d * frac_d * cpu_d
+            st.rate = one
+            rate = one
         else:
             # A gang is synchronous data-parallel: every step waits for its slowest worker, so
             # the whole job progresses at the least of its members' rates, each member's rate
@@ -487,15 +499,21 @@ class Rates:
             # (an index loop, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
             # generic call; ``solo_of`` was built from ``gpus``, of one length)
             rate = None
+            net_d = net
             for i in range(len(gpus)):
                 g = gpus[i]
-                v = solo_of[i] * net * frac[g] * factor[node_of[g]]
+                # (compiled, C doubles: the same three IEEE products, left to right)
+                solo_d = solo_of[i]
+                frac_d = frac[g]
+                cpu_d = factor[node_of[g]]
+                v = solo_d * net_d * frac_d * cpu_d
                 if rate is None or v < rate:
                     rate = v
             st.rate = rate
         if not st.online:
             epoch = st.epoch = st.epoch + 1
-            remaining = spec.work_s - st.work_done  # ``st.remaining``, inlined
+            work = spec.work_s
+            remaining = work - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             sim = self._sim
             t_done = max(sim.now, st.setup_until) + remaining / rate

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # compiled (gpu_sharing_env._compile): C calls below; interpreted: no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident, SpeedModel
 from gpu_sharing_env.physics.modes import SharingMode
@@ -18,6 +23,34 @@ from gpu_sharing_env.sim.state import JobState
 
 #: Entries a memo table keeps before it is emptied (a replay of a big fleet meets many keys).
 MEMO_CAP = 65_536
+
+# How the frozen dataclass ``Resident`` writes its fields (its generated ``__init__``):
+# ``object.__setattr__``; compiled, the C function behind it, called without the slot wrapper
+# and its argument tuple (as ``engine.Decision.__init__``).
+if cython.compiled:
+    from cython.cimports.cpython.object import PyObject_GenericSetAttr as _setattr
+else:
+    _setattr = object.__setattr__
+
+
+def _new_resident(k: tuple[Any, ...]) -> Resident:
+    """``Resident(*k)`` for a resident key of ``Rates.gpu_fractions`` (eight fields, a ninth
+    with gpulets): compiled, the dataclass's ``__init__`` written out as C calls (the same
+    fields, stored as the generated one stores them; ~1 k instructions where the generated
+    bytecode, which runs interpreted, takes ~14 k); interpreted, the constructor itself."""
+    if not cython.compiled or not 8 <= len(k) <= 9:
+        return Resident(*k)
+    r = object.__new__(Resident)
+    _setattr(r, "model", k[0])
+    _setattr(r, "sm_frac", k[1])
+    _setattr(r, "mig_compute_slices", k[2])
+    _setattr(r, "mig_mem_slices", k[3])
+    _setattr(r, "duty", k[4])
+    _setattr(r, "online", k[5])
+    _setattr(r, "priority", k[6])
+    _setattr(r, "batch", k[7])
+    _setattr(r, "gpulet", k[8] if len(k) > 8 else -1)
+    return r
 
 
 class SpeedMemo:
@@ -73,7 +106,7 @@ class SpeedMemo:
             if r is None:
                 if len(made) >= MEMO_CAP:
                     made.clear()
-                r = made[k] = Resident(*k)
+                r = made[k] = _new_resident(k)
             out.append(r)
         return out
 
