@@ -10,6 +10,7 @@ cdef class Legality:
     cdef public object _cluster
     cdef public dict _jobs
     cdef public dict _jv
+    cdef public dict _jv_sig
     cdef public tuple _lay
     cdef public object _lifecycle
     cdef public dict _mask_cache
@@ -19,6 +20,7 @@ cdef class Legality:
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public _Queue _queue
+    cdef public tuple _ranks
     cdef public object _scratch
     cdef public dict _sig_masks
     cdef public dict _sig_ok
@@ -33,11 +35,15 @@ cdef class Legality:
     cpdef sig_entry(self, sig, spec)
     cpdef _renew(self, version)
     cpdef targets(self, job_id)
+    cpdef sig_targets(self, sig, spec)
     cpdef placeable(self, job_id)
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
     cpdef bint _typed(self, spec)
+    cpdef bint _pass(self, spec)
+    cpdef _jv_of(self, sig, spec)
+    cpdef _pass_targets(self, sig, spec, bint empty)
     cpdef _typed_targets(self, sig, spec, bint empty, object gpus=*)
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
@@ -45,10 +51,13 @@ cdef class Legality:
     cpdef bint listed_migration(self, spec, gpu, option)
     cpdef check(self, d)
 
-# A kept buffer and its typed view (``_single_targets`` writes there).
+# A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's
+# cells and counts (``_gang_targets``).
 cdef class _Scratch:
     cdef object arr
     cdef long long[:] buf
+    cdef unsigned char[:] cell
+    cdef long long[:] left
 
 # A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``)
 # or on the empty, ready ones of them, from the
@@ -57,7 +66,14 @@ cdef class _Scratch:
                n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
                b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
                mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
-               m_mig=cython.longlong, buf=cython.longlong[:])
+               m_mig=cython.longlong, buf=cython.longlong[:],
+               type_ok=cython.uchar[:], excl=cython.uchar[:], bits=cython.longlong[:, :],
+               ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
+               mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
+               cap_eps=cython.double[:], mps_limit=cython.uchar[:], mig_capable=cython.uchar[:],
+               mig_occ=cython.longlong[:], mig_used=cython.longlong[:],
+               type_idx=cython.longlong[:], creatable=cython.longlong[:, :, :],
+               pcts=cython.longlong[:])
 cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                             Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
@@ -73,3 +89,27 @@ cdef object _empty_ready(_SV v)
 @cython.locals(g=Py_ssize_t, o=Py_ssize_t, c=Py_ssize_t, n_g=Py_ssize_t, n_o=Py_ssize_t,
                buf=cython.longlong[:])
 cdef object _mask_targets(_Scratch s, const unsigned char[:, :] m)
+
+# A gang's legal starts on every GPU (or on the empty, ready ones), from the cluster's typed
+# views: its single-GPU cells and their counts per option, then the starts (``_gang_starts``).
+@cython.locals(g=Py_ssize_t, k=Py_ssize_t, o=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t,
+               at=Py_ssize_t, n_r=cython.longlong, md=cython.longlong, free=cython.uchar,
+               room=cython.uchar, b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar,
+               start=cython.uchar, sm=cython.longlong, m_ts=cython.longlong,
+               m_mps=cython.longlong, buf=cython.longlong[:], cell=cython.uchar[:],
+               left=cython.longlong[:], type_ok=cython.uchar[:], excl=cython.uchar[:],
+               ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
+               mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
+               cap_eps=cython.double[:], mps_limit=cython.uchar[:], pcts=cython.longlong[:])
+cdef object _gang_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
+                          long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
+                          Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t n_opts,
+                          Py_ssize_t n_gpus, bint empty)
+
+# How many of a rising list of floats lie below ``x`` (``Legality._jv_of``'s ranks).
+@cython.locals(r=Py_ssize_t, y=double)
+cdef Py_ssize_t _rank(list sorted_vals, double x) except -1
+
+# Whether rising flat targets hold an index (``check``, ``listed_migration``).
+@cython.locals(fp=cython.p_longlong, n=Py_ssize_t, i=Py_ssize_t, found=bint, xx=cython.longlong)
+cdef bint _holds(object flat, object x) except -1
