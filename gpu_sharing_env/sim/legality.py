@@ -724,7 +724,7 @@ class Legality:
         idx = self._mig_empty
         if idx is None:
             if cython.compiled:  # (the same indices from the typed views: ``_empty_ready``)
-                idx = self._mig_empty = _empty_ready(c.state_views())
+                idx = self._mig_empty = _empty_ready(_views_of(c))
             else:
                 idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
         return idx
