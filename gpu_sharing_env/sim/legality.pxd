@@ -43,7 +43,6 @@ cdef class Legality:
     cpdef bint _typed(self, spec)
     cpdef bint _pass(self, spec)
     cpdef _jv_of(self, sig, spec)
-    cpdef _pass_targets(self, sig, spec, bint empty)
     cpdef _typed_targets(self, sig, spec, bint empty, object gpus=*)
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
@@ -52,33 +51,27 @@ cdef class Legality:
     cpdef check(self, d)
 
 # A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's
-# cells and counts (``_gang_targets``).
+# counts per option.
 cdef class _Scratch:
     cdef object arr
     cdef long long[:] buf
-    cdef unsigned char[:] cell
     cdef long long[:] left
 
 # A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``)
 # or on the empty, ready ones of them, from the
-# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices.
+# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices; with
+# ``gang`` > 1, a gang's starts of those cells.
 @cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
                n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
                b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
                mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
-               m_mig=cython.longlong, buf=cython.longlong[:],
-               type_ok=cython.uchar[:], excl=cython.uchar[:], bits=cython.longlong[:, :],
-               ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
-               mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
-               cap_eps=cython.double[:], mps_limit=cython.uchar[:], mig_capable=cython.uchar[:],
-               mig_occ=cython.longlong[:], mig_used=cython.longlong[:],
-               type_idx=cython.longlong[:], creatable=cython.longlong[:, :, :],
-               pcts=cython.longlong[:])
+               m_mig=cython.longlong, buf=cython.longlong[:], skip=cython.bint,
+               left=cython.longlong[:], kept=Py_ssize_t, e=cython.longlong)
 cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                             Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
                             Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty, bint some,
-                            const long long[:] gpus)
+                            const long long[:] gpus, Py_ssize_t gang)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
@@ -89,22 +82,6 @@ cdef object _empty_ready(_SV v)
 @cython.locals(g=Py_ssize_t, o=Py_ssize_t, c=Py_ssize_t, n_g=Py_ssize_t, n_o=Py_ssize_t,
                buf=cython.longlong[:])
 cdef object _mask_targets(_Scratch s, const unsigned char[:, :] m)
-
-# A gang's legal starts on every GPU (or on the empty, ready ones), from the cluster's typed
-# views: its single-GPU cells and their counts per option, then the starts (``_gang_starts``).
-@cython.locals(g=Py_ssize_t, k=Py_ssize_t, o=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t,
-               at=Py_ssize_t, n_r=cython.longlong, md=cython.longlong, free=cython.uchar,
-               room=cython.uchar, b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar,
-               start=cython.uchar, sm=cython.longlong, m_ts=cython.longlong,
-               m_mps=cython.longlong, buf=cython.longlong[:], cell=cython.uchar[:],
-               left=cython.longlong[:], type_ok=cython.uchar[:], excl=cython.uchar[:],
-               ready=cython.uchar[:], healthy=cython.uchar[:], n_res=cython.longlong[:],
-               mode=cython.longlong[:], sm_used=cython.longlong[:], mem_decl=cython.double[:],
-               cap_eps=cython.double[:], mps_limit=cython.uchar[:], pcts=cython.longlong[:])
-cdef object _gang_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
-                          long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
-                          Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t n_opts,
-                          Py_ssize_t n_gpus, bint empty)
 
 # How many of a rising list of floats lie below ``x`` (``Legality._jv_of``'s ranks).
 @cython.locals(r=Py_ssize_t, y=double)

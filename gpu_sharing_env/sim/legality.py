@@ -78,20 +78,17 @@ _NO_TARGETS.setflags(write=False)
 @cython.cclass
 class _Scratch:
     """A kept int64 buffer (``arr``, room for every (GPU, option) cell) and its typed view
-    (``buf``), acquired once: where ``_single_targets`` and ``_gang_targets`` write before
-    their answer is copied out; and for a gang's pass its single-GPU cells (``cell``, one
-    byte a (GPU, option) cell) and per option the legal GPUs left (``left``).
+    (``buf``), acquired once: where ``_single_targets`` writes before its answer is copied
+    out; and per option the legal GPUs left of a gang's pass (``left``).
     A pickle or deep copy of one is None (its owner makes another)."""
 
     arr: object
     buf: cython.longlong[:]
-    cell: cython.uchar[:]
     left: cython.longlong[:]
 
     def __init__(self, arr: np.ndarray, n_opts: int) -> None:
         self.arr = arr
         self.buf = arr
-        self.cell = np.zeros(len(arr), dtype=np.uint8)
         self.left = np.zeros(n_opts, dtype=np.int64)
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
@@ -117,6 +114,7 @@ def _single_targets(
     empty: bool,
     some: bool,
     gpus: Any,
+    gang: int,
 ) -> np.ndarray:
     """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
     (int64; compiled only, no gpulets): on every GPU, or with ``some`` on the rising GPUs
@@ -124,162 +122,71 @@ def _single_targets(
     destinations). Written to the kept buffer ``s`` (a :class:`_Scratch`),
     then copied out. The rules of the cluster's own mask loop (``fleet.cluster._single_rows``,
     not a gang) read through the cluster's typed views of its state (``v``) and of the job's
-    static parts (``jv``), each view taken out once (a field's view read in the loop is a
-    reference count up and down a read): the same integer comparisons and the same double
-    addition and comparison for memory (``mem_decl + mem <= cap_eps``). The options are
-    visited in the layout's order (exclusive, time-sharing, the MPS shares, MIG), so the
-    indices rise. Declared in ``legality.pxd``; ``Legality.targets`` and
-    ``Legality.migration_targets`` call it."""
+    static parts (``jv``): the same integer comparisons and the same double addition and
+    comparison for memory (``mem_decl + mem <= cap_eps``). The options are visited in the
+    layout's order (exclusive, time-sharing, the MPS shares, MIG), so the indices rise.
+
+    A gang of ``gang`` (> 1) GPUs (``n_mig`` 0: no MIG; every GPU): its placement mask is
+    ``fleet.cluster._gang_starts`` of those single-GPU cells, so of the cells listed on every
+    GPU (``empty`` not applied to them) a second walk keeps those with ``gang`` or more
+    legal GPUs of their option from theirs on (counted per option in ``s.left``), and with
+    ``empty`` on an empty, ready GPU only (a migration's: the mask's rows of those GPUs).
+    Declared in ``legality.pxd``; ``Legality.targets``, ``Legality.migration_targets`` and
+    ``Legality.sig_placeable`` call it."""
     buf = s.buf
-    # (one view a line: a tuple assignment would box each view as a Python object)
-    type_ok = jv.type_ok
-    excl = jv.excl
-    bits = jv.bits
-    ready = v.ready
-    healthy = v.healthy
-    n_res = v.n_res
-    mode = v.mode
-    sm_used = v.sm_used
-    mem_decl = v.mem_decl
-    cap_eps = v.cap_eps
-    mps_limit = v.mps_limit
-    mig_capable = v.mig_capable
-    mig_occ = v.mig_occ
-    mig_used = v.mig_used
-    type_idx = v.type_idx
-    creatable = v.creatable
-    pcts = v.pcts
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = gpus.shape[0] if some else n_res.shape[0]  # (``gpus`` None where not ``some``)
+    n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
+    skip = empty and gang == 1
     c = 0
-    for i in range(n):
+    for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
         g = gpus[i] if some else i
-        n_r = n_res[g]
-        if empty and (n_r != 0 or not ready[g]):
+        n_r = v.n_res[g]
+        if skip and (n_r != 0 or not v.ready[g]):
             continue
         at = g * n_opts
-        md = mode[g]
+        md = v.mode[g]
         free = n_r == 0
         room = n_r < max_res
-        b = type_ok[g] & ready[g]
+        b = jv.type_ok[g] & v.ready[g]
         if not online:
-            b = b & healthy[g]
-        if n_excl and b & free & excl[g]:
+            b = b & v.healthy[g]
+        if n_excl and b & free & jv.excl[g]:
             buf[c] = at
             c += 1
-        sh_room = b & (mem_decl[g] + mem <= cap_eps[g]) & room
+        sh_room = b & (v.mem_decl[g] + mem <= v.cap_eps[g]) & room
         if n_ts and sh_room & (free | (md == m_ts)):
             buf[c] = at + n_excl
             c += 1
         if join0 > mps0 and sh_room & (free | (md == m_mps)):
-            no_limit = not mps_limit[g]
-            sm = sm_used[g]
+            no_limit = not v.mps_limit[g]
+            sm = v.sm_used[g]
             for k in range(mps0, join0):
-                if (sm <= 100 - pcts[k - mps0]) | no_limit:
+                if (sm <= 100 - v.pcts[k - mps0]) | no_limit:
                     buf[c] = at + k
                     c += 1
-        if n_mig and b & room & mig_capable[g] & (free | (md == m_mig)):
-            mbits = creatable[type_idx[g], mig_occ[g], mig_used[g]]
+        if n_mig and b & room & v.mig_capable[g] & (free | (md == m_mig)):
+            mbits = v.creatable[v.type_idx[g], v.mig_occ[g], v.mig_used[g]]
             for k in range(n_mig):
-                if (mbits & bits[k, g]) != 0:
+                if (mbits & jv.bits[k, g]) != 0:
                     buf[c] = at + mig0 + k
                     c += 1
+    if gang > 1:  # a gang's starts, kept in place (the buffer's order: rising)
+        left = s.left
+        for k in range(n_opts):
+            left[k] = 0
+        for i in range(c):
+            left[buf[i] % n_opts] += 1
+        kept = 0
+        for i in range(c):
+            e = buf[i]
+            g = e // n_opts
+            k = e - g * n_opts
+            if left[k] >= gang and (not empty or (v.n_res[g] == 0 and v.ready[g] != 0)):
+                buf[kept] = e
+                kept += 1
+            left[k] -= 1
+        c = kept
     return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
-
-
-@cython.boundscheck(False)  # (every index is in range by construction)
-@cython.wraparound(False)
-def _gang_targets(
-    s: Any,
-    v: Any,
-    jv: Any,
-    online: bool,
-    mem: float,
-    max_res: int,
-    n_excl: int,
-    n_ts: int,
-    mps0: int,
-    join0: int,
-    n_opts: int,
-    n_gpus: int,
-    empty: bool,
-) -> np.ndarray:
-    """A gang's (``n_gpus`` GPUs) legal placements as flat indices ``gpu * n_opts + option``,
-    rising (int64; compiled only, no gpulets), where its placement mask is
-    ``fleet.cluster._gang_starts`` of its single-GPU rows: under an option, a GPU starts a
-    gang iff it is legal alone and at least ``n_gpus`` legal GPUs lie from it on (itself
-    included). With ``empty``, only the starts on empty, ready GPUs (a migration's: the mask's
-    rows of those GPUs). One pass writes the single-GPU cells (``_single_rows``' rules with
-    ``gang``: no MIG) to ``s.cell`` and counts them per option (``s.left``); a second walks
-    them in (GPU, option) order, a legal cell a start while its option's count from it on is
-    ``n_gpus`` or more. Declared in ``legality.pxd``; ``Legality`` calls it where a gang's
-    targets or placeability are asked (``_pass_targets``)."""
-    buf = s.buf
-    cell = s.cell
-    left = s.left
-    type_ok = jv.type_ok
-    excl = jv.excl
-    ready = v.ready
-    healthy = v.healthy
-    n_res = v.n_res
-    mode = v.mode
-    sm_used = v.sm_used
-    mem_decl = v.mem_decl
-    cap_eps = v.cap_eps
-    mps_limit = v.mps_limit
-    pcts = v.pcts
-    m_ts, m_mps = _TS, _MPS
-    n = n_res.shape[0]
-    for o in range(n_opts):
-        left[o] = 0
-    for g in range(n):
-        at = g * n_opts
-        for o in range(n_opts):
-            cell[at + o] = 0
-        n_r = n_res[g]
-        md = mode[g]
-        free = n_r == 0
-        room = n_r < max_res
-        b = type_ok[g] & ready[g]
-        if not online:
-            b = b & healthy[g]
-        if n_excl and b & free & excl[g]:
-            cell[at] = 1
-            left[0] += 1
-        sh_room = b & (mem_decl[g] + mem <= cap_eps[g]) & room
-        if n_ts and sh_room & (free | (md == m_ts)):
-            cell[at + n_excl] = 1
-            left[n_excl] += 1
-        if join0 > mps0 and sh_room & (free | (md == m_mps)):
-            no_limit = not mps_limit[g]
-            sm = sm_used[g]
-            for k in range(mps0, join0):
-                if (sm <= 100 - pcts[k - mps0]) | no_limit:
-                    cell[at + k] = 1
-                    left[k] += 1
-    c = 0
-    for g in range(n):
-        at = g * n_opts
-        start = not empty or (n_res[g] == 0 and ready[g] != 0)
-        for o in range(n_opts):
-            if cell[at + o]:
-                if start and left[o] >= n_gpus:
-                    buf[c] = at + o
-                    c += 1
-                left[o] -= 1
-    return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
-
-
-def _rank(sorted_vals: list[float], x: float) -> int:
-    """How many of ``sorted_vals`` (rising, distinct) are below ``x``: what every comparison
-    ``value >= x`` over them decides (``bisect_left``)."""
-    r = 0
-    for y in sorted_vals:
-        if y < x:
-            r += 1
-        else:
-            break
-    return r
 
 
 @cython.boundscheck(False)  # (every index is in range by construction)
@@ -335,6 +242,18 @@ def check_batch(st: JobState, batch_size: int) -> str | None:
     if not 1 <= batch_size <= MAX_BATCH_SIZE:
         return f"batch_size={batch_size}: must be in 1..{MAX_BATCH_SIZE} (0: the service's own)"
     return None
+
+
+def _rank(sorted_vals: list[float], x: float) -> int:
+    """How many of ``sorted_vals`` (rising, distinct) are below ``x``: what every comparison
+    ``value >= x`` over them decides (``bisect_left``)."""
+    r = 0
+    for y in sorted_vals:
+        if y < x:
+            r += 1
+        else:
+            break
+    return r
 
 
 def _one_gpu(gpu: int) -> np.ndarray:
@@ -415,7 +334,7 @@ class Legality:
         )
         #: Per (GPU types, the two ranks of a memory), the typed static parts
         #: (``Masks.static_parts``) of a job of those, and the buffer the typed passes write to
-        #: (``_single_targets``, ``_gang_targets``; made on first use).
+        #: (``_single_targets``; made on first use).
         self._jv: dict[tuple[Any, ...], Any] = {}
         #: The same parts per mask signature (``_jv_of``'s first look-up: a queued or running
         #: job's signature recurs at every step until it starts or ends).
@@ -517,7 +436,7 @@ class Legality:
     def sig_targets(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray:
         """``targets`` of the jobs of mask signature ``sig`` (``spec`` one of them), memoised
         for the cluster's version. Compiled on a small fleet without gpulets, one typed pass
-        over the GPUs (``_pass_targets``: a single-GPU job's or a gang's, no mask; it answers
+        over the GPUs (``_typed_targets``: a single-GPU job's or a gang's, no mask; it answers
         ``sig_placeable`` too); else a ``placeable`` question and, where the signature fits,
         its mask's nonzero cells (compiled, one typed walk of the mask: ``_mask_targets``)."""
         if self._sig_version != self._cluster.version:
@@ -526,7 +445,7 @@ class Legality:
         if flat is None:
             if self._pass(spec):
                 if self._sig_ok.get(sig, True):
-                    flat = self._pass_targets(sig, spec, False)
+                    flat = self._typed_targets(sig, spec, False)
                     self._sig_ok[sig] = len(flat) > 0
                 else:
                     flat = _NO_TARGETS
@@ -617,7 +536,7 @@ class Legality:
 
     def _pass(self, spec: JobSpec) -> bool:
         """Whether ``sig_targets`` of ``spec`` come from a typed pass over every GPU
-        (``_pass_targets``): compiled, no gpulets, a fleet under ``_MASK_LOOP_GPUS``."""
+        (``_typed_targets``): compiled, no gpulets, a fleet under ``_MASK_LOOP_GPUS``."""
         return bool(cython.compiled and self._lay[8] and not self._lay[7])
 
     def _jv_of(self, sig: tuple[Any, ...], spec: JobSpec) -> Any:
@@ -641,29 +560,18 @@ class Legality:
         self._jv_sig[sig] = jv
         return jv
 
-    def _pass_targets(self, sig: tuple[Any, ...], spec: JobSpec, empty: bool) -> np.ndarray:
-        """A typed pass's targets of ``spec`` (signature ``sig``) on every GPU, with ``empty``
-        on the empty, ready ones only: ``_single_targets`` for a single-GPU job,
-        ``_gang_targets`` for a gang (``_pass``)."""
-        if spec.num_gpus == 1:
-            return self._typed_targets(sig, spec, empty)
-        max_res, n_excl, n_ts, mps0, join0, _, _, _, _ = self._lay
-        return _gang_targets(
-            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
-            float(spec.mem_gb), max_res, n_excl, n_ts, mps0, join0, self._n_options,
-            spec.num_gpus, empty,
-        )  # fmt: skip
-
     def _typed_targets(
         self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None
     ) -> np.ndarray:
         """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU or on the rising
-        GPUs ``gpus`` (int64), and of those on the empty, ready ones only (``empty``)."""
+        GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
+        (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
         max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _ = self._lay
+        gang = spec.num_gpus
         return _single_targets(
             self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
-            float(spec.mem_gb), max_res, n_excl,
-            n_ts, mps0, join0, mig0, n_mig, self._n_options, empty, gpus is not None, gpus,
+            float(spec.mem_gb), max_res, n_excl, n_ts, mps0, join0, mig0,
+            n_mig if gang == 1 else 0, self._n_options, empty, gpus is not None, gpus, gang,
         )  # fmt: skip
 
     def targets_on(self, job_id: int, gpus: np.ndarray, empty: bool) -> np.ndarray:
@@ -700,10 +608,8 @@ class Legality:
             n = len(idx)
             if not n:
                 flat = _NO_TARGETS
-            elif self._typed(spec):
+            elif self._typed(spec) or self._pass(spec):  # (a gang: on a small fleet)
                 flat = self._typed_targets(sig, spec, True)
-            elif self._pass(spec):  # (a gang on a small fleet: its typed pass, no mask)
-                flat = self._pass_targets(sig, spec, True)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
                 flat = idx[rows] * self._n_options + opts
