@@ -3,15 +3,21 @@
 
 :class:`Legality` owns the placement masks' memos: per queued job (for the cluster's version),
 per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
-anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
-``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
-(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A
-candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
-flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
-(``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
-typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
-that stand for the fleet only (``targets_on``: the same typed pass over given GPUs), and
-``check`` answers such a job's placement from that pass on its GPU alone.
+anything (answered without building the mask). It answers ``mask``, ``placeable``,
+``needs_decision`` (can a job of the decision scope be placed now) and ``check`` (why a
+decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A candidate
+builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising flat
+indices, per signature. Compiled on a fleet under ``_MASK_LOOP_GPUS`` without gpulets, a
+signature's targets, a single-GPU job's or a gang's, come from one typed pass over the GPUs
+(``_single_targets``) without a mask, and the same pass answers whether it fits (so a decision
+point's question and the build that follows share it); on a larger fleet a single-GPU job's
+come from that pass too, a gang's from the mask in one typed walk (``_mask_targets``), and
+whether a signature fits from ``Cluster.placeable`` (its fit index). The pass reads the job's
+static parts kept per what its memory decides (its ranks among the GPUs' capacities and the
+MIG profiles' memories: ``_jv_of``), not per memory value. Pruned, a builder reads a
+single-GPU job's targets on the few GPUs that stand for the fleet only (``targets_on``: the
+same typed pass over given GPUs), and ``check`` answers such a job's placement from that pass
+on its GPU alone.
 """
 
 from __future__ import annotations
