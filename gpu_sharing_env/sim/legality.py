@@ -285,8 +285,8 @@ def _holds(flat: np.ndarray, x: int) -> bool:
                 break
         PyBuffer_Release(cython.address(view))
         return found
-    i = flat.searchsorted(x)
-    return bool(i < len(flat) and flat[i] == x)
+    at = flat.searchsorted(x)
+    return bool(at < len(flat) and flat[at] == x)
 
 
 class Legality:
