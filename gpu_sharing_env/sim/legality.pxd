@@ -10,6 +10,7 @@ cdef class Legality:
     cdef public object _cluster
     cdef public dict _jobs
     cdef public dict _jv
+    cdef public dict _jv_sig
     cdef public tuple _lay
     cdef public object _lifecycle
     cdef public dict _mask_cache
@@ -19,6 +20,7 @@ cdef class Legality:
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public _Queue _queue
+    cdef public tuple _ranks
     cdef public object _scratch
     cdef public dict _sig_masks
     cdef public dict _sig_ok
@@ -33,11 +35,14 @@ cdef class Legality:
     cpdef sig_entry(self, sig, spec)
     cpdef _renew(self, version)
     cpdef targets(self, job_id)
+    cpdef sig_targets(self, sig, spec)
     cpdef placeable(self, job_id)
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
     cpdef bint _typed(self, spec)
+    cpdef bint _pass(self, spec)
+    cpdef _jv_of(self, sig, spec)
     cpdef _typed_targets(self, sig, spec, bint empty, object gpus=*)
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx)
@@ -45,24 +50,28 @@ cdef class Legality:
     cpdef bint listed_migration(self, spec, gpu, option)
     cpdef check(self, d)
 
-# A kept buffer and its typed view (``_single_targets`` writes there).
+# A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's
+# counts per option.
 cdef class _Scratch:
     cdef object arr
     cdef long long[:] buf
+    cdef long long[:] left
 
 # A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``)
 # or on the empty, ready ones of them, from the
-# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices.
+# cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices; with
+# ``gang`` > 1, a gang's starts of those cells.
 @cython.locals(i=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, n=Py_ssize_t, c=Py_ssize_t, at=Py_ssize_t,
                n_r=cython.longlong, md=cython.longlong, free=cython.uchar, room=cython.uchar,
                b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
                mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
-               m_mig=cython.longlong, buf=cython.longlong[:])
+               m_mig=cython.longlong, buf=cython.longlong[:], skip=cython.bint,
+               left=cython.longlong[:], kept=Py_ssize_t, e=cython.longlong)
 cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                             Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
                             Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty, bint some,
-                            const long long[:] gpus)
+                            const long long[:] gpus, Py_ssize_t gang)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
@@ -73,3 +82,11 @@ cdef object _empty_ready(_SV v)
 @cython.locals(g=Py_ssize_t, o=Py_ssize_t, c=Py_ssize_t, n_g=Py_ssize_t, n_o=Py_ssize_t,
                buf=cython.longlong[:])
 cdef object _mask_targets(_Scratch s, const unsigned char[:, :] m)
+
+# How many of a rising list of floats lie below ``x`` (``Legality._jv_of``'s ranks).
+@cython.locals(r=Py_ssize_t, y=double)
+cdef Py_ssize_t _rank(list sorted_vals, double x) except -1
+
+# Whether rising flat targets hold an index (``check``, ``listed_migration``).
+@cython.locals(fp=cython.p_longlong, n=Py_ssize_t, i=Py_ssize_t, found=bint, xx=cython.longlong)
+cdef bint _holds(object flat, object x) except -1

@@ -3,15 +3,21 @@
 
 :class:`Legality` owns the placement masks' memos: per queued job (for the cluster's version),
 per mask signature (shared by the jobs of one signature) and whether a signature's mask allows
-anything (answered without building the mask: ``Cluster.placeable``). It answers ``mask``,
-``placeable``, ``needs_decision`` (can a job of the decision scope be placed now) and ``check``
-(why a decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A
-candidate builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising
-flat indices, per signature, compiled a single-GPU job's from one typed pass over the GPUs
-(``_single_targets``) without a mask, and on a large fleet or for a gang from the mask in one
-typed walk (``_mask_targets``). Pruned, it reads a single-GPU job's targets on the few GPUs
-that stand for the fleet only (``targets_on``: the same typed pass over given GPUs), and
-``check`` answers such a job's placement from that pass on its GPU alone.
+anything (answered without building the mask). It answers ``mask``, ``placeable``,
+``needs_decision`` (can a job of the decision scope be placed now) and ``check`` (why a
+decision is illegal: a placement, a migration or a suspension, :data:`SUSPEND`). A candidate
+builder reads ``targets`` and ``migration_targets``: the masks' legal cells as rising flat
+indices, per signature. Compiled on a fleet under ``_MASK_LOOP_GPUS`` without gpulets, a
+signature's targets, a single-GPU job's or a gang's, come from one typed pass over the GPUs
+(``_single_targets``) without a mask, and the same pass answers whether it fits (so a decision
+point's question and the build that follows share it); on a larger fleet a single-GPU job's
+come from that pass too, a gang's from the mask in one typed walk (``_mask_targets``), and
+whether a signature fits from ``Cluster.placeable`` (its fit index). The pass reads the job's
+static parts kept per what its memory decides (its ranks among the GPUs' capacities and the
+MIG profiles' memories: ``_jv_of``), not per memory value. Pruned, a builder reads a
+single-GPU job's targets on the few GPUs that stand for the fleet only (``targets_on``: the
+same typed pass over given GPUs), and ``check`` answers such a job's placement from that pass
+on its GPU alone.
 """
 
 from __future__ import annotations
@@ -20,10 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpu_sharing_env.fleet.cluster import _MASK_LOOP_GPUS, _MIG, _MPS, _TS, Cluster, _no_views
+from gpu_sharing_env.fleet.cluster import (
+    _EPS,
+    _MASK_LOOP_GPUS,
+    _MIG,
+    _MPS,
+    _TS,
+    Cluster,
+    _no_views,
+)
 from gpu_sharing_env.sim.constants import _QUEUED, _RUNNING
 from gpu_sharing_env.sim.state import JobState
-from gpu_sharing_env.sim.waiting import Queue, mask_signature
+from gpu_sharing_env.sim.waiting import Queue
 from gpu_sharing_env.workload.job import JobSpec
 
 try:
@@ -31,11 +45,21 @@ try:
 except ModuleNotFoundError:  # no Cython at run time: the same no-ops
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-# compiled: the cluster's typed views of its state, C-callable (cluster.pxd)
+# compiled: the cluster's typed views of its state and the mask signature, C-callable
+# (cluster.pxd, waiting.pxd)
 if cython.compiled:
+    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
+    from cython.cimports.gpu_sharing_env.sim.waiting import mask_signature
 else:
     from gpu_sharing_env.fleet.cluster import _views_of
+    from gpu_sharing_env.sim.waiting import mask_signature
+
+    # (only the compiled ``_holds`` reads an array's memory through Python's buffer protocol)
+    PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = None
+
+#: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
+_BIG = 1 << 62
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Decision, Simulator
@@ -60,15 +84,18 @@ _NO_TARGETS.setflags(write=False)
 @cython.cclass
 class _Scratch:
     """A kept int64 buffer (``arr``, room for every (GPU, option) cell) and its typed view
-    (``buf``), acquired once: where ``_single_targets`` writes before its answer is copied out.
+    (``buf``), acquired once: where ``_single_targets`` writes before its answer is copied
+    out; and per option the legal GPUs left of a gang's pass (``left``).
     A pickle or deep copy of one is None (its owner makes another)."""
 
     arr: object
     buf: cython.longlong[:]
+    left: cython.longlong[:]
 
-    def __init__(self, arr: np.ndarray) -> None:
+    def __init__(self, arr: np.ndarray, n_opts: int) -> None:
         self.arr = arr
         self.buf = arr
+        self.left = np.zeros(n_opts, dtype=np.int64)
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
@@ -93,6 +120,7 @@ def _single_targets(
     empty: bool,
     some: bool,
     gpus: Any,
+    gang: int,
 ) -> np.ndarray:
     """A single-GPU job's legal placements as flat indices ``gpu * n_opts + option``, rising
     (int64; compiled only, no gpulets): on every GPU, or with ``some`` on the rising GPUs
@@ -103,16 +131,23 @@ def _single_targets(
     static parts (``jv``): the same integer comparisons and the same double addition and
     comparison for memory (``mem_decl + mem <= cap_eps``). The options are visited in the
     layout's order (exclusive, time-sharing, the MPS shares, MIG), so the indices rise.
-    Declared in ``legality.pxd``; ``Legality.targets`` and ``Legality.migration_targets`` call
-    it."""
+
+    A gang of ``gang`` (> 1) GPUs (``n_mig`` 0: no MIG; every GPU): its placement mask is
+    ``fleet.cluster._gang_starts`` of those single-GPU cells, so of the cells listed on every
+    GPU (``empty`` not applied to them) a second walk keeps those with ``gang`` or more
+    legal GPUs of their option from theirs on (counted per option in ``s.left``), and with
+    ``empty`` on an empty, ready GPU only (a migration's: the mask's rows of those GPUs).
+    Declared in ``legality.pxd``; ``Legality.targets``, ``Legality.migration_targets`` and
+    ``Legality.sig_placeable`` call it."""
     buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
     n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
+    skip = empty and gang == 1
     c = 0
     for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
         g = gpus[i] if some else i
         n_r = v.n_res[g]
-        if empty and (n_r != 0 or not v.ready[g]):
+        if skip and (n_r != 0 or not v.ready[g]):
             continue
         at = g * n_opts
         md = v.mode[g]
@@ -141,7 +176,23 @@ def _single_targets(
                 if (mbits & jv.bits[k, g]) != 0:
                     buf[c] = at + mig0 + k
                     c += 1
-    return s.arr[:c].copy()
+    if gang > 1:  # a gang's starts, kept in place (the buffer's order: rising)
+        left = s.left
+        for k in range(n_opts):
+            left[k] = 0
+        for i in range(c):
+            left[buf[i] % n_opts] += 1
+        kept = 0
+        for i in range(c):
+            e = buf[i]
+            g = e // n_opts
+            k = e - g * n_opts
+            if left[k] >= gang and (not empty or (v.n_res[g] == 0 and v.ready[g] != 0)):
+                buf[kept] = e
+                kept += 1
+            left[k] -= 1
+        c = kept
+    return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
 
 
 @cython.boundscheck(False)  # (every index is in range by construction)
@@ -182,7 +233,7 @@ def _mask_targets(s: Any, m: Any) -> np.ndarray:
             if m[g, o]:
                 buf[c] = g * n_o + o
                 c += 1
-    return s.arr[:c].copy()
+    return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
 
 
 def check_batch(st: JobState, batch_size: int) -> str | None:
@@ -199,15 +250,43 @@ def check_batch(st: JobState, batch_size: int) -> str | None:
     return None
 
 
+def _rank(sorted_vals: list[float], x: float) -> int:
+    """How many of ``sorted_vals`` (rising, distinct) are below ``x``: what every comparison
+    ``value >= x`` over them decides (``bisect_left``)."""
+    r = 0
+    for y in sorted_vals:
+        if y < x:
+            r += 1
+        else:
+            break
+    return r
+
+
 def _one_gpu(gpu: int) -> np.ndarray:
     """``gpu`` as the rising GPUs (int64) of ``targets_on``' typed pass."""
     return np.array([gpu], dtype=np.int64)
 
 
 def _holds(flat: np.ndarray, x: int) -> bool:
-    """Whether the rising flat targets ``flat`` hold ``x`` (listed iff legal)."""
-    i = flat.searchsorted(x)
-    return bool(i < len(flat) and flat[i] == x)
+    """Whether the rising flat targets ``flat`` hold ``x`` (listed iff legal). Compiled, for
+    an int ``x``, one walk of ``flat``'s memory (contiguous int64, read through Python's
+    buffer protocol: the typed passes' copies, ``_NO_TARGETS``, the mask's indices) up to the
+    first index not below ``x``, where ``searchsorted`` is a method call and a scalar."""
+    if cython.compiled and type(x) is int and -_BIG < x < _BIG:
+        view = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
+        fp = cython.cast(cython.p_longlong, view.buf)
+        n = view.len // 8
+        xx = x
+        found = False
+        for i in range(n):
+            if fp[i] >= xx:
+                found = fp[i] == xx
+                break
+        PyBuffer_Release(cython.address(view))
+        return found
+    at = flat.searchsorted(x)
+    return bool(at < len(flat) and flat[at] == x)
 
 
 class Legality:
@@ -217,6 +296,7 @@ class Legality:
         "_cluster",
         "_jobs",
         "_jv",
+        "_jv_sig",
         "_lay",
         "_lifecycle",
         "_mask_cache",
@@ -226,6 +306,7 @@ class Legality:
         "_mig_version",
         "_n_options",
         "_queue",
+        "_ranks",
         "_scratch",
         "_sig_masks",
         "_sig_ok",
@@ -242,14 +323,28 @@ class Legality:
         lay = cluster.layout  # (the cluster's, fixed at its construction)
         #: The option layout's integers the typed pass reads (``_typed_targets``): residents
         #: at most, the exclusive and time-sharing options, the first MPS, join and MIG options,
-        #: the MIG profiles, and whether gpulets are on (``_typed``).
+        #: the MIG profiles, whether gpulets are on (``_typed``) and whether the fleet is
+        #: small enough for the typed passes to answer every signature (``_pass``).
         self._lay = (
             lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), bool(lay.gpulets),
+            len(lay.mig_slices), bool(lay.gpulets), cluster.n_gpus < _MASK_LOOP_GPUS,
         )  # fmt: skip
-        #: Per mask signature, the job's typed static parts (``Masks.static_parts``), and the
-        #: buffer the typed pass writes to (``_single_targets``; made on first use).
+        f = cluster.fleet
+        #: What a memory value decides of a job's static mask parts (``Masks.static_parts``,
+        #: fixed with the fleet): the GPUs' distinct capacities (``mem <= cap_eps``: its
+        #: exclusive fit) and the MIG profiles' distinct memories (``prof >= mem - _EPS``:
+        #: its profile bits), rising; a memory's rank among each picks its parts (``_jv_of``).
+        self._ranks = (
+            sorted({float(x) for x in f.cap_eps.tolist()}),
+            sorted({float(x) for x in f.mig.mem_gb.ravel().tolist()}),
+        )
+        #: Per (GPU types, the two ranks of a memory), the typed static parts
+        #: (``Masks.static_parts``) of a job of those, and the buffer the typed passes write to
+        #: (``_single_targets``; made on first use).
         self._jv: dict[tuple[Any, ...], Any] = {}
+        #: The same parts per mask signature (``_jv_of``'s first look-up: a queued or running
+        #: job's signature recurs at every step until it starts or ends).
+        self._jv_sig: dict[tuple[Any, ...], Any] = {}
         self._scratch: _Scratch | None = None
         self._lifecycle: Lifecycle | None = None
         self._jobs: dict[int, JobState] = {}
@@ -340,18 +435,21 @@ class Legality:
         option``, rising (int64; empty where ``placeable(job_id)`` is false): what a candidate
         builder enumerates. Memoised per mask signature for the cluster's version (shared by
         the queued jobs of one signature; callers must not write to it): a job costs its
-        signature and one look-up, a signature a ``placeable`` question and, where it fits,
-        its mask's nonzero cells (no per-job mask entry; compiled, one typed walk of the
-        mask: ``_mask_targets``)."""
+        signature and one look-up (``sig_targets``)."""
         spec = self._jobs[job_id].spec
-        sig = mask_signature(spec)
+        return self.sig_targets(mask_signature(spec), spec)
+
+    def sig_targets(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray:
+        """``targets`` of the jobs of mask signature ``sig`` (``spec`` one of them), memoised
+        for the cluster's version. Compiled on a small fleet without gpulets, one typed pass
+        over the GPUs (``_typed_targets``: a single-GPU job's or a gang's, no mask; it answers
+        ``sig_placeable`` too); else a ``placeable`` question and, where the signature fits,
+        its mask's nonzero cells (compiled, one typed walk of the mask: ``_mask_targets``)."""
         if self._sig_version != self._cluster.version:
             self._renew(self._cluster.version)
         flat = self._sig_targets.get(sig)
         if flat is None:
-            if self._typed(spec) and self._cluster.n_gpus < _MASK_LOOP_GPUS:
-                # (one typed pass over every GPU; it answers ``placeable``. On a larger fleet
-                # the cluster's numpy passes build the mask for less: ``Masks._single_mask``)
+            if self._pass(spec):
                 if self._sig_ok.get(sig, True):
                     flat = self._typed_targets(sig, spec, False)
                     self._sig_ok[sig] = len(flat) > 0
@@ -384,7 +482,12 @@ class Legality:
         ok = self._sig_ok.get(sig)
         if ok is None:
             hit = self._sig_masks.get(sig)
-            ok = self._sig_ok[sig] = hit[2] if hit is not None else self._cluster.placeable(spec)
+            if hit is not None:
+                ok = self._sig_ok[sig] = hit[2]
+            elif self._pass(spec):  # (its targets, which a build reads next: one typed pass)
+                ok = len(self.sig_targets(sig, spec)) > 0
+            else:
+                ok = self._sig_ok[sig] = self._cluster.placeable(spec)
         return ok
 
     def migration_mask(self, job_id: int) -> np.ndarray:
@@ -437,19 +540,44 @@ class Legality:
         compiled, a single-GPU job, no gpulets."""
         return bool(cython.compiled and spec.num_gpus == 1 and not self._lay[7])
 
+    def _pass(self, spec: JobSpec) -> bool:
+        """Whether ``sig_targets`` of ``spec`` come from a typed pass over every GPU
+        (``_typed_targets``): compiled, no gpulets, a fleet under ``_MASK_LOOP_GPUS``."""
+        return bool(cython.compiled and self._lay[8] and not self._lay[7])
+
+    def _jv_of(self, sig: tuple[Any, ...], spec: JobSpec) -> Any:
+        """The typed static parts of ``spec`` (signature ``sig``; ``Masks.static_parts``),
+        kept per what its memory decides of them (``_ranks``: the parts of every memory of
+        the same two ranks are equal) and its GPU types, so a new memory value is a look-up."""
+        jv = self._jv_sig.get(sig)  # (a signature seen before: its memory's parts)
+        if jv is not None:
+            return jv
+        mem = float(spec.mem_gb)
+        caps, profs = self._ranks
+        if mem == mem:
+            key: tuple[Any, ...] = (sig[1], _rank(caps, mem), _rank(profs, mem - _EPS))
+        else:  # (NaN: no rank decides; kept per signature)
+            key = sig
+        jv = self._jv.get(key)
+        if jv is None:
+            jv = self._jv[key] = self._cluster.masks.static_parts(spec)[3]
+        if len(self._jv_sig) >= 4096:  # (one entry per memory value seen: bounded)
+            self._jv_sig.clear()
+        self._jv_sig[sig] = jv
+        return jv
+
     def _typed_targets(
         self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None
     ) -> np.ndarray:
         """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU or on the rising
-        GPUs ``gpus`` (int64), and of those on the empty, ready ones only (``empty``)."""
-        c = self._cluster
-        jv = self._jv.get(sig)
-        if jv is None:  # (the job's typed views, kept per signature: they never change)
-            jv = self._jv[sig] = c.masks.static_parts(spec)[3]
-        max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _ = self._lay
+        GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
+        (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
+        max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _ = self._lay
+        gang = spec.num_gpus
         return _single_targets(
-            self._kept_buffer(), _views_of(c), jv, sig[2], float(spec.mem_gb), max_res, n_excl,
-            n_ts, mps0, join0, mig0, n_mig, self._n_options, empty, gpus is not None, gpus,
+            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
+            float(spec.mem_gb), max_res, n_excl, n_ts, mps0, join0, mig0,
+            n_mig if gang == 1 else 0, self._n_options, empty, gpus is not None, gpus, gang,
         )  # fmt: skip
 
     def targets_on(self, job_id: int, gpus: np.ndarray, empty: bool) -> np.ndarray:
@@ -472,7 +600,7 @@ class Legality:
         cell; made on first use)."""
         if self._scratch is None:
             self._scratch = _Scratch(
-                np.empty(self._cluster.n_gpus * self._n_options, dtype=np.int64)
+                np.empty(self._cluster.n_gpus * self._n_options, dtype=np.int64), self._n_options
             )
         return self._scratch
 
@@ -486,7 +614,7 @@ class Legality:
             n = len(idx)
             if not n:
                 flat = _NO_TARGETS
-            elif self._typed(spec):
+            elif self._typed(spec) or self._pass(spec):  # (a gang: on a small fleet)
                 flat = self._typed_targets(sig, spec, True)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
@@ -508,7 +636,7 @@ class Legality:
         idx = self._mig_empty
         if idx is None:
             if cython.compiled:  # (the same indices from the typed views: ``_empty_ready``)
-                idx = self._mig_empty = _empty_ready(c.state_views())
+                idx = self._mig_empty = _empty_ready(_views_of(c))
             else:
                 idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
         return idx
