@@ -63,15 +63,22 @@ class _TickConsts:
     once), noise fraction, batch size (the placement's, ``Decision.batch_size``, or the
     service's) and SLO. Compiled, an extension type (``ticks.pxd``) whose numbers are the C
     doubles the tick's typed loops read: no tuple unpacked and no float converted per service
-    and tick (the tick converted each to a C double, so the values are the same)."""
+    and tick (the tick converted each to a C double, so the values are the same). ``spec`` and
+    ``bsz`` are the spec and the placement's batch size (``serving.batch_size``) they were
+    read from: ``OnlineLoad.live`` keeps a record while both are the same objects."""
 
-    __slots__ = ("base", "batch", "noise_frac", "period", "phase", "slo_ms", "span", "st")
+    __slots__ = (
+        "base", "batch", "bsz", "noise_frac", "period", "phase", "slo_ms", "span", "spec", "st",
+    )  # fmt: skip
 
     def __init__(self, st: JobState) -> None:
-        svc = st.spec.service
+        spec = st.spec
+        svc = spec.service
         assert svc is not None
         base = svc.base_rps
         self.st = st
+        self.spec = spec
+        self.bsz = st.serving.batch_size
         self.phase = svc.phase_s
         self.period = svc.period_s
         self.base = base
@@ -194,7 +201,10 @@ class OnlineLoad:
             q = rint(duty / step) * step
             sv.duty = q if q > step else step  # max(DUTY_STEP, q)
 
-    @cython.locals(st=JobState)
+    @cython.locals(
+        st=JobState, tc=_TickConsts, old=list, j=cython.Py_ssize_t, n_old=cython.Py_ssize_t,
+        version=cython.Py_ssize_t,
+    )  # fmt: skip
     def live(self) -> list[JobState]:
         """Online services queued or running now, in arrival order.
 
@@ -216,8 +226,25 @@ class OnlineLoad:
         if ended:
             self._arrived = [st for st in self._arrived if st.status in (_RUNNING, _QUEUED)]
         self._live = live
-        # Per live service, the service's constants the tick reads
-        self._live_c = [_TickConsts(st) for st in live]
+        # Per live service, the service's constants the tick reads: the last list's record
+        # where its spec and batch size are the same objects (both lists in arrival order, the
+        # new one the old one's services still live, then those that arrived since), else new
+        old = self._live_c
+        n_old = len(old)
+        j = 0
+        consts: list[_TickConsts] = []
+        for st in live:
+            while j < n_old:
+                tc = old[j]
+                if tc.st is st:
+                    break
+                j += 1
+            if j < n_old and tc.spec is st.spec and tc.bsz is st.serving.batch_size:
+                consts.append(tc)
+                j += 1
+            else:
+                consts.append(_TickConsts(st))
+        self._live_c = consts
         self._live_version = version
         return live
 
