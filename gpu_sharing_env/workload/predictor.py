@@ -46,6 +46,15 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): libm's copysign for ``_new_gaps``; else math's
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+if cython.compiled:
+    from cython.cimports.libc.math import copysign
+else:
+    from math import copysign
+
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -558,6 +567,24 @@ def _stats_hit(
     return None
 
 
+def _new_gaps(times: list[float], done: int, k: int) -> list[float] | None:
+    """The gaps ``times[i] - times[i - 1]`` for ``i`` in ``done..k-1``, in order; None where
+    one is NaN or -0.0 (:meth:`OnlinePredictor._median_gap` then asks numpy). Compiled
+    (``predictor.pxd``), each gap a C double: the same subtraction of the same floats."""
+    new: list[float] = []
+    if done >= k:
+        return new
+    prev = times[done - 1]
+    for i in range(done, k):
+        t = times[i]
+        g = t - prev
+        if g != g or (g == 0.0 and copysign(1.0, g) < 0.0):
+            return None
+        new.append(g)
+        prev = t
+    return new
+
+
 class OnlinePredictor:
     """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
 
@@ -924,8 +951,8 @@ class OnlinePredictor:
         done, gaps = self._gaps.get(group, (1, []))
         if k < done:
             return float(np.median(np.diff(times[:k])))
-        new = [times[i] - times[i - 1] for i in range(done, k)]
-        if any(g != g or (g == 0.0 and math.copysign(1.0, g) < 0.0) for g in new):
+        new = _new_gaps(times, done, k)
+        if new is None:
             return float(np.median(np.diff(times[:k])))
         if len(new) > 16:
             gaps = sorted(gaps + new)
