@@ -38,13 +38,16 @@ def _rate(base: float, peak: float, phase: float, period: float, t: float) -> fl
 
 
 def _place_at_random(sim: Simulator, rng: np.random.Generator) -> None:
+    """Place a window job at random (an online service, half the time, with a batch size of
+    its own: its tick record then reads the placement's)."""
     win = sim.window_jobs()
     placeable = [s for s in win if sim.placeable(s.job_id)]
     if placeable and rng.random() < 0.8:
         s = placeable[int(rng.integers(len(placeable)))]
         legal = np.argwhere(sim.mask(s.job_id))
         g, o = legal[int(rng.integers(len(legal)))]
-        sim.apply(Decision(s.job_id, int(g), int(o)))
+        batch = int(rng.integers(1, 9)) if s.service is not None and rng.random() < 0.5 else 0
+        sim.apply(Decision(s.job_id, int(g), int(o), batch))
 
 
 def test_wave_rps_is_the_formula() -> None:
@@ -131,7 +134,8 @@ def test_group_stats_is_the_recomputed_answer() -> None:
     """At every decision point of random episodes, each window job's group (and a group
     nobody has) asked at ``now``, and each asked group's submission instants asked at each
     (a tie of the bisection) and just after: ``group_stats`` gives the recomputed fields,
-    the kept answer (the same object) and the fresh one alike."""
+    the kept answer (the same object, asked again at the same instant) and the fresh one
+    alike."""
     asked = ties = kept = 0
     for name in SCENARIOS:
         sim = make_simulator(load_scenario(name))
@@ -157,6 +161,7 @@ def test_group_stats_is_the_recomputed_answer() -> None:
                     for t in times[-6:]:
                         for at in (t, math.nextafter(t, math.inf)):
                             a = pred.group_stats(spec, at)
+                            assert pred.group_stats(spec, at) is a  # (kept while it holds)
                             got = (
                                 a.runs_seen, a.mean_log_s, a.std_log_s, a.last_submit_s,
                                 a.period_s,
