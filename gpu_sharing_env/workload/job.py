@@ -19,15 +19,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled (gpu_sharing_env._compile): C's sin for ``wave_rps``; interpreted: math's
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-if cython.compiled:  # (the same libm function math.sin calls)
-    from cython.cimports.libc.math import sin as _sin
-else:
-    from math import sin as _sin
-
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
 MODEL_CLASSES: tuple[str, ...] = (
@@ -107,8 +98,14 @@ def wave_rps(base: float, span: float, phase: float, period: float, t: float) ->
     ``base + span * (1 + sin(2 pi (t - phase) / period)) / 2`` with ``span = peak - base``.
     The one place of the formula: ``ServiceSpec.rate_rps`` and the online load's updates
     (``sim/ticks.py``, a C call there) call it. Compiled (``job.pxd``), C doubles and libm's
-    ``sin``: the same IEEE operations in the same order as the Python floats."""
-    wave = (1.0 + _sin(_TWO_PI * (t - phase) / period)) / 2.0
+    ``sin`` (``_c_sin``, the function ``math.sin`` calls): the same IEEE operations in the
+    same order as the Python floats."""
+    x = _TWO_PI * (t - phase) / period
+    if COMPILED:
+        s = _c_sin(x)  # type: ignore[name-defined]  # noqa: F821
+    else:
+        s = math.sin(x)
+    wave = (1.0 + s) / 2.0
     return base + span * wave
 
 

@@ -45,6 +45,6 @@ cpdef Py_ssize_t _bisect_left(list times, double x) except -1
 @cython.locals(e=list, times=list, k=Py_ssize_t, runs=double, hit=tuple)
 cpdef object _stats_hit(dict g, dict subs, dict stats, object group, double now)
 
-# OnlinePredictor._median_gap's new gaps: C doubles, the NaN and -0.0 check in C.
+# OnlinePredictor._median_gap's new gaps: C doubles, the NaN check in C.
 @cython.locals(i=Py_ssize_t, g=double, t=double, prev=double, new=list)
 cpdef object _new_gaps(list times, Py_ssize_t done, Py_ssize_t k)

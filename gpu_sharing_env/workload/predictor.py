@@ -46,15 +46,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled (gpu_sharing_env._compile): libm's copysign for ``_new_gaps``; else math's
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-if cython.compiled:
-    from cython.cimports.libc.math import copysign
-else:
-    from math import copysign
-
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -570,7 +561,8 @@ def _stats_hit(
 def _new_gaps(times: list[float], done: int, k: int) -> list[float] | None:
     """The gaps ``times[i] - times[i - 1]`` for ``i`` in ``done..k-1``, in order; None where
     one is NaN or -0.0 (:meth:`OnlinePredictor._median_gap` then asks numpy). Compiled
-    (``predictor.pxd``), each gap a C double: the same subtraction of the same floats."""
+    (``predictor.pxd``), each gap a C double: the same subtraction of the same floats (the
+    sign of a zero gap, a rare tie, asked of ``math.copysign``)."""
     new: list[float] = []
     if done >= k:
         return new
@@ -578,7 +570,7 @@ def _new_gaps(times: list[float], done: int, k: int) -> list[float] | None:
     for i in range(done, k):
         t = times[i]
         g = t - prev
-        if g != g or (g == 0.0 and copysign(1.0, g) < 0.0):
+        if g != g or (g == 0.0 and math.copysign(1.0, g) < 0.0):
             return None
         new.append(g)
         prev = t
