@@ -301,6 +301,7 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
     )
 
 
+@cython.locals(groups=dict, known=dict)
 def _group_cols(
     sim: Simulator,
     spec: JobSpec,
@@ -311,15 +312,17 @@ def _group_cols(
     ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
     as known (the predictor is asked for the others and they are added); ``known``: per group
     the predictor's last answer and its columns (the predictor gives the same object while its
-    answer holds: ``OnlinePredictor.group_stats``, so the columns are not computed again)."""
-    cols = groups.get(spec.group)
+    answer holds: ``OnlinePredictor.group_stats``, so the columns are not computed again).
+    (Compiled, the two dictionaries typed: their look-ups are C calls.)"""
+    group = spec.group
+    cols = groups.get(group)
     if cols is None:
         pred = sim.predictor
         g = pred.group_stats(spec, sim.now) if pred is not None else None
         if g is None:
             cols = (0.0, 0.0, 0.0, 0.0)
         else:
-            hit = known.get(spec.group)
+            hit = known.get(group)
             if hit is not None and hit[0] is g:
                 cols = hit[1]
             else:
@@ -327,8 +330,8 @@ def _group_cols(
                 mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
                 std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
                 cols = (runs, mean, std, _log_s(g.period_s))
-                known[spec.group] = (g, cols)
-        groups[spec.group] = cols
+                known[group] = (g, cols)
+        groups[group] = cols
     return cols
 
 

@@ -32,8 +32,6 @@ _NOISE_SCALE = math.sqrt(1 - NOISE_AR**2)
 #: Standard normals are drawn from ``rng_noise`` this many at a time (the same stream, in the
 #: same order, as one draw per use: numpy's generators fill arrays element by element).
 _NOISE_CHUNK = 512
-#: ``2.0 * math.pi``: ``ServiceSpec.rate_rps`` evaluates ``2.0 * math.pi * x`` as ``(2.0 * pi) * x``.
-_TWO_PI = 2.0 * math.pi
 #: Enum members read on the hot path: an enum class's attribute read (``Status.DONE``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11 (~800 instructions), a module
 #: global's is a dictionary hit.

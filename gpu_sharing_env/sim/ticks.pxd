@@ -2,11 +2,14 @@
 # __slots__ of ticks.py, the peers it calls typed (their calls are C calls), the tick length a
 # C double. Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 
 cdef class _TickConsts:
     cdef readonly object st
+    cdef readonly object spec
+    cdef readonly object bsz
     cdef readonly double phase
     cdef readonly double period
     cdef readonly double base
@@ -19,13 +22,13 @@ cdef class OnlineLoad:
     cdef public list _arrived
     cdef public list _live
     cdef public list _live_c
-    cdef public object _live_version
+    cdef public Py_ssize_t _live_version
     cdef public list _noise_buf
     cdef public Py_ssize_t _noise_i
     cdef public _Rates _rates
     cdef public object _rng
     cdef public object _sim
-    cdef public object _table
+    cdef public _JobTable _table
     cdef public double _tick_s
     cdef public _FleetUsage _usage
     cdef public object mechanisms

@@ -19,10 +19,10 @@ try:  # compiled (gpu_sharing_env._compile): C types for tick's locals; interpre
     import cython
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-if cython.compiled:  # C's exp, log and sin: the same libm functions math's call
-    from cython.cimports.libc.math import exp, log, rint, sin
+if cython.compiled:  # C's exp and log: the same libm functions math's call
+    from cython.cimports.libc.math import exp, log, rint
 else:
-    from math import exp, log, sin  # type: ignore[assignment]
+    from math import exp, log  # type: ignore[assignment]
 
     # ``round(x) * step`` of a finite float is ``rint(x) * step`` (ties to even, exact below
     # 2**53): C's rint when compiled, without a Python call and an int per service and tick.
@@ -34,7 +34,6 @@ from gpu_sharing_env.sim.constants import (
     _NOISE_SCALE,
     _QUEUED,
     _RUNNING,
-    _TWO_PI,
     DUTY_STEP,
     NOISE_AR,
 )
@@ -46,9 +45,11 @@ from gpu_sharing_env.sim.rates import Rates
 if cython.compiled:  # the extension types (state.pxd, accumulator.pxd): C field reads
     from cython.cimports.gpu_sharing_env.sim.accumulator import Accumulator
     from cython.cimports.gpu_sharing_env.sim.state import JobState, ServingState
+    from cython.cimports.gpu_sharing_env.workload.job import wave_rps  # (a C call)
 else:
     from gpu_sharing_env.sim.accumulator import Accumulator
     from gpu_sharing_env.sim.state import JobState, ServingState
+    from gpu_sharing_env.workload.job import wave_rps
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -62,15 +63,22 @@ class _TickConsts:
     once), noise fraction, batch size (the placement's, ``Decision.batch_size``, or the
     service's) and SLO. Compiled, an extension type (``ticks.pxd``) whose numbers are the C
     doubles the tick's typed loops read: no tuple unpacked and no float converted per service
-    and tick (the tick converted each to a C double, so the values are the same)."""
+    and tick (the tick converted each to a C double, so the values are the same). ``spec`` and
+    ``bsz`` are the spec and the placement's batch size (``serving.batch_size``) they were
+    read from: ``OnlineLoad.live`` keeps a record while both are the same objects."""
 
-    __slots__ = ("base", "batch", "noise_frac", "period", "phase", "slo_ms", "span", "st")
+    __slots__ = (
+        "base", "batch", "bsz", "noise_frac", "period", "phase", "slo_ms", "span", "spec", "st",
+    )  # fmt: skip
 
     def __init__(self, st: JobState) -> None:
-        svc = st.spec.service
+        spec = st.spec
+        svc = spec.service
         assert svc is not None
         base = svc.base_rps
         self.st = st
+        self.spec = spec
+        self.bsz = st.serving.batch_size
         self.phase = svc.phase_s
         self.period = svc.period_s
         self.base = base
@@ -165,24 +173,24 @@ class OnlineLoad:
         return self._noise_buf[i]
 
     @cython.locals(
-        sv=ServingState, z=cython.double, now=cython.double, wave=cython.double,
+        sv=ServingState, z=cython.double, now=cython.double,
         base=cython.double, rps=cython.double, duty=cython.double, q=cython.double,
         step=cython.double, batch=cython.double,
     )  # fmt: skip
     def update_load(self, st: JobState) -> None:
         """One load update of online ``st`` (``tick`` inlines the same arithmetic: compiled, C
-        doubles and libm's ``sin``/``exp``/``rint``, the same IEEE operations in the same order
-        as ``ServiceSpec.rate_rps``, ``math.exp`` and ``round``)."""
+        doubles, ``wave_rps`` (``ServiceSpec.rate_rps``'s function) and libm's ``exp``/``rint``,
+        the same IEEE operations in the same order as ``math.exp`` and ``round``)."""
         svc = st.spec.service
         assert svc is not None
         sv = st.serving
         z = NOISE_AR * sv.noise_z + _NOISE_SCALE * self._next_normal()
         sv.noise_z = z
         now = self._sim.now
-        # ``svc.rate_rps(now)``, inlined: ``2.0 * math.pi * x`` is ``(2.0 * math.pi) * x``
-        wave = (1.0 + sin(_TWO_PI * (now - svc.phase_s) / svc.period_s)) / 2.0
-        base = svc.base_rps
-        rps = sv.rps = (base + (svc.peak_rps - base) * wave) * exp(svc.noise_frac * z)
+        base = svc.base_rps  # ``svc.rate_rps(now)``: the same function
+        rps = sv.rps = wave_rps(base, svc.peak_rps - base, svc.phase_s, svc.period_s, now) * exp(
+            svc.noise_frac * z
+        )
         if st.gpus:
             batch = st.effective_batch_size
             duty = rps * sv.solo_batch_ms / 1000.0 / batch
@@ -193,7 +201,10 @@ class OnlineLoad:
             q = rint(duty / step) * step
             sv.duty = q if q > step else step  # max(DUTY_STEP, q)
 
-    @cython.locals(st=JobState)
+    @cython.locals(
+        st=JobState, tc=_TickConsts, old=list, j=cython.Py_ssize_t, n_old=cython.Py_ssize_t,
+        version=cython.Py_ssize_t,
+    )  # fmt: skip
     def live(self) -> list[JobState]:
         """Online services queued or running now, in arrival order.
 
@@ -215,15 +226,33 @@ class OnlineLoad:
         if ended:
             self._arrived = [st for st in self._arrived if st.status in (_RUNNING, _QUEUED)]
         self._live = live
-        # Per live service, the service's constants the tick reads
-        self._live_c = [_TickConsts(st) for st in live]
+        # Per live service, the service's constants the tick reads: the last list's record
+        # where its spec and batch size are the same objects (both lists in arrival order, the
+        # new one the old one's services still live, then those that arrived since), else new
+        old = self._live_c
+        n_old = len(old)
+        j = 0
+        consts: list[_TickConsts] = []
+        for st in live:
+            while j < n_old:
+                tc = old[j]
+                if tc.st is st:
+                    break
+                j += 1
+            if j < n_old and tc.spec is st.spec and tc.bsz is st.serving.batch_size:
+                consts.append(tc)
+                j += 1
+            else:
+                consts.append(_TickConsts(st))
+        self._live_c = consts
         self._live_version = version
         return live
 
     @cython.locals(
         tick=cython.double, now=cython.double, i=cython.Py_ssize_t, n_buf=cython.Py_ssize_t,
-        ar=cython.double, scale=cython.double, two_pi=cython.double, step=cython.double,
-        z=cython.double, wave=cython.double, rps=cython.double, duty=cython.double,
+        nz=cython.double,
+        ar=cython.double, scale=cython.double, step=cython.double,
+        z=cython.double, rps=cython.double, duty=cython.double,
         q=cython.double, batch=cython.double,
         slo_ms=cython.double, t_prev=cython.double, p99_max=cython.double,
         requests=cython.double, requests_ok=cython.double, lat_w=cython.double,
@@ -252,7 +281,7 @@ class OnlineLoad:
         buf = self._noise_buf
         i = self._noise_i
         n_buf = len(buf)
-        ar, scale, two_pi, step = NOISE_AR, _NOISE_SCALE, _TWO_PI, DUTY_STEP
+        ar, scale, step = NOISE_AR, _NOISE_SCALE, DUTY_STEP
         unstable = UNSTABLE_LATENCY_X_SLO
         for tc in live_c:  # (its numbers C doubles, compiled: read where used)
             st = tc.st
@@ -260,12 +289,14 @@ class OnlineLoad:
                 buf = self._noise_buf = self._rng.standard_normal(_NOISE_CHUNK).tolist()
                 i = 0
             sv = st.serving
-            z = ar * sv.noise_z + scale * buf[i]
+            nz = buf[i]  # (a C double, compiled: no float made for ``scale`` and the product)
+            z = ar * sv.noise_z + scale * nz
             i += 1
             sv.noise_z = z
-            # ServiceSpec.rate_rps(now), inlined
-            wave = (1.0 + sin(two_pi * (now - tc.phase) / tc.period)) / 2.0
-            rps = sv.rps = (tc.base + tc.span * wave) * exp(tc.noise_frac * z)
+            # ServiceSpec.rate_rps(now): the same function, called in C
+            rps = sv.rps = wave_rps(tc.base, tc.span, tc.phase, tc.period, now) * exp(
+                tc.noise_frac * z
+            )
             if st.gpus:
                 duty = rps * sv.solo_batch_ms / 1000.0 / tc.batch
                 duty = duty if duty < 1.0 else 1.0

@@ -24,3 +24,10 @@ cdef Py_ssize_t _TRUE_MEM
 
 @cython.locals(s=double, f=double, m=double, c=double, w=double, e=double, k=double)
 cdef bint _rules_hold(tuple v) except -1
+
+# A service's noise-free request rate (ServiceSpec.rate_rps; the online load's ticks call it).
+from libc.math cimport sin as _c_sin
+cdef double _TWO_PI
+
+@cython.locals(x=double, s=double, wave=double)
+cpdef double wave_rps(double base, double span, double phase, double period, double t) noexcept

@@ -84,9 +84,29 @@ class ServiceSpec:
         _require(0 <= self.noise_frac < 1, "service.noise_frac", "must be in [0, 1)")
 
     def rate_rps(self, t_s: float) -> float:
-        """Noise-free request rate at simulated time ``t_s``."""
-        wave = (1.0 + math.sin(2.0 * math.pi * (t_s - self.phase_s) / self.period_s)) / 2.0
-        return self.base_rps + (self.peak_rps - self.base_rps) * wave
+        """Noise-free request rate at simulated time ``t_s`` (:func:`wave_rps`)."""
+        base = self.base_rps
+        return wave_rps(base, self.peak_rps - base, self.phase_s, self.period_s, t_s)
+
+
+#: ``2.0 * math.pi`` (``2.0 * math.pi * x`` is ``(2.0 * math.pi) * x``).
+_TWO_PI = 2.0 * math.pi
+
+
+def wave_rps(base: float, span: float, phase: float, period: float, t: float) -> float:
+    """A service's noise-free request rate at ``t`` (:class:`ServiceSpec`'s diurnal curve):
+    ``base + span * (1 + sin(2 pi (t - phase) / period)) / 2`` with ``span = peak - base``.
+    The one place of the formula: ``ServiceSpec.rate_rps`` and the online load's updates
+    (``sim/ticks.py``, a C call there) call it. Compiled (``job.pxd``), C doubles and libm's
+    ``sin`` (``_c_sin``, the function ``math.sin`` calls): the same IEEE operations in the
+    same order as the Python floats."""
+    x = _TWO_PI * (t - phase) / period
+    if COMPILED:
+        s = _c_sin(x)  # type: ignore[name-defined]  # noqa: F821
+    else:
+        s = math.sin(x)
+    wave = (1.0 + s) / 2.0
+    return base + span * wave
 
 
 @dataclass(frozen=True, slots=True)

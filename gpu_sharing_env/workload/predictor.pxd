@@ -37,3 +37,14 @@ cpdef list _subs_by_code(const Py_ssize_t[::1] codes, const double[::1] times,
 
 @cython.locals(c=Py_ssize_t)
 cpdef void _fill_table(dict table, list codes, list cnt, list tot, list sq)
+
+# OnlinePredictor.group_stats' kept answer: the submissions' bisection and the look-ups in C.
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, t=double)
+cpdef Py_ssize_t _bisect_left(list times, double x) except -1
+
+@cython.locals(e=list, times=list, k=Py_ssize_t, runs=double, hit=tuple)
+cpdef object _stats_hit(dict g, dict subs, dict stats, object group, double now)
+
+# OnlinePredictor._median_gap's new gaps: C doubles, the NaN check in C.
+@cython.locals(i=Py_ssize_t, g=double, t=double, prev=double, new=list)
+cpdef object _new_gaps(list times, Py_ssize_t done, Py_ssize_t k)

@@ -522,6 +522,61 @@ def _count_sort(inv: np.ndarray, first: np.ndarray, pos: np.ndarray) -> None:
         seen[c] += 1
 
 
+def _bisect_left(times: list[float], x: float) -> int:
+    """``bisect.bisect_left(times, x)`` of a list of floats: CPython's loop (the same probes),
+    each comparison of two floats (compiled, ``predictor.pxd``: C doubles, the same order)."""
+    lo = 0
+    hi = len(times)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        t = times[mid]
+        if t < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _stats_hit(
+    g: dict[str, list[float]],
+    subs: dict[str, list[float]],
+    stats: dict[str, tuple[float, int, GroupStats]],
+    group: str,
+    now: float,
+) -> GroupStats | None:
+    """:meth:`OnlinePredictor.group_stats`' kept answer for ``group`` at ``now`` while it holds
+    (the group's finished runs ``g`` and its submissions before ``now`` in ``subs`` counted as
+    when it was made), else None. Compiled (``predictor.pxd``), the dictionaries' look-ups and
+    the submissions' bisection are C calls."""
+    e = g.get(group) if group else None
+    times = subs.get(group) if group else None
+    k = _bisect_left(times, now) if times is not None else 0
+    runs = e[0] if e is not None else 0.0
+    hit = stats.get(group)
+    if hit is not None and hit[0] == runs and hit[1] == k:
+        return hit[2]
+    return None
+
+
+def _new_gaps(times: list[float], done: int, k: int) -> list[float] | None:
+    """The gaps ``times[i] - times[i - 1]`` for ``i`` in ``done..k-1``, in order; None where
+    one is NaN or -0.0 (:meth:`OnlinePredictor._median_gap` then asks numpy). Compiled
+    (``predictor.pxd``), each gap a C double: the same subtraction of the same floats (the
+    sign of a zero gap, a rare tie, asked of ``math.copysign``)."""
+    new: list[float] = []
+    if done >= k:
+        return new
+    prev = times[done - 1]
+    for i in range(done, k):
+        t = times[i]
+        g = t - prev
+        if g != g or (g == 0.0 and math.copysign(1.0, g) < 0.0):
+            return None
+        new.append(g)
+        prev = t
+    return new
+
+
 class OnlinePredictor:
     """PAI's CART run-time predictor, fitted online on finished runs (module docstring).
 
@@ -847,9 +902,12 @@ class OnlinePredictor:
         finished runs nor its submissions before ``now`` change: its runs' sums only grow with
         their count, and a count of submissions before ``now`` fixes the last and the period)."""
         group = spec.group
-        e = self._g.get(group) if group else None
         if self._subs is None:
             self._subs = self._build_subs()
+        out = _stats_hit(self._g, self._subs, self._stats, group, now)
+        if out is not None:  # (the kept answer holds: a typed read, compiled)
+            return out
+        e = self._g.get(group) if group else None
         # a group's times are in time order (the history's sorted, then the episode's as they
         # come), so the submissions before now are a prefix
         times = self._subs.get(group, []) if group else []
@@ -885,8 +943,8 @@ class OnlinePredictor:
         done, gaps = self._gaps.get(group, (1, []))
         if k < done:
             return float(np.median(np.diff(times[:k])))
-        new = [times[i] - times[i - 1] for i in range(done, k)]
-        if any(g != g or (g == 0.0 and math.copysign(1.0, g) < 0.0) for g in new):
+        new = _new_gaps(times, done, k)
+        if new is None:
             return float(np.median(np.diff(times[:k])))
         if len(new) > 16:
             gaps = sorted(gaps + new)
