@@ -123,9 +123,10 @@ def option(sim: Simulator, label: str) -> int:
     return [o.label for o in sim.options].index(label)
 
 
-def place_at_random(sim: Simulator, rng: Any, p: float = 0.8) -> bool:
+def place_at_random(sim: Simulator, rng: Any, p: float = 0.8, batch_p: float = 0.0) -> bool:
     """With probability ``p``, place a random placeable job of the window at a random legal
-    (GPU, option) (``rng`` a numpy Generator); returns whether one was placed."""
+    (GPU, option) (``rng`` a numpy Generator); an online service, with probability ``batch_p``,
+    with a batch size of its own (1-8). Returns whether one was placed."""
     import numpy as np
 
     from gpu_sharing_env.sim.engine import Decision
@@ -136,7 +137,25 @@ def place_at_random(sim: Simulator, rng: Any, p: float = 0.8) -> bool:
     s = placeable[int(rng.integers(len(placeable)))]
     legal = np.argwhere(sim.mask(s.job_id))
     g, o = legal[int(rng.integers(len(legal)))]
-    sim.apply(Decision(s.job_id, int(g), int(o)))
+    own = batch_p > 0.0 and s.service is not None and rng.random() < batch_p
+    sim.apply(Decision(s.job_id, int(g), int(o), int(rng.integers(1, 9)) if own else 0))
+    return True
+
+
+def check_service_load(st: Any, z: float, rps: float, duty_before: float) -> bool:
+    """Assert a live service's load is the formula's, bit for bit: its noise state ``z``, its
+    request rate ``rps`` and, on GPUs, its duty quantised with ``round`` (else unchanged from
+    ``duty_before``). Returns whether it is on GPUs."""
+    from gpu_sharing_env.sim.constants import DUTY_STEP
+
+    sv = st.serving
+    assert sv.noise_z.hex() == z.hex() and sv.rps.hex() == rps.hex()
+    if not st.gpus:
+        assert sv.duty == duty_before
+        return False
+    duty = rps * sv.solo_batch_ms / 1000.0 / st.effective_batch_size
+    want = max(DUTY_STEP, round(min(1.0, duty) / DUTY_STEP) * DUTY_STEP)
+    assert sv.duty.hex() == want.hex()
     return True
 
 

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.sim.build import make_simulator
-from gpu_sharing_env.sim.constants import _NOISE_SCALE, DUTY_STEP, NOISE_AR
-from gpu_sharing_env.sim.engine import Decision, Simulator
+from gpu_sharing_env.sim.constants import _NOISE_SCALE, NOISE_AR
+from gpu_sharing_env.sim.engine import Simulator
 from gpu_sharing_env.workload.job import ServiceSpec, wave_rps
 from gpu_sharing_env.workload.predictor import OnlinePredictor, _bisect_left
+from tests.helpers import check_service_load, place_at_random
 
 SCENARIOS = ("default", "default-x2", "mig-a100")
 
@@ -37,17 +39,21 @@ def _rate(base: float, peak: float, phase: float, period: float, t: float) -> fl
     return base + (peak - base) * wave
 
 
-def _place_at_random(sim: Simulator, rng: np.random.Generator) -> None:
-    """Place a window job at random (an online service, half the time, with a batch size of
-    its own: its tick record then reads the placement's)."""
-    win = sim.window_jobs()
-    placeable = [s for s in win if sim.placeable(s.job_id)]
-    if placeable and rng.random() < 0.8:
-        s = placeable[int(rng.integers(len(placeable)))]
-        legal = np.argwhere(sim.mask(s.job_id))
-        g, o = legal[int(rng.integers(len(legal)))]
-        batch = int(rng.integers(1, 9)) if s.service is not None and rng.random() < 0.5 else 0
-        sim.apply(Decision(s.job_id, int(g), int(o), batch))
+def _decision_points(seed: int) -> Iterator[tuple[str, Simulator, int]]:
+    """The decision points of two episodes of each scenario (150 at most each), placed at
+    random in between (an online service, half the time, with a batch size of its own: its
+    tick record then reads the placement's): ``(scenario, simulator, step)``."""
+    for name in SCENARIOS:
+        sim = make_simulator(load_scenario(name))
+        rng = np.random.default_rng(seed)
+        for episode in range(2):
+            sim.reset(episode)
+            steps = 0
+            while not sim.done and steps < 150:
+                yield name, sim, steps
+                place_at_random(sim, rng, batch_p=0.5)
+                sim.advance()
+                steps += 1
 
 
 def test_wave_rps_is_the_formula() -> None:
@@ -75,37 +81,20 @@ def test_the_tick_gives_the_formulas_load() -> None:
     """At every decision point of random episodes, one more load tick: each live service's
     noise state, request rate and (on GPUs) quantised duty are the formula's, bit for bit."""
     checked = on_gpus = 0
-    for name in SCENARIOS:
-        sim = make_simulator(load_scenario(name))
-        rng = np.random.default_rng(7)
-        for seed in range(2):
-            sim.reset(seed)
-            load = sim.load
-            steps = 0
-            while not sim.done and steps < 150:
-                live = list(load.live())
-                i, buf = load._noise_i, list(load._noise_buf)
-                before = [(st.serving.noise_z, st.serving.duty) for st in live]
-                load.tick()
-                if i + len(live) <= len(buf):  # (a refill mid-tick: its draws are not here)
-                    for k, st in enumerate(live):
-                        svc = st.spec.service
-                        sv = st.serving
-                        z = NOISE_AR * before[k][0] + _NOISE_SCALE * buf[i + k]
-                        r = _rate(svc.base_rps, svc.peak_rps, svc.phase_s, svc.period_s, sim.now)
-                        rps = r * math.exp(svc.noise_frac * z)
-                        assert sv.noise_z.hex() == z.hex() and sv.rps.hex() == rps.hex()
-                        if st.gpus:
-                            duty = rps * sv.solo_batch_ms / 1000.0 / st.effective_batch_size
-                            want = max(DUTY_STEP, round(min(1.0, duty) / DUTY_STEP) * DUTY_STEP)
-                            assert sv.duty.hex() == want.hex()
-                            on_gpus += 1
-                        else:
-                            assert sv.duty == before[k][1]
-                        checked += 1
-                _place_at_random(sim, rng)
-                sim.advance()
-                steps += 1
+    for _, sim, _ in _decision_points(7):
+        load = sim.load
+        live = list(load.live())
+        i, buf = load._noise_i, list(load._noise_buf)
+        before = [(st.serving.noise_z, st.serving.duty) for st in live]
+        load.tick()
+        if i + len(live) <= len(buf):  # (a refill mid-tick: its draws are not here)
+            for k, st in enumerate(live):
+                svc = st.spec.service
+                z = NOISE_AR * before[k][0] + _NOISE_SCALE * buf[i + k]
+                r = _rate(svc.base_rps, svc.peak_rps, svc.phase_s, svc.period_s, sim.now)
+                rps = r * math.exp(svc.noise_frac * z)
+                on_gpus += check_service_load(st, z, rps, before[k][1])
+                checked += 1
     assert checked > 300 and on_gpus > 150, (checked, on_gpus)
 
 
@@ -137,40 +126,31 @@ def test_group_stats_is_the_recomputed_answer() -> None:
     the kept answer (the same object, asked again at the same instant) and the fresh one
     alike."""
     asked = ties = kept = 0
-    for name in SCENARIOS:
-        sim = make_simulator(load_scenario(name))
-        rng = np.random.default_rng(5)
-        for seed in range(2):
-            sim.reset(seed)
-            pred = sim.predictor
-            assert pred is not None
-            steps = 0
-            while not sim.done and steps < 150:
-                now = sim.now
-                specs = list(sim.window_jobs())
-                for spec in specs:
-                    a = pred.group_stats(spec, now)
-                    b = pred.group_stats(spec, now)
-                    kept += a is b
-                    got = (a.runs_seen, a.mean_log_s, a.std_log_s, a.last_submit_s, a.period_s)
-                    assert _same(got, _reference(pred, spec.group, now)), (name, spec.group)
-                    asked += 1
-                if specs and steps % 10 == 0:
-                    spec = specs[0]
-                    times = pred._subs.get(spec.group, []) if pred._subs else []
-                    for t in times[-6:]:
-                        for at in (t, math.nextafter(t, math.inf)):
-                            a = pred.group_stats(spec, at)
-                            assert pred.group_stats(spec, at) is a  # (kept while it holds)
-                            got = (
-                                a.runs_seen, a.mean_log_s, a.std_log_s, a.last_submit_s,
-                                a.period_s,
-                            )  # fmt: skip
-                            assert _same(got, _reference(pred, spec.group, at))
-                            ties += 1
-                _place_at_random(sim, rng)
-                sim.advance()
-                steps += 1
+    for name, sim, steps in _decision_points(5):
+        pred = sim.predictor
+        assert pred is not None
+        now = sim.now
+        specs = list(sim.window_jobs())
+        for spec in specs:
+            a = pred.group_stats(spec, now)
+            b = pred.group_stats(spec, now)
+            kept += a is b
+            got = (a.runs_seen, a.mean_log_s, a.std_log_s, a.last_submit_s, a.period_s)
+            assert _same(got, _reference(pred, spec.group, now)), (name, spec.group)
+            asked += 1
+        if specs and steps % 10 == 0:
+            spec = specs[0]
+            times = pred._subs.get(spec.group, []) if pred._subs else []
+            for t in times[-6:]:
+                for at in (t, math.nextafter(t, math.inf)):
+                    a = pred.group_stats(spec, at)
+                    assert pred.group_stats(spec, at) is a  # (kept while it holds)
+                    got = (
+                        a.runs_seen, a.mean_log_s, a.std_log_s, a.last_submit_s,
+                        a.period_s,
+                    )  # fmt: skip
+                    assert _same(got, _reference(pred, spec.group, at))
+                    ties += 1
     assert asked > 300 and ties > 50 and kept == asked, (asked, ties, kept)
 
 
