@@ -42,8 +42,10 @@ typecheck: $(STAMP)
 # Headless Chromium for tests/test_report_browser.py (the HTML report at 1,100 px): installed
 # with apt when root; a non-root developer without it gets that test skipped, saying why.
 # As root (CI) the test must run: GSG_REQUIRE_BROWSER=1 turns a missing browser into a failure.
+# apt waits up to 10 min for another apt's lock (two checkouts' `make test` at once) rather than fail.
+APT := apt-get -o DPkg::Lock::Timeout=600
 browser:
-	@command -v chromium >/dev/null || if [ "$$(id -u)" = 0 ]; then apt-get update && apt-get install -y chromium; else echo "make browser: no chromium and not root: tests/test_report_browser.py will be skipped (apt-get install chromium)"; fi
+	@command -v chromium >/dev/null || if [ "$$(id -u)" = 0 ]; then $(APT) update && $(APT) install -y chromium; else echo "make browser: no chromium and not root: tests/test_report_browser.py will be skipped (apt-get install chromium)"; fi
 
 # The suite runs compiled; then the golden, determinism and invariant tests again as pure Python
 # (GSG_PURE_PYTHON=1): both modes must give the same bits (tests/test_compiled.py, in the first
