@@ -425,7 +425,8 @@ def test_the_scores_of_many_positions_in_one_pass_are_each_positions() -> None:
         k = int(rng.integers(1, n))
         ps = np.sort(rng.choice(np.arange(1, n), size=k, replace=False)).astype(np.intp)
         got = np.empty(k)
-        cart._exact_proxies(sorted_y, ranks, ps, got, tree_w, tree_wy)
+        scratch = np.empty(k), np.empty(k), np.empty(k, dtype=np.intp)
+        cart._exact_proxies(sorted_y, ranks, ps, got, tree_w, tree_wy, *scratch)
         want = [_exact_proxy(sorted_y, ranks, int(p)) for p in ps]
         assert got.tobytes() == np.array(want).tobytes(), (y, ps)
 

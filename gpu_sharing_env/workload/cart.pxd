@@ -71,12 +71,12 @@ cdef double _fenwick_query(const double[::1] sorted_y, Py_ssize_t n, Py_ssize_t 
                            double total_w, double total_wy, const double[::1] tree_w,
                            const double[::1] tree_wy) noexcept
 
-@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, ae_left=double[::1],
-               ae_right=double[::1], counts=Py_ssize_t[::1], w_left=double, w_right=double,
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, j=Py_ssize_t, w_left=double, w_right=double,
                imp_left=double, imp_right=double)
 cpdef void _exact_proxies(const double[::1] sorted_y, const Py_ssize_t[::1] ranks,
                           const Py_ssize_t[::1] ps, double[::1] out, double[::1] tree_w,
-                          double[::1] tree_wy)
+                          double[::1] tree_wy, double[::1] ae_left, double[::1] ae_right,
+                          Py_ssize_t[::1] counts)
 
 @cython.locals(i=Py_ssize_t)
 cpdef bint _has_ties(const double[::1] ys)
@@ -104,13 +104,95 @@ cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_rig
 cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,
                          Py_ssize_t g)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, od=Py_ssize_t[::1], rk=Py_ssize_t[::1])
+@cython.locals(n=Py_ssize_t)
 cpdef tuple _ranks(y_in_order)
 
-@cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t,
-               idx=Py_ssize_t[::1], rank=Py_ssize_t[::1], ys=double[::1],
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
+cpdef void _ranks_into(double[::1] sorted_y, Py_ssize_t[::1] od, Py_ssize_t[::1] rk)
+
+@cython.locals(i=Py_ssize_t)
+cpdef void _gather(const double[::1] src, const Py_ssize_t[::1] at, double[::1] out)
+
+@cython.locals(i=Py_ssize_t)
+cpdef void _gather_int(const Py_ssize_t[::1] src, const Py_ssize_t[::1] at, Py_ssize_t[::1] out)
+
+cdef class _Node:
+    cdef public Py_ssize_t node_id
+    cdef public Py_ssize_t start
+    cdef public Py_ssize_t end
+    cdef public double value
+    cdef public _Node parent
+    cdef public bint is_left
+    cdef public Py_ssize_t depth
+    cdef public Py_ssize_t kind
+    cdef public double improvement
+    cdef public bint exact
+    cdef public Py_ssize_t feature
+    cdef public double threshold
+    cdef public Py_ssize_t pos
+    cdef public double ae_left
+    cdef public double ae_right
+    cdef public object post
+    cdef public list inherit
+
+cdef class _Builder:
+    # the training set, typed (xt, xt_hi: (F, N), y, samples: N) and as numpy arrays
+    cdef double[:, ::1] xt
+    cdef double[:, ::1] xt_hi
+    cdef double[::1] y
+    cdef public object y_np
+    cdef Py_ssize_t[::1] samples
+    cdef public object samples_np
+    cdef public Py_ssize_t n
+    cdef public Py_ssize_t n_features
+    cdef public list features
+    cdef public list rand
+    cdef public double tol_ae
+    cdef public double tol_imp
+    cdef public double tol_gap
+    cdef public Py_ssize_t next_id
+    cdef unsigned char[::1] same
+    cdef public list twin
+    cdef Py_ssize_t[::1] by_y
+    cdef unsigned char[::1] mark
+    cdef public bint signed_zero
+    # the nodes' work arrays (_Builder.__init__)
+    cdef public object rank_np
+    cdef Py_ssize_t[::1] rank
+    cdef public object ys_np
+    cdef double[::1] ys
+    cdef public object orders_np
+    cdef Py_ssize_t[:, :, ::1] orders
+    cdef double[:, ::1] xs
+    cdef double[:, ::1] xs_hi
+    cdef Py_ssize_t[:, ::1] pre
+    cdef unsigned char[::1] known
+    cdef double[:, ::1] ae_l
+    cdef double[:, ::1] ae_r
+    cdef Py_ssize_t[::1] near
+    cdef Py_ssize_t[::1] src
+    cdef double[::1] tree_w
+    cdef double[::1] tree_wy
+    cdef double[::1] yo
+    cdef Py_ssize_t[::1] od
+    cdef Py_ssize_t[::1] rks
+    cdef Py_ssize_t[::1] ps
+    cdef double[::1] got
+    cdef double[::1] ae_a
+    cdef double[::1] ae_b
+    cdef Py_ssize_t[::1] counts
+
+@cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t, depth=Py_ssize_t,
+               f=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t,
+               best=Py_ssize_t, t=Py_ssize_t, cap=Py_ssize_t, distinct=bint,
+               ae=double, w=double, a_l=double, a_r=double, imp=double, v=double,
+               best_val=double,
+               idx=Py_ssize_t[::1], rank=Py_ssize_t[::1], ys=double[::1], y=double[::1],
                order=Py_ssize_t[:, ::1], xs=double[:, ::1], xs_hi=double[:, ::1],
                ae_l=double[:, ::1], ae_r=double[:, ::1], near=Py_ssize_t[::1],
-               tree_w=double[::1], tree_wy=double[::1], known=cython.uchar[::1],
-               pre=Py_ssize_t[:, ::1])
-cpdef object _node(object b, object start, object end, object parent, object is_left)
+               known=cython.uchar[::1], pre=Py_ssize_t[:, ::1], porder=Py_ssize_t[:, ::1],
+               src=Py_ssize_t[::1], rks=Py_ssize_t[::1], sorted_y=double[::1],
+               psv=Py_ssize_t[::1], got=double[::1], nd=_Node)
+cpdef _Node _node(_Builder b, Py_ssize_t start, Py_ssize_t end, _Node parent, bint is_left)
+
+cpdef object _build(_Builder b, Py_ssize_t max_leaf_nodes)

@@ -605,17 +605,32 @@ def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     the order its feature sort left), and each sample's rank in them."""
     n = y_in_order.shape[0]
     sorted_y = y_in_order.copy()
-    order = np.empty(n, dtype=np.intp)
     ranks = np.empty(n, dtype=np.intp)
-    # (typed loops, cart.pxd: the numpy array and typed view of each, one conversion)
-    od = order
-    rk = ranks
+    _ranks_into(sorted_y, np.empty(n, dtype=np.intp), ranks)
+    return sorted_y, ranks
+
+
+def _ranks_into(sorted_y: np.ndarray, od: np.ndarray, rk: np.ndarray) -> None:
+    """:func:`_ranks` in place: ``sorted_y`` holds the targets in order (sorted here), ``rk``
+    gets their ranks (``od``: scratch, ``n`` long)."""
+    n = sorted_y.shape[0]
     for i in range(n):
         od[i] = i
     _sort(sorted_y, od, 0, n)
     for i in range(n):
         rk[od[i]] = i
-    return sorted_y, ranks
+
+
+def _gather(src: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = src[at[i]]`` for ``i < len(at)`` (a float64 source)."""
+    for i in range(at.shape[0]):
+        out[i] = src[at[i]]
+
+
+def _gather_int(src: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
+    """``out[i] = src[at[i]]`` for ``i < len(at)`` (an intp source)."""
+    for i in range(at.shape[0]):
+        out[i] = src[at[i]]
 
 
 def _exact_proxies(
@@ -625,23 +640,24 @@ def _exact_proxies(
     out: np.ndarray,
     tree_w: np.ndarray,
     tree_wy: np.ndarray,
+    ae_left: np.ndarray,
+    ae_right: np.ndarray,
+    counts: np.ndarray,
 ) -> None:
     """scikit-learn's ``proxy_impurity_improvement`` at each of the local positions ``ps`` of a
     node (ascending, distinct; :func:`_ranks`; ``MAE``'s forward and backward passes,
     ``children_impurity``), in ``out``: the left sides' trees in one pass from the first sample
     on, the right sides' in one from the last (:func:`_fenwick_aes`; ``tree_w``, ``tree_wy``),
-    the same numbers as a pass per position (``tests/test_cart_exact.py``)."""
+    the same numbers as a pass per position (``tests/test_cart_exact.py``). ``ae_left``,
+    ``ae_right``, ``counts``: scratch, at least ``len(ps)`` long."""
     n = sorted_y.shape[0]
     m = ps.shape[0]
-    ae_left = np.empty(m)
-    ae_right = np.empty(m)
-    counts = np.empty(m, dtype=np.intp)
     for j in range(m):
         counts[j] = ps[j]
-    _fenwick_aes(sorted_y, ranks, n, 0, 1, counts, ae_left, tree_w, tree_wy)
+    _fenwick_aes(sorted_y, ranks, n, 0, 1, counts[:m], ae_left, tree_w, tree_wy)
     for j in range(m):
         counts[j] = n - ps[m - 1 - j]
-    _fenwick_aes(sorted_y, ranks, n, n - 1, -1, counts, ae_right, tree_w, tree_wy)
+    _fenwick_aes(sorted_y, ranks, n, n - 1, -1, counts[:m], ae_right, tree_w, tree_wy)
     for j in range(m):
         w_left = float(ps[j])
         w_right = float(n) - w_left
@@ -743,30 +759,42 @@ def _scan_node(
 _LEAF, _SPLIT, _UNSURE = 0, 1, 2
 
 
-@dataclass(eq=False)
 class _Node:
-    """A node of the tree being built: its samples are ``samples[start:end]``."""
+    """A node of the tree being built: its samples are ``samples[start:end]`` (an extension
+    type compiled, ``cart.pxd``: typed fields, no instance dict)."""
 
-    node_id: int
-    start: int
-    end: int
-    value: float
-    parent: _Node | None
-    is_left: bool
-    kind: int = _LEAF  # _LEAF, _SPLIT, _UNSURE (improvement ~0: split or leaf, not known yet)
-    improvement: float = 0.0  # ours (within the margin of scikit-learn's) unless exact
-    exact: bool = False
-    feature: int = _TREE_UNDEFINED
-    threshold: float = float(_TREE_UNDEFINED)
-    pos: int = 0  # the left child's samples are samples[start:start + pos]
-    ae_left: float = 0.0
-    ae_right: float = 0.0
-    post: np.ndarray | None = None  # samples[start:end] as the split left them
-    # (kept for the children, until they are made) per visited feature row, the node's
-    # samples sorted by it (``order``), and the rows a child reads its own orders off
-    # (``inherit``: :func:`_inherit`'s ``cand``; None: none)
-    order: np.ndarray | None = None
-    inherit: list[int] | None = None
+    def __init__(
+        self,
+        node_id: int,
+        start: int,
+        end: int,
+        value: float,
+        parent: _Node | None,
+        is_left: bool,
+        depth: int,
+    ) -> None:
+        self.node_id = node_id
+        self.start = start
+        self.end = end
+        self.value = value
+        self.parent = parent
+        self.is_left = is_left
+        self.depth = depth
+        # _LEAF, _SPLIT, _UNSURE (improvement ~0: split or leaf, not known yet)
+        self.kind = _LEAF
+        self.improvement = 0.0  # ours (within the margin of scikit-learn's) unless exact
+        self.exact = False
+        self.feature = _TREE_UNDEFINED
+        self.threshold = float(_TREE_UNDEFINED)
+        self.pos = 0  # the left child's samples are samples[start:start + pos]
+        self.ae_left = 0.0
+        self.ae_right = 0.0
+        self.post: np.ndarray | None = None  # samples[start:end] as the split left them
+        # (kept for the children, until they are made) the rows of the node's orders
+        # (``_Builder.orders[depth & 1, :, start:end]``, per visited feature row its samples
+        # sorted by it) a child reads its own orders off (:func:`_inherit`'s ``cand``;
+        # None: none)
+        self.inherit: list[int] | None = None
 
 
 class _Builder:
@@ -774,10 +802,12 @@ class _Builder:
         self.xt = np.ascontiguousarray(x.T, dtype=np.float64)  # (F, N): float32 values
         # x + FEATURE_THRESHOLD in float32, as the splitter compares
         self.xt_hi = np.ascontiguousarray((x.T + FEATURE_THRESHOLD).astype(np.float64))
-        self.y = y = np.ascontiguousarray(y, dtype=np.float64)
+        self.y_np = y = np.ascontiguousarray(y, dtype=np.float64)
+        self.y = self.y_np
         self.n = y.shape[0]
         self.n_features = x.shape[1]
-        self.samples = np.arange(self.n, dtype=np.intp)
+        self.samples_np = np.arange(self.n, dtype=np.intp)
+        self.samples = self.samples_np
         self.features = list(range(self.n_features))
         self.rand = [_SEED]
         self.tol_ae = _error_bound(self.n, float(np.abs(y).max()))
@@ -797,6 +827,39 @@ class _Builder:
         self.by_y = np.argsort(y, kind="stable")
         self.mark = np.zeros(self.n, dtype=np.uint8)
         self.signed_zero = _has_negative_zero(y)
+        # the nodes' work arrays, made once a fit (typed once, compiled: a node slices them):
+        # per sample its rank in the node's sorted targets, those targets
+        n = self.n
+        nf = self.n_features
+        self.rank_np = np.empty(n, dtype=np.intp)
+        self.rank = self.rank_np
+        self.ys_np = np.empty(n)
+        self.ys = self.ys_np
+        # a node's orders (per visited feature row, its samples sorted by it) at its samples'
+        # columns, in the buffer of its depth's parity: they are read by its children's
+        # _inherit, made right after one another; nodes of one parity live at disjoint columns
+        # (the frontier's) but for a node's own ancestors, whose children are made already
+        self.orders_np = np.empty((2, nf, n), dtype=np.intp)
+        self.orders = self.orders_np
+        self.xs = np.empty((nf, n))  # the visited features' sorted values
+        self.xs_hi = np.empty((nf, n))  # + FEATURE_THRESHOLD (float32)
+        self.pre = np.empty((nf, n), dtype=np.intp)  # orders read off the parent's
+        self.known = np.empty(nf, dtype=np.uint8)
+        self.ae_l = np.empty((nf, n + 1))
+        self.ae_r = np.empty((nf, n + 1))
+        self.near = np.empty(max(nf * (n - 1), 1), dtype=np.intp)
+        self.src = np.empty(nf, dtype=np.intp)
+        # the exact scores' (_exact_proxies): trees, targets in an order, ranks, positions
+        self.tree_w = np.empty(n + 1)
+        self.tree_wy = np.empty(n + 1)
+        self.yo = np.empty(n)
+        self.od = np.empty(n, dtype=np.intp)
+        self.rks = np.empty(n, dtype=np.intp)
+        self.ps = np.empty(n, dtype=np.intp)
+        self.got = np.empty(n)
+        self.ae_a = np.empty(n)
+        self.ae_b = np.empty(n)
+        self.counts = np.empty(n, dtype=np.intp)
 
     def node(self, start: int, end: int, parent: _Node | None, is_left: bool) -> _Node:
         """A new node on ``samples[start:end]``, its split searched as scikit-learn's
@@ -808,11 +871,11 @@ class _Builder:
         ``children_impurity`` of its parent's split (on the order its partition left)."""
         par = nd.parent
         if par is None:
-            sorted_y, ranks = _ranks(self.y)  # the root, before any sort
+            sorted_y, ranks = _ranks(self.y_np)  # the root, before any sort
             return _fenwick_ae(sorted_y, ranks, self.n, self.n - 1, -1, self.n) / (self.n * 1.0)
         assert par.post is not None
         n = par.end - par.start
-        sorted_y, ranks = _ranks(self.y[par.post])
+        sorted_y, ranks = _ranks(self.y_np[par.post])
         w_left = float(par.pos)
         if nd.is_left:
             return _fenwick_ae(sorted_y, ranks, n, 0, 1, par.pos) / (w_left * 1)
@@ -830,7 +893,7 @@ class _Builder:
             return
         assert nd.post is not None
         n = nd.end - nd.start
-        sorted_y, ranks = _ranks(self.y[nd.post])
+        sorted_y, ranks = _ranks(self.y_np[nd.post])
         w = float(n)
         w_left = float(nd.pos)
         w_right = w - w_left
@@ -859,32 +922,30 @@ class _Builder:
 
 
 def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool) -> _Node:
-    """:meth:`_Builder.node` (typed, ``cart.pxd``: compiled, each array a node allocates is
-    turned into a typed view once and handed to the typed loops as such, where each call
-    converted the numpy array again)."""
-    nd = _Node(b.next_id, start, end, 0.0, parent, is_left)
+    """:meth:`_Builder.node` (typed, ``cart.pxd``: compiled, the builder's work arrays are
+    typed views, sliced per node without a Python object; no array is made but ``post``)."""
+    depth = 0 if parent is None else parent.depth + 1
+    nd = _Node(b.next_id, start, end, 0.0, parent, is_left, depth)
     b.next_id += 1
     n = end - start
-    idx_a = b.samples[start:end]
-    idx = idx_a
+    idx = b.samples[start:end]  # a view: sorted in place
     y = b.y
-    rank_a = np.empty(b.n, dtype=np.intp)  # per sample (row): its rank in ys
-    rank = rank_a
+    rank = b.rank  # per sample (row): its rank in ys
+    ys = b.ys[:n]
     if b.signed_zero:
-        yv = b.y[idx_a]
+        idx_a = b.samples_np[start:end]
+        yv = b.y_np[idx_a]
         by_y = np.argsort(yv, kind="stable")
-        ys_a = yv[by_y]
-        rank_a[idx_a[by_y]] = np.arange(n)
-        ys = ys_a
+        b.ys_np[:n] = yv[by_y]
+        b.rank_np[idx_a[by_y]] = np.arange(n)
     else:
-        ys_a = np.empty(n)
-        ys = ys_a
         _node_ranks(y, b.by_y, idx, b.mark, rank, ys)
     h = n // 2
     nd.value = float(ys[h]) if n & 1 else (float(ys[h - 1]) + float(ys[h])) / 2.0
     if n < 2:
         return nd
     if parent is None:
+        ys_a = b.ys_np[:n]
         ae = float(ys_a[h + (n & 1) :].sum() - ys_a[:h].sum())
     else:
         ae = parent.ae_left if is_left else parent.ae_right
@@ -893,21 +954,19 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
     if ae - n * DBL_EPSILON <= b.tol_ae and b.impurity(nd) <= DBL_EPSILON:
         return nd
     # node_split_best: visit the features, sorting the samples by each
-    nf = b.n_features
-    order_a = np.empty((nf, n), dtype=np.intp)  # per visited feature: samples, sorted
-    order = order_a
-    xs = np.empty((nf, n))  # their values
-    xs_hi = np.empty((nf, n))  # the values + FEATURE_THRESHOLD (float32)
+    order = b.orders[depth & 1, :, start:end]  # per visited feature: samples, sorted
+    xs = b.xs[:, :n]  # their values
+    xs_hi = b.xs_hi[:, :n]  # the values + FEATURE_THRESHOLD (float32)
     # features whose values on these samples are distinct: their sorted order read off the
     # parent's, in place of their sorts (_visit; known[f])
-    known_a = np.zeros(nf, dtype=np.uint8)
-    known = known_a
+    known = b.known
+    for f in range(b.n_features):
+        known[f] = 0
     pre = order  # (unread where nothing is known)
-    if parent is not None and parent.inherit is not None and parent.order is not None:
-        pre_a = np.empty((nf, n), dtype=np.intp)
-        pre = pre_a
-        _inherit(parent.order, parent.inherit, idx, b.mark, b.xt, pre, known)
-    # idx is a view: samples[start:end] sorted in place
+    if parent is not None and parent.inherit is not None:
+        pre = b.pre[:, :n]
+        porder = b.orders[(depth - 1) & 1, :, parent.start : parent.end]
+        _inherit(porder, parent.inherit, idx, b.mark, b.xt, pre, known)
     vf = _visit(b.xt, b.xt_hi, idx, xs, xs_hi, order, b.features, b.rand, b.same, pre, known)
     k = len(vf)
     if k == 0:
@@ -917,16 +976,17 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
     # the bound (_error_bound holds for any order of the sums); other positions unread
     first: dict[int, int] = {}  # twin class -> its first row
     twin = b.twin
-    src = np.array([first.setdefault(twin[f], r) for r, f in enumerate(vf)], dtype=np.intp)
-    ae_l = np.empty((k, n + 1))
-    ae_r = np.empty((k, n + 1))
+    src = b.src[:k]
+    for j in range(k):
+        src[j] = first.setdefault(twin[vf[j]], j)
+    ae_l = b.ae_l[:k, : n + 1]
+    ae_r = b.ae_r[:k, : n + 1]
     _scan_node(ys, rank, order, ae_l, ae_r, src)
-    near_a = np.empty(k * (n - 1), dtype=np.intp)
-    near = near_a
+    near = b.near
     n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * b.tol_ae, near)
     if n_near == 0:
         return nd
-    best = int(near[0])
+    best = near[0]
     if n_near > 1:
         # scored exactly as scikit-learn does, in its visiting order (features in the
         # order drawn, positions ascending): the first strictly best wins. A score is a
@@ -937,8 +997,10 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
         cands: list[tuple[int, int, int]] = []  # (candidate, its order's number, position)
         ranked: dict[int, int] = {}  # feature -> the number of its targets' order
         firsts: list[int] = []  # per number: the first feature row with that order
-        for c in near_a[:n_near].tolist():
-            f, p = divmod(c, n - 1)
+        for j in range(n_near):
+            c = near[j]
+            f = c // (n - 1)
+            p = c - f * (n - 1)
             r = ranked.get(f)
             if r is None:
                 r = 0
@@ -955,28 +1017,36 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
             for r, p in pairs:
                 at.setdefault(r, []).append(p + 1)
             scores: dict[tuple[int, int], float] = {}
-            tree_w = np.empty(n + 1)
-            tree_wy = np.empty(n + 1)
             # targets all distinct: each order's sorted targets are ys and its ranks are
             # the samples' (the one sorted order there is), no sort (_ranks) to replay
             distinct = not _has_ties(ys)
+            rks = b.rks[:n]
+            sorted_y = ys
             for r, ps in at.items():
                 if distinct:
-                    sorted_y, rks = ys_a, rank_a[order_a[firsts[r]]]
+                    _gather_int(rank, order[firsts[r]], rks)
                 else:
-                    sorted_y, rks = _ranks(b.y[order_a[firsts[r]]])
+                    sorted_y = b.yo[:n]
+                    _gather(y, order[firsts[r]], sorted_y)
+                    _ranks_into(sorted_y, b.od[:n], rks)
                 ps.sort()
-                got = np.empty(len(ps))
-                _exact_proxies(sorted_y, rks, np.array(ps, dtype=np.intp), got, tree_w, tree_wy)
-                for j in range(len(ps)):
-                    scores[r, ps[j] - 1] = float(got[j])
-            best_val = -np.inf
+                m = len(ps)
+                psv = b.ps[:m]
+                for j in range(m):
+                    psv[j] = ps[j]
+                got = b.got
+                _exact_proxies(
+                    sorted_y, rks, psv, got, b.tree_w, b.tree_wy, b.ae_a, b.ae_b, b.counts
+                )
+                for j in range(m):
+                    scores[r, ps[j] - 1] = got[j]
+            best_val = -math.inf
             for c, r, p in cands:
                 v = scores[r, p]
                 if v > best_val:
                     best, best_val = c, v
-    f, p = divmod(best, n - 1)
-    p += 1
+    f = best // (n - 1)
+    p = best - f * (n - 1) + 1
     nd.ae_left = float(ae_l[f, p])
     nd.ae_right = float(ae_r[f, p])
     w = float(n)
@@ -986,18 +1056,17 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
     nd.feature = vf[f]
     nd.pos = p
     _partition(b.xt[nd.feature], idx, nd.threshold)
-    nd.post = idx_a.copy()
-    nd.order = order_a
+    nd.post = b.samples_np[start:end].copy()
     # the features whose values are distinct here (so on a child's samples): a child reads
     # its order off this node's (a feature with a tie here is sorted again: its children
     # often hold one too, ~2 % more instructions a fit in all where they were tried)
     cand: list[int] = []
     cap = n // 16 + 1
-    for r in range(k):
-        f = vf[r]
-        t = 0 if known[f] else _ties(xs[r], cap)
+    for j in range(k):
+        f = vf[j]
+        t = 0 if known[f] else _ties(xs[j], cap)
         if t < cap:
-            cand += [r, f, 1 if t == 0 else 0]
+            cand += [j, f, 1 if t == 0 else 0]
     if cand:
         nd.inherit = cand
     nd.improvement = imp
@@ -1087,7 +1156,7 @@ def _build(b: _Builder, max_leaf_nodes: int) -> Tree:
             continue
         left = b.node(nd.start, nd.start + nd.pos, nd, True)
         right = b.node(nd.start + nd.pos, nd.end, nd, False)
-        nd.order = nd.inherit = None  # (read by its children only)
+        nd.inherit = None  # (read by its children only)
         children[nd.node_id] = (left.node_id, right.node_id)
         nodes += [left, right]
         heap.push(left)
