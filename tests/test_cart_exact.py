@@ -13,7 +13,9 @@ fits with scikit-learn). Interpreted (`GSG_PURE_PYTHON=1`, ~0.3 s a 1,000-row fi
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import version
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -162,6 +164,14 @@ def test_missing_values_are_left_to_sklearn() -> None:
     assert cart.fit(x, np.array([np.nan, 1.0, 2.0, 3.0]), 4) is None
 
 
+def _codes(xt: np.ndarray) -> np.ndarray:
+    """The rows' dense codes (the sorts' keys' high half), as ``_Builder`` makes them."""
+    xt = np.ascontiguousarray(xt, dtype=np.float64)
+    out = np.empty(xt.shape, dtype=np.intp)
+    cart._dense_codes(xt, np.ascontiguousarray(np.argsort(xt, axis=1, kind="stable")), out)
+    return out
+
+
 def test_sorting_by_a_feature_is_the_introsorts_order() -> None:
     # ``_sort_by`` skips the sort where the values come strictly increasing (a twin column
     # sorted just before): the order must be the introsort's on every input, sorted or not
@@ -174,7 +184,8 @@ def test_sorting_by_a_feature_is_the_introsorts_order() -> None:
             idx = idx[np.argsort(row[idx], kind="stable")]
         vals, hi, out = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
         got_idx = idx.copy()
-        const = cart._sort_by(row, row + 1e-7, got_idx, vals, hi, out)
+        code, keys = _codes(row[None])[0], np.empty(n, dtype=np.intp)
+        const = cart._sort_by(row, row + 1e-7, code, got_idx, keys, vals, hi, out)
         ref_vals, ref_idx = row[idx], idx.copy()
         cart._sort(ref_vals, ref_idx, 0, n)
         assert got_idx.tolist() == ref_idx.tolist() == out.tolist()
@@ -282,7 +293,10 @@ def test_features_of_one_value_are_constant_without_their_sort() -> None:
             xs, xs_hi = np.empty((nf, n)), np.empty((nf, n))
             order = np.empty((nf, n), dtype=np.intp)
             none = np.zeros(nf, dtype=np.uint8)
-            vf = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, feats, rand, flags, order, none)
+            keys, code = np.empty(n, dtype=np.intp), _codes(xt)
+            vf = cart._visit(
+                xt, xt_hi, code, idx, keys, xs, xs_hi, order, feats, rand, flags, order, none
+            )
             k = len(vf)
             out.append((vf, feats, rand, idx.tolist(), xs[:k].tolist(), order[:k].tolist()))
         assert out[0] == out[1]
@@ -489,7 +503,10 @@ def test_a_childs_orders_read_off_its_parents_are_its_sorts() -> None:
         feats, rand = rng.permutation(nf).tolist(), [int(rng.integers(1, 2**31))]
         p_xs, p_hi = np.empty((nf, n)), np.empty((nf, n))
         p_order = np.empty((nf, n), dtype=np.intp)
-        vf = cart._visit(xt, xt_hi, p_idx, p_xs, p_hi, p_order, feats, rand, same, p_order, none)
+        code, keys = _codes(xt), np.empty(n, dtype=np.intp)
+        vf = cart._visit(
+            xt, xt_hi, code, p_idx, keys, p_xs, p_hi, p_order, feats, rand, same, p_order, none
+        )
         cand: list[int] = []
         for r in range(len(vf)):
             cand += [r, vf[r], int(cart._ties(p_xs[r], n) == 0)]
@@ -507,7 +524,109 @@ def test_a_childs_orders_read_off_its_parents_are_its_sorts() -> None:
                 assert not mark.any()
             xs, xs_hi = np.empty((nf, m)), np.empty((nf, m))
             order = np.empty((nf, m), dtype=np.intp)
-            vf2 = cart._visit(xt, xt_hi, idx, xs, xs_hi, order, fs, rd, same, pre, known)
+            vf2 = cart._visit(
+                xt, xt_hi, code, idx, keys, xs, xs_hi, order, fs, rd, same, pre, known
+            )
             k = len(vf2)
             out.append((vf2, fs, rd, idx.tolist(), xs[:k].tolist(), order[:k].tolist()))
         assert out[0] == out[1]
+
+
+def _mixed(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with continuous columns (distinct values: their orders are read off the parent's),
+    categorical ones, a constant one and a duplicated one; targets with or without ties."""
+    n = int(rng.integers(2, 400))
+    cols = [
+        rng.normal(0.0, 1.0, n),
+        rng.integers(0, int(rng.integers(2, 12)), n),
+        np.full(n, 3.0),
+        rng.lognormal(1.0, 1.0, n),
+    ]
+    cols.append(cols[int(rng.integers(0, 4))].copy())
+    x = np.ascontiguousarray(np.column_stack(cols), dtype=np.float32)
+    y = rng.lognormal(3.0, 1.0, n)
+    if rng.random() < 0.5:
+        y = np.round(y)
+    return x, np.log1p(y)
+
+
+def test_deep_trees_on_the_reused_work_arrays_give_sklearns_tree() -> None:
+    # ``_Builder`` makes a node's work arrays once a fit and keeps each node's orders in the
+    # buffer of its depth's parity (its children read them): deep trees (up to 200 leaves)
+    # reuse every buffer many times over, tiny sets (2 rows) are the edge
+    rng = np.random.default_rng(17)
+    for _ in range(40):
+        x, y = _mixed(rng)
+        leaves = int(rng.choice([2, 11, 40, 200]))
+        assert _same_tree(x, y, leaves, np.vstack([x, x + np.float32(0.25)]))
+
+
+def _cart_source() -> ModuleType:
+    """cart.py's source as a module of its own, interpreted (beside the compiled one)."""
+    import importlib.util
+
+    path = cart.__file__.rsplit("/", 1)[0] + "/cart.py"
+    spec = importlib.util.spec_from_file_location("_cart_source", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (its dataclass looks its module up)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    assert not mod.COMPILED
+    return mod
+
+
+def test_the_source_interpreted_builds_the_compiled_tree() -> None:
+    # the same source, compiled (typed views on the builder's work arrays, extension types)
+    # and interpreted (numpy views), builds one tree; interpreted runs (GSG_PURE_PYTHON=1)
+    # compare the source with itself
+    src = _cart_source()
+    rng = np.random.default_rng(19)
+    sets = [_mixed(rng) for _ in range(6)] + [_replay_like(rng) for _ in range(3)]
+    for i, (x, y) in enumerate(sets):
+        leaves = (2, 11, 40)[i % 3]
+        got = src.fit_or_why(x[:250], y[:250], leaves)
+        want = cart.fit_or_why(x[:250], y[:250], leaves)
+        assert isinstance(got, src.Tree) and isinstance(want, cart.Tree)
+        assert got.__dict__ == want.__dict__
+
+
+def test_float32_codes_order_the_values_as_they_compare() -> None:
+    # the sorts compare codes where scikit-learn compares the values: a float32's code (its
+    # bits, -0.0 made 0.0) must order and equate as the values do (``<``, ``==``)
+    rng = np.random.default_rng(23)
+    special = np.array(
+        [0.0, -0.0, 1e-45, -1e-45, np.inf, -np.inf, 3.4e38, -3.4e38, 1.0, -1.0], np.float32
+    )
+    for _ in range(50):
+        v = np.concatenate(
+            [special, rng.normal(0, 10.0 ** rng.integers(-30, 30), 40).astype(np.float32)]
+        )
+        v = rng.permutation(v)[None, :]
+        code = np.empty(v.shape, dtype=np.intp)
+        cart._float_codes((v + np.float32(0.0)).view(np.int32), code)
+        a, b = v[0][:, None], v[0][None, :]
+        ca, cb = code[0][:, None], code[0][None, :]
+        assert ((a < b) == (ca < cb)).all() and ((a == b) == (ca == cb)).all()
+
+
+def test_the_sorts_keys_are_the_values_order_with_the_rows_below() -> None:
+    # a key is a value's code above _KEY_SHIFT bits, the payload below: codes of either kind
+    # (dense ranks, float32 bits, negative ones too) sort to the introsort's order
+    rng = np.random.default_rng(29)
+    for _ in range(100):
+        n = int(rng.integers(1, 400))
+        v = rng.choice(rng.normal(0, 5, int(rng.integers(1, 50))), n).astype(np.float32)
+        bits_code = np.empty((1, n), dtype=np.intp)
+        cart._float_codes((v[None] + np.float32(0.0)).view(np.int32), bits_code)
+        idx0 = rng.permutation(n).astype(np.intp)
+        ref_v, ref_i = v.astype(np.float64), idx0.copy()
+        from sklearn.utils._sorting import _py_simultaneous_sort
+
+        _py_simultaneous_sort(ref_v, ref_i, n, use_three_way_partition=True)
+        for code in (bits_code[0], _codes(v[None])[0]):
+            keys = (code << 32) | idx0  # (position i: value v[i], payload idx0[i])
+            cart._sort_keys(keys, n)
+            assert (keys & 0xFFFFFFFF).tolist() == ref_i.tolist()

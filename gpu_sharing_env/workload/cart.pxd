@@ -1,6 +1,9 @@
 # Cython declarations for cart.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
 
+# the sorts' key layout (C constants compiled: cart.py's _KEY_SHIFT)
+cdef Py_ssize_t _KEY_SHIFT, _KEY_MASK, _MAX_ROWS
+
 @cython.locals(s=Py_ssize_t, mask=Py_ssize_t, modulus=Py_ssize_t)
 cpdef Py_ssize_t _rand_int(list state, Py_ssize_t high)
 
@@ -15,7 +18,8 @@ cpdef list _twins(const double[:, ::1] xt)
 
 @cython.locals(nf=Py_ssize_t, f_i=Py_ssize_t, n_found=Py_ssize_t, f_j=Py_ssize_t,
                feat=Py_ssize_t, k=Py_ssize_t, is_const=bint)
-cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi, Py_ssize_t[::1] idx,
+cpdef list _visit(const double[:, ::1] xt, const double[:, ::1] xt_hi,
+                  const Py_ssize_t[:, ::1] xcode, Py_ssize_t[::1] idx, Py_ssize_t[::1] keys,
                   double[:, ::1] xs, double[:, ::1] xs_hi, Py_ssize_t[:, ::1] order,
                   list feats, list rand, const unsigned char[::1] same,
                   const Py_ssize_t[:, ::1] pre, const unsigned char[::1] known)
@@ -39,21 +43,26 @@ cpdef void _node_ranks(const double[::1] y, const Py_ssize_t[::1] by_y,
                        const Py_ssize_t[::1] idx, unsigned char[::1] mark,
                        Py_ssize_t[::1] rank, double[::1] ys)
 
-@cython.locals(maxd=Py_ssize_t)
-cpdef void _sort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n)
+@cython.locals(f=Py_ssize_t, i=Py_ssize_t, c=Py_ssize_t, r=Py_ssize_t)
+cpdef void _dense_codes(const double[:, ::1] rows, const Py_ssize_t[:, ::1] order,
+                        Py_ssize_t[:, ::1] out)
 
-@cython.locals(a=double, b=double, c=double, pivot=double, tv=double, i=Py_ssize_t,
-               left=Py_ssize_t, r=Py_ssize_t, ti=Py_ssize_t, j=Py_ssize_t)
-cdef void _introsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo, Py_ssize_t n,
-                     Py_ssize_t maxd) noexcept
+@cython.locals(f=Py_ssize_t, i=Py_ssize_t, b=int)
+cpdef void _float_codes(const int[:, ::1] bits, Py_ssize_t[:, ::1] out)
 
-@cython.locals(start=Py_ssize_t, end=Py_ssize_t)
-cdef void _heapsort(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
-                    Py_ssize_t n) noexcept
+cpdef void _sort_keys(Py_ssize_t[::1] keys, Py_ssize_t n)
 
-@cython.locals(root=Py_ssize_t, child=Py_ssize_t, maxind=Py_ssize_t)
-cdef void _sift_down(double[::1] values, Py_ssize_t[::1] idx, Py_ssize_t lo,
-                     Py_ssize_t start, Py_ssize_t end) noexcept
+@cython.locals(a=Py_ssize_t, b=Py_ssize_t, c=Py_ssize_t, pivot=Py_ssize_t, below=Py_ssize_t,
+               above=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, left=Py_ssize_t, r=Py_ssize_t,
+               j=Py_ssize_t)
+cdef void _introsort(Py_ssize_t[::1] keys, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t maxd) noexcept
+
+@cython.locals(start=Py_ssize_t, end=Py_ssize_t, k=Py_ssize_t)
+cdef void _heapsort(Py_ssize_t[::1] keys, Py_ssize_t lo, Py_ssize_t n) noexcept
+
+@cython.locals(root=Py_ssize_t, child=Py_ssize_t, maxind=Py_ssize_t, k=Py_ssize_t)
+cdef void _sift_down(Py_ssize_t[::1] keys, Py_ssize_t lo, Py_ssize_t start,
+                     Py_ssize_t end) noexcept
 
 @cython.locals(ps=Py_ssize_t, pe=Py_ssize_t)
 cpdef void _partition(const double[::1] xrow, Py_ssize_t[::1] idx, double thr)
@@ -90,9 +99,10 @@ cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[::1] rank,
                       const Py_ssize_t[:, ::1] order, double[:, ::1] ae_left,
                       double[:, ::1] ae_right, const Py_ssize_t[::1] src)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
-cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, Py_ssize_t[::1] idx,
-                    double[::1] vals, double[::1] vals_hi, Py_ssize_t[::1] out)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, s=Py_ssize_t, done=bint)
+cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, const Py_ssize_t[::1] code,
+                    Py_ssize_t[::1] idx, Py_ssize_t[::1] keys, double[::1] vals,
+                    double[::1] vals_hi, Py_ssize_t[::1] out)
 
 @cython.locals(k=Py_ssize_t, n=Py_ssize_t, f=Py_ssize_t, p=Py_ssize_t, m=Py_ssize_t,
                top=double, v=double, floor=double, found=bint)
@@ -104,14 +114,10 @@ cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_rig
 cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,
                          Py_ssize_t g)
 
-@cython.locals(n=Py_ssize_t)
-cpdef tuple _ranks(y_in_order)
-
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t)
-cpdef void _ranks_into(double[::1] sorted_y, Py_ssize_t[::1] od, Py_ssize_t[::1] rk)
-
-@cython.locals(i=Py_ssize_t)
-cpdef void _gather(const double[::1] src, const Py_ssize_t[::1] at, double[::1] out)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, p=Py_ssize_t)
+cpdef void _ranks_into(const double[::1] y, const Py_ssize_t[::1] ycode,
+                       const Py_ssize_t[::1] rows, double[::1] sorted_y, Py_ssize_t[::1] keys,
+                       Py_ssize_t[::1] rk)
 
 @cython.locals(i=Py_ssize_t)
 cpdef void _gather_int(const Py_ssize_t[::1] src, const Py_ssize_t[::1] at, Py_ssize_t[::1] out)
@@ -174,13 +180,15 @@ cdef class _Builder:
     cdef double[::1] tree_w
     cdef double[::1] tree_wy
     cdef double[::1] yo
-    cdef Py_ssize_t[::1] od
     cdef Py_ssize_t[::1] rks
     cdef Py_ssize_t[::1] ps
     cdef double[::1] got
     cdef double[::1] ae_a
     cdef double[::1] ae_b
     cdef Py_ssize_t[::1] counts
+    cdef Py_ssize_t[:, ::1] xcode
+    cdef Py_ssize_t[::1] ycode
+    cdef Py_ssize_t[::1] keys
 
 @cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t, depth=Py_ssize_t,
                f=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t,

@@ -115,113 +115,174 @@ def _rand_int(state: list[int], high: int) -> int:
     return (s % modulus) % high
 
 
+#: A sort key: a value's dense code (its rank among the distinct values, ``==`` ones alike)
+#: above ``_KEY_SHIFT`` bits, the payload (a row or a position) below: the sorts move one
+#: integer where scikit-learn's move a value and an index, and compare the codes as it
+#: compares the values (``<``, ``>``, ``==`` alike), so they make the same moves.
+#: (Written out: compiled, these are C integers, and ``1 << 32`` of a C int overflows.)
+_KEY_SHIFT = 32
+_KEY_MASK = 0xFFFFFFFF  # (1 << _KEY_SHIFT) - 1
+#: The rows a fit takes, fewer than this (payloads below ``_KEY_SHIFT`` bits); scikit-learn
+#: fits more.
+_MAX_ROWS = 0x80000000  # 1 << (_KEY_SHIFT - 1)
+
+
+def _dense_codes(rows: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+    """``out[f, i]``: the rank of ``rows[f, i]`` among row ``f``'s distinct values (``==``:
+    ``0.0`` and ``-0.0`` alike), given ``order[f]``, the row's positions sorted by value."""
+    for f in range(rows.shape[0]):
+        c = 0
+        for i in range(rows.shape[1]):
+            r = order[f, i]
+            if i > 0 and rows[f, r] != rows[f, order[f, i - 1]]:
+                c += 1
+            out[f, r] = c
+
+
+def _float_codes(bits: np.ndarray, out: np.ndarray) -> None:
+    """``out[f, i]``: a code of the float32 whose bits (int32) are ``bits[f, i]``, in the
+    floats' order (``<``, ``==`` alike; no ``-0.0``, no NaN): a non-negative float's bits
+    count up with it, a negative one's down (its sign bit set: the rest flipped)."""
+    for f in range(bits.shape[0]):
+        for i in range(bits.shape[1]):
+            b = bits[f, i]
+            out[f, i] = b if b >= 0 else b ^ 0x7FFFFFFF
+
+
 def _sort(values: np.ndarray, idx: np.ndarray, lo: int, n: int) -> None:
     """``simultaneous_sort(&values[lo], &idx[lo], n, use_three_way_partition=True)``:
-    scikit-learn's introsort, the same swaps (float32 values compare alike as doubles)."""
+    scikit-learn's introsort, the same swaps (float32 values compare alike as doubles), on
+    the values' keys (:data:`_KEY_SHIFT`). (The fit sorts keys it makes itself: ``_sort_by``,
+    ``_ranks_into``; this is the sort as scikit-learn's API has it.)"""
     if n == 0:
         return
-    _introsort(values, idx, lo, n, 2 * int(math.log2(n)))
+    seg = values[lo : lo + n].copy()
+    codes = np.empty((1, n), dtype=np.intp)
+    _dense_codes(seg.reshape(1, n), np.argsort(seg, kind="stable").reshape(1, n), codes)
+    keys = (codes[0] << _KEY_SHIFT) | np.arange(n, dtype=np.intp)
+    _sort_keys(keys, n)
+    perm = keys & _KEY_MASK
+    values[lo : lo + n] = seg[perm]
+    idx[lo : lo + n] = idx[lo : lo + n][perm]
 
 
-def _introsort(values: np.ndarray, idx: np.ndarray, lo: int, n: int, maxd: int) -> None:
+def _sort_keys(keys: np.ndarray, n: int) -> None:
+    """scikit-learn's introsort (``simultaneous_sort``) of ``keys[:n]`` by their codes."""
+    if n == 0:
+        return
+    _introsort(keys, 0, n, 2 * int(math.log2(n)))
+
+
+def _introsort(keys: np.ndarray, lo: int, n: int, maxd: int) -> None:
     while n > 15:
         if maxd <= 0:
-            _heapsort(values, idx, lo, n)
+            _heapsort(keys, lo, n)
             return
         maxd -= 1
-        a = values[lo]
-        b = values[lo + n // 2]
-        c = values[lo + n - 1]
+        a = keys[lo] >> _KEY_SHIFT
+        b = keys[lo + n // 2] >> _KEY_SHIFT
+        c = keys[lo + n - 1] >> _KEY_SHIFT
         if a < b:
             pivot = b if b < c else (c if a < c else a)
         elif b < c:
             pivot = a if a < c else c
         else:
             pivot = b
+        below = pivot << _KEY_SHIFT  # a key below: its value < the pivot
+        above = (pivot + 1) << _KEY_SHIFT  # a key from here: its value > the pivot
         i = 0
         left = 0
         r = n
         while i < r:
-            if values[lo + i] < pivot:
-                values[lo + i], values[lo + left] = values[lo + left], values[lo + i]
-                idx[lo + i], idx[lo + left] = idx[lo + left], idx[lo + i]
+            k = keys[lo + i]
+            if k < below:
+                keys[lo + i] = keys[lo + left]
+                keys[lo + left] = k
                 i += 1
                 left += 1
-            elif values[lo + i] > pivot:
+            elif k >= above:
                 r -= 1
-                values[lo + i], values[lo + r] = values[lo + r], values[lo + i]
-                idx[lo + i], idx[lo + r] = idx[lo + r], idx[lo + i]
+                keys[lo + i] = keys[lo + r]
+                keys[lo + r] = k
             else:
                 i += 1
-        _introsort(values, idx, lo, left, maxd)
+        _introsort(keys, lo, left, maxd)
         lo += r
         n -= r
     for i in range(1, n):
-        tv = values[lo + i]
-        ti = idx[lo + i]
+        k = keys[lo + i]
+        above = ((k >> _KEY_SHIFT) + 1) << _KEY_SHIFT  # keys with a greater value
         j = i
-        while j > 0 and values[lo + j - 1] > tv:
-            values[lo + j] = values[lo + j - 1]
-            idx[lo + j] = idx[lo + j - 1]
+        while j > 0 and keys[lo + j - 1] >= above:
+            keys[lo + j] = keys[lo + j - 1]
             j -= 1
-        values[lo + j] = tv
-        idx[lo + j] = ti
+        keys[lo + j] = k
 
 
-def _heapsort(values: np.ndarray, idx: np.ndarray, lo: int, n: int) -> None:
+def _heapsort(keys: np.ndarray, lo: int, n: int) -> None:
     start = (n - 2) // 2
     while True:
-        _sift_down(values, idx, lo, start, n)
+        _sift_down(keys, lo, start, n)
         if start == 0:
             break
         start -= 1
     end = n - 1
     while end > 0:
-        values[lo], values[lo + end] = values[lo + end], values[lo]
-        idx[lo], idx[lo + end] = idx[lo + end], idx[lo]
-        _sift_down(values, idx, lo, 0, end)
+        k = keys[lo]
+        keys[lo] = keys[lo + end]
+        keys[lo + end] = k
+        _sift_down(keys, lo, 0, end)
         end -= 1
 
 
-def _sift_down(values: np.ndarray, idx: np.ndarray, lo: int, start: int, end: int) -> None:
+def _sift_down(keys: np.ndarray, lo: int, start: int, end: int) -> None:
     root = start
     while True:
         child = root * 2 + 1
         maxind = root
-        if child < end and values[lo + maxind] < values[lo + child]:
+        if child < end and keys[lo + maxind] >> _KEY_SHIFT < keys[lo + child] >> _KEY_SHIFT:
             maxind = child
-        if child + 1 < end and values[lo + maxind] < values[lo + child + 1]:
+        if child + 1 < end and keys[lo + maxind] >> _KEY_SHIFT < keys[lo + child + 1] >> _KEY_SHIFT:
             maxind = child + 1
         if maxind == root:
             break
-        values[lo + root], values[lo + maxind] = values[lo + maxind], values[lo + root]
-        idx[lo + root], idx[lo + maxind] = idx[lo + maxind], idx[lo + root]
+        k = keys[lo + root]
+        keys[lo + root] = keys[lo + maxind]
+        keys[lo + maxind] = k
         root = maxind
 
 
 def _sort_by(
     xrow: np.ndarray,
     xrow_hi: np.ndarray,
+    code: np.ndarray,
     idx: np.ndarray,
+    keys: np.ndarray,
     vals: np.ndarray,
     vals_hi: np.ndarray,
     out: np.ndarray,
 ) -> bool:
-    """Sort the samples ``idx`` by a feature (``xrow``) as the splitter does; their sorted
-    values in ``vals`` (``vals_hi``: + ``FEATURE_THRESHOLD``), the order in ``out``. Returns
-    whether the feature is constant there (``max <= min + FEATURE_THRESHOLD``)."""
+    """Sort the samples ``idx`` by a feature (``xrow``; ``code``: its values' dense codes,
+    :func:`_dense_codes`) as the splitter does; their sorted values in ``vals`` (``vals_hi``:
+    + ``FEATURE_THRESHOLD``), the order in ``out`` (``keys``: scratch). Returns whether the
+    feature is constant there (``max <= min + FEATURE_THRESHOLD``)."""
     n = idx.shape[0]
-    for i in range(n):
-        vals[i] = xrow[idx[i]]
     # Values already strictly increasing (a twin of the feature sorted just before, with no
-    # ties): the sort's result is the one sorted order there is, the input itself.
-    for i in range(1, n):
-        if not vals[i - 1] < vals[i]:
-            _sort(vals, idx, 0, n)
-            break
+    # ties): the sort's result is the one sorted order there is, the input itself. (The
+    # codes compare as the values do.)
+    done = True
     for i in range(n):
-        out[i] = idx[i]
-        vals_hi[i] = xrow_hi[idx[i]]
+        keys[i] = (code[idx[i]] << _KEY_SHIFT) | idx[i]
+        if i > 0 and done and not code[idx[i - 1]] < code[idx[i]]:
+            done = False
+    if not done:
+        _sort_keys(keys, n)
+    for i in range(n):
+        s = keys[i] & _KEY_MASK
+        idx[i] = s
+        out[i] = s
+        vals[i] = xrow[s]
+        vals_hi[i] = xrow_hi[s]
     return vals[n - 1] <= vals_hi[0]
 
 
@@ -297,7 +358,9 @@ def _inherit(
 def _visit(
     xt: np.ndarray,
     xt_hi: np.ndarray,
+    xcode: np.ndarray,
     idx: np.ndarray,
+    keys: np.ndarray,
     xs: np.ndarray,
     xs_hi: np.ndarray,
     order: np.ndarray,
@@ -309,7 +372,7 @@ def _visit(
 ) -> list[int]:
     """``node_split_best``'s visit of the features: drawn from ``rand`` (Fisher-Yates over
     ``feats``, kept from node to node), each one sorts the node's samples ``idx`` in place
-    (:func:`_sort_by`). Returns the non-constant features in the order visited; the ``k``-th
+    (:func:`_sort_by`; ``xcode``: the rows' dense codes, ``keys``: scratch). Returns the non-constant features in the order visited; the ``k``-th
     one's sorted values are ``xs[k]`` (and ``xs_hi[k]``), its order ``order[k]``. (A typed
     loop: compiled, the rows are memoryview slices, no Python object per feature.)
 
@@ -337,7 +400,9 @@ def _visit(
                 xt[feat], xt_hi[feat], pre[feat], idx, xs[k], xs_hi[k], order[k]
             )
         else:
-            is_const = _sort_by(xt[feat], xt_hi[feat], idx, xs[k], xs_hi[k], order[k])
+            is_const = _sort_by(
+                xt[feat], xt_hi[feat], xcode[feat], idx, keys, xs[k], xs_hi[k], order[k]
+            )
         if is_const:
             feats[f_j], feats[n_found] = feats[n_found], feats[f_j]  # constant
             n_found += 1
@@ -604,27 +669,34 @@ def _ranks(y_in_order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``MAE.reset``'s ``compute_ranks``: the targets sorted (scikit-learn's introsort, from
     the order its feature sort left), and each sample's rank in them."""
     n = y_in_order.shape[0]
-    sorted_y = y_in_order.copy()
+    y = np.ascontiguousarray(y_in_order, dtype=np.float64)
+    codes = np.empty((1, n), dtype=np.intp)
+    _dense_codes(y.reshape(1, n), np.argsort(y, kind="stable").reshape(1, n), codes)
+    sorted_y = np.empty(n)
     ranks = np.empty(n, dtype=np.intp)
-    _ranks_into(sorted_y, np.empty(n, dtype=np.intp), ranks)
+    rows = np.arange(n, dtype=np.intp)
+    _ranks_into(y, codes[0], rows, sorted_y, np.empty(n, dtype=np.intp), ranks)
     return sorted_y, ranks
 
 
-def _ranks_into(sorted_y: np.ndarray, od: np.ndarray, rk: np.ndarray) -> None:
-    """:func:`_ranks` in place: ``sorted_y`` holds the targets in order (sorted here), ``rk``
-    gets their ranks (``od``: scratch, ``n`` long)."""
-    n = sorted_y.shape[0]
+def _ranks_into(
+    y: np.ndarray,
+    ycode: np.ndarray,
+    rows: np.ndarray,
+    sorted_y: np.ndarray,
+    keys: np.ndarray,
+    rk: np.ndarray,
+) -> None:
+    """:func:`_ranks` of ``y[rows]`` (``ycode``: ``y``'s dense codes), into ``sorted_y`` and
+    ``rk`` (``keys``: scratch, as long as ``rows``)."""
+    n = rows.shape[0]
     for i in range(n):
-        od[i] = i
-    _sort(sorted_y, od, 0, n)
+        keys[i] = (ycode[rows[i]] << _KEY_SHIFT) | i
+    _sort_keys(keys, n)
     for i in range(n):
-        rk[od[i]] = i
-
-
-def _gather(src: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
-    """``out[i] = src[at[i]]`` for ``i < len(at)`` (a float64 source)."""
-    for i in range(at.shape[0]):
-        out[i] = src[at[i]]
+        p = keys[i] & _KEY_MASK
+        rk[p] = i
+        sorted_y[i] = y[rows[p]]
 
 
 def _gather_int(src: np.ndarray, at: np.ndarray, out: np.ndarray) -> None:
@@ -799,7 +871,7 @@ class _Node:
 
 class _Builder:
     def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.xt = np.ascontiguousarray(x.T, dtype=np.float64)  # (F, N): float32 values
+        self.xt = xt = np.ascontiguousarray(x.T, dtype=np.float64)  # (F, N): float32 values
         # x + FEATURE_THRESHOLD in float32, as the splitter compares
         self.xt_hi = np.ascontiguousarray((x.T + FEATURE_THRESHOLD).astype(np.float64))
         self.y_np = y = np.ascontiguousarray(y, dtype=np.float64)
@@ -824,9 +896,23 @@ class _Builder:
         self.twin = _twins(self.xt)
         # the rows by target, stably: a node's targets sorted and their ranks are read off it
         # (_node_ranks), unless a target is -0.0 (its order among 0.0s would show in ys)
-        self.by_y = np.argsort(y, kind="stable")
+        self.by_y = by_y = np.argsort(y, kind="stable")
         self.mark = np.zeros(self.n, dtype=np.uint8)
         self.signed_zero = _has_negative_zero(y)
+        # the sorts' keys (_KEY_SHIFT): each row's feature values' and target's dense codes
+        xcode = np.empty((self.n_features, self.n), dtype=np.intp)
+        if x.dtype == np.float32:
+            # float32 values (the predictor's): their bits, as integers in the values' order
+            # (-0.0 made 0.0 first), without a sort
+            bits = (np.ascontiguousarray(x.T) + np.float32(0.0)).view(np.int32)
+            _float_codes(bits, xcode)
+        else:
+            _dense_codes(xt, np.argsort(xt, axis=1, kind="stable"), xcode)
+        self.xcode = xcode
+        ycode = np.empty((1, self.n), dtype=np.intp)
+        _dense_codes(y.reshape(1, self.n), by_y.reshape(1, self.n), ycode)
+        self.ycode = ycode[0]
+        self.keys = np.empty(self.n, dtype=np.intp)
         # the nodes' work arrays, made once a fit (typed once, compiled: a node slices them):
         # per sample its rank in the node's sorted targets, those targets
         n = self.n
@@ -853,7 +939,6 @@ class _Builder:
         self.tree_w = np.empty(n + 1)
         self.tree_wy = np.empty(n + 1)
         self.yo = np.empty(n)
-        self.od = np.empty(n, dtype=np.intp)
         self.rks = np.empty(n, dtype=np.intp)
         self.ps = np.empty(n, dtype=np.intp)
         self.got = np.empty(n)
@@ -967,7 +1052,21 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
         pre = b.pre[:, :n]
         porder = b.orders[(depth - 1) & 1, :, parent.start : parent.end]
         _inherit(porder, parent.inherit, idx, b.mark, b.xt, pre, known)
-    vf = _visit(b.xt, b.xt_hi, idx, xs, xs_hi, order, b.features, b.rand, b.same, pre, known)
+    vf = _visit(
+        b.xt,
+        b.xt_hi,
+        b.xcode,
+        idx,
+        b.keys,
+        xs,
+        xs_hi,
+        order,
+        b.features,
+        b.rand,
+        b.same,
+        pre,
+        known,
+    )
     k = len(vf)
     if k == 0:
         return nd
@@ -1027,8 +1126,7 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
                     _gather_int(rank, order[firsts[r]], rks)
                 else:
                     sorted_y = b.yo[:n]
-                    _gather(y, order[firsts[r]], sorted_y)
-                    _ranks_into(sorted_y, b.od[:n], rks)
+                    _ranks_into(y, b.ycode, order[firsts[r]], sorted_y, b.keys, rks)
                 ps.sort()
                 m = len(ps)
                 psv = b.ps[:m]
@@ -1135,6 +1233,8 @@ def fit_or_why(x: np.ndarray, y: np.ndarray, max_leaf_nodes: int) -> Tree | str:
     n = y.shape[0]
     if n < 2 or x.ndim != 2 or x.shape[1] < 1 or max_leaf_nodes < 2:
         return "degenerate input"
+    if n >= _MAX_ROWS:
+        return "too many rows"
     if not (np.isfinite(y).all() and np.isfinite(x).all()):
         return "missing values"  # scikit-learn's own rules
     return _build(_Builder(x, y), max_leaf_nodes)
