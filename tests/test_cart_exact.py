@@ -630,3 +630,16 @@ def test_the_sorts_keys_are_the_values_order_with_the_rows_below() -> None:
             keys = (code << 32) | idx0  # (position i: value v[i], payload idx0[i])
             cart._sort_keys(keys, n)
             assert (keys & 0xFFFFFFFF).tolist() == ref_i.tolist()
+
+
+def test_negative_zero_features_tie_with_zero_as_in_sklearn() -> None:
+    # ``-0.0 == 0.0``: scikit-learn's sorts take them as ties, so the sorts' keys must too
+    # (the float32 codes are made of the bits after ``+ 0.0``); the tie order shows in the
+    # trees through the orders the sorts leave
+    rng = np.random.default_rng(31)
+    for _ in range(30):
+        n = int(rng.integers(20, 300))
+        x = rng.choice(np.array([-0.0, 0.0, -0.0, 1.0, -1.0], np.float32), (n, 3))
+        x[:, 2] = rng.normal(0, 1, n).astype(np.float32)
+        y = np.round(rng.normal(5, 2, n), 1)
+        assert _same_tree(np.ascontiguousarray(x), y, 11, x[:40])
