@@ -235,9 +235,11 @@ def test_the_scan_gives_the_absolute_errors_up_to_rounding() -> None:
     left = np.empty((2, n + 1))
     right = np.empty((2, n + 1))
     ident = np.arange(n, dtype=np.intp)  # (the samples are their ranks: seqs is the order)
-    cart._scan_node(ys, ident, seqs, left, right, np.arange(2, dtype=np.intp))
+    links = np.empty(n + 1, dtype=np.intp), np.empty(n + 1, dtype=np.intp)
+    cart._scan_node(ys, ident, seqs, left, right, np.arange(2, dtype=np.intp), *links)
     twin_left, twin_right = np.empty((2, n + 1)), np.empty((2, n + 1))
-    cart._scan_node(ys, ident, seqs, twin_left, twin_right, np.zeros(2, dtype=np.intp))  # 0's
+    twins = np.zeros(2, dtype=np.intp)  # 0's
+    cart._scan_node(ys, ident, seqs, twin_left, twin_right, twins, *links)
     assert twin_left.tolist() == [left[0].tolist()] * 2
     assert twin_right.tolist() == [right[0].tolist()] * 2
     for f, seq in enumerate(seqs):
@@ -382,9 +384,10 @@ def test_the_scan_reads_the_ranks_through_the_orders_in_place() -> None:
         s = np.array(src, dtype=np.intp)
         got = np.empty((3, n + 1)), np.empty((3, n + 1))
         want = np.empty((3, n + 1)), np.empty((3, n + 1))
-        cart._scan_node(ys, rank, order, *got, s)
+        links = np.empty(n + 1, dtype=np.intp), np.empty(n + 1, dtype=np.intp)
+        cart._scan_node(ys, rank, order, *got, s, *links)
         gathered = np.ascontiguousarray(rank[order[:3]])
-        cart._scan_node(ys, np.arange(n, dtype=np.intp), gathered, *want, s)
+        cart._scan_node(ys, np.arange(n, dtype=np.intp), gathered, *want, s, *links)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
 
 

@@ -93,11 +93,11 @@ cpdef bint _has_ties(const double[::1] ys)
 @cython.locals(n=Py_ssize_t, n_features=Py_ssize_t, i=Py_ssize_t, f=Py_ssize_t,
                direction=Py_ssize_t, k=Py_ssize_t, odd=Py_ssize_t, lo=Py_ssize_t,
                half=Py_ssize_t, r=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
-               total=double, low0=double, t=double, low=double,
-               nxt=Py_ssize_t[::1], prv=Py_ssize_t[::1])
+               total=double, low0=double, t=double, low=double)
 cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[::1] rank,
                       const Py_ssize_t[:, ::1] order, double[:, ::1] ae_left,
-                      double[:, ::1] ae_right, const Py_ssize_t[::1] src)
+                      double[:, ::1] ae_right, const Py_ssize_t[::1] src,
+                      Py_ssize_t[::1] nxt, Py_ssize_t[::1] prv)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, s=Py_ssize_t, done=bint)
 cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, const Py_ssize_t[::1] code,
@@ -177,6 +177,8 @@ cdef class _Builder:
     cdef double[:, ::1] ae_r
     cdef Py_ssize_t[::1] near
     cdef Py_ssize_t[::1] src
+    cdef Py_ssize_t[::1] nxt
+    cdef Py_ssize_t[::1] prv
     cdef double[::1] tree_w
     cdef double[::1] tree_wy
     cdef double[::1] yo

@@ -746,6 +746,8 @@ def _scan_node(
     ae_left: np.ndarray,
     ae_right: np.ndarray,
     src: np.ndarray,
+    nxt: np.ndarray,
+    prv: np.ndarray,
 ) -> None:
     """Absolute errors around the median of every prefix and suffix of a node's samples.
 
@@ -761,12 +763,10 @@ def _scan_node(
     minus the sum of the ``k // 2`` smallest. Starting from all n, samples are taken out one
     at a time (last first for the prefixes, first first for the suffixes) from a linked list
     in rank order, with a pointer to the ``k // 2``-th value and the sum below it: each step
-    moves the pointer by at most one link.
+    moves the pointer by at most one link (``nxt``, ``prv``: the list's, ``n + 1`` long).
     """
     n = ys.shape[0]
     n_features = src.shape[0]
-    nxt = np.empty(n + 1, dtype=np.intp)
-    prv = np.empty(n + 1, dtype=np.intp)
     total = 0.0
     for i in range(n):
         total += ys[i]
@@ -935,6 +935,8 @@ class _Builder:
         self.ae_r = np.empty((nf, n + 1))
         self.near = np.empty(max(nf * (n - 1), 1), dtype=np.intp)
         self.src = np.empty(nf, dtype=np.intp)
+        self.nxt = np.empty(n + 1, dtype=np.intp)  # _scan_node's linked list
+        self.prv = np.empty(n + 1, dtype=np.intp)
         # the exact scores' (_exact_proxies): trees, targets in an order, ranks, positions
         self.tree_w = np.empty(n + 1)
         self.tree_wy = np.empty(n + 1)
@@ -1080,7 +1082,7 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
         src[j] = first.setdefault(twin[vf[j]], j)
     ae_l = b.ae_l[:k, : n + 1]
     ae_r = b.ae_r[:k, : n + 1]
-    _scan_node(ys, rank, order, ae_l, ae_r, src)
+    _scan_node(ys, rank, order, ae_l, ae_r, src, b.nxt, b.prv)
     near = b.near
     n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * b.tol_ae, near)
     if n_near == 0:
