@@ -93,7 +93,8 @@ cpdef bint _has_ties(const double[::1] ys)
 @cython.locals(n=Py_ssize_t, n_features=Py_ssize_t, i=Py_ssize_t, f=Py_ssize_t,
                direction=Py_ssize_t, k=Py_ssize_t, odd=Py_ssize_t, lo=Py_ssize_t,
                half=Py_ssize_t, r=Py_ssize_t, a=Py_ssize_t, b=Py_ssize_t,
-               total=double, low0=double, t=double, low=double)
+               total=double, low0=double, t=double, low=double, w=Py_ssize_t,
+               step=Py_ssize_t, at=Py_ssize_t, out=double[::1])
 cpdef void _scan_node(const double[::1] ys, const Py_ssize_t[::1] rank,
                       const Py_ssize_t[:, ::1] order, double[:, ::1] ae_left,
                       double[:, ::1] ae_right, const Py_ssize_t[::1] src,

@@ -787,19 +787,25 @@ def _scan_node(
             t = total
             low = low0
             lo = half
+            # k samples left: the prefix's absolute error at ae_left[f, k], its last sample
+            # (order[f, k - 1]) taken out next; the suffix's at ae_right[f, n - k], its first
+            # (order[f, n - k]): at w + step * k, then the sample at that - 1 + direction
+            if direction == 0:
+                out = ae_left[f]
+                w = 0
+                step = 1
+            else:
+                out = ae_right[f]
+                w = n
+                step = -1
             k = n
             while k >= 1:
                 odd = k & 1
-                if direction == 0:
-                    ae_left[f, k] = t - low - low - (ys[lo] if odd else 0.0)
-                    if k == 1:
-                        break
-                    r = rank[order[f, k - 1]]
-                else:
-                    ae_right[f, n - k] = t - low - low - (ys[lo] if odd else 0.0)
-                    if k == 1:
-                        break
-                    r = rank[order[f, n - k]]
+                at = w + step * k
+                out[at] = t - low - low - (ys[lo] if odd else 0.0)
+                if k == 1:
+                    break
+                r = rank[order[f, at - 1 + direction]]
                 if r < lo:
                     low -= ys[r]
                     if odd:
