@@ -106,10 +106,10 @@ cpdef bint _sort_by(const double[::1] xrow, const double[::1] xrow_hi, const Py_
                     double[::1] vals_hi, Py_ssize_t[::1] out)
 
 @cython.locals(k=Py_ssize_t, n=Py_ssize_t, f=Py_ssize_t, p=Py_ssize_t, m=Py_ssize_t,
-               top=double, v=double, floor=double, found=bint)
+               i=Py_ssize_t, j=Py_ssize_t, top=double, v=double, floor=double, found=bint)
 cpdef Py_ssize_t _near(const double[:, ::1] ae_left, const double[:, ::1] ae_right,
                        const double[:, ::1] xs, const double[:, ::1] xs_hi, double margin,
-                       Py_ssize_t[::1] out)
+                       Py_ssize_t[::1] out, Py_ssize_t[::1] cand, double[::1] score)
 
 @cython.locals(i=Py_ssize_t, a=double, b=double)
 cpdef bint _same_targets(const double[::1] y, const Py_ssize_t[:, ::1] order, Py_ssize_t f,
@@ -177,6 +177,8 @@ cdef class _Builder:
     cdef double[:, ::1] ae_l
     cdef double[:, ::1] ae_r
     cdef Py_ssize_t[::1] near
+    cdef Py_ssize_t[::1] cand
+    cdef double[::1] score
     cdef Py_ssize_t[::1] src
     cdef Py_ssize_t[::1] nxt
     cdef Py_ssize_t[::1] prv

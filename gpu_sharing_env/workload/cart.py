@@ -420,33 +420,38 @@ def _near(
     xs_hi: np.ndarray,
     margin: float,
     out: np.ndarray,
+    cand: np.ndarray,
+    score: np.ndarray,
 ) -> int:
     """The candidates within ``margin`` of the best: ``f * (n - 1) + p - 1`` for feature row
     ``f`` and position ``p`` (``xs[f, p] > xs_hi[f, p - 1]``), ascending, in ``out``; how many
-    (0: no candidate). A candidate's score is ``-(ae_left[f, p] + ae_right[f, p])``."""
+    (0: no candidate). A candidate's score is ``-(ae_left[f, p] + ae_right[f, p])``. (Every
+    candidate and its score are kept in ``cand`` and ``score``, as long as ``out``, for the
+    second pass.)"""
     k = ae_left.shape[0]
     n = ae_left.shape[1] - 1
     top = -math.inf
     found = False
+    m = 0
     for f in range(k):
         for p in range(1, n):
             if xs[f, p] > xs_hi[f, p - 1]:
                 v = -(ae_left[f, p] + ae_right[f, p])
+                cand[m] = f * (n - 1) + p - 1
+                score[m] = v
+                m += 1
                 if not found or v > top:
                     top = v
                     found = True
-    m = 0
     if not found:
         return 0
     floor = top - margin
-    for f in range(k):
-        for p in range(1, n):
-            if xs[f, p] > xs_hi[f, p - 1]:
-                v = -(ae_left[f, p] + ae_right[f, p])
-                if v >= floor:
-                    out[m] = f * (n - 1) + p - 1
-                    m += 1
-    return m
+    j = 0
+    for i in range(m):
+        if score[i] >= floor:
+            out[j] = cand[i]
+            j += 1
+    return j
 
 
 def _node_ranks(
@@ -940,6 +945,8 @@ class _Builder:
         self.ae_l = np.empty((nf, n + 1))
         self.ae_r = np.empty((nf, n + 1))
         self.near = np.empty(max(nf * (n - 1), 1), dtype=np.intp)
+        self.cand = np.empty(max(nf * (n - 1), 1), dtype=np.intp)  # _near's candidates
+        self.score = np.empty(max(nf * (n - 1), 1))
         self.src = np.empty(nf, dtype=np.intp)
         self.nxt = np.empty(n + 1, dtype=np.intp)  # _scan_node's linked list
         self.prv = np.empty(n + 1, dtype=np.intp)
@@ -1090,7 +1097,7 @@ def _node(b: _Builder, start: int, end: int, parent: _Node | None, is_left: bool
     ae_r = b.ae_r[:k, : n + 1]
     _scan_node(ys, rank, order, ae_l, ae_r, src, b.nxt, b.prv)
     near = b.near
-    n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * b.tol_ae, near)
+    n_near = _near(ae_l, ae_r, xs, xs_hi, 4.0 * b.tol_ae, near, b.cand, b.score)
     if n_near == 0:
         return nd
     best = near[0]
