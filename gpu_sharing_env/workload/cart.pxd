@@ -194,6 +194,19 @@ cdef class _Builder:
     cdef Py_ssize_t[:, ::1] xcode
     cdef Py_ssize_t[::1] ycode
     cdef Py_ssize_t[::1] keys
+    cpdef double impurity(self, _Node nd)
+    cpdef void exact_improvement(self, _Node nd)
+    cpdef bint is_split(self, _Node nd)
+    cpdef bint less(self, _Node a, _Node b)
+
+cdef class _Heap:
+    cdef public _Builder b
+    cdef public list items
+    cpdef void push(self, _Node nd)
+    @cython.locals(a=list, parent=Py_ssize_t)
+    cpdef void _sift_up(self, Py_ssize_t hole, Py_ssize_t top, _Node nd)
+    @cython.locals(a=list, last=Py_ssize_t, hole=Py_ssize_t, child=Py_ssize_t, nd=_Node)
+    cpdef _Node pop(self)
 
 @cython.locals(n=Py_ssize_t, h=Py_ssize_t, k=Py_ssize_t, n_near=Py_ssize_t, depth=Py_ssize_t,
                f=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, j=Py_ssize_t, m=Py_ssize_t,
@@ -208,4 +221,5 @@ cdef class _Builder:
                psv=Py_ssize_t[::1], got=double[::1], nd=_Node)
 cpdef _Node _node(_Builder b, Py_ssize_t start, Py_ssize_t end, _Node parent, bint is_left)
 
+@cython.locals(root=_Node, nd=_Node, left=_Node, right=_Node, heap=_Heap, budget=Py_ssize_t)
 cpdef object _build(_Builder b, Py_ssize_t max_leaf_nodes)

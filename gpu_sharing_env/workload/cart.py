@@ -1259,7 +1259,7 @@ def _build(b: _Builder, max_leaf_nodes: int) -> Tree:
     """Best first, as ``BestFirstTreeBuilder.build``: its frontier is a ``std::vector`` kept a
     heap by ``push_heap`` / ``pop_heap`` on ``improvement <`` (a leaf's is 0), replayed here
     swap for swap (:class:`_Heap`), so equal improvements leave it in the same order."""
-    root = b.node(0, b.n, None, True)
+    root = _node(b, 0, b.n, None, True)
     nodes = [root]
     heap = _Heap(b)
     heap.push(root)
@@ -1269,8 +1269,8 @@ def _build(b: _Builder, max_leaf_nodes: int) -> Tree:
         nd = heap.pop()
         if not b.is_split(nd):
             continue
-        left = b.node(nd.start, nd.start + nd.pos, nd, True)
-        right = b.node(nd.start + nd.pos, nd.end, nd, False)
+        left = _node(b, nd.start, nd.start + nd.pos, nd, True)
+        right = _node(b, nd.start + nd.pos, nd.end, nd, False)
         nd.inherit = None  # (read by its children only)
         children[nd.node_id] = (left.node_id, right.node_id)
         nodes += [left, right]
