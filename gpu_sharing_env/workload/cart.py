@@ -49,9 +49,18 @@ candidate); a node's sorted targets and their ranks are read off one sort of all
 child's order by a feature whose values on its samples are distinct is read off its parent's
 order by it (:func:`_inherit`: distinct values sort to one order, whatever the sort's moves).
 
-The loops are typed for Cython by ``cart.pxd`` beside this file; compiled, a fit is ~3x
-faster than scikit-learn's. Interpreted it is ~30x slower: the predictor calls :func:`fit`
-only where :data:`COMPILED` (``scripts/bench_cart.py`` times both).
+The sorts move one integer a sample, ``code << 32 | payload`` (:data:`_KEY_SHIFT`): the code
+compares as the value does (its rank among the column's distinct values, or a float32's bits,
+:func:`_float_codes`), so the introsort makes scikit-learn's moves; the payload is the row (or
+the position) scikit-learn moves beside the value.
+
+The loops are typed for Cython by ``cart.pxd`` beside this file: the builder, its nodes and
+its heap are extension types, the builder's work arrays are made once a fit and typed once (a
+node slices them; its orders live at its samples' columns in the buffer of its depth's
+parity). Compiled, a fit is ~3-5x faster than scikit-learn's (process time, the predictor's
+training sets, ``docs/notes/2026-12-01-cart-fit-arrays.md``). Interpreted it is ~30x slower:
+the predictor calls :func:`fit` only where :data:`COMPILED` (``scripts/bench_cart.py`` times
+both).
 """
 
 from __future__ import annotations
