@@ -12,48 +12,21 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
-from gpu_sharing_env.config import ScenarioConfig, from_dict, load_scenario
+from gpu_sharing_env.config import ScenarioConfig, load_scenario
 from gpu_sharing_env.evaluation.runner import run_episode
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
 from gpu_sharing_env.sim.view import ClusterView
 from gpu_sharing_gym.baselines.pai import SjfPredicted
 from gpu_sharing_gym.baselines.reference import FirstFit, first_fit_order
+from tests.test_no_estimates import pai_trace
 
 
-def _pai_replay(tmp_path: Path, n: int = 300, seed: int = 5) -> ScenarioConfig:
+def _pai_replay(tmp_path: Path) -> ScenarioConfig:
     """A PAI-format task table arriving faster than a 16-GPU fleet of two types serves it."""
-    rng = np.random.default_rng(seed)
-    rows = [
-        "job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type"
-    ]
-    t = 0
-    for i in range(n):
-        t += int(rng.integers(1, 90))
-        dur = int(np.exp(rng.normal(7.0, 1.2))) + 10
-        gpu = int(rng.choice([25, 50, 100, 200]))
-        typ = str(rng.choice(["", "", "V100", "T4"]))
-        rows.append(f"j{i},worker,1,Terminated,{t},{t + dur},600,48,{gpu},{typ}")
-    tasks = tmp_path / "pai_task_table.csv"
-    tasks.write_text("\n".join(rows) + "\n")
-    fleet = tmp_path / "pai_machine_spec.csv"
-    fleet.write_text("machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm0,V100,96,512,8\nm1,T4,96,512,8\n")
-    data = {
-        "name": "pai-kept-test",
-        "horizon_h": 400.0,
-        "cluster": {"fleet": {"path": str(fleet), "format": "pai"}},
-        "workload": {
-            "offline": {"source": "trace", "trace_path": str(tasks), "trace_format": "pai"},
-            "online": {"num_services": 0},
-        },
-        "sharing": {"modes": ["exclusive", "time_sharing", "mps"], "mps_sm_pcts": [25, 50, 100]},
-        "faults": {"rate_per_gpu_h": {"user_signal": 0.0, "app_error": 0.0, "xid": 0.0}},
-        "env": {"queue_window": 8},
-    }
-    return from_dict(ScenarioConfig, data, src="<test>")
+    return pai_trace(tmp_path, n=300, seed=5)
 
 
 def _congested() -> ScenarioConfig:
