@@ -1776,7 +1776,14 @@ class SjfPredicted(HeuristicPolicy):
         pos = self._mark
         self._mark = pos + len(new)
         heaps, latest = self._heaps, self._latest
-        for jid, (offline, est, submit, sig) in zip(new, view.sjf_facts(new), strict=True):
+        facts = view.sjf_facts(new)
+        if len(facts) != len(new):  # (what ``zip(..., strict=True)`` checked)
+            raise ValueError(f"sjf_facts: {len(facts)} facts for {len(new)} jobs")
+        # (an index loop, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
+        # generic call of ~2.5 k instructions at every decision)
+        for k in range(len(new)):
+            jid = new[k]
+            offline, est, submit, sig = facts[k]
             latest[jid] = pos
             h = heaps.get(sig)
             if h is None:
@@ -1808,7 +1815,8 @@ class SjfPredicted(HeuristicPolicy):
         for sig in empty:
             del self._heaps[sig]
         heads.sort()
-        return _first_fit_in_order(view, (key[3] for key in heads))
+        # (a list, not a generator: compiled, a generator is an object and a call per item)
+        return _first_fit_in_order(view, [key[3] for key in heads])
 
 
 def _first_fit_in_order(view: ClusterView, job_ids: Iterable[int]) -> Decision | None:

@@ -1318,7 +1318,10 @@ def _cluster_add(
                 if limit_l[gpu]:
                     self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
         elif limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
+            if cython.compiled:  # (the typed view: the same integer sum, no numpy item calls)
+                sv.sm_used[gpu] = sv.sm_used[gpu] + opt.sm_pct
+            else:
+                self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
     node = node_of_l[gpu]
     if cython.compiled:  # (C reads and writes through the typed views, the same values)
         _res_add(
@@ -1386,7 +1389,10 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
             if freed and limit_l[gpu]:
                 self.sm_used[gpu] = self.sm_used.item(gpu) - freed
         elif limit_l[gpu]:
-            self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
+            if cython.compiled:  # (as in ``add``)
+                sv.sm_used[gpu] = sv.sm_used[gpu] - opt.sm_pct
+            else:
+                self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
     if omode is _M_MIG:
         self.mig_layouts.release(job.job_id, gpu)
     if n == 0:  # drop float drift

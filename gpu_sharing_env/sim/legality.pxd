@@ -8,6 +8,7 @@ from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 cdef class Legality:
     cdef public object _cluster
+    cdef public tuple _fit_kept
     cdef public dict _jobs
     cdef public dict _jv
     cdef public dict _jv_sig
@@ -29,6 +30,7 @@ cdef class Legality:
     cdef public object _sim
 
     cpdef forget(self, job_id)
+    cpdef first_legal_in(self, spec, options)
     cpdef cached(self, job_id)
     cpdef mask(self, job_id)
     cpdef entry(self, job_id)

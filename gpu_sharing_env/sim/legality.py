@@ -22,6 +22,7 @@ on its GPU alone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -294,6 +295,7 @@ class Legality:
 
     __slots__ = (
         "_cluster",
+        "_fit_kept",
         "_jobs",
         "_jv",
         "_jv_sig",
@@ -365,6 +367,9 @@ class Legality:
         self._mig_targets: dict[tuple[Any, ...], np.ndarray] = {}
         self._mig_empty: np.ndarray | None = None
         self._mig_version = -1
+        #: The last placement :meth:`first_legal_in` found: (cluster version, the job's spec,
+        #: GPU, option); legal while the version is that one (``check``'s first answer).
+        self._fit_kept: tuple[Any, ...] = (-1, None, -1, -1)
 
     def connect(self, lifecycle: Lifecycle) -> None:
         """The lifecycle that judges migrations (built after this component)."""
@@ -381,6 +386,7 @@ class Legality:
         self._mig_targets = {}
         self._mig_empty = None
         self._mig_version = -1
+        self._fit_kept = (-1, None, -1, -1)  # (a new episode's versions count afresh)
 
     def copy_memo(self, memo: dict[int, Any]) -> None:
         """``Simulator.copy`` starts with no per-job masks nor migration masks (rebuilt on
@@ -393,6 +399,16 @@ class Legality:
         would be kept for nothing (at 6,500 GPUs an entry is 40 kB; 20,000 of them were most of
         a replay's memory)."""
         self._mask_cache.pop(job_id, None)
+
+    def first_legal_in(self, spec: JobSpec, options: Sequence[int]) -> tuple[int, int]:
+        """:meth:`Cluster.first_legal_in <gpu_sharing_env.fleet.cluster.Cluster.first_legal_in>`
+        of ``spec`` (a queued job's), its answer kept for the cluster's version: a decision
+        made of it (first-fit's) is then legal at :meth:`check` without a second question."""
+        c = self._cluster
+        found = c.first_legal_in(spec, options)
+        if found[0] >= 0:
+            self._fit_kept = (c.version, spec, found[0], found[1])
+        return found  # type: ignore[no-any-return]
 
     def cached(self, job_id: int) -> MaskEntry | None:
         """The job's memoised mask entry (cluster version, mask, allows anything), or None;
@@ -704,13 +720,18 @@ class Legality:
                     break
             else:
                 return f"job {job_id} is queued but outside the window of {q.window}"
+        c = self._cluster
+        spec = st.spec
+        # The placement ``first_legal_in`` found for this job at this version: legal (its
+        # answer is a cell its mask allows)
+        kept = self._fit_kept
+        if kept[0] == c.version and kept[1] is spec and kept[2] == gpu and kept[3] == option:
+            return None
         # A mask at hand answers; else the cluster's legality (its fit index: no mask built)
         hit = self._mask_cache.get(job_id)
-        c = self._cluster
         in_range = 0 <= gpu < c.n_gpus and 0 <= option < self._n_options
         if in_range and hit is not None and hit[0] == c.version and hit[1][gpu, option]:
             return None
-        spec = st.spec
         if in_range and self._sig_version == c.version:  # (or the targets a build read)
             flat = self._sig_targets.get(mask_signature(spec))
             if flat is not None and _holds(flat, gpu * self._n_options + option):

@@ -278,6 +278,20 @@ class Rates:
         dirty = self._dirty
         jobs = self._jobs
         residents = c.residents
+        if extra is None and fresh is None and len(gpus) == 1:
+            # One GPU, no node factor moved (a start or an end on one GPU, most of a replay's):
+            # the loop below over it, without the record of the jobs met (a GPU's residents are
+            # distinct jobs), in the same order: accrue each, the fractions, each one's rate
+            g = gpus[0]
+            res = [jobs[j] for j in residents[g]]
+            for r in res:
+                self.accrue(r)
+            self.gpu_fractions(g, res)
+            if dirty:
+                dirty.discard(g)
+            for r in res:
+                self.set_rate(r)
+            return
         affected: dict[int, JobState] = {}
         if extra is None:
             todo = gpus if len(gpus) == 1 else sorted(set(gpus))

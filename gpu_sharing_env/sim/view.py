@@ -624,7 +624,7 @@ class ClusterView:
         """The first of ``options`` (in their order) under which ``mask(job_id)`` allows a GPU,
         with the lowest such GPU: ``(gpu, option)``, or ``(-1, -1)`` when none does. What
         :meth:`first_legal` over the options one by one gives, in one call
-        (``Cluster.first_legal_in``: no mask where the cluster's fit index answers)."""
+        (``Legality.first_legal_in``: no mask where the cluster's fit index answers)."""
         hit = self._masks.get(job_id)
         if hit is not None and hit[0] == self._sim.cluster.version:
             for o in options:
@@ -632,7 +632,8 @@ class ClusterView:
                 if g >= 0:
                     return g, o
             return -1, -1
-        return self._sim.cluster.first_legal_in(self._sim.jobs[job_id].spec, options)
+        # (the legality's: it keeps the answer, which ``check`` then knows legal)
+        return self._sim.legality.first_legal_in(self._sim.jobs[job_id].spec, options)
 
     def gpu_frac(self, job_id: int) -> float:
         """``JobView.gpu_frac`` of job ``job_id`` (its requested GPU fraction), without
