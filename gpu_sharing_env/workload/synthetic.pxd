@@ -1,12 +1,26 @@
 # Cython declarations for synthetic.py (pure-Python mode: the .py runs as it is where not
 # compiled). Typed: the scalar draws of ``rng.random()`` (``_bitgen.pxd``), the job loop's
-# decimal rounding (``_decimal.pxd``), the thinning's arithmetic.
+# decimal rounding (``_decimal.pxd``), the thinning's arithmetic, numpy's C distributions
+# (``_npyrandom.pxd``: the draws of :func:`draw_capsule`).
 cimport cython
 from libc.math cimport floor as c_floor
 from gpu_sharing_env.workload._bitgen cimport next_double
 from gpu_sharing_env.workload._decimal cimport fixed
+from gpu_sharing_env.workload._npyrandom cimport (
+    exponential_fill, geometric_fill, integers_fill, normal1, normal_fill, poisson1, random_fill,
+    uniform_fill,
+)
 
 cdef bint COMPILED
+
+cpdef object draw_capsule(object rng)
+cpdef double _std_normal(object rng, object dc) except? -1.0
+cpdef object _std_normals(object rng, object dc, Py_ssize_t n)
+cpdef object _randoms(object rng, object dc, Py_ssize_t n)
+@cython.locals(r=double)
+cpdef object _uniforms(object rng, object dc, double lo, double hi, Py_ssize_t n)
+cpdef object _exponentials(object rng, object dc, double scale, Py_ssize_t n)
+cpdef object _geometrics(object rng, object dc, double p, Py_ssize_t n)
 
 cpdef double _random(object rng, object cap) except? -1.0
 
