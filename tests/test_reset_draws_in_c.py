@@ -140,6 +140,66 @@ def test_draw_capsule_only_for_a_plain_generator() -> None:
     assert (synthetic.draw_capsule(plain) is not None) == synthetic._C_DRAWS
 
 
+class _Methods(np.random.Generator):
+    """A generator whose draws go through its methods (``draw_capsule`` gives None for a
+    subclass): the same stream as ``default_rng`` of the same seed."""
+
+
+def _methods(seed: int) -> np.random.Generator:
+    return _Methods(np.random.PCG64(seed))
+
+
+def _configs() -> list[SyntheticWorkloadConfig]:
+    base = SyntheticWorkloadConfig()
+    return [
+        base,
+        SyntheticWorkloadConfig(recurring_share=0.0),
+        SyntheticWorkloadConfig(
+            periodic_share=1.0,
+            period_h_choices=(0.37, 5.0, 24.0, 48.0),
+            period_weights=(1, 1, 1, 1),
+        ),
+        SyntheticWorkloadConfig(periodic_share=0.0, burst_spacing_s=0.0),
+        SyntheticWorkloadConfig(arrivals_per_h=40.0, history_h=12.0, diurnal_amplitude=0.0),
+        SyntheticWorkloadConfig(
+            gpu_request_sizes=(0.5, 1.0), gpu_request_weights=(0.5, 0.5), type_constraint_sets=()
+        ),
+        # (the whole-GPU sizes weigh 0: the high-GPU requests by ``rng.choice``)
+        SyntheticWorkloadConfig(
+            gpu_request_sizes=(0.5, 2.0),
+            gpu_request_weights=(1.0, 0.0),
+            high_gpu_share=0.5,
+            num_users=3,
+        ),
+    ]
+
+
+@needs_c
+def test_periodic_pass_is_the_draws_list_path() -> None:
+    for k, cfg in enumerate(_configs()):
+        for seed in range(6):
+            periods = [p * 3600.0 for p in (1.0, 6.0, 24.0, 0.37, 48.0, 24.0)[: seed + 1]]
+            t0, t1 = -cfg.history_h * 3600.0, float(3600 * (seed + 1) + 17)
+            a, b = np.random.default_rng(seed), _methods(seed)
+            ta, ga = synthetic._periodic_times(cfg, a, periods, t0, t1)
+            tb, gb = synthetic._periodic_times(cfg, b, periods, t0, t1)
+            assert ta.tobytes() == tb.tobytes() and ga.tobytes() == gb.tobytes(), (k, seed)
+            assert ga.dtype == gb.dtype == np.int64
+            assert a.bit_generator.state == b.bit_generator.state, (k, seed)
+
+
+@needs_c
+def test_generate_workload_c_draws_are_the_methods_in_process() -> None:
+    for k, cfg in enumerate(_configs()):
+        for seed in range(4):
+            for horizon in (3600.0, 86400.0 * 2):
+                a, b = np.random.default_rng(seed), _methods(seed)
+                wa = _record(generate_workload(cfg, a, horizon))
+                wb = _record(generate_workload(cfg, b, horizon))
+                assert wa == wb, (k, seed, horizon)
+                assert a.bit_generator.state == b.bit_generator.state, (k, seed, horizon)
+
+
 def _skewed(rng: np.random.Generator, dc: object) -> list[object]:
     """:func:`synthetic._probe` with its C side one ulp off in one normal."""
     out = synthetic._probe(rng, dc)

@@ -38,8 +38,22 @@ cpdef Py_ssize_t _thin(const double[::1] t, const double[::1] u, const double[::
 @cython.locals(i=Py_ssize_t, out=list)
 cpdef list _names_at(list names, const Py_ssize_t[::1] idx)
 
-@cython.locals(row=Py_ssize_t, m=Py_ssize_t, g=Py_ssize_t, j=Py_ssize_t, k0=Py_ssize_t,
-               kf=double, ph=double, per=double, jit=double, t=double)
+@cython.locals(row=Py_ssize_t, m=Py_ssize_t, g=Py_ssize_t)
 cpdef Py_ssize_t _slot_times(list phases, list k0s, list periods, list jitters,
                              const double[::1] z, list sizes, double t0_s, double t1_s,
                              double[::1] t_out, Py_ssize_t[::1] g_out) except -1
+
+@cython.locals(j=Py_ssize_t, kf=double, t=double)
+cpdef Py_ssize_t _group_slots(double ph, Py_ssize_t k0, double per, double jit,
+                              const double[::1] z, Py_ssize_t row, Py_ssize_t size,
+                              double t0_s, double t1_s, double[::1] t_out,
+                              Py_ssize_t[::1] g_out, Py_ssize_t g, Py_ssize_t m) except -1
+
+@cython.locals(top=double, rate0=double, amp=double, peak_s=double, ph=double, u=double)
+cpdef double _periodic_phase(object cfg, object rng, double period_s, object cap) except? -1.0
+
+@cython.locals(z=double[::1], m=Py_ssize_t, g=Py_ssize_t, per=double, ph=double,
+               k0=Py_ssize_t, size=Py_ssize_t)
+cpdef Py_ssize_t _periodic_pass(object cfg, object rng, list periods, list jitters,
+                                double t0_s, double t1_s, object cap, object dc,
+                                double[::1] t_out, Py_ssize_t[::1] g_out) except -1

@@ -32,6 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): the typed passes' directives; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
@@ -302,6 +307,10 @@ def _arrivals(
     return out[:m]
 
 
+# (a typed pass over arrays it was handed or made, every index below their length by
+# construction: compiled without bounds checks)
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _phases(t: np.ndarray, shift: float, out: np.ndarray) -> None:
     """``out[i]`` = :func:`arrival_rate_per_s`'s phase of ``t[i]``: ``2.0 * np.pi * (t -
     shift) / DAY_S`` as numpy evaluates it (the scalar ``2.0 * pi`` first). Typed
@@ -312,6 +321,8 @@ def _phases(t: np.ndarray, shift: float, out: np.ndarray) -> None:
         out[i] = k * (t[i] - shift) / day
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _thin(
     t: np.ndarray,
     u: np.ndarray,
@@ -563,11 +574,21 @@ def _periodic_draws(
     cap: object = None,
     dc: object = None,
 ) -> tuple[float, int, np.ndarray]:
-    """A periodic group's draws: its phase, the index ``k0`` of its first slot and one N(0, 1)
-    per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1, ...``) covering ``[t0_s,
-    t1_s)``; :func:`_periodic_times` jitters them. A daily group's phase follows the diurnal
-    arrival curve (morning peak); others are uniform. (``cap``: :func:`_random`'s; ``dc``:
-    :func:`draw_capsule`'s.)"""
+    """A periodic group's draws: its phase (:func:`_periodic_phase`), the index ``k0`` of its
+    first slot and one N(0, 1) per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1,
+    ...``) covering ``[t0_s, t1_s)``; :func:`_periodic_times` jitters them. (``cap``:
+    :func:`_random`'s; ``dc``: :func:`draw_capsule`'s.)"""
+    phase = _periodic_phase(cfg, rng, period_s, cap)
+    k0 = math.floor((t0_s - phase) / period_s)
+    k1 = math.ceil((t1_s - phase) / period_s)
+    return phase, k0, _std_normals(rng, dc, k1 + 1 - k0)
+
+
+def _periodic_phase(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, period_s: float, cap: object
+) -> float:
+    """A periodic group's phase in ``[0, period_s)``: a daily group's follows the diurnal
+    arrival curve (morning peak); others are uniform."""
     # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
     # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
@@ -583,12 +604,8 @@ def _periodic_draws(
             u = top * _random(rng, cap)
             if u < rate0 * (1.0 + amp * float(np.cos(2.0 * np.pi * (ph - peak_s) / DAY_S))):
                 break
-        phase = ph % period_s
-    else:
-        phase = period_s * _random(rng, cap)
-    k0 = math.floor((t0_s - phase) / period_s)
-    k1 = math.ceil((t1_s - phase) / period_s)
-    return phase, k0, _std_normals(rng, dc, k1 + 1 - k0)
+        return ph % period_s
+    return period_s * _random(rng, cap)
 
 
 def _periodic_times(
@@ -606,6 +623,13 @@ def _periodic_times(
     (``phase + period * k``, then ``+ (jitter * period) * z``): the same doubles."""
     n = len(periods_s)
     cap, dc = _capsule(rng), draw_capsule(rng)
+    if dc is not None and n:  # (compiled) each group's draws and slots in one typed pass
+        bound = sum(int((t1_s - t0_s) / p) + 4 for p in periods_s)
+        t_out = np.empty(bound)
+        g_out = np.empty(bound, dtype=np.intp)
+        jitters = [cfg.period_jitter * p for p in periods_s]
+        m = _periodic_pass(cfg, rng, periods_s, jitters, t0_s, t1_s, cap, dc, t_out, g_out)
+        return t_out[:m], g_out[:m].astype(np.int64, copy=False)
     draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s, cap, dc) for p in periods_s]
     sizes = [d[2].size for d in draws]
     if not n or not sum(sizes):
@@ -649,26 +673,80 @@ def _slot_times(
     t_out: np.ndarray,
     g_out: np.ndarray,
 ) -> int:
-    """:func:`_periodic_times`' arithmetic, group by group and slot by slot (``synthetic.pxd``):
-    slot ``j`` of group ``g`` at ``phase + period * k`` (``k = k0 + j``, an integer below
-    2**53 made a double, as numpy's ``float64 * int64``), then ``+ jitter * z``; those in
-    ``[t0_s, t1_s)`` written to ``t_out`` with their group in ``g_out``; returns how many."""
+    """:func:`_periodic_times`' arithmetic, group by group (:func:`_group_slots`; group
+    ``g``'s N(0, 1) are the next ``sizes[g]`` of ``z``); returns how many were written."""
     row = 0
     m = 0
     for g in range(len(sizes)):
-        ph = phases[g]
+        m = _group_slots(
+            phases[g], k0s[g], periods[g], jitters[g], z, row, sizes[g], t0_s, t1_s,
+            t_out, g_out, g, m,
+        )  # fmt: skip
+        row += sizes[g]
+    return m
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _group_slots(
+    ph: float,
+    k0: int,
+    per: float,
+    jit: float,
+    z: np.ndarray,
+    row: int,
+    size: int,
+    t0_s: float,
+    t1_s: float,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+    g: int,
+    m: int,
+) -> int:
+    """Periodic group ``g``'s slots (``synthetic.pxd``): slot ``j`` at ``ph + per * k`` (``k =
+    k0 + j``, an integer below 2**53 made a double, as numpy's ``float64 * int64``), then ``+
+    jit * z[row + j]``; those in ``[t0_s, t1_s)`` written to ``t_out`` from ``m`` on, with
+    ``g`` in ``g_out``; returns the new ``m``."""
+    for j in range(size):
+        kf = k0 + j
+        t = ph + per * kf
+        t = t + jit * z[row + j]
+        if t >= t0_s and t < t1_s:
+            t_out[m] = t
+            g_out[m] = g
+            m += 1
+    return m
+
+
+def _periodic_pass(
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    periods: list[float],
+    jitters: list[float],
+    t0_s: float,
+    t1_s: float,
+    cap: object,
+    dc: object,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+) -> int:
+    """Compiled, with ``dc`` (:func:`draw_capsule`): :func:`_periodic_times`' draws and slots
+    group by group, each group's draws as :func:`_periodic_draws` makes them (its phase, then
+    its N(0, 1) into a scratch row, numpy's C fill) and its slots at once
+    (:func:`_group_slots`): no array a group. Returns how many slots were written."""
+    z = np.empty(0)
+    m = 0
+    for g in range(len(periods)):
         per = periods[g]
-        jit = jitters[g]
-        k0 = k0s[g]
-        for j in range(sizes[g]):
-            kf = k0 + j
-            t = ph + per * kf
-            t = t + jit * z[row]
-            row += 1
-            if t >= t0_s and t < t1_s:
-                t_out[m] = t
-                g_out[m] = g
-                m += 1
+        ph = _periodic_phase(cfg, rng, per, cap)
+        k0 = math.floor((t0_s - ph) / per)
+        size = math.ceil((t1_s - ph) / per) + 1 - k0
+        if m + size > t_out.shape[0]:  # (never: ``t_out`` holds every slot's bound)
+            raise IndexError("periodic slots beyond their bound")
+        if size > z.shape[0]:
+            z = np.empty(size)
+        normal_fill(dc, z[:size])  # type: ignore[name-defined]  # noqa: F821
+        m = _group_slots(ph, k0, per, jitters[g], z, 0, size, t0_s, t1_s, t_out, g_out, g, m)
     return m
 
 
@@ -786,6 +864,8 @@ def _zipf(n: int, exponent: float) -> tuple[np.ndarray, np.ndarray | None]:
     return _constant(("zipf", n, exponent), make)  # type: ignore[return-value]
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _names_at(names: list[str], idx: np.ndarray) -> list[str]:
     """``[names[i] for i in idx]`` for an ``intp`` vector ``idx`` (the tags of the history's
     runs). Compiled (``synthetic.pxd``), a C index a run (~20 instructions, against ~110 for
