@@ -328,3 +328,31 @@ def test_generate_workload_compiled_is_pure_bit_for_bit() -> None:
     assert comp.pop("c_draws") == comp.pop("compiled")  # (on wherever it is compiled)
     assert len(pure) > 20 and pure["fault_count"] > 0
     assert comp == pure
+
+
+def test_per_run_passes_are_numpys_expressions() -> None:
+    """``_scaled_at``, ``_clipped_at``, ``_mem_use`` (the compiled per-run arithmetic) against
+    the numpy expressions they replace, with NaN, infinities, zeros and the bounds' ties."""
+    pick = np.random.default_rng(11)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 10.0, 14 * 86400.0, 0.95, 0.05, 1.0])
+    for case in range(200):
+        m, n = int(pick.integers(1, 30)), int(pick.integers(0, 200))
+        a = np.exp(pick.normal(6.0, 3.0, m))
+        if case % 3 == 0:
+            a[pick.integers(m)] = special[pick.integers(special.size)]
+        lab = pick.integers(0, m, n)
+        z = pick.standard_normal(n)
+        e = np.exp(pick.normal(0.0, 2.0, n))
+        if n and case % 2 == 0:
+            e[pick.integers(0, n, 3)] = special[pick.integers(0, special.size, 3)]
+        lo, hi = 10.0, 14 * 86400.0
+        out = np.empty(n)
+        synthetic._scaled_at(a, lab, z, out)
+        assert out.tobytes() == (a[lab] * z).tobytes(), case
+        synthetic._clipped_at(a, lab, e, lo, hi, out)
+        assert out.tobytes() == np.clip(a[lab] * e, lo, hi).tobytes(), case
+        r, over = pick.random(n), pick.uniform(1.05, 1.5, n)
+        med = float(pick.choice([0.6, 1.0, 0.95 / 3.0]))
+        synthetic._mem_use(e, med, r, 0.3, over, out)
+        ref = np.where(r < 0.3, over, np.maximum(np.minimum(med * e, 0.95), 0.05))
+        assert out.tobytes() == ref.tobytes(), case

@@ -57,3 +57,15 @@ cpdef double _periodic_phase(object cfg, object rng, double period_s, object cap
 cpdef Py_ssize_t _periodic_pass(object cfg, object rng, list periods, list jitters,
                                 double t0_s, double t1_s, object cap, object dc,
                                 double[::1] t_out, Py_ssize_t[::1] g_out) except -1
+
+@cython.locals(i=Py_ssize_t)
+cpdef void _scaled_at(const double[::1] a, const Py_ssize_t[::1] lab, const double[::1] z,
+                      double[::1] out)
+
+@cython.locals(i=Py_ssize_t, v=double)
+cpdef void _clipped_at(const double[::1] a, const Py_ssize_t[::1] lab, const double[::1] e,
+                       double lo, double hi, double[::1] out)
+
+@cython.locals(i=Py_ssize_t, v=double)
+cpdef void _mem_use(const double[::1] e, double med, const double[::1] r, double p,
+                    const double[::1] over, double[::1] out)

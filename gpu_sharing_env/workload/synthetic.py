@@ -750,6 +750,49 @@ def _periodic_pass(
     return m
 
 
+# :func:`generate_workload`'s per-run arithmetic, element by element numpy's operations on
+# the same doubles (``synthetic.pxd``; ``lab`` indexes the templates' arrays):
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _scaled_at(a: np.ndarray, lab: np.ndarray, z: np.ndarray, out: np.ndarray) -> None:
+    """``out = a[lab] * z``."""
+    for i in range(z.shape[0]):
+        out[i] = a[lab[i]] * z[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _clipped_at(
+    a: np.ndarray, lab: np.ndarray, e: np.ndarray, lo: float, hi: float, out: np.ndarray
+) -> None:
+    """``out = np.clip(a[lab] * e, lo, hi)`` (numpy's clip: a NaN stays, else the larger of it
+    and ``lo`` (``v > lo``), then the smaller of that and ``hi`` (``v < hi``))."""
+    for i in range(e.shape[0]):
+        v = a[lab[i]] * e[i]
+        if v == v:
+            v = v if v > lo else lo
+            v = v if v < hi else hi
+        out[i] = v
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _mem_use(
+    e: np.ndarray, med: float, r: np.ndarray, p: float, over: np.ndarray, out: np.ndarray
+) -> None:
+    """``out = np.where(r < p, over, np.maximum(np.minimum(med * e, 0.95), 0.05))`` (numpy's
+    minimum and maximum: a NaN stays, else ``v < 0.95`` and ``v >= 0.05`` pick ``v``)."""
+    for i in range(e.shape[0]):
+        if r[i] < p:
+            out[i] = over[i]
+        else:
+            v = med * e[i]
+            if v == v:
+                v = v if v < 0.95 else 0.95
+                v = v if v >= 0.05 else 0.05
+            out[i] = v
+
+
 def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
     """``rng.choice(p.size, size=size, p=p)``: the same indices from the same draws, without
     its checks' ~20 numpy calls where ``p`` passes them. numpy's sampler with ``p``
@@ -1082,13 +1125,29 @@ def generate_workload(
     sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
 
     # Per run: run-time jitter around the template's base, true memory use.
-    dur = base_dur[lab] * np.exp(sig[lab] * _std_normals(rng, dc, n))
-    dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
-    use = np.minimum(
-        cfg.mem_use_median * np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n)), 0.95
-    )
-    over = _uniforms(rng, dc, 0.0, 1.0, n) < cfg.mem_overuse_prob
-    use = np.where(over, _uniforms(rng, dc, 1.05, 1.5, n), np.maximum(use, 0.05))
+    if dc is not None:  # (compiled) the same draws and doubles, typed passes around np.exp
+        x = np.empty(n)
+        _scaled_at(sig, lab, _std_normals(rng, dc, n), x)  # sig[lab] * z
+        dur = np.empty(n)
+        _clipped_at(base_dur, lab, np.exp(x), cfg.duration_min_s, cfg.duration_max_s, dur)
+        e = np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n))
+        use = np.empty(n)
+        _mem_use(
+            e,
+            cfg.mem_use_median,
+            _uniforms(rng, dc, 0.0, 1.0, n),  # (drawn before the next: arguments in order)
+            cfg.mem_overuse_prob,
+            _uniforms(rng, dc, 1.05, 1.5, n),
+            use,
+        )
+    else:
+        dur = base_dur[lab] * np.exp(sig[lab] * _std_normals(rng, dc, n))
+        dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
+        use = np.minimum(
+            cfg.mem_use_median * np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n)), 0.95
+        )
+        over = _uniforms(rng, dc, 0.0, 1.0, n) < cfg.mem_overuse_prob
+        use = np.where(over, _uniforms(rng, dc, 1.05, 1.5, n), np.maximum(use, 0.05))
 
     g_names = _group_tags(n_grp)  # (f"g{k}")
     pattern = {g: PERIODIC if k < n_per else BURSTY for k, g in enumerate(g_names)}
