@@ -18,7 +18,6 @@ from numpy.random.c_distributions cimport (
     random_poisson,
     random_standard_normal,
     random_standard_normal_fill,
-    random_standard_uniform_fill,
     random_uniform,
 )
 
@@ -42,29 +41,19 @@ cdef inline int normal_fill(object capsule, double[::1] out) except -1:
     return 0
 
 
-cdef inline int random_fill(object capsule, double[::1] out) except -1:
-    """``Generator.random(n)``: ``random_standard_uniform_fill``."""
-    if out.shape[0] > 0:
-        random_standard_uniform_fill(bitgen_of(capsule), out.shape[0], &out[0])
-    return 0
-
-
-cdef inline int uniform_fill(object capsule, double low, double rng, double[::1] out) except -1:
-    """``Generator.uniform(low, low + rng, n)``: ``random_uniform(low, rng)`` an element
-    (``cont``'s loop; ``rng`` is the method's ``high - low``)."""
+cdef inline int cont_fill(object capsule, bint uniform, double a, double b,
+                          double[::1] out) except -1:
+    """``cont``'s loop: ``Generator.uniform(a, a + b, n)`` (``uniform``: ``random_uniform(a,
+    b)`` an element, ``b`` the method's ``high - low``) or ``Generator.exponential(a, n)``
+    (``random_exponential(a)`` an element)."""
     cdef bitgen_t *bg = bitgen_of(capsule)
     cdef Py_ssize_t i
-    for i in range(out.shape[0]):
-        out[i] = random_uniform(bg, low, rng)
-    return 0
-
-
-cdef inline int exponential_fill(object capsule, double scale, double[::1] out) except -1:
-    """``Generator.exponential(scale, n)``: ``random_exponential(scale)`` an element."""
-    cdef bitgen_t *bg = bitgen_of(capsule)
-    cdef Py_ssize_t i
-    for i in range(out.shape[0]):
-        out[i] = random_exponential(bg, scale)
+    if uniform:
+        for i in range(out.shape[0]):
+            out[i] = random_uniform(bg, a, b)
+    else:
+        for i in range(out.shape[0]):
+            out[i] = random_exponential(bg, a)
     return 0
 
 

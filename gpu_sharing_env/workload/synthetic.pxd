@@ -7,8 +7,7 @@ from libc.math cimport floor as c_floor
 from gpu_sharing_env.workload._bitgen cimport next_double
 from gpu_sharing_env.workload._decimal cimport fixed
 from gpu_sharing_env.workload._npyrandom cimport (
-    exponential_fill, geometric_fill, integers_fill, normal1, normal_fill, poisson1, random_fill,
-    uniform_fill,
+    cont_fill, geometric_fill, integers_fill, normal1, normal_fill, poisson1,
 )
 
 cdef bint COMPILED
@@ -16,7 +15,6 @@ cdef bint COMPILED
 cpdef object draw_capsule(object rng)
 cpdef double _std_normal(object rng, object dc) except? -1.0
 cpdef object _std_normals(object rng, object dc, Py_ssize_t n)
-cpdef object _randoms(object rng, object dc, Py_ssize_t n)
 @cython.locals(r=double)
 cpdef object _uniforms(object rng, object dc, double lo, double hi, Py_ssize_t n)
 cpdef object _exponentials(object rng, object dc, double scale, Py_ssize_t n)

@@ -441,15 +441,6 @@ def _std_normals(rng: np.random.Generator, dc: object, n: int) -> np.ndarray:
     return out
 
 
-def _randoms(rng: np.random.Generator, dc: object, n: int) -> np.ndarray:
-    """``rng.random(n)``."""
-    if dc is None:
-        return rng.random(n)
-    out = np.empty(n)
-    random_fill(dc, out)  # type: ignore[name-defined]  # noqa: F821
-    return out
-
-
 def _uniforms(rng: np.random.Generator, dc: object, lo: float, hi: float, n: int) -> np.ndarray:
     """``rng.uniform(lo, hi, size=n)`` (a range ``hi - lo`` not in ``[+0.0, inf)`` goes to
     the method: its error)."""
@@ -457,7 +448,7 @@ def _uniforms(rng: np.random.Generator, dc: object, lo: float, hi: float, n: int
     if dc is None or not 0.0 <= r < math.inf or math.copysign(1.0, r) < 0.0:
         return rng.uniform(lo, hi, size=n)
     out = np.empty(n)
-    uniform_fill(dc, lo, r, out)  # type: ignore[name-defined]  # noqa: F821
+    cont_fill(dc, True, lo, r, out)  # type: ignore[name-defined]  # noqa: F821
     return out
 
 
@@ -466,7 +457,7 @@ def _exponentials(rng: np.random.Generator, dc: object, scale: float, n: int) ->
     if dc is None or not 0.0 < scale < math.inf:
         return rng.exponential(scale, size=n)
     out = np.empty(n)
-    exponential_fill(dc, scale, out)  # type: ignore[name-defined]  # noqa: F821
+    cont_fill(dc, False, scale, 0.0, out)  # type: ignore[name-defined]  # noqa: F821
     return out
 
 
@@ -502,7 +493,6 @@ def _probe(rng: np.random.Generator, dc: object) -> list[object]:
     return [
         _std_normal(rng, dc),
         _std_normals(rng, dc, 300),
-        _randoms(rng, dc, 20),
         _uniforms(rng, dc, 0.0, 1.0, 20),
         _uniforms(rng, dc, 1.05, 1.5, 20),
         _uniforms(rng, dc, -604800.0, 86400.0, 20),
@@ -818,11 +808,12 @@ def _choice_w(
     rng: np.random.Generator, w: tuple[np.ndarray, np.ndarray | None], size: int
 ) -> np.ndarray:
     """:func:`_choice_p` of ``w = (p, _cdf_of(p))`` (made once for a scenario's weights:
-    :func:`_weights`)."""
+    :func:`_weights`). (Its doubles ``rng.uniform(0.0, 1.0, size)``: ``rng.random(size)``'s,
+    numpy's ``0.0 + 1.0 * u`` being ``u``.)"""
     p, cdf = w
     if cdf is None:
         return rng.choice(p.size, size=size, p=p)
-    return cdf.searchsorted(_randoms(rng, draw_capsule(rng), size), side="right")
+    return cdf.searchsorted(_uniforms(rng, draw_capsule(rng), 0.0, 1.0, size), side="right")
 
 
 #: What a scenario's weights give every reset, by their values (:func:`_weights`): read-only
