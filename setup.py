@@ -60,6 +60,28 @@ class OptionalBuildExt(build_ext):
             print(f"gpu-sharing-gym: {ext.name} not compiled ({exc}); it runs as Python")
 
 
+#: The modules that call numpy's C distributions (``gpu_sharing_env/workload/_npyrandom.pxd``,
+#: numpy's "Extending via Cython"): built with numpy's headers and linked with its static
+#: ``numpy/random/lib/libnpyrandom.a``. They check at import that those draw what the
+#: installed numpy's ``Generator`` draws (``workload.synthetic._init_c_draws``).
+NPYRANDOM = ("gpu_sharing_env.workload.synthetic", "gpu_sharing_env.sim.failures")
+
+
+def npyrandom_args() -> dict:
+    """The ``Extension`` arguments of a :data:`NPYRANDOM` module (none without numpy: the
+    module's compile then fails and it runs as Python)."""
+    try:
+        import numpy
+    except ImportError:
+        return {}
+    return {
+        "include_dirs": [numpy.get_include()],
+        "library_dirs": [str(Path(numpy.__file__).resolve().parent / "random" / "lib")],
+        "libraries": ["npyrandom", "m"],
+        "define_macros": [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    }
+
+
 def extensions() -> list:
     if os.environ.get("GSG_NO_COMPILE", "") not in ("", "0"):
         return []
@@ -73,7 +95,13 @@ def extensions() -> list:
     # IEEE double arithmetic in Python's order: no fused multiply-add contraction, no fast-math.
     flags = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
     exts = [
-        Extension(name, [source_of(name)], extra_compile_args=flags, optional=True)
+        Extension(
+            name,
+            [source_of(name)],
+            extra_compile_args=flags,
+            optional=True,
+            **(npyrandom_args() if name in NPYRANDOM else {}),
+        )
         for name in compiled_modules()
     ]
     return cythonize(

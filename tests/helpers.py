@@ -4,6 +4,9 @@ timelines (so timeline tests check the engine, not the calibrated coefficients).
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -263,3 +266,24 @@ def tiny_scenario_yaml(max_jobs: int, name: str | None = None) -> str:
         "faults:\n"
         "  rate_per_gpu_h: {user_signal: 0.0, app_error: 0.0, xid: 0.0}\n"
     )
+
+
+def run_probe(code: str, pure: bool, timeout: float = 300) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter at the repository's root, compiled (``pure`` False:
+    ``GSG_PURE_PYTHON`` unset) or interpreted (set to 1); returns the JSON object its last line
+    of output prints."""
+    from gpu_sharing_env import _modes
+
+    env = {k: v for k, v in os.environ.items() if k != _modes.PURE_ENV}
+    if pure:
+        env[_modes.PURE_ENV] = "1"
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))

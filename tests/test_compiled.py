@@ -9,7 +9,6 @@ for bit (``make test`` also reruns the golden, determinism and invariant tests i
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ import pytest
 import gpu_sharing_env
 from gpu_sharing_env import _cython, _modes
 from gpu_sharing_env._compile import MODULES, source_stem
+from tests.helpers import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,15 +70,7 @@ print(json.dumps({
 
 
 def _probe(pure: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != _modes.PURE_ENV}
-    if pure:
-        env[_modes.PURE_ENV] = "1"
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr[-3000:]
-    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+    return run_probe(PROBE, pure)
 
 
 def test_pure_mode_gives_the_compiled_modes_records_bit_for_bit() -> None:

@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): numpy's C exponential (schedule); else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.config import MechanismConfig, ScenarioConfig
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.physics.modes import SharingMode
@@ -21,6 +26,10 @@ from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.state import JobState, Status
+from gpu_sharing_env.workload.synthetic import draw_capsule
+
+if cython.compiled:  # numpy's random_exponential on the generator's bit generator
+    from cython.cimports.gpu_sharing_env.workload._npyrandom import exponential1
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -93,7 +102,14 @@ class Faults:
         if self._rate_per_s <= 0:
             return
         sim = self._sim
-        dt = self._rng.exponential(1.0 / (self._rate_per_s * st.spec.num_gpus))
+        scale = 1.0 / (self._rate_per_s * st.spec.num_gpus)
+        # ``self._rng.exponential(scale)``; compiled, the C function it runs (the same double,
+        # the same stream: ``workload.synthetic.draw_capsule``), without its ~4 k instructions
+        dc = draw_capsule(self._rng) if cython.compiled else None
+        if dc is not None and 0.0 < scale < float("inf"):
+            dt = exponential1(dc, scale)
+        else:
+            dt = self._rng.exponential(scale)
         sim.events.push(sim.now + dt, _K_FAULT, st.spec.job_id, st.run_id)
 
     def strike(self, st: JobState) -> None:

@@ -46,6 +46,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): the warm start's passes without bounds checks
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
@@ -434,6 +439,10 @@ def _tag_stats_typed(
     return col, prior_n, cnt, tot, sq
 
 
+# (the warm start's passes: every index is a row below n or a code below m by construction,
+# ``_codes``/``_sorted_codes``' inverse and the counting sort's positions; compiled, unchecked)
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _prior_means(y: np.ndarray, mean: np.ndarray) -> float:
     """``mean[i]``: the mean of ``y[:i]`` as the warm start computes it (``np.cumsum(y)``
     minus ``y``, over ``i``; 0.0 for the first row); returns the sum of all (``cum[-1]``,
@@ -446,6 +455,8 @@ def _prior_means(y: np.ndarray, mean: np.ndarray) -> float:
     return float(acc) if n else 0.0
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _tag_pass(
     inv: np.ndarray,
     y: np.ndarray,
@@ -503,6 +514,8 @@ def _subs_by_code(
     return order
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _count_sort(inv: np.ndarray, first: np.ndarray, pos: np.ndarray) -> None:
     """``first[c]`` (``m + 1`` zeros in): the first position of code ``c`` in the rows sorted
     stably by code; ``pos[i]``: row ``i``'s position there (a counting sort)."""

@@ -26,10 +26,16 @@ from __future__ import annotations
 import bisect
 import copy
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
+try:  # compiled (gpu_sharing_env._compile): the typed passes' directives; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
@@ -275,9 +281,10 @@ def _arrivals(
         * (1.0 + cfg.diurnal_amplitude)
     )
     span = t1_s - t0_s
-    n = int(rng.poisson(peak * span)) if peak > 0 and span > 0 else 0
-    t = np.sort(rng.uniform(t0_s, t1_s, size=n))
-    u = rng.uniform(0.0, peak, size=n)
+    dc = draw_capsule(rng)
+    n = _poisson(rng, dc, peak * span) if peak > 0 and span > 0 else 0
+    t = np.sort(_uniforms(rng, dc, t0_s, t1_s, n))
+    u = _uniforms(rng, dc, 0.0, peak, n)
     if not COMPILED:
         return t[u < scale * arrival_rate_per_s(cfg, t)]
     # arrival_rate_per_s's arithmetic in two typed passes around numpy's own cos (~12 numpy
@@ -300,6 +307,10 @@ def _arrivals(
     return out[:m]
 
 
+# (a typed pass over arrays it was handed or made, every index below their length by
+# construction: compiled without bounds checks)
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _phases(t: np.ndarray, shift: float, out: np.ndarray) -> None:
     """``out[i]`` = :func:`arrival_rate_per_s`'s phase of ``t[i]``: ``2.0 * np.pi * (t -
     shift) / DAY_S`` as numpy evaluates it (the scalar ``2.0 * pi`` first). Typed
@@ -310,6 +321,8 @@ def _phases(t: np.ndarray, shift: float, out: np.ndarray) -> None:
         out[i] = k * (t[i] - shift) / day
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _thin(
     t: np.ndarray,
     u: np.ndarray,
@@ -392,6 +405,146 @@ def _random(rng: np.random.Generator, cap: object) -> float:
     return rng.random()
 
 
+#: Whether numpy's C distributions draw here (compiled, and they drew what the ``Generator``
+#: methods draw at import: :func:`_init_c_draws`).
+_C_DRAWS: bool = False
+
+
+def draw_capsule(rng: np.random.Generator) -> object:
+    """What the draws below draw through: compiled, with numpy's C distributions checked at
+    import (:func:`_init_c_draws`), ``rng``'s bit generator's capsule (a numpy ``Generator``
+    exactly: a subclass may override its methods); else None (the methods)."""
+    if _C_DRAWS and type(rng) is np.random.Generator:
+        return rng.bit_generator.capsule
+    return None
+
+
+# Each draw below is a ``Generator`` method's call, or (``dc`` from :func:`draw_capsule`) the
+# C function that method runs (``_npyrandom.pxd``), element by element in the method's order
+# on the same bit generator: the same values, the same stream after, without the method's
+# argument handling (~3-5 k instructions a call). Arguments the method would refuse go to it.
+
+
+def _std_normal(rng: np.random.Generator, dc: object) -> float:
+    """``rng.standard_normal()``."""
+    if dc is None:
+        return float(rng.standard_normal())
+    return normal1(dc)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+
+
+def _std_normals(rng: np.random.Generator, dc: object, n: int) -> np.ndarray:
+    """``rng.standard_normal(n)``."""
+    if dc is None:
+        return rng.standard_normal(n)
+    out = np.empty(n)
+    normal_fill(dc, out)  # type: ignore[name-defined]  # noqa: F821
+    return out
+
+
+def _uniforms(rng: np.random.Generator, dc: object, lo: float, hi: float, n: int) -> np.ndarray:
+    """``rng.uniform(lo, hi, size=n)`` (a range ``hi - lo`` not in ``[+0.0, inf)`` goes to
+    the method: its error)."""
+    r = hi - lo
+    if dc is None or not 0.0 <= r < math.inf or math.copysign(1.0, r) < 0.0:
+        return rng.uniform(lo, hi, size=n)
+    out = np.empty(n)
+    cont_fill(dc, True, lo, r, out)  # type: ignore[name-defined]  # noqa: F821
+    return out
+
+
+def _exponentials(rng: np.random.Generator, dc: object, scale: float, n: int) -> np.ndarray:
+    """``rng.exponential(scale, size=n)`` (a scale not in ``(0, inf)`` goes to the method)."""
+    if dc is None or not 0.0 < scale < math.inf:
+        return rng.exponential(scale, size=n)
+    out = np.empty(n)
+    cont_fill(dc, False, scale, 0.0, out)  # type: ignore[name-defined]  # noqa: F821
+    return out
+
+
+def _geometrics(rng: np.random.Generator, dc: object, p: float, n: int) -> np.ndarray:
+    """``rng.geometric(p, size=n)`` (a ``p`` not in ``(0, 1]`` goes to the method)."""
+    if dc is None or not 0.0 < p <= 1.0:
+        return rng.geometric(p, size=n)
+    out = np.empty(n, dtype=np.int64)
+    geometric_fill(dc, p, out)  # type: ignore[name-defined]  # noqa: F821
+    return out
+
+
+def _poisson(rng: np.random.Generator, dc: object, lam: float) -> int:
+    """``int(rng.poisson(lam))`` (a ``lam`` not in ``[0, 1e15]`` goes to the method: numpy's
+    bound is ~9.2e18)."""
+    if dc is None or not 0.0 <= lam <= 1e15:
+        return int(rng.poisson(lam))
+    return poisson1(dc, lam)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+
+
+def _integers(rng: np.random.Generator, dc: object, high: int, n: int) -> np.ndarray:
+    """``rng.integers(0, high, size=n)`` (int64; a ``high`` not in ``[1, 2**62]`` goes to the
+    method)."""
+    if dc is None or not 1 <= high <= 2**62:
+        return rng.integers(0, high, size=n)
+    out = np.empty(n, dtype=np.int64)
+    integers_fill(dc, high - 1, out)  # type: ignore[name-defined]  # noqa: F821
+    return out
+
+
+def _probe(rng: np.random.Generator, dc: object) -> list[object]:
+    """A few of each draw above from ``rng`` (:func:`_init_c_draws`' comparison)."""
+    return [
+        _std_normal(rng, dc),
+        _std_normals(rng, dc, 300),
+        _uniforms(rng, dc, 0.0, 1.0, 20),
+        _uniforms(rng, dc, 1.05, 1.5, 20),
+        _uniforms(rng, dc, -604800.0, 86400.0, 20),
+        _exponentials(rng, dc, 60.0, 200),
+        _geometrics(rng, dc, 1.0 / 8.0, 40),
+        _geometrics(rng, dc, 0.5, 40),
+        _poisson(rng, dc, 3.5),
+        _poisson(rng, dc, 2500.0),
+        _integers(rng, dc, 7, 41),
+        _integers(rng, dc, 3, 1),
+        _integers(rng, dc, 2**40, 5),
+        _std_normal(rng, dc),
+        rng.bit_generator.state,
+    ]
+
+
+def _same(a: object, b: object) -> bool:
+    """``a`` and ``b`` (:func:`_probe`'s) equal bit for bit."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, float) and isinstance(b, float):
+        return a.hex() == b.hex()
+    return type(a) is type(b) and a == b
+
+
+def _init_c_draws(probe: Callable[[np.random.Generator, object], list[object]] = _probe) -> bool:
+    """Compiled: turn numpy's C distributions on (:data:`_C_DRAWS`) where ``probe`` draws the
+    same through them as through the ``Generator`` methods from a probe seed (a numpy at run
+    time whose distributions differ from the one this module was built with: off, with one
+    warning); returns whether they are on."""
+    global _C_DRAWS
+    _C_DRAWS = False
+    if not COMPILED:
+        return False
+    a = np.random.default_rng(20261201)
+    b = np.random.default_rng(20261201)
+    try:
+        mine = probe(a, a.bit_generator.capsule)
+        ok = all(_same(x, y) for x, y in zip(mine, probe(b, None), strict=True))
+    except Exception:
+        ok = False
+    if not ok:
+        warnings.warn(
+            "gpu-sharing-gym: numpy's C distributions differ from this numpy's Generator; "
+            "the workload draws through the Generator's methods",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    _C_DRAWS = ok
+    return ok
+
+
 def _fixed(x: float, n: int) -> float:
     """``float(f"{x:.{n}f}")``, which is ``round(x, n)``: both take the correctly rounded
     decimal digits of ``x`` from CPython's ``_Py_dg_dtoa`` (mode 3) and read them back with
@@ -409,11 +562,23 @@ def _periodic_draws(
     t0_s: float,
     t1_s: float,
     cap: object = None,
+    dc: object = None,
 ) -> tuple[float, int, np.ndarray]:
-    """A periodic group's draws: its phase, the index ``k0`` of its first slot and one N(0, 1)
-    per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1, ...``) covering ``[t0_s,
-    t1_s)``; :func:`_periodic_times` jitters them. A daily group's phase follows the diurnal
-    arrival curve (morning peak); others are uniform. (``cap``: :func:`_random`'s.)"""
+    """A periodic group's draws: its phase (:func:`_periodic_phase`), the index ``k0`` of its
+    first slot and one N(0, 1) per slot, the slots ``phase + k * period`` (``k = k0, k0 + 1,
+    ...``) covering ``[t0_s, t1_s)``; :func:`_periodic_times` jitters them. (``cap``:
+    :func:`_random`'s; ``dc``: :func:`draw_capsule`'s.)"""
+    phase = _periodic_phase(cfg, rng, period_s, cap)
+    k0 = math.floor((t0_s - phase) / period_s)
+    k1 = math.ceil((t1_s - phase) / period_s)
+    return phase, k0, _std_normals(rng, dc, k1 + 1 - k0)
+
+
+def _periodic_phase(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, period_s: float, cap: object
+) -> float:
+    """A periodic group's phase in ``[0, period_s)``: a daily group's follows the diurnal
+    arrival curve (morning peak); others are uniform."""
     # (``x * rng.random()`` is ``rng.uniform(0.0, x)``: the same double drawn, numpy's
     # ``0.0 + x * u``, without the call's argument handling)
     if period_s >= DAY_S:
@@ -429,12 +594,8 @@ def _periodic_draws(
             u = top * _random(rng, cap)
             if u < rate0 * (1.0 + amp * float(np.cos(2.0 * np.pi * (ph - peak_s) / DAY_S))):
                 break
-        phase = ph % period_s
-    else:
-        phase = period_s * _random(rng, cap)
-    k0 = math.floor((t0_s - phase) / period_s)
-    k1 = math.ceil((t1_s - phase) / period_s)
-    return phase, k0, rng.standard_normal(k1 + 1 - k0)
+        return ph % period_s
+    return period_s * _random(rng, cap)
 
 
 def _periodic_times(
@@ -451,8 +612,15 @@ def _periodic_times(
     runs once over every group's slots, element by element one group's operations
     (``phase + period * k``, then ``+ (jitter * period) * z``): the same doubles."""
     n = len(periods_s)
-    cap = _capsule(rng)
-    draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s, cap) for p in periods_s]
+    cap, dc = _capsule(rng), draw_capsule(rng)
+    if dc is not None and n:  # (compiled) each group's draws and slots in one typed pass
+        bound = sum(int((t1_s - t0_s) / p) + 4 for p in periods_s)
+        t_out = np.empty(bound)
+        g_out = np.empty(bound, dtype=np.intp)
+        jitters = [cfg.period_jitter * p for p in periods_s]
+        m = _periodic_pass(cfg, rng, periods_s, jitters, t0_s, t1_s, cap, dc, t_out, g_out)
+        return t_out[:m], g_out[:m].astype(np.int64, copy=False)
+    draws = [_periodic_draws(cfg, rng, p, t0_s, t1_s, cap, dc) for p in periods_s]
     sizes = [d[2].size for d in draws]
     if not n or not sum(sizes):
         return np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -495,27 +663,124 @@ def _slot_times(
     t_out: np.ndarray,
     g_out: np.ndarray,
 ) -> int:
-    """:func:`_periodic_times`' arithmetic, group by group and slot by slot (``synthetic.pxd``):
-    slot ``j`` of group ``g`` at ``phase + period * k`` (``k = k0 + j``, an integer below
-    2**53 made a double, as numpy's ``float64 * int64``), then ``+ jitter * z``; those in
-    ``[t0_s, t1_s)`` written to ``t_out`` with their group in ``g_out``; returns how many."""
+    """:func:`_periodic_times`' arithmetic, group by group (:func:`_group_slots`; group
+    ``g``'s N(0, 1) are the next ``sizes[g]`` of ``z``); returns how many were written."""
     row = 0
     m = 0
     for g in range(len(sizes)):
-        ph = phases[g]
-        per = periods[g]
-        jit = jitters[g]
-        k0 = k0s[g]
-        for j in range(sizes[g]):
-            kf = k0 + j
-            t = ph + per * kf
-            t = t + jit * z[row]
-            row += 1
-            if t >= t0_s and t < t1_s:
-                t_out[m] = t
-                g_out[m] = g
-                m += 1
+        m = _group_slots(
+            phases[g], k0s[g], periods[g], jitters[g], z, row, sizes[g], t0_s, t1_s,
+            t_out, g_out, g, m,
+        )  # fmt: skip
+        row += sizes[g]
     return m
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _group_slots(
+    ph: float,
+    k0: int,
+    per: float,
+    jit: float,
+    z: np.ndarray,
+    row: int,
+    size: int,
+    t0_s: float,
+    t1_s: float,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+    g: int,
+    m: int,
+) -> int:
+    """Periodic group ``g``'s slots (``synthetic.pxd``): slot ``j`` at ``ph + per * k`` (``k =
+    k0 + j``, an integer below 2**53 made a double, as numpy's ``float64 * int64``), then ``+
+    jit * z[row + j]``; those in ``[t0_s, t1_s)`` written to ``t_out`` from ``m`` on, with
+    ``g`` in ``g_out``; returns the new ``m``."""
+    for j in range(size):
+        kf = k0 + j
+        t = ph + per * kf
+        t = t + jit * z[row + j]
+        if t >= t0_s and t < t1_s:
+            t_out[m] = t
+            g_out[m] = g
+            m += 1
+    return m
+
+
+def _periodic_pass(
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    periods: list[float],
+    jitters: list[float],
+    t0_s: float,
+    t1_s: float,
+    cap: object,
+    dc: object,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+) -> int:
+    """Compiled, with ``dc`` (:func:`draw_capsule`): :func:`_periodic_times`' draws and slots
+    group by group, each group's draws as :func:`_periodic_draws` makes them (its phase, then
+    its N(0, 1) into a scratch row, numpy's C fill) and its slots at once
+    (:func:`_group_slots`): no array a group. Returns how many slots were written."""
+    z = np.empty(0)
+    m = 0
+    for g in range(len(periods)):
+        per = periods[g]
+        ph = _periodic_phase(cfg, rng, per, cap)
+        k0 = math.floor((t0_s - ph) / per)
+        size = math.ceil((t1_s - ph) / per) + 1 - k0
+        if m + size > t_out.shape[0]:  # (never: ``t_out`` holds every slot's bound)
+            raise IndexError("periodic slots beyond their bound")
+        if size > z.shape[0]:
+            z = np.empty(size)
+        normal_fill(dc, z[:size])  # type: ignore[name-defined]  # noqa: F821
+        m = _group_slots(ph, k0, per, jitters[g], z, 0, size, t0_s, t1_s, t_out, g_out, g, m)
+    return m
+
+
+# :func:`generate_workload`'s per-run arithmetic, element by element numpy's operations on
+# the same doubles (``synthetic.pxd``; ``lab`` indexes the templates' arrays):
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _scaled_at(a: np.ndarray, lab: np.ndarray, z: np.ndarray, out: np.ndarray) -> None:
+    """``out = a[lab] * z``."""
+    for i in range(z.shape[0]):
+        out[i] = a[lab[i]] * z[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _clipped_at(
+    a: np.ndarray, lab: np.ndarray, e: np.ndarray, lo: float, hi: float, out: np.ndarray
+) -> None:
+    """``out = np.clip(a[lab] * e, lo, hi)`` (numpy's clip: a NaN stays, else the larger of it
+    and ``lo`` (``v > lo``), then the smaller of that and ``hi`` (``v < hi``))."""
+    for i in range(e.shape[0]):
+        v = a[lab[i]] * e[i]
+        if v == v:
+            v = v if v > lo else lo
+            v = v if v < hi else hi
+        out[i] = v
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _mem_use(
+    e: np.ndarray, med: float, r: np.ndarray, p: float, over: np.ndarray, out: np.ndarray
+) -> None:
+    """``out = np.where(r < p, over, np.maximum(np.minimum(med * e, 0.95), 0.05))`` (numpy's
+    minimum and maximum: a NaN stays, else ``v < 0.95`` and ``v >= 0.05`` pick ``v``)."""
+    for i in range(e.shape[0]):
+        if r[i] < p:
+            out[i] = over[i]
+        else:
+            v = med * e[i]
+            if v == v:
+                v = v if v < 0.95 else 0.95
+                v = v if v >= 0.05 else 0.05
+            out[i] = v
 
 
 def _choice_p(rng: np.random.Generator, p: np.ndarray, size: int) -> np.ndarray:
@@ -543,11 +808,12 @@ def _choice_w(
     rng: np.random.Generator, w: tuple[np.ndarray, np.ndarray | None], size: int
 ) -> np.ndarray:
     """:func:`_choice_p` of ``w = (p, _cdf_of(p))`` (made once for a scenario's weights:
-    :func:`_weights`)."""
+    :func:`_weights`). (Its doubles ``rng.uniform(0.0, 1.0, size)``: ``rng.random(size)``'s,
+    numpy's ``0.0 + 1.0 * u`` being ``u``.)"""
     p, cdf = w
     if cdf is None:
         return rng.choice(p.size, size=size, p=p)
-    return cdf.searchsorted(rng.random(size), side="right")
+    return cdf.searchsorted(_uniforms(rng, draw_capsule(rng), 0.0, 1.0, size), side="right")
 
 
 #: What a scenario's weights give every reset, by their values (:func:`_weights`): read-only
@@ -632,6 +898,8 @@ def _zipf(n: int, exponent: float) -> tuple[np.ndarray, np.ndarray | None]:
     return _constant(("zipf", n, exponent), make)  # type: ignore[return-value]
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def _names_at(names: list[str], idx: np.ndarray) -> list[str]:
     """``[names[i] for i in idx]`` for an ``intp`` vector ``idx`` (the tags of the history's
     runs). Compiled (``synthetic.pxd``), a C index a run (~20 instructions, against ~110 for
@@ -725,10 +993,10 @@ def generate_workload(
     per_base: list[float] = []
     per_period: list[float] = []
     got = 0.0
-    cap = _capsule(rng)
+    cap, dc = _capsule(rng), draw_capsule(rng)
     while got < per_rate_h:
         # np.clip's value for a finite float (exp never gives NaN here)
-        base = min(max(med * math.exp(lo_sig * rng.standard_normal()), d_lo), d_hi)
+        base = min(max(med * math.exp(lo_sig * _std_normal(rng, dc)), d_lo), d_hi)
         below = bisect.bisect_left(distinct_s, ratio * base)
         hit = by_ok[below]
         if hit is None:
@@ -767,8 +1035,8 @@ def generate_workload(
         n_burst = max(1, n_burst)
     n_grp = n_per + n_burst
     inference = np.zeros(n_grp, dtype=bool)
-    inference[:n_per] = rng.uniform(size=n_per) < cfg.inference_share
-    burst_base = cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_burst))
+    inference[:n_per] = _uniforms(rng, dc, 0.0, 1.0, n_per) < cfg.inference_share
+    burst_base = cfg.duration_median_s * np.exp(lo_sig * _std_normals(rng, dc, n_burst))
 
     # Submissions of every template over [t0, horizon).
     # (Their order before the sort below does not matter: equal times and labels are the same.)
@@ -778,9 +1046,9 @@ def generate_workload(
         starts = _arrivals(
             cfg_d, rng, t0, horizon_s, n_burst / cfg.burst_gap_h / cfg.arrivals_per_h
         )
-        owner = n_per + rng.integers(0, n_burst, size=starts.size)
+        owner = n_per + _integers(rng, dc, n_burst, starts.size)
         p = 1.0 / (k_mean - cfg.group_size_min + 1.0)
-        sizes = cfg.group_size_min + rng.geometric(p, size=starts.size) - 1
+        sizes = cfg.group_size_min + _geometrics(rng, dc, p, starts.size) - 1
         # Every sweep's gaps in one draw (the same doubles as a draw per sweep, in turn); a
         # sweep's times are its start plus the running sum of its gaps after the first: one
         # row per sweep (its first gap 0.0, zeros after its last), summed along the rows by
@@ -789,7 +1057,7 @@ def generate_workload(
         # horizon, sweep by sweep and member by member.
         n_gaps = int(sizes.sum())
         spacing = cfg.burst_spacing_s
-        gaps = rng.exponential(spacing, size=n_gaps) if spacing else np.zeros(n_gaps)
+        gaps = _exponentials(rng, dc, spacing, n_gaps) if spacing else np.zeros(n_gaps)
         n_sw = int(sizes.size)
         width = int(sizes.max()) if n_sw else 0
         first = np.cumsum(sizes) - sizes
@@ -813,7 +1081,7 @@ def generate_workload(
     n_tpl = n_grp + one.size
 
     # Per template: what the user submits.
-    high = rng.uniform(size=n_tpl) < cfg.high_gpu_share
+    high = _uniforms(rng, dc, 0.0, 1.0, n_tpl) < cfg.high_gpu_share
     models = _pick(rng, cfg.model_mix, n_tpl)
     models[high] = _pick(rng, cfg.high_gpu_models, int(high.sum()))
     sizes_r, req_w, sizes_whole, whole_w = _requests(
@@ -829,30 +1097,48 @@ def generate_workload(
         req_high = sizes_whole[pick]
         req = np.where(high, req_high, req)
     other_share = cfg.type_constraint_share / max(1e-12, 1.0 - cfg.high_gpu_share)
-    constrained = (rng.uniform(size=n_tpl) < other_share) & ~high
+    constrained = (_uniforms(rng, dc, 0.0, 1.0, n_tpl) < other_share) & ~high
     sets: list[tuple[str, ...]] = _constant(  # type: ignore[assignment]
         ("sets", tuple(cfg.type_constraint_sets)),
         lambda: [tuple(s.split("|")) for s in cfg.type_constraint_sets],
     )
-    set_idx = rng.integers(0, max(1, len(sets)), size=n_tpl)
+    set_idx = _integers(rng, dc, max(1, len(sets)), n_tpl)
     base_dur = np.concatenate(
         [
             np.asarray(per_base, dtype=float),
             burst_base,
-            cfg.duration_median_s * np.exp(lo_sig * rng.standard_normal(n_tpl - n_grp)),
+            cfg.duration_median_s * np.exp(lo_sig * _std_normals(rng, dc, n_tpl - n_grp)),
         ]
     )
     users = _choice_w(rng, _zipf(cfg.num_users, cfg.user_zipf_exponent), n_tpl)
-    cpu_noise = np.exp(cfg.cpu_sigma * rng.standard_normal(n_tpl))
+    cpu_noise = np.exp(cfg.cpu_sigma * _std_normals(rng, dc, n_tpl))
     sig = np.zeros(n_tpl)
     sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
 
     # Per run: run-time jitter around the template's base, true memory use.
-    dur = base_dur[lab] * np.exp(sig[lab] * rng.standard_normal(n))
-    dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
-    use = np.minimum(cfg.mem_use_median * np.exp(cfg.mem_use_sigma * rng.standard_normal(n)), 0.95)
-    over = rng.uniform(size=n) < cfg.mem_overuse_prob
-    use = np.where(over, rng.uniform(1.05, 1.5, size=n), np.maximum(use, 0.05))
+    if dc is not None:  # (compiled) the same draws and doubles, typed passes around np.exp
+        x = np.empty(n)
+        _scaled_at(sig, lab, _std_normals(rng, dc, n), x)  # sig[lab] * z
+        dur = np.empty(n)
+        _clipped_at(base_dur, lab, np.exp(x), cfg.duration_min_s, cfg.duration_max_s, dur)
+        e = np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n))
+        use = np.empty(n)
+        _mem_use(
+            e,
+            cfg.mem_use_median,
+            _uniforms(rng, dc, 0.0, 1.0, n),  # (drawn before the next: arguments in order)
+            cfg.mem_overuse_prob,
+            _uniforms(rng, dc, 1.05, 1.5, n),
+            use,
+        )
+    else:
+        dur = base_dur[lab] * np.exp(sig[lab] * _std_normals(rng, dc, n))
+        dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
+        use = np.minimum(
+            cfg.mem_use_median * np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n)), 0.95
+        )
+        over = _uniforms(rng, dc, 0.0, 1.0, n) < cfg.mem_overuse_prob
+        use = np.where(over, _uniforms(rng, dc, 1.05, 1.5, n), np.maximum(use, 0.05))
 
     g_names = _group_tags(n_grp)  # (f"g{k}")
     pattern = {g: PERIODIC if k < n_per else BURSTY for k, g in enumerate(g_names)}
@@ -949,3 +1235,6 @@ def generate_workload(
         )
     infer = frozenset(g_names[k] for k in np.flatnonzero(inference).tolist())
     return SyntheticWorkload(jobs, history, pattern, period, infer)
+
+
+_init_c_draws()
