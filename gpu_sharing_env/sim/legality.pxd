@@ -21,7 +21,6 @@ cdef class Legality:
     cdef public object _mig_version
     cdef public Py_ssize_t _n_options
     cdef public _Queue _queue
-    cdef public tuple _ranks
     cdef public object _scratch
     cdef public dict _sig_masks
     cdef public dict _sig_ok

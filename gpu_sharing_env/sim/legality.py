@@ -308,7 +308,6 @@ class Legality:
         "_mig_version",
         "_n_options",
         "_queue",
-        "_ranks",
         "_scratch",
         "_sig_masks",
         "_sig_ok",
@@ -325,21 +324,22 @@ class Legality:
         lay = cluster.layout  # (the cluster's, fixed at its construction)
         #: The option layout's integers the typed pass reads (``_typed_targets``): residents
         #: at most, the exclusive and time-sharing options, the first MPS, join and MIG options,
-        #: the MIG profiles, whether gpulets are on (``_typed``) and whether the fleet is
-        #: small enough for the typed passes to answer every signature (``_pass``).
-        self._lay = (
-            lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
-            len(lay.mig_slices), bool(lay.gpulets), cluster.n_gpus < _MASK_LOOP_GPUS,
-        )  # fmt: skip
-        f = cluster.fleet
-        #: What a memory value decides of a job's static mask parts (``Masks.static_parts``,
-        #: fixed with the fleet): the GPUs' distinct capacities (``mem <= cap_eps``: its
+        #: the MIG profiles, whether gpulets are on (``_typed``), whether the fleet is
+        #: small enough for the typed passes to answer every signature (``_pass``), and
+        #: (``_lay[9]``) what a memory value decides of a job's static mask parts
+        #: (``Masks.static_parts``): the GPUs' distinct capacities (``mem <= cap_eps``: its
         #: exclusive fit) and the MIG profiles' distinct memories (``prof >= mem - _EPS``:
         #: its profile bits), rising; a memory's rank among each picks its parts (``_jv_of``).
-        self._ranks = (
+        #: All fixed with the fleet.
+        f = cluster.fleet
+        ranks = (
             sorted({float(x) for x in f.cap_eps.tolist()}),
             sorted({float(x) for x in f.mig.mem_gb.ravel().tolist()}),
         )
+        self._lay = (
+            lay.sharing.max_residents, lay.n_excl, lay.n_ts, lay.mps0, lay.join0, lay.mig0,
+            len(lay.mig_slices), bool(lay.gpulets), cluster.n_gpus < _MASK_LOOP_GPUS, ranks,
+        )  # fmt: skip
         #: Per (GPU types, the two ranks of a memory), the typed static parts
         #: (``Masks.static_parts``) of a job of those, and the buffer the typed passes write to
         #: (``_single_targets``; made on first use).
@@ -563,13 +563,13 @@ class Legality:
 
     def _jv_of(self, sig: tuple[Any, ...], spec: JobSpec) -> Any:
         """The typed static parts of ``spec`` (signature ``sig``; ``Masks.static_parts``),
-        kept per what its memory decides of them (``_ranks``: the parts of every memory of
+        kept per what its memory decides of them (``_lay[9]``: the parts of every memory of
         the same two ranks are equal) and its GPU types, so a new memory value is a look-up."""
         jv = self._jv_sig.get(sig)  # (a signature seen before: its memory's parts)
         if jv is not None:
             return jv
         mem = float(spec.mem_gb)
-        caps, profs = self._ranks
+        caps, profs = self._lay[9]
         if mem == mem:
             key: tuple[Any, ...] = (sig[1], _rank(caps, mem), _rank(profs, mem - _EPS))
         else:  # (NaN: no rank decides; kept per signature)
@@ -588,7 +588,7 @@ class Legality:
         """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU or on the rising
         GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
         (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
-        max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _ = self._lay
+        max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _, _ = self._lay
         gang = spec.num_gpus
         return _single_targets(
             self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
