@@ -1,7 +1,7 @@
 """gpu-sharing-gym: a Gymnasium environment simulating a heterogeneous GPU cluster that shares
 GPUs through time-sharing, MPS and MIG.
 
-Importing the package registers ``GpuSharing-v0``, ``-v1`` and ``-v2`` with Gymnasium (the env module itself is only
+Importing the package registers ``GpuSharing-v0``, ``-v1``, ``-v2`` and ``-v3`` with Gymnasium (the env module itself is only
 imported when the env is made)::
 
     import gymnasium
@@ -36,13 +36,17 @@ COMPILED: tuple[str, ...] = _modes.select()
 #: (``gpu_sharing_env.envs.interfaces``). No max_episode_steps: the simulated horizon ends every
 #: episode (see the env docstring). v1: option-agnostic observations (option and job x GPU
 #: features), padded layouts; v2: the action picks one of the candidate moves (any queued job,
-#: migrations, hold).
+#: migrations, hold); v3: v2's moves with kept, read-only observation arrays and one mask.
 _ENTRY_POINT = "gpu_sharing_env.envs.gpu_sharing:GpuSharingEnv"
 _ENVS = {
     "GpuSharing-v0": {"interface": "v0"},
     "GpuSharing-v1": {"interface": "v1"},
     "GpuSharing-v2": {"interface": "v2"},
+    "GpuSharing-v3": {"interface": "v3"},
 }
+#: Ids made without Gymnasium's passive checker: v3's observations are kept arrays overwritten
+#: in place (``KeptCandidateMoves``), which the checker would warn of at every make.
+_UNCHECKED = frozenset({"GpuSharing-v3"})
 
 
 def _register_envs() -> None:
@@ -58,12 +62,14 @@ def _register_envs() -> None:
                 entry_point=_ENTRY_POINT,
                 max_episode_steps=None,
                 nondeterministic=False,
+                disable_env_checker=env_id in _UNCHECKED,
                 kwargs=settings,
             )
-    # v0 and v1 stay supported beside v2 (agents such as ``ppo_default`` and ``ppo`` read their
-    # observations), so Gymnasium's "out of date, consider upgrading" notice on them is noise.
+    # v0, v1 and v2 stay supported beside v3 (agents such as ``ppo_default`` and ``ppo`` read
+    # their observations; v2's are fresh arrays a step), so Gymnasium's "out of date, consider
+    # upgrading" notice on them is noise.
     # (After Gymnasium's import: its own warning filters go before those that exist then.)
-    warnings.filterwarnings("ignore", message=r".*GpuSharing-v[01] is out of date.*")
+    warnings.filterwarnings("ignore", message=r".*GpuSharing-v[012] is out of date.*")
 
 
 class _RegisterOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -258,6 +258,11 @@ class EnvConfig:
     """Pending jobs visible (and placeable) per decision."""
     max_gpus: int = field(default=0, metadata=non_negative())
     """Padded GPU count of the observation (0 = the cluster's own size)."""
+    max_candidates: int = field(
+        default=0, metadata=rule(lambda v: v == 0 or v >= 2, "must be 0 or >= 2")
+    )
+    """``GpuSharing-v3``'s default ``max_candidates`` (rows of its candidate table; 0: 4,096,
+    v2's default). More legal moves than this raise ``TooManyCandidates``."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from gpu_sharing_env.envs.gpu_sharing_v2 import GpuSharingEnvV2
 from gpu_sharing_env.envs.interfaces import (
     INTERFACES,
     CandidateMoves,
+    KeptCandidateMoves,
     WindowFeatures,
     WindowTables,
 )
@@ -25,6 +26,7 @@ IDS = {
     "GpuSharing-v0": WindowTables,
     "GpuSharing-v1": WindowFeatures,
     "GpuSharing-v2": CandidateMoves,
+    "GpuSharing-v3": KeptCandidateMoves,
 }
 
 
@@ -74,11 +76,11 @@ def test_settings_read_as_the_env_and_another_versions_raise() -> None:
         match=r"^max_gpus: GpuSharing-v2 takes no such argument \(its own: max_candidates, decision_scope, mechanisms, pruning, keep_moves, suspend, pair_features\)$",
     ):
         gym.make("GpuSharing-v2", scenario="default", max_gpus=16)
-    with pytest.raises(ValueError, match=r"^interface: must be one of v0, v1, v2 \(got 'v9'\)$"):
+    with pytest.raises(ValueError, match=r"^interface: must be one of v0, v1, v2, v3 \(got 'v9'\)$"):
         GpuSharingEnv("default", interface="v9")
 
 
-@pytest.mark.parametrize("version", ["v0", "v1", "v2"])
+@pytest.mark.parametrize("version", ["v0", "v1", "v2", "v3"])
 def test_copies_and_pickles_step_alike(version: str) -> None:
     env = GpuSharingEnv("default", interface=version)
     _, info = env.reset(seed=2)
@@ -91,7 +93,7 @@ def test_copies_and_pickles_step_alike(version: str) -> None:
         assert all(np.array_equal(o[0][k], outs[0][0][k]) for k in o[0]) and o[1] == outs[0][1]
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_conformance_by_scenario_and_interface(version: str) -> None:
     from gpu_sharing_env.envs.conformance import api_test
 

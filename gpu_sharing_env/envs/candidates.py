@@ -1428,6 +1428,8 @@ class CandidateBuilder:
     ) -> None:
         self.sim = sim
         self.max_candidates = max_candidates
+        #: The env id :class:`TooManyCandidates` names (``GpuSharing-v3`` sets its own).
+        self.env_id = "GpuSharing-v2"
         self.pruning = pruning
         #: Whether suspensions are candidates (and rows have :data:`SUSPEND_FEATURE`).
         self.suspend = suspend
@@ -1518,12 +1520,24 @@ class CandidateBuilder:
         return out
 
     @cython.locals(legality=Legality)
-    def build(self, keep: Iterable[Decision | None] = ()) -> Candidates:
+    def build(
+        self, keep: Iterable[Decision | None] = (), out: np.ndarray | None = None
+    ) -> Candidates:
         """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
-        with pruning, every legal move of ``keep`` is a candidate too."""
+        with pruning, every legal move of ``keep`` is a candidate too.
+
+        ``out`` (``GpuSharing-v3``'s kept table: float32, C order, ``max_candidates`` x
+        ``n_features``, zero but for rows the caller has not zeroed again): the rows are
+        written there (``Candidates.table`` is ``out``) instead of into a fresh zero-padded
+        table; rows from ``len(candidates)`` on are left as they are. Without it (v2), a fresh
+        table a build, and the episode's end is :meth:`Candidates.hold_only`."""
         sim = self.sim
         if sim.done:
-            return Candidates.hold_only(self.n_features)
+            if out is None:
+                return Candidates.hold_only(self.n_features)
+            none = np.full(1, -1, dtype=np.int64)
+            out[0, :N_FEATURES] = _HOLD_ROW
+            return Candidates(none, none, none, out[:1], 0, out)
         classes = None
         if self.pruning == "classes":
             nodes = sim.cluster.nodes
@@ -1584,7 +1598,7 @@ class CandidateBuilder:
                         flat = self._prune_flat(memo, jid, flat, here, n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
-            cands = self._assemble(blocks, n_place, total)
+            cands = self._assemble(blocks, n_place, total, out)
         else:
             # suspensions: each row first built as a move to the job's own first GPU and option
             moved = total
@@ -1592,7 +1606,7 @@ class CandidateBuilder:
                 st = jobs[jid]
                 flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
                 total = self._add(jid, flat, blocks, total)
-            cands = self._assemble(blocks, n_place, total)
+            cands = self._assemble(blocks, n_place, total, out)
             self._suspensions(cands, moved)
         if self.pair_features and len(cands) > 1:
             at = self.n_features - len(PAIR_FEATURES)
@@ -1634,7 +1648,7 @@ class CandidateBuilder:
             raise TooManyCandidates(
                 f"more than max_candidates={self.max_candidates} legal moves at "
                 f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
-                "max_candidates to gymnasium.make('GpuSharing-v2', ...)"
+                f"max_candidates to gymnasium.make('{self.env_id}', ...)"
             )
         blocks.append((jid, flat))
         return total + n
@@ -1787,11 +1801,16 @@ class CandidateBuilder:
         blocks: list[tuple[int, np.ndarray]],
         n_place: int,
         total: int,
+        out: np.ndarray | None = None,
     ) -> Candidates:
         """The candidates of ``blocks`` (placements first, ``n_place`` of them), their rows
-        written into a fresh zero-padded table (``Candidates.table``)."""
+        written into a fresh zero-padded table, or into ``out``'s first rows, zero before
+        (:meth:`build`) (``Candidates.table``)."""
         sim = self.sim
-        table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
+        if out is None:
+            table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
+        else:
+            table = out
         ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:

@@ -213,8 +213,21 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         self.action_space: spaces.Space[np.int64] = self.interface.action_space
         self.observation_space: spaces.Dict = self.interface.observation_space  # type: ignore[assignment]
         self.episode_seed: int | None = None
-        self._mask = np.zeros(self.interface.action_space.n, dtype=np.int8)
-        self._mask[WAIT] = 1
+        kept = self.interface.kept_mask()
+        #: Whether the mask is the interface's kept array (v3): ``info["action_mask"]`` is
+        #: then that array, not a copy.
+        self._kept = kept is not None
+        if kept is None:
+            kept = np.zeros(self.interface.action_space.n, dtype=np.int8)
+            kept[WAIT] = 1
+        self._mask = kept
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # (a copy's mask is its interface's kept array again, not a copy of the original's)
+        self.__dict__.update(state)
+        kept = self.interface.kept_mask() if state.get("_kept") else None
+        if kept is not None:
+            self._mask = kept
 
     @property
     def codec(self) -> ActionCodec:
@@ -319,7 +332,8 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         return self.interface.explain(action)
 
     def _info(self, invalid: bool | None) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy(), "sim_time_s": self.sim.now}
+        mask = self._mask if self._kept else self._mask.copy()
+        info: dict[str, Any] = {"action_mask": mask, "sim_time_s": self.sim.now}
         if invalid is not None:
             info["invalid_action"] = invalid
         return info

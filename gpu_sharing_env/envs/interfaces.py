@@ -32,6 +32,7 @@ from gpu_sharing_env.envs.candidates import (
     PRUNINGS,
     CandidateBuilder,
     Candidates,
+    TooManyCandidates,
 )
 from gpu_sharing_env.envs.observation import ObservationEncoder
 from gpu_sharing_env.envs.observation_v1 import ObservationEncoderV1
@@ -113,6 +114,11 @@ class Interface:
     def decision(self, action: int) -> Decision:
         """The decision the masked-legal ``action`` (not 0) stands for."""
         raise NotImplementedError
+
+    def kept_mask(self) -> np.ndarray | None:
+        """The mask array every :meth:`mask` returns, overwritten in place, or None where each
+        is a fresh array (v0-v2: ``info["action_mask"]`` is then a copy of it)."""
+        return None
 
     def explain(self, action: int) -> str | None:
         """Why ``action`` is illegal now, or None if it is legal."""
@@ -341,7 +347,7 @@ class CandidateMoves(Interface):
 
     ## Arguments
 
-    ``max_candidates`` (default :data:`DEFAULT_MAX_CANDIDATES`), ``decision_scope``
+    ``max_candidates`` (default None: :data:`DEFAULT_MAX_CANDIDATES`), ``decision_scope``
     (``"queue"``, the default: any queued job; ``"window"``: the first ``queue_window`` only, as
     under v0/v1 and for window heuristics) and ``mechanisms`` (cluster mechanisms such as
     ``{"protection": True}`` switched on at every reset, as the runner does for a policy that
@@ -377,7 +383,7 @@ class CandidateMoves(Interface):
     def __init__(
         self,
         sim: Simulator,
-        max_candidates: int = DEFAULT_MAX_CANDIDATES,
+        max_candidates: int | None = None,
         decision_scope: str = "queue",
         mechanisms: Mapping[str, bool] | None = None,
         pruning: str = "none",
@@ -386,7 +392,7 @@ class CandidateMoves(Interface):
         pair_features: bool = False,
     ) -> None:
         super().__init__(sim)
-        n = max_candidates
+        n = self._default_max_candidates(sim) if max_candidates is None else max_candidates
         if not _int_at_least(n, 2):
             raise ValueError(f"max_candidates: must be an integer >= 2 (got {max_candidates!r})")
         if decision_scope not in DECISION_SCOPES:
@@ -415,15 +421,25 @@ class CandidateMoves(Interface):
         self.suspend = bool(suspend)
         self.pair_features = bool(pair_features)
         self.builder = CandidateBuilder(sim, n, pruning, self.suspend, self.pair_features)
+        self.builder.env_id = f"GpuSharing-{self.version}"  # (named by ``TooManyCandidates``)
         #: Columns of a candidate row (``candidate_features(suspend, pair_features)``).
         self.n_features = width = self.builder.n_features
         self.candidates = Candidates.hold_only(width)
         #: The candidates whose ``table`` an observation has been given (it is handed out once).
         self._observed: Candidates | None = None
         self.action_space = spaces.Discrete(n)
-        self.observation_space = spaces.Dict(
+        self.observation_space = self._spaces()
+
+    def _default_max_candidates(self, sim: Simulator) -> int:
+        """``max_candidates`` where None is passed: :data:`DEFAULT_MAX_CANDIDATES`."""
+        return DEFAULT_MAX_CANDIDATES
+
+    def _spaces(self) -> spaces.Dict:
+        """The observation space (after the builder)."""
+        n = self.max_candidates
+        return spaces.Dict(
             {
-                "candidates": spaces.Box(-1.0, 1.0, (n, width), np.float32),
+                "candidates": spaces.Box(-1.0, 1.0, (n, self.n_features), np.float32),
                 "candidate_mask": spaces.Box(0.0, 1.0, (n,), np.float32),
                 "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_FEATURES_V2),), np.float32),
             }
@@ -494,10 +510,147 @@ class CandidateMoves(Interface):
         return None
 
 
+class _Kept:
+    """One set of ``GpuSharing-v3``'s kept arrays: the candidate table, the mask and ``global``
+    (writable: the builder's and the interface's), the read-only views of them that
+    observations hand out, and how many rows of the table and the mask the last observation
+    used (hold's at least)."""
+
+    __slots__ = ("glob", "mask", "table", "used", "views")
+
+    def __init__(self, n: int, width: int, n_global: int) -> None:
+        self.table = np.zeros((n, width), dtype=np.float32)
+        self.mask = np.zeros(n, dtype=np.int8)
+        self.mask[0] = 1
+        self.glob = np.zeros(n_global, dtype=np.float32)
+        self.used = 1
+        self.views = self._views()
+
+    def _views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        views = []
+        for a in (self.table, self.mask, self.glob):
+            v = a.view()
+            v.flags.writeable = False
+            views.append(v)
+        return views[0], views[1], views[2]
+
+    def __getstate__(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        # (the views are remade of the copied arrays: a copied view would be an array of its own)
+        return self.table, self.mask, self.glob, self.used
+
+    def __setstate__(self, state: tuple[np.ndarray, np.ndarray, np.ndarray, int]) -> None:
+        self.table, self.mask, self.glob, self.used = state
+        self.views = self._views()
+
+
+class KeptCandidateMoves(CandidateMoves):
+    """``GpuSharing-v3``: v2's candidate moves (the same simulator, candidates, features, order
+    and decisions) under an observation contract built for speed.
+
+    ## Kept buffers
+
+    The observation's arrays are the env's own, made once (at construction) and overwritten in
+    place: the candidate builder writes a step's rows straight into the kept table, after
+    zeroing the rows the previous observation used (no fresh ``max_candidates``-row table a
+    step). They are handed out read-only (``flags.writeable`` False). **An observation is
+    valid until the env's next ``step``; copy what you keep.** Each ``reset`` switches to a
+    second set of arrays, so an episode's last observation (and its ``info["action_mask"]``)
+    stays as it is through the next episode: a vector env that keeps the final observation
+    and resets the env (Stable-Baselines3's ``terminal_observation``, Gymnasium's
+    ``final_obs``) keeps it right. Stable-Baselines3's ``DummyVecEnv`` and ``SubprocVecEnv``
+    and Gymnasium's ``SyncVectorEnv`` copy each observation into buffers of their own.
+    Gymnasium's ``check_env`` asserts that no two calls return shared arrays
+    (``check_returned_data_not_reused``): v3 fails that one check by design, and is registered
+    with ``disable_env_checker=True`` (the passive checker would warn of it at every
+    ``gymnasium.make``).
+
+    ## One mask
+
+    One kept int8 array is the observation's ``candidate_mask``, ``info["action_mask"]`` and
+    ``env.action_masks()`` (MaskablePPO's): 1 for the real candidates, 0 beyond them.
+
+    ## Observation Space
+
+    v2's, but for the mask's dtype: ``candidates`` (``max_candidates × n_features`` float32 in
+    [-1, 1], the candidates' rows, zero rows beyond them), ``candidate_mask``
+    (``max_candidates`` int8 in {0, 1}; v2: float32) and ``global``
+    (:data:`GLOBAL_FEATURES_V2`, float32).
+
+    ## Arguments
+
+    v2's (:class:`CandidateMoves`), but ``max_candidates`` defaults to ``None``: the
+    scenario's ``env.max_candidates`` (0 there: :data:`DEFAULT_MAX_CANDIDATES`).
+    """
+
+    version = "v3"
+
+    def _default_max_candidates(self, sim: Simulator) -> int:
+        return sim.cfg.env.max_candidates or DEFAULT_MAX_CANDIDATES
+
+    def _spaces(self) -> spaces.Dict:
+        n, width = self.max_candidates, self.n_features
+        #: The kept arrays now, and the other set (the last episode's final observation).
+        self._kept = _Kept(n, width, len(GLOBAL_FEATURES_V2))
+        self._other = _Kept(n, width, len(GLOBAL_FEATURES_V2))
+        return spaces.Dict(
+            {
+                "candidates": spaces.Box(-1.0, 1.0, (n, width), np.float32),
+                "candidate_mask": spaces.Box(0, 1, (n,), np.int8),
+                "global": spaces.Box(-1.0, 1.0, (len(GLOBAL_FEATURES_V2),), np.float32),
+            }
+        )
+
+    def reset(self) -> None:
+        # (the other set: the episode's final observation stays as it was handed out)
+        self._kept, self._other = self._other, self._kept
+
+    def kept_mask(self) -> np.ndarray:
+        return self._kept.views[1]
+
+    def mask(self) -> np.ndarray:
+        keep: Iterable[Decision | None] = ()
+        if self.keep_moves is not None and not self.sim.done:
+            keep = list(self.keep_moves(self.sim))  # (asked at every decision point)
+        kept = self._kept
+        used = kept.used
+        mask = kept.mask
+        kept.table[:used] = 0.0  # (the rows the last observation used: the others are zero)
+        try:
+            self.candidates = cands = self.builder.build(
+                keep if self.pruning != "none" else (), kept.table
+            )
+        except TooManyCandidates:
+            mask[1:used] = 0  # (the arrays as at construction: hold's mask, zero rows)
+            kept.used = 1
+            raise
+        k = len(cands)
+        if k < used:
+            mask[k:used] = 0
+        else:
+            mask[used:k] = 1
+        kept.used = k
+        return kept.views[1]
+
+    def observe(self, mask: np.ndarray) -> Obs:
+        sim = self.sim
+        kept = self._kept
+        total, left = sim.offline_jobs
+        c = sim.cluster
+        # (v2's values, each cast to float32 as it is written into the kept array)
+        glob = kept.glob
+        glob[0] = min(1.0, sim.now / max(sim.horizon_s, 1e-9))
+        glob[1] = min(1.0, math.log1p(len(sim.queue)) / math.log1p(1e4))
+        glob[2] = left / max(1, total)
+        glob[3] = len(sim.legality.empty_ready()) / c.n_gpus if c.n_gpus else 0.0
+        glob[4] = kept.used / self.max_candidates
+        table, kmask, g = kept.views
+        return {"candidates": table, "candidate_mask": kmask, "global": g}
+
+
 #: The interfaces by version: ``GpuSharingEnv(interface=...)`` names one, and each registered id
 #: (``gpu_sharing_env._ENVS``) is the env with one of them.
 INTERFACES: dict[str, type[Interface]] = {
-    i.version: i for i in (WindowTables, WindowFeatures, CandidateMoves)
+    i.version: i for i in (WindowTables, WindowFeatures, CandidateMoves, KeptCandidateMoves)
 }
 
 __all__ = [
@@ -507,6 +660,7 @@ __all__ = [
     "INTERFACES",
     "CandidateMoves",
     "Interface",
+    "KeptCandidateMoves",
     "Obs",
     "WindowFeatures",
     "WindowTables",
