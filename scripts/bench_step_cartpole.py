@@ -84,17 +84,18 @@ def main() -> None:
         version, size = key.split(":")
         env_id = "GpuSharing-" + version
         if size == "default":
+            # (v3's table: the scenario's ``env.max_candidates``; v2's: 4,096)
             env, k = gym.make(env_id, scenario=cfg), K
         else:
             kw: dict[str, Any] = {}
             window = size.endswith("w")
-            if version == "v2" and window:
+            if version in ("v2", "v3") and window:
                 kw = {
                     "pruning": "classes",
                     "decision_scope": "window",
                     "max_candidates": int(os.environ.get("MAXCW", "8192")),
                 }
-            elif version == "v2":
+            elif version in ("v2", "v3"):
                 kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
             env = gym.make(env_id, scenario=scaled_scenario(cfg, int(size.rstrip("w"))), **kw)
             k = int(os.environ.get("K1024", "30"))

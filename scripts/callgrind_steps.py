@@ -11,6 +11,7 @@ Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps 
     ENV=GpuSharing-v2 SIZE=1024 N=60 W=20 ...   # pruning="classes", max_candidates=MAXC (65536)
     ENV=GpuSharing-v2 SIZE=1024 N=10 W=20 ...   # its baseline: the difference over 50
     ENV=GpuSharing-v2 SIZE=1024 SCOPE=window ...  # the bench's v2:1024w (max_candidates MAXCW, 8192)
+    ENV=GpuSharing-v3 ...   # v3 as v2 (kept observation arrays: docs/notes/2026-12-01-v3-contract.md)
 
 At 1,024 GPUs take the baseline at ``N=10`` rather than ``N=0``: the counted steps start with a
 reset (~1.5 G instructions there), which ``N=0`` would leave in the difference
@@ -43,7 +44,7 @@ cfg = load_scenario("default")
 # a scaled GpuSharing-v2 is made as scripts/bench_step_cartpole.py makes it (pruned classes,
 # room for every candidate): unpruned, 1,024 GPUs pass max_candidates at the first reset
 kw: dict[str, Any] = {}
-if SIZE != "default" and ENV == "GpuSharing-v2":
+if SIZE != "default" and ENV in ("GpuSharing-v2", "GpuSharing-v3"):
     kw = {"pruning": "classes", "max_candidates": int(os.environ.get("MAXC", "65536"))}
     if os.environ.get("SCOPE") == "window":  # (the bench's ``v2:1024w``)
         kw["decision_scope"] = "window"

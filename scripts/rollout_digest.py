@@ -3,7 +3,8 @@ every bit.
 
 ``GpuSharing-v2`` (the default): three episodes each of ``default``, ``mig-a100`` and
 ``default-x2`` (every candidate), ``pai-busy`` (``pruning="classes"``) and ``default`` with
-suspensions (``suspend=True``). ``ENV=v1``:
+suspensions (``suspend=True``); ``ENV=v3``, the same cases through ``GpuSharing-v3``, its int8
+``candidate_mask`` hashed as v2's float32, so its digests are v2's. ``ENV=v1``:
 ``GpuSharing-v1``, three episodes each of ``default``, ``mig-a100``, ``default-x2`` and
 ``muxflow-t4``, without and with a migration slot (``migration_slots=1``: its rows and
 masks), ``default`` with ``job_history=True`` (the ``history`` and ``nodes`` keys) and
@@ -16,6 +17,7 @@ one JSON line::
     python scripts/rollout_digest.py
     GSG_PURE_PYTHON=1 python scripts/rollout_digest.py
     ENV=v1 python scripts/rollout_digest.py
+    ENV=v3 python scripts/rollout_digest.py   # == v2's digests, but for "env"
 """
 
 from __future__ import annotations
@@ -48,20 +50,26 @@ CASES_V1: tuple[tuple[str, dict[str, Any]], ...] = (
 VERSION = os.environ.get("ENV", "v2")
 
 
+def _hash(h: Any, obs: dict[str, np.ndarray]) -> None:
+    for k in sorted(obs):
+        a = obs[k]
+        if k == "candidate_mask" and VERSION == "v3":
+            a = a.astype(np.float32)  # (v2's dtype: v3's digest is v2's)
+        h.update(a.tobytes())
+
+
 def digest(name: str, kw: dict[str, Any]) -> str:
     h = hashlib.sha256()
     env = gym.make("GpuSharing-" + VERSION, scenario=load_scenario(name), **kw).unwrapped
     for ep in range(3):
         rng = np.random.default_rng(100 + ep)
         obs, info = env.reset(seed=ep)
-        for k in sorted(obs):
-            h.update(obs[k].tobytes())
+        _hash(h, obs)
         h.update(info["action_mask"].tobytes())
         for _ in range(CUT):
             legal = np.flatnonzero(info["action_mask"].view(bool))
             obs, r, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
-            for k in sorted(obs):
-                h.update(obs[k].tobytes())
+            _hash(h, obs)
             h.update(info["action_mask"].tobytes())
             h.update(np.float64(r).tobytes())
             h.update(bytes([te, tr]))
