@@ -76,7 +76,9 @@ def test_settings_read_as_the_env_and_another_versions_raise() -> None:
         match=r"^max_gpus: GpuSharing-v2 takes no such argument \(its own: max_candidates, decision_scope, mechanisms, pruning, keep_moves, suspend, pair_features\)$",
     ):
         gym.make("GpuSharing-v2", scenario="default", max_gpus=16)
-    with pytest.raises(ValueError, match=r"^interface: must be one of v0, v1, v2, v3 \(got 'v9'\)$"):
+    with pytest.raises(
+        ValueError, match=r"^interface: must be one of v0, v1, v2, v3 \(got 'v9'\)$"
+    ):
         GpuSharingEnv("default", interface="v9")
 
 

@@ -261,22 +261,31 @@ def test_table_size_from_the_scenario_and_its_errors(tmp_path: Path) -> None:
 
 
 def test_out_path_writes_what_the_fresh_table_holds() -> None:
-    """``CandidateBuilder.build(out=...)``: the rows a fresh build makes, into ``out``'s first
-    rows, the rest of ``out`` untouched (the caller zeroes it)."""
+    """``CandidateBuilder.build(keep, out, used)``: ``out`` holding the rows of an earlier
+    build (``used`` of them), the zero-padded table a fresh build makes; rows beyond both
+    untouched (zero in the env's kept table)."""
     env = gym.make("GpuSharing-v2", scenario="default", suspend=True).unwrapped
-    _, info = env.reset(seed=3)
-    for _ in range(40):
-        env.step(int(np.flatnonzero(info["action_mask"])[-1]))
-        _, _, _, _, info = env.step(0)
     b = env.interface.builder
-    fresh = b.build()
     out = np.zeros((b.max_candidates, b.n_features), dtype=np.float32)
-    out[len(fresh) :] = 0.5  # (rows beyond the candidates: left as they are)
-    kept = b.build((), out)
-    assert kept.table is out and len(kept) == len(fresh) > 1
-    assert np.array_equal(kept.features, fresh.features)
-    assert np.array_equal(kept.job, fresh.job) and np.array_equal(kept.gpu, fresh.gpu)
-    assert (out[len(fresh) :] == 0.5).all()
+    out[-1] = 0.5  # (beyond every build: left as it is)
+    _, info = env.reset(seed=3)
+    used, sizes, kinds = 0, [], set()
+    for t in range(300):
+        fresh = b.build()
+        kept = b.build((), out, used)
+        assert kept.table is out and len(kept) == len(fresh)
+        assert np.array_equal(out[:-1], fresh.table[:-1]), t
+        assert np.array_equal(kept.job, fresh.job) and np.array_equal(kept.gpu, fresh.gpu)
+        used = len(kept)
+        sizes.append(used)
+        kinds.update(np.flatnonzero(fresh.features[1:, 1:3].any(axis=0)).tolist())
+        kinds.update([2] if (fresh.gpu < 0).sum() > 1 else [])
+        legal = np.flatnonzero(info["action_mask"])
+        _, _, te, _, info = env.step(int(legal[-1]) if t % 3 else int(legal[len(legal) // 2]))
+        if te:
+            break
+    assert out[-1].tolist() == [0.5] * b.n_features
+    assert max(sizes) > min(sizes) and kinds == {0, 1, 2}
 
 
 def test_registered_beside_v0_v1_v2() -> None:

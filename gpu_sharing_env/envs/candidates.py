@@ -1521,21 +1521,26 @@ class CandidateBuilder:
 
     @cython.locals(legality=Legality)
     def build(
-        self, keep: Iterable[Decision | None] = (), out: np.ndarray | None = None
+        self, keep: Iterable[Decision | None] = (), out: np.ndarray | None = None, used: int = 0
     ) -> Candidates:
         """The candidates of the simulator's state now (raises :class:`TooManyCandidates`);
         with pruning, every legal move of ``keep`` is a candidate too.
 
         ``out`` (``GpuSharing-v3``'s kept table: float32, C order, ``max_candidates`` x
-        ``n_features``, zero but for rows the caller has not zeroed again): the rows are
-        written there (``Candidates.table`` is ``out``) instead of into a fresh zero-padded
-        table; rows from ``len(candidates)`` on are left as they are. Without it (v2), a fresh
-        table a build, and the episode's end is :meth:`Candidates.hold_only`."""
+        ``n_features``; zero from row ``used`` on, its first ``used`` rows a build's): the
+        rows are written there (``Candidates.table`` is ``out``) instead of into a fresh
+        zero-padded table, and ``out`` is the zero-padded table of these candidates after.
+        Only the cells no row write overwrites are zeroed first (a row's kind and
+        ``suspend`` cells; hold's row is the same every build), and the rows the last build
+        used beyond this one's after; where the build raises, ``out`` is left as it was.
+        Without ``out`` (v2), a fresh table a build, and the episode's end is
+        :meth:`Candidates.hold_only`."""
         sim = self.sim
         if sim.done:
             if out is None:
                 return Candidates.hold_only(self.n_features)
             none = np.full(1, -1, dtype=np.int64)
+            out[1:used] = 0.0
             out[0, :N_FEATURES] = _HOLD_ROW
             return Candidates(none, none, none, out[:1], 0, out)
         classes = None
@@ -1598,7 +1603,7 @@ class CandidateBuilder:
                         flat = self._prune_flat(memo, jid, flat, here, n_opts)
             total = self._add(jid, flat, blocks, total)
         if not self.suspend:
-            cands = self._assemble(blocks, n_place, total, out)
+            cands = self._assemble(blocks, n_place, total, out, used)
         else:
             # suspensions: each row first built as a move to the job's own first GPU and option
             moved = total
@@ -1606,8 +1611,10 @@ class CandidateBuilder:
                 st = jobs[jid]
                 flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
                 total = self._add(jid, flat, blocks, total)
-            cands = self._assemble(blocks, n_place, total, out)
+            cands = self._assemble(blocks, n_place, total, out, used)
             self._suspensions(cands, moved)
+        if out is not None and used > total:
+            out[total:used] = 0.0  # (the rows the last build used beyond these)
         if self.pair_features and len(cands) > 1:
             at = self.n_features - len(PAIR_FEATURES)
             cands.features[1:, at:] = pair_columns(
@@ -1802,15 +1809,23 @@ class CandidateBuilder:
         n_place: int,
         total: int,
         out: np.ndarray | None = None,
+        used: int = 0,
     ) -> Candidates:
         """The candidates of ``blocks`` (placements first, ``n_place`` of them), their rows
-        written into a fresh zero-padded table, or into ``out``'s first rows, zero before
-        (:meth:`build`) (``Candidates.table``)."""
+        written into a fresh zero-padded table, or into ``out``'s first rows, whose first
+        ``used`` a build wrote (:meth:`build`) (``Candidates.table``)."""
         sim = self.sim
         if out is None:
             table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
         else:
             table = out
+            if used > 1:
+                # the cells of a row that its write leaves as they are: the kind's other
+                # cell, ``suspend`` (hold's row: the same every build; every other cell of
+                # rows 1 .. total - 1 is written: ``_write_rows``, ``_Writer.fill``)
+                table[1:used, _PLACE : _MIGRATE + 1] = 0.0
+                if self.suspend:
+                    table[1:used, N_FEATURES] = 0.0
         ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:

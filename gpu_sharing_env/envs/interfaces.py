@@ -32,7 +32,6 @@ from gpu_sharing_env.envs.candidates import (
     PRUNINGS,
     CandidateBuilder,
     Candidates,
-    TooManyCandidates,
 )
 from gpu_sharing_env.envs.observation import ObservationEncoder
 from gpu_sharing_env.envs.observation_v1 import ObservationEncoderV1
@@ -613,16 +612,12 @@ class KeptCandidateMoves(CandidateMoves):
             keep = list(self.keep_moves(self.sim))  # (asked at every decision point)
         kept = self._kept
         used = kept.used
+        # (the rows written straight into the kept table, those the last observation used
+        # beyond them zeroed; where the build raises, the arrays are left as they were)
+        self.candidates = cands = self.builder.build(
+            keep if self.pruning != "none" else (), kept.table, used
+        )
         mask = kept.mask
-        kept.table[:used] = 0.0  # (the rows the last observation used: the others are zero)
-        try:
-            self.candidates = cands = self.builder.build(
-                keep if self.pruning != "none" else (), kept.table
-            )
-        except TooManyCandidates:
-            mask[1:used] = 0  # (the arrays as at construction: hold's mask, zero rows)
-            kept.used = 1
-            raise
         k = len(cands)
         if k < used:
             mask[k:used] = 0
