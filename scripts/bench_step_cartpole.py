@@ -1,7 +1,9 @@
 """Raw env steps beside CartPole-v1 in one process (issue 51's speed bars).
 
-For each case of ``SIZES`` (``v2:default``, ``v1:default``, ``v2:1024``: an env version and
-``default`` or a GPU count, a scaled ``default`` with ``pruning="classes"`` for v2 and
+For each case of ``SIZES`` (``v2:default``, ``v1:default``, ``v3:default``, ``v2:1024``: an env
+version and ``default`` or a GPU count; v3 is made as v2 is, its table at ``default`` the
+scenario's ``env.max_candidates`` (4,096, as v2's); a scaled ``default`` with
+``pruning="classes"`` for v2 and v3 and
 ``max_candidates=MAXC`` (65536: the queue scope's legal moves reach 15,511 at 1,024 GPUs);
 a count with ``w`` after it, ``v2:1024w``, the same fleet with ``decision_scope="window"``
 (placements for the window's jobs only) and ``max_candidates=MAXCW`` (8192: 5,553 legal
@@ -17,6 +19,7 @@ predictor's fits): ``SEEDS=same`` gives every repeat seeds 0, 1, 2, ... and acti
 
     PYTHONPATH=. R=3 K=1000 K1024=30 SIZES=v2:default,v1:default,v2:1024,v2:1024w \\
         python scripts/bench_step_cartpole.py
+    PYTHONPATH=. SIZES=v2:default,v3:default,v2:1024w,v3:1024w python scripts/bench_step_cartpole.py
 """
 
 from __future__ import annotations

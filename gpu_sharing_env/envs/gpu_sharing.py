@@ -1,5 +1,5 @@
 """The ``GpuSharing`` env family: GPU-cluster scheduling with time-sharing, MPS and MIG as a
-Gymnasium env. One class, :class:`GpuSharingEnv`, serves ``GpuSharing-v0``, ``-v1`` and ``-v2``;
+Gymnasium env. One class, :class:`GpuSharingEnv`, serves ``GpuSharing-v0`` to ``-v3``;
 its ``interface`` (``gpu_sharing_env.envs.interfaces``) is what the versions differ in."""
 
 from __future__ import annotations
@@ -77,13 +77,17 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
       ``max_window`` and ``max_options``, plus ``migration_slots`` job slots for running jobs.
     * v2 (:class:`~gpu_sharing_env.envs.interfaces.CandidateMoves`):
       ``Discrete(max_candidates)``, one action per move the simulator accepts now.
+    * v3 (:class:`~gpu_sharing_env.envs.interfaces.KeptCandidateMoves`): v2's; the mask is one
+      kept array, ``info["action_mask"]`` and ``action_masks()`` the same object.
 
     ## Observation Space
 
     A ``Dict`` of float32 ``Box`` es with finite bounds (layouts in ``docs/env.md`` and in the
     interfaces' docstrings): v0 GPU, job and global tables padded to ``max_gpus`` (rows beyond
     the cluster's size are zero, so one policy serves clusters of several sizes); v1 those
-    widened plus option and job × GPU pair features; v2 one feature row per candidate move.
+    widened plus option and job × GPU pair features; v2 one feature row per candidate move;
+    v3 v2's rows in kept arrays, overwritten in place and handed out read-only (valid until
+    the next ``step``: copy what you keep), its ``candidate_mask`` int8.
 
     ## Rewards
 
@@ -134,21 +138,25 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
       (in submission order), then the best-effort jobs with the shortest predicted duration
       (the scenario's estimate over the fastest allowed GPU type's solo speed), so an agent
       can serve the short jobs of a long queue (``Simulator.window_order``).
-    * ``interface``: ``"v0"`` (default), ``"v1"`` or ``"v2"`` (each registered id sets it).
+    * ``interface``: ``"v0"`` (default), ``"v1"``, ``"v2"`` or ``"v3"`` (each registered id
+      sets it).
     * The interface's own settings (keyword arguments): v0 ``max_gpus`` (padded GPU count;
       ``None`` takes the scenario's ``env.max_gpus``, ``0`` the cluster's own size); v1
       ``max_gpus``, ``max_window``, ``max_options``, ``migration_slots``, ``job_history``; v2
       ``max_candidates``, ``decision_scope``, ``mechanisms``, ``pruning``, ``keep_moves``,
       ``suspend`` (suspensions as candidates; default False), ``pair_features`` (co-location
-      profile columns on every candidate row; default False). Another version's setting raises
-      a one-line ``ValueError``.
+      profile columns on every candidate row; default False); v3 v2's (``max_candidates=None``:
+      the scenario's ``env.max_candidates``). Another version's setting raises a one-line
+      ``ValueError``.
 
     The interface's settings and state read as the env's: ``env.codec``, ``env.max_gpus``,
     ``env.encoder`` (v0, v1), ``env.max_window`` (v1), ``env.candidates`` and
-    ``env.index_of(decision)`` (v2).
+    ``env.index_of(decision)`` (v2, v3).
 
     ## Version History
 
+    * v3: v2's moves under a contract built for speed: kept read-only observation arrays,
+      one int8 mask (``docs/env.md``).
     * v2: candidate actions over the whole queue and migrations (suspensions with
       ``suspend=True``); candidate feature rows.
     * v1: option features, job × GPU pair features, time-until-free, queue statistics beyond
