@@ -4,7 +4,8 @@ first ``k`` rows, the mask, ``global``; zero rows beyond them) over scenarios, s
 scopes, prunings, suspensions and pair features, across resets; one mask array shared by the
 observation, ``info`` and ``action_masks()``; the previous episode's final observation kept
 through a reset; Gymnasium's checker but its data-reuse check, the conformance test, vector envs
-that copy, copies and pickles, two processes; the scenario's ``env.max_candidates``."""
+that copy, copies and pickles, two processes; the scenario's ``env.max_candidates``;
+MaskablePPO's rollouts."""
 
 from __future__ import annotations
 
@@ -296,3 +297,26 @@ def test_registered_beside_v0_v1_v2() -> None:
     obs_space = gym.make("GpuSharing-v3", scenario="default").observation_space
     assert obs_space["candidate_mask"].dtype == np.int8
     assert json.dumps(sorted(obs_space.spaces)) == '["candidate_mask", "candidates", "global"]'
+
+
+def test_maskable_ppo_rolls_out_each_steps_own_mask() -> None:
+    """sb3-contrib's MaskablePPO on v3 through ``DummyVecEnv``: its rollout buffer holds every
+    step's own observation (copied), whose mask is the ``action_masks()`` it sampled under."""
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
+
+    def make() -> gym.Env[Any, Any]:
+        return gym.make("GpuSharing-v3", scenario="default")
+
+    venv = vec_env.DummyVecEnv([make, make])
+    model = sb3_contrib.MaskablePPO(
+        "MultiInputPolicy", venv, n_steps=32, batch_size=32, n_epochs=1, seed=0,
+        device="cpu", policy_kwargs={"net_arch": [8]},
+    )  # fmt: skip
+    model.learn(64)
+    buf = model.rollout_buffer
+    masks = buf.observations["candidate_mask"].reshape(64, -1)
+    assert masks.dtype == np.int8
+    assert np.array_equal(masks.astype(bool), buf.action_masks.reshape(64, -1).astype(bool))
+    assert len({int(m.sum()) for m in masks}) > 5  # (each step's own, not one array's last)
+    venv.close()
