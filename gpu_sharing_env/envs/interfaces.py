@@ -549,9 +549,9 @@ class KeptCandidateMoves(CandidateMoves):
     ## Kept buffers
 
     The observation's arrays are the env's own, made once (at construction) and overwritten in
-    place: the candidate builder writes a step's rows straight into the kept table, after
-    zeroing the rows the previous observation used (no fresh ``max_candidates``-row table a
-    step). They are handed out read-only (``flags.writeable`` False). **An observation is
+    place: the candidate builder writes a step's rows straight into the kept table and zeroes
+    only what those writes leave of the previous observation (``CandidateBuilder.build``'s
+    ``out``: no fresh ``max_candidates``-row table a step). They are handed out read-only (``flags.writeable`` False). **An observation is
     valid until the env's next ``step``; copy what you keep.** Each ``reset`` switches to a
     second set of arrays, so an episode's last observation (and its ``info["action_mask"]``)
     stays as it is through the next episode: a vector env that keeps the final observation
