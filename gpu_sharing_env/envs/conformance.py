@@ -84,7 +84,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def check_mask(env: GpuSharingEnv, mask: np.ndarray, where: str) -> None:
     """The mask's form (1-D, int8, binary, wait legal, legal only on real slots and GPUs, or
-    for ``GpuSharing-v2`` on its candidates)."""
+    for ``GpuSharing-v2`` and ``-v3`` on its candidates)."""
     n = int(env.action_space.n)  # type: ignore[attr-defined]
     _require(isinstance(mask, np.ndarray), f"{where}: mask is not a numpy array")
     _require(mask.ndim == 1 and mask.shape == (n,), f"{where}: mask shape {mask.shape} != ({n},)")
