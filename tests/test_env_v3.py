@@ -12,10 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from gpu_sharing_env.envs.candidates import TooManyCandidates
 from gpu_sharing_env.envs.conformance import api_test
 from gpu_sharing_env.envs.gpu_sharing import GpuSharingEnv
 from gpu_sharing_env.envs.interfaces import DEFAULT_MAX_CANDIDATES, KeptCandidateMoves
+from tests.helpers import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,7 +211,7 @@ def test_vector_envs_copy_what_they_keep() -> None:
 
 
 _DIGEST = """
-import hashlib, numpy as np, gymnasium as gym, gpu_sharing_env
+import hashlib, json, numpy as np, gymnasium as gym, gpu_sharing_env
 env = gym.make("GpuSharing-v3", scenario="default")
 h = hashlib.sha256()
 obs, info = env.reset(seed=11)
@@ -226,15 +224,15 @@ for _ in range(150):
     h.update(np.float64(r).tobytes())
     if te:
         obs, info = env.reset()
-print(h.hexdigest())
+print(json.dumps({"digest": h.hexdigest(), "compiled": len(gpu_sharing_env.COMPILED)}))
 """
 
 
-def test_same_seed_same_bits_in_two_processes() -> None:
-    run = [sys.executable, "-c", _DIGEST]
-    envs = [dict(os.environ, PYTHONHASHSEED=s) for s in ("1", "2")]
-    out = [subprocess.run(run, env=e, capture_output=True, text=True, check=True) for e in envs]
-    assert out[0].stdout == out[1].stdout and len(out[0].stdout.strip()) == 64
+def test_same_seed_same_bits_in_two_processes_compiled_and_pure() -> None:
+    """Two fresh processes (their own hash seeds), one compiled, one ``GSG_PURE_PYTHON=1``."""
+    compiled, pure = run_probe(_DIGEST, pure=False), run_probe(_DIGEST, pure=True)
+    assert pure["compiled"] == 0
+    assert compiled["digest"] == pure["digest"] and len(pure["digest"]) == 64
 
 
 def test_table_size_from_the_scenario_and_its_errors(tmp_path: Path) -> None:
