@@ -18,10 +18,15 @@ one JSON line::
     GSG_PURE_PYTHON=1 python scripts/rollout_digest.py
     ENV=v1 python scripts/rollout_digest.py
     ENV=v3 python scripts/rollout_digest.py   # == v2's digests, but for "env"
+
+``PAST=per_episode`` (or ``shared``) sets every synthetic scenario's
+``workload.offline.params.past``: ``PAST=per_episode`` gives workload version 2's episodes
+(the digests recorded before version 3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -48,6 +53,17 @@ CASES_V1: tuple[tuple[str, dict[str, Any]], ...] = (
     ("pai-busy", {}),
 )  # fmt: skip
 VERSION = os.environ.get("ENV", "v2")
+PAST = os.environ.get("PAST")
+
+
+def scenario(name: str) -> Any:
+    """The scenario ``name``, with ``PAST`` (when set) as its synthetic workload's ``past``."""
+    cfg = load_scenario(name)
+    if not PAST:
+        return cfg
+    off = cfg.workload.offline
+    off = dataclasses.replace(off, params={**off.params, "past": PAST})
+    return dataclasses.replace(cfg, workload=dataclasses.replace(cfg.workload, offline=off))
 
 
 def _hash(h: Any, obs: dict[str, np.ndarray]) -> None:
@@ -60,7 +76,7 @@ def _hash(h: Any, obs: dict[str, np.ndarray]) -> None:
 
 def digest(name: str, kw: dict[str, Any]) -> str:
     h = hashlib.sha256()
-    env = gym.make("GpuSharing-" + VERSION, scenario=load_scenario(name), **kw).unwrapped
+    env = gym.make("GpuSharing-" + VERSION, scenario=scenario(name), **kw).unwrapped
     for ep in range(3):
         rng = np.random.default_rng(100 + ep)
         obs, info = env.reset(seed=ep)

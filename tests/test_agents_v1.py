@@ -107,9 +107,9 @@ def test_padded_v1_env_masks_padding_and_runs_the_same_episode() -> None:
 
 def test_time_until_free_uses_the_estimate_and_the_observed_rate() -> None:
     sim = make_simulator(load_scenario("default"))
-    sim.reset(2)  # (a seed with offline jobs running after the first hour)
+    sim.reset(7)  # (a seed with offline jobs running after the first hour: workload v3's 6, 7)
     policy = make_policy("speed_sjf")
-    policy.reset(2)
+    policy.reset(7)
     codec = ActionCodec(sim.window, sim.n_gpus, len(sim.options))
     while sim.now < 3600.0:  # an hour of speed_sjf's scheduling
         d = policy.decide(ClusterView(sim, codec)) if sim.needs_decision() else None  # type: ignore[attr-defined]
@@ -302,8 +302,16 @@ def test_paired_return_is_the_gap_to_the_reference() -> None:
             obs, r, done, _, info = env.step(a)
             total += float(r)
         assert rec["slo_attainment"] >= 0.95 and sjf["slo_attainment"] >= 0.95
-        assert info["reference_jct_return"] == pytest.approx(-sjf["jct_mean_s"] / 3600)
-        assert total == pytest.approx(-(rec["jct_mean_s"] - sjf["jct_mean_s"]) / 3600, abs=1e-9)
+        # (the returns are the offline job-seconds in the system over every offline job, N;
+        # ``jct_mean_s`` is the same seconds over the completed ones: on workload version 3's
+        # `default` one job of each episode fails, an 8-GPU group no node holds)
+        n = sum(not st.spec.online for st in base.sim.jobs.values())  # type: ignore[attr-defined]
+        assert sjf["jobs_completed"] < n  # (so the two normalisations differ here)
+
+        ref_h = sjf["jct_mean_s"] * sjf["jobs_completed"] / n / 3600
+        rec_h = rec["jct_mean_s"] * rec["jobs_completed"] / n / 3600
+        assert info["reference_jct_return"] == pytest.approx(-ref_h)
+        assert total == pytest.approx(-(rec_h - ref_h), abs=1e-9)
 
 
 def test_labelled_episodes_are_cached_and_independent_of_workers(tmp_path: Path) -> None:

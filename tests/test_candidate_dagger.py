@@ -307,11 +307,12 @@ def _jct_sum(sim: Simulator) -> float:
     )
 
 
-@pytest.mark.parametrize("seed", [960, 962])
+@pytest.mark.parametrize("seed", [997, 962])
 def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
     """An episode played to its end: ``x_job_s`` is the sum of its offline jobs' JCTs and
     ``x_ref_job_s`` the reference's whole episode's (here speed_sjf_queue drives and sjf_predicted
-    is the reference, whose episode ends later; on 960 the SLO is missed); the paired return is
+    is the reference, whose episode ends later; on 997 the SLO is missed: of seeds 960-1000 on
+    workload version 3 on 970, 974, 997 and 999, as on version 2's 960); the paired return is
     their difference over the scale plus the SLO term. Read off the paired return, the measure
     was short by the reference's rest after this episode's end (and over by the SLO penalty)."""
     env = CandidateEnv("default", [*RULES, "sjf_predicted"], ["sjf_predicted"])
@@ -319,15 +320,16 @@ def test_finished_episode_measure_is_the_jct_sum(seed: int) -> None:
         env, seed, None, teacher=make_policy("speed_sjf_queue"), max_steps=100_000
     )
     sim = env.env.sim
-    n = sum(not st.spec.online for st in sim.jobs.values())
     assert sim.done and sim.now < env._times[-1]  # it ended before its reference
     assert m["x_job_s"] == pytest.approx(_jct_sum(sim), rel=1e-12)
-    assert m["x_job_s"] == pytest.approx(m["jct_mean_s"] * n, rel=1e-12)
+    # (``jct_mean_s`` averages over the completed jobs: on workload version 3's `default` one
+    # job of each episode fails, an 8-GPU group no node holds)
+    assert m["x_job_s"] == pytest.approx(m["jct_mean_s"] * m["jobs_completed"], rel=1e-12)
     ref = run_episode(make_policy("sjf_predicted"), make_simulator(load_scenario("default")), seed)
-    assert m["x_ref_job_s"] == pytest.approx(ref["jct_mean_s"] * n, rel=1e-12)
+    assert m["x_ref_job_s"] == pytest.approx(ref["jct_mean_s"] * ref["jobs_completed"], rel=1e-12)
     assert m["x_excess"] == pytest.approx(m["jct_mean_s"] / ref["jct_mean_s"] - 1, rel=1e-9)
     shortfall = max(0.0, sim.cfg.slo_target - m["slo_attainment"])
-    assert (seed == 960) == (shortfall > 0)
+    assert (seed == 997) == (shortfall > 0)
     paired = -(m["x_job_s"] - m["x_ref_job_s"]) / env._scale - SLO_WEIGHT * shortfall
     assert m["x_paired_return"] == pytest.approx(paired, rel=1e-9)
 

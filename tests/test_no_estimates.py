@@ -207,7 +207,9 @@ def test_the_differential_catches_a_policy_that_reads_estimates(
     """Declaring a reader False would fail the differential test: run without estimates,
     it raises or its records change (planted: the readers evaluated as if declared False)."""
     cfg = pai_trace(tmp_path) if policy != "gandiva" else load_scenario("default")
-    assert caught(policy, cfg)
+    # (gandiva reads estimates only in some episodes: on workload version 3's `default`,
+    # seeds 1 and 4 of 0-5; version 2's seed 0 was one)
+    assert caught(policy, cfg, seed=1 if policy == "gandiva" else 0)
 
 
 # ---------------------------------------------------------------- the switch itself

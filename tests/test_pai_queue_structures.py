@@ -46,8 +46,17 @@ from gpu_sharing_gym.baselines.pai import (
 from gpu_sharing_gym.baselines.reference import FirstFit
 
 
+def _v2_draws(sc: Any) -> Any:
+    """``sc`` with workload version 2's draws (``past: per_episode``): the coverage floors
+    below (picks, shortcuts, questions asked per path) were set on those episodes; the tests
+    are about the picks, not the workload."""
+    off = sc.workload.offline
+    off = dataclasses.replace(off, params={**off.params, "past": "per_episode"})
+    return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))
+
+
 def _congested(faults: bool) -> object:
-    sc = load_scenario("pai-hetero")
+    sc = _v2_draws(load_scenario("pai-hetero"))
     nodes = tuple(dataclasses.replace(g, count=max(1, g.count // 8)) for g in sc.cluster.nodes)
     sc = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=nodes))
     if not faults:
@@ -507,7 +516,7 @@ class _CheckedNoCandidates(ReservePack):
 def _busy_hetero() -> object:
     """``pai-hetero`` (PAI's machine mix at 1/20) with four times its arrivals: gangs wait for
     their plans on the 2-GPU nodes while 8-GPU nodes hold empty runs (the replay's case)."""
-    sc = load_scenario("pai-hetero")
+    sc = _v2_draws(load_scenario("pai-hetero"))
     off = sc.workload.offline
     off = dataclasses.replace(off, params={**off.params, "arrivals_per_h": 100.0})
     return dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, offline=off))

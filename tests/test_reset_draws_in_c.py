@@ -156,6 +156,9 @@ def _configs() -> list[SyntheticWorkloadConfig]:
     base = SyntheticWorkloadConfig()
     return [
         base,
+        # (workload version 2's draw: the groups and the history from the episode's generator)
+        SyntheticWorkloadConfig(past="per_episode"),
+        SyntheticWorkloadConfig(past="per_episode", periodic_share=1.0, history_h=30.0),
         SyntheticWorkloadConfig(recurring_share=0.0),
         SyntheticWorkloadConfig(
             periodic_share=1.0,
@@ -269,7 +272,8 @@ for name in all_scenario_names():
 base, hz = cfgs["default"]
 for tag, ch in [("norec", {"recurring_share": 0.0}), ("periodic", {"periodic_share": 1.0}),
                 ("bursty", {"periodic_share": 0.0}), ("nospace", {"burst_spacing_s": 0.0}),
-                ("nohist", {"history_h": 0.0}), ("busy", {"arrivals_per_h": 60.0})]:
+                ("nohist", {"history_h": 0.0}), ("busy", {"arrivals_per_h": 60.0}),
+                ("v2", {"past": "per_episode"}), ("past1", {"past_seed": 1})]:
     cfgs["default+" + tag] = (dataclasses.replace(base, **ch), hz)
 for key, (cfg, hz) in sorted(cfgs.items()):
     for seed in range(3):

@@ -35,7 +35,7 @@ class _Checked(SuspendLongest):  # type: ignore[misc,valid-type]
         return super().decide(view)  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("seed", [2, 4])
+@pytest.mark.parametrize("seed", [2, 7])  # (default seeds that suspend on workload v3)
 def test_view_suspendable_is_the_simulators(seed: int) -> None:
     policy = _Checked()
     m = run_episode(policy, make_simulator(load_scenario("default")), seed)

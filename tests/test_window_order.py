@@ -37,10 +37,11 @@ def test_a_window_of_one_holds_the_shortest_predicted_job() -> None:
 
 
 def test_predicted_order_invariant_on_a_long_queue() -> None:
-    # default seed 93 builds a queue of ~20 (window 4): every snapshot's queue is sorted by
-    # (commitment first, predicted duration, submission), computed here from the estimates.
+    # default seed 133 builds a queue of ~25 (window 4; workload version 3, version 2's was
+    # seed 93): every snapshot's queue is sorted by (commitment first, predicted duration,
+    # submission), computed here from the estimates.
     sim = make_simulator(load_scenario("default"))
-    sim.reset(93, window_order="predicted")
+    sim.reset(133, window_order="predicted")
     speeds = {
         (m, t): sim.speed.solo_speed(m, t)
         for m in {s.spec.model for s in sim.jobs.values()}
@@ -64,7 +65,7 @@ def test_predicted_order_invariant_on_a_long_queue() -> None:
         assert keys == sorted(keys)
         assert [s.job_id for s in sim.window_jobs()] == [k[3] for k in keys[: sim.window]]
 
-    drive(SpeedSJFQueue(), sim, 93, on_decision=check)
+    drive(SpeedSJFQueue(), sim, 133, on_decision=check)
     assert longest > 3 * sim.window  # (the seed's queue does get long)
 
 
@@ -115,12 +116,12 @@ def test_env_window_order_is_deterministic_and_survives_resets() -> None:
 def test_runner_sets_each_policys_order() -> None:
     # One simulator, two policies in turn: each episode runs under its policy's order.
     sim = make_simulator(load_scenario("default"))
-    a = run_episode(SpeedSJFQueue(), sim, 93)
+    a = run_episode(SpeedSJFQueue(), sim, 133)  # (a heavy seed of workload version 3)
     assert sim.window_order == "predicted"
-    b = run_episode(SpeedSJF(), sim, 93)
+    b = run_episode(SpeedSJF(), sim, 133)
     assert sim.window_order == "fifo"
     assert a["jct_mean_s"] < b["jct_mean_s"]  # the heavy seed's short jobs go first
-    assert run_episode(SpeedSJFQueue(), sim, 93) == a
+    assert run_episode(SpeedSJFQueue(), sim, 133) == a
 
 
 def test_agent_carries_its_training_order_and_a_bad_one_is_refused(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The synthetic generator hits the PAI figures it targets; services and estimates behave.
 
 Targets and tolerances (defaults, 14 days at 100 arrivals/h, ~34 k jobs a seed; figures of the
-job mix pooled over seeds 0-3, since a few hourly groups weigh heavily in one seed's mix):
+job mix pooled over seeds 0-3, each with its own past (``past_seed`` 0-3: four clusters; one
+cluster's episodes share its groups, and a few hourly groups weigh heavily in one cluster's mix):
 fractional share 0.58 +- 0.03 (0.60 of requests x 0.96 not high-GPU); gang share 0.127 +- 0.02;
 p99/p1 run-time span >= 3.5 orders of magnitude; median run time 900 s +- 15 %; diurnal
 peak/trough 3.0 +- 0.6; recurring share 0.65 +- 0.02 (every group >= 5 runs in the log);
@@ -45,7 +46,11 @@ CFG = SyntheticWorkloadConfig(arrivals_per_h=100.0)
 
 @pytest.fixture(scope="module")
 def draws() -> list[SyntheticWorkload]:
-    return [generate_workload(CFG, np.random.default_rng(s), HORIZON_S) for s in range(4)]
+    # (four clusters: workload version 3's episodes of one cluster share its groups)
+    return [
+        generate_workload(replace(CFG, past_seed=s), np.random.default_rng(s), HORIZON_S)
+        for s in range(4)
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -103,7 +103,9 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
 
     An empty cluster (no GPU configured) at t = 0; the simulator runs to the first arrival that
     can be placed. The workload (arrivals, durations, estimate errors, services), fault times and
-    load noise derive from the episode seed: ``reset(seed=s)`` replays exactly the episode
+    load noise derive from the episode seed (a synthetic scenario's recurring groups and its
+    history before t = 0 are the cluster's own, from its ``past_seed``, the same every episode:
+    workload version 3): ``reset(seed=s)`` replays exactly the episode
     ``gpu_sharing_env.evaluation.runner.run_episode`` runs with seed ``s``; ``reset()`` draws the next episode
     seed from ``self.np_random``, so successive episodes differ yet replay from the first seed.
 

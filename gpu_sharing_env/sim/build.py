@@ -91,6 +91,7 @@ class ScenarioWorkload:
     cart`` (the default) the jobs come with a fresh :class:`OnlinePredictor`, warm-started with
     the generator's pre-episode history (a trace: none), which the simulator feeds finished runs
     and asks for estimates; the specs' own ``est_work_s`` is then a placeholder until arrival.
+    With a shared past (``past: shared``) the warm start is made once per past and copied.
     """
 
     cfg: ScenarioConfig
@@ -129,7 +130,11 @@ class ScenarioWorkload:
                 jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups
             )
         elif predict:
-            predictor = OnlinePredictor(self.pred_cfg, history, exact=off.estimate_sigma == 0)
+            exact = off.estimate_sigma == 0
+            if drawn is not None and drawn.past is not None:  # (the past's warm start, a copy)
+                predictor = drawn.past.predictor(self.pred_cfg, exact)
+            else:
+                predictor = OnlinePredictor(self.pred_cfg, history, exact=exact)
         first_id = max((j.job_id for j in jobs), default=-1) + 1
         if on.num_services:
             jobs += generate_services(self.svc_cfg, rng, horizon_s, first_id)

@@ -5,6 +5,8 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 #: Version of the workload model (generators and duration estimates); results carry it beside
 #: ``interference.MODEL_VERSION``. 2: recurring groups (periodic, bursty, one-off) with a
 #: pre-episode history, estimates from PAI's CART fitted online on finished runs (issue 50).
-WORKLOAD_VERSION = 2
+#: 3: the cluster's own past (``past: shared``): the groups and the history drawn once per
+#: scenario, an episode's seed draws only its future (issue 51; ``past: per_episode`` is 2's).
+WORKLOAD_VERSION = 3
 
 __all__ = ["WORKLOAD_VERSION", "JobKind", "JobSpec", "ServiceSpec"]

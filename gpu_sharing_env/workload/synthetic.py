@@ -27,6 +27,7 @@ import bisect
 import copy
 import math
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -40,7 +41,13 @@ except ModuleNotFoundError:
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
-from gpu_sharing_env.workload.predictor import RunLog, TagCodes, lexsort2
+from gpu_sharing_env.workload.predictor import (
+    OnlinePredictor,
+    PredictorConfig,
+    RunLog,
+    TagCodes,
+    lexsort2,
+)
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -75,6 +82,11 @@ DEFAULT_MODEL_MIX: Mapping[str, float] = {
 #: Models of high-GPU tasks: PAI's high-GPU case study is NLP with advanced language models
 #: (BERT, ALBERT, XLNet; NSDI'22 Sec. 6.1). The split is an ASSUMPTION.
 DEFAULT_HIGH_GPU_MIX: Mapping[str, float] = {"bert": 0.5, "transformer": 0.25, "gpt2": 0.25}
+
+
+#: ``SyntheticWorkloadConfig.past``'s values: the scenario's one past, or one per episode.
+SHARED, PER_EPISODE = "shared", "per_episode"
+PASTS = (SHARED, PER_EPISODE)
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,14 @@ class SyntheticWorkloadConfig:
     """Pre-episode history the generator also draws (the same groups and processes, before time
     0): the runs that finished by time 0 warm-start the duration predictor
     (``workload.predictor``), as a production cluster's logs would. A week is an ASSUMPTION."""
+    past: str = "shared"
+    """Where the recurring groups and the history come from. ``shared`` (workload version 3):
+    the cluster has one past, drawn once per scenario from ``past_seed`` (its groups'
+    templates, periods and phases, and the runs of ``[-history_h, 0)``), the same for every
+    episode; an episode's seed draws only its future (:func:`shared_past`). ``per_episode``
+    (version 2): every episode draws its own groups and history."""
+    past_seed: int = 0
+    """Seed of the shared past (``past: shared``): another value, another cluster."""
     num_users: int = 100
     """Users (and so job owners)."""
     user_zipf_exponent: float = 1.6
@@ -218,6 +238,9 @@ class SyntheticWorkloadConfig:
         _check(0 <= self.inference_share <= 1, "inference_share", "must be in [0, 1]")
         _check(self.inference_duration_sigma >= 0, "inference_duration_sigma", "must be >= 0")
         _check(self.history_h >= 0, "history_h", "must be >= 0")
+        _check(self.past in PASTS, "past", f"one of {', '.join(PASTS)} (got {self.past!r})")
+        seed_ok = isinstance(self.past_seed, int) and not isinstance(self.past_seed, bool)
+        _check(seed_ok and self.past_seed >= 0, "past_seed", "an integer >= 0")
         _check(self.group_size_min >= 2, "group_size_min", "must be >= 2")
         _check(self.group_size_mean >= self.group_size_min, "group_size_mean", ">= min")
         _check(self.group_duration_sigma >= 0, "group_duration_sigma", "must be >= 0")
@@ -375,6 +398,8 @@ class SyntheticWorkload:
             schedulers).
         batch_inference: Group tags of batch-inference groups (run-time sigma
             ``inference_duration_sigma``; the other groups: ``group_duration_sigma``).
+        past: ``past: shared``: the scenario's :class:`ClusterPast` (its history is
+            ``history``); ``per_episode``: None.
     """
 
     jobs: list[JobSpec]
@@ -382,6 +407,7 @@ class SyntheticWorkload:
     pattern: dict[str, str]
     period_s: dict[str, float]
     batch_inference: frozenset[str] = frozenset()
+    past: ClusterPast | None = None
 
 
 #: Whether this module runs compiled (a Cython extension) rather than from its source.
@@ -939,7 +965,8 @@ def generate_workload(
 ) -> SyntheticWorkload:
     """Draw the offline jobs submitted in ``[0, horizon_s)`` and the ``history_h`` before.
 
-    Deterministic given ``rng``'s state. Three submission processes (PAI Sec. 5.2, Figs. 10-11):
+    Deterministic given ``rng``'s state (and, ``past: shared``, the configuration). Three
+    submission processes (PAI Sec. 5.2, Figs. 10-11):
 
     - one-off jobs: the diurnal Poisson process at ``(1 - recurring_share)`` of the rate;
     - periodic groups (``periodic_share`` of recurring arrivals): a fixed period (hourly to
@@ -955,20 +982,49 @@ def generate_workload(
     submission order, ``est_work_s == work_s`` (the simulator's predictor replaces it); group
     tags are ``"g<k>"`` and one-off jobs have ``group == ""``.
 
+    ``past: shared`` (the default, workload version 3): the groups (templates, periods,
+    phases) and the history are the scenario's own (:func:`shared_past`, drawn once from
+    ``past_seed``); ``rng`` draws the future only (:func:`_future`). ``past: per_episode``
+    (version 2): ``rng`` draws the groups, the history and the future (:func:`_per_episode`).
+
     Args:
         cfg: Generator parameters.
         rng: Source of randomness.
         horizon_s: Length of the submission window.
     """
-    empty = SyntheticWorkload([], RunLog.empty(), {}, {})
     if horizon_s <= 0:
-        return empty
-    t0 = -cfg.history_h * 3600.0
+        return SyntheticWorkload([], RunLog.empty(), {}, {})
+    if cfg.past == PER_EPISODE:
+        return _per_episode(cfg, rng, horizon_s)
+    return _future(cfg, shared_past(cfg), rng, horizon_s)
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The recurring groups' draws (:func:`_draw_groups`): periodic groups ``0..n_per-1``'
+    base run times and periods, then ``n_burst`` bursty groups'; ``cfg_d``: the
+    configuration with the diurnal amplitude the other processes swing with."""
+
+    per_base: list[float]
+    per_period: list[float]
+    cfg_d: SyntheticWorkloadConfig
+    n_burst: int
+    inference: np.ndarray
+    burst_base: np.ndarray
+
+    @property
+    def n_per(self) -> int:
+        return len(self.per_base)
+
+
+def _draw_groups(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, cap: object, dc: object
+) -> _Groups:
+    """The templates' first draws: periodic groups, then bursty groups (``cap``:
+    :func:`_capsule`'s, ``dc``: :func:`draw_capsule`'s)."""
     rec_rate_h = cfg.arrivals_per_h * cfg.recurring_share
     per_rate_h = rec_rate_h * cfg.periodic_share
     burst_rate_h = rec_rate_h - per_rate_h
-
-    # Templates: periodic groups, then bursty groups, then one-off jobs.
     lo_sig = cfg.duration_sigma
     periods_h = np.asarray(cfg.period_h_choices, dtype=float)
     pw = np.asarray(cfg.period_weights, dtype=float)
@@ -993,7 +1049,6 @@ def generate_workload(
     per_base: list[float] = []
     per_period: list[float] = []
     got = 0.0
-    cap, dc = _capsule(rng), draw_capsule(rng)
     while got < per_rate_h:
         # np.clip's value for a finite float (exp never gives NaN here)
         base = min(max(med * math.exp(lo_sig * _std_normal(rng, dc)), d_lo), d_hi)
@@ -1033,54 +1088,115 @@ def generate_workload(
     n_burst = round(burst_rate_h * cfg.burst_gap_h / k_mean) if burst_rate_h > 0 else 0
     if burst_rate_h > 0:
         n_burst = max(1, n_burst)
-    n_grp = n_per + n_burst
-    inference = np.zeros(n_grp, dtype=bool)
+    inference = np.zeros(n_per + n_burst, dtype=bool)
     inference[:n_per] = _uniforms(rng, dc, 0.0, 1.0, n_per) < cfg.inference_share
     burst_base = cfg.duration_median_s * np.exp(lo_sig * _std_normals(rng, dc, n_burst))
+    return _Groups(per_base, per_period, cfg_d, n_burst, inference, burst_base)
 
-    # Submissions of every template over [t0, horizon).
-    # (Their order before the sort below does not matter: equal times and labels are the same.)
-    t_per, lab_per = _periodic_times(cfg_d, rng, per_period, t0, horizon_s)
-    times, labels = [t_per], [lab_per]
+
+def _sweeps(
+    cfg_d: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    dc: object,
+    n_per: int,
+    n_burst: int,
+    t0_s: float,
+    t1_s: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bursty groups' (``n_per..n_per+n_burst-1``) sweeps started in ``[t0_s, t1_s)``:
+    their members' times before ``t1_s`` and each one's group."""
+    starts = _arrivals(cfg_d, rng, t0_s, t1_s, n_burst / cfg_d.burst_gap_h / cfg_d.arrivals_per_h)
+    owner = n_per + _integers(rng, dc, n_burst, starts.size)
+    p = 1.0 / (cfg_d.group_size_mean - cfg_d.group_size_min + 1.0)
+    sizes = cfg_d.group_size_min + _geometrics(rng, dc, p, starts.size) - 1
+    # Every sweep's gaps in one draw (the same doubles as a draw per sweep, in turn); a
+    # sweep's times are its start plus the running sum of its gaps after the first: one
+    # row per sweep (its first gap 0.0, zeros after its last), summed along the rows by
+    # np.cumsum (an accumulation adds in order from the row's first value: the same
+    # doubles as adding them one by one from 0.0), kept where a member is before the
+    # horizon, sweep by sweep and member by member.
+    n_gaps = int(sizes.sum())
+    spacing = cfg_d.burst_spacing_s
+    gaps = _exponentials(rng, dc, spacing, n_gaps) if spacing else np.zeros(n_gaps)
+    n_sw = int(sizes.size)
+    width = int(sizes.max()) if n_sw else 0
+    first = np.cumsum(sizes) - sizes
+    row = np.repeat(np.arange(n_sw), sizes)
+    pad = np.zeros((n_sw, width))
+    pad[row, np.arange(n_gaps) - first[row]] = gaps
+    if width:
+        pad[:, 0] = 0.0
+    t_sw = starts[:, None] + np.cumsum(pad, axis=1)
+    keep = (np.arange(width) < sizes[:, None]) & (t_sw < t1_s)
+    return t_sw[keep], np.broadcast_to(owner[:, None], t_sw.shape)[keep].astype(np.int64)
+
+
+def _other_runs(
+    cfg: SyntheticWorkloadConfig,
+    grp: _Groups,
+    rng: np.random.Generator,
+    dc: object,
+    t0_s: float,
+    t1_s: float,
+    times: list[np.ndarray],
+    labels: list[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The periodic submissions in ``[t0_s, t1_s)`` (``times``, ``labels``) with the bursty
+    groups' and the one-off jobs' (templates ``n_grp..``) drawn after them: every submission
+    sorted by time, then template; and how many one-off jobs."""
+    n_per, n_burst = grp.n_per, grp.n_burst
     if n_burst:
-        starts = _arrivals(
-            cfg_d, rng, t0, horizon_s, n_burst / cfg.burst_gap_h / cfg.arrivals_per_h
-        )
-        owner = n_per + _integers(rng, dc, n_burst, starts.size)
-        p = 1.0 / (k_mean - cfg.group_size_min + 1.0)
-        sizes = cfg.group_size_min + _geometrics(rng, dc, p, starts.size) - 1
-        # Every sweep's gaps in one draw (the same doubles as a draw per sweep, in turn); a
-        # sweep's times are its start plus the running sum of its gaps after the first: one
-        # row per sweep (its first gap 0.0, zeros after its last), summed along the rows by
-        # np.cumsum (an accumulation adds in order from the row's first value: the same
-        # doubles as adding them one by one from 0.0), kept where a member is before the
-        # horizon, sweep by sweep and member by member.
-        n_gaps = int(sizes.sum())
-        spacing = cfg.burst_spacing_s
-        gaps = _exponentials(rng, dc, spacing, n_gaps) if spacing else np.zeros(n_gaps)
-        n_sw = int(sizes.size)
-        width = int(sizes.max()) if n_sw else 0
-        first = np.cumsum(sizes) - sizes
-        row = np.repeat(np.arange(n_sw), sizes)
-        pad = np.zeros((n_sw, width))
-        pad[row, np.arange(n_gaps) - first[row]] = gaps
-        if width:
-            pad[:, 0] = 0.0
-        t_sw = starts[:, None] + np.cumsum(pad, axis=1)
-        keep = (np.arange(width) < sizes[:, None]) & (t_sw < horizon_s)
-        times.append(t_sw[keep])
-        labels.append(np.broadcast_to(owner[:, None], t_sw.shape)[keep].astype(np.int64))
-    one = _arrivals(cfg_d, rng, t0, horizon_s, 1.0 - cfg.recurring_share)
+        t_sw, lab_sw = _sweeps(grp.cfg_d, rng, dc, n_per, n_burst, t0_s, t1_s)
+        times.append(t_sw)
+        labels.append(lab_sw)
+    one = _arrivals(grp.cfg_d, rng, t0_s, t1_s, 1.0 - cfg.recurring_share)
     times.append(one)
-    labels.append(n_grp + np.arange(one.size, dtype=np.int64))
-    t_all = np.concatenate(times) if times else np.zeros(0)
-    lab = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
+    labels.append(n_per + n_burst + np.arange(one.size, dtype=np.int64))
+    t_all = np.concatenate(times)
+    lab = np.concatenate(labels)
     order = lexsort2(lab, t_all)
-    t_all, lab = t_all[order], lab[order]
-    n = t_all.size
-    n_tpl = n_grp + one.size
+    return t_all[order], lab[order], int(one.size)
 
-    # Per template: what the user submits.
+
+def _templates_and_runs(
+    cfg: SyntheticWorkloadConfig,
+    grp: _Groups,
+    rng: np.random.Generator,
+    dc: object,
+    lab: np.ndarray,
+    n_one: int,
+) -> tuple[_Templates, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every template's fields (the groups', then ``n_one`` one-off jobs'), base run time and
+    sigma, then each run's (of template ``lab[i]``) run time and memory use."""
+    n_grp = grp.n_per + grp.n_burst
+    n_tpl = n_grp + n_one
+    tpl = _draw_templates(cfg, rng, dc, n_tpl, n_grp)
+    base_dur = np.concatenate([np.asarray(grp.per_base, dtype=float), grp.burst_base, tpl.one_base])
+    sig = np.zeros(n_tpl)
+    sig[:n_grp] = np.where(grp.inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
+    dur, use = _run_draws(cfg, rng, dc, base_dur, sig, lab)
+    return tpl, base_dur, sig, dur, use
+
+
+@dataclass(frozen=True)
+class _Templates:
+    """What templates ``0..n-1`` submit (:func:`_draw_templates`); ``one_base``: the base run
+    times of the one-off templates (the last ``n - n_grp``)."""
+
+    high: np.ndarray
+    models: np.ndarray
+    req: np.ndarray
+    constrained: np.ndarray
+    set_idx: np.ndarray
+    one_base: np.ndarray
+    users: np.ndarray
+    cpu_noise: np.ndarray
+
+
+def _draw_templates(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, dc: object, n_tpl: int, n_grp: int
+) -> _Templates:
+    """Per template (``n_grp`` groups, then one-off jobs): what the user submits."""
     high = _uniforms(rng, dc, 0.0, 1.0, n_tpl) < cfg.high_gpu_share
     models = _pick(rng, cfg.model_mix, n_tpl)
     models[high] = _pick(rng, cfg.high_gpu_models, int(high.sum()))
@@ -1098,24 +1214,34 @@ def generate_workload(
         req = np.where(high, req_high, req)
     other_share = cfg.type_constraint_share / max(1e-12, 1.0 - cfg.high_gpu_share)
     constrained = (_uniforms(rng, dc, 0.0, 1.0, n_tpl) < other_share) & ~high
-    sets: list[tuple[str, ...]] = _constant(  # type: ignore[assignment]
-        ("sets", tuple(cfg.type_constraint_sets)),
-        lambda: [tuple(s.split("|")) for s in cfg.type_constraint_sets],
-    )
-    set_idx = _integers(rng, dc, max(1, len(sets)), n_tpl)
-    base_dur = np.concatenate(
-        [
-            np.asarray(per_base, dtype=float),
-            burst_base,
-            cfg.duration_median_s * np.exp(lo_sig * _std_normals(rng, dc, n_tpl - n_grp)),
-        ]
+    set_idx = _integers(rng, dc, max(1, len(_type_sets(cfg))), n_tpl)
+    one_base = cfg.duration_median_s * np.exp(
+        cfg.duration_sigma * _std_normals(rng, dc, n_tpl - n_grp)
     )
     users = _choice_w(rng, _zipf(cfg.num_users, cfg.user_zipf_exponent), n_tpl)
     cpu_noise = np.exp(cfg.cpu_sigma * _std_normals(rng, dc, n_tpl))
-    sig = np.zeros(n_tpl)
-    sig[:n_grp] = np.where(inference, cfg.inference_duration_sigma, cfg.group_duration_sigma)
+    return _Templates(high, models, req, constrained, set_idx, one_base, users, cpu_noise)
 
-    # Per run: run-time jitter around the template's base, true memory use.
+
+def _type_sets(cfg: SyntheticWorkloadConfig) -> list[tuple[str, ...]]:
+    """``type_constraint_sets`` split (once per value)."""
+    return _constant(  # type: ignore[return-value]
+        ("sets", tuple(cfg.type_constraint_sets)),
+        lambda: [tuple(s.split("|")) for s in cfg.type_constraint_sets],
+    )
+
+
+def _run_draws(
+    cfg: SyntheticWorkloadConfig,
+    rng: np.random.Generator,
+    dc: object,
+    base_dur: np.ndarray,
+    sig: np.ndarray,
+    lab: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per run (of template ``lab[i]``): its run time (jitter around the template's base) and
+    its true memory use (a share of the declared)."""
+    n = lab.size
     if dc is not None:  # (compiled) the same draws and doubles, typed passes around np.exp
         x = np.empty(n)
         _scaled_at(sig, lab, _std_normals(rng, dc, n), x)  # sig[lab] * z
@@ -1131,26 +1257,38 @@ def generate_workload(
             _uniforms(rng, dc, 1.05, 1.5, n),
             use,
         )
-    else:
-        dur = base_dur[lab] * np.exp(sig[lab] * _std_normals(rng, dc, n))
-        dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
-        use = np.minimum(
-            cfg.mem_use_median * np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n)), 0.95
-        )
-        over = _uniforms(rng, dc, 0.0, 1.0, n) < cfg.mem_overuse_prob
-        use = np.where(over, _uniforms(rng, dc, 1.05, 1.5, n), np.maximum(use, 0.05))
+        return dur, use
+    dur = base_dur[lab] * np.exp(sig[lab] * _std_normals(rng, dc, n))
+    dur = np.clip(dur, cfg.duration_min_s, cfg.duration_max_s)
+    use = np.minimum(
+        cfg.mem_use_median * np.exp(cfg.mem_use_sigma * _std_normals(rng, dc, n)), 0.95
+    )
+    over = _uniforms(rng, dc, 0.0, 1.0, n) < cfg.mem_overuse_prob
+    use = np.where(over, _uniforms(rng, dc, 1.05, 1.5, n), np.maximum(use, 0.05))
+    return dur, use
 
-    g_names = _group_tags(n_grp)  # (f"g{k}")
-    pattern = {g: PERIODIC if k < n_per else BURSTY for k, g in enumerate(g_names)}
-    period = {g_names[k]: per_period[k] for k in range(n_per)}
-    past = t_all < 0
-    n_past = int(past.sum())  # sorted by time: the history is the prefix
+
+def _tags(cfg: SyntheticWorkloadConfig, n_grp: int) -> tuple[list[str], list[str]]:
+    """The group tags (``"g<k>"``, then ``""`` for one-off jobs) and the user tags."""
+    return [*_group_tags(n_grp), ""], _user_tags(cfg.num_users)
+
+
+def _history_log(
+    cfg: SyntheticWorkloadConfig,
+    tpl: _Templates,
+    n_grp: int,
+    lab: np.ndarray,
+    t_all: np.ndarray,
+    dur: np.ndarray,
+    n_past: int,
+) -> RunLog:
+    """The runs ``0..n_past-1`` (those before time 0) as a :class:`RunLog`."""
     hl = lab[:n_past]
-    hreq = req[hl]
+    hreq = tpl.req[hl]
     # tags by lookup (one string per template and user, indexed by the history's rows)
-    g_ix, u_ix = np.minimum(hl, n_grp), users[hl]
-    g_tags_l, u_tags_l = [*g_names, ""], _user_tags(cfg.num_users)
-    history = RunLog(
+    g_ix, u_ix = np.minimum(hl, n_grp), tpl.users[hl]
+    g_tags_l, u_tags_l = _tags(cfg, n_grp)
+    return RunLog(
         group=_names_at(g_tags_l, g_ix),
         user=_names_at(u_tags_l, u_ix),
         gpus=np.where(hreq < 1, hreq, np.floor(hreq)),
@@ -1159,24 +1297,33 @@ def generate_workload(
         group_codes=TagCodes(g_tags_l, g_ix),
         user_codes=TagCodes(u_tags_l, u_ix),
     )
+
+
+def _job_specs(
+    cfg: SyntheticWorkloadConfig,
+    tpl: _Templates,
+    n_grp: int,
+    lab_e: np.ndarray,
+    t_e: np.ndarray,
+    dur_e: np.ndarray,
+    use_e: np.ndarray,
+) -> list[JobSpec]:
+    """The episode's jobs: run ``i`` of template ``lab_e[i]`` submitted at ``t_e[i]``, ``job_id``
+    ``i``."""
+    g_tags_l, u_tags_l = _tags(cfg, n_grp)
+    sets = _type_sets(cfg)
     jobs: list[JobSpec] = []
     # Python lists of the episode's runs and of their templates' fields (the same values as
     # the arrays' elements), cheaper to index per job.
-    lab_e = lab[n_past:]
-    lab_l, t_l, dur_l, use_l = (
-        lab_e.tolist(),
-        t_all[n_past:].tolist(),
-        dur[n_past:].tolist(),
-        use[n_past:].tolist(),
-    )
+    lab_l, t_l, dur_l, use_l = lab_e.tolist(), t_e.tolist(), dur_e.tolist(), use_e.tolist()
     models_l, req_l, high_l, constrained_l = (
-        models[lab_e].tolist(),
-        req[lab_e].tolist(),
-        high[lab_e].tolist(),
-        constrained[lab_e].tolist(),
+        tpl.models[lab_e].tolist(),
+        tpl.req[lab_e].tolist(),
+        tpl.high[lab_e].tolist(),
+        tpl.constrained[lab_e].tolist(),
     )
-    set_idx_l, users_l = set_idx[lab_e].tolist(), users[lab_e].tolist()
-    cpu_noise_l = cpu_noise[lab_e].tolist()
+    set_idx_l, users_l = tpl.set_idx[lab_e].tolist(), tpl.users[lab_e].tolist()
+    cpu_noise_l = tpl.cpu_noise[lab_e].tolist()
     cpu_med, ckpt, offline = cfg.cpu_per_gpu_median, cfg.checkpoint_interval_s, JobKind.OFFLINE
     high_types = tuple(cfg.high_end_types)
     #: template -> what its runs share (a periodic group submits several in one episode).
@@ -1184,8 +1331,8 @@ def generate_workload(
     shared: dict[int, tuple[str, int, float, float, float, float, tuple[str, ...], str, str, int]]
     shared = {}
     for i, k in enumerate(lab_l):
-        tpl = shared.get(k)
-        if tpl is None:
+        tpl_i = shared.get(k)
+        if tpl_i is None:
             model = str(models_l[i])
             r = req_l[i]
             frac = r if r < 1 else 1.0
@@ -1198,7 +1345,7 @@ def generate_workload(
                 types = sets[set_idx_l[i]]
             else:
                 types = ()
-            tpl = shared[k] = (
+            tpl_i = shared[k] = (
                 model,
                 1 if r < 1 else int(r),  # num_gpus
                 frac,  # gpu_frac
@@ -1210,7 +1357,7 @@ def generate_workload(
                 u_tags_l[users_l[i]],  # user
                 1 if high_l[i] else 0,  # priority
             )
-        model, num_gpus, frac, mem_gb, cpu_cores, mem, types, group, user, priority = tpl
+        model, num_gpus, frac, mem_gb, cpu_cores, mem, types, group, user, priority = tpl_i
         w = dur_l[i]
         jobs.append(
             new_spec(  # (positional: JobSpec's fields in their order, new_spec's parameters)
@@ -1233,8 +1380,215 @@ def generate_workload(
                 None,  # service
             )
         )
-    infer = frozenset(g_names[k] for k in np.flatnonzero(inference).tolist())
-    return SyntheticWorkload(jobs, history, pattern, period, infer)
+    return jobs
+
+
+def _group_meta(
+    grp: _Groups,
+) -> tuple[dict[str, str], dict[str, float], frozenset[str]]:
+    """The groups' patterns, periods and batch-inference tags (:class:`SyntheticWorkload`)."""
+    n_per = grp.n_per
+    g_names = _group_tags(n_per + grp.n_burst)  # (f"g{k}")
+    pattern = {g: PERIODIC if k < n_per else BURSTY for k, g in enumerate(g_names)}
+    period = {g_names[k]: grp.per_period[k] for k in range(n_per)}
+    infer = frozenset(g_names[k] for k in np.flatnonzero(grp.inference).tolist())
+    return pattern, period, infer
+
+
+def _per_episode(
+    cfg: SyntheticWorkloadConfig, rng: np.random.Generator, horizon_s: float
+) -> SyntheticWorkload:
+    """``past: per_episode`` (workload version 2): the groups, the history over
+    ``[-history_h, 0)`` and the future, every draw from ``rng``."""
+    t0 = -cfg.history_h * 3600.0
+    cap, dc = _capsule(rng), draw_capsule(rng)
+    grp = _draw_groups(cfg, rng, cap, dc)
+    n_per, n_burst = grp.n_per, grp.n_burst
+    n_grp = n_per + n_burst
+    # Submissions of every template over [t0, horizon).
+    # (Their order before the sort below does not matter: equal times and labels are the same.)
+    t_per, lab_per = _periodic_times(grp.cfg_d, rng, grp.per_period, t0, horizon_s)
+    t_all, lab, n_one = _other_runs(cfg, grp, rng, dc, t0, horizon_s, [t_per], [lab_per])
+    tpl, _, _, dur, use = _templates_and_runs(cfg, grp, rng, dc, lab, n_one)
+    n_past = int((t_all < 0).sum())  # sorted by time: the history is the prefix
+    history = _history_log(cfg, tpl, n_grp, lab, t_all, dur, n_past)
+    jobs = _job_specs(cfg, tpl, n_grp, lab[n_past:], t_all[n_past:], dur[n_past:], use[n_past:])
+    return SyntheticWorkload(jobs, history, *_group_meta(grp))
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterPast:
+    """A scenario's cluster before its episodes (``past: shared``, :func:`shared_past`): its
+    recurring groups and the runs of ``[-history_h, 0)``, the same for every episode.
+
+    Attributes:
+        groups: The groups' templates (periods, base run times, batch inference).
+        phases: Periodic group ``g``'s slots are ``phases[g] + k * period`` ...
+        next_slot: ... the past owns those with ``k < next_slot[g]`` (their nominal time
+            before 0), the future the others.
+        templates: What each group submits.
+        base: Each group's base run time.
+        sig: Each group's run-time sigma.
+        history: The runs submitted in ``[-history_h, 0)``.
+        pattern, period_s, batch_inference: As :class:`SyntheticWorkload`'s.
+    """
+
+    groups: _Groups
+    phases: list[float]
+    next_slot: list[int]
+    templates: _Templates
+    base: np.ndarray
+    sig: np.ndarray
+    history: RunLog
+    pattern: dict[str, str]
+    period_s: dict[str, float]
+    batch_inference: frozenset[str]
+    #: (predictor config, exact) -> the predictor warm-started on :attr:`history`.
+    predictors: dict[tuple[object, bool], OnlinePredictor] = field(default_factory=dict)
+
+    @property
+    def n_grp(self) -> int:
+        return self.groups.n_per + self.groups.n_burst
+
+    def predictor(self, cfg: PredictorConfig, exact: bool) -> OnlinePredictor:
+        """A fresh copy of the :class:`OnlinePredictor` warm-started on the history (the warm
+        start made once per past and configuration)."""
+        key = (cfg, exact)
+        pred = self.predictors.get(key)
+        if pred is None:
+            pred = self.predictors[key] = OnlinePredictor(cfg, self.history, exact=exact)
+        return copy.deepcopy(pred)  # (OnlinePredictor.__deepcopy__)
+
+
+#: The past's generator: ``default_rng([past_seed, _PAST_STREAM])`` (not an episode seed's).
+_PAST_STREAM = 0x9A57
+
+
+def _draw_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
+    """:func:`shared_past`'s draw, from ``past_seed``'s own generator."""
+    rng = np.random.default_rng([cfg.past_seed, _PAST_STREAM])
+    t0 = -cfg.history_h * 3600.0
+    cap, dc = _capsule(rng), draw_capsule(rng)
+    grp = _draw_groups(cfg, rng, cap, dc)
+    n_per, n_burst = grp.n_per, grp.n_burst
+    n_grp = n_per + n_burst
+    phases: list[float] = []
+    next_slot: list[int] = []
+    times: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    for g, per in enumerate(grp.per_period):
+        ph = _periodic_phase(grp.cfg_d, rng, per, cap)
+        k0 = math.floor((t0 - ph) / per)
+        ka = math.ceil((0.0 - ph) / per)  # the first slot at or after time 0
+        k = np.arange(k0, max(k0, ka), dtype=np.int64)
+        t = ph + per * k + (cfg.period_jitter * per) * _std_normals(rng, dc, k.size)
+        keep = (t >= t0) & (t < 0.0)
+        phases.append(ph)
+        next_slot.append(ka)
+        times.append(t[keep])
+        labels.append(np.full(int(keep.sum()), g, dtype=np.int64))
+    t_all, lab, n_one = _other_runs(cfg, grp, rng, dc, t0, 0.0, times, labels)
+    tpl, base_dur, sig, dur, _ = _templates_and_runs(cfg, grp, rng, dc, lab, n_one)
+    history = _history_log(cfg, tpl, n_grp, lab, t_all, dur, t_all.size)
+    # (the groups' rows: what their future runs submit)
+    tpl_g = _Templates(
+        tpl.high[:n_grp].copy(),
+        tpl.models[:n_grp].copy(),
+        tpl.req[:n_grp].copy(),
+        tpl.constrained[:n_grp].copy(),
+        tpl.set_idx[:n_grp].copy(),
+        np.zeros(0),
+        tpl.users[:n_grp].copy(),
+        tpl.cpu_noise[:n_grp].copy(),
+    )
+    return ClusterPast(
+        grp,
+        phases,
+        next_slot,
+        tpl_g,
+        base_dur[:n_grp].copy(),
+        sig[:n_grp].copy(),
+        history,
+        *_group_meta(grp),
+    )
+
+
+#: Pasts drawn in this process, by configuration (:func:`_past_key`); the latest few kept.
+_PASTS: OrderedDict[tuple[object, ...], ClusterPast] = OrderedDict()
+_PASTS_CAP = 8
+
+
+def _past_key(cfg: SyntheticWorkloadConfig) -> tuple[object, ...]:
+    """Every field of ``cfg`` as a hashable value (a mapping as its items, in order: the
+    draws index them in order)."""
+    return tuple(
+        (f, tuple(v.items()) if isinstance(v, Mapping) else v)
+        for f, v in ((f, getattr(cfg, f)) for f in SyntheticWorkloadConfig.__dataclass_fields__)
+    )
+
+
+def shared_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
+    """The cluster's past under ``cfg`` (``past: shared``): drawn from ``past_seed`` at the
+    first call, then the same object (the process keeps the latest :data:`_PASTS_CAP`; a
+    draw again gives the same values in any process)."""
+    key = _past_key(cfg)
+    past = _PASTS.get(key)
+    if past is not None:
+        _PASTS.move_to_end(key)
+        return past
+    past = _PASTS[key] = _draw_past(cfg)
+    while len(_PASTS) > _PASTS_CAP:
+        _PASTS.popitem(last=False)
+    return past
+
+
+def _future(
+    cfg: SyntheticWorkloadConfig, past: ClusterPast, rng: np.random.Generator, horizon_s: float
+) -> SyntheticWorkload:
+    """``past: shared``: the submissions of ``[0, horizon_s)`` from ``rng``, the groups'
+    continuing ``past``'s (their periodic slots from ``next_slot`` on, jittered afresh; their
+    sweeps; their templates) and new one-off jobs; then every run's time and memory use."""
+    grp = past.groups
+    n_per, n_grp = grp.n_per, past.n_grp
+    dc = draw_capsule(rng)
+    times: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    if n_per:
+        pers = grp.per_period
+        sizes = [
+            max(0, math.ceil((horizon_s - ph) / per) + 1 - ka)
+            for ph, per, ka in zip(past.phases, pers, past.next_slot, strict=True)
+        ]
+        n_slots = sum(sizes)
+        t_out = np.empty(n_slots)
+        g_out = np.empty(n_slots, dtype=np.intp)
+        m = _slot_times(
+            past.phases,
+            past.next_slot,
+            pers,
+            [cfg.period_jitter * p for p in pers],
+            _std_normals(rng, dc, n_slots),
+            sizes,
+            0.0,
+            horizon_s,
+            t_out,
+            g_out,
+        )
+        times.append(t_out[:m])
+        labels.append(g_out[:m].astype(np.int64, copy=False))
+    t_all, lab, n_one = _other_runs(cfg, grp, rng, dc, 0.0, horizon_s, times, labels)
+    new = _draw_templates(cfg, rng, dc, n_one, 0)
+    g = past.templates
+    tpl = _Templates(
+        *(np.concatenate([getattr(g, f), getattr(new, f)]) for f in _Templates.__dataclass_fields__)
+    )
+    base_dur = np.concatenate([past.base, new.one_base])
+    sig = np.concatenate([past.sig, np.zeros(n_one)])
+    dur, use = _run_draws(cfg, rng, dc, base_dur, sig, lab)
+    jobs = _job_specs(cfg, tpl, n_grp, lab, t_all, dur, use)
+    return SyntheticWorkload(
+        jobs, past.history, past.pattern, past.period_s, past.batch_inference, past
+    )
 
 
 _init_c_draws()
