@@ -1425,11 +1425,12 @@ class CandidateBuilder:
         pruning: str = "none",
         suspend: bool = False,
         pair_features: bool = False,
+        env_id: str = "GpuSharing-v2",
     ) -> None:
         self.sim = sim
         self.max_candidates = max_candidates
-        #: The env id :class:`TooManyCandidates` names (``GpuSharing-v3`` sets its own).
-        self.env_id = "GpuSharing-v2"
+        #: The env id :class:`TooManyCandidates` names (the interface's).
+        self.env_id = env_id
         self.pruning = pruning
         #: Whether suspensions are candidates (and rows have :data:`SUSPEND_FEATURE`).
         self.suspend = suspend

@@ -419,8 +419,9 @@ class CandidateMoves(Interface):
         self.keep_moves = keep_moves
         self.suspend = bool(suspend)
         self.pair_features = bool(pair_features)
-        self.builder = CandidateBuilder(sim, n, pruning, self.suspend, self.pair_features)
-        self.builder.env_id = f"GpuSharing-{self.version}"  # (named by ``TooManyCandidates``)
+        self.builder = CandidateBuilder(
+            sim, n, pruning, self.suspend, self.pair_features, f"GpuSharing-{self.version}"
+        )
         #: Columns of a candidate row (``candidate_features(suspend, pair_features)``).
         self.n_features = width = self.builder.n_features
         self.candidates = Candidates.hold_only(width)
