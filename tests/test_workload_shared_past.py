@@ -56,7 +56,7 @@ def _draw(cfg: SyntheticWorkloadConfig, seed: int, window_s: float = WINDOW_S) -
 
 
 def test_version() -> None:
-    assert WORKLOAD_VERSION == 3
+    assert WORKLOAD_VERSION == 4  # (version 4 keeps version 3's past where no group misfits)
     assert CFG.past == "shared" and CFG.past_seed == 0
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,10 @@ from gpu_sharing_env.workload.loaders import LOADERS, load_openb_nodes, load_pai
 from gpu_sharing_env.workload.predictor import INPUTS, OnlinePredictor, PredictorConfig, RunLog
 from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
 from gpu_sharing_env.workload.synthetic import (
+    SHARED,
     SyntheticWorkload,
     SyntheticWorkloadConfig,
+    fleet_capacity,
     generate_workload,
 )
 
@@ -144,14 +147,25 @@ class ScenarioWorkload:
         return out
 
 
-def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
-    """A function of the episode's generator returning its jobs (offline + online)."""
+def build_workload(cfg: ScenarioConfig, nodes: Sequence[NodeSpec] | None = None) -> WorkloadFn:
+    """A function of the episode's generator returning its jobs (offline + online).
+
+    A synthetic workload with a shared past knows the fleet it runs on
+    (``SyntheticWorkloadConfig.fleet``, from ``nodes``, default :func:`build_nodes`): its
+    recurring groups are ones that fleet can run."""
     src = cfg.source_path or cfg.name
     off = cfg.workload.offline
     on = cfg.workload.online
+    if "fleet" in off.params:
+        raise ConfigError(
+            f"{src}: workload.offline.params.fleet: set from the cluster, not a parameter"
+        )
     syn_cfg = from_dict(
         SyntheticWorkloadConfig, dict(off.params), src=src, where="workload.offline.params"
     )
+    if off.source == "synthetic" and syn_cfg.past == SHARED:
+        gpus = nodes if nodes is not None else build_nodes(cfg)
+        syn_cfg = replace(syn_cfg, fleet=fleet_capacity((n.gpu_type, n.num_gpus) for n in gpus))
     svc_params = {"num_services": on.num_services, **dict(on.params)}
     svc_cfg = from_dict(ServiceWorkloadConfig, svc_params, src=src, where="workload.online.params")
     trace_jobs: list[JobSpec] | None = None
@@ -173,4 +187,5 @@ def build_workload(cfg: ScenarioConfig) -> WorkloadFn:
 
 def make_simulator(cfg: ScenarioConfig, speed: SpeedModel | None = None) -> Simulator:
     """Build the simulator a scenario describes (call ``reset(seed)`` to start an episode)."""
-    return Simulator(cfg, build_nodes(cfg), build_workload(cfg), speed=speed)
+    nodes = build_nodes(cfg)
+    return Simulator(cfg, nodes, build_workload(cfg, nodes), speed=speed)

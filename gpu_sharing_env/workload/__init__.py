@@ -7,6 +7,8 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec, ServiceSpec
 #: pre-episode history, estimates from PAI's CART fitted online on finished runs (issue 50).
 #: 3: the cluster's own past (``past: shared``): the groups and the history drawn once per
 #: scenario, an episode's seed draws only its future (issue 51; ``past: per_episode`` is 2's).
-WORKLOAD_VERSION = 3
+#: 4: the past knows the fleet: a recurring group no empty fleet could run is redrawn (a past
+#: without one is version 3's, bit for bit).
+WORKLOAD_VERSION = 4
 
 __all__ = ["WORKLOAD_VERSION", "JobKind", "JobSpec", "ServiceSpec"]

@@ -28,7 +28,7 @@ import copy
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +38,7 @@ try:  # compiled (gpu_sharing_env._compile): the typed passes' directives; else 
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
+from gpu_sharing_env.physics.hardware import get_gpu_type
 from gpu_sharing_env.physics.nodes import GPU_TYPE_NAMES
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, new_spec
@@ -87,6 +88,19 @@ DEFAULT_HIGH_GPU_MIX: Mapping[str, float] = {"bert": 0.5, "transformer": 0.25, "
 #: ``SyntheticWorkloadConfig.past``'s values: the scenario's one past, or one per episode.
 SHARED, PER_EPISODE = "shared", "per_episode"
 PASTS = (SHARED, PER_EPISODE)
+
+#: ``SyntheticWorkloadConfig.fleet``: per GPU type of the fleet, ``(name, memory GB, GPUs)``.
+FleetCapacity = tuple[tuple[str, float, int], ...]
+
+
+def fleet_capacity(gpus: Iterable[tuple[str, int]]) -> FleetCapacity:
+    """The :attr:`SyntheticWorkloadConfig.fleet` of a fleet given as ``(GPU type, GPUs)`` per
+    node: per type (canonical name, sorted) its memory and how many GPUs the fleet has."""
+    count: dict[str, int] = {}
+    for name, n in gpus:
+        canon = get_gpu_type(name).name
+        count[canon] = count.get(canon, 0) + int(n)
+    return tuple((t, float(get_gpu_type(t).mem_gb), count[t]) for t in sorted(count))
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,12 @@ class SyntheticWorkloadConfig:
     (version 2): every episode draws its own groups and history."""
     past_seed: int = 0
     """Seed of the shared past (``past: shared``): another value, another cluster."""
+    fleet: FleetCapacity | None = None
+    """The fleet the cluster's past ran on (``past: shared``; workload version 4): per GPU
+    type ``(name, memory GB, GPUs)`` (:func:`fleet_capacity`). Not a scenario parameter: the
+    scenario loader (``sim/build.py``) sets it from ``cluster``. A recurring group whose
+    request no empty fleet could hold is redrawn (:func:`_fit_groups`); None (a config built
+    without a fleet): the groups as drawn (version 3)."""
     num_users: int = 100
     """Users (and so job owners)."""
     user_zipf_exponent: float = 1.6
@@ -241,6 +261,19 @@ class SyntheticWorkloadConfig:
         _check(self.past in PASTS, "past", f"one of {', '.join(PASTS)} (got {self.past!r})")
         seed_ok = isinstance(self.past_seed, int) and not isinstance(self.past_seed, bool)
         _check(seed_ok and self.past_seed >= 0, "past_seed", "an integer >= 0")
+        if self.fleet is not None:
+            _check(isinstance(self.fleet, tuple), "fleet", "a tuple of (GPU type, GB, GPUs)")
+            for row in self.fleet:
+                ok = (
+                    isinstance(row, tuple)
+                    and len(row) == 3
+                    and row[0] in GPU_TYPE_NAMES
+                    and isinstance(row[1], float)
+                    and row[1] > 0
+                    and isinstance(row[2], int)
+                    and row[2] >= 0
+                )
+                _check(ok, "fleet", f"(known GPU type, GB > 0, GPUs >= 0) rows (got {row!r})")
         _check(self.group_size_min >= 2, "group_size_min", "must be >= 2")
         _check(self.group_size_mean >= self.group_size_min, "group_size_mean", ">= min")
         _check(self.group_duration_sigma >= 0, "group_duration_sigma", "must be >= 0")
@@ -1443,6 +1476,8 @@ class ClusterPast:
     pattern: dict[str, str]
     period_s: dict[str, float]
     batch_inference: frozenset[str]
+    #: The groups whose drawn template no empty fleet could run, redrawn (:func:`_fit_groups`).
+    refit: tuple[int, ...] = ()
     #: (predictor config, exact) -> the predictor warm-started on :attr:`history`.
     predictors: dict[tuple[object, bool], OnlinePredictor] = field(default_factory=dict)
 
@@ -1462,6 +1497,60 @@ class ClusterPast:
 
 #: The past's generator: ``default_rng([past_seed, _PAST_STREAM])`` (not an episode seed's).
 _PAST_STREAM = 0x9A57
+#: A misfit group ``g``'s redraws: ``default_rng([past_seed, _FIT_STREAM, g])`` (the past's
+#: other draws untouched); at most :data:`_FIT_TRIES` templates.
+_FIT_STREAM = 0xF1EE7
+_FIT_TRIES = 200
+
+
+def _template_fits(
+    cfg: SyntheticWorkloadConfig, fleet: FleetCapacity, tpl: _Templates, k: int
+) -> bool:
+    """Could template ``k``'s jobs run on ``fleet`` empty? The simulator's rule
+    (``JobTable.feasible``): at least ``num_gpus`` GPUs of an allowed type whose memory holds
+    the job's declared ``mem_gb`` (a gang may span nodes)."""
+    r = float(tpl.req[k])
+    num_gpus = 1 if r < 1 else int(r)
+    mem_gb = _fixed(r * REF_GPU_MEM_GB if r < 1 else ZOO[str(tpl.models[k])].mem_gb, 2)
+    sets = _type_sets(cfg)
+    if tpl.high[k]:
+        types: tuple[str, ...] = tuple(cfg.high_end_types)
+    elif tpl.constrained[k] and sets:
+        types = sets[int(tpl.set_idx[k])]
+    else:
+        types = ()
+    n = 0
+    for name, cap, count in fleet:
+        if (not types or name in types) and cap >= mem_gb - 1e-9:
+            n += count
+    return n >= num_gpus
+
+
+def _fit_groups(cfg: SyntheticWorkloadConfig, tpl: _Templates, n_grp: int) -> tuple[int, ...]:
+    """Redraw, in place, what a recurring group submits (model, request, type constraint: the
+    fields that decide where it can run) where no empty ``cfg.fleet`` could run it: a
+    recurring group is a script resubmitted on this cluster, and its past runs ran here.
+    Group ``g``'s redraws come from its own generator (``_FIT_STREAM``), so a past without
+    such a group is drawn as without a fleet; its user, CPU draw, base run time, period and
+    phase stay. After :data:`_FIT_TRIES` misfits the group is kept as drawn (the simulator
+    fails its runs, as any job the fleet cannot hold). Returns the groups redrawn."""
+    fleet = cfg.fleet
+    if fleet is None:
+        return ()
+    out: list[int] = []
+    for g in range(n_grp):
+        if _template_fits(cfg, fleet, tpl, g):
+            continue
+        rng = np.random.default_rng([cfg.past_seed, _FIT_STREAM, g])
+        dc = draw_capsule(rng)
+        for _ in range(_FIT_TRIES):
+            new = _draw_templates(cfg, rng, dc, 1, 1)
+            if _template_fits(cfg, fleet, new, 0):
+                for f in ("high", "models", "req", "constrained", "set_idx"):
+                    getattr(tpl, f)[g] = getattr(new, f)[0]
+                out.append(g)
+                break
+    return tuple(out)
 
 
 def _draw_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
@@ -1489,6 +1578,7 @@ def _draw_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
         labels.append(np.full(int(keep.sum()), g, dtype=np.int64))
     t_all, lab, n_one = _other_runs(cfg, grp, rng, dc, t0, 0.0, times, labels)
     tpl, base_dur, sig, dur, _ = _templates_and_runs(cfg, grp, rng, dc, lab, n_one)
+    refit = _fit_groups(cfg, tpl, n_grp)  # (no draw from ``rng``: the history's requests)
     history = _history_log(cfg, tpl, n_grp, lab, t_all, dur, t_all.size)
     # (the groups' rows: what their future runs submit)
     tpl_g = _Templates(
@@ -1510,6 +1600,7 @@ def _draw_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
         sig[:n_grp].copy(),
         history,
         *_group_meta(grp),
+        refit,
     )
 
 
