@@ -286,7 +286,11 @@ def test_shipped_v1_agent_runs_zero_shot_on_other_option_sets(agent: str, scenar
 def test_paired_return_is_the_gap_to_the_reference() -> None:
     """Driven by time_sharing against speed_sjf, the paired return is (their JCT gap in hours)
     and the SLO term; speed_sjf against itself earns exactly the SLO term (0 here)."""
-    seed = 7
+    # (seed 3: workload version 4's `default` has no recurring group its fleet cannot run, so
+    # a job fails only where a one-off job asks for what no node holds; at seed 3 an 8-GPU
+    # gpt2 job does, so the two normalisations below differ; version 3's seed 7 failed a run
+    # of the 8-GPU bert group every episode had)
+    seed = 3
     cfg = load_scenario("default")
     (ts,) = evaluate(make_policy("time_sharing"), cfg, [seed])
     (sjf,) = evaluate(make_policy("speed_sjf"), cfg, [seed])
@@ -303,8 +307,8 @@ def test_paired_return_is_the_gap_to_the_reference() -> None:
             total += float(r)
         assert rec["slo_attainment"] >= 0.95 and sjf["slo_attainment"] >= 0.95
         # (the returns are the offline job-seconds in the system over every offline job, N;
-        # ``jct_mean_s`` is the same seconds over the completed ones: on workload version 3's
-        # `default` one job of each episode fails, an 8-GPU group no node holds)
+        # ``jct_mean_s`` is the same seconds over the completed ones: at this seed one job
+        # fails, an 8-GPU one-off job no node holds)
         n = sum(not st.spec.online for st in base.sim.jobs.values())  # type: ignore[attr-defined]
         assert sjf["jobs_completed"] < n  # (so the two normalisations differ here)
 
