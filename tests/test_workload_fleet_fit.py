@@ -11,6 +11,10 @@ GPU on 4 A100-40GB: one failed job every episode.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -191,3 +195,35 @@ def test_a_fleet_nothing_fits_keeps_the_groups() -> None:
     p0 = shared_past(none)
     assert p0.refit == ()
     assert np.array_equal(p0.templates.req, old.templates.req)
+
+
+_CHILD = """
+import json, numpy as np
+from gpu_sharing_env.config import load_scenario
+from gpu_sharing_env.sim.build import build_workload
+from gpu_sharing_env.workload.synthetic import generate_workload
+from tests.test_workload_shared_past import _digest
+syn = build_workload(load_scenario("mig-a100")).syn_cfg
+print(json.dumps([_digest(generate_workload(syn, np.random.default_rng(s), 8 * 3600.0))
+                  for s in (0, 5)]))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_the_redraw_is_the_same_compiled_and_pure(pure: bool) -> None:
+    syn = build_workload(load_scenario("mig-a100")).syn_cfg
+    assert len(shared_past(syn).refit) == 5
+    here = [_digest(generate_workload(syn, np.random.default_rng(s), WINDOW_S)) for s in (0, 5)]
+    env = dict(os.environ)
+    if pure:
+        env["GSG_PURE_PYTHON"] = "1"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == here
