@@ -32,4 +32,6 @@ cdef class Lifecycle:
     cpdef remove(self, JobState st)
     cpdef finish(self, JobState st, status)
     cpdef start(self, JobState st, first_gpu, option, batch_size=*)
+    cpdef _place(self, JobState st, first_gpu, option, batch_size, bint queued)
+    cpdef migrate(self, JobState st, gpu, option, batch_size=*)
     cpdef restore(self, JobState st)

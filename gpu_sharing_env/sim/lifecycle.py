@@ -222,8 +222,13 @@ class Lifecycle:
         led = st.ledger
         work, attempts, first = st.work_done, led.attempts, led.first_start_t
         freed = self.remove(st)
-        self._queue.add(st)  # back in the queue, not counted as re-queued work
-        self.start(st, gpu, option, batch_size)
+        if self._observers:  # (an observer's ``on_repartition`` may see the job queued)
+            self._queue.add(st)  # back in the queue, not counted as re-queued work
+            self.start(st, gpu, option, batch_size)
+        else:
+            # the queue as ``add`` then ``start``'s ``take`` leave it, without the two
+            self._queue.pass_through(st)
+            self._place(st, gpu, option, batch_size, False)
         st.work_done, led.attempts, led.first_start_t = work, attempts, first
         st.run_work_start = work
         now = self._sim.now
@@ -293,11 +298,19 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
-    @cython.locals(views=_StateViews, mem=cython.double, events=EventQueue)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
-        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
-        Compiled, the GPUs' mode and true memory are read through the cluster's typed views
-        (:meth:`Cluster.state_views`: the same values as ``.item``)."""
+        """Place queued ``st``; an online service runs with ``batch_size`` (0: its configured
+        one)."""
+        self._place(st, first_gpu, option, batch_size, True)
+
+    @cython.locals(views=_StateViews, mem=cython.double, events=EventQueue, queued=cython.bint)
+    def _place(
+        self, st: JobState, first_gpu: int, option: int, batch_size: int, queued: bool
+    ) -> None:
+        """:meth:`start`'s body; ``queued`` False: ``st`` is not in the queue (``migrate``: the
+        queue's add and take are its ``Queue.pass_through``). Compiled, the GPUs' mode and true
+        memory are read through the cluster's typed views (:meth:`Cluster.state_views`: the
+        same values as ``.item``)."""
         sim = self._sim
         now = sim.now
         events = sim.events
@@ -323,7 +336,8 @@ class Lifecycle:
                 for o in self._observers:
                     o.on_repartition(sim, g, d)
             delay = max(delay, d)
-        self._queue.take(st)
+        if queued:
+            self._queue.take(st)
         self._legality.forget(spec.job_id)
         self._table.set_status(st, _RUNNING)
         st.gpus = gpus
