@@ -24,7 +24,6 @@ from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.legality import Legality
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.rates import Rates
-from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.ticks import OnlineLoad
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
@@ -46,6 +45,7 @@ if cython.compiled:
         _views_of,
     )
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
 else:
     from gpu_sharing_env.fleet.cluster import (
         _cluster_add,
@@ -55,6 +55,7 @@ else:
         _views_of,
     )
     from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.speed import SpeedMemo
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
