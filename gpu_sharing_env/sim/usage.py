@@ -225,7 +225,7 @@ class FleetUsage:
 
     def rows(self) -> list[GpuRow]:
         """Every GPU's row (a new list of tuples of floats)."""
-        return [tuple(r) for r in self._rows.tolist()]
+        return [tuple(r) for r in self._rows.tolist()]  # type: ignore[misc]
 
     @cython.locals(uv=_UtilView, x=cython.double)
     def integrate(self, acc: Accumulator, dt: float, in_system: int) -> None:
@@ -261,16 +261,25 @@ class FleetUsage:
         acc.in_system_s += in_system * dt
         acc.elapsed_s += dt
 
+    @cython.locals(uv=_UtilView, g=cython.double)
     def record(self, now: float, p99_max: float) -> None:
-        """A load tick's timeseries row at ``now``."""
+        """A load tick's timeseries row at ``now`` (compiled, the sums read as C doubles: the
+        same IEEE divisions as the floats')."""
         g = self._n_gpus_f
-        s = self._sums.tolist()
         ts = self._ts
         ts.append(now)
-        ts.append(s[0] / g)
-        ts.append(s[1] / g)
-        ts.append(s[3] / g)
-        ts.append(s[2] / g)
+        if cython.compiled:
+            uv = self._views()
+            ts.append(uv.sums[0] / g)
+            ts.append(uv.sums[1] / g)
+            ts.append(uv.sums[3] / g)
+            ts.append(uv.sums[2] / g)
+        else:
+            s = self._sums.tolist()
+            ts.append(s[0] / g)
+            ts.append(s[1] / g)
+            ts.append(s[3] / g)
+            ts.append(s[2] / g)
         ts.append(p99_max)
 
     @cython.locals(sv=_StateViews)
