@@ -8,7 +8,7 @@
 - ``FleetUsage`` keeps its rows and their sums as float64 arrays (C doubles compiled): after
   any sequence of rows, the sums are the old list code's ``s[k] = s[k] + (new - old)`` bit for
   bit, compiled and interpreted, and ``row``/``rows``/``sums`` give Python floats.
-- ``SpeedMemo`` is an extension type compiled (``speed.pxd``): its ``duty`` table is the zoo's.
+- ``SpeedMemo`` is an extension type compiled (``speed.pxd``): its ``model_duty`` table is the zoo's.
 """
 
 from __future__ import annotations
@@ -196,4 +196,4 @@ def test_usage_sums_follow_an_episode() -> None:
 
 def test_speed_memo_duty_is_the_zoo_s() -> None:
     sim = make_simulator(load_scenario("default"))
-    assert sim.memo.duty == {name: p.duty for name, p in ZOO.items()}
+    assert sim.memo.model_duty == {name: p.duty for name, p in ZOO.items()}

@@ -363,7 +363,7 @@ class Rates:
                 shares = [opt_share[r.option] for r in res]
             is_mig = mode is _MIG
             memo = self._memo
-            duty_of = memo.duty  # (``ZOO[model].duty`` per model)
+            duty_of = memo.model_duty  # (``ZOO[model].duty`` per model)
             # (index loops, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
             # generic call of ~3 k instructions; the lists are built here, of one length)
             n = len(res)

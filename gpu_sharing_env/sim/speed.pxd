@@ -11,9 +11,9 @@ cdef class SpeedMemo:
     cdef public object _type_idx
     cdef public object _type_names
     cdef public dict batch_ms
-    cdef public dict duty
     cdef public bint has_terms
     cdef public object model
+    cdef public dict model_duty
     cdef public dict rates_cache
     cdef public dict solo_cache
     cdef public dict terms_cache

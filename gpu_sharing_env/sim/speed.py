@@ -62,9 +62,9 @@ class SpeedMemo:
         "_type_idx",
         "_type_names",
         "batch_ms",
-        "duty",
         "has_terms",
         "model",
+        "model_duty",
         "rates_cache",
         "solo_cache",
         "terms_cache",
@@ -84,7 +84,7 @@ class SpeedMemo:
         self.batch_ms: dict[tuple[str, int, int], float] = {}
         #: Per model of the zoo: its solo duty (``ZOO[model].duty``; static, one dictionary
         #: read on the hot path where the profile's attribute was a generic one).
-        self.duty: dict[str, float] = {name: p.duty for name, p in ZOO.items()}
+        self.model_duty: dict[str, float] = {name: p.duty for name, p in ZOO.items()}
         #: ``latency_terms`` per (gpu_type, mode, *resident keys).
         self.terms_cache: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
         #: Whether the model has ``latency_terms`` (else the terms are zero).

@@ -26,6 +26,7 @@ cdef class FleetUsage:
     cdef public _UtilView _util_view
     cdef public object g_util
 
+    cpdef sums_item(self, Py_ssize_t k)
     cpdef _UtilView _views(self)
     cpdef set_gpu(self, g, new)
     cpdef set_row(self, Py_ssize_t g, double util, double sm, double mem, double busy,

@@ -173,6 +173,10 @@ class FleetUsage:
         """The rows' sums over the fleet, element by element (a new list of floats)."""
         return self._sums.tolist()  # type: ignore[no-any-return]
 
+    def sums_item(self, k: int) -> float:
+        """The ``k``-th of :attr:`sums` (a float; no list made)."""
+        return self._sums.item(k)  # type: ignore[no-any-return]
+
     @cython.locals(uv=_UtilView)
     def _views(self) -> _UtilView:
         """The typed views of the current arrays (compiled; replaced by ``reset`` and in a
