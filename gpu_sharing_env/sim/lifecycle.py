@@ -3,7 +3,7 @@ starts, stops, preemption with checkpoint rollback, eviction, migration and susp
 
 :class:`Lifecycle` owns the episode's duration predictor; everything else it changes belongs to
 another component and is changed through it: statuses (``JobTable.set_status``), the queue
-(``Queue.add``/``take``/``reestimate``), masks (``Legality.forget``), rates
+(``Queue.add``/``take``/``pass_through``/``reestimate``), masks (``Legality.forget``), rates
 (``Rates.accrue``/``mark_dirty``/``refresh``), an online service's load
 (``OnlineLoad.update_load``) and fault events (``Faults.schedule``). It writes the placement
 fields of ``JobState`` (``gpus``, ``option``, ``mig``, ``epoch``, ``run_id``, the run's times),
