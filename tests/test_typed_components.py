@@ -42,6 +42,7 @@ TYPED = (
     ("accumulator", "Accumulator"),
     ("jobs", "JobTable"),
     ("waiting", "Queue"),
+    ("speed", "SpeedMemo"),
 )
 
 

@@ -543,7 +543,7 @@ class Simulator:
     @property
     def util_sum(self) -> float:
         """Sum of ``gpu_util`` over the fleet."""
-        return float(self.usage.sums[0])
+        return float(self.usage.sums_item(0))
 
     @property
     def offline_in_system(self) -> int:

@@ -6,6 +6,7 @@ from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
+from gpu_sharing_env.sim.speed cimport SpeedMemo as _SpeedMemo
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
 from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
@@ -16,7 +17,7 @@ cdef class Lifecycle:
     cdef public dict _jobs
     cdef public _Legality _legality
     cdef public _OnlineLoad _load
-    cdef public object _memo
+    cdef public _SpeedMemo _memo
     cdef public list _observers
     cdef public object _options
     cdef public _Queue _queue
@@ -32,4 +33,6 @@ cdef class Lifecycle:
     cpdef remove(self, JobState st)
     cpdef finish(self, JobState st, status)
     cpdef start(self, JobState st, first_gpu, option, batch_size=*)
+    cpdef _place(self, JobState st, first_gpu, option, batch_size, bint queued)
+    cpdef migrate(self, JobState st, gpu, option, batch_size=*)
     cpdef restore(self, JobState st)

@@ -3,7 +3,7 @@ starts, stops, preemption with checkpoint rollback, eviction, migration and susp
 
 :class:`Lifecycle` owns the episode's duration predictor; everything else it changes belongs to
 another component and is changed through it: statuses (``JobTable.set_status``), the queue
-(``Queue.add``/``take``/``reestimate``), masks (``Legality.forget``), rates
+(``Queue.add``/``take``/``pass_through``/``reestimate``), masks (``Legality.forget``), rates
 (``Rates.accrue``/``mark_dirty``/``refresh``), an online service's load
 (``OnlineLoad.update_load``) and fault events (``Faults.schedule``). It writes the placement
 fields of ``JobState`` (``gpus``, ``option``, ``mig``, ``epoch``, ``run_id``, the run's times),
@@ -24,7 +24,6 @@ from gpu_sharing_env.sim.jobs import JobTable
 from gpu_sharing_env.sim.legality import Legality
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.rates import Rates
-from gpu_sharing_env.sim.speed import SpeedMemo
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.ticks import OnlineLoad
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
@@ -46,6 +45,7 @@ if cython.compiled:
         _views_of,
     )
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
 else:
     from gpu_sharing_env.fleet.cluster import (
         _cluster_add,
@@ -55,6 +55,7 @@ else:
         _views_of,
     )
     from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.speed import SpeedMemo
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -222,8 +223,13 @@ class Lifecycle:
         led = st.ledger
         work, attempts, first = st.work_done, led.attempts, led.first_start_t
         freed = self.remove(st)
-        self._queue.add(st)  # back in the queue, not counted as re-queued work
-        self.start(st, gpu, option, batch_size)
+        if self._observers:  # (an observer's ``on_repartition`` may see the job queued)
+            self._queue.add(st)  # back in the queue, not counted as re-queued work
+            self.start(st, gpu, option, batch_size)
+        else:
+            # the queue as ``add`` then ``start``'s ``take`` leave it, without the two
+            self._queue.pass_through(st)
+            self._place(st, gpu, option, batch_size, False)
         st.work_done, led.attempts, led.first_start_t = work, attempts, first
         st.run_work_start = work
         now = self._sim.now
@@ -293,11 +299,19 @@ class Lifecycle:
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
-    @cython.locals(views=_StateViews, mem=cython.double, events=EventQueue)
     def start(self, st: JobState, first_gpu: int, option: int, batch_size: int = 0) -> None:
-        """Place ``st``; an online service runs with ``batch_size`` (0: its configured one).
-        Compiled, the GPUs' mode and true memory are read through the cluster's typed views
-        (:meth:`Cluster.state_views`: the same values as ``.item``)."""
+        """Place queued ``st``; an online service runs with ``batch_size`` (0: its configured
+        one)."""
+        self._place(st, first_gpu, option, batch_size, True)
+
+    @cython.locals(views=_StateViews, mem=cython.double, events=EventQueue, queued=cython.bint)
+    def _place(
+        self, st: JobState, first_gpu: int, option: int, batch_size: int, queued: bool
+    ) -> None:
+        """:meth:`start`'s body; ``queued`` False: ``st`` is not in the queue (``migrate``: the
+        queue's add and take are its ``Queue.pass_through``). Compiled, the GPUs' mode and true
+        memory are read through the cluster's typed views (:meth:`Cluster.state_views`: the
+        same values as ``.item``)."""
         sim = self._sim
         now = sim.now
         events = sim.events
@@ -323,7 +337,8 @@ class Lifecycle:
                 for o in self._observers:
                     o.on_repartition(sim, g, d)
             delay = max(delay, d)
-        self._queue.take(st)
+        if queued:
+            self._queue.take(st)
         self._legality.forget(spec.job_id)
         self._table.set_status(st, _RUNNING)
         st.gpus = gpus

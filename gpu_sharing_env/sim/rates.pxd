@@ -3,6 +3,7 @@
 # loops call C-callable. Keep the two in step (tests/test_typed_components.py checks it).
 
 from gpu_sharing_env.sim.state cimport JobState
+from gpu_sharing_env.sim.speed cimport SpeedMemo as _SpeedMemo
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 
 cdef class Rates:
@@ -13,7 +14,7 @@ cdef class Rates:
     cdef public Py_ssize_t _gpulets
     cdef public dict _jobs
     cdef public list _mem_cap
-    cdef public object _memo
+    cdef public _SpeedMemo _memo
     cdef public list _node_factor
     cdef public list _node_gpus
     cdef public list _node_of

@@ -23,7 +23,6 @@ from gpu_sharing_env.config import MechanismConfig
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import Interconnect
-from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.constants import (
     _K_COMPLETE,
     _MIG,
@@ -33,15 +32,16 @@ from gpu_sharing_env.sim.constants import (
     CROSS_NODE_FACTOR,
     PCIE_GANG_FACTOR,
 )
-from gpu_sharing_env.sim.speed import SpeedMemo
 
-if cython.compiled:  # the extension types (state.pxd, cluster.pxd): fields read as C values
+if cython.compiled:  # the extension types (state.pxd, cluster.pxd, speed.pxd): C reads
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
+    from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 else:
     from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.events import EventQueue
+    from gpu_sharing_env.sim.speed import SpeedMemo
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
 from gpu_sharing_env.sim.usage import FleetUsage
 
@@ -327,7 +327,7 @@ class Rates:
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
         busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
-        sv=_StateViews, cache=dict,
+        sv=_StateViews, cache=dict, memo=SpeedMemo, duty_of=dict,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
@@ -362,6 +362,8 @@ class Rates:
                 opt_share = self._opt_share
                 shares = [opt_share[r.option] for r in res]
             is_mig = mode is _MIG
+            memo = self._memo
+            duty_of = memo.model_duty  # (``ZOO[model].duty`` per model)
             # (index loops, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
             # generic call of ~3 k instructions; the lists are built here, of one length)
             n = len(res)
@@ -371,7 +373,7 @@ class Rates:
                 inst = r.mig[r.gpus.index(g)] if is_mig else None
                 spec = r.spec
                 online = r.online
-                duty = r.serving.duty if online else ZOO[spec.model].duty * r.throttle
+                duty = r.serving.duty if online else duty_of[spec.model] * r.throttle
                 r.sm_eff = share
                 key: tuple[Any, ...] = (
                     spec.model,
@@ -387,7 +389,6 @@ class Rates:
                     key = (*key, gpulet_of[spec.job_id][0])
                 add(key)
             gpu_type = self._type_of[g]  # (``c.type_name_of``'s strings, a list read)
-            memo = self._memo
             cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
             fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
             if fr is None:
@@ -422,7 +423,9 @@ class Rates:
         busy = 1.0 if res else 0.0
         self._usage.set_row(g, util, sm, mem, busy, stp, over, hosts_online)  # (a C call)
 
-    @cython.locals(i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState, sv=ServingState)
+    @cython.locals(
+        i=cython.Py_ssize_t, n=cython.Py_ssize_t, r=JobState, sv=ServingState, memo=SpeedMemo
+    )
     def _online_terms(
         self, g: int, gpu_type: str, mode: SharingMode, res: list[JobState], keys: list[Any]
     ) -> None:
@@ -458,7 +461,7 @@ class Rates:
                 sv.wait_ms, sv.tail_ms = wait, tail
 
     @cython.locals(
-        st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue,
+        st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue, memo=SpeedMemo,
         one=cython.double, solo_d=cython.double, frac_d=cython.double, cpu_d=cython.double,
         work=cython.double, remaining=cython.double, net_d=cython.double, v=cython.double,
     )  # fmt: skip

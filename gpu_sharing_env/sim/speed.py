@@ -20,6 +20,7 @@ except ModuleNotFoundError:
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.physics.interference import AnalyticSpeedModel, Resident, SpeedModel
 from gpu_sharing_env.physics.modes import SharingMode
+from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.sim.state import JobState
 
 #: Entries a memo table keeps before it is emptied (a replay of a big fleet meets many keys).
@@ -63,6 +64,7 @@ class SpeedMemo:
         "batch_ms",
         "has_terms",
         "model",
+        "model_duty",
         "rates_cache",
         "solo_cache",
         "terms_cache",
@@ -80,6 +82,9 @@ class SpeedMemo:
         self.solo_cache: dict[tuple[str, str], float] = {}
         #: Solo batch latency per (model, gpu type index, batch size).
         self.batch_ms: dict[tuple[str, int, int], float] = {}
+        #: Per model of the zoo: its solo duty (``ZOO[model].duty``; static, one dictionary
+        #: read on the hot path where the profile's attribute was a generic one).
+        self.model_duty: dict[str, float] = {name: p.duty for name, p in ZOO.items()}
         #: ``latency_terms`` per (gpu_type, mode, *resident keys).
         self.terms_cache: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
         #: Whether the model has ``latency_terms`` (else the terms are zero).

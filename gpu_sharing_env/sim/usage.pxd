@@ -8,6 +8,8 @@ from gpu_sharing_env.sim.accumulator cimport Accumulator
 cdef class _UtilView:
     cdef object src
     cdef double[:] v
+    cdef double[:, ::1] rows
+    cdef double[::1] sums
 
 cdef class FleetUsage:
     cdef public list _caps
@@ -18,12 +20,14 @@ cdef class FleetUsage:
     cdef public dict _jobs
     cdef public double _n_gpus_f
     cdef public object _queue
-    cdef public list _rows
+    cdef public object _rows
+    cdef public object _sums
     cdef public list _ts
     cdef public _UtilView _util_view
     cdef public object g_util
-    cdef public list sums
 
+    cpdef sums_item(self, Py_ssize_t k)
+    cpdef _UtilView _views(self)
     cpdef set_gpu(self, g, new)
     cpdef set_row(self, Py_ssize_t g, double util, double sm, double mem, double busy,
                   double stp, double over, double hosts)

@@ -68,19 +68,41 @@ def frag_sum(caps: list[float], decl: Any, n_res: Any, need: float) -> float | N
 
 @cython.cclass
 class _UtilView:
-    """A typed view of a ``g_util`` array, for :meth:`FleetUsage.set_row` (compiled). A pickle
-    or deep copy of one is None (as the cluster's ``_StateViews``): a copied usage builds a
-    view of its own array (a view of the original's would write the original's)."""
+    """Typed views of a usage's arrays, for :meth:`FleetUsage.set_row` and ``integrate``
+    (compiled): ``g_util`` (``src``, ``v``), the per-GPU rows (``rows``) and their sums
+    (``sums``). A pickle or deep copy of one is None (as the cluster's ``_StateViews``): a copied
+    usage builds views of its own arrays (views of the original's would write the original's)."""
 
     src: object
     v: cython.double[:]
+    rows: cython.double[:, ::1]
+    sums: cython.double[::1]
 
-    def __init__(self, arr: np.ndarray) -> None:
+    def __init__(self, arr: np.ndarray, rows: np.ndarray, sums: np.ndarray) -> None:
         self.src = arr
         self.v = arr
+        self.rows = rows
+        self.sums = sums
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
+
+
+@cython.cfunc
+@cython.inline
+@cython.boundscheck(False)  # (``gi`` is a GPU of the fleet, ``k`` below 7)
+@cython.wraparound(False)
+@cython.locals(
+    uv=_UtilView, gi=cython.Py_ssize_t, k=cython.Py_ssize_t, a=cython.double, b=cython.double,
+    t=cython.double,
+)  # fmt: skip
+def _move(uv: _UtilView, gi: int, k: int, a: float) -> None:
+    """Value ``k`` of GPU ``gi``'s row becomes ``a``; its sum moves by the difference
+    (``s[k] = s[k] + (a - old)``, in C doubles: the floats' IEEE operations). Compiled only."""
+    b = uv.rows[gi, k]
+    t = uv.sums[k]
+    uv.sums[k] = t + (a - b)
+    uv.rows[gi, k] = a
 
 
 class FleetUsage:
@@ -96,10 +118,10 @@ class FleetUsage:
         "_n_gpus_f",
         "_queue",
         "_rows",
+        "_sums",
         "_ts",
         "_util_view",
         "g_util",
-        "sums",
     )
 
     def __init__(self, cluster: Cluster, queue: Queue) -> None:
@@ -111,12 +133,14 @@ class FleetUsage:
         self._jobs: dict[int, JobState] = {}
         #: Per-GPU utilisation (mirrors the rows' first value, for views).
         self.g_util = np.zeros(cluster.n_gpus)
-        #: A typed view of ``g_util`` (compiled; built on first use: :meth:`set_row`).
+        #: Typed views of ``g_util``, the rows and the sums (compiled; built on first use:
+        #: :meth:`_views`).
         self._util_view: _UtilView | None = None
-        #: Per GPU (Python floats, read on the hot path): :data:`GpuRow`.
-        self._rows: list[GpuRow] = []
-        #: The rows' sums over the fleet.
-        self.sums = [0.0] * 7
+        #: Per GPU its :data:`GpuRow`, one row of seven float64 (C doubles compiled: no float
+        #: objects made when a row moves).
+        self._rows = np.zeros((cluster.n_gpus, 7))
+        #: The rows' sums over the fleet (:attr:`sums`), seven float64.
+        self._sums = np.zeros(7)
         #: The timeseries' rows (:attr:`timeseries`) one after another, six floats a tick (no
         #: tuple kept a tick: a container that lives on makes the cyclic GC run more often).
         self._ts: list[float] = []
@@ -127,8 +151,8 @@ class FleetUsage:
         g = self._cluster.n_gpus
         self._jobs = jobs
         self.g_util = np.zeros(g)
-        self._rows = [(0.0,) * 7] * g  # type: ignore[list-item]
-        self.sums = [0.0] * 7
+        self._rows = np.zeros((g, 7))
+        self._sums = np.zeros(7)
         self._ts = []
         self._frag_cv = self._frag_qv = -1
         self._frag_val = 0.0
@@ -144,85 +168,122 @@ class FleetUsage:
         it = iter(self._ts)
         return list(zip(it, it, it, it, it, it))
 
+    @property
+    def sums(self) -> list[float]:
+        """The rows' sums over the fleet, element by element (a new list of floats)."""
+        return self._sums.tolist()  # type: ignore[no-any-return]
+
+    def sums_item(self, k: int) -> float:
+        """The ``k``-th of :attr:`sums` (a float; no list made)."""
+        return self._sums.item(k)  # type: ignore[no-any-return]
+
+    @cython.locals(uv=_UtilView)
+    def _views(self) -> _UtilView:
+        """The typed views of the current arrays (compiled; replaced by ``reset`` and in a
+        copy, where the kept ones are None or view other arrays)."""
+        uv = self._util_view
+        if uv is None or uv.src is not self.g_util:
+            uv = self._util_view = _UtilView(self.g_util, self._rows, self._sums)
+        return uv
+
     def set_gpu(self, g: int, new: GpuRow) -> None:
         """GPU ``g``'s new row; the fleet sums move by the difference, element by element
         (``s[k] += new[k] - old[k]``: :meth:`set_row`)."""
         self.set_row(g, new[0], new[1], new[2], new[3], new[4], new[5], new[6])
 
-    @cython.locals(
-        gi=cython.Py_ssize_t, k=cython.Py_ssize_t, a=cython.double, b=cython.double,
-        t=cython.double, old=tuple, new=tuple, s=list, uv=_UtilView,
-    )  # fmt: skip
+    @cython.locals(gi=cython.Py_ssize_t, uv=_UtilView)
     def set_row(
         self, g: int, util: float, sm: float, mem: float, busy: float, stp: float,
         over: float, hosts: float,
     ) -> None:  # fmt: skip
         """:meth:`set_gpu` of the row ``(util, sm, mem, busy, stp, over, hosts)``, its values
         as arguments: compiled, a C call with seven C doubles (from ``Rates.gpu_fractions``),
-        the old row's values read as C doubles, the sums moved in C doubles (the same IEEE
-        operations as the Python floats') and ``g_util``'s element written through a typed
-        view (:class:`_UtilView`), where a tuple was read generically and the element written
-        by numpy's ``setitem``."""
+        the old row, the sums and ``g_util``'s element read and written as C doubles through
+        typed views (:class:`_UtilView`): the same IEEE operations as the interpreted floats'
+        (``s[k] = s[k] + (new[k] - old[k])``), no float objects."""
         gi = g
-        old = self._rows[gi]
-        new = (util, sm, mem, busy, stp, over, hosts)
-        s = self.sums
-        for k in range(7):  # (compiled, each value a C double: the floats' own values)
-            a = new[k]
-            b = old[k]
-            t = s[k]
-            s[k] = t + (a - b)
-        self._rows[gi] = new
         if cython.compiled:
-            uv = self._util_view
-            if uv is None or uv.src is not self.g_util:
-                uv = self._util_view = _UtilView(self.g_util)
+            uv = self._views()
+            _move(uv, gi, 0, util)
+            _move(uv, gi, 1, sm)
+            _move(uv, gi, 2, mem)
+            _move(uv, gi, 3, busy)
+            _move(uv, gi, 4, stp)
+            _move(uv, gi, 5, over)
+            _move(uv, gi, 6, hosts)
             uv.v[gi] = util
         else:
+            new = (util, sm, mem, busy, stp, over, hosts)
+            rows, s = self._rows, self._sums
+            for k in range(7):  # (Python floats: the arrays' float64 values)
+                a = new[k]
+                b = rows.item(gi, k)
+                t = s.item(k)
+                s[k] = t + (a - b)
+                rows[gi, k] = a
             self.g_util[g] = util
 
     def row(self, g: int) -> GpuRow:
-        """GPU ``g``'s row (SysMonitor's device metrics)."""
-        return self._rows[g]
+        """GPU ``g``'s row (SysMonitor's device metrics), as floats."""
+        return tuple(self._rows[g].tolist())  # type: ignore[return-value]
 
     def rows(self) -> list[GpuRow]:
-        """Every GPU's row (a copy)."""
-        return list(self._rows)
+        """Every GPU's row (a new list of tuples of floats)."""
+        return [tuple(r) for r in self._rows.tolist()]  # type: ignore[misc]
 
-    @cython.locals(s=list, x=cython.double)
+    @cython.locals(uv=_UtilView, x=cython.double)
     def integrate(self, acc: Accumulator, dt: float, in_system: int) -> None:
         """Add ``dt`` seconds at the current rows' sums (and ``in_system`` offline jobs).
 
         Compiled, ``acc``'s integrals are C doubles (``accumulator.pxd``) and each sum is read
         as one: the same IEEE multiplication and addition as the interpreted floats'."""
-        s = self.sums
-        x = s[0]
-        acc.util_s += x * dt
-        x = s[1]
-        acc.sm_s += x * dt
-        x = s[2]
-        acc.mem_s += x * dt
-        x = s[3]
-        acc.busy_gpu_s += x * dt
-        x = s[4]
-        acc.stp_s += x * dt
-        x = s[5]
-        acc.oversold_s += x * dt
-        x = s[6]
-        acc.online_gpu_s += x * dt
+        if cython.compiled:
+            uv = self._views()
+            x = uv.sums[0]
+            acc.util_s += x * dt
+            x = uv.sums[1]
+            acc.sm_s += x * dt
+            x = uv.sums[2]
+            acc.mem_s += x * dt
+            x = uv.sums[3]
+            acc.busy_gpu_s += x * dt
+            x = uv.sums[4]
+            acc.stp_s += x * dt
+            x = uv.sums[5]
+            acc.oversold_s += x * dt
+            x = uv.sums[6]
+            acc.online_gpu_s += x * dt
+        else:
+            s = self._sums.tolist()
+            acc.util_s += s[0] * dt
+            acc.sm_s += s[1] * dt
+            acc.mem_s += s[2] * dt
+            acc.busy_gpu_s += s[3] * dt
+            acc.stp_s += s[4] * dt
+            acc.oversold_s += s[5] * dt
+            acc.online_gpu_s += s[6] * dt
         acc.in_system_s += in_system * dt
         acc.elapsed_s += dt
 
+    @cython.locals(uv=_UtilView, g=cython.double)
     def record(self, now: float, p99_max: float) -> None:
-        """A load tick's timeseries row at ``now``."""
+        """A load tick's timeseries row at ``now`` (compiled, the sums read as C doubles: the
+        same IEEE divisions as the floats')."""
         g = self._n_gpus_f
-        s = self.sums
         ts = self._ts
         ts.append(now)
-        ts.append(s[0] / g)
-        ts.append(s[1] / g)
-        ts.append(s[3] / g)
-        ts.append(s[2] / g)
+        if cython.compiled:
+            uv = self._views()
+            ts.append(uv.sums[0] / g)
+            ts.append(uv.sums[1] / g)
+            ts.append(uv.sums[3] / g)
+            ts.append(uv.sums[2] / g)
+        else:
+            s = self._sums.tolist()
+            ts.append(s[0] / g)
+            ts.append(s[1] / g)
+            ts.append(s[3] / g)
+            ts.append(s[2] / g)
         ts.append(p99_max)
 
     @cython.locals(sv=_StateViews)

@@ -26,4 +26,5 @@ cdef class Queue:
     cpdef tuple entry(self, JobState st)
     cpdef add(self, JobState st)
     cpdef take(self, JobState st)
+    cpdef pass_through(self, JobState st)
     cpdef list front(self)

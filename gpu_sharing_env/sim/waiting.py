@@ -181,6 +181,17 @@ class Queue:
         else:
             e[0] += 1
 
+    def pass_through(self, st: JobState) -> None:
+        """What :meth:`add` then :meth:`take` of ``st`` leave (a migration: the job checkpoints,
+        re-enters the queue and is placed again at once): the version, the log and the count
+        taken move; the entries and the signatures' counts come back as they were (the
+        signatures' front is forgotten where ``st``'s was not queued, as the two do)."""
+        self.version += 2
+        self.log.append(st.spec.job_id)
+        self.taken += 1
+        if mask_signature(st.spec) not in self._sigs:
+            self._front = None
+
     def take(self, st: JobState) -> None:
         """Take queued ``st`` out of the queue (found by bisection: entries are unique)."""
         key = self.entry(st)
