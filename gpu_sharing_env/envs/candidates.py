@@ -1531,8 +1531,8 @@ class CandidateBuilder:
         ``n_features``; zero from row ``used`` on, its first ``used`` rows a build's): the
         rows are written there (``Candidates.table`` is ``out``) instead of into a fresh
         zero-padded table, and ``out`` is the zero-padded table of these candidates after.
-        Only the cells no row write overwrites are zeroed first (a row's kind and
-        ``suspend`` cells; hold's row is the same every build), and the rows the last build
+        Only the cells no row write overwrites are zeroed first (a row's ``suspend``
+        cell; both kind cells are written; hold's row is the same every build), and the rows the last build
         used beyond this one's after; where the build raises, ``out`` is left as it was.
         Without ``out`` (v2), a fresh table a build, and the episode's end is
         :meth:`Candidates.hold_only`."""
@@ -1820,13 +1820,12 @@ class CandidateBuilder:
             table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
         else:
             table = out
-            if used > 1:
-                # the cells of a row that its write leaves as they are: the kind's other
-                # cell, ``suspend`` (hold's row: the same every build; every other cell of
-                # rows 1 .. total - 1 is written: ``_write_rows``, ``_Writer.fill``)
-                table[1:used, _PLACE : _MIGRATE + 1] = 0.0
-                if self.suspend:
-                    table[1:used, N_FEATURES] = 0.0
+            if used > 1 and self.suspend:
+                # the cell of a row that its write leaves as it is: ``suspend`` (hold's row:
+                # the same every build; every cell of rows 1 .. total - 1 of
+                # :data:`CANDIDATE_FEATURES` is written, both kind cells included:
+                # ``_write_rows``, ``_Writer.fill``)
+                table[1:used, N_FEATURES] = 0.0
         ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:
@@ -2129,7 +2128,13 @@ def _block_rows(
         iv[0, i] = jid
         iv[1, i] = g
         iv[2, i] = o
-        rv[i, _C_PLACE if i <= n_place else _C_MIGRATE] = 1.0
+        # (both kind cells: a kept table's row may hold the other kind from a past build)
+        if i <= n_place:
+            rv[i, _C_PLACE] = 1.0
+            rv[i, _C_MIGRATE] = 0.0
+        else:
+            rv[i, _C_PLACE] = 0.0
+            rv[i, _C_MIGRATE] = 1.0
         if i == first:
             for c in range(nj):
                 rv[i, _C_JOB0 + c] = _clip1(jv[b, c])
@@ -2241,8 +2246,8 @@ def _write_rows(
     they are). Block ``b``'s candidates are ``flats[b]`` (flat indices ``gpu * n_opts +
     option``), its job ``job_ints[b, 0]``, its own GPU ``job_ints[b, 1]`` (-1: none; a job on
     several GPUs is the caller's) and its model's row of ``speed`` ``job_ints[b, 2]``. A row:
-    the kind (placements first, ``n_place`` of them), the block's job row clipped to [-1, 1]
-    (``job_rows[b]``, float64), whether the target is the job's own GPU, the target GPU's
+    the kind (placements first, ``n_place`` of them; both kind cells written: ``out`` may be
+    a kept table), the block's job row clipped to [-1, 1] (``job_rows[b]``, float64), whether the target is the job's own GPU, the target GPU's
     cells (``gpu_rows``), ``gang_one_node`` 1 (a gang's is the caller's), the option's cells
     (``opt_rows``) and the solo speed cell ``speed[model, type_idx[gpu]]`` (those three
     float32 and clipped already).
@@ -2280,6 +2285,8 @@ def _write_rows(
         out[0, _HOLD] = 1.0
         rows = out[1 : n + 1]
         rows[:n_place, _PLACE] = 1.0
+        rows[:n_place, _MIGRATE] = 0.0
+        rows[n_place:, _PLACE] = 0.0
         rows[n_place:, _MIGRATE] = 1.0
         rows[:, _JOB0:_ON] = np.clip(job_rows, -1.0, 1.0)[at]
         rows[:, _ON] = gs == job_ints[at, 1]
