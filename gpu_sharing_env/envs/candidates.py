@@ -1397,7 +1397,7 @@ class _Writer:
                     busy = True
             self.leftv[g] = total
         if busy:
-            np.log1p(self.left, out=self.ll)
+            np.log1p(self.left, self.ll)  # (``out`` positional: no keyword call)
         else:
             memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
         self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
@@ -1557,10 +1557,13 @@ class CandidateBuilder:
             classes = TargetClasses(
                 sim, self._nodes[1], self._specs[1], self._nodes[2], self._opt_mode[1]
             )
-        memo = _Memo(classes)
-        for d in keep:
-            if d is not None:
-                memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
+        # (pruned only: what the jobs of one build share, and the kept moves; unpruned, no
+        # memo is made and ``keep`` is not read: every legal move is a candidate)
+        memo = _Memo(classes) if classes is not None else None
+        if memo is not None:
+            for d in keep:
+                if d is not None:
+                    memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
         n_opts = len(sim.options)
         blocks: list[tuple[int, np.ndarray]] = []
         total = 1
@@ -1570,12 +1573,12 @@ class CandidateBuilder:
         for jid in decidable_ids(sim):
             # (pruned, a single-GPU job's picks from the GPUs that stand for the fleet:
             # ``_Memo.rep_picks``; None: the targets' path)
-            flat = self._rep_picks(memo, jid, -1) if memo.classes is not None else None
+            flat = self._rep_picks(memo, jid, -1) if memo is not None else None
             if flat is None:
                 flat = legality.targets(jid)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
-                if memo.classes is not None:
+                if memo is not None:
                     flat = self._prune_flat(memo, jid, flat, -1, n_opts)
             total = self._add(jid, flat, blocks, total)
         n_place = total - 1
@@ -1593,7 +1596,7 @@ class CandidateBuilder:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
-            if memo.classes is None:
+            if memo is None:
                 flat = legality.migration_targets(jid)
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
@@ -1802,7 +1805,8 @@ class CandidateBuilder:
     @cython.locals(
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
         st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
-        ji=cython.longlong[:, ::1], w=_Writer,
+        ji=cython.longlong[:, ::1], w=_Writer, row_of=dict, fixed=dict, groups=dict,
+        known=dict, hit=tuple, cols=tuple,
     )  # fmt: skip
     def _assemble(
         self,

@@ -231,7 +231,7 @@ def _empty_ready(v: Any) -> np.ndarray:
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
             k += 1
-    idx = np.empty(k, dtype=np.int64)
+    idx = _EMPTY(k, _INT64)
     out: Any = idx
     k = 0
     for g in range(n):
