@@ -275,6 +275,11 @@ def _hold_row() -> np.ndarray:
 #: Hold's row of the float32 table.
 _HOLD_ROW = _hold_row()[0].astype(np.float32)
 
+#: ``np.empty``, ``np.zeros`` and two dtypes as module globals: a build's arrays are made by
+#: one positional call each, not an attribute read and a keyword call.
+_EMPTY, _ZEROS = np.empty, np.zeros
+_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
+
 
 #: A job's group columns (the last four of :data:`_JOB_COLS`).
 _GroupCols = tuple[float, float, float, float]
@@ -1830,7 +1835,7 @@ class CandidateBuilder:
         ``used`` a build wrote (:meth:`build`) (``Candidates.table``)."""
         sim = self.sim
         if out is None:
-            table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
+            table = _ZEROS((self.max_candidates, self.n_features), _FLOAT32)
         else:
             table = out
             if used > 1 and self.suspend:
@@ -1839,7 +1844,7 @@ class CandidateBuilder:
                 # :data:`CANDIDATE_FEATURES` is written, both kind cells included:
                 # ``_write_rows``, ``_Writer.fill``)
                 table[1:used, N_FEATURES] = 0.0
-        ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
+        ids = _EMPTY((3, total), _INT64)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:
             table[0, :N_FEATURES] = _HOLD_ROW
