@@ -100,6 +100,28 @@ def test_candidate_rows_compiled_and_interpreted_agree_bit_for_bit() -> None:
         assert (ids[0][:, 0] == -1).all()
 
 
+def test_rows_over_a_kept_table_write_both_kind_cells() -> None:
+    """A kept table's rows may hold a past build's other kind (``GpuSharing-v3``): the typed
+    pass and the numpy passes of ``_write_rows`` write both kind cells of every row, so each
+    is one kind (``CandidateBuilder.build`` with ``out`` no longer zeroes them first)."""
+    mods = [candidates]
+    if not candidates.__file__.endswith(".py"):
+        mods.append(interpreted(candidates))
+    place, migrate = candidates._PLACE, candidates._MIGRATE
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        args = _inputs(rng)
+        n_place = args[0]
+        n = 1 + sum(len(f) for f in args[1])  # type: ignore[attr-defined]
+        for mod in mods:
+            table = np.zeros((n, N_FEATURES), dtype=np.float32)
+            table[1:, place] = table[1:, migrate] = 1.0  # (both kinds: a dirty row)
+            mod._write_rows(table, np.empty((3, n), dtype=np.int64), *args)
+            kinds = table[1:, place : migrate + 1]
+            assert (kinds.sum(axis=1) == 1.0).all(), mod.__file__
+            assert (kinds[:n_place, 0] == 1.0).all() and (kinds[n_place:, 1] == 1.0).all()
+
+
 def test_clip_as_numpy() -> None:
     """The loop's clip of one double is ``np.clip(x, -1, 1)``'s (run interpreted here)."""
     src = interpreted(candidates)

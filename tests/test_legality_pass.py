@@ -53,6 +53,9 @@ def _check(sim: Any, seen: dict[str, int]) -> None:
         want = np.flatnonzero(c.placement_mask(spec))
         got = leg.targets(jid)
         assert got.dtype == np.int64
+        # (compiled, a pass's answer is a fresh array of its own: ``_copy_out``, not a view of
+        # the kept buffer the next pass overwrites)
+        assert got.flags.owndata or not COMPILED
         np.testing.assert_array_equal(got, want)
         seen["gang" if spec.num_gpus > 1 else "single"] += 1
     for jid in running:
@@ -62,6 +65,7 @@ def _check(sim: Any, seen: dict[str, int]) -> None:
             want = want[:0]
         got = leg.migration_targets(jid)
         assert got.dtype == np.int64
+        assert got.flags.owndata or not COMPILED
         np.testing.assert_array_equal(got, want)
         seen["gang moves" if st.spec.num_gpus > 1 else "moves"] += 1
     if COMPILED:  # (the typed parts: kept per memory ranks, equal to the memory's own)

@@ -275,6 +275,11 @@ def _hold_row() -> np.ndarray:
 #: Hold's row of the float32 table.
 _HOLD_ROW = _hold_row()[0].astype(np.float32)
 
+#: ``np.empty``, ``np.zeros`` and two dtypes as module globals: a build's arrays are made by
+#: one positional call each, not an attribute read and a keyword call.
+_EMPTY, _ZEROS = np.empty, np.zeros
+_INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
+
 
 #: A job's group columns (the last four of :data:`_JOB_COLS`).
 _GroupCols = tuple[float, float, float, float]
@@ -1280,8 +1285,9 @@ class _Writer:
     builder while the cluster's arrays are the same (:class:`_GpuViews`, ``gpu``): each GPU's
     row of cells (``cells``, float32), its residents' estimated work left (``left``) and its
     log1p (``ll``), the marks of the targets' GPUs and their list, the options' cells, the
-    last speed cells seen and the job rows (``jr``, float64, and ``jri``: id, own GPU, speed
-    row), grown as needed: typed views acquired once, where a build acquired ~20 (each ~4 k
+    last speed cells seen, the last table written and its view (``GpuSharing-v3``'s kept
+    table is the same every build) and the job rows (``jr``, float64, and ``jri``: id, own
+    GPU, speed row), grown as needed: typed views acquired once, where a build acquired ~20 (each ~4 k
     instructions) and allocated ~7 arrays. Compiled only (:meth:`fill`)."""
 
     gpu = cython.declare(_GpuViews)
@@ -1300,6 +1306,8 @@ class _Writer:
     jr = cython.declare(cython.double[:, ::1])
     jri = cython.declare(cython.longlong[:, ::1])
     cap = cython.declare(cython.Py_ssize_t)
+    table = cython.declare(object)
+    tablev = cython.declare(cython.float[:, ::1])
 
     @cython.locals(views=_GpuViews)
     def __init__(self, views: _GpuViews, opt32: np.ndarray) -> None:
@@ -1315,6 +1323,7 @@ class _Writer:
         self.opt = opt32
         self.optv = opt32
         self.spd = None
+        self.table = None
         self.cap = 0
         self.room(8)
 
@@ -1361,7 +1370,12 @@ class _Writer:
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
         single-GPU legality per (option, GPU), its GPUs) (``gang_one_node``:
         :func:`_gang_one_node`)."""
-        rv, iv = table, ids
+        # (the table's typed view kept while the same table is passed: ``GpuSharing-v3``'s
+        # kept table, where a view acquired a build cost ~2.4 k instructions)
+        if table is not self.table:
+            self.tablev = table
+            self.table = table
+        rv, iv = self.tablev, ids
         if speed is not self.spd:
             self.spd = speed
             self.spdv = speed
@@ -1397,7 +1411,7 @@ class _Writer:
                     busy = True
             self.leftv[g] = total
         if busy:
-            np.log1p(self.left, out=self.ll)
+            np.log1p(self.left, self.ll)  # (``out`` positional: no keyword call)
         else:
             memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
         self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
@@ -1531,8 +1545,8 @@ class CandidateBuilder:
         ``n_features``; zero from row ``used`` on, its first ``used`` rows a build's): the
         rows are written there (``Candidates.table`` is ``out``) instead of into a fresh
         zero-padded table, and ``out`` is the zero-padded table of these candidates after.
-        Only the cells no row write overwrites are zeroed first (a row's kind and
-        ``suspend`` cells; hold's row is the same every build), and the rows the last build
+        Only the cells no row write overwrites are zeroed first (a row's ``suspend``
+        cell; both kind cells are written; hold's row is the same every build), and the rows the last build
         used beyond this one's after; where the build raises, ``out`` is left as it was.
         Without ``out`` (v2), a fresh table a build, and the episode's end is
         :meth:`Candidates.hold_only`."""
@@ -1557,10 +1571,13 @@ class CandidateBuilder:
             classes = TargetClasses(
                 sim, self._nodes[1], self._specs[1], self._nodes[2], self._opt_mode[1]
             )
-        memo = _Memo(classes)
-        for d in keep:
-            if d is not None:
-                memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
+        # (pruned only: what the jobs of one build share, and the kept moves; unpruned, no
+        # memo is made and ``keep`` is not read: every legal move is a candidate)
+        memo = _Memo(classes) if classes is not None else None
+        if memo is not None:
+            for d in keep:
+                if d is not None:
+                    memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
         n_opts = len(sim.options)
         blocks: list[tuple[int, np.ndarray]] = []
         total = 1
@@ -1570,12 +1587,12 @@ class CandidateBuilder:
         for jid in decidable_ids(sim):
             # (pruned, a single-GPU job's picks from the GPUs that stand for the fleet:
             # ``_Memo.rep_picks``; None: the targets' path)
-            flat = self._rep_picks(memo, jid, -1) if memo.classes is not None else None
+            flat = self._rep_picks(memo, jid, -1) if memo is not None else None
             if flat is None:
                 flat = legality.targets(jid)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
-                if memo.classes is not None:
+                if memo is not None:
                     flat = self._prune_flat(memo, jid, flat, -1, n_opts)
             total = self._add(jid, flat, blocks, total)
         n_place = total - 1
@@ -1593,7 +1610,7 @@ class CandidateBuilder:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
             # ``Legality.migration_targets``)
-            if memo.classes is None:
+            if memo is None:
                 flat = legality.migration_targets(jid)
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
@@ -1802,7 +1819,8 @@ class CandidateBuilder:
     @cython.locals(
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
         st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
-        ji=cython.longlong[:, ::1], w=_Writer,
+        ji=cython.longlong[:, ::1], w=_Writer, row_of=dict, fixed=dict, groups=dict,
+        known=dict, hit=tuple, cols=tuple,
     )  # fmt: skip
     def _assemble(
         self,
@@ -1817,17 +1835,16 @@ class CandidateBuilder:
         ``used`` a build wrote (:meth:`build`) (``Candidates.table``)."""
         sim = self.sim
         if out is None:
-            table = np.zeros((self.max_candidates, self.n_features), dtype=np.float32)
+            table = _ZEROS((self.max_candidates, self.n_features), _FLOAT32)
         else:
             table = out
-            if used > 1:
-                # the cells of a row that its write leaves as they are: the kind's other
-                # cell, ``suspend`` (hold's row: the same every build; every other cell of
-                # rows 1 .. total - 1 is written: ``_write_rows``, ``_Writer.fill``)
-                table[1:used, _PLACE : _MIGRATE + 1] = 0.0
-                if self.suspend:
-                    table[1:used, N_FEATURES] = 0.0
-        ids = np.empty((3, total), dtype=np.int64)  # job, GPU, option of each candidate
+            if used > 1 and self.suspend:
+                # the cell of a row that its write leaves as it is: ``suspend`` (hold's row:
+                # the same every build; every cell of rows 1 .. total - 1 of
+                # :data:`CANDIDATE_FEATURES` is written, both kind cells included:
+                # ``_write_rows``, ``_Writer.fill``)
+                table[1:used, N_FEATURES] = 0.0
+        ids = _EMPTY((3, total), _INT64)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:
             table[0, :N_FEATURES] = _HOLD_ROW
@@ -2129,7 +2146,13 @@ def _block_rows(
         iv[0, i] = jid
         iv[1, i] = g
         iv[2, i] = o
-        rv[i, _C_PLACE if i <= n_place else _C_MIGRATE] = 1.0
+        # (both kind cells: a kept table's row may hold the other kind from a past build)
+        if i <= n_place:
+            rv[i, _C_PLACE] = 1.0
+            rv[i, _C_MIGRATE] = 0.0
+        else:
+            rv[i, _C_PLACE] = 0.0
+            rv[i, _C_MIGRATE] = 1.0
         if i == first:
             for c in range(nj):
                 rv[i, _C_JOB0 + c] = _clip1(jv[b, c])
@@ -2241,8 +2264,8 @@ def _write_rows(
     they are). Block ``b``'s candidates are ``flats[b]`` (flat indices ``gpu * n_opts +
     option``), its job ``job_ints[b, 0]``, its own GPU ``job_ints[b, 1]`` (-1: none; a job on
     several GPUs is the caller's) and its model's row of ``speed`` ``job_ints[b, 2]``. A row:
-    the kind (placements first, ``n_place`` of them), the block's job row clipped to [-1, 1]
-    (``job_rows[b]``, float64), whether the target is the job's own GPU, the target GPU's
+    the kind (placements first, ``n_place`` of them; both kind cells written: ``out`` may be
+    a kept table), the block's job row clipped to [-1, 1] (``job_rows[b]``, float64), whether the target is the job's own GPU, the target GPU's
     cells (``gpu_rows``), ``gang_one_node`` 1 (a gang's is the caller's), the option's cells
     (``opt_rows``) and the solo speed cell ``speed[model, type_idx[gpu]]`` (those three
     float32 and clipped already).
@@ -2280,6 +2303,8 @@ def _write_rows(
         out[0, _HOLD] = 1.0
         rows = out[1 : n + 1]
         rows[:n_place, _PLACE] = 1.0
+        rows[:n_place, _MIGRATE] = 0.0
+        rows[n_place:, _PLACE] = 0.0
         rows[n_place:, _MIGRATE] = 1.0
         rows[:, _JOB0:_ON] = np.clip(job_rows, -1.0, 1.0)[at]
         rows[:, _ON] = gs == job_ints[at, 1]

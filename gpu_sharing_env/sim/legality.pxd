@@ -74,6 +74,9 @@ cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty, bint some,
                             const long long[:] gpus, Py_ssize_t gang)
 
+# The first ``c`` indices of a kept buffer as a fresh int64 array (the typed passes' answers).
+cdef object _copy_out(_Scratch s, Py_ssize_t c)
+
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
 cdef object _empty_ready(_SV v)

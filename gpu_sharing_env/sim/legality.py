@@ -52,12 +52,14 @@ if cython.compiled:
     from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
     from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
     from cython.cimports.gpu_sharing_env.sim.waiting import mask_signature
+    from cython.cimports.libc.string import memcpy
 else:
     from gpu_sharing_env.fleet.cluster import _views_of
     from gpu_sharing_env.sim.waiting import mask_signature
 
-    # (only the compiled ``_holds`` reads an array's memory through Python's buffer protocol)
-    PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = None
+    # (only the compiled ``_holds`` and ``_copy_out`` read or write an array's memory through
+    # Python's buffer protocol)
+    PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = memcpy = None
 
 #: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
 _BIG = 1 << 62
@@ -80,6 +82,11 @@ MaskEntry = tuple[int, np.ndarray, bool]
 #: No targets (read-only, shared): a signature that fits nowhere, a job still setting up.
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
 _NO_TARGETS.setflags(write=False)
+
+#: ``np.empty`` and the int64 dtype, as module globals: the typed passes' answers are made
+#: with one positional call (``_copy_out``), not an attribute read and a keyword call.
+_EMPTY = np.empty
+_INT64 = np.dtype(np.int64)
 
 
 @cython.cclass
@@ -193,7 +200,24 @@ def _single_targets(
                 kept += 1
             left[k] -= 1
         c = kept
-    return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
+    return _copy_out(s, c)  # (none: the shared empty answer)
+
+
+@cython.boundscheck(False)  # (index 0 of a buffer with room for every cell)
+@cython.wraparound(False)
+def _copy_out(s: Any, c: int) -> np.ndarray:
+    """The first ``c`` indices of the kept buffer ``s`` (a :class:`_Scratch`) as a fresh
+    int64 array, or the shared empty answer (compiled only: ``np.empty`` and one ``memcpy``
+    into its memory, where ``s.arr[:c].copy()`` made a view and called a method). Declared in
+    ``legality.pxd``; the typed passes return it."""
+    if not c:
+        return _NO_TARGETS
+    out = _EMPTY(c, _INT64)
+    view = cython.declare(cython.Py_buffer)
+    PyObject_GetBuffer(out, cython.address(view), PyBUF_SIMPLE)
+    memcpy(view.buf, cython.address(s.buf[0]), c * 8)
+    PyBuffer_Release(cython.address(view))
+    return out
 
 
 @cython.boundscheck(False)  # (every index is in range by construction)
@@ -207,7 +231,7 @@ def _empty_ready(v: Any) -> np.ndarray:
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
             k += 1
-    idx = np.empty(k, dtype=np.int64)
+    idx = _EMPTY(k, _INT64)
     out: Any = idx
     k = 0
     for g in range(n):
@@ -234,7 +258,7 @@ def _mask_targets(s: Any, m: Any) -> np.ndarray:
             if m[g, o]:
                 buf[c] = g * n_o + o
                 c += 1
-    return s.arr[:c].copy() if c else _NO_TARGETS  # (none: the shared empty answer)
+    return _copy_out(s, c)  # (none: the shared empty answer)
 
 
 def check_batch(st: JobState, batch_size: int) -> str | None:
