@@ -43,6 +43,7 @@ TYPED = (
     ("jobs", "JobTable"),
     ("waiting", "Queue"),
     ("speed", "SpeedMemo"),
+    ("engine", "Simulator"),
 )
 
 

@@ -218,6 +218,12 @@ def _clock_to(
     self.now = max(now, t)
 
 
+def _new_simulator(cls: type[Simulator]) -> Simulator:
+    """A bare simulator of class ``cls`` (no ``__init__``): what a pickle or a deep copy of
+    one (``Simulator.__reduce__``) starts from before ``__setstate__`` sets its slots."""
+    return cls.__new__(cls)
+
+
 class Simulator:
     """Event-driven GPU cluster simulator (no Gymnasium, torch or YAML here).
 
@@ -803,11 +809,17 @@ class Simulator:
         self.usage.copy_memo(memo)
         return copy.deepcopy(self, memo)  # (a new ``uid``: ``__setstate__``)
 
-    def __setstate__(self, state: Any) -> None:
+    def __reduce__(self) -> tuple[Any, tuple[type[Simulator]], dict[str, Any]]:
+        """A pickle or a deep copy: a bare object of this class (:func:`_new_simulator`) and its
+        slots, in ``__slots__`` order (as a slotted class's default pickling gives them).
+        (Its own ``__reduce__``: compiled, an extension type's default pickling would not call
+        ``__setstate__``.)"""
+        return _new_simulator, (type(self),), {k: getattr(self, k) for k in Simulator.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """A copy, a deep copy or an unpickled simulator is another object: it gets its own
         ``uid`` (views and agents key their caches on it)."""
-        d, slots = state if isinstance(state, tuple) else (state, None)
-        for k, v in {**(d or {}), **(slots or {})}.items():
+        for k, v in state.items():
             object.__setattr__(self, k, v)  # (its own slots back, as pickle would set them)
         self.uid = next(_UIDS)
 

@@ -2,6 +2,7 @@
 # __slots__ of lifecycle.py, the typed peers it calls (legality, rates, online load: C calls).
 # Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.engine cimport Simulator as _Simulator
 from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
@@ -22,7 +23,7 @@ cdef class Lifecycle:
     cdef public object _options
     cdef public _Queue _queue
     cdef public _Rates _rates
-    cdef public object _sim
+    cdef public _Simulator _sim
     cdef public dict _suspended
     cdef public _JobTable _table
     cdef public bint estimates

@@ -2,6 +2,7 @@
 # __slots__ of rates.py, the usage it writes typed (its calls are C calls), and the methods its
 # loops call C-callable. Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.engine cimport Simulator as _Simulator
 from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.speed cimport SpeedMemo as _SpeedMemo
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
@@ -21,7 +22,7 @@ cdef class Rates:
     cdef public list _node_pcie
     cdef public list _node_vcpus
     cdef public list _opt_share
-    cdef public object _sim
+    cdef public _Simulator _sim
     cdef public list _type_of
     cdef public _FleetUsage _usage
     cdef public object _views

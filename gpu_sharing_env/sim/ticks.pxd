@@ -2,6 +2,7 @@
 # __slots__ of ticks.py, the peers it calls typed (their calls are C calls), the tick length a
 # C double. Keep the two in step (tests/test_typed_components.py checks it).
 
+from gpu_sharing_env.sim.engine cimport Simulator as _Simulator
 from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.rates cimport Rates as _Rates
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
@@ -27,7 +28,7 @@ cdef class OnlineLoad:
     cdef public Py_ssize_t _noise_i
     cdef public _Rates _rates
     cdef public object _rng
-    cdef public object _sim
+    cdef public _Simulator _sim
     cdef public _JobTable _table
     cdef public double _tick_s
     cdef public _FleetUsage _usage
