@@ -60,6 +60,16 @@ cdef class _FitIndex:
     cpdef Py_ssize_t first(self, list thr, Py_ssize_t row, Py_ssize_t lo=*) except? -2
     cpdef list walk(self, list thr, Py_ssize_t row, Py_ssize_t lo, Py_ssize_t n)
 
+# JobSpec's slot descriptors ``add``, ``remove`` and ``gang_gpus`` read through job.pxd's
+# ``_take`` (C globals, set at import).
+cdef object _S_CPU_CORES
+cdef object _S_GPU_FRAC
+cdef object _S_JOB_ID
+cdef object _S_KIND
+cdef object _S_MEM_GB
+cdef object _S_NUM_GPUS
+cdef object _S_TRUE_MEM_GB
+
 # The cluster's C-callable bodies the compiled lifecycle cimports (``Cluster.state_views``,
 # ``add``, ``remove`` and ``gang_gpus`` delegate to them).
 cdef object _last_cluster

@@ -44,6 +44,11 @@ from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 
+if cython.compiled:  # ``JobSpec``'s slots read in C (``job.pxd``; cimported by cluster.pxd)
+    from cython.cimports.gpu_sharing_env.workload.job import _take
+else:
+    from gpu_sharing_env.workload.job import _take
+
 #: ``Cluster.mode`` value of a GPU that has never been configured.
 MODE_NONE = -1
 #: Floating-point slack for memory comparisons (GB).
@@ -1262,6 +1267,18 @@ class Cluster:
                     assert not parts, f"gpu {g}: gpulets outside MPS"
 
 
+# ``JobSpec``'s slot descriptors of the fields ``add``, ``remove`` and ``gang_gpus`` read:
+# ``_take(job, _S_MEM_GB)`` is ``job.mem_gb`` (compiled, CPython's member read, a C call of
+# ``job.pxd``'s ``_take``, no attribute lookup through the type; interpreted, the descriptor).
+_S_CPU_CORES = JobSpec.__dict__["cpu_cores"]
+_S_GPU_FRAC = JobSpec.__dict__["gpu_frac"]
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_KIND = JobSpec.__dict__["kind"]
+_S_MEM_GB = JobSpec.__dict__["mem_gb"]
+_S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
+_S_TRUE_MEM_GB = JobSpec.__dict__["true_mem_gb"]
+
+
 @cython.cfunc
 @cython.locals(
     sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
@@ -1325,7 +1342,8 @@ def _cluster_add(
     node = node_of_l[gpu]
     if cython.compiled:  # (C reads and writes through the typed views, the same values)
         _res_add(
-            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+            sv, gpu, node, _take(job, _S_MEM_GB), _take(job, _S_TRUE_MEM_GB),
+            _take(job, _S_KIND) is _ONLINE, _take(job, _S_CPU_CORES),
         )  # fmt: skip
     else:
         self.n_res[gpu] = n + 1
@@ -1335,9 +1353,9 @@ def _cluster_add(
             self.online_count[gpu] = self.online_count.item(gpu) + 1
         self.node_cpu_used[node] = self.node_cpu_used.item(node) + job.cpu_cores
     res = residents[gpu]
-    res.append(job.job_id)
+    res.append(_take(job, _S_JOB_ID))
     fracs = res_frac[gpu]
-    fracs.append(job.gpu_frac)
+    fracs.append(_take(job, _S_GPU_FRAC))
     if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
         sv.frac_decl[gpu] = sum(fracs)
     else:
@@ -1364,7 +1382,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
         node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
         masks, watchers = self.masks, self._watchers
     res = residents[gpu]
-    i = res.index(job.job_id)
+    i = res.index(_take(job, _S_JOB_ID))
     del res[i]
     fracs = res_frac[gpu]
     del fracs[i]
@@ -1372,7 +1390,8 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
     if cython.compiled:
         sv.frac_decl[gpu] = sum(fracs)
         n = _res_remove(
-            sv, gpu, node, job.mem_gb, job.true_mem_gb, job.kind is _ONLINE, job.cpu_cores,
+            sv, gpu, node, _take(job, _S_MEM_GB), _take(job, _S_TRUE_MEM_GB),
+            _take(job, _S_KIND) is _ONLINE, _take(job, _S_CPU_CORES),
         )  # fmt: skip
     else:
         self.frac_decl[gpu] = sum(fracs)
@@ -1410,7 +1429,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
 @cython.returns(list)
 def _cluster_gang_gpus(self: Cluster, job: JobSpec, first_gpu: int, option: int) -> list[int]:
     """:meth:`Cluster.gang_gpus`' body, C-callable (from the compiled lifecycle)."""
-    if job.num_gpus == 1:
+    if _take(job, _S_NUM_GPUS) == 1:
         return [first_gpu]
     return self.masks.gang_gpus(job, first_gpu, option)  # type: ignore[no-any-return]
 

@@ -11,6 +11,9 @@ from gpu_sharing_env.sim.speed cimport SpeedMemo as _SpeedMemo
 from gpu_sharing_env.sim.ticks cimport OnlineLoad as _OnlineLoad
 from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
+# JobSpec.job_id's slot descriptor, read through job.pxd's ``_take`` (a C global).
+cdef object _S_JOB_ID
+
 cdef class Lifecycle:
     cdef public object _cfg
     cdef public object _cluster
@@ -19,6 +22,7 @@ cdef class Lifecycle:
     cdef public _Legality _legality
     cdef public _OnlineLoad _load
     cdef public _SpeedMemo _memo
+    cdef public double _migration_s
     cdef public list _observers
     cdef public object _options
     cdef public _Queue _queue

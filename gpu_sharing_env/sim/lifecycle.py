@@ -46,6 +46,7 @@ if cython.compiled:
     )
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
+    from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
     from gpu_sharing_env.fleet.cluster import (
         _cluster_add,
@@ -56,9 +57,15 @@ else:
     )
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
+    from gpu_sharing_env.workload.job import _take
+from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
+
+#: ``JobSpec.job_id``'s slot descriptor: ``_take(spec, _S_JOB_ID)`` is ``spec.job_id``
+#: (compiled, CPython's member read, ``job.pxd``'s ``_take``: no lookup through the type).
+_S_JOB_ID = JobSpec.__dict__["job_id"]
 
 __all__ = ["Lifecycle", "mask_signature"]
 
@@ -83,6 +90,7 @@ class Lifecycle:
         "_legality",
         "_load",
         "_memo",
+        "_migration_s",
         "_observers",
         "_options",
         "_queue",
@@ -110,6 +118,8 @@ class Lifecycle:
     ) -> None:
         self._sim = sim
         self._cfg = cfg
+        #: ``sharing.migration_s`` (static; compiled, a C double: the same IEEE value).
+        self._migration_s: float = cfg.sharing.migration_s
         self._cluster = cluster
         self._options = cluster.options
         self._table = table
@@ -233,9 +243,9 @@ class Lifecycle:
         st.work_done, led.attempts, led.first_start_t = work, attempts, first
         st.run_work_start = work
         now = self._sim.now
-        delay = self._cfg.sharing.migration_s
+        delay = self._migration_s
         st.setup_until = max(st.setup_until, now + delay)
-        if st.spec.online:  # a new replica: no requests served until it is up
+        if st.online:  # a new replica: no requests served until it is up
             sv = st.serving
             sv.outage_until = max(sv.outage_until, now + delay)
         self._sim.acc.migrations += 1
@@ -295,7 +305,7 @@ class Lifecycle:
         left = self._suspended.pop(st.spec.job_id, None)
         if left is None or left == st.gpus:
             return
-        st.setup_until = max(st.setup_until, self._sim.now + self._cfg.sharing.migration_s)
+        st.setup_until = max(st.setup_until, self._sim.now + self._migration_s)
         self._rates.refresh(st.gpus)
 
     # ================================================================== start / stop
@@ -339,7 +349,7 @@ class Lifecycle:
             delay = max(delay, d)
         if queued:
             self._queue.take(st)
-        self._legality.forget(spec.job_id)
+        self._legality.forget(_take(spec, _S_JOB_ID))
         self._table.set_status(st, _RUNNING)
         st.gpus = gpus
         st.option = option

@@ -7,6 +7,12 @@ from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.speed cimport SpeedMemo as _SpeedMemo
 from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 
+# JobSpec's slot descriptors read through job.pxd's ``_take`` (C globals, set at import).
+cdef object _S_JOB_ID
+cdef object _S_MODEL
+cdef object _S_PRIORITY
+cdef object _S_WORK_S
+
 cdef class Rates:
     cdef public object _bonus
     cdef public object _cluster

@@ -38,17 +38,28 @@ if cython.compiled:  # the extension types (state.pxd, cluster.pxd, speed.pxd): 
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
+    from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
     from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
+    from gpu_sharing_env.workload.job import _take
 from gpu_sharing_env.sim.usage import FleetUsage
+from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
 
 _NO_SKIP: frozenset[int] = frozenset()
+
+# ``JobSpec``'s slot descriptors of the fields read per resident and per rate: ``_take(spec,
+# _S_MODEL)`` is ``spec.model`` (compiled, CPython's member read, ``job.pxd``'s ``_take``, a C
+# call: no attribute lookup through the type; interpreted, the descriptor's ``__get__``).
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_MODEL = JobSpec.__dict__["model"]
+_S_PRIORITY = JobSpec.__dict__["priority"]
+_S_WORK_S = JobSpec.__dict__["work_s"]
 
 
 class Rates:
@@ -260,7 +271,6 @@ class Rates:
         c = self._cluster
         node_of = self._node_of
         factor = self._node_factor
-        used_of = c.node_cpu_used
         vcpus_of = self._node_vcpus
         extra: list[int] | None = None
         if cython.compiled:
@@ -268,7 +278,7 @@ class Rates:
         for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
             # Python floats (``.item``), compiled C doubles (the cluster's typed views): the
             # same values as the numpy scalars, cheaper to use
-            used = sv.node_cpu[node] if cython.compiled else used_of.item(node)
+            used = sv.node_cpu[node] if cython.compiled else c.node_cpu_used.item(node)
             f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
             if f != factor[node]:
                 factor[node] = f
@@ -306,7 +316,7 @@ class Rates:
         for g in todo:
             res = [jobs[j] for j in residents[g]]
             for r in res:
-                jid = r.spec.job_id
+                jid = _take(r.spec, _S_JOB_ID)
                 if jid not in affected:
                     self.accrue(r)  # (compiled: a C call, rates.pxd)
                     affected[jid] = r
@@ -353,7 +363,7 @@ class Rates:
             add = keys.append
             if gpulet_of is not None:
                 # gpulets: a resident's SM share is its partition's (``Resident.gpulet``)
-                shares = [gpulet_of[r.spec.job_id][1] / 100.0 for r in res]
+                shares = [gpulet_of[_take(r.spec, _S_JOB_ID)][1] / 100.0 for r in res]
             elif mech.dynamic_sm:
                 shares = self._sm_shares(g, res)
             elif mech.launch_quota and mode is _MPS and len(res) == 1:
@@ -372,21 +382,22 @@ class Rates:
                 share = shares[i]
                 inst = r.mig[r.gpus.index(g)] if is_mig else None
                 spec = r.spec
+                model = _take(spec, _S_MODEL)
                 online = r.online
-                duty = r.serving.duty if online else duty_of[spec.model] * r.throttle
+                duty = r.serving.duty if online else duty_of[model] * r.throttle
                 r.sm_eff = share
                 key: tuple[Any, ...] = (
-                    spec.model,
+                    model,
                     share,
                     inst.compute if inst else 0,
                     bin(inst.mask).count("1") if inst else 0,
                     1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                     online,
-                    (spec.priority + (bonus if online else 0)) if prio_on else 0,
+                    (_take(spec, _S_PRIORITY) + (bonus if online else 0)) if prio_on else 0,
                     r.effective_batch_size if online else 0,  # its SM-share curve
                 )
                 if gpulet_of is not None:
-                    key = (*key, gpulet_of[spec.job_id][0])
+                    key = (*key, gpulet_of[_take(spec, _S_JOB_ID)][0])
                 add(key)
             gpu_type = self._type_of[g]  # (``c.type_name_of``'s strings, a list read)
             cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
@@ -469,6 +480,7 @@ class Rates:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
         rescheduled (a new epoch stales the old one)."""
         spec = st.spec
+        model = _take(spec, _S_MODEL)
         gpus = st.gpus
         node_of = self._node_of
         memo = self._memo
@@ -476,9 +488,9 @@ class Rates:
         solo_cache = memo.solo_cache
         if len(gpus) == 1:
             g = gpus[0]
-            solo = solo_cache.get((spec.model, self._type_of[g]))
+            solo = solo_cache.get((model, self._type_of[g]))
             if solo is None:
-                solo = memo.solo_speed(spec.model, self._type_of[g])
+                solo = memo.solo_speed(model, self._type_of[g])
             st.solo_rate = solo
             # (compiled, C doubles: the same two IEEE products, left to right, no float objects)
             solo_d = solo
@@ -504,9 +516,9 @@ class Rates:
             type_of = self._type_of
             solo_of = []
             for g in gpus:  # ``SpeedMemo.solo_speed``, its memo inlined
-                solo = solo_cache.get((spec.model, type_of[g]))
+                solo = solo_cache.get((model, type_of[g]))
                 if solo is None:
-                    solo = memo.solo_speed(spec.model, type_of[g])
+                    solo = memo.solo_speed(model, type_of[g])
                 solo_of.append(solo)
             frac = st.frac
             factor = self._node_factor
@@ -529,10 +541,10 @@ class Rates:
             st.rate = rate
         if not st.online:
             epoch = st.epoch = st.epoch + 1
-            work = spec.work_s
+            work = _take(spec, _S_WORK_S)
             remaining = work - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             sim = self._sim
             t_done = max(sim.now, st.setup_until) + remaining / rate
             events = sim.events  # (compiled, typed: ``push`` is a C call)
-            events.push(t_done, _K_COMPLETE, spec.job_id, epoch)
+            events.push(t_done, _K_COMPLETE, _take(spec, _S_JOB_ID), epoch)
