@@ -44,10 +44,18 @@ from gpu_sharing_env.physics.modes import SharingMode
 from gpu_sharing_env.physics.nodes import NodeSpec
 from gpu_sharing_env.workload.job import JobKind, JobSpec
 
-if cython.compiled:  # ``JobSpec``'s slots read in C (``job.pxd``; cimported by cluster.pxd)
+
+def _slot_read(obj: object, slot: Any) -> object:
+    """``slot.__get__(obj)`` for a ``JobSpec`` slot descriptor: what ``job.pxd``'s ``_take``
+    does, for a module that runs interpreted (a Python function: importable however
+    ``workload.job`` runs; ``sim/rates.py`` and ``sim/lifecycle.py`` take it from here)."""
+    return slot.__get__(obj, JobSpec)
+
+
+if cython.compiled:  # ``JobSpec``'s slots read in C (``job.pxd``'s ``_take``)
     from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
-    from gpu_sharing_env.workload.job import _take
+    _take = _slot_read
 
 #: ``Cluster.mode`` value of a GPU that has never been configured.
 MODE_NONE = -1

@@ -57,7 +57,7 @@ else:
     )
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
-    from gpu_sharing_env.workload.job import _take
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
 from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ else:
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
-    from gpu_sharing_env.workload.job import _take
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
 from gpu_sharing_env.sim.usage import FleetUsage
 from gpu_sharing_env.workload.job import JobSpec
 
