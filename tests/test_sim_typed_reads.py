@@ -30,33 +30,41 @@ from gpu_sharing_env.sim import lifecycle as lifecycle_mod
 from gpu_sharing_env.sim import rates as rates_mod
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
-from gpu_sharing_env.workload.job import JobSpec
 
 #: Python's flag of a class made by a ``class`` statement (an extension type has it clear).
 _HEAPTYPE = 1 << 9
 
 
-@pytest.mark.parametrize("module", [rates_mod, lifecycle_mod, cluster_mod])
+@pytest.mark.parametrize("module", [rates_mod, lifecycle_mod, cluster_mod, engine_mod])
 def test_each_slot_descriptor_is_its_field_s(module: Any) -> None:
     """Each ``_S_<FIELD> = JobSpec.__dict__[...]`` of the module's source (compiled, C
-    globals) names ``<field>``; ``_slot_read`` (the interpreted ``_take``) with that descriptor
-    reads that field of real specs."""
+    globals; ``_O_`` ``PlacementOption``'s, ``_D_`` ``Decision``'s) names ``<field>``;
+    ``_slot_read`` (the interpreted ``_take``) with a ``JobSpec`` descriptor reads that field
+    of real specs, with an option's or a decision's that field of one."""
     path = Path(module.__file__.split(".cpython")[0].removesuffix(".py") + ".py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    owners = {"_S_": "JobSpec", "_O_": "PlacementOption", "_D_": "Decision"}
     found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "").startswith("_S_"):
-            sub = node.value
-            assert isinstance(sub, ast.Subscript) and ast.unparse(sub.value) == "JobSpec.__dict__"
-            found[node.targets[0].id] = ast.literal_eval(sub.slice)  # type: ignore[union-attr]
+        name = getattr(node.targets[0], "id", "") if isinstance(node, ast.Assign) else ""
+        if name[:3] in owners:
+            sub = node.value  # type: ignore[union-attr]
+            assert isinstance(sub, ast.Subscript)
+            assert ast.unparse(sub.value) == owners[name[:3]] + ".__dict__"
+            found[name] = ast.literal_eval(sub.slice)
     assert found
     sim = make_simulator(load_scenario("default"))
     sim.reset(0)
-    specs = [st.spec for st in sim.table.jobs.values()][:20]
+    samples = {
+        "_S_": [st.spec for st in sim.table.jobs.values()][:20],
+        "_O_": list(sim.cluster.options),
+        "_D_": [Decision(3, 1, 2, 4), Decision.suspend(5)],
+    }
     for name, field in found.items():
-        assert name == "_S_" + field.upper()
-        for spec in specs:
-            assert cluster_mod._slot_read(spec, JobSpec.__dict__[field]) == getattr(spec, field)
+        assert name[3:] == field.upper()
+        cls = type(samples[name[:3]][0])
+        for obj in samples[name[:3]]:
+            assert cluster_mod._slot_read(obj, cls.__dict__[field]) == getattr(obj, field)
 
 
 def test_the_simulator_is_typed_where_compiled() -> None:

@@ -44,6 +44,7 @@ TYPED = (
     ("waiting", "Queue"),
     ("speed", "SpeedMemo"),
     ("engine", "Simulator"),
+    ("failures", "Faults"),
 )
 
 

@@ -69,6 +69,8 @@ cdef object _S_KIND
 cdef object _S_MEM_GB
 cdef object _S_NUM_GPUS
 cdef object _S_TRUE_MEM_GB
+cdef object _O_MODE
+cdef object _O_SM_PCT
 
 # The cluster's C-callable bodies the compiled lifecycle cimports (``Cluster.state_views``,
 # ``add``, ``remove`` and ``gang_gpus`` delegate to them).

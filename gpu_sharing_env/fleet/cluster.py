@@ -1285,6 +1285,9 @@ _S_KIND = JobSpec.__dict__["kind"]
 _S_MEM_GB = JobSpec.__dict__["mem_gb"]
 _S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 _S_TRUE_MEM_GB = JobSpec.__dict__["true_mem_gb"]
+# ``PlacementOption``'s, the same way (``opt.mode``, ``opt.sm_pct``).
+_O_MODE = PlacementOption.__dict__["mode"]
+_O_SM_PCT = PlacementOption.__dict__["sm_pct"]
 
 
 @cython.cfunc
@@ -1305,7 +1308,7 @@ def _cluster_add(
     """
     # Elements are read as Python numbers (``.item``) and written back: the same values as
     # numpy's scalar arithmetic (IEEE float64 / int64), at a fraction of its cost.
-    omode = opt.mode
+    omode = _take(opt, _O_MODE)
     delay = 0.0
     inst: MigInstance | None = None
     if cython.compiled:  # (C reads through the typed views: the numbers ``.item`` gives)
@@ -1344,7 +1347,7 @@ def _cluster_add(
                     self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
         elif limit_l[gpu]:
             if cython.compiled:  # (the typed view: the same integer sum, no numpy item calls)
-                sv.sm_used[gpu] = sv.sm_used[gpu] + opt.sm_pct
+                sv.sm_used[gpu] = sv.sm_used[gpu] + _take(opt, _O_SM_PCT)
             else:
                 self.sm_used[gpu] = self.sm_used.item(gpu) + opt.sm_pct
     node = node_of_l[gpu]
@@ -1409,7 +1412,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
         if job.kind is _ONLINE:
             self.online_count[gpu] = self.online_count.item(gpu) - 1
         self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
-    omode = opt.mode
+    omode = _take(opt, _O_MODE)
     if omode is _M_MPS:
         if self.layout.gpulets:
             freed = self.gpulet_parts.leave(job.job_id, gpu)
@@ -1417,7 +1420,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
                 self.sm_used[gpu] = self.sm_used.item(gpu) - freed
         elif limit_l[gpu]:
             if cython.compiled:  # (as in ``add``)
-                sv.sm_used[gpu] = sv.sm_used[gpu] - opt.sm_pct
+                sv.sm_used[gpu] = sv.sm_used[gpu] - _take(opt, _O_SM_PCT)
             else:
                 self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
     if omode is _M_MIG:

@@ -11,6 +11,12 @@ from gpu_sharing_env.sim.events cimport EventQueue
 from gpu_sharing_env.sim.jobs cimport JobTable
 from gpu_sharing_env.sim.usage cimport FleetUsage
 
+# Decision's slot descriptors (``apply`` reads them through job.pxd's ``_take``; C globals).
+cdef object _D_BATCH_SIZE
+cdef object _D_GPU
+cdef object _D_JOB_ID
+cdef object _D_OPTION
+
 cdef class Simulator:
     cdef public list _observers
     cdef public Accumulator acc

@@ -92,7 +92,9 @@ if cython.compiled:  # the typed components (their .pxd): ``advance``'s calls ar
     from cython.cimports.gpu_sharing_env.sim.state import JobState
     from cython.cimports.gpu_sharing_env.sim.ticks import OnlineLoad
     from cython.cimports.gpu_sharing_env.sim.usage import FleetUsage
+    from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.jobs import JobTable
     from gpu_sharing_env.sim.legality import Legality
@@ -197,6 +199,13 @@ def _fifo_without_estimates(order: str) -> None:
     if order != "fifo":
         raise NoEstimatesError(f"window_order={order!r} orders the queue by estimates")
 
+
+#: ``Decision``'s slot descriptors: ``apply`` reads a decision's fields with them
+#: (``_take``: compiled, CPython's member read, no attribute lookup through the type).
+_D_BATCH_SIZE = Decision.__dict__["batch_size"]
+_D_GPU = Decision.__dict__["gpu"]
+_D_JOB_ID = Decision.__dict__["job_id"]
+_D_OPTION = Decision.__dict__["option"]
 
 #: Source of ``Simulator.uid``.
 _UIDS = itertools.count()
@@ -653,13 +662,21 @@ class Simulator:
             raise IllegalDecision(why)
         life = self.lifecycle
         table = self.table  # (compiled, typed: ``jobs`` a C read)
-        st = table.jobs[d.job_id]
-        if d.suspends:
+        if type(d) is Decision:  # its slots (``suspends`` as its property has it)
+            gpu, option = _take(d, _D_GPU), _take(d, _D_OPTION)
+            st = table.jobs[_take(d, _D_JOB_ID)]
+            batch_size = _take(d, _D_BATCH_SIZE)
+            suspends = gpu == SUSPEND and option == SUSPEND
+        else:  # (a subclass: its own attributes)
+            gpu, option, batch_size = d.gpu, d.option, d.batch_size
+            st = table.jobs[d.job_id]
+            suspends = d.suspends
+        if suspends:
             life.suspend(st)
         elif st.status is _RUNNING:
-            life.migrate(st, d.gpu, d.option, d.batch_size)
+            life.migrate(st, gpu, option, batch_size)
         else:
-            life.start(st, d.gpu, d.option, d.batch_size)
+            life.start(st, gpu, option, batch_size)
             life.restore(st)  # (a resume elsewhere pays a migration's pause)
         self.acc.decisions += 1
 

@@ -3,6 +3,7 @@
 # Keep the two in step (tests/test_typed_components.py checks it).
 
 from gpu_sharing_env.sim.engine cimport Simulator as _Simulator
+from gpu_sharing_env.sim.failures cimport Faults as _Faults
 from gpu_sharing_env.sim.jobs cimport JobTable as _JobTable
 from gpu_sharing_env.sim.state cimport JobState
 from gpu_sharing_env.sim.legality cimport Legality as _Legality
@@ -17,7 +18,7 @@ cdef object _S_JOB_ID
 cdef class Lifecycle:
     cdef public object _cfg
     cdef public object _cluster
-    cdef public object _faults
+    cdef public _Faults _faults
     cdef public dict _jobs
     cdef public _Legality _legality
     cdef public _OnlineLoad _load

@@ -55,9 +55,9 @@ else:
         _StateViews,
         _views_of,
     )
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
-    from gpu_sharing_env.fleet.cluster import _slot_read as _take
 from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:

@@ -40,11 +40,11 @@ if cython.compiled:  # the extension types (state.pxd, cluster.pxd, speed.pxd): 
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
     from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.fleet.cluster import _StateViews
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
-    from gpu_sharing_env.fleet.cluster import _slot_read as _take
 from gpu_sharing_env.sim.usage import FleetUsage
 from gpu_sharing_env.workload.job import JobSpec
 
