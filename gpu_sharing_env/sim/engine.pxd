@@ -38,3 +38,5 @@ cdef class Simulator:
     cdef public object waiting
     cdef public object window
     cdef public object workload
+
+    cpdef _handle(self, t, kind, subject, stamp)

@@ -699,7 +699,6 @@ class Simulator:
         # integral and the decision test are C calls, and so is the clock's move
         # (:func:`_clock_to`, where ``_integrate`` was a Python method call at every instant).
         events = self.events
-        handle = self._handle
         usage = self.usage
         observed = bool(self._observers)  # (``_observed_tick`` instead of the plain tick)
         load = self.load
@@ -737,7 +736,7 @@ class Simulator:
                     life.arrive(jobs[subject])
                     changed = True
                 else:
-                    changed |= handle(t, kind, subject, stamp)
+                    changed |= self._handle(t, kind, subject, stamp)  # (compiled, a C call)
                 self.n_events += 1
             while ticked:
                 nxt = t + tick_s
@@ -798,13 +797,12 @@ class Simulator:
         if kind == _K_FAULT and stamp == st.run_id:
             self.faults.strike(st)
             return True
-        if (
-            kind == _K_OOM
-            and stamp == st.run_id
-            and any(self.cluster.mem_true[g] > self.cluster.mem_cap[g] + 1e-9 for g in st.gpus)
-        ):
-            self.faults.fail(st, FaultCause.OOM)
-            return True
+        if kind == _K_OOM and stamp == st.run_id:
+            c = self.cluster
+            for g in st.gpus:  # ``any(...)`` as a loop (compiled, a cpdef: no closure in it)
+                if c.mem_true[g] > c.mem_cap[g] + 1e-9:
+                    self.faults.fail(st, FaultCause.OOM)
+                    return True
         return False
 
     # ================================================================== lookahead

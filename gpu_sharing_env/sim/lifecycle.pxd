@@ -42,3 +42,4 @@ cdef class Lifecycle:
     cpdef _place(self, JobState st, first_gpu, option, batch_size, bint queued)
     cpdef migrate(self, JobState st, gpu, option, batch_size=*)
     cpdef restore(self, JobState st)
+    cpdef _learn(self, JobState st)

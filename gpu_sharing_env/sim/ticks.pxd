@@ -22,10 +22,12 @@ cdef class _TickConsts:
 cdef class OnlineLoad:
     cdef public list _arrived
     cdef public list _live
+    cdef public bint _kernel_priority
     cdef public list _live_c
     cdef public Py_ssize_t _live_version
     cdef public list _noise_buf
     cdef public Py_ssize_t _noise_i
+    cdef public bint _protection
     cdef public _Rates _rates
     cdef public object _rng
     cdef public _Simulator _sim

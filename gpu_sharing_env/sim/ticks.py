@@ -93,11 +93,13 @@ class OnlineLoad:
 
     __slots__ = (
         "_arrived",
+        "_kernel_priority",
         "_live",
         "_live_c",
         "_live_version",
         "_noise_buf",
         "_noise_i",
+        "_protection",
         "_rates",
         "_rng",
         "_sim",
@@ -128,6 +130,9 @@ class OnlineLoad:
         self._tick_s = tick_s
         #: The cluster mechanisms in force (``protection``, ``kernel_priority``).
         self.mechanisms = mechanisms
+        #: Their two flags the tick reads (compiled, C flags: no attribute reads a tick).
+        self._kernel_priority = bool(mechanisms.kernel_priority)
+        self._protection = bool(mechanisms.protection)
         self._rng = np.random.default_rng(0)
         self._noise_buf: list[float] = []
         self._noise_i = 0
@@ -140,7 +145,7 @@ class OnlineLoad:
         self.n_service_ticks = 0
 
     def reset(self, rng: np.random.Generator, mechanisms: MechanismConfig) -> None:
-        self.mechanisms = mechanisms
+        self.set_mechanisms(mechanisms)
         self._rng = rng
         self._noise_buf = []
         self._noise_i = 0
@@ -157,6 +162,8 @@ class OnlineLoad:
 
     def set_mechanisms(self, mechanisms: MechanismConfig) -> None:
         self.mechanisms = mechanisms
+        self._kernel_priority = bool(mechanisms.kernel_priority)
+        self._protection = bool(mechanisms.protection)
 
     def arrived(self, st: JobState) -> None:
         """Online service ``st`` was submitted."""
@@ -310,14 +317,14 @@ class OnlineLoad:
         if touched:
             self._rates.refresh(sorted(set(touched)))
         monitor = self.monitor
-        if self.mechanisms.kernel_priority:
+        if self._kernel_priority:
             for tc in live_c:
                 st = tc.st
                 if st.status is _RUNNING and len(st.gpus) == 1:
                     monitor.xcuda(st)
         acc = sim.acc
         usage = self._usage
-        protection = self.mechanisms.protection
+        protection = self._protection
         t_prev = now - tick
         p99_max = 0.0
         requests = acc.requests
