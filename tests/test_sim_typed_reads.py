@@ -124,3 +124,19 @@ def test_a_copy_holds_every_slot_and_plays_on(how: str) -> None:
     a, b = sim.metrics(), twin.metrics()
     assert a.keys() == b.keys()
     assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a)
+
+
+def test_a_fresh_event_heap_grows_past_its_room_as_heapq() -> None:
+    """A new queue has room for 512 events (no growth in a ``default`` episode); past it, it
+    grows and still pops in ``heapq``'s order."""
+    from gpu_sharing_env.sim.events import EventQueue
+
+    rng = np.random.default_rng(3)
+    q, ref = EventQueue(), []
+    for seq in range(2000):
+        t, kind, subject = float(rng.integers(100)), int(rng.integers(7)), int(rng.integers(9))
+        q.push(t, kind, subject, seq)
+        ref.append((t, kind, seq, subject, seq))
+    ref.sort()
+    assert len(q) == 2000
+    assert [q.pop_raw() for _ in range(2000)] == [(t, k, s, st) for t, k, _, s, st in ref]

@@ -212,14 +212,18 @@ _UIDS = itertools.count()
 
 
 @cython.cfunc
-@cython.locals(usage=FleetUsage, table=JobTable)
+@cython.locals(
+    self=Simulator, usage=FleetUsage, table=JobTable, t=cython.double, now=cython.double,
+    dt=cython.double,
+)  # fmt: skip
 def _clock_to(
     self: Simulator, usage: FleetUsage, acc: Accumulator, table: JobTable, t: float
 ) -> None:
     """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
     clock brought to ``t``, the fleet's usage integrated over the interval into ``acc``
     (``usage``, ``acc`` and ``table`` the simulator's own, passed by the caller: compiled,
-    typed reads where each was a generic attribute read of the simulator)."""
+    typed reads where each was a generic attribute read of the simulator; the times C
+    doubles: ``max`` of two doubles is Python's, the second only where it is greater)."""
     now = self.now
     dt = t - now
     if dt > 0:

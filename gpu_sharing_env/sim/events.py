@@ -83,7 +83,10 @@ class EventQueue:
         self._seq = 0
         #: The events that are not plain, by sequence number: their own tuples.
         self._odd: dict[int, tuple[Any, int, int, Any, Any]] = {}
-        self._alloc(64)
+        # Room for 512 events: a ``default`` episode's heap holds up to ~300 (its stale
+        # completions wait in it), so it never grows there (growing from 64 was three copies
+        # an episode, ~1.4 k instructions a step; 2026-12-02 sim-typed-reads note).
+        self._alloc(512)
 
     def _alloc(self, cap: int) -> None:
         """Arrays of ``cap + 1`` slots holding the current events (the last slot is scratch:
