@@ -211,26 +211,6 @@ _D_OPTION = Decision.__dict__["option"]
 _UIDS = itertools.count()
 
 
-@cython.cfunc
-@cython.locals(
-    self=Simulator, usage=FleetUsage, table=JobTable, t=cython.double, now=cython.double,
-    dt=cython.double,
-)  # fmt: skip
-def _clock_to(
-    self: Simulator, usage: FleetUsage, acc: Accumulator, table: JobTable, t: float
-) -> None:
-    """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
-    clock brought to ``t``, the fleet's usage integrated over the interval into ``acc``
-    (``usage``, ``acc`` and ``table`` the simulator's own, passed by the caller: compiled,
-    typed reads where each was a generic attribute read of the simulator; the times C
-    doubles: ``max`` of two doubles is Python's, the second only where it is greater)."""
-    now = self.now
-    dt = t - now
-    if dt > 0:
-        usage.integrate(acc, dt, table.in_system)
-    self.now = max(now, t)
-
-
 def _new_simulator(cls: type[Simulator]) -> Simulator:
     """A bare simulator of class ``cls`` (no ``__init__``): what a pickle or a deep copy of
     one (``Simulator.__reduce__``) starts from before ``__setstate__`` sets its slots."""
@@ -902,3 +882,25 @@ class Simulator:
     def metrics(self) -> dict[str, float]:
         """Episode metrics under the schema's names (final once ``done``)."""
         return compute_metrics(self.table.jobs.values(), self.acc, self.n_gpus, self.now)
+
+
+# (after the class: compiled, ``self`` is typed by it; interpreted, the name exists when the
+# decorator runs)
+@cython.cfunc
+@cython.locals(
+    self=Simulator, usage=FleetUsage, table=JobTable, t=cython.double, now=cython.double,
+    dt=cython.double,
+)  # fmt: skip
+def _clock_to(
+    self: Simulator, usage: FleetUsage, acc: Accumulator, table: JobTable, t: float
+) -> None:
+    """:meth:`Simulator._integrate`'s body, C-callable (from ``advance`` when compiled): the
+    clock brought to ``t``, the fleet's usage integrated over the interval into ``acc``
+    (``usage``, ``acc`` and ``table`` the simulator's own, passed by the caller: compiled,
+    typed reads where each was a generic attribute read of the simulator; the times C
+    doubles: ``max`` of two doubles is Python's, the second only where it is greater)."""
+    now = self.now
+    dt = t - now
+    if dt > 0:
+        usage.integrate(acc, dt, table.in_system)
+    self.now = max(now, t)
