@@ -41,6 +41,7 @@ cdef class Legality:
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
+    cpdef sig_migration_targets(self, sig, spec, idx)
     cpdef bint _typed(self, spec)
     cpdef bint _pass(self, spec)
     cpdef _jv_of(self, sig, spec)
@@ -49,6 +50,7 @@ cdef class Legality:
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
     cpdef bint listed_migration(self, spec, gpu, option)
+    cpdef single_cells(self, sig, spec)
     cpdef check(self, d)
 
 # A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's

@@ -575,6 +575,15 @@ class Legality:
         idx = self.empty_ready()  # (first: it starts the memo of a new version afresh)
         return self._sig_migration_targets(mask_signature(spec), spec, idx)
 
+    def sig_migration_targets(
+        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
+    ) -> np.ndarray:
+        """``migration_targets`` of a running job past its setup, of mask signature ``sig``
+        (``spec`` its spec), ``idx`` this version's ``empty_ready()`` (asked first: it
+        starts the memo of a new version afresh): what a candidate builder that holds the
+        job's signature, its time and the empty GPUs asks (no per-job look-up; the same memo)."""
+        return self._sig_migration_targets(sig, spec, idx)
+
     def _typed(self, spec: JobSpec) -> bool:
         """Whether the targets of ``spec`` come from the typed pass (``_single_targets``):
         compiled, a single-GPU job, no gpulets."""
@@ -613,10 +622,10 @@ class Legality:
         GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
         (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
         max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _, _ = self._lay
-        gang = spec.num_gpus
+        gang = sig[3]  # (``spec.num_gpus``; the signature's items are the spec's own objects)
         return _single_targets(
             self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
-            float(spec.mem_gb), max_res, n_excl, n_ts, mps0, join0, mig0,
+            float(sig[0]), max_res, n_excl, n_ts, mps0, join0, mig0,
             n_mig if gang == 1 else 0, self._n_options, empty, gpus is not None, gpus, gang,
         )  # fmt: skip
 
@@ -630,6 +639,23 @@ class Legality:
         if empty and self._jobs[job_id].setup_until > self._sim.now:
             return _NO_TARGETS  # (still setting up: cannot move, as ``migration_targets``)
         return self._typed_targets(mask_signature(spec), spec, empty, gpus)
+
+    def single_cells(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray | None:
+        """A gang's single-GPU legality (``spec``, of mask signature ``sig``) as the rising
+        flat indices ``gpu * n_options + option`` of the cells ``Cluster.single_rows(spec)``
+        holds (a gang's MIG cells none): compiled without gpulets, one typed pass over the
+        GPUs (``_single_targets`` of the cells alone: no gang's starts, no MIG), from the
+        static parts kept per what its memory decides (``_jv_of``), not per memory value as
+        the cluster's are; else None (the cluster's rows answer). What a candidate builder
+        reads of a gang's targets (``gang_one_node``); not memoised."""
+        lay = self._lay
+        if not cython.compiled or lay[7]:
+            return None
+        return _single_targets(
+            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
+            float(sig[0]), lay[0], lay[1], lay[2], lay[3], lay[4], lay[5], 0,
+            self._n_options, False, False, None, 1,
+        )  # fmt: skip
 
     def typed_job(self, job_id: int) -> bool:
         """Whether ``targets_on`` answers for ``job_id`` (``_typed``)."""
@@ -654,7 +680,9 @@ class Legality:
             n = len(idx)
             if not n:
                 flat = _NO_TARGETS
-            elif self._typed(spec) or self._pass(spec):  # (a gang: on a small fleet)
+            elif (  # (``_typed(spec)`` of its signature's gang size; a gang: on a small fleet)
+                cython.compiled and sig[3] == 1 and not self._lay[7]
+            ) or self._pass(spec):
                 flat = self._typed_targets(sig, spec, True)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
