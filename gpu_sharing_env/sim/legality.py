@@ -53,13 +53,27 @@ if cython.compiled:
     from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
     from cython.cimports.gpu_sharing_env.sim.waiting import mask_signature
     from cython.cimports.libc.string import memcpy
+
+    # numpy's C API (``setup.py``'s ``NUMPY_HEADERS``): a pass's answer made without a Python
+    # call (``_copy_out``, ``_empty_ready``)
+    from cython.cimports.numpy import (
+        NPY_INT64,
+        PyArray_DATA,
+        PyArray_EMPTY,
+        import_array,
+        ndarray,
+        npy_intp,
+    )
+
+    import_array()
 else:
     from gpu_sharing_env.fleet.cluster import _views_of
     from gpu_sharing_env.sim.waiting import mask_signature
 
     # (only the compiled ``_holds`` and ``_copy_out`` read or write an array's memory through
-    # Python's buffer protocol)
+    # Python's buffer protocol or numpy's C API)
     PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = memcpy = None
+    NPY_INT64 = PyArray_DATA = PyArray_EMPTY = ndarray = npy_intp = None
 
 #: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
 _BIG = 1 << 62
@@ -82,11 +96,6 @@ MaskEntry = tuple[int, np.ndarray, bool]
 #: No targets (read-only, shared): a signature that fits nowhere, a job still setting up.
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
 _NO_TARGETS.setflags(write=False)
-
-#: ``np.empty`` and the int64 dtype, as module globals: the typed passes' answers are made
-#: with one positional call (``_copy_out``), not an attribute read and a keyword call.
-_EMPTY = np.empty
-_INT64 = np.dtype(np.int64)
 
 
 @cython.cclass
@@ -207,16 +216,16 @@ def _single_targets(
 @cython.wraparound(False)
 def _copy_out(s: Any, c: int) -> np.ndarray:
     """The first ``c`` indices of the kept buffer ``s`` (a :class:`_Scratch`) as a fresh
-    int64 array, or the shared empty answer (compiled only: ``np.empty`` and one ``memcpy``
-    into its memory, where ``s.arr[:c].copy()`` made a view and called a method). Declared in
+    int64 array, or the shared empty answer (compiled only: numpy's ``PyArray_EMPTY`` and one
+    ``memcpy`` into its ``PyArray_DATA``, where ``np.empty`` was a Python call parsing its
+    arguments and the memory a buffer request, and before that ``s.arr[:c].copy()`` made a
+    view and called a method: the same array, C order, its own data). Declared in
     ``legality.pxd``; the typed passes return it."""
     if not c:
         return _NO_TARGETS
-    out = _EMPTY(c, _INT64)
-    view = cython.declare(cython.Py_buffer)
-    PyObject_GetBuffer(out, cython.address(view), PyBUF_SIMPLE)
-    memcpy(view.buf, cython.address(s.buf[0]), c * 8)
-    PyBuffer_Release(cython.address(view))
+    n = cython.declare(npy_intp, c)
+    out = PyArray_EMPTY(1, cython.address(n), NPY_INT64, 0)
+    memcpy(PyArray_DATA(cython.cast(ndarray, out)), cython.address(s.buf[0]), c * 8)
     return out
 
 
@@ -231,8 +240,9 @@ def _empty_ready(v: Any) -> np.ndarray:
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
             k += 1
-    idx = _EMPTY(k, _INT64)
-    out: Any = idx
+    m = cython.declare(npy_intp, k)
+    idx = PyArray_EMPTY(1, cython.address(m), NPY_INT64, 0)  # (numpy's C API: ``_copy_out``)
+    out = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, idx)))
     k = 0
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
