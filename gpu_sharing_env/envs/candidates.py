@@ -312,8 +312,10 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
     )
 
 
-#: Where ``_spec_cols`` holds the job's mask signature.
+#: Where ``_spec_cols`` holds the job's mask signature (and as a C constant of the compiled
+#: module: an index, not a module look-up).
 _SIG = 11
+_C_SIG = cython.declare(cython.Py_ssize_t, _SIG)
 
 
 @cython.locals(groups=dict, known=dict)
@@ -1355,6 +1357,8 @@ class _Writer:
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
         total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t,
+        jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
+        sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
     @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the blocks' rows)
     @cython.wraparound(False)
@@ -1397,10 +1401,18 @@ class _Writer:
         _hold_cells(rv, iv)
         i = 1
         starts = []
+        # (the kept views as locals: one reference each a build, not one a block)
+        jrv, jiv, ov, sv, tv, mk = (
+            self.jr,
+            self.jri,
+            self.optv,
+            self.spdv,
+            self.gpu.type_idx,
+            self.mark,
+        )
         for b in range(len(blocks)):
             starts.append(i)
-            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, self.jr, self.jri, b,
-                            self.optv, self.spdv, self.gpu.type_idx, self.mark)  # fmt: skip
+            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk)
         starts.append(i)
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
@@ -1521,6 +1533,8 @@ class CandidateBuilder:
         self._gpu_views: _GpuViews | None = None
         #: What the compiled build writes rows from (:class:`_Writer`), while the same.
         self._writer: _Writer | None = None
+        #: The cluster's fixed facts the compiled build reads (``_fleet_facts``), as last seen.
+        self._fleet_facts: tuple[Any, ...] | None = None
         #: The cluster's nodes, their interconnects and whether the GPUs' nodes rise
         #: (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray, bool] | None = None
@@ -1583,7 +1597,7 @@ class CandidateBuilder:
 
     @cython.locals(
         legality=Legality, st=JobState, n=cython.Py_ssize_t, total=cython.Py_ssize_t,
-        max_c=cython.Py_ssize_t,
+        max_c=cython.Py_ssize_t, hit=tuple, fixed=dict,
     )  # fmt: skip
     def build(
         self, keep: Iterable[Decision | None] = (), out: np.ndarray | None = None, used: int = 0
@@ -1650,7 +1664,7 @@ class CandidateBuilder:
                 hit = fixed.get(jid)
                 if hit is None or hit[0] is not spec:
                     hit = fixed[jid] = _spec_cols(spec)
-                flat = legality.sig_targets(hit[_SIG], spec)  # (``Legality.targets``)
+                flat = legality.sig_targets(hit[_C_SIG], spec)  # (``Legality.targets``)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
                 if memo is not None:
@@ -1680,7 +1694,7 @@ class CandidateBuilder:
                 hit = fixed.get(jid)
                 if hit is None or hit[0] is not spec:
                     hit = fixed[jid] = _spec_cols(spec)
-                flat = legality.sig_migration_targets(hit[_SIG], spec, idx)
+                flat = legality.sig_migration_targets(hit[_C_SIG], spec, idx)
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
                 flat = self._rep_picks(memo, jid, here)
@@ -1898,7 +1912,7 @@ class CandidateBuilder:
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
         st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
         ji=cython.longlong[:, ::1], w=_Writer, row_of=dict, fixed=dict, groups=dict,
-        known=dict, hit=tuple, cols=tuple,
+        known=dict, hit=tuple, cols=tuple, fx=tuple,
     )  # fmt: skip
     def _assemble(
         self,
@@ -1944,8 +1958,13 @@ class CandidateBuilder:
         # job its id, its own GPU (job_on_target; -1: none) and its model's speed row
         c = sim.cluster
         if cython.compiled:  # (the writer's kept job rows: no arrays made, no views acquired)
+            # (the fleet's facts, fixed with the cluster: ``_fleet_facts``, not a property
+            # call each)
+            fx = self._fleet_facts
+            if fx is None or fx[0] is not c:
+                fx = self._fleet_facts = _fleet_facts(c)
             arrays = (
-                c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap, c.frac_decl, c.sm_used,
+                fx[1], fx[2], c.n_res, c.mem_decl, fx[3], c.frac_decl, c.sm_used,
                 c.online_count, c.healthy, c.ready, sim.usage.g_util,
             )  # fmt: skip
             w = self._writer
@@ -2019,8 +2038,7 @@ class CandidateBuilder:
         assert w is not None
         w.fill(
             table, ids, blocks, n_place, self._n_opts, speeds[2], jobs, c.residents,
-            max(1, len(c.type_names) - 1), max(1, c.n_nodes - 1),
-            max(1, c.sharing.max_residents), owners,
+            fx[4], fx[5], fx[6], owners,
             self._gang_rows(gangs, specs, blocks, sim.legality, c),
         )  # fmt: skip
         return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
@@ -2043,7 +2061,7 @@ class CandidateBuilder:
         fixed = self._fixed  # (each block's job's cells: ``_assemble`` has just kept them)
         for b in gangs:
             spec = specs[b]
-            sig = fixed[blocks[b][0]][_SIG]
+            sig = fixed[blocks[b][0]][_C_SIG]
             cells = legality.single_cells(sig, spec)
             if cells is None:
                 out.append((b, c.single_rows(spec), sig[3], False))
@@ -2125,6 +2143,19 @@ _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
 #: compiler, not a constant.)
 _NJ, _NG, _NOP, _ROW_CAP = 14, 11, 6, 16
 assert (len(_JOB_COLS), len(_GPU_COLS), len(SharingMode) + 2) == (_NJ, _NG, _NOP), "row widths"
+
+
+def _fleet_facts(c: Any) -> tuple[Any, ...]:
+    """What the compiled build reads of cluster ``c`` that is fixed with it (its fleet's and its
+    option layout's: ``Fleet``, ``OptionLayout``, read once, where each was a property call a
+    build): ``c``, its GPUs' types, nodes and memory capacities (the fleet's arrays), and the
+    scales of the type, node and residents cells (``_gpu_table``'s ``n_types``, ``n_nodes``,
+    ``max_res``)."""
+    f = c.fleet
+    return (
+        c, f.type_idx, f.node_of, f.mem_cap, max(1, len(f.type_names) - 1),
+        max(1, f.n_nodes - 1), max(1, c.layout.sharing.max_residents),
+    )  # fmt: skip
 
 
 def _no_views() -> None:
@@ -2230,6 +2261,7 @@ def _hold_cells(rv: Any, iv: Any) -> int:
 @cython.exceptval(-1)
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
+@cython.cdivision(True)  # (``f // n_opts`` of a target f >= 0, n_opts > 0: C's division is floor's)
 def _block_rows(
     rv: Any,
     iv: Any,
