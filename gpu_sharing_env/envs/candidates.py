@@ -312,6 +312,35 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
     )
 
 
+@cython.cfunc
+@cython.locals(fixed=dict, hit=tuple)
+def _cells_of(fixed: dict[int, tuple[Any, ...]], jid: int, spec: JobSpec) -> tuple[Any, ...]:
+    """Job ``jid``'s ``_spec_cols`` kept in ``fixed`` (made and kept where missing or of
+    another spec)."""
+    hit = fixed.get(jid)
+    if hit is None or hit[0] is not spec:
+        hit = fixed[jid] = _spec_cols(spec)
+    return hit
+
+
+@cython.cfunc
+@cython.locals(blocks=list, total=cython.Py_ssize_t, max_c=cython.Py_ssize_t, n=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-2)
+def _block_added(
+    blocks: list[tuple[int, np.ndarray]], jid: int, flat: np.ndarray, total: int, max_c: int
+) -> int:
+    """``CandidateBuilder._add`` as a C call: the candidates counted so far with job ``jid``'s
+    targets ``flat`` added to ``blocks`` as a block (none: ``total``), or -1 where they would
+    pass ``max_c`` (the caller raises :class:`TooManyCandidates`)."""
+    n = len(flat)
+    if n:
+        if total + n > max_c:
+            return -1
+        blocks.append((jid, flat))
+    return total + n
+
+
 #: Where ``_spec_cols`` holds the job's mask signature (and as a C constant of the compiled
 #: module: an index, not a module look-up).
 _SIG = 11
@@ -1661,20 +1690,15 @@ class CandidateBuilder:
             if flat is None:
                 st = jobs[jid]
                 spec = st.spec
-                hit = fixed.get(jid)
-                if hit is None or hit[0] is not spec:
-                    hit = fixed[jid] = _spec_cols(spec)
+                hit = _cells_of(fixed, jid, spec)
                 flat = legality.sig_targets(hit[_C_SIG], spec)  # (``Legality.targets``)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
                 if memo is not None:
                     flat = self._prune_flat(memo, jid, flat, -1, n_opts)
-            n = len(flat)  # (``_add``, inlined)
-            if n:
-                if total + n > max_c:
-                    raise self._too_many()
-                blocks.append((jid, flat))
-                total += n
+            total = _block_added(blocks, jid, flat, total, max_c)  # (``_add``: a C call)
+            if total < 0:
+                raise self._too_many()
         n_place = total - 1
         c = sim.cluster
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
@@ -1691,9 +1715,7 @@ class CandidateBuilder:
             # ``Legality.migration_targets``, of the signature kept with the job's cells)
             if memo is None:
                 spec = st.spec
-                hit = fixed.get(jid)
-                if hit is None or hit[0] is not spec:
-                    hit = fixed[jid] = _spec_cols(spec)
+                hit = _cells_of(fixed, jid, spec)
                 flat = legality.sig_migration_targets(hit[_C_SIG], spec, idx)
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
@@ -1702,12 +1724,9 @@ class CandidateBuilder:
                     flat = legality.migration_targets(jid)
                     if len(flat):
                         flat = self._prune_flat(memo, jid, flat, here, n_opts)
-            n = len(flat)  # (``_add``, inlined)
-            if n:
-                if total + n > max_c:
-                    raise self._too_many()
-                blocks.append((jid, flat))
-                total += n
+            total = _block_added(blocks, jid, flat, total, max_c)  # (``_add``: a C call)
+            if total < 0:
+                raise self._too_many()
         if not self.suspend:
             cands = self._assemble(blocks, n_place, total, out, used, groups, jobs, now)
         else:
@@ -1978,7 +1997,9 @@ class CandidateBuilder:
             jr, ji = job_rows, job_ints
         speeds = self._speeds
         # (the episode's token: the groups' memo's, just renewed by ``_group_stats``)
-        if speeds is None or speeds[0] is not self._groups[0]:
+        last = self._groups
+        assert last is not None
+        if speeds is None or speeds[0] is not last[0]:
             speeds = self._speed_rows(())
         row_of = speeds[3]  # (each model's speed row, as far as known: -1 below if not yet)
         unseen = False
@@ -2035,7 +2056,7 @@ class CandidateBuilder:
                 specs,
             )  # fmt: skip
         # (one typed pass over the blocks; the targets' GPUs' cells only)
-        assert w is not None
+        assert w is not None and fx is not None
         w.fill(
             table, ids, blocks, n_place, self._n_opts, speeds[2], jobs, c.residents,
             fx[4], fx[5], fx[6], owners,

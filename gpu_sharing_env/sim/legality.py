@@ -17,7 +17,10 @@ static parts kept per what its memory decides (its ranks among the GPUs' capacit
 MIG profiles' memories: ``_jv_of``), not per memory value. Pruned, a builder reads a
 single-GPU job's targets on the few GPUs that stand for the fleet only (``targets_on``: the
 same typed pass over given GPUs), and ``check`` answers such a job's placement from that pass
-on its GPU alone.
+on its GPU alone. A builder that keeps each job's mask signature asks by it
+(``sig_targets``, ``sig_migration_targets``: no per-job look-up), and reads a gang's
+single-GPU cells from the same pass (``single_cells``, where ``Cluster.single_rows`` built the
+cluster's rows). Compiled, the passes' answers are made through numpy's C API (``_copy_out``).
 """
 
 from __future__ import annotations
