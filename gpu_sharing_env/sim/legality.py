@@ -18,9 +18,9 @@ MIG profiles' memories: ``_jv_of``), not per memory value. Pruned, a builder rea
 single-GPU job's targets on the few GPUs that stand for the fleet only (``targets_on``: the
 same typed pass over given GPUs), and ``check`` answers such a job's placement from that pass
 on its GPU alone. A builder that keeps each job's mask signature asks by it
-(``sig_targets``, ``sig_migration_targets``: no per-job look-up), and reads a gang's
-single-GPU cells from the same pass (``single_cells``, where ``Cluster.single_rows`` built the
-cluster's rows). Compiled, the passes' answers are made through numpy's C API (``_copy_out``).
+(``sig_targets``, ``sig_migration_targets``: no per-job look-up), and, on a fleet under
+``_MASK_LOOP_GPUS``, reads a gang's single-GPU cells from the same pass (``single_cells``, where
+``Cluster.single_rows`` built the cluster's rows). Compiled, the passes' answers are made through numpy's C API (``_copy_out``).
 """
 
 from __future__ import annotations
@@ -659,10 +659,14 @@ class Legality:
         holds (a gang's MIG cells none): compiled without gpulets, one typed pass over the
         GPUs (``_single_targets`` of the cells alone: no gang's starts, no MIG), from the
         static parts kept per what its memory decides (``_jv_of``), not per memory value as
-        the cluster's are; else None (the cluster's rows answer). What a candidate builder
-        reads of a gang's targets (``gang_one_node``); not memoised."""
+        the cluster's are, on a fleet under ``_MASK_LOOP_GPUS`` (``_pass``: there a gang's
+        targets come from the typed pass, so nothing else builds its rows); else None (the
+        cluster's rows answer: on a larger fleet the gang's mask has just memoised them for
+        the version, and a pass over every GPU per gang cost more than the look-up: v3's
+        ``1024w`` step 288 -> 400 µs). What a candidate builder reads of a gang's targets
+        (``gang_one_node``); not memoised."""
         lay = self._lay
-        if not cython.compiled or lay[7]:
+        if not (cython.compiled and lay[8]) or lay[7]:
             return None
         return _single_targets(
             self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
