@@ -82,6 +82,31 @@ def npyrandom_args() -> dict:
     }
 
 
+#: The modules that make arrays through numpy's C API (``cimport numpy``: ``PyArray_EMPTY`` and
+#: ``PyArray_DATA``, where ``np.empty`` was a Python call and its memory a buffer request):
+#: built with numpy's headers only (none without numpy: the module's compile then fails and it
+#: runs as Python).
+NUMPY_HEADERS = ("gpu_sharing_env.sim.legality",)
+
+
+def numpy_args() -> dict:
+    """The ``Extension`` arguments of a :data:`NUMPY_HEADERS` module."""
+    try:
+        import numpy
+    except ImportError:
+        return {}
+    return {
+        "include_dirs": [numpy.get_include()],
+        "define_macros": [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    }
+
+
+def _args_of(name: str) -> dict:
+    if name in NPYRANDOM:
+        return npyrandom_args()
+    return numpy_args() if name in NUMPY_HEADERS else {}
+
+
 def extensions() -> list:
     if os.environ.get("GSG_NO_COMPILE", "") not in ("", "0"):
         return []
@@ -100,7 +125,7 @@ def extensions() -> list:
             [source_of(name)],
             extra_compile_args=flags,
             optional=True,
-            **(npyrandom_args() if name in NPYRANDOM else {}),
+            **_args_of(name),
         )
         for name in compiled_modules()
     ]

@@ -49,10 +49,11 @@ uchar = _CType("uchar", builtins.int)
 const_double = _CType("const double", builtins.float)
 const_longlong = _CType("const longlong", builtins.int)
 const_uchar = _CType("const uchar", builtins.int)
-# pointers to long long and unsigned char (``cython.p_longlong``) and Python's buffer struct
+# pointers to long long, unsigned char and float (``cython.p_longlong``) and Python's buffer struct
 # (``cython.declare(cython.Py_buffer)``): where a compiled pass reads an array's memory
 p_longlong = _CType("longlong *", builtins.int)
 p_uchar = _CType("uchar *", builtins.int)
+p_float = _CType("float *", builtins.int)  # (a row of a float32 table: ``candidates._block_rows``)
 Py_buffer = _CType("Py_buffer", object)
 
 

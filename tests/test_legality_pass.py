@@ -5,7 +5,8 @@ no gpulets): a signature's targets from one pass over the GPUs, for a single-GPU
 per what a memory value decides (``_jv_of``: its ranks among the capacities and the MIG
 profiles' memories), against the cluster's own answers: ``placement_mask``'s nonzero cells,
 ``Cluster.placeable`` (its fit index), the migration formula (the mask on the empty, ready
-GPUs) and ``Masks.static_parts``. At every step of random-legal ``GpuSharing-v2`` rollouts of
+GPUs), ``Cluster.single_rows`` (a job's single-GPU cells: ``Legality.single_cells``) and
+``Masks.static_parts``. At every step of random-legal ``GpuSharing-v2`` rollouts of
 ``default``, ``default-x2`` (gangs) and ``mig-a100`` (MIG profiles), episodes included.
 Interpreted, the same answers come from the masks (the comparisons hold as well)."""
 
@@ -68,6 +69,23 @@ def _check(sim: Any, seen: dict[str, int]) -> None:
         assert got.flags.owndata or not COMPILED
         np.testing.assert_array_equal(got, want)
         seen["gang moves" if st.spec.num_gpus > 1 else "moves"] += 1
+    # a job's single-GPU cells (what a builder reads of a gang: ``Legality.single_cells``):
+    # ``Cluster.single_rows``' true cells, as rising flat indices, of the options that are no
+    # MIG profile (a gang's MIG rows are false; a single-GPU job's are left out of the pass)
+    mig0 = c.layout.mig0 if c.layout.mig_slices else len(c.options)
+    for jid in queued + running:
+        spec = sim.jobs[jid].spec
+        got = leg.single_cells(mask_signature(spec), spec)
+        if got is None:  # (interpreted: the cluster's rows answer)
+            assert not COMPILED
+            continue
+        rows = np.array(c.single_rows(spec))
+        if spec.num_gpus > 1:
+            assert not rows[mig0:].any()
+        rows[mig0:] = False
+        assert got.dtype == np.int64 and got.flags.owndata
+        np.testing.assert_array_equal(got, np.flatnonzero(rows.T))
+        seen["gang cells" if spec.num_gpus > 1 else "cells"] += 1
     if COMPILED:  # (the typed parts: kept per memory ranks, equal to the memory's own)
         for jid in queued + running:
             spec = sim.jobs[jid].spec
@@ -88,7 +106,7 @@ def test_the_typed_passes_give_the_masks_answers(name: str, kw: dict[str, Any]) 
     env = gym.make("GpuSharing-v2", scenario=sc, **kw).unwrapped
     rng = np.random.default_rng(11)
     _, info = env.reset(seed=5)
-    seen = {"single": 0, "gang": 0, "moves": 0, "gang moves": 0}
+    seen = {"single": 0, "gang": 0, "moves": 0, "gang moves": 0, "cells": 0, "gang cells": 0}
     for t in range(STEPS):
         _check(env.sim, seen)
         legal = np.flatnonzero(info["action_mask"].view(bool))
@@ -98,3 +116,5 @@ def test_the_typed_passes_give_the_masks_answers(name: str, kw: dict[str, Any]) 
     assert seen["single"] > 200 and seen["moves"] > 300, seen
     if name != "mig-a100":  # (gangs: queued, and running ones' moves)
         assert seen["gang"] > 10 and seen["gang moves"] > 50, seen
+    if COMPILED:
+        assert seen["cells"] > 300 and (name == "mig-a100" or seen["gang cells"] > 50), seen

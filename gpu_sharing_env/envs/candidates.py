@@ -174,6 +174,9 @@ def candidate_features(suspend: bool = False, pair_features: bool = False) -> tu
 PRUNINGS = ("none", "classes")
 #: log1p scale of durations (s): log1p(1e6 s) ~ 13.8.
 _LOG_S = math.log1p(1e6)
+#: The same double as a C constant of the compiled module (``_log_s``: no module look-up and
+#: no unboxing a call).
+_C_LOG_S = cython.declare(cython.double, _LOG_S)
 
 
 class TooManyCandidates(ValueError):
@@ -259,7 +262,7 @@ def _log_s(x: float) -> float:
     """log1p of ``x`` (at least 0) over log1p(1e6); 0 where ``x`` is not finite (``x - x``
     is 0 exactly for finite doubles: NaN otherwise). Compiled, C's ``log1p``: the libm
     function ``math.log1p`` calls, without a Python call."""
-    return log1p(x if x > 0.0 else 0.0) / _LOG_S if x - x == 0.0 else 0.0
+    return log1p(x if x > 0.0 else 0.0) / _C_LOG_S if x - x == 0.0 else 0.0
 
 
 #: The job's columns of a candidate row (:func:`_job_row`), from ``online`` on.
@@ -289,7 +292,9 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
     """What a job's row reads from its spec alone (frozen: the same for every build of the
     episode): the spec, the ``num_gpus``, ``gpu_frac``, ``mem_gb`` and ``cpu_cores`` cells, the
     estimate ``est_work_s`` and its cell, the ``priority`` cell, the group, the model and
-    whether it is a gang (``CandidateBuilder._assemble`` writes them)."""
+    whether it is a gang (``CandidateBuilder._assemble`` writes them), and its mask signature
+    (``mask_signature``: what ``CandidateBuilder.build`` asks the legality its targets by,
+    :data:`_SIG`)."""
     x = spec.est_work_s
     return (
         spec,
@@ -303,7 +308,43 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
         spec.group,
         spec.model,
         spec.num_gpus > 1,
+        mask_signature(spec),
     )
+
+
+@cython.cfunc
+@cython.locals(fixed=dict, hit=tuple)
+def _cells_of(fixed: dict[int, tuple[Any, ...]], jid: int, spec: JobSpec) -> tuple[Any, ...]:
+    """Job ``jid``'s ``_spec_cols`` kept in ``fixed`` (made and kept where missing or of
+    another spec)."""
+    hit = fixed.get(jid)
+    if hit is None or hit[0] is not spec:
+        hit = fixed[jid] = _spec_cols(spec)
+    return hit
+
+
+@cython.cfunc
+@cython.locals(blocks=list, total=cython.Py_ssize_t, max_c=cython.Py_ssize_t, n=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+@cython.exceptval(-2)
+def _block_added(
+    blocks: list[tuple[int, np.ndarray]], jid: int, flat: np.ndarray, total: int, max_c: int
+) -> int:
+    """``CandidateBuilder._add`` as a C call: the candidates counted so far with job ``jid``'s
+    targets ``flat`` added to ``blocks`` as a block (none: ``total``), or -1 where they would
+    pass ``max_c`` (the caller raises :class:`TooManyCandidates`)."""
+    n = len(flat)
+    if n:
+        if total + n > max_c:
+            return -1
+        blocks.append((jid, flat))
+    return total + n
+
+
+#: Where ``_spec_cols`` holds the job's mask signature (and as a C constant of the compiled
+#: module: an index, not a module look-up).
+_SIG = 11
+_C_SIG = cython.declare(cython.Py_ssize_t, _SIG)
 
 
 @cython.locals(groups=dict, known=dict)
@@ -1308,6 +1349,8 @@ class _Writer:
     cap = cython.declare(cython.Py_ssize_t)
     table = cython.declare(object)
     tablev = cython.declare(cython.float[:, ::1])
+    marks = cython.declare(object)
+    marksv = cython.declare(cython.uchar[:, ::1])
 
     @cython.locals(views=_GpuViews)
     def __init__(self, views: _GpuViews, opt32: np.ndarray) -> None:
@@ -1324,6 +1367,7 @@ class _Writer:
         self.optv = opt32
         self.spd = None
         self.table = None
+        self.marks = None
         self.cap = 0
         self.room(8)
 
@@ -1342,6 +1386,8 @@ class _Writer:
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
         total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t,
+        jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
+        sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
     @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the blocks' rows)
     @cython.wraparound(False)
@@ -1359,7 +1405,7 @@ class _Writer:
         n_nodes: int,
         max_res: int,
         owners: list[tuple[int, list[int]]],
-        gangs: list[tuple[int, np.ndarray, int]],
+        gangs: list[tuple[int, np.ndarray, int, bool]],
     ) -> None:
         """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
         block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
@@ -1368,8 +1414,9 @@ class _Writer:
         :meth:`_GpuViews.write`'s. Then what only some blocks have (``_assemble``'s
         interpreted passes): ``owners``, (block, its job's GPUs) of a job on several GPUs
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
-        single-GPU legality per (option, GPU), its GPUs) (``gang_one_node``:
-        :func:`_gang_one_node`)."""
+        single-GPU legality per (option, GPU) or its legal single-GPU cells as rising flat
+        indices, its GPUs, whether flat cells: ``CandidateBuilder._gang_rows``)
+        (``gang_one_node``: :func:`_gang_one_node`)."""
         # (the table's typed view kept while the same table is passed: ``GpuSharing-v3``'s
         # kept table, where a view acquired a build cost ~2.4 k instructions)
         if table is not self.table:
@@ -1383,15 +1430,25 @@ class _Writer:
         _hold_cells(rv, iv)
         i = 1
         starts = []
+        # (the kept views as locals: one reference each a build, not one a block)
+        jrv, jiv, ov, sv, tv, mk = (
+            self.jr,
+            self.jri,
+            self.optv,
+            self.spdv,
+            self.gpu.type_idx,
+            self.mark,
+        )
         for b in range(len(blocks)):
             starts.append(i)
-            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, self.jr, self.jri, b,
-                            self.optv, self.spdv, self.gpu.type_idx, self.mark)  # fmt: skip
+            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk)
         starts.append(i)
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
                 rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
-        for b, legal, k in gangs:
+        for b, legal, k, flat in gangs:
+            if flat:  # (flat cells: marked into the kept option-major rows first)
+                legal = self._marks_of(legal, n_opts)
             _gang_cells(rv, iv, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
         m = 0
         busy = False
@@ -1416,6 +1473,33 @@ class _Writer:
             memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
         self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
         _copy_gpu_cells(rv, iv, self.cells, 1, i)
+
+    @cython.locals(
+        mv=cython.uchar[:, ::1], fp=cython.p_longlong, n=cython.Py_ssize_t,
+        k=cython.Py_ssize_t, f=cython.longlong, g=cython.longlong, no=cython.longlong,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the fleet's (GPU, option) cells)
+    @cython.wraparound(False)
+    def _marks_of(self, cells: np.ndarray, n_opts: int) -> np.ndarray:
+        """The rising flat cells ``cells`` (``gpu * n_opts + option``, int64) as option-major
+        uint8 rows (``Cluster.single_rows``' layout: what :func:`_gang_cells` reads), in the
+        writer's kept array (overwritten by the next call; compiled only)."""
+        if self.marks is None or self.marks.shape[0] != n_opts:
+            self.marks = np.zeros((n_opts, self.n), dtype=np.uint8)
+            self.marksv = self.marks
+        mv = self.marksv
+        memset(cython.address(mv[0, 0]), 0, n_opts * self.n)
+        view = cython.declare(cython.Py_buffer)
+        PyObject_GetBuffer(cells, cython.address(view), PyBUF_SIMPLE)
+        fp = cython.cast(cython.p_longlong, view.buf)
+        n = view.len // 8
+        no = n_opts
+        for k in range(n):
+            f = fp[k]
+            g = f // no
+            mv[f - g * no, g] = 1
+        PyBuffer_Release(cython.address(view))
+        return self.marks
 
     def __reduce__(self) -> tuple[object, tuple[()]]:
         return (_no_views, ())
@@ -1453,6 +1537,10 @@ class CandidateBuilder:
         self._profiles = PairProfiles()
         self.n_features = len(candidate_features(suspend, pair_features))
         opts = sim.options
+        #: How many placement options the simulator has (fixed with its cluster, as
+        #: ``opt_rows``): a build's flat indices' divisor, read without ``Simulator.options``'
+        #: property call.
+        self._n_opts = len(opts)
         self.opt_rows = np.zeros((len(opts), len(SharingMode) + 2), dtype=np.float64)
         for k, o in enumerate(opts):
             self.opt_rows[k, int(o.mode)] = 1.0
@@ -1474,6 +1562,8 @@ class CandidateBuilder:
         self._gpu_views: _GpuViews | None = None
         #: What the compiled build writes rows from (:class:`_Writer`), while the same.
         self._writer: _Writer | None = None
+        #: The cluster's fixed facts the compiled build reads (``_fleet_facts``), as last seen.
+        self._fleet_facts: tuple[Any, ...] | None = None
         #: The cluster's nodes, their interconnects and whether the GPUs' nodes rise
         #: (``TargetClasses``), as last seen.
         self._nodes: tuple[tuple[NodeSpec, ...], np.ndarray, bool] | None = None
@@ -1534,7 +1624,10 @@ class CandidateBuilder:
         views.write(out, np.log1p(left), n_types, n_nodes, max_res, gpus if some else None)
         return out
 
-    @cython.locals(legality=Legality)
+    @cython.locals(
+        legality=Legality, st=JobState, n=cython.Py_ssize_t, total=cython.Py_ssize_t,
+        max_c=cython.Py_ssize_t, hit=tuple, fixed=dict,
+    )  # fmt: skip
     def build(
         self, keep: Iterable[Decision | None] = (), out: np.ndarray | None = None, used: int = 0
     ) -> Candidates:
@@ -1578,30 +1671,40 @@ class CandidateBuilder:
             for d in keep:
                 if d is not None:
                     memo.kept.setdefault(d.job_id, []).append((d.gpu, d.option))
-        n_opts = len(sim.options)
+        n_opts = self._n_opts
+        max_c = self.max_candidates
         blocks: list[tuple[int, np.ndarray]] = []
         total = 1
         # (a job's targets as flat indices of its mask, shared by the jobs of one mask
-        # signature for the cluster's version: ``Legality.targets``, no per-job mask)
+        # signature for the cluster's version: ``Legality.sig_targets``, no per-job mask; the
+        # signature kept with the job's spec cells, per job id for the episode: ``_spec_cols``,
+        # whose memo the groups' memo starts afresh at an episode's first build)
         legality = sim.legality
+        jobs = sim.jobs
+        groups = self._group_stats()
+        fixed = self._fixed
         for jid in decidable_ids(sim):
             # (pruned, a single-GPU job's picks from the GPUs that stand for the fleet:
             # ``_Memo.rep_picks``; None: the targets' path)
             flat = self._rep_picks(memo, jid, -1) if memo is not None else None
             if flat is None:
-                flat = legality.targets(jid)
+                st = jobs[jid]
+                spec = st.spec
+                hit = _cells_of(fixed, jid, spec)
+                flat = legality.sig_targets(hit[_C_SIG], spec)  # (``Legality.targets``)
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
                 if memo is not None:
                     flat = self._prune_flat(memo, jid, flat, -1, n_opts)
-            total = self._add(jid, flat, blocks, total)
+            total = _block_added(blocks, jid, flat, total, max_c)  # (``_add``: a C call)
+            if total < 0:
+                raise self._too_many()
         n_place = total - 1
-        jobs = sim.jobs
         c = sim.cluster
         # a migration goes to an empty, ready GPU (``Simulator.migration_mask``): none, none
         # (the legality's memo of them for the cluster's version, which the masks read too)
-        empty = len(legality.empty_ready()) > 0
-        running = _running_ids(c) if empty else []
+        idx = legality.empty_ready()
+        running = _running_ids(c) if len(idx) > 0 else []
         now = sim.now
         for jid in running:
             st = jobs[jid]
@@ -1609,9 +1712,11 @@ class CandidateBuilder:
             if st.status is not _RUNNING or st.setup_until > now:
                 continue
             # (the running jobs of one mask signature share its targets, found once:
-            # ``Legality.migration_targets``)
+            # ``Legality.migration_targets``, of the signature kept with the job's cells)
             if memo is None:
-                flat = legality.migration_targets(jid)
+                spec = st.spec
+                hit = _cells_of(fixed, jid, spec)
+                flat = legality.sig_migration_targets(hit[_C_SIG], spec, idx)
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
                 flat = self._rep_picks(memo, jid, here)
@@ -1619,9 +1724,11 @@ class CandidateBuilder:
                     flat = legality.migration_targets(jid)
                     if len(flat):
                         flat = self._prune_flat(memo, jid, flat, here, n_opts)
-            total = self._add(jid, flat, blocks, total)
+            total = _block_added(blocks, jid, flat, total, max_c)  # (``_add``: a C call)
+            if total < 0:
+                raise self._too_many()
         if not self.suspend:
-            cands = self._assemble(blocks, n_place, total, out, used)
+            cands = self._assemble(blocks, n_place, total, out, used, groups, jobs, now)
         else:
             # suspensions: each row first built as a move to the job's own first GPU and option
             moved = total
@@ -1629,7 +1736,7 @@ class CandidateBuilder:
                 st = jobs[jid]
                 flat = np.array([g * n_opts + st.option for g in st.gpus[:1]], dtype=np.int64)
                 total = self._add(jid, flat, blocks, total)
-            cands = self._assemble(blocks, n_place, total, out, used)
+            cands = self._assemble(blocks, n_place, total, out, used, groups, jobs, now)
             self._suspensions(cands, moved)
         if out is not None and used > total:
             out[total:used] = 0.0  # (the rows the last build used beyond these)
@@ -1670,13 +1777,17 @@ class CandidateBuilder:
         if not n:
             return total
         if total + n > self.max_candidates:
-            raise TooManyCandidates(
-                f"more than max_candidates={self.max_candidates} legal moves at "
-                f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
-                f"max_candidates to gymnasium.make('{self.env_id}', ...)"
-            )
+            raise self._too_many()
         blocks.append((jid, flat))
         return total + n
+
+    def _too_many(self) -> TooManyCandidates:
+        """The error of a build with more than ``max_candidates`` legal moves."""
+        return TooManyCandidates(
+            f"more than max_candidates={self.max_candidates} legal moves at "
+            f"t={self.sim.now:.0f}s (scenario {self.sim.cfg.name}); pass a larger "
+            f"max_candidates to gymnasium.make('{self.env_id}', ...)"
+        )
 
     def _rep_picks(self, memo: _Memo, jid: int, here: int) -> np.ndarray | None:
         """A job's pruned targets from ``_Memo.rep_picks`` where that path answers for it
@@ -1820,7 +1931,7 @@ class CandidateBuilder:
         b=cython.Py_ssize_t, n=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t,
         st=JobState, now=cython.double, x=cython.double, jr=cython.double[:, ::1],
         ji=cython.longlong[:, ::1], w=_Writer, row_of=dict, fixed=dict, groups=dict,
-        known=dict, hit=tuple, cols=tuple,
+        known=dict, hit=tuple, cols=tuple, fx=tuple,
     )  # fmt: skip
     def _assemble(
         self,
@@ -1829,10 +1940,15 @@ class CandidateBuilder:
         total: int,
         out: np.ndarray | None = None,
         used: int = 0,
+        groups: dict[str, _GroupCols] | None = None,
+        jobs: dict[int, JobState] | None = None,
+        at: float | None = None,
     ) -> Candidates:
         """The candidates of ``blocks`` (placements first, ``n_place`` of them), their rows
         written into a fresh zero-padded table, or into ``out``'s first rows, whose first
-        ``used`` a build wrote (:meth:`build`) (``Candidates.table``)."""
+        ``used`` a build wrote (:meth:`build`) (``Candidates.table``). ``groups``, ``jobs``,
+        ``at``: what :meth:`build` read already (``_group_stats()``, the simulator's jobs and
+        time; None: read here)."""
         sim = self.sim
         if out is None:
             table = _ZEROS((self.max_candidates, self.n_features), _FLOAT32)
@@ -1850,17 +1966,24 @@ class CandidateBuilder:
             table[0, :N_FEATURES] = _HOLD_ROW
             ids[:, 0] = -1
             return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
-        jobs = sim.jobs
-        now = sim.now
-        groups = self._group_stats()
+        if jobs is None:
+            jobs = sim.jobs
+        now = sim.now if at is None else at
+        if groups is None:
+            groups = self._group_stats()
         known = self._known
         # The job's columns (``_JOB_COLS``), as ``ClusterView.job`` gives the job to a heuristic
         # (``JobView``: its request, estimate, work left, wait), read from its state; and per
         # job its id, its own GPU (job_on_target; -1: none) and its model's speed row
         c = sim.cluster
         if cython.compiled:  # (the writer's kept job rows: no arrays made, no views acquired)
+            # (the fleet's facts, fixed with the cluster: ``_fleet_facts``, not a property
+            # call each)
+            fx = self._fleet_facts
+            if fx is None or fx[0] is not c:
+                fx = self._fleet_facts = _fleet_facts(c)
             arrays = (
-                c.type_idx, c.node_of, c.n_res, c.mem_decl, c.mem_cap, c.frac_decl, c.sm_used,
+                fx[1], fx[2], c.n_res, c.mem_decl, fx[3], c.frac_decl, c.sm_used,
                 c.online_count, c.healthy, c.ready, sim.usage.g_util,
             )  # fmt: skip
             w = self._writer
@@ -1873,7 +1996,10 @@ class CandidateBuilder:
             job_ints = np.empty((n, 3), dtype=np.int64)
             jr, ji = job_rows, job_ints
         speeds = self._speeds
-        if speeds is None or speeds[0] is not episode_token(sim):
+        # (the episode's token: the groups' memo's, just renewed by ``_group_stats``)
+        last = self._groups
+        assert last is not None
+        if speeds is None or speeds[0] is not last[0]:
             speeds = self._speed_rows(())
         row_of = speeds[3]  # (each model's speed row, as far as known: -1 below if not yet)
         unseen = False
@@ -1891,7 +2017,7 @@ class CandidateBuilder:
             hit = fixed.get(jid)
             if hit is None or hit[0] is not spec:
                 hit = fixed[jid] = _spec_cols(spec)
-            _, c1, c2, c3, c4, x, c5, c9, group, model, gang = hit
+            _, c1, c2, c3, c4, x, c5, c9, group, model, gang, _ = hit
             ji[b, 0] = jid
             ji[b, 1] = -1
             ji[b, 2] = row_of.get(model, -1)
@@ -1930,14 +2056,39 @@ class CandidateBuilder:
                 specs,
             )  # fmt: skip
         # (one typed pass over the blocks; the targets' GPUs' cells only)
-        assert w is not None
+        assert w is not None and fx is not None
         w.fill(
-            table, ids, blocks, n_place, len(sim.options), speeds[2], jobs, c.residents,
-            max(1, len(c.type_names) - 1), max(1, c.n_nodes - 1),
-            max(1, c.sharing.max_residents), owners,
-            [(b, c.single_rows(specs[b]), specs[b].num_gpus) for b in gangs],
+            table, ids, blocks, n_place, self._n_opts, speeds[2], jobs, c.residents,
+            fx[4], fx[5], fx[6], owners,
+            self._gang_rows(gangs, specs, blocks, sim.legality, c),
         )  # fmt: skip
         return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
+
+    def _gang_rows(
+        self,
+        gangs: list[int],
+        specs: list[JobSpec],
+        blocks: list[tuple[int, np.ndarray]],
+        legality: Legality,
+        c: Any,
+    ) -> list[tuple[int, np.ndarray, int, bool]]:
+        """Per gang block: (block, its job's single-GPU legality, its GPUs, whether that is
+        flat cells): compiled without gpulets the rising flat indices of its legal single-GPU
+        cells (``Legality.single_cells``: one typed pass, its static parts kept per what its
+        memory decides), else ``Cluster.single_rows`` (option-major booleans, memoised for the
+        cluster's version; their static parts kept per memory value). What
+        ``_Writer.fill``'s ``gang_one_node`` reads."""
+        out = []
+        fixed = self._fixed  # (each block's job's cells: ``_assemble`` has just kept them)
+        for b in gangs:
+            spec = specs[b]
+            sig = fixed[blocks[b][0]][_C_SIG]
+            cells = legality.single_cells(sig, spec)
+            if cells is None:
+                out.append((b, c.single_rows(spec), sig[3], False))
+            else:
+                out.append((b, cells, sig[3], True))
+        return out
 
     def _rows_interpreted(
         self,
@@ -2004,6 +2155,28 @@ _C_SOLO = cython.declare(cython.Py_ssize_t, _SOLO)
 
 #: The target GPU's columns of a candidate row (:func:`_gpu_table`), from ``type`` on.
 _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
+
+#: The widths of a row's runs of cells (job, target GPU, option) as literals the C compiler
+#: sees (``_block_rows``, ``_copy_gpu_cells``: a run of a known size is copied by a few moves,
+#: not a ``memcpy`` call); checked against the columns here, and the passes fall back to the
+#: general copy where a width differs. ``_ROW_CAP``: room for a block's job cells.
+#: (The passes write the same numbers as literals: a module global is a C variable to the C
+#: compiler, not a constant.)
+_NJ, _NG, _NOP, _ROW_CAP = 14, 11, 6, 16
+assert (len(_JOB_COLS), len(_GPU_COLS), len(SharingMode) + 2) == (_NJ, _NG, _NOP), "row widths"
+
+
+def _fleet_facts(c: Any) -> tuple[Any, ...]:
+    """What the compiled build reads of cluster ``c`` that is fixed with it (its fleet's and its
+    option layout's: ``Fleet``, ``OptionLayout``, read once, where each was a property call a
+    build): ``c``, its GPUs' types, nodes and memory capacities (the fleet's arrays), and the
+    scales of the type, node and residents cells (``_gpu_table``'s ``n_types``, ``n_nodes``,
+    ``max_res``)."""
+    f = c.fleet
+    return (
+        c, f.type_idx, f.node_of, f.mem_cap, max(1, len(f.type_names) - 1),
+        max(1, f.n_nodes - 1), max(1, c.layout.sharing.max_residents),
+    )  # fmt: skip
 
 
 def _no_views() -> None:
@@ -2100,14 +2273,16 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     jiv=cython.longlong[:, ::1], b=cython.Py_ssize_t, ov=cython.float[:, ::1],
     sv=cython.float[:, ::1], tv=cython.longlong[::1], mark=cython.uchar[::1],
     fp=cython.p_longlong, n=cython.Py_ssize_t, k=cython.Py_ssize_t, c=cython.Py_ssize_t,
-    first=cython.Py_ssize_t, f=cython.longlong, g=cython.longlong, o=cython.longlong,
-    jid=cython.longlong, own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t,
-    nop=cython.Py_ssize_t, marks=cython.bint,
+    f=cython.longlong, g=cython.longlong, o=cython.longlong, jid=cython.longlong,
+    own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t, nop=cython.Py_ssize_t,
+    marks=cython.bint, rp=cython.p_float, i0=cython.p_longlong, i1=cython.p_longlong,
+    i2=cython.p_longlong, fixed=cython.bint, place=cython.float,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
 @cython.boundscheck(False)  # (every index is in range: the caller's blocks, GPUs and options)
 @cython.wraparound(False)
+@cython.cdivision(True)  # (``f // n_opts`` of a target f >= 0, n_opts > 0: C's division is floor's)
 def _block_rows(
     rv: Any,
     iv: Any,
@@ -2127,7 +2302,11 @@ def _block_rows(
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
     the targets read from the memory of ``flat`` (contiguous int64: Python's buffer protocol,
     not a typed view, whose acquisition costs ~4x more); the next row. With ``mark`` (not
-    None), the targets' GPUs are marked there (1)."""
+    None), the targets' GPUs are marked there (1). A row is written through its own pointer
+    (no 2-D index a cell), the block's job cells clipped once into a C array and copied into
+    each row, the runs of cells (job, option) copied with sizes known to the C compiler
+    (:data:`_NJ`, :data:`_NOP`: a few moves, not a ``memcpy`` call) where the block's widths
+    are those."""
     view = cython.declare(cython.Py_buffer)
     PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
     if view.itemsize != 8:
@@ -2137,40 +2316,39 @@ def _block_rows(
     n = view.len // 8
     marks = mark is not None
     nj, nop = jv.shape[1], ov.shape[1]
+    if nj > 16:  # (never: ``_JOB_COLS`` has ``_NJ`` columns; 16: ``_ROW_CAP``)
+        PyBuffer_Release(cython.address(view))
+        raise ValueError("candidate rows: more job columns than _ROW_CAP")
+    fixed = nj == 14 and nop == 6  # (``_NJ``, ``_NOP``)
+    jc = cython.declare(cython.float[16])  # (the block's job cells; 16: ``_ROW_CAP``)
     jid, own, m = jiv[b, 0], jiv[b, 1], jiv[b, 2]
-    first = i
+    for c in range(nj):
+        jc[c] = _clip1(jv[b, c])
+    i0 = cython.address(iv[0, 0])
+    i1 = cython.address(iv[1, 0])
+    i2 = cython.address(iv[2, 0])
     for k in range(n):
         f = fp[k]
         g = f // n_opts
         o = f - g * n_opts
-        iv[0, i] = jid
-        iv[1, i] = g
-        iv[2, i] = o
+        i0[i] = jid
+        i1[i] = g
+        i2[i] = o
+        rp = cython.address(rv[i, 0])
         # (both kind cells: a kept table's row may hold the other kind from a past build)
-        if i <= n_place:
-            rv[i, _C_PLACE] = 1.0
-            rv[i, _C_MIGRATE] = 0.0
+        place = 1.0 if i <= n_place else 0.0
+        rp[_C_PLACE] = place
+        rp[_C_MIGRATE] = 1.0 - place
+        if fixed:
+            memcpy(rp + _C_JOB0, cython.address(jc[0]), 14 * cython.sizeof(cython.float))
+            memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), 6 * cython.sizeof(cython.float))
         else:
-            rv[i, _C_PLACE] = 0.0
-            rv[i, _C_MIGRATE] = 1.0
-        if i == first:
-            for c in range(nj):
-                rv[i, _C_JOB0 + c] = _clip1(jv[b, c])
-        elif nj:
-            memcpy(
-                cython.address(rv[i, _C_JOB0]),
-                cython.address(rv[first, _C_JOB0]),
-                nj * cython.sizeof(cython.float),
-            )
-        rv[i, _C_ON] = 1.0 if g == own else 0.0
-        rv[i, _C_ONE] = 1.0
-        if nop:
-            memcpy(
-                cython.address(rv[i, _C_OPT0]),
-                cython.address(ov[o, 0]),
-                nop * cython.sizeof(cython.float),
-            )
-        rv[i, _C_SOLO] = sv[m, tv[g]]
+            memcpy(rp + _C_JOB0, cython.address(jc[0]), nj * cython.sizeof(cython.float))
+            if nop:
+                memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), nop * cython.sizeof(cython.float))
+        rp[_C_ON] = 1.0 if g == own else 0.0
+        rp[_C_ONE] = 1.0
+        rp[_C_SOLO] = sv[m, tv[g]]
         if marks:
             mark[g] = 1
         i += 1
@@ -2220,6 +2398,7 @@ def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: A
 @cython.locals(
     rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], gv=cython.float[:, ::1],
     lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, i=cython.Py_ssize_t, ng=cython.Py_ssize_t,
+    i1=cython.p_longlong,
 )  # fmt: skip
 @cython.returns(cython.int)
 @cython.exceptval(check=False)  # (raises nothing)
@@ -2227,13 +2406,22 @@ def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: A
 @cython.wraparound(False)
 def _copy_gpu_cells(rv: Any, iv: Any, gv: Any, lo: int, hi: int) -> int:
     """The target GPU's cells (its row of ``gv``) into the rows ``lo`` .. ``hi`` - 1 of
-    ``rv`` (compiled only), that GPU read from the candidates' integers ``iv``."""
+    ``rv`` (compiled only), that GPU read from the candidates' integers ``iv`` (the run's size
+    known to the C compiler where it is :data:`_NG`: a few moves, not a ``memcpy`` call)."""
     ng = gv.shape[1]
-    if ng:
+    i1 = cython.address(iv[1, 0])
+    if ng == 11:  # (``_NG``)
         for i in range(lo, hi):
             memcpy(
                 cython.address(rv[i, _C_GPU0]),
-                cython.address(gv[iv[1, i], 0]),
+                cython.address(gv[i1[i], 0]),
+                11 * cython.sizeof(cython.float),
+            )
+    elif ng:
+        for i in range(lo, hi):
+            memcpy(
+                cython.address(rv[i, _C_GPU0]),
+                cython.address(gv[i1[i], 0]),
                 ng * cython.sizeof(cython.float),
             )
     return 0

@@ -41,6 +41,7 @@ cdef class Legality:
     cpdef sig_placeable(self, sig, spec)
     cpdef needs_decision(self)
     cpdef migration_targets(self, job_id)
+    cpdef sig_migration_targets(self, sig, spec, idx)
     cpdef bint _typed(self, spec)
     cpdef bint _pass(self, spec)
     cpdef _jv_of(self, sig, spec)
@@ -49,6 +50,7 @@ cdef class Legality:
     cpdef _sig_migration_targets(self, sig, spec, idx)
     cpdef empty_ready(self)
     cpdef bint listed_migration(self, spec, gpu, option)
+    cpdef single_cells(self, sig, spec)
     cpdef check(self, d)
 
 # A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's
@@ -78,7 +80,7 @@ cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
 cdef object _copy_out(_Scratch s, Py_ssize_t c)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
-@cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.longlong[:])
+@cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.p_longlong)
 cdef object _empty_ready(_SV v)
 
 # A mask's legal cells as rising flat indices, one typed walk (``Legality.targets``, where the

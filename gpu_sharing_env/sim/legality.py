@@ -17,7 +17,10 @@ static parts kept per what its memory decides (its ranks among the GPUs' capacit
 MIG profiles' memories: ``_jv_of``), not per memory value. Pruned, a builder reads a
 single-GPU job's targets on the few GPUs that stand for the fleet only (``targets_on``: the
 same typed pass over given GPUs), and ``check`` answers such a job's placement from that pass
-on its GPU alone.
+on its GPU alone. A builder that keeps each job's mask signature asks by it
+(``sig_targets``, ``sig_migration_targets``: no per-job look-up), and, on a fleet under
+``_MASK_LOOP_GPUS``, reads a gang's single-GPU cells from the same pass (``single_cells``, where
+``Cluster.single_rows`` built the cluster's rows). Compiled, the passes' answers are made through numpy's C API (``_copy_out``).
 """
 
 from __future__ import annotations
@@ -53,13 +56,27 @@ if cython.compiled:
     from cython.cimports.gpu_sharing_env.fleet.cluster import _views_of
     from cython.cimports.gpu_sharing_env.sim.waiting import mask_signature
     from cython.cimports.libc.string import memcpy
+
+    # numpy's C API (``setup.py``'s ``NUMPY_HEADERS``): a pass's answer made without a Python
+    # call (``_copy_out``, ``_empty_ready``)
+    from cython.cimports.numpy import (
+        NPY_INT64,
+        PyArray_DATA,
+        PyArray_EMPTY,
+        import_array,
+        ndarray,
+        npy_intp,
+    )
+
+    import_array()
 else:
     from gpu_sharing_env.fleet.cluster import _views_of
     from gpu_sharing_env.sim.waiting import mask_signature
 
     # (only the compiled ``_holds`` and ``_copy_out`` read or write an array's memory through
-    # Python's buffer protocol)
+    # Python's buffer protocol or numpy's C API)
     PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = memcpy = None
+    NPY_INT64 = PyArray_DATA = PyArray_EMPTY = ndarray = npy_intp = None
 
 #: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
 _BIG = 1 << 62
@@ -82,11 +99,6 @@ MaskEntry = tuple[int, np.ndarray, bool]
 #: No targets (read-only, shared): a signature that fits nowhere, a job still setting up.
 _NO_TARGETS = np.zeros(0, dtype=np.int64)
 _NO_TARGETS.setflags(write=False)
-
-#: ``np.empty`` and the int64 dtype, as module globals: the typed passes' answers are made
-#: with one positional call (``_copy_out``), not an attribute read and a keyword call.
-_EMPTY = np.empty
-_INT64 = np.dtype(np.int64)
 
 
 @cython.cclass
@@ -207,16 +219,16 @@ def _single_targets(
 @cython.wraparound(False)
 def _copy_out(s: Any, c: int) -> np.ndarray:
     """The first ``c`` indices of the kept buffer ``s`` (a :class:`_Scratch`) as a fresh
-    int64 array, or the shared empty answer (compiled only: ``np.empty`` and one ``memcpy``
-    into its memory, where ``s.arr[:c].copy()`` made a view and called a method). Declared in
+    int64 array, or the shared empty answer (compiled only: numpy's ``PyArray_EMPTY`` and one
+    ``memcpy`` into its ``PyArray_DATA``, where ``np.empty`` was a Python call parsing its
+    arguments and the memory a buffer request, and before that ``s.arr[:c].copy()`` made a
+    view and called a method: the same array, C order, its own data). Declared in
     ``legality.pxd``; the typed passes return it."""
     if not c:
         return _NO_TARGETS
-    out = _EMPTY(c, _INT64)
-    view = cython.declare(cython.Py_buffer)
-    PyObject_GetBuffer(out, cython.address(view), PyBUF_SIMPLE)
-    memcpy(view.buf, cython.address(s.buf[0]), c * 8)
-    PyBuffer_Release(cython.address(view))
+    n = cython.declare(npy_intp, c)
+    out = PyArray_EMPTY(1, cython.address(n), NPY_INT64, 0)
+    memcpy(PyArray_DATA(cython.cast(ndarray, out)), cython.address(s.buf[0]), c * 8)
     return out
 
 
@@ -231,8 +243,9 @@ def _empty_ready(v: Any) -> np.ndarray:
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
             k += 1
-    idx = _EMPTY(k, _INT64)
-    out: Any = idx
+    m = cython.declare(npy_intp, k)
+    idx = PyArray_EMPTY(1, cython.address(m), NPY_INT64, 0)  # (numpy's C API: ``_copy_out``)
+    out = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, idx)))
     k = 0
     for g in range(n):
         if v.n_res[g] == 0 and v.ready[g]:
@@ -575,6 +588,15 @@ class Legality:
         idx = self.empty_ready()  # (first: it starts the memo of a new version afresh)
         return self._sig_migration_targets(mask_signature(spec), spec, idx)
 
+    def sig_migration_targets(
+        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
+    ) -> np.ndarray:
+        """``migration_targets`` of a running job past its setup, of mask signature ``sig``
+        (``spec`` its spec), ``idx`` this version's ``empty_ready()`` (asked first: it
+        starts the memo of a new version afresh): what a candidate builder that holds the
+        job's signature, its time and the empty GPUs asks (no per-job look-up; the same memo)."""
+        return self._sig_migration_targets(sig, spec, idx)
+
     def _typed(self, spec: JobSpec) -> bool:
         """Whether the targets of ``spec`` come from the typed pass (``_single_targets``):
         compiled, a single-GPU job, no gpulets."""
@@ -613,10 +635,10 @@ class Legality:
         GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
         (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
         max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _, _ = self._lay
-        gang = spec.num_gpus
+        gang = sig[3]  # (``spec.num_gpus``; the signature's items are the spec's own objects)
         return _single_targets(
             self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
-            float(spec.mem_gb), max_res, n_excl, n_ts, mps0, join0, mig0,
+            float(sig[0]), max_res, n_excl, n_ts, mps0, join0, mig0,
             n_mig if gang == 1 else 0, self._n_options, empty, gpus is not None, gpus, gang,
         )  # fmt: skip
 
@@ -630,6 +652,27 @@ class Legality:
         if empty and self._jobs[job_id].setup_until > self._sim.now:
             return _NO_TARGETS  # (still setting up: cannot move, as ``migration_targets``)
         return self._typed_targets(mask_signature(spec), spec, empty, gpus)
+
+    def single_cells(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray | None:
+        """A gang's single-GPU legality (``spec``, of mask signature ``sig``) as the rising
+        flat indices ``gpu * n_options + option`` of the cells ``Cluster.single_rows(spec)``
+        holds (a gang's MIG cells none): compiled without gpulets, one typed pass over the
+        GPUs (``_single_targets`` of the cells alone: no gang's starts, no MIG), from the
+        static parts kept per what its memory decides (``_jv_of``), not per memory value as
+        the cluster's are, on a fleet under ``_MASK_LOOP_GPUS`` (``_pass``: there a gang's
+        targets come from the typed pass, so nothing else builds its rows); else None (the
+        cluster's rows answer: on a larger fleet the gang's mask has just memoised them for
+        the version, and a pass over every GPU per gang cost more than the look-up: v3's
+        ``1024w`` step 288 -> 400 µs). What a candidate builder reads of a gang's targets
+        (``gang_one_node``); not memoised."""
+        lay = self._lay
+        if not (cython.compiled and lay[8]) or lay[7]:
+            return None
+        return _single_targets(
+            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
+            float(sig[0]), lay[0], lay[1], lay[2], lay[3], lay[4], lay[5], 0,
+            self._n_options, False, False, None, 1,
+        )  # fmt: skip
 
     def typed_job(self, job_id: int) -> bool:
         """Whether ``targets_on`` answers for ``job_id`` (``_typed``)."""
@@ -654,7 +697,9 @@ class Legality:
             n = len(idx)
             if not n:
                 flat = _NO_TARGETS
-            elif self._typed(spec) or self._pass(spec):  # (a gang: on a small fleet)
+            elif (  # (``_typed(spec)`` of its signature's gang size; a gang: on a small fleet)
+                cython.compiled and sig[3] == 1 and not self._lay[7]
+            ) or self._pass(spec):
                 flat = self._typed_targets(sig, spec, True)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
