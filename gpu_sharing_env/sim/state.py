@@ -63,6 +63,8 @@ _FUTURE = Status.FUTURE
 _ONLINE = JobKind.ONLINE
 
 
+@cython.no_gc
+@cython.cclass
 class ServingState:
     """An online service's serving state (``JobState.serving``; an offline job's stays as
     made). Compiled, an extension type (``state.pxd``), as :class:`JobState`."""
@@ -110,6 +112,8 @@ class ServingState:
         return _copy_serving(self)
 
 
+@cython.no_gc
+@cython.cclass
 class JobLedger:
     """A job's accounting over its runs (``JobState.ledger``): when it was queued, first
     started and finished, its attempts and evictions, the integrals of its running time.
@@ -178,6 +182,8 @@ def _copy_ledger(old: JobLedger) -> JobLedger:
     return new
 
 
+@cython.no_gc
+@cython.cclass
 class JobState:
     """A job's progress. Work is in seconds of solo exclusive running on the reference GPU.
 
