@@ -43,6 +43,7 @@ float = _CType("float", builtins.float)  # Cython's C float (single precision; a
 int = _CType("int", builtins.int)  # Cython's C int (a marker here)
 long = _CType("long", builtins.int)
 longlong = _CType("longlong", builtins.int)
+ulonglong = _CType("ulonglong", builtins.int)
 Py_ssize_t = _CType("Py_ssize_t", builtins.int)
 uchar = _CType("uchar", builtins.int)
 # ``const`` element types of typed memoryviews of read-only arrays (``cython.const_double[:]``)
@@ -103,6 +104,7 @@ _SIZES = {
     "int": 4,
     "long": 8,
     "longlong": 8,
+    "ulonglong": 8,
     "Py_ssize_t": 8,
     "uchar": 1,
 }

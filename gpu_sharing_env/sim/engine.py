@@ -198,6 +198,97 @@ def _fifo_without_estimates(order: str) -> None:
         raise NoEstimatesError(f"window_order={order!r} orders the queue by estimates")
 
 
+# ------------------------------------------------------------------ the episode's generators
+# ``np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))`` for the three streams
+# of an episode (i = 0 workload, 1 faults, 2 load noise), ~95 k instructions each through
+# numpy's SeedSequence (its entropy coerced to arrays, its pool mixed by Python-level calls):
+# here the same 32-bit hash (numpy's ``bit_generator.pyx``: ``hashmix``, ``mix``,
+# ``mix_entropy``, ``generate_state``) on integers, and the PCG64 seeded with the four words
+# it gives (``_Words``). ``tests/test_reset_env_layer.py`` compares the states with numpy's.
+_INIT_A = 0x43B0D7E5
+_MULT_A = 0x931E8875
+_INIT_B = 0x8B51F9DD
+_MULT_B = 0x58F38DED
+_MIX_MULT_L = 0xCA01F9DD
+_MIX_MULT_R = 0x4973F715
+_M32 = 0xFFFFFFFF
+
+
+class _Words(np.random.bit_generator.ISeedSequence):
+    """A seed sequence that is the words it gives: what ``SeedSequence(seed,
+    spawn_key=(i,)).generate_state(4, np.uint64)`` gives (the one call PCG64 makes)."""
+
+    def __init__(self, words: list[int]) -> None:
+        self.words = words
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        if n_words != len(self.words) or np.dtype(dtype) != np.dtype(np.uint64):
+            raise ValueError("_Words: only the words it was made with")
+        return np.array(self.words, dtype=np.uint64)
+
+
+@cython.locals(h=cython.ulonglong, v=cython.ulonglong, r=cython.ulonglong, x=object,
+               i=cython.Py_ssize_t, src=cython.Py_ssize_t, dst=cython.Py_ssize_t)
+def _seed_words(seed: int, key: int) -> list[int]:
+    """``SeedSequence(seed, spawn_key=(key,)).generate_state(4, np.uint64)`` as Python ints
+    (``seed`` an ``int`` >= 0, ``key`` in [0, 2**32)): its entropy words (32 bits each, low
+    first; the run's padded to the pool's 4, then the spawn key), mixed into a pool of 4, then
+    8 32-bit words drawn from the pool, paired low word first."""
+    ent: list[int] = []
+    x = seed
+    while True:
+        ent.append(x & _M32)
+        x >>= 32
+        if x == 0:
+            break
+    while len(ent) < 4:
+        ent.append(0)
+    ent.append(key)
+    h = _INIT_A
+    pool = [0, 0, 0, 0]
+    for i in range(4):  # (hashmix of each of the first 4 entropy words)
+        v = ent[i] ^ h
+        h = (h * _MULT_A) & _M32
+        v = (v * h) & _M32
+        pool[i] = v ^ (v >> 16)
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                v = pool[src] ^ h
+                h = (h * _MULT_A) & _M32
+                v = (v * h) & _M32
+                v ^= v >> 16
+                r = (_MIX_MULT_L * pool[dst] - _MIX_MULT_R * v) & _M32
+                pool[dst] = r ^ (r >> 16)
+    for src in range(4, len(ent)):
+        for dst in range(4):
+            v = ent[src] ^ h
+            h = (h * _MULT_A) & _M32
+            v = (v * h) & _M32
+            v ^= v >> 16
+            r = (_MIX_MULT_L * pool[dst] - _MIX_MULT_R * v) & _M32
+            pool[dst] = r ^ (r >> 16)
+    h = _INIT_B
+    out: list[int] = []
+    for i in range(8):
+        v = pool[i & 3] ^ h
+        h = (h * _MULT_B) & _M32
+        v = (v * h) & _M32
+        out.append(v ^ (v >> 16))
+    return [out[0] | out[1] << 32, out[2] | out[3] << 32, out[4] | out[5] << 32,
+            out[6] | out[7] << 32]  # fmt: skip
+
+
+def _episode_rngs(seed: int) -> list[np.random.Generator]:
+    """The episode's three generators, ``default_rng(SeedSequence(seed, spawn_key=(i,)))`` for
+    i = 0, 1, 2 (``SeedSequence(seed).spawn(3)``'s children): the same states. A seed that is
+    not a plain ``int`` >= 0 goes to numpy (its error, or its coercion)."""
+    if type(seed) is not int or seed < 0:
+        seq = np.random.SeedSequence
+        return [np.random.default_rng(seq(seed, spawn_key=(i,))) for i in range(3)]
+    return [np.random.Generator(np.random.PCG64(_Words(_seed_words(seed, i)))) for i in range(3)]
+
+
 #: Source of ``Simulator.uid``.
 _UIDS = itertools.count()
 
@@ -427,20 +518,16 @@ class Simulator:
             checked_order(window_order)  # (the queue is rebuilt below)
         if not estimates:
             _fifo_without_estimates(window_order or self.waiting.order)
-        # ``SeedSequence(seed).spawn(3)``'s children, made directly: ``spawn`` makes child ``i``
-        # as ``SeedSequence(entropy, spawn_key=spawn_key + (i,), pool_size=pool_size)`` (numpy's
-        # bit_generator.pyx), here from an unspawned parent with the default pool (~8 us less)
-        seq = np.random.SeedSequence
-        w_ss, f_ss, n_ss = (
-            seq(seed, spawn_key=(0,)),
-            seq(seed, spawn_key=(1,)),
-            seq(seed, spawn_key=(2,)),
-        )
+        # ``SeedSequence(seed).spawn(3)``'s children's generators, made directly: ``spawn``
+        # makes child ``i`` as ``SeedSequence(entropy, spawn_key=spawn_key + (i,),
+        # pool_size=pool_size)`` (numpy's bit_generator.pyx), here from an unspawned parent with
+        # the default pool, its hash on integers (``_episode_rngs``)
+        w_rng, f_rng, n_rng = _episode_rngs(seed)
         if estimates:
-            drawn = self.workload(np.random.default_rng(w_ss))
+            drawn = self.workload(w_rng)
         else:  # (the same draw; a workload that can skips building its predictor)
             draw = getattr(self.workload, "without_predictor", self.workload)
-            drawn = draw(np.random.default_rng(w_ss))
+            drawn = draw(w_rng)
         specs = sorted(drawn, key=lambda s: (s.submit_s, s.job_id))
         predictor: OnlinePredictor | None = getattr(drawn, "predictor", None)
         ids = [s.job_id for s in specs]
@@ -459,8 +546,8 @@ class Simulator:
         self.usage.reset(jobs)
         self.rates.reset(jobs, mech)
         self.load.monitor.reset(jobs)
-        self.load.reset(np.random.default_rng(n_ss), mech)
-        self.faults.reset(jobs, np.random.default_rng(f_ss), mech)
+        self.load.reset(n_rng, mech)
+        self.faults.reset(jobs, f_rng, mech)
         self.lifecycle.reset(jobs, predictor, estimates)
         self.done = False
         self.n_events = 0
