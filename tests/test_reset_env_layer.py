@@ -196,6 +196,8 @@ def test_jct_reward_is_its_two_terms(form: str) -> None:
     whole.reset(sim)
     slo.reset(sim)
     prev, scale = sim.acc.in_system_s, whole._scale
+    n_offline = sum(not st.spec.online for st in sim.jobs.values())
+    assert n_offline > 0 and scale == 3600.0 * n_offline
     steps = 0
     while not sim.done and steps < 400:
         sim.advance()
@@ -207,3 +209,24 @@ def test_jct_reward_is_its_two_terms(form: str) -> None:
         assert whole(sim) == expect
         steps += 1
     assert steps > 50
+
+
+# ---------------------------------------------------------------------- the episode's generators
+def test_the_episode_generators_are_numpys_spawned_children() -> None:
+    from gpu_sharing_env.sim.engine import _episode_rngs
+
+    rng = np.random.default_rng(2026)
+    seeds = [0, 1, 7, 2**31 - 1, 2**32 - 1, 2**32, 2**64 + 5, 12345678901234567890, 2**128 + 3]
+    seeds += [int(rng.integers(0, 2**62)) >> int(rng.integers(0, 62)) for _ in range(60)]
+    for seed in seeds:
+        got = _episode_rngs(seed)
+        spawned = np.random.SeedSequence(seed).spawn(3)
+        for i, child in enumerate(spawned):
+            want = np.random.default_rng(child)
+            assert got[i].bit_generator.state == want.bit_generator.state, (seed, i)
+            assert got[i].random(3).tolist() == want.random(3).tolist()
+    # what numpy refuses or coerces goes to numpy
+    with pytest.raises(ValueError):
+        _episode_rngs(-1)
+    a = _episode_rngs(np.int64(5))  # type: ignore[arg-type]
+    assert a[0].bit_generator.state == _episode_rngs(5)[0].bit_generator.state

@@ -205,13 +205,13 @@ def _fifo_without_estimates(order: str) -> None:
 # here the same 32-bit hash (numpy's ``bit_generator.pyx``: ``hashmix``, ``mix``,
 # ``mix_entropy``, ``generate_state``) on integers, and the PCG64 seeded with the four words
 # it gives (``_Words``). ``tests/test_reset_env_layer.py`` compares the states with numpy's.
-_INIT_A = 0x43B0D7E5
-_MULT_A = 0x931E8875
-_INIT_B = 0x8B51F9DD
-_MULT_B = 0x58F38DED
-_MIX_MULT_L = 0xCA01F9DD
-_MIX_MULT_R = 0x4973F715
-_M32 = 0xFFFFFFFF
+_INIT_A = cython.declare(cython.ulonglong, 0x43B0D7E5)
+_MULT_A = cython.declare(cython.ulonglong, 0x931E8875)
+_INIT_B = cython.declare(cython.ulonglong, 0x8B51F9DD)
+_MULT_B = cython.declare(cython.ulonglong, 0x58F38DED)
+_MIX_MULT_L = cython.declare(cython.ulonglong, 0xCA01F9DD)
+_MIX_MULT_R = cython.declare(cython.ulonglong, 0x4973F715)
+_M32 = cython.declare(cython.ulonglong, 0xFFFFFFFF)
 
 
 class _Words(np.random.bit_generator.ISeedSequence):
@@ -228,7 +228,8 @@ class _Words(np.random.bit_generator.ISeedSequence):
 
 
 @cython.locals(h=cython.ulonglong, v=cython.ulonglong, r=cython.ulonglong, x=object,
-               i=cython.Py_ssize_t, src=cython.Py_ssize_t, dst=cython.Py_ssize_t)
+               i=cython.Py_ssize_t, src=cython.Py_ssize_t, dst=cython.Py_ssize_t,
+               w=cython.ulonglong, o0=cython.ulonglong, o1=cython.ulonglong)
 def _seed_words(seed: int, key: int) -> list[int]:
     """``SeedSequence(seed, spawn_key=(key,)).generate_state(4, np.uint64)`` as Python ints
     (``seed`` an ``int`` >= 0, ``key`` in [0, 2**32)): its entropy words (32 bits each, low
@@ -237,7 +238,7 @@ def _seed_words(seed: int, key: int) -> list[int]:
     ent: list[int] = []
     x = seed
     while True:
-        ent.append(x & _M32)
+        ent.append(x & 0xFFFFFFFF)
         x >>= 32
         if x == 0:
             break
@@ -270,13 +271,18 @@ def _seed_words(seed: int, key: int) -> list[int]:
             pool[dst] = r ^ (r >> 16)
     h = _INIT_B
     out: list[int] = []
-    for i in range(8):
-        v = pool[i & 3] ^ h
+    for i in range(4):  # (two 32-bit words a 64-bit one, the low first)
+        v = pool[(2 * i) & 3] ^ h
         h = (h * _MULT_B) & _M32
         v = (v * h) & _M32
-        out.append(v ^ (v >> 16))
-    return [out[0] | out[1] << 32, out[2] | out[3] << 32, out[4] | out[5] << 32,
-            out[6] | out[7] << 32]  # fmt: skip
+        o0 = v ^ (v >> 16)
+        v = pool[(2 * i + 1) & 3] ^ h
+        h = (h * _MULT_B) & _M32
+        v = (v * h) & _M32
+        o1 = v ^ (v >> 16)
+        w = o0 | (o1 << 32)
+        out.append(w)
+    return out
 
 
 def _episode_rngs(seed: int) -> list[np.random.Generator]:
