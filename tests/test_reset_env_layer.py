@@ -23,7 +23,7 @@ from gpu_sharing_env.workload import synthetic
 from gpu_sharing_env.workload.draws import DRAWS
 from gpu_sharing_env.workload.predictor import OnlinePredictor
 from gpu_sharing_env.workload.services import ServiceWorkloadConfig, generate_services
-from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig, shared_past
+from gpu_sharing_env.workload.synthetic import SyntheticWorkloadConfig
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -91,7 +91,9 @@ def test_the_memo_keeps_the_pasts_warm_start_and_a_hit_is_a_fresh_copy() -> None
 
 def test_a_per_episode_past_keeps_a_copy() -> None:
     cfg = load_scenario("default")
-    off = replace(cfg.workload.offline, params={**cfg.workload.offline.params, "past": "per_episode"})
+    off = replace(
+        cfg.workload.offline, params={**cfg.workload.offline.params, "past": "per_episode"}
+    )
     w = build_workload(replace(cfg, workload=replace(cfg.workload, offline=off)))
     first = w(_rng(4))
     assert first.origin is None and first.predictor is not None

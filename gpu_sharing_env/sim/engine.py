@@ -227,9 +227,18 @@ class _Words(np.random.bit_generator.ISeedSequence):
         return np.array(self.words, dtype=np.uint64)
 
 
-@cython.locals(h=cython.ulonglong, v=cython.ulonglong, r=cython.ulonglong, x=object,
-               i=cython.Py_ssize_t, src=cython.Py_ssize_t, dst=cython.Py_ssize_t,
-               w=cython.ulonglong, o0=cython.ulonglong, o1=cython.ulonglong)
+@cython.locals(
+    h=cython.ulonglong,
+    v=cython.ulonglong,
+    r=cython.ulonglong,
+    x=object,
+    i=cython.Py_ssize_t,
+    src=cython.Py_ssize_t,
+    dst=cython.Py_ssize_t,
+    w=cython.ulonglong,
+    o0=cython.ulonglong,
+    o1=cython.ulonglong,
+)
 def _seed_words(seed: int, key: int) -> list[int]:
     """``SeedSequence(seed, spawn_key=(key,)).generate_state(4, np.uint64)`` as Python ints
     (``seed`` an ``int`` >= 0, ``key`` in [0, 2**32)): its entropy words (32 bits each, low
@@ -292,7 +301,9 @@ def _episode_rngs(seed: int) -> list[np.random.Generator]:
     if type(seed) is not int or seed < 0:
         seq = np.random.SeedSequence
         return [np.random.default_rng(seq(seed, spawn_key=(i,))) for i in range(3)]
-    return [np.random.Generator(np.random.PCG64(_Words(_seed_words(seed, i)))) for i in range(3)]
+    # (numpy's stubs name SeedSequence; PCG64 takes any ISeedSequence)
+    pcg = np.random.PCG64
+    return [np.random.Generator(pcg(_Words(_seed_words(seed, i)))) for i in range(3)]  # type: ignore[arg-type]
 
 
 #: Source of ``Simulator.uid``.

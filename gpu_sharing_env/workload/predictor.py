@@ -873,8 +873,8 @@ class OnlinePredictor:
             base = self._subs_base[0]
             if base is None:
                 base = self._subs_base[0] = self._hist_subs()
-            for g, t in base.items():
-                subs[g] = list(t)
+            for g, times in base.items():
+                subs[g] = list(times)
         for g, t in self._subs_todo:
             if g:
                 subs.setdefault(g, []).append(t)
