@@ -284,14 +284,13 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
         """Apply one decision (or wait); advance to the next decision point if none is left."""
         sim = self.sim
         face = self.interface
-        mask = self._mask
         a = int(action)
-        n = len(mask)
+        n = len(self._mask)
         if not 0 <= a < n:
             raise ValueError(f"action: must be in 0..{n - 1} (got {a})")
         invalid = False
         if not sim.done:
-            if a != WAIT and not mask[a]:
+            if a != WAIT and not self._mask[a]:
                 if self.invalid_action == "raise":
                     raise ValueError(f"illegal action {a}: {face.explain(a)}")
                 invalid = True
@@ -303,17 +302,12 @@ class GpuSharingEnv(gym.Env[Obs, np.int64]):
                 if not sim.needs_decision():
                     sim.advance()
         reward = float(self.reward_fn(sim))
-        self._mask = mask = face.mask()
+        self._mask = face.mask()
         terminated = sim.done
-        # (``_info(invalid)``'s dict, made here: one call fewer a step)
-        info: dict[str, Any] = {
-            "action_mask": mask if self._kept else mask.copy(),
-            "sim_time_s": sim.now,
-            "invalid_action": invalid,
-        }
+        info = self._info(invalid=invalid)
         if terminated:
             info["metrics"] = sim.metrics()
-        return face.observe(mask), reward, terminated, False, info
+        return face.observe(self._mask), reward, terminated, False, info
 
     def set_slo_weight(self, weight: float) -> None:
         """Set the reward's SLO weight λ from the next step on (constrained training adapts it

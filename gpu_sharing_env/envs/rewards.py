@@ -101,19 +101,10 @@ class JctReward:
         self.slo.reset(sim)
 
     def __call__(self, sim: Simulator) -> float:
-        # (``self.slo(sim)`` inlined, the same operations in the same order: a step's reward
-        # is one call; the SLO term's state stays its own, ``set_slo_weight`` sets it)
-        acc = sim.acc
-        cur = acc.in_system_s
+        cur = sim.acc.in_system_s
         r = -(cur - self._in_system_s) / self._scale
         self._in_system_s = cur
-        slo = self.slo
-        att = acc.requests_ok / acc.requests if acc.requests > 0 else 1.0
-        gap = sim.cfg.slo_target - att
-        phi = gap if slo.linear else max(0.0, gap)
-        r_slo = -slo.slo_weight * (phi - slo._phi)
-        slo._phi = phi
-        return r + r_slo
+        return r + self.slo(sim)
 
 
 class ThroughputReward:

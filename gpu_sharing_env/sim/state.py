@@ -63,6 +63,12 @@ _FUTURE = Status.FUTURE
 _ONLINE = JobKind.ONLINE
 
 
+# ``no_gc`` (compiled; above ``cclass``, as Cython takes it in pure-Python mode: in the .pxd it
+# is ignored): the three records are outside the cyclic garbage collector. None can be in a
+# reference cycle (a record holds numbers, its frozen spec, a Status, lists of GPU ids and of
+# MigInstances, which refer to no record, a dict of floats and its own sub-records), so the ~60
+# records a reset makes neither count toward a collection nor get traversed by one
+# (docs/notes/2026-12-02-reset-and-env-layer.md).
 @cython.no_gc
 @cython.cclass
 class ServingState:
