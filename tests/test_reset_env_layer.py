@@ -250,16 +250,16 @@ class _Sim:
 
 @pytest.mark.parametrize("form", ["hinge", "linear"])
 def test_jct_reward_is_its_two_terms_on_both_sides_of_the_target(form: str) -> None:
-    sim = _Sim()
+    fake = _Sim()
     whole, slo = JctReward(slo_weight=40.0, slo_form=form), SloReward(40.0, form)
-    whole.reset(sim)  # type: ignore[arg-type]
-    slo.reset(sim)  # type: ignore[arg-type]
+    whole.reset(fake)  # type: ignore[arg-type]
+    slo.reset(fake)  # type: ignore[arg-type]
     assert whole._scale == 3600.0 * 7
     prev = 0.0
     # attainment: none yet, below the target, above it, exactly at it, below again
     for in_sys, ok, n in [(10.0, 0, 0), (50.0, 3, 10), (90.0, 99, 100), (95.5, 190, 200),
                           (120.0, 191, 260), (120.0, 400, 401)]:  # fmt: skip
-        sim.acc.in_system_s, sim.acc.requests_ok, sim.acc.requests = in_sys, ok, n
-        expect = -(in_sys - prev) / (3600.0 * 7) + slo(sim)  # type: ignore[arg-type]
+        fake.acc.in_system_s, fake.acc.requests_ok, fake.acc.requests = in_sys, ok, n
+        expect = -(in_sys - prev) / (3600.0 * 7) + slo(fake)  # type: ignore[arg-type]
         prev = in_sys
-        assert whole(sim) == expect  # type: ignore[arg-type]
+        assert whole(fake) == expect  # type: ignore[arg-type]
