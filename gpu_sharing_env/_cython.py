@@ -81,7 +81,7 @@ class _Directive:
         return None
 
 
-cfunc = ccall = cclass = inline = final = _Directive()
+cfunc = ccall = cclass = inline = final = no_gc = _Directive()
 boundscheck = wraparound = cdivision = initializedcheck = nonecheck = _Directive()
 locals = returns = exceptval = _decorator_factory
 

@@ -95,7 +95,7 @@ class JctReward:
         self._scale = SECONDS_PER_HOUR
 
     def reset(self, sim: Simulator) -> None:
-        n = sum(not st.spec.online for st in sim.jobs.values())
+        n = sim.offline_jobs[0]  # (the episode's offline jobs, counted at the reset)
         self._scale = SECONDS_PER_HOUR * max(1, n)
         self._in_system_s = sim.acc.in_system_s
         self.slo.reset(sim)

@@ -76,6 +76,9 @@ class ScenarioJobs(list[JobSpec]):
     predictor: OnlinePredictor | None = None
     #: The generator's draw (history, patterns) of a synthetic workload; None for a trace.
     drawn: SyntheticWorkload | None = None
+    #: The predictor ``predictor`` was copied from as drawn, where one is kept unchanged (a
+    #: shared past's warm start, ``ClusterPast.warm``): what :meth:`kept` keeps.
+    origin: OnlinePredictor | None = None
 
     def fresh(self) -> ScenarioJobs:
         """A copy with a list and a predictor of its own (what a simulator changes); the specs
@@ -83,6 +86,20 @@ class ScenarioJobs(list[JobSpec]):
         out = ScenarioJobs(self)
         out.predictor = copy.deepcopy(self.predictor)  # (OnlinePredictor.__deepcopy__)
         out.drawn = self.drawn
+        out.origin = self.origin
+        return out
+
+    def kept(self) -> ScenarioJobs:
+        """What the memo of draws keeps (``workload/draws.py``), as drawn: a copy whose
+        :meth:`fresh` equals this one's ``fresh()`` now, made before a simulator changes this
+        one. Where the predictor was copied from one kept unchanged (``origin``), that one
+        (no copy made: ``fresh()`` copies it); else a copy of it."""
+        if self.origin is None:
+            return self.fresh()
+        out = ScenarioJobs(self)
+        out.predictor = self.origin
+        out.drawn = self.drawn
+        out.origin = self.origin
         return out
 
 
@@ -128,6 +145,7 @@ class ScenarioWorkload:
         else:
             jobs = list(self.trace_jobs)
         predictor: OnlinePredictor | None = None
+        origin: OnlinePredictor | None = None
         if off.estimator == "noise":
             jobs = attach_estimates(
                 jobs, rng, sigma=off.estimate_sigma, use_groups=off.estimate_groups
@@ -135,7 +153,8 @@ class ScenarioWorkload:
         elif predict:
             exact = off.estimate_sigma == 0
             if drawn is not None and drawn.past is not None:  # (the past's warm start, a copy)
-                predictor = drawn.past.predictor(self.pred_cfg, exact)
+                origin = drawn.past.warm(self.pred_cfg, exact)
+                predictor = copy.deepcopy(origin)  # (OnlinePredictor.__deepcopy__)
             else:
                 predictor = OnlinePredictor(self.pred_cfg, history, exact=exact)
         first_id = max((j.job_id for j in jobs), default=-1) + 1
@@ -144,6 +163,7 @@ class ScenarioWorkload:
         out = ScenarioJobs(jobs)
         out.predictor = predictor
         out.drawn = drawn
+        out.origin = origin
         return out
 
 

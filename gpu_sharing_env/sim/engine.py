@@ -207,6 +207,16 @@ _D_GPU = Decision.__dict__["gpu"]
 _D_JOB_ID = Decision.__dict__["job_id"]
 _D_OPTION = Decision.__dict__["option"]
 
+
+def _episode_rngs(seed: int) -> list[np.random.Generator]:
+    """The episode's three generators (i = 0 workload, 1 faults, 2 load noise):
+    ``SeedSequence(seed).spawn(3)``'s children, made directly: ``spawn`` makes child ``i`` as
+    ``SeedSequence(entropy, spawn_key=spawn_key + (i,), pool_size=pool_size)`` (numpy's
+    bit_generator.pyx), here from an unspawned parent with the default pool."""
+    seq = np.random.SeedSequence
+    return [np.random.default_rng(seq(seed, spawn_key=(i,))) for i in range(3)]
+
+
 #: Source of ``Simulator.uid``.
 _UIDS = itertools.count()
 
@@ -426,20 +436,12 @@ class Simulator:
             checked_order(window_order)  # (the queue is rebuilt below)
         if not estimates:
             _fifo_without_estimates(window_order or self.waiting.order)
-        # ``SeedSequence(seed).spawn(3)``'s children, made directly: ``spawn`` makes child ``i``
-        # as ``SeedSequence(entropy, spawn_key=spawn_key + (i,), pool_size=pool_size)`` (numpy's
-        # bit_generator.pyx), here from an unspawned parent with the default pool (~8 us less)
-        seq = np.random.SeedSequence
-        w_ss, f_ss, n_ss = (
-            seq(seed, spawn_key=(0,)),
-            seq(seed, spawn_key=(1,)),
-            seq(seed, spawn_key=(2,)),
-        )
+        w_rng, f_rng, n_rng = _episode_rngs(seed)
         if estimates:
-            drawn = self.workload(np.random.default_rng(w_ss))
+            drawn = self.workload(w_rng)
         else:  # (the same draw; a workload that can skips building its predictor)
             draw = getattr(self.workload, "without_predictor", self.workload)
-            drawn = draw(np.random.default_rng(w_ss))
+            drawn = draw(w_rng)
         specs = sorted(drawn, key=lambda s: (s.submit_s, s.job_id))
         predictor: OnlinePredictor | None = getattr(drawn, "predictor", None)
         ids = [s.job_id for s in specs]
@@ -458,8 +460,8 @@ class Simulator:
         self.usage.reset(jobs)
         self.rates.reset(jobs, mech)
         self.load.monitor.reset(jobs)
-        self.load.reset(np.random.default_rng(n_ss), mech)
-        self.faults.reset(jobs, np.random.default_rng(f_ss), mech)
+        self.load.reset(n_rng, mech)
+        self.faults.reset(jobs, f_rng, mech)
         self.lifecycle.reset(jobs, predictor, estimates)
         self.done = False
         self.n_events = 0

@@ -63,6 +63,14 @@ _FUTURE = Status.FUTURE
 _ONLINE = JobKind.ONLINE
 
 
+# ``no_gc`` (compiled; above ``cclass``, as Cython takes it in pure-Python mode: in the .pxd it
+# is ignored): the three records are outside the cyclic garbage collector. None can be in a
+# reference cycle (a record holds numbers, its frozen spec, a Status, lists of GPU ids and of
+# MigInstances, which refer to no record, a dict of floats and its own sub-records), so the ~60
+# records a reset makes neither count toward a collection nor get traversed by one
+# (docs/notes/2026-12-02-reset-and-env-layer.md).
+@cython.no_gc
+@cython.cclass
 class ServingState:
     """An online service's serving state (``JobState.serving``; an offline job's stays as
     made). Compiled, an extension type (``state.pxd``), as :class:`JobState`."""
@@ -110,6 +118,8 @@ class ServingState:
         return _copy_serving(self)
 
 
+@cython.no_gc
+@cython.cclass
 class JobLedger:
     """A job's accounting over its runs (``JobState.ledger``): when it was queued, first
     started and finished, its attempts and evictions, the integrals of its running time.
@@ -178,6 +188,8 @@ def _copy_ledger(old: JobLedger) -> JobLedger:
     return new
 
 
+@cython.no_gc
+@cython.cclass
 class JobState:
     """A job's progress. Work is in seconds of solo exclusive running on the reference GPU.
 

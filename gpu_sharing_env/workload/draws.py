@@ -29,6 +29,10 @@ class Drawn(Protocol):
     def fresh(self) -> Any:
         """A copy that shares nothing a simulator changes."""
 
+    def kept(self) -> Any:
+        """What the memo keeps of a draw just made: something whose ``fresh()`` is the draw's
+        ``fresh()`` (it may share what is never changed, as long as it is never handed out)."""
+
 
 D = TypeVar("D", bound=Drawn)
 
@@ -73,7 +77,7 @@ class DrawMemo:
         self.misses += 1
         out = draw()
         # (the kept copy is never handed out: nothing changes it)
-        self._entries[key] = (workload, rng.bit_generator.state, out.fresh())
+        self._entries[key] = (workload, rng.bit_generator.state, out.kept())
         while len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return out

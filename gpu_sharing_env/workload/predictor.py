@@ -625,6 +625,11 @@ class OnlinePredictor:
         self._subs: dict[str, list[float]] | None = None
         self._subs_hist = history
         self._subs_todo: list[tuple[str, float]] = []
+        #: The history's part of ``_subs`` (group -> its submissions before the episode, in
+        #: time order), made at the first build and shared by this predictor's copies (a
+        #: shared past's warm start is copied every episode): its lists are never changed, a
+        #: build copies them.
+        self._subs_base: list[dict[str, list[float]] | None] = [None]
         #: (group, n) -> the median gap of the group's first n submissions (its lists only
         #: grow, so a prefix never changes): an event asks for every queued job's group.
         self._periods: dict[tuple[str, int], float] = {}
@@ -861,9 +866,24 @@ class OnlinePredictor:
         return out
 
     def _build_subs(self) -> dict[str, list[float]]:
-        """Submission times per group: every history submission in time order, then the
-        episode's in the order noted."""
-        todo = self._subs_todo
+        """Submission times per group: every history submission in time order (the history's
+        part made once, ``_subs_base``), then the episode's in the order noted."""
+        subs: dict[str, list[float]] = {}
+        if self._subs_hist is not None:
+            base = self._subs_base[0]
+            if base is None:
+                base = self._subs_base[0] = self._hist_subs()
+            for g, times in base.items():
+                subs[g] = list(times)
+        for g, t in self._subs_todo:
+            if g:
+                subs.setdefault(g, []).append(t)
+        self._subs_hist, self._subs_todo = None, []
+        return subs
+
+    def _hist_subs(self) -> dict[str, list[float]]:
+        """The history's submission times per group, in time order (``_subs_hist``'s)."""
+        todo: list[tuple[str, float]] = []
         h = self._subs_hist
         subs: dict[str, list[float]] = {}
         if h is not None and len(h):
@@ -907,7 +927,6 @@ class OnlinePredictor:
         for g, t in todo:
             if g:
                 subs.setdefault(g, []).append(t)
-        self._subs_hist, self._subs_todo = None, []
         return subs
 
     def group_stats(self, spec: JobSpec, now: float) -> GroupStats:

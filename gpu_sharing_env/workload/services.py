@@ -22,7 +22,7 @@ import numpy as np
 
 from gpu_sharing_env.physics.zoo import ZOO
 from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, ServiceSpec
-from gpu_sharing_env.workload.synthetic import _choice_p
+from gpu_sharing_env.workload.synthetic import _choice_p, _uniforms, draw_capsule
 
 #: Inference model mix (ASSUMPTION): vision (resnet50, mobilenet, yolov3), language (bert,
 #: gpt2) and recommendation (deepfm, ncf) services, the families MuxFlow serves online.
@@ -163,12 +163,14 @@ def generate_services(
     # (``_choice_p``: ``rng.choice(len(names), size=n, p=...)``'s indices from the same draws;
     # the arrays as lists of their doubles: a float's arithmetic below is a float64's)
     models = [names[i] for i in _choice_p(rng, w / w.sum(), n).tolist()]
-    peak_draw = rng.uniform(cfg.peak_rps_min, cfg.peak_rps_max, size=n).tolist()
-    trough = rng.uniform(cfg.trough_ratio_min, cfg.trough_ratio_max, size=n).tolist()
-    peak_h = (
-        cfg.peak_hour + rng.uniform(-cfg.peak_hour_jitter, cfg.peak_hour_jitter, size=n)
-    ).tolist()
-    slo_f = rng.uniform(cfg.slo_factor_min, cfg.slo_factor_max, size=n).tolist()
+    # (``rng.uniform(lo, hi, size=n)`` as ``synthetic._uniforms``: compiled, numpy's own C
+    # draw on the same bit generator, without the method's argument handling)
+    dc = draw_capsule(rng)
+    peak_draw = _uniforms(rng, dc, cfg.peak_rps_min, cfg.peak_rps_max, n).tolist()
+    trough = _uniforms(rng, dc, cfg.trough_ratio_min, cfg.trough_ratio_max, n).tolist()
+    jit = cfg.peak_hour_jitter
+    peak_h = (cfg.peak_hour + _uniforms(rng, dc, -jit, jit, n)).tolist()
+    slo_f = _uniforms(rng, dc, cfg.slo_factor_min, cfg.slo_factor_max, n).tolist()
     out: list[JobSpec] = []
     for i, model in enumerate(models):
         batch = int(SERVING_BATCH.get(model, 8))

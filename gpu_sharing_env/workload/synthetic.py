@@ -1485,14 +1485,19 @@ class ClusterPast:
     def n_grp(self) -> int:
         return self.groups.n_per + self.groups.n_burst
 
-    def predictor(self, cfg: PredictorConfig, exact: bool) -> OnlinePredictor:
-        """A fresh copy of the :class:`OnlinePredictor` warm-started on the history (the warm
-        start made once per past and configuration)."""
+    def warm(self, cfg: PredictorConfig, exact: bool) -> OnlinePredictor:
+        """The :class:`OnlinePredictor` warm-started on the history (made once per past and
+        configuration), itself: never to be changed (:meth:`predictor` hands out copies)."""
         key = (cfg, exact)
         pred = self.predictors.get(key)
         if pred is None:
             pred = self.predictors[key] = OnlinePredictor(cfg, self.history, exact=exact)
-        return copy.deepcopy(pred)  # (OnlinePredictor.__deepcopy__)
+        return pred
+
+    def predictor(self, cfg: PredictorConfig, exact: bool) -> OnlinePredictor:
+        """A fresh copy of the :class:`OnlinePredictor` warm-started on the history (the warm
+        start made once per past and configuration)."""
+        return copy.deepcopy(self.warm(cfg, exact))  # (OnlinePredictor.__deepcopy__)
 
 
 #: The past's generator: ``default_rng([past_seed, _PAST_STREAM])`` (not an episode seed's).
@@ -1604,18 +1609,29 @@ def _draw_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
     )
 
 
+#: ``SyntheticWorkloadConfig``'s field names, in order (:func:`_past_key`).
+_FIELDS = tuple(SyntheticWorkloadConfig.__dataclass_fields__)
 #: Pasts drawn in this process, by configuration (:func:`_past_key`); the latest few kept.
 _PASTS: OrderedDict[tuple[object, ...], ClusterPast] = OrderedDict()
 _PASTS_CAP = 8
 
 
+#: Field values that are no mapping, told by their exact type (``isinstance(v, Mapping)``
+#: asks the ABC's hook, ~40 of them a reset).
+_PLAIN = (float, int, str, bool, tuple, type(None))
+
+
 def _past_key(cfg: SyntheticWorkloadConfig) -> tuple[object, ...]:
     """Every field of ``cfg`` as a hashable value (a mapping as its items, in order: the
     draws index them in order)."""
-    return tuple(
-        (f, tuple(v.items()) if isinstance(v, Mapping) else v)
-        for f, v in ((f, getattr(cfg, f)) for f in SyntheticWorkloadConfig.__dataclass_fields__)
-    )
+    out = []
+    for f in _FIELDS:
+        v = getattr(cfg, f)
+        if type(v) in _PLAIN or not isinstance(v, Mapping):
+            out.append((f, v))
+        else:
+            out.append((f, tuple(v.items())))
+    return tuple(out)
 
 
 def shared_past(cfg: SyntheticWorkloadConfig) -> ClusterPast:
