@@ -46,10 +46,13 @@ from gpu_sharing_env.workload.job import JobKind, JobSpec
 
 
 def _slot_read(obj: object, slot: Any) -> object:
-    """``slot.__get__(obj)`` for a ``JobSpec`` slot descriptor: what ``job.pxd``'s ``_take``
-    does, for a module that runs interpreted (a Python function: importable however
-    ``workload.job`` runs; ``sim/rates.py`` and ``sim/lifecycle.py`` take it from here)."""
-    return slot.__get__(obj, JobSpec)
+    """``slot.__get__(obj)`` for a slot descriptor of ``obj``'s exact type, else ``getattr`` of
+    the slot's name (a subclass, a stand-in job): what ``job.pxd``'s ``_take`` does, for a module
+    that runs interpreted (a Python function: importable however ``workload.job`` runs;
+    ``sim/rates.py``, ``sim/lifecycle.py`` and ``sim/engine.py`` take it from here)."""
+    if type(obj) is slot.__objclass__:
+        return slot.__get__(obj, JobSpec)
+    return getattr(obj, slot.__name__)
 
 
 if cython.compiled:  # ``JobSpec``'s slots read in C (``job.pxd``'s ``_take``)

@@ -20,6 +20,21 @@ cdef extern from "Python.h":
     void Py_XDECREF(PyObject *o)
 
 
+cdef extern from "Python.h":
+    # (macros: the object's type; the type a descriptor belongs to)
+    void *_type_of "Py_TYPE"(object o)
+    void *_descr_type "PyDescr_TYPE"(object d)
+
+
+cdef inline object slot_get_checked(object obj, object slot):
+    """``slot.__get__(obj)`` where ``obj``'s type is exactly the one ``slot`` belongs to (its
+    member read in C: two pointers compared, then ``PyMember_GetOne``); any other object (a
+    subclass, a stand-in with the same attribute names) by ``getattr`` of the slot's name."""
+    if _type_of(obj) == _descr_type(slot):
+        return PyMember_GetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member)
+    return getattr(obj, slot.__name__)
+
+
 cdef inline object slot_get(object obj, object slot):
     """``slot.__get__(obj)`` for a slot descriptor of ``obj``'s type."""
     return PyMember_GetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member)

@@ -1,6 +1,6 @@
 # Cython declarations for job.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
-from gpu_sharing_env.workload._slots cimport slot_copy, slot_get, slot_set
+from gpu_sharing_env.workload._slots cimport slot_copy, slot_get, slot_get_checked, slot_set
 
 cdef bint COMPILED
 cdef object _ONLINE

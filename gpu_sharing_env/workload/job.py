@@ -281,12 +281,17 @@ def _put(obj: object, slot: Any, value: object) -> None:
 
 
 def _take(obj: object, slot: Any) -> object:
-    """``slot.__get__(obj)`` (compiled: ``PyMember_GetOne``, which the descriptor calls;
-    ``_slots.pxd``'s ``slot_get``)."""
+    """``slot.__get__(obj)`` where ``obj``'s type is exactly the one ``slot`` belongs to
+    (compiled: ``PyMember_GetOne``, which the descriptor calls; ``_slots.pxd``'s
+    ``slot_get_checked``); any other object (a subclass, or a stand-in with the same attribute
+    names, as ``Cluster``'s tests pass) by ``getattr`` of the slot's name, never a read of
+    another type's memory."""
     if COMPILED:
-        value = slot_get(obj, slot)  # type: ignore[name-defined]  # noqa: F821
-    else:
+        value = slot_get_checked(obj, slot)  # type: ignore[name-defined]  # noqa: F821
+    elif type(obj) is slot.__objclass__:
         value = slot.__get__(obj, JobSpec)
+    else:
+        value = getattr(obj, slot.__name__)
     return value
 
 
