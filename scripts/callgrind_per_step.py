@@ -5,7 +5,7 @@ Runs ``scripts/callgrind_steps.py`` under ``valgrind --tool=callgrind`` with ``N
 and with ``BASE`` (0; at 1,024 GPUs take 10, as that script's docstring says), the two at once,
 then prints per function the difference over ``N - BASE``: inclusive (the compiled
 functions, ``__pyx_``) and self (every function). Settings pass through to that script
-(``ENV``, ``W``, ``SIZE``, ``SCOPE``, ``PYTHONPATH`` selects the tree)::
+(``ENV``, ``W``, ``SIZE``, ``SCOPE``, ``GC=off``, ``PYTHONPATH`` selects the tree)::
 
     ENV=GpuSharing-v3 W=200 python scripts/callgrind_per_step.py OUT_DIR           # N=300
     ENV=GpuSharing-v3 SIZE=1024 SCOPE=window W=20 N=30 BASE=10 python scripts/callgrind_per_step.py OUT

@@ -13,6 +13,11 @@ Runs ``W`` warm-up steps (episodes seeded from 1,000), then ``N`` counted steps 
     ENV=GpuSharing-v2 SIZE=1024 SCOPE=window ...  # the bench's v2:1024w (max_candidates MAXCW, 8192)
     ENV=GpuSharing-v3 ...   # v3 as v2 (kept observation arrays: docs/notes/2026-12-01-v3-contract.md)
 
+``GC=off`` disables the cyclic garbage collector before the imports (``gc.disable()``): a full
+collection (~47 M instructions on ``default``, about one in 10,000 steps) falls inside a
+300-step window or not by chance, which moves the per-step figure by ~150 k; compare two trees
+with it off (docs/notes/2026-12-02-reset-and-env-layer.md).
+
 At 1,024 GPUs take the baseline at ``N=10`` rather than ``N=0``: the counted steps start with a
 reset (~1.5 G instructions there), which ``N=0`` would leave in the difference
 (docs/notes/2026-11-29-builder-at-scale.md).
@@ -23,8 +28,12 @@ reset (~1.5 G instructions there), which ``N=0`` would leave in the difference
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+
+if os.environ.get("GC") == "off":  # (before the imports: see the docstring)
+    gc.disable()
 from typing import Any
 
 import gymnasium as gym
