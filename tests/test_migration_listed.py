@@ -87,8 +87,9 @@ def test_listed_migrations_are_legal_after_leaving(scenario: str, gpulets: int) 
 def test_an_unlisted_cell_takes_the_slow_path() -> None:
     """A job's own GPU is never listed (it is not empty): ``check_migration`` judges it by the
     cluster, as the job leaving it would; that judgement removes and re-adds the job, a new
-    cluster version, after which nothing listed before is listed until targets are read
-    again."""
+    cluster version, after which no memo of the last version answers: a cell listed before
+    is listed as the new version's targets list it (compiled, a single-GPU job: the typed
+    pass on that GPU alone; else not until targets are read again)."""
     env = gym.make("GpuSharing-v2", scenario=load_scenario("default"))
     stale = 0
     for sim in _random_legal_states(env, 0, 0, 80):
@@ -110,7 +111,10 @@ def test_an_unlisted_cell_takes_the_slow_path() -> None:
             why = sim.lifecycle.check_migration(st, g, st.option)
             assert (why is None) == _legal_after_leaving(sim, st.spec.job_id, g, st.option)
         if moving:
-            for st, g, o in before:
-                assert not sim.legality.listed_migration(st.spec, g, o)
+            on = [sim.legality.listed_migration(st.spec, g, o) for st, g, o in before]
+            for (st, g, o), listed in zip(before, on, strict=True):  # (read after: a memo)
+                fresh = sim.legality.migration_targets(st.spec.job_id)
+                typed = sim.legality.typed_job(st.spec.job_id)
+                assert listed == (typed and g * n_opts + o in set(fresh.tolist()))
                 stale += 1
     assert stale > 20

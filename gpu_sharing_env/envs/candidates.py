@@ -381,6 +381,46 @@ def _group_cols(
     return cols
 
 
+class _Runs:
+    """What a builder's builds keep of the GPUs from one build to the next (compiled, pruned):
+    per GPU whether its fields equal the GPU before's, two ways (:func:`_same_as_before`: what
+    :func:`_gpu_codes` and :func:`_class_reps` read to pass a run of like GPUs), brought up to
+    date at each build for the GPUs the cluster changed since the last one only
+    (``Cluster.watch``: every change of a GPU's residents, declared memory, mode, SM in use,
+    MIG layout, health or readiness notes the GPU), not compared afresh at every build. Where
+    the cluster's arrays are new (a reset; a copy's cluster), every GPU is compared again and
+    a new watch set kept; also where over an eighth of the GPUs changed."""
+
+    __slots__ = ("cluster", "flags", "views", "watched")
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        #: The typed views of the cluster's arrays the flags are of (new at a reset; a copy's
+        #: are None).
+        self.views: Any = None
+        #: The GPUs changed since the last build (``Cluster.watch``), emptied at each.
+        self.watched: set[int] | None = None
+        self.flags: tuple[np.ndarray, np.ndarray] | None = None
+
+    def update(self, c: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The flags of cluster ``c`` now (callers must not write to them)."""
+        v = c.state_views()
+        w = self.watched
+        if v is not self.views or w is None or self.flags is None:
+            if self.cluster is not None and w is not None:
+                self.cluster.unwatch(w)  # (a last reset's, or another cluster's)
+            self.cluster, self.views = c, v
+            self.watched = c.watch()
+            self.flags = _same_as_before(v)
+        elif w:
+            if 8 * len(w) > c.n_gpus:
+                _same_as_before(v, self.flags)
+            else:
+                _same_as_before(v, self.flags, np.fromiter(w, dtype=np.int64, count=len(w)))
+            w.clear()
+        return self.flags
+
+
 class TargetClasses:
     """Which targets are interchangeable now (``pruning="classes"``, module doc): a class per
     GPU of the state, refined per job and option by :meth:`keys`."""
@@ -392,12 +432,14 @@ class TargetClasses:
         specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
         rising: bool | None = None,
         opt_mode: np.ndarray | None = None,
+        runs: _Runs | None = None,
     ) -> None:
         """``pcie``: :func:`_pcie` of the cluster's nodes, where already at hand; ``specs``:
         the request part of residents' signatures (:func:`_resident_sig`) by ``id`` of their
         spec, as far as known (the others are added); ``rising``: :func:`_rising` of the
         GPUs' nodes, ``opt_mode``: :func:`_opt_modes` of the options, where already at
-        hand."""
+        hand; ``runs``: the builder's :class:`_Runs` (compiled; None: the GPUs compared
+        afresh)."""
         c = sim.cluster
         self._cluster = c
         self.node_of = c.node_of
@@ -414,7 +456,12 @@ class TargetClasses:
         known = {} if specs is None else specs
         sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
         residents, instances = c.residents, c.mig_instances
-        for g in np.flatnonzero((c.n_res != 0) | (c.mode == _MIG)).tolist():
+        if cython.compiled:
+            v = c.state_views()
+            busy = _busy_gpus(v)
+        else:
+            busy = np.flatnonzero((c.n_res != 0) | (c.mode == _MIG)).tolist()
+        for g in busy:
             res = residents[g]
             mig = instances[g]
             if res or mig:
@@ -437,8 +484,11 @@ class TargetClasses:
         # interconnect, and its free (empty, ready) GPUs: one, some or all. An empty GPU
         # switches mode (:meth:`keys` tells the cost apart); MIG's layout stays.
         gid = None
+        #: Per GPU whether its fields equal the GPU before's (``_Runs``; compiled only).
+        self._same: tuple[np.ndarray, np.ndarray] | None = None
         if cython.compiled:
-            gid = _gpu_codes(c.state_views(), c.node_of, pcie, held, c.n_nodes)
+            same = self._same = runs.update(c) if runs is not None else _same_as_before(v)
+            gid = _gpu_codes(v, c.node_of, pcie, held, c.n_nodes, same[0])
         if gid is None:
             free = (c.n_res == 0) & c.ready
             n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
@@ -477,7 +527,8 @@ class TargetClasses:
         hit = self._reps.get(id(cls))
         if hit is None or hit[0] is not cls:
             n = int(cls.max()) + 1 if len(cls) else 0
-            found = _class_reps(self._cluster.state_views(), cls, self.node_of, n)
+            same = None if self._same is None else self._same[1]
+            found = _class_reps(self._cluster.state_views(), cls, self.node_of, n, same)
             reps = None
             if found is not None:
                 n_opts = len(self.opt_mode)
@@ -627,25 +678,41 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     scv=cython.longlong[::1], siv=cython.longlong[::1], atv=cython.longlong[::1],
     size=cython.Py_ssize_t, mask=cython.longlong, nres=cython.longlong[:],
     mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
-    sm=cython.longlong[:], typ=cython.longlong[:],
+    sm=cython.longlong[:], typ=cython.longlong[:], hdv=cython.longlong[::1],
+    nh=cython.Py_ssize_t, r=cython.longlong, hi=cython.Py_ssize_t, ec=cython.uchar[::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
 @cython.wraparound(False)
 def _gpu_codes(
-    v: Any, node_of: np.ndarray, pcie: np.ndarray, held: np.ndarray, n_nodes: int
+    v: Any,
+    node_of: np.ndarray,
+    pcie: np.ndarray,
+    held: np.ndarray,
+    n_nodes: int,
+    same: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Per GPU one integer, equal iff ``TargetClasses``' columns are (type, mode with an empty
     GPU outside MIG as :data:`_FREE`, health, readiness, SM in use, the node's size,
     interconnect ``pcie`` and free GPUs: one, some or all, and ``held``, the residents' and
     MIG layout's class): what :func:`_class_ids` renumbers, from the cluster's typed views
-    (``v``) in four passes over the GPUs (the nodes' counts, the columns' ranges, the codes
-    and their table, the numbers; compiled only: no temporary arrays). None where the
-    digits would pass 2**62 (or no GPU): the caller takes the columns' path. Returned
-    renumbered 0 .. n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
-    :func:`_class_ids` gives the columns: both codes are the columns as digits)."""
+    (``v``; compiled only: no temporary arrays of the GPUs' size but the answer). Two passes
+    over the GPUs: the nodes' counts, then the runs of GPUs whose columns are the previous
+    GPU's (a fleet's idle GPUs are long runs: such a GPU is compared with the last values,
+    nothing more); the columns' ranges, the codes and their table (open addressing) come from
+    the runs' first GPUs only, and each run is filled with its number. None where the digits
+    would pass 2**62 (or no GPU): the caller takes the columns' path. Returned renumbered 0 ..
+    n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
+    :func:`_class_ids` gives the columns: both codes are the columns as digits, and a run's
+    GPUs have its first GPU's).
+
+    ``same`` (uint8, per GPU; None: found here): :func:`_same_as_before`'s first answer, kept
+    by :class:`_Runs` across builds for the GPUs the cluster did not change: then a GPU of a
+    run costs that flag, its residents' class and its node's class, no field of its own."""
     n = v.n_res.shape[0]
     if n == 0:
         return None
+    if same is None:
+        same = _same_as_before(v)[0]
     # (the typed views' fields as local slices: their data and strides read once, not at
     # every GPU through ``v``)
     nres, mode, ready, healthy = v.n_res, v.mode, v.ready, v.healthy
@@ -655,7 +722,7 @@ def _gpu_codes(
     fr_a = np.zeros(n_nodes, dtype=np.int64)
     sz_a = np.zeros(n_nodes, dtype=np.int64)
     nc_a = np.empty(n_nodes, dtype=np.int64)
-    fr, sz, nc = fr_a, sz_a, nc_a
+    fr, sz, nc, ec = fr_a, sz_a, nc_a, same
     for g in range(n):
         k = nv[g]
         sz[k] += 1
@@ -664,14 +731,14 @@ def _gpu_codes(
     for k in range(n_nodes):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
         f = fr[k]
         nc[k] = (sz[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == sz[k] else 1))
-    t_lo = t_hi = typ[0]
-    m_lo = m_hi = mode[0]
-    if nres[0] == 0 and m_lo != mig:
-        m_lo = m_hi = free
-    s_lo = s_hi = sm[0]
-    q_lo = q_hi = nc[nv[0]]
-    h_lo = h_hi = hv[0]
-    for g in range(1, n):
+    # the runs' first GPUs (``hdv``, and n after the last) and the columns' ranges over them
+    hd_a = np.empty(n + 1, dtype=np.int64)
+    hdv = hd_a
+    nh = 0
+    t_lo = t_hi = m_lo = m_hi = s_lo = s_hi = q_lo = q_hi = h_lo = h_hi = 0
+    for g in range(n):
+        if g and ec[g] and hv[g] == hv[g - 1] and nc[nv[g]] == nc[nv[g - 1]]:
+            continue  # (its columns are the GPU before's)
         t = typ[g]
         m = mode[g]
         if nres[g] == 0 and m != mig:
@@ -679,28 +746,39 @@ def _gpu_codes(
         s = sm[g]
         q = nc[nv[g]]
         h = hv[g]
-        t_lo, t_hi = min(t_lo, t), max(t_hi, t)
-        m_lo, m_hi = min(m_lo, m), max(m_hi, m)
-        s_lo, s_hi = min(s_lo, s), max(s_hi, s)
-        q_lo, q_hi = min(q_lo, q), max(q_hi, q)
-        h_lo, h_hi = min(h_lo, h), max(h_hi, h)
+        if nh:
+            t_lo, t_hi = min(t_lo, t), max(t_hi, t)
+            m_lo, m_hi = min(m_lo, m), max(m_hi, m)
+            s_lo, s_hi = min(s_lo, s), max(s_hi, s)
+            q_lo, q_hi = min(q_lo, q), max(q_hi, q)
+            h_lo, h_hi = min(h_lo, h), max(h_hi, h)
+        else:
+            t_lo = t_hi = t
+            m_lo = m_hi = m
+            s_lo = s_hi = s
+            q_lo = q_hi = q
+            h_lo = h_hi = h
+        hdv[nh] = g
+        nh += 1
+    hdv[nh] = n
     wm, ws, wq, wh = m_hi - m_lo + 1, s_hi - s_lo + 1, q_hi - q_lo + 1, h_hi - h_lo + 1
     span = 1.0 * (t_hi - t_lo + 1) * wm * 4.0 * ws * wq * wh  # (a double: no overflow)
     if span >= 2.0**62:
         return None
-    # each GPU's code, and at once its slot in a table of the distinct codes (open
+    # each run's code, and at once its slot in a table of the distinct codes (open
     # addressing), numbered in order of sight: then ``np.unique(code, return_inverse=True)[1]``
     # from the ranks of those few
     size = 1
-    while size < 2 * n:
+    while size < 2 * nh:
         size *= 2
     mask = size - 1
     sc_a = np.empty(size, dtype=np.int64)  # (a slot's code)
     si_a = np.full(size, -1, dtype=np.int64)  # (a slot's code's number in order of sight)
-    at_a = np.empty(n, dtype=np.int64)  # (each GPU's slot)
+    at_a = np.empty(nh, dtype=np.int64)  # (each run's slot)
     scv, siv, atv = sc_a, si_a, at_a
     k = 0
-    for g in range(n):
+    for i in range(nh):
+        g = hdv[i]
         m = mode[g]
         if nres[g] == 0 and m != mig:
             m = free
@@ -715,7 +793,7 @@ def _gpu_codes(
             scv[h] = x
             siv[h] = k
             k += 1
-        atv[g] = h
+        atv[i] = h
     seen_a = np.empty(k, dtype=np.int64)  # (the distinct codes in order of sight)
     ordv = seen_a
     for i in range(size):
@@ -725,8 +803,11 @@ def _gpu_codes(
     rank_a[np.argsort(seen_a)] = np.arange(k)
     gid = np.empty(n, dtype=np.int64)
     gv, ordv = gid, rank_a
-    for g in range(n):
-        gv[g] = ordv[siv[atv[g]]]
+    for i in range(nh):
+        r = ordv[siv[atv[i]]]
+        hi = hdv[i + 1]
+        for g in range(hdv[i], hi):
+            gv[g] = r
     return gid
 
 
@@ -963,6 +1044,82 @@ def _split(flat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @cython.locals(
+    v=_StateViews, ec=cython.uchar[::1], er=cython.uchar[::1], n=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, p=cython.Py_ssize_t, i=cython.Py_ssize_t, top=cython.Py_ssize_t,
+    gv=cython.longlong[::1], some=cython.bint, mig=cython.longlong, free=cython.longlong,
+    m=cython.longlong,
+    mp=cython.longlong, nres=cython.longlong[:], mode=cython.longlong[:],
+    ready=cython.uchar[:], healthy=cython.uchar[:], typ=cython.longlong[:],
+    mem=cython.double[:], cap=cython.double[:], sm=cython.longlong[:], lim=cython.uchar[:],
+    cap_mig=cython.uchar[:], occ=cython.longlong[:], used=cython.longlong[:],
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
+@cython.wraparound(False)
+def _same_as_before(
+    v: Any,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+    gpus: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU g > 0, whether its fields equal GPU g - 1's, two ways (uint8 arrays; GPU 0:
+    0): :func:`_gpu_codes`' columns of its own (type, mode with an empty GPU outside MIG as
+    :data:`_FREE`, health, readiness, SM in use), and every field :func:`_class_reps` compares
+    (the cluster's typed views ``v``; compiled only). Written into ``out`` where given, for
+    the GPUs ``gpus`` (int64) and those after them only (None: every GPU): what
+    :class:`_Runs` keeps up to date."""
+    n = v.n_res.shape[0]
+    if out is None:
+        out = (np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8))
+    ec, er = out
+    nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
+    mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
+    occ, used = v.mig_occ, v.mig_used
+    mig, free = _MIG, _FREE
+    some = gpus is not None
+    top = n
+    if some:
+        gv = gpus
+        top = 2 * gv.shape[0]
+    for i in range(top):
+        g = i
+        if some:  # (each GPU changed, and the one after it: its flags compare with it)
+            g = gv[i >> 1] + (i & 1)
+            if g >= n:
+                continue
+        if g == 0:
+            ec[0] = er[0] = 0
+            continue
+        p = g - 1
+        m = mode[g]
+        if nres[g] == 0 and m != mig:
+            m = free
+        mp = mode[p]
+        if nres[p] == 0 and mp != mig:
+            mp = free
+        ec[g] = (
+            typ[p] == typ[g]
+            and m == mp
+            and healthy[p] == healthy[g]
+            and ready[p] == ready[g]
+            and sm[p] == sm[g]
+        )
+        er[g] = (
+            nres[p] == nres[g]
+            and mode[p] == mode[g]
+            and ready[p] == ready[g]
+            and healthy[p] == healthy[g]
+            and typ[p] == typ[g]
+            and mem[p] == mem[g]
+            and cap[p] == cap[g]
+            and sm[p] == sm[g]
+            and lim[p] == lim[g]
+            and cap_mig[p] == cap_mig[g]
+            and occ[p] == occ[g]
+            and used[p] == used[g]
+        )
+    return out
+
+
+@cython.locals(
     v=_StateViews, cv=cython.longlong[::1], nv=cython.longlong[::1], hv=cython.longlong[::1],
     xv=cython.longlong[::1], av=cython.longlong[::1], rv=cython.longlong[::1],
     n=cython.Py_ssize_t, g=cython.Py_ssize_t, r=cython.longlong, last=cython.longlong,
@@ -970,12 +1127,12 @@ def _split(flat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     same=cython.bint, nres=cython.longlong[:], mode=cython.longlong[:], ready=cython.uchar[:],
     healthy=cython.uchar[:], typ=cython.longlong[:], mem=cython.double[:],
     cap=cython.double[:], sm=cython.longlong[:], lim=cython.uchar[:], cap_mig=cython.uchar[:],
-    occ=cython.longlong[:], used=cython.longlong[:],
+    occ=cython.longlong[:], used=cython.longlong[:], pr=cython.longlong, ev=cython.uchar[::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
 @cython.wraparound(False)
 def _class_reps(
-    v: Any, cls: np.ndarray, node_of: np.ndarray, n_cls: int
+    v: Any, cls: np.ndarray, node_of: np.ndarray, n_cls: int, like: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The GPUs that stand for the fleet in a single-GPU job's pruning: the first GPU (lowest)
     of each group of GPUs alike in their class ``cls`` (0 .. ``n_cls`` - 1) and in every
@@ -991,15 +1148,24 @@ def _class_reps(
     later one's targets have each a key met earlier. So the first target of each key lies on
     a GPU of this list, and with a node apart (a migrating job's own) on that node or on a
     group's first GPU off it: the list's GPU, or its peer where the list's lies on that node
-    (``_Reps.gpus``; the GPUs' nodes rise)."""
+    (``_Reps.gpus``; the GPUs' nodes rise).
+
+    A GPU alike in class and in every field to the one before it is in that one's group (no
+    walk of its class's groups: a fleet's idle GPUs are long runs of such GPUs); only its
+    group's peer is looked at. (Equal values are equal to the same group's first GPU: a NaN
+    is equal to none, so a GPU with one takes the walk, as before.) Whether its fields are the
+    GPU before's: ``like`` (uint8 per GPU, :func:`_same_as_before`'s second answer, kept by
+    :class:`_Runs` across builds for the GPUs the cluster did not change; None: found here)."""
     if not cython.compiled:
         return None
+    if like is None:
+        like = _same_as_before(v)[1]
     n = v.n_res.shape[0]
     head_a = np.full(max(n_cls, 1), -1, dtype=np.int64)
     nxt_a = np.full(n, -1, dtype=np.int64)
     alt_a = np.full(n, -1, dtype=np.int64)
     reps_a = np.empty(n, dtype=np.int64)
-    cv, nv, hv, xv, av, rv = cls, node_of, head_a, nxt_a, alt_a, reps_a
+    cv, nv, hv, xv, av, rv, ev = cls, node_of, head_a, nxt_a, alt_a, reps_a, like
     # (the typed views' fields as local slices, as in ``_gpu_codes``)
     nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
     mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
@@ -1007,8 +1173,13 @@ def _class_reps(
     c = 0
     cmp = 0
     limit = 16 * n
+    pr = -1  # (the group of the GPU before: its first GPU)
     for g in range(n):
         b = cv[g]
+        if pr >= 0 and ev[g] and b == cv[g - 1]:  # (the group of the GPU before)
+            if av[pr] < 0 and nv[g] != nv[pr]:
+                av[pr] = g
+            continue
         r = hv[b]
         last = -1
         same = False
@@ -1035,6 +1206,7 @@ def _class_reps(
         if same:
             if av[r] < 0 and nv[g] != nv[r]:
                 av[r] = g
+            pr = r
         else:
             if cmp > limit:
                 return None
@@ -1044,6 +1216,7 @@ def _class_reps(
                 hv[b] = g
             else:
                 xv[last] = g
+            pr = g
     reps_a = reps_a[:c]
     return reps_a, alt_a[reps_a]
 
@@ -1121,27 +1294,26 @@ class _Reps:
     @cython.locals(
         fv=cython.longlong[::1], ov=cython.longlong[::1], i=cython.Py_ssize_t,
         c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong, f=cython.longlong,
-        at=cython.longlong, no=cython.longlong, k=cython.longlong, h=cython.longlong,
+        no=cython.longlong, k=cython.longlong, h=cython.longlong,
     )  # fmt: skip
     @cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
     @cython.wraparound(False)
+    @cython.cdivision(True)  # (``f // no`` of a target f >= 0, no > 0: C's division is floor's)
     def firsts(self, flat: np.ndarray, here: int) -> np.ndarray:
         """The first of each key among rising flat targets ``flat`` (``gpu * n_options +
         option``) with the node ``here`` apart (-1: none), as flat targets: what
-        :func:`_flat_keys`' firsts index, from one typed pass that keeps no keys."""
+        :func:`_flat_keys`' firsts index, from one typed pass that keeps no keys (each
+        target's GPU by one division: the targets lie on a few GPUs spread over the fleet,
+        where a walk GPU by GPU passed every GPU up to the last target's)."""
         out = np.empty(len(flat), dtype=np.int64)
         fv, ov = flat, out
         no = self.n_opts
         h = here
-        g = 0
-        at = 0  # (g x n_opts: the first flat index of GPU g)
         c = 0
         for i in range(fv.shape[0]):
             f = fv[i]
-            while f >= at + no:
-                at += no
-                g += 1
-            o = f - at
+            g = f // no
+            o = f - g * no
             k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
             k = k * 2 + (1 if self.nv[g] == h else 0)
             if not self.sv[k]:
@@ -1183,6 +1355,20 @@ def _resident_sig(
         hit = specs[id(spec)] = (spec, part)
     left = spec.est_work_s - st.work_done
     return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
+
+
+@cython.locals(v=_StateViews, g=cython.Py_ssize_t, mig=cython.longlong)
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
+@cython.wraparound(False)
+def _busy_gpus(v: Any) -> list[int]:
+    """``np.flatnonzero((n_res != 0) | (mode == MIG)).tolist()`` of the cluster's typed views
+    ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only)."""
+    out = []
+    mig = _MIG
+    for g in range(v.n_res.shape[0]):
+        if v.n_res[g] != 0 or v.mode[g] == mig:
+            out.append(g)
+    return out
 
 
 @cython.locals(v=_StateViews, g=cython.Py_ssize_t)
@@ -1576,6 +1762,8 @@ class CandidateBuilder:
         #: The residents' request signatures by ``id`` of their spec (``TargetClasses``), for
         #: the episode: (the episode, the signatures).
         self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
+        #: What ``TargetClasses`` keeps of the GPUs from one build to the next (pruned).
+        self._runs = _Runs()
 
     @cython.locals(
         g=cython.Py_ssize_t, i=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
@@ -1662,7 +1850,7 @@ class CandidateBuilder:
             if self._specs is None or self._specs[0] is not episode:
                 self._specs = (episode, {})
             classes = TargetClasses(
-                sim, self._nodes[1], self._specs[1], self._nodes[2], self._opt_mode[1]
+                sim, self._nodes[1], self._specs[1], self._nodes[2], self._opt_mode[1], self._runs
             )
         # (pruned only: what the jobs of one build share, and the kept moves; unpruned, no
         # memo is made and ``keep`` is not read: every legal move is a candidate)

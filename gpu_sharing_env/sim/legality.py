@@ -756,12 +756,25 @@ class Legality:
 
     def listed_migration(self, spec: JobSpec, gpu: int, option: int) -> bool:
         """Whether ``(gpu, option)`` is among the migration targets of ``spec``'s mask
-        signature memoised for the cluster's version (a build has just listed them: the
-        empty, ready cells its placement mask allows); False where none are memoised."""
-        if self._mig_version != self._cluster.version:
-            return False
-        flat = self._mig_targets.get(mask_signature(spec))
-        return flat is not None and _holds(flat, gpu * self._n_options + option)
+        signature: those memoised for the cluster's version (a build has just listed them:
+        the empty, ready cells its placement mask allows); where none are memoised (a pruned
+        build reads its targets on a few GPUs only: ``targets_on``), compiled, for a
+        single-GPU job with no gpulets (``_typed``), the typed pass that lists them on that
+        GPU alone (``_single_targets`` of the empty, ready GPU: the same cells, where the
+        caller's slow path built the job's whole mask); else False."""
+        sig = mask_signature(spec)
+        at = gpu * self._n_options + option
+        if self._mig_version == self._cluster.version:
+            flat = self._mig_targets.get(sig)
+            if flat is not None:
+                return _holds(flat, at)
+        if (
+            self._typed(spec)
+            and 0 <= gpu < self._cluster.n_gpus
+            and 0 <= option < self._n_options
+        ):
+            return _holds(self._typed_targets(sig, spec, True, _one_gpu(gpu)), at)
+        return False
 
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
