@@ -502,6 +502,8 @@ class TargetClasses:
         self.mode = c.mode
         self.opt_mode = _opt_modes(sim.options) if opt_mode is None else opt_mode
         self._cpu_left = c.node_vcpus - c.node_cpu_used
+        #: The least of ``_cpu_left`` (``_gpu_class``; found at its first call).
+        self._least: float | None = None
         #: Per job CPU request: each GPU's class with the node apart where the job's CPUs
         #: would oversubscribe it, renumbered 0 .. n - 1, and n (:meth:`firsts`).
         self._with_cpu: dict[float, tuple[np.ndarray, int]] = {}
@@ -542,8 +544,12 @@ class TargetClasses:
         n."""
         hit = self._with_cpu.get(cpu_cores)
         if hit is None:
-            fits = self._cpu_left >= cpu_cores - 1e-9
-            if fits.all():
+            x = cpu_cores - 1e-9
+            if self._least is None:  # (the nodes' least CPUs left: one numpy call a build)
+                self._least = float(self._cpu_left.min()) if len(self._cpu_left) else math.inf
+            # (every node fits where the least does; a NaN fits none: the mask's path)
+            fits = None if self._least >= x else self._cpu_left >= x
+            if fits is None or fits.all():
                 cls = self.gid
             else:
                 node = self.node_of
@@ -666,8 +672,7 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
 
 @cython.locals(
     v=_StateViews, nv=cython.longlong[::1], pv=cython.longlong[::1], hv=cython.longlong[::1],
-    fr=cython.longlong[::1], sz=cython.longlong[::1],
-    nc=cython.longlong[::1], g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
     f=cython.longlong, t=cython.longlong, m=cython.longlong, s=cython.longlong,
     q=cython.longlong, h=cython.longlong, t_lo=cython.longlong, t_hi=cython.longlong,
     m_lo=cython.longlong, m_hi=cython.longlong, s_lo=cython.longlong, s_hi=cython.longlong,
@@ -675,11 +680,13 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     wm=cython.longlong, ws=cython.longlong, wq=cython.longlong, wh=cython.longlong,
     x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
     ordv=cython.longlong[::1], gv=cython.longlong[::1], i=cython.Py_ssize_t,
-    scv=cython.longlong[::1], siv=cython.longlong[::1], atv=cython.longlong[::1],
     size=cython.Py_ssize_t, mask=cython.longlong, nres=cython.longlong[:],
     mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
     sm=cython.longlong[:], typ=cython.longlong[:], hdv=cython.longlong[::1],
     nh=cython.Py_ssize_t, r=cython.longlong, hi=cython.Py_ssize_t, ec=cython.uchar[::1],
+    nd=cython.longlong[::1], wv=cython.longlong[::1], q0=cython.Py_ssize_t,
+    o_si=cython.Py_ssize_t, o_at=cython.Py_ssize_t, o_seen=cython.Py_ssize_t,
+    o_rank=cython.Py_ssize_t, j=cython.Py_ssize_t,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
 @cython.wraparound(False)
@@ -695,11 +702,10 @@ def _gpu_codes(
     GPU outside MIG as :data:`_FREE`, health, readiness, SM in use, the node's size,
     interconnect ``pcie`` and free GPUs: one, some or all, and ``held``, the residents' and
     MIG layout's class): what :func:`_class_ids` renumbers, from the cluster's typed views
-    (``v``; compiled only: no temporary arrays of the GPUs' size but the answer). Two passes
-    over the GPUs: the nodes' counts, then the runs of GPUs whose columns are the previous
-    GPU's (a fleet's idle GPUs are long runs: such a GPU is compared with the last values,
-    nothing more); the columns' ranges, the codes and their table (open addressing) come from
-    the runs' first GPUs only, and each run is filled with its number. None where the digits
+    (``v``; compiled only: four arrays made, the answer included). Two passes over the GPUs:
+    the nodes' counts, then the runs of GPUs whose columns are the previous GPU's (a fleet's
+    idle GPUs are long runs); the columns' ranges, the codes, their table (open addressing)
+    and ranks come from the runs' first GPUs only, and each run is filled with its number. None where the digits
     would pass 2**62 (or no GPU): the caller takes the columns' path. Returned renumbered 0 ..
     n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
     :func:`_class_ids` gives the columns: both codes are the columns as digits, and a run's
@@ -719,32 +725,32 @@ def _gpu_codes(
     sm, typ = v.sm_used, v.type_idx
     nv, pv, hv = node_of, pcie, held
     mig, free = _MIG, _FREE
-    fr_a = np.zeros(n_nodes, dtype=np.int64)
-    sz_a = np.zeros(n_nodes, dtype=np.int64)
-    nc_a = np.empty(n_nodes, dtype=np.int64)
-    fr, sz, nc, ec = fr_a, sz_a, nc_a, same
+    # per node (one array: three rows): its GPUs, its free ones, its class
+    nd_a = np.zeros(3 * n_nodes, dtype=np.int64)
+    nd, ec = nd_a, same
+    q0 = 2 * n_nodes
     for g in range(n):
         k = nv[g]
-        sz[k] += 1
+        nd[k] += 1
         if nres[g] == 0 and ready[g]:
-            fr[k] += 1
+            nd[n_nodes + k] += 1
     for k in range(n_nodes):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
-        f = fr[k]
-        nc[k] = (sz[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == sz[k] else 1))
+        f = nd[n_nodes + k]
+        nd[q0 + k] = (nd[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == nd[k] else 1))
     # the runs' first GPUs (``hdv``, and n after the last) and the columns' ranges over them
     hd_a = np.empty(n + 1, dtype=np.int64)
     hdv = hd_a
     nh = 0
     t_lo = t_hi = m_lo = m_hi = s_lo = s_hi = q_lo = q_hi = h_lo = h_hi = 0
     for g in range(n):
-        if g and ec[g] and hv[g] == hv[g - 1] and nc[nv[g]] == nc[nv[g - 1]]:
+        if g and ec[g] and hv[g] == hv[g - 1] and nd[q0 + nv[g]] == nd[q0 + nv[g - 1]]:
             continue  # (its columns are the GPU before's)
         t = typ[g]
         m = mode[g]
         if nres[g] == 0 and m != mig:
             m = free
         s = sm[g]
-        q = nc[nv[g]]
+        q = nd[q0 + nv[g]]
         h = hv[g]
         if nh:
             t_lo, t_hi = min(t_lo, t), max(t_hi, t)
@@ -767,15 +773,18 @@ def _gpu_codes(
         return None
     # each run's code, and at once its slot in a table of the distinct codes (open
     # addressing), numbered in order of sight: then ``np.unique(code, return_inverse=True)[1]``
-    # from the ranks of those few
+    # from the ranks of those few. One work array: a slot's code (``size``), a slot's code's
+    # number in order of sight (``size``, -1: none), each run's slot, the distinct codes in
+    # order of sight and their ranks (``nh`` each: at most as many codes as runs).
     size = 1
     while size < 2 * nh:
         size *= 2
     mask = size - 1
-    sc_a = np.empty(size, dtype=np.int64)  # (a slot's code)
-    si_a = np.full(size, -1, dtype=np.int64)  # (a slot's code's number in order of sight)
-    at_a = np.empty(nh, dtype=np.int64)  # (each run's slot)
-    scv, siv, atv = sc_a, si_a, at_a
+    w_a = np.empty(2 * size + 3 * nh, dtype=np.int64)
+    wv = w_a
+    o_si, o_at, o_seen, o_rank = size, 2 * size, 2 * size + nh, 2 * size + 2 * nh
+    for i in range(size):
+        wv[o_si + i] = -1
     k = 0
     for i in range(nh):
         g = hdv[i]
@@ -784,27 +793,34 @@ def _gpu_codes(
             m = free
         x = (typ[g] - t_lo) * wm + (m - m_lo)
         x = (x * 2 + healthy[g]) * 2 + ready[g]
-        x = (x * ws + (sm[g] - s_lo)) * wq + (nc[nv[g]] - q_lo)
+        x = (x * ws + (sm[g] - s_lo)) * wq + (nd[q0 + nv[g]] - q_lo)
         x = x * wh + (hv[g] - h_lo)
         h = (x ^ (x >> 11) ^ (x >> 23) ^ (x >> 37)) & mask  # (x >= 0: no overflow)
-        while siv[h] >= 0 and scv[h] != x:
+        while wv[o_si + h] >= 0 and wv[h] != x:
             h = (h + 1) & mask
-        if siv[h] < 0:
-            scv[h] = x
-            siv[h] = k
+        if wv[o_si + h] < 0:
+            wv[h] = x
+            wv[o_si + h] = k
+            wv[o_seen + k] = x
             k += 1
-        atv[i] = h
-    seen_a = np.empty(k, dtype=np.int64)  # (the distinct codes in order of sight)
-    ordv = seen_a
-    for i in range(size):
-        if siv[i] >= 0:
-            ordv[siv[i]] = scv[i]
-    rank_a = np.empty(k, dtype=np.int64)
-    rank_a[np.argsort(seen_a)] = np.arange(k)
+        wv[o_at + i] = h
+    if k <= 64:  # (a code's rank: how many codes are below it; the codes are distinct)
+        for i in range(k):
+            r = 0
+            x = wv[o_seen + i]
+            for j in range(k):
+                if wv[o_seen + j] < x:
+                    r += 1
+            wv[o_rank + i] = r
+    else:
+        order = np.argsort(w_a[o_seen : o_seen + k])
+        ordv = order
+        for i in range(k):
+            wv[o_rank + ordv[i]] = i
     gid = np.empty(n, dtype=np.int64)
-    gv, ordv = gid, rank_a
+    gv = gid
     for i in range(nh):
-        r = ordv[siv[atv[i]]]
+        r = wv[o_rank + wv[o_si + wv[o_at + i]]]
         hi = hdv[i + 1]
         for g in range(hdv[i], hi):
             gv[g] = r

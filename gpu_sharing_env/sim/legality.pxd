@@ -80,8 +80,9 @@ cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
 cdef object _copy_out(_Scratch s, Py_ssize_t c)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
-@cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, out=cython.p_longlong)
-cdef object _empty_ready(_SV v)
+@cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, nres=cython.longlong[:],
+               ready=cython.uchar[:], buf=cython.longlong[:])
+cdef object _empty_ready(_Scratch s, _SV v)
 
 # A mask's legal cells as rising flat indices, one typed walk (``Legality.targets``, where the
 # targets come from the cluster's mask): the mask is read-only, hence ``const``.

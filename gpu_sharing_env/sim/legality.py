@@ -234,24 +234,22 @@ def _copy_out(s: Any, c: int) -> np.ndarray:
 
 @cython.boundscheck(False)  # (every index is in range by construction)
 @cython.wraparound(False)
-def _empty_ready(v: Any) -> np.ndarray:
+def _empty_ready(s: Any, v: Any) -> np.ndarray:
     """``np.flatnonzero((n_res == 0) & ready)`` of the cluster's typed views of its state
-    (``v``), in one counting pass and one filling pass (compiled only: no temporary arrays);
-    ascending, int64. Declared in ``legality.pxd``; ``Legality.empty_ready`` calls it."""
+    (``v``), in one pass written to the kept buffer ``s`` (a :class:`_Scratch`), then copied
+    out (compiled only: no temporary arrays; where a counting pass and a filling pass read
+    every GPU twice); ascending, int64 (none: the shared empty answer). Declared in
+    ``legality.pxd``; ``Legality.empty_ready`` calls it."""
     n = v.n_res.shape[0]
+    nres = v.n_res
+    ready = v.ready
+    buf = s.buf
     k = 0
     for g in range(n):
-        if v.n_res[g] == 0 and v.ready[g]:
+        if nres[g] == 0 and ready[g]:
+            buf[k] = g
             k += 1
-    m = cython.declare(npy_intp, k)
-    idx = PyArray_EMPTY(1, cython.address(m), NPY_INT64, 0)  # (numpy's C API: ``_copy_out``)
-    out = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, idx)))
-    k = 0
-    for g in range(n):
-        if v.n_res[g] == 0 and v.ready[g]:
-            out[k] = g
-            k += 1
-    return idx
+    return _copy_out(s, k)
 
 
 @cython.boundscheck(False)  # (every index is in range: the mask's own)
@@ -721,7 +719,7 @@ class Legality:
         idx = self._mig_empty
         if idx is None:
             if cython.compiled:  # (the same indices from the typed views: ``_empty_ready``)
-                idx = self._mig_empty = _empty_ready(_views_of(c))
+                idx = self._mig_empty = _empty_ready(self._kept_buffer(), _views_of(c))
             else:
                 idx = self._mig_empty = np.flatnonzero((c.n_res == 0) & c.ready)
         return idx
