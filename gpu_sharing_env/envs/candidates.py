@@ -684,7 +684,7 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
     mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
     sm=cython.longlong[:], typ=cython.longlong[:], hdv=cython.longlong[::1],
     nh=cython.Py_ssize_t, r=cython.longlong, hi=cython.Py_ssize_t, ec=cython.uchar[::1],
-    nd=cython.longlong[::1], wv=cython.longlong[::1], q0=cython.Py_ssize_t,
+    nd=cython.longlong[::1], wv=cython.longlong[::1], q0=cython.Py_ssize_t, nn=cython.Py_ssize_t,
     o_si=cython.Py_ssize_t, o_at=cython.Py_ssize_t, o_seen=cython.Py_ssize_t,
     o_rank=cython.Py_ssize_t, j=cython.Py_ssize_t,
 )  # fmt: skip
@@ -726,16 +726,17 @@ def _gpu_codes(
     nv, pv, hv = node_of, pcie, held
     mig, free = _MIG, _FREE
     # per node (one array: three rows): its GPUs, its free ones, its class
-    nd_a = np.zeros(3 * n_nodes, dtype=np.int64)
+    nn = n_nodes
+    nd_a = np.zeros(3 * nn, dtype=np.int64)
     nd, ec = nd_a, same
-    q0 = 2 * n_nodes
+    q0 = 2 * nn
     for g in range(n):
         k = nv[g]
         nd[k] += 1
         if nres[g] == 0 and ready[g]:
-            nd[n_nodes + k] += 1
-    for k in range(n_nodes):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
-        f = nd[n_nodes + k]
+            nd[nn + k] += 1
+    for k in range(nn):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
+        f = nd[nn + k]
         nd[q0 + k] = (nd[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == nd[k] else 1))
     # the runs' first GPUs (``hdv``, and n after the last) and the columns' ranges over them
     hd_a = np.empty(n + 1, dtype=np.int64)
@@ -1144,6 +1145,8 @@ def _same_as_before(
     healthy=cython.uchar[:], typ=cython.longlong[:], mem=cython.double[:],
     cap=cython.double[:], sm=cython.longlong[:], lim=cython.uchar[:], cap_mig=cython.uchar[:],
     occ=cython.longlong[:], used=cython.longlong[:], pr=cython.longlong, ev=cython.uchar[::1],
+    m=cython.Py_ssize_t, wv=cython.longlong[::1], ov=cython.longlong[::1],
+    pv=cython.longlong[::1], i=cython.Py_ssize_t,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
 @cython.wraparound(False)
@@ -1177,11 +1180,16 @@ def _class_reps(
     if like is None:
         like = _same_as_before(v)[1]
     n = v.n_res.shape[0]
-    head_a = np.full(max(n_cls, 1), -1, dtype=np.int64)
-    nxt_a = np.full(n, -1, dtype=np.int64)
-    alt_a = np.full(n, -1, dtype=np.int64)
-    reps_a = np.empty(n, dtype=np.int64)
-    cv, nv, hv, xv, av, rv, ev = cls, node_of, head_a, nxt_a, alt_a, reps_a, like
+    m = max(n_cls, 1)
+    # one work array (typed slices of it, no array made for each): per class its list's
+    # first group, per GPU the next group of its class's list, its group's peer, the groups'
+    # first GPUs in order (the first three -1: none)
+    work = np.empty(m + 3 * n, dtype=np.int64)
+    wv = work
+    for g in range(m + 2 * n):
+        wv[g] = -1
+    hv, xv, av, rv = wv[:m], wv[m : m + n], wv[m + n : m + 2 * n], wv[m + 2 * n :]
+    cv, nv, ev = cls, node_of, like
     # (the typed views' fields as local slices, as in ``_gpu_codes``)
     nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
     mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
@@ -1233,8 +1241,13 @@ def _class_reps(
             else:
                 xv[last] = g
             pr = g
-    reps_a = reps_a[:c]
-    return reps_a, alt_a[reps_a]
+    reps_a = np.empty(c, dtype=np.int64)
+    alts_a = np.empty(c, dtype=np.int64)
+    ov, pv = reps_a, alts_a
+    for i in range(c):
+        ov[i] = rv[i]
+        pv[i] = av[rv[i]]
+    return reps_a, alts_a
 
 
 @cython.cclass
@@ -1373,7 +1386,10 @@ def _resident_sig(
     return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
 
 
-@cython.locals(v=_StateViews, g=cython.Py_ssize_t, mig=cython.longlong)
+@cython.locals(
+    v=_StateViews, g=cython.Py_ssize_t, mig=cython.longlong, nres=cython.longlong[:],
+    mode=cython.longlong[:],
+)  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _busy_gpus(v: Any) -> list[int]:
@@ -1381,8 +1397,9 @@ def _busy_gpus(v: Any) -> list[int]:
     ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only)."""
     out = []
     mig = _MIG
-    for g in range(v.n_res.shape[0]):
-        if v.n_res[g] != 0 or v.mode[g] == mig:
+    nres, mode = v.n_res, v.mode
+    for g in range(nres.shape[0]):
+        if nres[g] != 0 or mode[g] == mig:
             out.append(g)
     return out
 
