@@ -429,7 +429,7 @@ class TargetClasses:
         self,
         sim: Simulator,
         pcie: np.ndarray | None = None,
-        specs: dict[int, tuple[JobSpec, tuple[object, ...]]] | None = None,
+        specs: dict[int, tuple[Any, ...]] | None = None,
         rising: bool | None = None,
         opt_mode: np.ndarray | None = None,
         runs: _Runs | None = None,
@@ -1146,7 +1146,7 @@ def _same_as_before(
     cap=cython.double[:], sm=cython.longlong[:], lim=cython.uchar[:], cap_mig=cython.uchar[:],
     occ=cython.longlong[:], used=cython.longlong[:], pr=cython.longlong, ev=cython.uchar[::1],
     m=cython.Py_ssize_t, wv=cython.longlong[::1], ov=cython.longlong[::1],
-    pv=cython.longlong[::1], i=cython.Py_ssize_t,
+    pv=cython.longlong[::1], i=cython.Py_ssize_t, k=cython.longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
 @cython.wraparound(False)
@@ -1182,11 +1182,12 @@ def _class_reps(
     n = v.n_res.shape[0]
     m = max(n_cls, 1)
     # one work array (typed slices of it, no array made for each): per class its list's
-    # first group, per GPU the next group of its class's list, its group's peer, the groups'
-    # first GPUs in order (the first three -1: none)
+    # first group (-1: none), and per group (numbered as made; at most one a GPU) the next
+    # group of its class's list, its peer and its first GPU: only the classes' heads are
+    # cleared, a group's cells are written as it is made
     work = np.empty(m + 3 * n, dtype=np.int64)
     wv = work
-    for g in range(m + 2 * n):
+    for g in range(m):
         wv[g] = -1
     hv, xv, av, rv = wv[:m], wv[m : m + n], wv[m + n : m + 2 * n], wv[m + 2 * n :]
     cv, nv, ev = cls, node_of, like
@@ -1197,18 +1198,19 @@ def _class_reps(
     c = 0
     cmp = 0
     limit = 16 * n
-    pr = -1  # (the group of the GPU before: its first GPU)
+    pr = -1  # (the group of the GPU before)
     for g in range(n):
         b = cv[g]
         if pr >= 0 and ev[g] and b == cv[g - 1]:  # (the group of the GPU before)
-            if av[pr] < 0 and nv[g] != nv[pr]:
+            if av[pr] < 0 and nv[g] != nv[rv[pr]]:
                 av[pr] = g
             continue
-        r = hv[b]
+        k = hv[b]
         last = -1
         same = False
-        while r >= 0:
+        while k >= 0:
             cmp += 1
+            r = rv[k]
             same = (
                 nres[r] == nres[g]
                 and mode[r] == mode[g]
@@ -1225,28 +1227,30 @@ def _class_reps(
             )
             if same:
                 break
-            last = r
-            r = xv[r]
+            last = k
+            k = xv[k]
         if same:
-            if av[r] < 0 and nv[g] != nv[r]:
-                av[r] = g
-            pr = r
+            if av[k] < 0 and nv[g] != nv[r]:
+                av[k] = g
+            pr = k
         else:
             if cmp > limit:
                 return None
             rv[c] = g
-            c += 1
+            xv[c] = -1
+            av[c] = -1
             if last < 0:
-                hv[b] = g
+                hv[b] = c
             else:
-                xv[last] = g
-            pr = g
+                xv[last] = c
+            pr = c
+            c += 1
     reps_a = np.empty(c, dtype=np.int64)
     alts_a = np.empty(c, dtype=np.int64)
     ov, pv = reps_a, alts_a
     for i in range(c):
         ov[i] = rv[i]
-        pv[i] = av[rv[i]]
+        pv[i] = av[i]
     return reps_a, alts_a
 
 
@@ -1364,11 +1368,13 @@ _MIG = int(SharingMode.MIG)
 
 
 def _resident_sig(
-    st: JobState, specs: dict[int, tuple[JobSpec, tuple[object, ...]]]
+    st: JobState, specs: dict[int, tuple[Any, ...]]
 ) -> tuple[object, ...]:
     """What a resident brings to a newcomer on its GPU: its model, request, priority and its
-    estimated work left (``JobView.est_remaining_s``) to a power of two. ``specs``: the
-    request part by ``id`` of the spec (kept while the spec is; added where missing)."""
+    estimated work left (``JobView.est_remaining_s``) to a power of two. ``specs``: by ``id``
+    of the spec, the request part, the estimated work and the signatures made of them per
+    power of two (kept while the spec is; added where missing: a resident's signature is
+    made once per power of two it passes, not at every build)."""
     spec = st.spec
     hit = specs.get(id(spec))
     if hit is None or hit[0] is not spec:
@@ -1381,9 +1387,14 @@ def _resident_sig(
             spec.cpu_cores,
             spec.priority,
         )
-        hit = specs[id(spec)] = (spec, part)
-    left = spec.est_work_s - st.work_done
-    return (*hit[1], math.frexp(left)[1] if left > 0 else 0)
+        hit = specs[id(spec)] = (spec, part, spec.est_work_s, {})
+    left = hit[2] - st.work_done
+    e = math.frexp(left)[1] if left > 0 else 0
+    made = hit[3]
+    sig = made.get(e)
+    if sig is None:
+        sig = made[e] = (*hit[1], e)
+    return sig  # type: ignore[no-any-return]
 
 
 @cython.locals(
@@ -1404,7 +1415,7 @@ def _busy_gpus(v: Any) -> list[int]:
     return out
 
 
-@cython.locals(v=_StateViews, g=cython.Py_ssize_t)
+@cython.locals(v=_StateViews, g=cython.Py_ssize_t, nres=cython.longlong[:])
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _running_ids(c: Any) -> list[int]:
@@ -1413,9 +1424,10 @@ def _running_ids(c: Any) -> list[int]:
     residents = c.residents
     if cython.compiled:
         v = _views_of(c)
+        nres = v.n_res
         seen = set()
-        for g in range(v.n_res.shape[0]):
-            if v.n_res[g]:
+        for g in range(nres.shape[0]):
+            if nres[g]:
                 for j in residents[g]:
                     seen.add(j)
         out = sorted(seen)
@@ -1792,9 +1804,9 @@ class CandidateBuilder:
         #: those over 4 clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of
         #: each model: (the episode, rows, cells, models), kept for the episode.
         self._speeds: tuple[object, np.ndarray, np.ndarray, dict[str, int]] | None = None
-        #: The residents' request signatures by ``id`` of their spec (``TargetClasses``), for
-        #: the episode: (the episode, the signatures).
-        self._specs: tuple[object, dict[int, tuple[JobSpec, tuple[object, ...]]]] | None = None
+        #: The residents' request signatures by ``id`` of their spec (``TargetClasses``,
+        #: ``_resident_sig``), for the episode: (the episode, the signatures).
+        self._specs: tuple[object, dict[int, tuple[Any, ...]]] | None = None
         #: What ``TargetClasses`` keeps of the GPUs from one build to the next (pruned).
         self._runs = _Runs()
 
