@@ -429,7 +429,7 @@ class TargetClasses:
         self,
         sim: Simulator,
         pcie: np.ndarray | None = None,
-        specs: dict[int, tuple[Any, ...]] | None = None,
+        specs: dict[int, list[Any]] | None = None,
         rising: bool | None = None,
         opt_mode: np.ndarray | None = None,
         runs: _Runs | None = None,
@@ -1367,14 +1367,15 @@ _FREE = -2
 _MIG = int(SharingMode.MIG)
 
 
-def _resident_sig(
-    st: JobState, specs: dict[int, tuple[Any, ...]]
-) -> tuple[object, ...]:
+@cython.cfunc
+@cython.locals(left=cython.double, hit=list)
+def _resident_sig(st: JobState, specs: dict[int, list[Any]]) -> tuple[object, ...]:
     """What a resident brings to a newcomer on its GPU: its model, request, priority and its
     estimated work left (``JobView.est_remaining_s``) to a power of two. ``specs``: by ``id``
-    of the spec, the request part, the estimated work and the signatures made of them per
-    power of two (kept while the spec is; added where missing: a resident's signature is
-    made once per power of two it passes, not at every build)."""
+    of the spec, the spec, its request part, its estimated work and the last signature made
+    of them with the range of work left it holds for (``[2**(e-1), 2**e)`` of ``frexp``'s
+    exponent e; kept while the spec is, added where missing): a resident's signature is made
+    again only when its work left passes a power of two."""
     spec = st.spec
     hit = specs.get(id(spec))
     if hit is None or hit[0] is not spec:
@@ -1387,14 +1388,17 @@ def _resident_sig(
             spec.cpu_cores,
             spec.priority,
         )
-        hit = specs[id(spec)] = (spec, part, spec.est_work_s, {})
+        hit = specs[id(spec)] = [spec, part, spec.est_work_s, 1.0, 0.0, None]
     left = hit[2] - st.work_done
+    if hit[3] <= left < hit[4]:  # (the last one's power of two: ``frexp``'s exponent the same)
+        return hit[5]  # type: ignore[no-any-return]
     e = math.frexp(left)[1] if left > 0 else 0
-    made = hit[3]
-    sig = made.get(e)
-    if sig is None:
-        sig = made[e] = (*hit[1], e)
-    return sig  # type: ignore[no-any-return]
+    sig = (*hit[1], e)
+    if 0.0 < left < 1e300:  # (finite, its range's ends doubles: kept)
+        hit[3] = math.ldexp(0.5, e)
+        hit[4] = math.ldexp(1.0, e)
+        hit[5] = sig
+    return sig
 
 
 @cython.locals(
@@ -1806,7 +1810,7 @@ class CandidateBuilder:
         self._speeds: tuple[object, np.ndarray, np.ndarray, dict[str, int]] | None = None
         #: The residents' request signatures by ``id`` of their spec (``TargetClasses``,
         #: ``_resident_sig``), for the episode: (the episode, the signatures).
-        self._specs: tuple[object, dict[int, tuple[Any, ...]]] | None = None
+        self._specs: tuple[object, dict[int, list[Any]]] | None = None
         #: What ``TargetClasses`` keeps of the GPUs from one build to the next (pruned).
         self._runs = _Runs()
 

@@ -766,11 +766,7 @@ class Legality:
             flat = self._mig_targets.get(sig)
             if flat is not None:
                 return _holds(flat, at)
-        if (
-            self._typed(spec)
-            and 0 <= gpu < self._cluster.n_gpus
-            and 0 <= option < self._n_options
-        ):
+        if self._typed(spec) and 0 <= gpu < self._cluster.n_gpus and 0 <= option < self._n_options:
             return _holds(self._typed_targets(sig, spec, True, _one_gpu(gpu)), at)
         return False
 
