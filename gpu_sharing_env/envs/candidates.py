@@ -1093,7 +1093,7 @@ def _same_as_before(
     mig, free = _MIG, _FREE
     some = gpus is not None
     top = n
-    if some:
+    if gpus is not None:
         gv = gpus
         top = 2 * gv.shape[0]
     for i in range(top):
