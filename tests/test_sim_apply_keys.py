@@ -128,3 +128,31 @@ def test_declared_fractions_are_the_sum_of_the_residents(scenario: str) -> None:
                 assert set(c.gpulet_of(g)) == set(c.residents[g])
 
     assert _random_steps(sim, 60, 4, check) > 0
+
+
+def test_pop_kind_pops_what_pop_raw_pops() -> None:
+    """``EventQueue.pop_kind`` (``Simulator.advance``'s pop, without the tuple) pops the events
+    ``pop_raw`` pops, in the same order, with the same kinds, subjects and stamps, plain events
+    and others (an int time, a subject past int64) alike; empty, IndexError as ``pop_raw``."""
+    from gpu_sharing_env.sim.events import EventQueue
+
+    rng = np.random.default_rng(7)
+    a, b = EventQueue(), EventQueue()
+    for i in range(300):
+        t: object = float(rng.integers(0, 40)) / 4
+        subject: object = int(rng.integers(0, 1000))
+        if i % 37 == 0:
+            t = int(rng.integers(0, 10))  # not plain: its own tuple
+        if i % 53 == 0:
+            subject = 1 << 70
+        kind, stamp = int(rng.integers(0, 7)), int(rng.integers(0, 5))
+        a.push(t, kind, subject, stamp)
+        b.push(t, kind, subject, stamp)
+    while len(a):
+        _, kind, subject, stamp = a.pop_raw()
+        assert b.pop_kind() == kind
+        assert (b._popped_subject, b._popped_stamp) == (subject, stamp)
+        assert type(b._popped_subject) is type(subject)
+    assert not len(b)
+    with pytest.raises(IndexError):
+        b.pop_kind()

@@ -27,6 +27,7 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.fleet import cluster as cluster_mod
 from gpu_sharing_env.sim import engine as engine_mod
 from gpu_sharing_env.sim import failures as failures_mod
+from gpu_sharing_env.sim import waiting as waiting_mod
 from gpu_sharing_env.sim import lifecycle as lifecycle_mod
 from gpu_sharing_env.sim import rates as rates_mod
 from gpu_sharing_env.sim.build import make_simulator
@@ -37,7 +38,7 @@ _HEAPTYPE = 1 << 9
 
 
 @pytest.mark.parametrize(
-    "module", [rates_mod, lifecycle_mod, cluster_mod, engine_mod, failures_mod]
+    "module", [rates_mod, lifecycle_mod, cluster_mod, engine_mod, failures_mod, waiting_mod]
 )
 def test_each_slot_descriptor_is_its_field_s(module: Any) -> None:
     """Each ``_S_<FIELD> = JobSpec.__dict__[...]`` of the module's source (compiled, C

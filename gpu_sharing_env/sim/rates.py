@@ -324,7 +324,11 @@ class Rates:
             return
         affected: dict[int, JobState] = {}
         if extra is None:
-            todo = gpus if len(gpus) == 1 else sorted(set(gpus))
+            # (two GPUs already in order, a migration's: ``sorted(set(gpus))`` is ``gpus``)
+            if len(gpus) == 1 or (len(gpus) == 2 and gpus[0] < gpus[1]):
+                todo = gpus
+            else:
+                todo = sorted(set(gpus))
             skip: Set[int] = _NO_SKIP
         else:
             own = set(gpus)
