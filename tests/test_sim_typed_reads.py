@@ -27,9 +27,9 @@ from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.fleet import cluster as cluster_mod
 from gpu_sharing_env.sim import engine as engine_mod
 from gpu_sharing_env.sim import failures as failures_mod
-from gpu_sharing_env.sim import waiting as waiting_mod
 from gpu_sharing_env.sim import lifecycle as lifecycle_mod
 from gpu_sharing_env.sim import rates as rates_mod
+from gpu_sharing_env.sim import waiting as waiting_mod
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
 
