@@ -258,27 +258,15 @@ class EventQueue:
         self._n = n + 1
         self._sift_down(0, n)
 
-    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
-    @cython.wraparound(False)
-    @cython.locals(n=cython.Py_ssize_t, ks=cython.longlong)
     def pop_raw(self) -> tuple[Any, int, Any, Any]:
         """``heapq.heappop``: the next event as ``(time_s, kind, subject, stamp)``, the kind a
-        plain ``int`` (the simulator's hot path); IndexError when empty."""
-        n = self._n
-        if n == 0:
+        plain ``int``; IndexError when empty (:meth:`peek_time`'s time, then
+        :meth:`pop_kind`)."""
+        if self._n == 0:
             raise IndexError("pop from an empty event queue")
-        ks = self._ks[0]
-        if self._flag[0]:
-            t, k, _, subject, stamp = self._odd.pop(ks)
-            first = (t, k, subject, stamp)
-        else:
-            first = (float(self._t[0]), ks >> _SEQ_BITS, self._subject[0], self._stamp[0])
-        n -= 1
-        self._n = n
-        if n:
-            self._move(0, n)
-            self._sift_up(0)
-        return first
+        t = self.peek_time()
+        kind = self.pop_kind()
+        return (t, kind, self._popped_subject, self._popped_stamp)
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
     @cython.wraparound(False)

@@ -30,28 +30,23 @@ else:
     from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.state import JobState
 
-# ``JobSpec``'s slot descriptors of the fields read per queued job and per signature
-# (``_take(spec, _S_MEM_GB)`` is ``spec.mem_gb``: compiled, a member read, ``job.pxd``'s
-# ``_take``, where each was a generic attribute read).
+# ``JobSpec``'s slot descriptors of the fields a queued job's entry reads (``_take(spec,
+# _S_JOB_ID)`` is ``spec.job_id``: compiled, a member read, ``job.pxd``'s ``_take``, where each
+# was a generic attribute read).
 _S_EST_WORK_S = JobSpec.__dict__["est_work_s"]
-_S_GPU_TYPES = JobSpec.__dict__["gpu_types"]
 _S_JOB_ID = JobSpec.__dict__["job_id"]
 _S_KIND = JobSpec.__dict__["kind"]
-_S_MEM_GB = JobSpec.__dict__["mem_gb"]
-_S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 _S_PRIORITY = JobSpec.__dict__["priority"]
 _S_SUBMIT_S = JobSpec.__dict__["submit_s"]
+#: The descriptors of the signature's other fields, in its order: memory, GPU types, gang size.
+_SIG_SLOTS = tuple(JobSpec.__dict__[f] for f in ("mem_gb", "gpu_types", "num_gpus"))
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
     """What a job's placement mask depends on (``Cluster.placement_mask``): its memory, GPU
     types, kind and gang size. Jobs with equal signatures have equal masks."""
-    return (
-        _take(spec, _S_MEM_GB),
-        _take(spec, _S_GPU_TYPES),
-        _take(spec, _S_KIND) is _ONLINE,
-        _take(spec, _S_NUM_GPUS),
-    )
+    mem, types, n = _SIG_SLOTS
+    return (_take(spec, mem), _take(spec, types), _take(spec, _S_KIND) is _ONLINE, _take(spec, n))
 
 
 def front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...], JobSpec]]:
