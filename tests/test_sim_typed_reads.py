@@ -26,8 +26,10 @@ from gpu_sharing_env import COMPILED
 from gpu_sharing_env.config import load_scenario
 from gpu_sharing_env.fleet import cluster as cluster_mod
 from gpu_sharing_env.sim import engine as engine_mod
+from gpu_sharing_env.sim import failures as failures_mod
 from gpu_sharing_env.sim import lifecycle as lifecycle_mod
 from gpu_sharing_env.sim import rates as rates_mod
+from gpu_sharing_env.sim import waiting as waiting_mod
 from gpu_sharing_env.sim.build import make_simulator
 from gpu_sharing_env.sim.engine import Decision, Simulator
 
@@ -35,7 +37,9 @@ from gpu_sharing_env.sim.engine import Decision, Simulator
 _HEAPTYPE = 1 << 9
 
 
-@pytest.mark.parametrize("module", [rates_mod, lifecycle_mod, cluster_mod, engine_mod])
+@pytest.mark.parametrize(
+    "module", [rates_mod, lifecycle_mod, cluster_mod, engine_mod, failures_mod, waiting_mod]
+)
 def test_each_slot_descriptor_is_its_field_s(module: Any) -> None:
     """Each ``_S_<FIELD> = JobSpec.__dict__[...]`` of the module's source (compiled, C
     globals; ``_O_`` ``PlacementOption``'s, ``_D_`` ``Decision``'s) names ``<field>``;

@@ -222,7 +222,8 @@ class _StateViews:
     type_idx: cython.longlong[:]
     creatable: cython.longlong[:, :, :]
     pcts: cython.longlong[:]
-    #: ``(residents, res_frac, node_of_l, mps_limit_l, masks, watchers)`` (:func:`_views_of`)
+    #: ``(residents, res_frac, node_of_l, mps_limit_l, masks, watchers, gpulets)``
+    #: (:func:`_views_of`)
     lists: tuple
 
     def __init__(self, c: Cluster) -> None:
@@ -251,11 +252,12 @@ class _StateViews:
         return (_no_views, ())
 
 
+@cython.cfunc  # (a C call from ``_cluster_add``, where it was a Python call of 7 arguments)
 @cython.boundscheck(False)  # (a GPU and its node: in range, as ``add`` and ``remove`` index)
 @cython.wraparound(False)
 @cython.locals(
     v=_StateViews, g=cython.Py_ssize_t, node=cython.Py_ssize_t, mem=cython.double,
-    true_mem=cython.double, cpu=cython.double,
+    true_mem=cython.double, online=cython.bint, cpu=cython.double,
 )  # fmt: skip
 def _res_add(v: _StateViews, g: int, node: int, mem: float, true_mem: float, online: bool,
              cpu: float) -> None:  # fmt: skip
@@ -269,12 +271,14 @@ def _res_add(v: _StateViews, g: int, node: int, mem: float, true_mem: float, onl
     v.node_cpu[node] = v.node_cpu[node] + cpu
 
 
+@cython.cfunc  # (as ``_res_add``)
 @cython.boundscheck(False)
 @cython.wraparound(False)
 @cython.locals(
     v=_StateViews, g=cython.Py_ssize_t, node=cython.Py_ssize_t, mem=cython.double,
-    true_mem=cython.double, cpu=cython.double,
+    true_mem=cython.double, online=cython.bint, cpu=cython.double,
 )  # fmt: skip
+@cython.returns(cython.longlong)
 def _res_remove(v: _StateViews, g: int, node: int, mem: float, true_mem: float, online: bool,
                 cpu: float) -> int:  # fmt: skip
     """``Cluster.remove``'s element updates through the typed views (compiled only), as
@@ -322,7 +326,7 @@ def _views_of(self: Cluster) -> _StateViews:
         # attribute read of the cluster or its fleet)
         f = self.fleet
         v.lists = (self.residents, self.res_frac, f.node_of_l, f.mps_limit_l, self.masks,
-                   self._watchers)  # fmt: skip
+                   self._watchers, self.layout.gpulets)  # fmt: skip
     _last_cluster = self
     _last_views = v
     return v
@@ -1194,10 +1198,18 @@ class Cluster:
         e.g. after a reset)."""
         self._watchers[:] = [x for x in self._watchers if x is not w]
 
+    @cython.locals(sv=_StateViews)
     def set_ready(self, gpu: int, ready: bool) -> None:
-        """Mark ``gpu`` ready (or being reconfigured)."""
-        self.ready[gpu] = ready
-        self._touch(gpu)
+        """Mark ``gpu`` ready (or being reconfigured). Compiled, written through the typed
+        views (the byte numpy's boolean ``setitem`` stores, without its ~1.3 k instructions)
+        and noted by a C call."""
+        if cython.compiled:
+            sv = _views_of(self)
+            sv.ready[gpu] = 1 if ready else 0
+            _touched(self, gpu)
+        else:
+            self.ready[gpu] = ready
+            self._touch(gpu)
         self.version += 1
 
     def set_healthy(self, gpu: int, healthy: bool) -> None:
@@ -1294,6 +1306,19 @@ _O_SM_PCT = PlacementOption.__dict__["sm_pct"]
 
 
 @cython.cfunc
+@cython.locals(fracs=list, t=cython.double)
+@cython.returns(cython.double)
+def _frac_sum(fracs: list[float]) -> float:
+    """``sum(fracs)`` as the double it is (compiled, a C loop where ``sum`` was a builtin
+    call): the same IEEE additions in the same order, from ``0.0`` as ``sum``'s float path
+    starts (``0 + x`` is ``0.0 + x``)."""
+    t = 0.0
+    for x in fracs:
+        t += x
+    return t
+
+
+@cython.cfunc
 @cython.locals(
     sv=_StateViews, residents=list, res_frac=list, node_of_l=list, limit_l=list, res=list,
     fracs=list, watchers=list,
@@ -1318,13 +1343,13 @@ def _cluster_add(
         sv = _views_of(self)
         n = sv.n_res[gpu]
         mode = sv.mode[gpu]
-        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
+        residents, res_frac, node_of_l, limit_l, masks, watchers, gpulets = sv.lists
     else:
         n = self.n_res.item(gpu)
         mode = self.mode.item(gpu)
         residents, res_frac = self.residents, self.res_frac
         node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
-        masks, watchers = self.masks, self._watchers
+        masks, watchers, gpulets = self.masks, self._watchers, self.layout.gpulets
     if n == 0 and mode != omode:
         sharing = self.layout.sharing
         if omode is _M_MIG or mode == _MIG:
@@ -1341,7 +1366,7 @@ def _cluster_add(
         if created:
             delay += self.layout.sharing.mig_reconfig_s
     if omode is _M_MPS:
-        if self.layout.gpulets:
+        if gpulets:  # (``self.layout.gpulets``: compiled, read with the views)
             if opt.gpulet:
                 self.gpulet_parts.join(job.job_id, gpu, opt.gpulet)
             else:
@@ -1371,7 +1396,7 @@ def _cluster_add(
     fracs = res_frac[gpu]
     fracs.append(_take(job, _S_GPU_FRAC))
     if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
-        sv.frac_decl[gpu] = sum(fracs)
+        sv.frac_decl[gpu] = _frac_sum(fracs)
     else:
         self.frac_decl[gpu] = sum(fracs)
     _touched_in(masks, watchers, gpu)  # (:meth:`_touch`; compiled, a C call)
@@ -1390,11 +1415,11 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
     # Python-number element updates, as in ``add``.
     if cython.compiled:  # (as in ``add``)
         sv = _views_of(self)
-        residents, res_frac, node_of_l, limit_l, masks, watchers = sv.lists
+        residents, res_frac, node_of_l, limit_l, masks, watchers, gpulets = sv.lists
     else:
         residents, res_frac = self.residents, self.res_frac
         node_of_l, limit_l = self.fleet.node_of_l, self.fleet.mps_limit_l
-        masks, watchers = self.masks, self._watchers
+        masks, watchers, gpulets = self.masks, self._watchers, self.layout.gpulets
     res = residents[gpu]
     i = res.index(_take(job, _S_JOB_ID))
     del res[i]
@@ -1402,7 +1427,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
     del fracs[i]
     node = node_of_l[gpu]
     if cython.compiled:
-        sv.frac_decl[gpu] = sum(fracs)
+        sv.frac_decl[gpu] = _frac_sum(fracs)
         n = _res_remove(
             sv, gpu, node, _take(job, _S_MEM_GB), _take(job, _S_TRUE_MEM_GB),
             _take(job, _S_KIND) is _ONLINE, _take(job, _S_CPU_CORES),
@@ -1417,7 +1442,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
         self.node_cpu_used[node] = self.node_cpu_used.item(node) - job.cpu_cores
     omode = _take(opt, _O_MODE)
     if omode is _M_MPS:
-        if self.layout.gpulets:
+        if gpulets:  # (as in ``add``)
             freed = self.gpulet_parts.leave(job.job_id, gpu)
             if freed and limit_l[gpu]:
                 self.sm_used[gpu] = self.sm_used.item(gpu) - freed

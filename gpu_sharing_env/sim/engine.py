@@ -668,7 +668,8 @@ class Simulator:
 
     @cython.locals(
         load=OnlineLoad, life=Lifecycle, legality=Legality, st=JobState, usage=FleetUsage,
-        events=EventQueue, table=JobTable,
+        events=EventQueue, table=JobTable, kind=cython.Py_ssize_t, k_tick=cython.Py_ssize_t,
+        k_complete=cython.Py_ssize_t, k_arrival=cython.Py_ssize_t,
     )  # fmt: skip
     def advance(self) -> None:
         """Run events until the next decision point or the end of the episode."""
@@ -696,6 +697,8 @@ class Simulator:
         jobs = table.jobs
         acc = self.acc  # (replaced only by ``reset``)
         horizon = self.horizon_s
+        # the kinds the loop dispatches on (compiled, C integers: C comparisons with ``kind``)
+        k_tick, k_complete, k_arrival = _K_TICK, _K_COMPLETE, _K_ARRIVAL
         if self.done:
             return
         while True:  # (``done`` is set only below, each time before a return, and by reset)
@@ -708,17 +711,19 @@ class Simulator:
             changed = False
             ticked = False
             while len(events) and events.peek_time() == t:
-                _, kind, subject, stamp = events.pop_raw()
-                if kind == _K_TICK:
+                kind = events.pop_kind()  # (``pop_raw`` without the tuple; the time is ``t``)
+                subject = events._popped_subject
+                stamp = events._popped_stamp
+                if kind == k_tick:
                     changed |= self._observed_tick() if observed else load.tick()
                     ticked = True
-                elif kind == _K_COMPLETE:
+                elif kind == k_complete:
                     # ``_handle``'s COMPLETE case; a stale one (older epoch) changes nothing
                     st = jobs[subject]
                     if st.status is _RUNNING and stamp == st.epoch:
                         life.finish(st, done)
                         changed = True
-                elif kind == _K_ARRIVAL:  # ``_handle``'s ARRIVAL case (compiled, a C call)
+                elif kind == k_arrival:  # ``_handle``'s ARRIVAL case (compiled, a C call)
                     life.arrive(jobs[subject])
                     changed = True
                 else:

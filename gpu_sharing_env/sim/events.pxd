@@ -19,6 +19,8 @@ cdef class EventQueue:
     cdef readonly Py_ssize_t _n
     cdef readonly long long _seq
     cdef public dict _odd
+    cdef readonly object _popped_subject
+    cdef readonly object _popped_stamp
 
     cdef _put(self, Py_ssize_t i, time_s, kind, long long seq, subject, stamp)
     cdef tuple _item(self, Py_ssize_t i)
@@ -28,4 +30,5 @@ cdef class EventQueue:
     cdef void _sift_up(self, Py_ssize_t pos)
     cpdef push(self, time_s, kind, subject, stamp=*)
     cpdef tuple pop_raw(self)
+    cpdef Py_ssize_t pop_kind(self) except? -1
     cpdef peek_time(self)

@@ -74,9 +74,23 @@ class EventQueue:
     ``lifecycle``, ``jobs``, ``engine``).
     """
 
-    __slots__ = ("_flag", "_ks", "_n", "_odd", "_seq", "_stamp", "_subject", "_t")
+    __slots__ = (
+        "_flag",
+        "_ks",
+        "_n",
+        "_odd",
+        "_popped_stamp",
+        "_popped_subject",
+        "_seq",
+        "_stamp",
+        "_subject",
+        "_t",
+    )
 
     def __init__(self) -> None:
+        #: The subject and stamp of the event :meth:`pop_kind` popped last.
+        self._popped_subject: Any = None
+        self._popped_stamp: Any = None
         #: How many events are queued (slots ``0 .. _n - 1`` of the arrays, in heap order).
         self._n = 0
         #: The next event's sequence number (pushes so far).
@@ -244,27 +258,43 @@ class EventQueue:
         self._n = n + 1
         self._sift_down(0, n)
 
-    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
-    @cython.wraparound(False)
-    @cython.locals(n=cython.Py_ssize_t, ks=cython.longlong)
     def pop_raw(self) -> tuple[Any, int, Any, Any]:
         """``heapq.heappop``: the next event as ``(time_s, kind, subject, stamp)``, the kind a
-        plain ``int`` (the simulator's hot path); IndexError when empty."""
+        plain ``int``; IndexError when empty (:meth:`peek_time`'s time, then
+        :meth:`pop_kind`)."""
+        if self._n == 0:
+            raise IndexError("pop from an empty event queue")
+        t = self.peek_time()
+        kind = self.pop_kind()
+        return (t, kind, self._popped_subject, self._popped_stamp)
+
+    @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.wraparound(False)
+    @cython.locals(n=cython.Py_ssize_t, ks=cython.longlong, kind=cython.Py_ssize_t)
+    def pop_kind(self) -> int:
+        """:meth:`pop_raw` without its tuple (``Simulator.advance``'s loop, which has the time
+        from :meth:`peek_time`): the next event popped, its kind returned (compiled, a C
+        integer), its subject and stamp left in ``_popped_subject`` and ``_popped_stamp``;
+        IndexError when empty."""
         n = self._n
         if n == 0:
             raise IndexError("pop from an empty event queue")
         ks = self._ks[0]
         if self._flag[0]:
-            t, k, _, subject, stamp = self._odd.pop(ks)
-            first = (t, k, subject, stamp)
+            _, k, _, subject, stamp = self._odd.pop(ks)
+            kind = k
         else:
-            first = (float(self._t[0]), ks >> _SEQ_BITS, self._subject[0], self._stamp[0])
+            kind = ks >> _SEQ_BITS
+            subject = self._subject[0]
+            stamp = self._stamp[0]
+        self._popped_subject = subject
+        self._popped_stamp = stamp
         n -= 1
         self._n = n
         if n:
             self._move(0, n)
             self._sift_up(0)
-        return first
+        return kind
 
     def pop(self) -> tuple[Any, EventKind, Any, Any]:
         t, k, subject, stamp = self.pop_raw()

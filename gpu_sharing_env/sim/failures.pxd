@@ -6,6 +6,10 @@
 from gpu_sharing_env.sim.engine cimport Simulator as _Simulator
 from gpu_sharing_env.sim.state cimport JobState
 
+# JobSpec's slot descriptors ``schedule`` reads through job.pxd's ``_take`` (C globals).
+cdef object _S_JOB_ID
+cdef object _S_NUM_GPUS
+
 cdef class Faults:
     cdef public object _cfg
     cdef public object _cluster

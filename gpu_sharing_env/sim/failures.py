@@ -26,10 +26,20 @@ from gpu_sharing_env.sim.faults import RANDOM_CAUSES, FaultCause, propagates
 from gpu_sharing_env.sim.observe import SimObserver
 from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.state import JobState, Status
-from gpu_sharing_env.workload.synthetic import draw_capsule
+from gpu_sharing_env.workload.job import JobSpec
 
-if cython.compiled:  # numpy's random_exponential on the generator's bit generator
+if cython.compiled:  # numpy's random_exponential on the generator's bit generator; C calls
     from cython.cimports.gpu_sharing_env.workload._npyrandom import exponential1
+    from cython.cimports.gpu_sharing_env.workload.job import _take
+    from cython.cimports.gpu_sharing_env.workload.synthetic import draw_capsule
+else:
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
+    from gpu_sharing_env.workload.synthetic import draw_capsule
+
+# ``JobSpec``'s slot descriptors ``schedule`` reads (``_take(spec, _S_JOB_ID)`` is
+# ``spec.job_id``: compiled, a member read, ``job.pxd``'s ``_take``).
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -102,7 +112,8 @@ class Faults:
         if self._rate_per_s <= 0:
             return
         sim = self._sim
-        scale = 1.0 / (self._rate_per_s * st.spec.num_gpus)
+        spec = st.spec
+        scale = 1.0 / (self._rate_per_s * _take(spec, _S_NUM_GPUS))
         # ``self._rng.exponential(scale)``; compiled, the C function it runs (the same double,
         # the same stream: ``workload.synthetic.draw_capsule``), without its ~4 k instructions
         dc = draw_capsule(self._rng) if cython.compiled else None
@@ -110,7 +121,7 @@ class Faults:
             dt = exponential1(dc, scale)
         else:
             dt = self._rng.exponential(scale)
-        sim.events.push(sim.now + dt, _K_FAULT, st.spec.job_id, st.run_id)
+        sim.events.push(sim.now + dt, _K_FAULT, _take(spec, _S_JOB_ID), st.run_id)
 
     def strike(self, st: JobState) -> None:
         """A FAULT event of running ``st`` fired: draw its cause and fail it (a service that

@@ -14,6 +14,8 @@ from gpu_sharing_env.sim.waiting cimport Queue as _Queue
 
 # JobSpec.job_id's slot descriptor, read through job.pxd's ``_take`` (a C global).
 cdef object _S_JOB_ID
+cdef object _S_SUBMIT_S
+cdef object _S_WORK_S
 
 cdef class Lifecycle:
     cdef public object _cfg

@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 #: ``JobSpec.job_id``'s slot descriptor: ``_take(spec, _S_JOB_ID)`` is ``spec.job_id``
 #: (compiled, CPython's member read, ``job.pxd``'s ``_take``: no lookup through the type).
 _S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_SUBMIT_S = JobSpec.__dict__["submit_s"]
+_S_WORK_S = JobSpec.__dict__["work_s"]
 
 __all__ = ["Lifecycle", "mask_signature"]
 
@@ -251,7 +253,13 @@ class Lifecycle:
         self._sim.acc.migrations += 1
         # (the new GPUs' fractions are ``start``'s, nothing they are computed from moved since:
         # only the GPUs left are recomputed, every resident's rate set again)
-        rates.refresh(sorted(set(freed) | set(st.gpus)), st.gpus)
+        gpus = st.gpus
+        if len(freed) == 1 and len(gpus) == 1:  # ``sorted(set(freed) | set(gpus))`` of two
+            a, b = freed[0], gpus[0]
+            both = [a] if a == b else ([a, b] if a < b else [b, a])
+        else:
+            both = sorted(set(freed) | set(gpus))
+        rates.refresh(both, gpus)
 
     # ================================================================== suspension
     def check_suspend(self, job_id: int, st: JobState | None) -> str | None:
@@ -370,7 +378,8 @@ class Lifecycle:
             sv.batch_size = batch_size
             sv.solo_batch_ms = self._memo.solo_batch_ms(st)
             self._load.update_load(st)
-            events.push(max(now, spec.submit_s + spec.work_s), _K_END, spec.job_id)
+            end = _take(spec, _S_SUBMIT_S) + _take(spec, _S_WORK_S)
+            events.push(max(now, end), _K_END, _take(spec, _S_JOB_ID))
         self._faults.schedule(st)
         mem_true = c.mem_true
         for g in gpus:  # ``any(...)`` as a loop (compiled, a generator is costly)

@@ -11,7 +11,13 @@ from gpu_sharing_env.sim.usage cimport FleetUsage as _FleetUsage
 cdef object _S_JOB_ID
 cdef object _S_MODEL
 cdef object _S_PRIORITY
+cdef object _S_SERVICE
 cdef object _S_WORK_S
+
+# The mechanism flags' bits in ``Rates._mech_bits`` (C constants, set at import).
+cdef int _KERNEL_PRIORITY
+cdef int _DYNAMIC_SM
+cdef int _LAUNCH_QUOTA
 
 cdef class Rates:
     cdef public object _bonus
@@ -20,6 +26,7 @@ cdef class Rates:
     cdef public object _fr_mech
     cdef public Py_ssize_t _gpulets
     cdef public dict _jobs
+    cdef public int _mech_bits
     cdef public list _mem_cap
     cdef public _SpeedMemo _memo
     cdef public list _node_factor
@@ -31,7 +38,6 @@ cdef class Rates:
     cdef public _Simulator _sim
     cdef public list _type_of
     cdef public _FleetUsage _usage
-    cdef public object _views
     cdef public list _watchers
     cdef public object mechanisms
 

@@ -34,14 +34,14 @@ from gpu_sharing_env.sim.constants import (
 )
 
 if cython.compiled:  # the extension types (state.pxd, cluster.pxd, speed.pxd): C reads
-    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews
+    from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
     from cython.cimports.gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
     from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
     from gpu_sharing_env.fleet.cluster import _slot_read as _take
-    from gpu_sharing_env.fleet.cluster import _StateViews
+    from gpu_sharing_env.fleet.cluster import _StateViews, _views_of
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
     from gpu_sharing_env.sim.state import JobLedger, JobState, ServingState
@@ -53,12 +53,28 @@ if TYPE_CHECKING:
 
 _NO_SKIP: frozenset[int] = frozenset()
 
+#: ``Rates._mech_bits``: the mechanism flags ``gpu_fractions`` reads, one bit each.
+_KERNEL_PRIORITY = 1
+_DYNAMIC_SM = 2
+_LAUNCH_QUOTA = 4
+
+
+def _mech_bits(mech: MechanismConfig) -> int:
+    """``mech``'s ``kernel_priority``, ``dynamic_sm`` and ``launch_quota`` as bits."""
+    return (
+        (_KERNEL_PRIORITY if mech.kernel_priority else 0)
+        | (_DYNAMIC_SM if mech.dynamic_sm else 0)
+        | (_LAUNCH_QUOTA if mech.launch_quota else 0)
+    )
+
+
 # ``JobSpec``'s slot descriptors of the fields read per resident and per rate: ``_take(spec,
 # _S_MODEL)`` is ``spec.model`` (compiled, CPython's member read, ``job.pxd``'s ``_take``, a C
 # call: no attribute lookup through the type; interpreted, the descriptor's ``__get__``).
 _S_JOB_ID = JobSpec.__dict__["job_id"]
 _S_MODEL = JobSpec.__dict__["model"]
 _S_PRIORITY = JobSpec.__dict__["priority"]
+_S_SERVICE = JobSpec.__dict__["service"]
 _S_WORK_S = JobSpec.__dict__["work_s"]
 
 
@@ -72,6 +88,7 @@ class Rates:
         "_fr_mech",
         "_gpulets",
         "_jobs",
+        "_mech_bits",
         "_mem_cap",
         "_memo",
         "_node_factor",
@@ -83,7 +100,6 @@ class Rates:
         "_sim",
         "_type_of",
         "_usage",
-        "_views",
         "_watchers",
         "mechanisms",
     )
@@ -104,6 +120,9 @@ class Rates:
         self._usage = usage
         #: The cluster mechanisms in force (``Simulator.reset``/``set_mechanisms``).
         self.mechanisms = mechanisms
+        #: Their three flags ``gpu_fractions`` reads (compiled, a C integer: one typed read
+        #: where each flag was a generic attribute read of the config): :func:`_mech_bits`.
+        self._mech_bits: int = _mech_bits(mechanisms)
         self._fr_mech = mechanisms  # the mechanisms the fractions were computed under
         #: The priority bonus of an online service (``sharing.online_priority``).
         self._bonus = 100 if online_priority else 0
@@ -129,13 +148,11 @@ class Rates:
         self._dirty: set[int] = set()
         #: Sets of running jobs whose progress, rate or load may have changed (``watch``).
         self._watchers: list[set[int]] = []
-        #: The cluster's typed views of its state (compiled: ``_state_views``), kept here so
-        #: a read needs no method call.
-        self._views: _StateViews | None = None
 
     def reset(self, jobs: dict[int, JobState], mechanisms: MechanismConfig) -> None:
         self._jobs = jobs
         self.mechanisms = mechanisms
+        self._mech_bits = _mech_bits(mechanisms)
         self._node_factor = [1.0] * self._cluster.n_nodes
         self._dirty = set()
         self._fr_mech = mechanisms
@@ -145,6 +162,7 @@ class Rates:
         """The mechanisms from now on (a change mid-episode recomputes every GPU's fractions at
         the next node-factor change, as documented by ``refresh``)."""
         self.mechanisms = mechanisms
+        self._mech_bits = _mech_bits(mechanisms)
 
     # ------------------------------------------------------------------ watchers
     def watch(self) -> set[int]:
@@ -176,17 +194,15 @@ class Rates:
 
     def mark_dirty(self, gpus: Sequence[int]) -> None:
         """``gpus``' residents changed: their fractions are to be recomputed (``refresh``)."""
-        self._dirty.update(gpus)
+        if len(gpus) == 1:  # (one GPU, most calls: ``set.add``, a C call, no method lookup)
+            self._dirty.add(gpus[0])
+        else:
+            self._dirty.update(gpus)
 
-    @cython.locals(sv=_StateViews)
     def _state_views(self) -> _StateViews:
-        """The cluster's typed views of its current state arrays (:meth:`Cluster.state_views`),
-        kept while they view them (the arrays are replaced only by ``Cluster.reset``; a copy's
-        are None, ``_StateViews.__reduce__``): a read of the same values, one call fewer."""
-        sv = self._views
-        if sv is None or sv.src is not self._cluster.n_res:
-            sv = self._views = self._cluster.state_views()
-        return sv
+        """The cluster's typed views of its current state arrays (:meth:`Cluster.state_views`;
+        compiled, ``cluster.pxd``'s ``_views_of``, a C call that keeps the last cluster's)."""
+        return _views_of(self._cluster)  # type: ignore[no-any-return]
 
     def mem_cap(self, g: int) -> float:
         """GPU ``g``'s memory (GB, a Python float)."""
@@ -253,7 +269,10 @@ class Rates:
             ]
         return shares
 
-    @cython.locals(r=JobState, st=JobState, sv=_StateViews)
+    @cython.locals(
+        r=JobState, st=JobState, sv=_StateViews, used=cython.double, f=cython.double,
+        node=cython.Py_ssize_t,
+    )  # fmt: skip
     def refresh(self, gpus: Sequence[int], fresh: Sequence[int] | None = None) -> None:
         """Recompute sharing fractions on ``gpus`` and the rates of every job they host.
 
@@ -274,10 +293,11 @@ class Rates:
         vcpus_of = self._node_vcpus
         extra: list[int] | None = None
         if cython.compiled:
-            sv = self._state_views()
+            sv = _views_of(c)
         for node in (node_of[gpus[0]],) if len(gpus) == 1 else {node_of[g] for g in gpus}:
             # Python floats (``.item``), compiled C doubles (the cluster's typed views): the
-            # same values as the numpy scalars, cheaper to use
+            # same values as the numpy scalars, cheaper to use (``f`` a C double: the same
+            # IEEE quotient, ``min`` of two doubles as ``min`` of the floats)
             used = sv.node_cpu[node] if cython.compiled else c.node_cpu_used.item(node)
             f = min(1.0, vcpus_of[node] / used) if used > 1e-9 else 1.0
             if f != factor[node]:
@@ -304,7 +324,11 @@ class Rates:
             return
         affected: dict[int, JobState] = {}
         if extra is None:
-            todo = gpus if len(gpus) == 1 else sorted(set(gpus))
+            # (two GPUs already in order, a migration's: ``sorted(set(gpus))`` is ``gpus``)
+            if len(gpus) == 1 or (len(gpus) == 2 and gpus[0] < gpus[1]):
+                todo = gpus
+            else:
+                todo = sorted(set(gpus))
             skip: Set[int] = _NO_SKIP
         else:
             own = set(gpus)
@@ -337,7 +361,8 @@ class Rates:
         util=cython.double, sm=cython.double, stp=cython.double, over=cython.double,
         d=cython.double, f=cython.double, hosts_online=cython.double, mem=cython.double,
         busy=cython.double, r=JobState, i=cython.Py_ssize_t, n=cython.Py_ssize_t,
-        sv=_StateViews, cache=dict, memo=SpeedMemo, duty_of=dict,
+        sv=_StateViews, cache=dict, memo=SpeedMemo, duty_of=dict, duty=cython.double,
+        bits=cython.int, full=tuple,
     )  # fmt: skip
     def gpu_fractions(self, g: int, res: list[JobState]) -> None:
         """Set the sharing fractions (``frac``, ``sm_eff``) of GPU ``g``'s residents ``res``
@@ -347,26 +372,26 @@ class Rates:
         c = self._cluster
         util = sm = stp = over = 0.0
         if cython.compiled:
-            sv = self._state_views()
+            sv = _views_of(c)
             n_online = sv.online_count[g]
         else:
             n_online = c.online_count.item(g)
         if res:
             mode = _MODES[sv.mode[g] if cython.compiled else c.mode.item(g)]
-            mech = self.mechanisms
+            bits = self._mech_bits
             gpulet_of = c.gpulet_of(g) if self._gpulets and mode is _MPS else None
             # priorities matter under time-slicing, and under MPS only with kernel-level
             # priority deployed (Tally / MuxFlow's xCUDA); plain MPS shares without them
-            prio_on = mode is not _MPS or mech.kernel_priority
+            prio_on = mode is not _MPS or (bits & _KERNEL_PRIORITY) != 0
             bonus = self._bonus
             keys: list[tuple[Any, ...]] = []
             add = keys.append
             if gpulet_of is not None:
                 # gpulets: a resident's SM share is its partition's (``Resident.gpulet``)
                 shares = [gpulet_of[_take(r.spec, _S_JOB_ID)][1] / 100.0 for r in res]
-            elif mech.dynamic_sm:
+            elif bits & _DYNAMIC_SM:
                 shares = self._sm_shares(g, res)
-            elif mech.launch_quota and mode is _MPS and len(res) == 1:
+            elif bits & _LAUNCH_QUOTA and mode is _MPS and len(res) == 1:
                 shares = [1.0]  # GPUPool: alone, a client launches with the solo quota
             else:  # ``_sm_shares`` without dynamic SM: each option's static share
                 opt_share = self._opt_share
@@ -384,8 +409,15 @@ class Rates:
                 spec = r.spec
                 model = _take(spec, _S_MODEL)
                 online = r.online
+                # (compiled, a C double: the same IEEE product, or the record's own double)
                 duty = r.serving.duty if online else duty_of[model] * r.throttle
                 r.sm_eff = share
+                batch = 0
+                if online:  # ``r.effective_batch_size``, inlined (a property: a generic read)
+                    batch = r.serving.batch_size
+                    if not batch:
+                        svc = _take(spec, _S_SERVICE)
+                        batch = svc.batch_size if svc is not None else 0
                 key: tuple[Any, ...] = (
                     model,
                     share,
@@ -394,16 +426,17 @@ class Rates:
                     1e-3 if duty < 1e-3 else duty,  # max(duty, 1e-3)
                     online,
                     (_take(spec, _S_PRIORITY) + (bonus if online else 0)) if prio_on else 0,
-                    r.effective_batch_size if online else 0,  # its SM-share curve
+                    batch,  # its SM-share curve
                 )
                 if gpulet_of is not None:
                     key = (*key, gpulet_of[_take(spec, _S_JOB_ID)][0])
                 add(key)
             gpu_type = self._type_of[g]  # (``c.type_name_of``'s strings, a list read)
             cache = memo.rates_cache  # (compiled, typed: a dictionary lookup, no method call)
-            fr = cache.get((gpu_type, mode, *keys))  # ``SpeedMemo.rates``, inlined
-            if fr is None:
-                fr = memo.rates(gpu_type, mode, keys)
+            full = (gpu_type, mode, *keys)
+            fr = cache.get(full)  # ``SpeedMemo.rates``, inlined
+            if fr is None:  # (a miss: the key neither built nor looked up again)
+                fr = memo.rates_miss(full, keys)
             if len(fr) != n:  # (what ``zip(..., strict=True)`` checked of the model's answer)
                 raise ValueError(f"speed model: {len(fr)} rates for {n} residents")
             if n_online > 0:
@@ -475,6 +508,7 @@ class Rates:
         st=JobState, i=cython.Py_ssize_t, solo_cache=dict, events=EventQueue, memo=SpeedMemo,
         one=cython.double, solo_d=cython.double, frac_d=cython.double, cpu_d=cython.double,
         work=cython.double, remaining=cython.double, net_d=cython.double, v=cython.double,
+        rate=cython.double, now=cython.double, t0=cython.double,
     )  # fmt: skip
     def set_rate(self, st: JobState) -> None:
         """Set running ``st``'s rate from its fractions; an offline job's completion event is
@@ -527,7 +561,7 @@ class Rates:
             # first of the least, as ``min`` keeps it
             # (an index loop, not ``zip(..., strict=True)``: compiled, a zip with a keyword is a
             # generic call; ``solo_of`` was built from ``gpus``, of one length)
-            rate = None
+            rate = 0.0
             net_d = net
             for i in range(len(gpus)):
                 g = gpus[i]
@@ -536,7 +570,7 @@ class Rates:
                 frac_d = frac[g]
                 cpu_d = factor[node_of[g]]
                 v = solo_d * net_d * frac_d * cpu_d
-                if rate is None or v < rate:
+                if i == 0 or v < rate:  # (the first, then a lesser one: ``min``'s pick)
                     rate = v
             st.rate = rate
         if not st.online:
@@ -545,6 +579,9 @@ class Rates:
             remaining = work - st.work_done  # ``st.remaining``, inlined
             remaining = remaining if remaining > 0.0 else 0.0  # max(0.0, remaining)
             sim = self._sim
-            t_done = max(sim.now, st.setup_until) + remaining / rate
+            # (C doubles: ``max`` of two is Python's, the second only where it is greater)
+            now = sim.now
+            t0 = st.setup_until
+            t_done = (t0 if t0 > now else now) + remaining / rate
             events = sim.events  # (compiled, typed: ``push`` is a C call)
             events.push(t_done, _K_COMPLETE, _take(spec, _S_JOB_ID), epoch)

@@ -20,6 +20,7 @@ cdef class SpeedMemo:
 
     cpdef list _resident_list(self, list keys)
     cpdef rates(self, gpu_type, mode, list keys)
+    cpdef rates_miss(self, tuple key, list keys)
     cpdef terms(self, gpu_type, mode, list keys)
     cpdef solo_speed(self, model, gpu_type)
     cpdef solo_batch_ms(self, JobState st)

@@ -74,7 +74,7 @@ class SpeedMemo:
         #: The speed/interference model (fixed for the simulator's life).
         self.model = model
         # the fleet's GPU types (static): index per GPU, name per index
-        self._type_idx = cluster.type_idx
+        self._type_idx: list[int] = cluster.type_idx.tolist()  # (ints: a list read each)
         self._type_names = cluster.type_names
         #: ``rates`` per (gpu_type, mode, *resident keys); read inline on the hot path.
         self.rates_cache: dict[tuple[Any, ...], list[float]] = {}
@@ -119,10 +119,18 @@ class SpeedMemo:
         key = (gpu_type, mode, *keys)
         hit = self.rates_cache.get(key)
         if hit is None:
-            hit = self._fresh(gpu_type, mode, self._resident_list(keys))
-            if len(self.rates_cache) >= MEMO_CAP:
-                self.rates_cache.clear()
-            self.rates_cache[key] = hit
+            hit = self.rates_miss(key, keys)
+        return hit
+
+    def rates_miss(self, key: tuple[Any, ...], keys: list[tuple[Any, ...]]) -> list[float]:
+        """:meth:`rates` where ``key`` (``(gpu_type, mode, *keys)``) was just looked up and
+        missed (``Rates.gpu_fractions``: the key is neither built nor looked up again): the
+        model's answer, memoised under ``key``."""
+        hit = self._fresh(key[0], key[1], self._resident_list(keys))
+        cache = self.rates_cache
+        if len(cache) >= MEMO_CAP:
+            cache.clear()
+        cache[key] = hit
         return hit
 
     def terms(
@@ -151,9 +159,11 @@ class SpeedMemo:
     def solo_batch_ms(self, st: JobState) -> float:
         """Solo batch latency of online ``st`` on the type of its first GPU, at the batch size
         it runs with (``JobState.effective_batch_size``; memoised)."""
-        assert st.spec.service is not None
-        batch = st.effective_batch_size
-        key = (st.spec.model, int(self._type_idx[st.gpus[0]]), batch)
+        spec = st.spec
+        svc = spec.service
+        assert svc is not None
+        batch = st.serving.batch_size or svc.batch_size  # ``st.effective_batch_size``, inlined
+        key = (spec.model, self._type_idx[st.gpus[0]], batch)
         ms = self.batch_ms.get(key)
         if ms is None:
             gt = self._type_names[key[1]]

@@ -7,6 +7,14 @@ from gpu_sharing_env.sim.state cimport JobState
 
 cpdef tuple mask_signature(spec)
 
+# JobSpec's slot descriptors read through job.pxd's ``_take`` (C globals, set at import).
+cdef object _S_EST_WORK_S
+cdef object _S_JOB_ID
+cdef object _S_KIND
+cdef object _S_PRIORITY
+cdef object _S_SUBMIT_S
+cdef tuple _SIG_SLOTS
+
 cdef class Queue:
     cdef public dict _best_speed
     cdef public object _front

@@ -23,16 +23,30 @@ try:  # compiled (gpu_sharing_env._compile): C types for the locals below; inter
 except ModuleNotFoundError:
     from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
 
-if cython.compiled:  # the typed job record (state.pxd): its fields C reads
+if cython.compiled:  # the typed job record (state.pxd): its fields C reads; slot reads
     from cython.cimports.gpu_sharing_env.sim.state import JobState
+    from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.state import JobState
+
+# ``JobSpec``'s slot descriptors of the fields a queued job's entry reads (``_take(spec,
+# _S_JOB_ID)`` is ``spec.job_id``: compiled, a member read, ``job.pxd``'s ``_take``, where each
+# was a generic attribute read).
+_S_EST_WORK_S = JobSpec.__dict__["est_work_s"]
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_KIND = JobSpec.__dict__["kind"]
+_S_PRIORITY = JobSpec.__dict__["priority"]
+_S_SUBMIT_S = JobSpec.__dict__["submit_s"]
+#: The descriptors of the signature's other fields, in its order: memory, GPU types, gang size.
+_SIG_SLOTS = tuple(JobSpec.__dict__[f] for f in ("mem_gb", "gpu_types", "num_gpus"))
 
 
 def mask_signature(spec: JobSpec) -> tuple[Any, ...]:
     """What a job's placement mask depends on (``Cluster.placement_mask``): its memory, GPU
     types, kind and gang size. Jobs with equal signatures have equal masks."""
-    return (spec.mem_gb, spec.gpu_types, spec.kind is _ONLINE, spec.num_gpus)
+    mem, types, n = _SIG_SLOTS
+    return (_take(spec, mem), _take(spec, types), _take(spec, _S_KIND) is _ONLINE, _take(spec, n))
 
 
 def front(sigs: dict[tuple[Any, ...], list[Any]]) -> list[tuple[tuple[Any, ...], JobSpec]]:
@@ -149,10 +163,11 @@ class Queue:
         order, ``((class, predicted_s, submit_s), job_id)`` in predicted order (a job's entry
         never changes while it is queued: its estimate and progress are fixed there)."""
         spec = st.spec
+        submit, jid = _take(spec, _S_SUBMIT_S), _take(spec, _S_JOB_ID)
         if self.order == "fifo":
-            return (spec.submit_s, spec.job_id)
-        if spec.online or spec.priority > 0:
-            return ((0, 0.0, spec.submit_s), spec.job_id)
+            return (submit, jid)
+        if _take(spec, _S_KIND) is _ONLINE or _take(spec, _S_PRIORITY) > 0:  # (``spec.online``)
+            return ((0, 0.0, submit), jid)
         key = (spec.model, spec.gpu_types)
         best = self._best_speed.get(key)
         if best is None:
@@ -163,16 +178,16 @@ class Queue:
                 if names is None or t in names
             ]
             best = self._best_speed[key] = max(speeds, default=1.0)
-        remaining = spec.est_work_s - st.work_done
+        remaining = _take(spec, _S_EST_WORK_S) - st.work_done
         pred = (remaining if remaining > 0.0 else 0.0) / (best if best > 1e-9 else 1e-9)
-        return ((1, pred, spec.submit_s), spec.job_id)
+        return ((1, pred, submit), jid)
 
     def add(self, st: JobState) -> None:
         """Put ``st`` in the queue (it enters the log and its signature's count)."""
         insort(self.entries, self.entry(st))
         self.version += 1
-        self.log.append(st.spec.job_id)
         spec = st.spec
+        self.log.append(_take(spec, _S_JOB_ID))
         sig = mask_signature(spec)
         e = self._sigs.get(sig)
         if e is None:
@@ -187,7 +202,7 @@ class Queue:
         taken move; the entries and the signatures' counts come back as they were (the
         signatures' front is forgotten where ``st``'s was not queued, as the two do)."""
         self.version += 2
-        self.log.append(st.spec.job_id)
+        self.log.append(_take(st.spec, _S_JOB_ID))
         self.taken += 1
         if mask_signature(st.spec) not in self._sigs:
             self._front = None
