@@ -75,10 +75,14 @@ from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
-from gpu_sharing_env.workload.predictor import GroupStats
 
 if cython.compiled:  # the extension types (.pxd): C reads of their fields; C calls (legality)
-    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+    from cython.cimports.cpython.buffer import (
+        PyBUF_ND,
+        PyBUF_SIMPLE,
+        PyBuffer_Release,
+        PyObject_GetBuffer,
+    )
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.state import JobState
@@ -86,6 +90,21 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
     from cython.cimports.libc.math import log1p
     from cython.cimports.libc.string import memcpy, memset
+
+    # numpy's C API (``setup.py``'s ``NUMPY_HEADERS``): a block's targets read from their
+    # array's memory without a buffer request (``_block_rows``)
+    from cython.cimports.numpy import (
+        NPY_INT64,
+        PyArray_DATA,
+        PyArray_DIM,
+        PyArray_IS_C_CONTIGUOUS,
+        PyArray_NDIM,
+        PyArray_TYPE,
+        import_array,
+        ndarray,
+    )
+
+    import_array()
 else:
     from math import log1p
 
@@ -95,7 +114,9 @@ else:
 
     # (only the compiled passes copy or clear runs of cells and read arrays' memory through
     # Python's buffer protocol: a block's targets, a gang's single-GPU legality)
-    memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = _views_of = None
+    memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
+    _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
+    PyArray_NDIM = PyArray_TYPE = ndarray = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -347,24 +368,25 @@ _SIG = 11
 _C_SIG = cython.declare(cython.Py_ssize_t, _SIG)
 
 
-@cython.locals(groups=dict, known=dict)
+@cython.locals(groups=dict, known=dict, hit=tuple)
 def _group_cols(
     sim: Simulator,
     spec: JobSpec,
     groups: dict[str, _GroupCols],
-    known: dict[str, tuple[GroupStats, _GroupCols]],
+    known: dict[str, tuple[tuple[int, float, float, float], _GroupCols]],
 ) -> _GroupCols:
     """The job's group columns (the last four of :data:`_JOB_COLS`: what
     ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
     as known (the predictor is asked for the others and they are added); ``known``: per group
-    the predictor's last answer and its columns (the predictor gives the same object while its
-    answer holds: ``OnlinePredictor.group_stats``, so the columns are not computed again).
-    (Compiled, the two dictionaries typed: their look-ups are C calls.)"""
+    the predictor's last answer and its columns (the predictor gives the same tuple while its
+    answer holds: ``OnlinePredictor.group_numbers``, ``group_stats``' numbers without the
+    object, so the columns are not computed again). (Compiled, the two dictionaries typed:
+    their look-ups are C calls.)"""
     group = spec.group
     cols = groups.get(group)
     if cols is None:
         pred = sim.predictor
-        g = pred.group_stats(spec, sim.now) if pred is not None else None
+        g = pred.group_numbers(group, sim.now) if pred is not None else None
         if g is None:
             cols = (0.0, 0.0, 0.0, 0.0)
         else:
@@ -372,10 +394,11 @@ def _group_cols(
             if hit is not None and hit[0] is g:
                 cols = hit[1]
             else:
-                runs = math.log1p(g.runs_seen) / 5.0
-                mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
-                std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
-                cols = (runs, mean, std, _log_s(g.period_s))
+                runs_seen, mean_log_s, std_log_s, period_s = g
+                runs = math.log1p(runs_seen) / 5.0
+                mean = mean_log_s / math.log(1e6) if math.isfinite(mean_log_s) else 0.0
+                std = std_log_s / 5.0 if math.isfinite(std_log_s) else 0.0
+                cols = (runs, mean, std, _log_s(period_s))
                 known[group] = (g, cols)
         groups[group] = cols
     return cols
@@ -1371,6 +1394,7 @@ class _Writer:
         self.cap = 0
         self.room(8)
 
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     def room(self, n_blocks: int) -> None:
         """Room for ``n_blocks`` job rows."""
         if n_blocks > self.cap:
@@ -1378,6 +1402,7 @@ class _Writer:
             self.jr = np.zeros((self.cap, len(_JOB_COLS)))
             self.jri = np.zeros((self.cap, 3), dtype=np.int64)
 
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     def same(self, arrays: tuple[np.ndarray, ...], opt32: np.ndarray) -> bool:
         """Whether these were made of ``arrays`` (:meth:`_GpuViews.same`) and ``opt32``."""
         return self.opt is opt32 and self.gpu.same(arrays)
@@ -1389,6 +1414,7 @@ class _Writer:
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the blocks' rows)
     @cython.wraparound(False)
     def fill(
@@ -1553,7 +1579,7 @@ class CandidateBuilder:
         self._groups: tuple[object, int, float, dict[str, _GroupCols]] | None = None
         #: Per group, the predictor's last answer and its columns (``_group_cols``), for the
         #: episode (the token of ``_groups``).
-        self._known: dict[str, tuple[GroupStats, _GroupCols]] = {}
+        self._known: dict[str, tuple[tuple[int, float, float, float], _GroupCols]] = {}
         #: Per job id, its spec and the row cells that depend on the spec alone
         #: (``_spec_cols``), for the episode (the token of ``_groups``).
         self._fixed: dict[int, tuple[Any, ...]] = {}
@@ -1739,7 +1765,7 @@ class CandidateBuilder:
             cands = self._assemble(blocks, n_place, total, out, used, groups, jobs, now)
             self._suspensions(cands, moved)
         if out is not None and used > total:
-            out[total:used] = 0.0  # (the rows the last build used beyond these)
+            _zero_rows(out, total, used)  # (the rows the last build used beyond these)
         if self.pair_features and len(cands) > 1:
             at = self.n_features - len(PAIR_FEATURES)
             cands.features[1:, at:] = pair_columns(
@@ -2256,6 +2282,30 @@ def _target_gpus(flats: list[np.ndarray], n_opts: int, n_gpus: int) -> np.ndarra
 
 
 @cython.cfunc
+@cython.locals(lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, row=cython.Py_ssize_t)
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+def _zero_rows(out: np.ndarray, lo: int, hi: int) -> int:
+    """``out[lo:hi] = 0.0`` of a 2-D table in C order (``GpuSharing-v3``'s kept table: the
+    rows the last build used beyond this one's). Compiled, one ``memset`` of those rows'
+    memory, read through Python's buffer protocol (its shape: ``PyBUF_ND``, which a table
+    not in C order refuses), where the slice and its scalar assignment cost ~6 k
+    instructions; a float's 0.0 is all zero bits."""
+    if not cython.compiled:
+        out[lo:hi] = 0.0
+        return 0
+    view = cython.declare(cython.Py_buffer)
+    PyObject_GetBuffer(out, cython.address(view), PyBUF_ND)
+    if view.ndim != 2 or hi > view.shape[0] or lo < 0 or lo > hi:
+        PyBuffer_Release(cython.address(view))
+        raise ValueError("candidate table: rows out of range")
+    row = view.shape[1] * view.itemsize
+    memset(cython.cast(cython.p_uchar, view.buf) + lo * row, 0, (hi - lo) * row)
+    PyBuffer_Release(cython.address(view))
+    return 0
+
+
+@cython.cfunc
 @cython.locals(rv=cython.float[:, ::1], iv=cython.longlong[:, ::1])
 @cython.returns(cython.int)
 @cython.exceptval(check=False)  # (raises nothing)
@@ -2276,7 +2326,7 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     f=cython.longlong, g=cython.longlong, o=cython.longlong, jid=cython.longlong,
     own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t, nop=cython.Py_ssize_t,
     marks=cython.bint, rp=cython.p_float, i0=cython.p_longlong, i1=cython.p_longlong,
-    i2=cython.p_longlong, fixed=cython.bint, place=cython.float,
+    i2=cython.p_longlong, fixed=cython.bint, place=cython.float, held=cython.bint,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -2308,16 +2358,29 @@ def _block_rows(
     (:data:`_NJ`, :data:`_NOP`: a few moves, not a ``memcpy`` call) where the block's widths
     are those."""
     view = cython.declare(cython.Py_buffer)
-    PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
-    if view.itemsize != 8:
-        PyBuffer_Release(cython.address(view))
-        raise TypeError("candidate targets: int64 flat indices expected")
-    fp = cython.cast(cython.p_longlong, view.buf)
-    n = view.len // 8
+    # (a C-order int64 numpy array, as the legality's passes answer: its memory read in
+    # place, numpy's C API, no buffer request (~270 instructions a block); else the buffer)
+    held = not (
+        isinstance(flat, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, flat)) == 1
+        and PyArray_TYPE(cython.cast(ndarray, flat)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, flat))
+    )
+    if held:
+        PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
+        if view.itemsize != 8:
+            PyBuffer_Release(cython.address(view))
+            raise TypeError("candidate targets: int64 flat indices expected")
+        fp = cython.cast(cython.p_longlong, view.buf)
+        n = view.len // 8
+    else:
+        fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
+        n = PyArray_DIM(cython.cast(ndarray, flat), 0)
     marks = mark is not None
     nj, nop = jv.shape[1], ov.shape[1]
     if nj > 16:  # (never: ``_JOB_COLS`` has ``_NJ`` columns; 16: ``_ROW_CAP``)
-        PyBuffer_Release(cython.address(view))
+        if held:
+            PyBuffer_Release(cython.address(view))
         raise ValueError("candidate rows: more job columns than _ROW_CAP")
     fixed = nj == 14 and nop == 6  # (``_NJ``, ``_NOP``)
     jc = cython.declare(cython.float[16])  # (the block's job cells; 16: ``_ROW_CAP``)
@@ -2352,7 +2415,8 @@ def _block_rows(
         if marks:
             mark[g] = 1
         i += 1
-    PyBuffer_Release(cython.address(view))
+    if held:
+        PyBuffer_Release(cython.address(view))
     return i
 
 
