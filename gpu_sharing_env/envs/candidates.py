@@ -1410,7 +1410,8 @@ class _Writer:
     @cython.locals(
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
-        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t,
+        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t, fixed=dict,
+        hit=tuple,
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
@@ -1432,6 +1433,7 @@ class _Writer:
         max_res: int,
         owners: list[tuple[int, list[int]]],
         gangs: list[tuple[int, np.ndarray, int, bool]],
+        fixed: dict[int, tuple[Any, ...]] | None = None,
     ) -> None:
         """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
         block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
@@ -1442,7 +1444,8 @@ class _Writer:
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
         single-GPU legality per (option, GPU) or its legal single-GPU cells as rising flat
         indices, its GPUs, whether flat cells: ``CandidateBuilder._gang_rows``)
-        (``gang_one_node``: :func:`_gang_one_node`)."""
+        (``gang_one_node``: :func:`_gang_one_node`). ``fixed``: the builder's per-job spec
+        cells (``_spec_cols``), whose estimate a resident's work left reads where kept."""
         # (the table's typed view kept while the same table is passed: ``GpuSharing-v3``'s
         # kept table, where a view acquired a build cost ~2.4 k instructions)
         if table is not self.table:
@@ -1489,7 +1492,13 @@ class _Writer:
                     # in order from 0
                     for j in res:
                         st = jobs[j]
-                        x = st.spec.est_work_s - st.work_done
+                        # (the estimate kept with the job's cells, ``_spec_cols``, where kept
+                        # for its spec: a dictionary look-up, not a read of the spec's field)
+                        hit = fixed.get(j) if fixed is not None else None
+                        if hit is not None and hit[0] is st.spec:
+                            x = hit[5] - st.work_done
+                        else:
+                            x = st.spec.est_work_s - st.work_done
                         total += x if x > 0.0 else 0.0
                     busy = True
             self.leftv[g] = total
@@ -2086,7 +2095,7 @@ class CandidateBuilder:
         w.fill(
             table, ids, blocks, n_place, self._n_opts, speeds[2], jobs, c.residents,
             fx[4], fx[5], fx[6], owners,
-            self._gang_rows(gangs, specs, blocks, sim.legality, c),
+            self._gang_rows(gangs, specs, blocks, sim.legality, c), fixed,
         )  # fmt: skip
         return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
 
@@ -2282,7 +2291,9 @@ def _target_gpus(flats: list[np.ndarray], n_opts: int, n_gpus: int) -> np.ndarra
 
 
 @cython.cfunc
-@cython.locals(lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, row=cython.Py_ssize_t)
+@cython.locals(
+    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, row=cython.Py_ssize_t, r=cython.Py_ssize_t
+)
 @cython.returns(cython.int)
 @cython.exceptval(-1)
 def _zero_rows(out: np.ndarray, lo: int, hi: int) -> int:
@@ -2300,7 +2311,10 @@ def _zero_rows(out: np.ndarray, lo: int, hi: int) -> int:
         PyBuffer_Release(cython.address(view))
         raise ValueError("candidate table: rows out of range")
     row = view.shape[1] * view.itemsize
-    memset(cython.cast(cython.p_uchar, view.buf) + lo * row, 0, (hi - lo) * row)
+    # (a row at a time: a few vector stores each, where one call over every row takes the
+    # C library's string-store path, which callgrind counts a byte at a time)
+    for r in range(lo, hi):
+        memset(cython.cast(cython.p_uchar, view.buf) + r * row, 0, row)
     PyBuffer_Release(cython.address(view))
     return 0
 
@@ -2327,6 +2341,9 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t, nop=cython.Py_ssize_t,
     marks=cython.bint, rp=cython.p_float, i0=cython.p_longlong, i1=cython.p_longlong,
     i2=cython.p_longlong, fixed=cython.bint, place=cython.float, held=cython.bint,
+    cp=cython.Py_ssize_t, cm=cython.Py_ssize_t, cj=cython.Py_ssize_t, co=cython.Py_ssize_t,
+    con=cython.Py_ssize_t, cone=cython.Py_ssize_t, cs=cython.Py_ssize_t, r0=cython.p_float,
+    rw=cython.Py_ssize_t, op=cython.p_float, sp=cython.p_float, tp=cython.p_longlong,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -2390,6 +2407,14 @@ def _block_rows(
     i0 = cython.address(iv[0, 0])
     i1 = cython.address(iv[1, 0])
     i2 = cython.address(iv[2, 0])
+    # (the cells' columns, the rows' width and the tables' first cells as C locals: a store
+    # through a row's pointer may alias a module's C variable, which is then read again)
+    cp, cm, cj, co, con, cone, cs = _C_PLACE, _C_MIGRATE, _C_JOB0, _C_OPT0, _C_ON, _C_ONE, _C_SOLO
+    r0 = cython.address(rv[0, 0])
+    rw = rv.shape[1]
+    op = cython.address(ov[0, 0])  # (read only where the options have cells: ``nop``)
+    sp = cython.address(sv[m, 0])  # (the job's model's speed row; ``m`` >= 0 here)
+    tp = cython.address(tv[0])
     for k in range(n):
         f = fp[k]
         g = f // n_opts
@@ -2397,21 +2422,21 @@ def _block_rows(
         i0[i] = jid
         i1[i] = g
         i2[i] = o
-        rp = cython.address(rv[i, 0])
+        rp = r0 + i * rw
         # (both kind cells: a kept table's row may hold the other kind from a past build)
         place = 1.0 if i <= n_place else 0.0
-        rp[_C_PLACE] = place
-        rp[_C_MIGRATE] = 1.0 - place
+        rp[cp] = place
+        rp[cm] = 1.0 - place
         if fixed:
-            memcpy(rp + _C_JOB0, cython.address(jc[0]), 14 * cython.sizeof(cython.float))
-            memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), 6 * cython.sizeof(cython.float))
+            memcpy(rp + cj, cython.address(jc[0]), 14 * cython.sizeof(cython.float))
+            memcpy(rp + co, op + o * 6, 6 * cython.sizeof(cython.float))
         else:
-            memcpy(rp + _C_JOB0, cython.address(jc[0]), nj * cython.sizeof(cython.float))
+            memcpy(rp + cj, cython.address(jc[0]), nj * cython.sizeof(cython.float))
             if nop:
-                memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), nop * cython.sizeof(cython.float))
-        rp[_C_ON] = 1.0 if g == own else 0.0
-        rp[_C_ONE] = 1.0
-        rp[_C_SOLO] = sv[m, tv[g]]
+                memcpy(rp + co, op + o * nop, nop * cython.sizeof(cython.float))
+        rp[con] = 1.0 if g == own else 0.0
+        rp[cone] = 1.0
+        rp[cs] = sp[tp[g]]
         if marks:
             mark[g] = 1
         i += 1
