@@ -97,11 +97,13 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
         NPY_INT64,
         PyArray_DATA,
         PyArray_DIM,
+        PyArray_EMPTY,
         PyArray_IS_C_CONTIGUOUS,
         PyArray_NDIM,
         PyArray_TYPE,
         import_array,
         ndarray,
+        npy_intp,
     )
 
     import_array()
@@ -116,7 +118,7 @@ else:
     # Python's buffer protocol: a block's targets, a gang's single-GPU legality)
     memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
     _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
-    PyArray_NDIM = PyArray_TYPE = ndarray = None
+    PyArray_EMPTY = PyArray_NDIM = PyArray_TYPE = ndarray = npy_intp = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -362,6 +364,22 @@ def _block_added(
     return total + n
 
 
+@cython.cfunc
+@cython.locals(total=cython.Py_ssize_t)
+def _ids_array(total: int) -> np.ndarray:
+    """``np.empty((3, total), dtype=np.int64)``: a build's job, GPU and option of each
+    candidate (compiled, numpy's ``PyArray_EMPTY``: no Python call parsing its arguments;
+    the same array, C order, its own data)."""
+    if cython.compiled:
+        dims = cython.declare(npy_intp[2])  # type: ignore[index]
+        dims[0] = 3
+        dims[1] = total
+        out = PyArray_EMPTY(2, cython.address(dims[0]), NPY_INT64, 0)
+    else:
+        out = _EMPTY((3, total), _INT64)
+    return out  # type: ignore[no-any-return]
+
+
 #: Where ``_spec_cols`` holds the job's mask signature (and as a C constant of the compiled
 #: module: an index, not a module look-up).
 _SIG = 11
@@ -374,19 +392,23 @@ def _group_cols(
     spec: JobSpec,
     groups: dict[str, _GroupCols],
     known: dict[str, tuple[tuple[int, float, float, float], _GroupCols]],
+    now: float | None = None,
 ) -> _GroupCols:
     """The job's group columns (the last four of :data:`_JOB_COLS`: what
     ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
     as known (the predictor is asked for the others and they are added); ``known``: per group
     the predictor's last answer and its columns (the predictor gives the same tuple while its
     answer holds: ``OnlinePredictor.group_numbers``, ``group_stats``' numbers without the
-    object, so the columns are not computed again). (Compiled, the two dictionaries typed:
-    their look-ups are C calls.)"""
+    object, so the columns are not computed again); ``now``: the simulator's time, as the
+    caller read it (None: read here). (Compiled, the two dictionaries typed: their look-ups
+    are C calls.)"""
     group = spec.group
     cols = groups.get(group)
     if cols is None:
         pred = sim.predictor
-        g = pred.group_numbers(group, sim.now) if pred is not None else None
+        if now is None:
+            now = sim.now
+        g = pred.group_numbers(group, now) if pred is not None else None
         if g is None:
             cols = (0.0, 0.0, 0.0, 0.0)
         else:
@@ -1995,7 +2017,7 @@ class CandidateBuilder:
                 # :data:`CANDIDATE_FEATURES` is written, both kind cells included:
                 # ``_write_rows``, ``_Writer.fill``)
                 table[1:used, N_FEATURES] = 0.0
-        ids = _EMPTY((3, total), _INT64)  # job, GPU, option of each candidate
+        ids = _ids_array(total)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:
             table[0, :N_FEATURES] = _HOLD_ROW
@@ -2070,7 +2092,7 @@ class CandidateBuilder:
             jr[b, 9] = c9
             cols = groups.get(group)  # (``_group_cols``' own first look, without a call)
             if cols is None:
-                cols = _group_cols(sim, spec, groups, known)
+                cols = _group_cols(sim, spec, groups, known, now)
             jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
             mine = st.gpus
             if len(mine) == 1:
@@ -2199,6 +2221,11 @@ _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
 #: compiler, not a constant.)
 _NJ, _NG, _NOP, _ROW_CAP = 14, 11, 6, 16
 assert (len(_JOB_COLS), len(_GPU_COLS), len(SharingMode) + 2) == (_NJ, _NG, _NOP), "row widths"
+#: Whether a row's columns lie as ``_block_rows``' literals say (hold, place, migrate, the job's
+#: 14, ``job_on_target`` at 0 .. 17; ``gang_one_node``, the option's 6, ``solo_speed`` at
+#: 29 .. 36): its head of cells (0 .. 17) copied in one run; else each cell by its column.
+_RUNS = (_HOLD, _PLACE, _MIGRATE, _JOB0, _ON, _ONE, _OPT0, _SOLO) == (0, 1, 2, 3, 17, 29, 30, 36)
+_C_RUNS = cython.declare(cython.bint, _RUNS)
 
 
 def _fleet_facts(c: Any) -> tuple[Any, ...]:
@@ -2344,6 +2371,7 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     cp=cython.Py_ssize_t, cm=cython.Py_ssize_t, cj=cython.Py_ssize_t, co=cython.Py_ssize_t,
     con=cython.Py_ssize_t, cone=cython.Py_ssize_t, cs=cython.Py_ssize_t, r0=cython.p_float,
     rw=cython.Py_ssize_t, op=cython.p_float, sp=cython.p_float, tp=cython.p_longlong,
+    head=cython.bint, straddle=cython.bint,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -2415,6 +2443,20 @@ def _block_rows(
     op = cython.address(ov[0, 0])  # (read only where the options have cells: ``nop``)
     sp = cython.address(sv[m, 0])  # (the job's model's speed row; ``m`` >= 0 here)
     tp = cython.address(tv[0])
+    # (the fixed widths and the columns' usual layout: a row's first cells, hold to
+    # ``job_on_target``, from one head the block shares, copied in one run: ``_C_RUNS``)
+    head = fixed and _C_RUNS
+    straddle = False
+    if head and n:
+        hd = cython.declare(cython.float[18])  # (``_ON`` + 1 cells)
+        place = 1.0 if i <= n_place else 0.0
+        # (a block's rows are all placements or all migrations; else each row's kind below)
+        straddle = (i <= n_place) != (i + n - 1 <= n_place)
+        hd[0] = 0.0  # (``hold``: 0 in every row but hold's, a kept table's too)
+        hd[1] = place
+        hd[2] = 1.0 - place
+        memcpy(cython.address(hd[3]), cython.address(jc[0]), 14 * cython.sizeof(cython.float))
+        hd[17] = 0.0
     for k in range(n):
         f = fp[k]
         g = f // n_opts
@@ -2423,20 +2465,28 @@ def _block_rows(
         i1[i] = g
         i2[i] = o
         rp = r0 + i * rw
-        # (both kind cells: a kept table's row may hold the other kind from a past build)
-        place = 1.0 if i <= n_place else 0.0
-        rp[cp] = place
-        rp[cm] = 1.0 - place
-        if fixed:
-            memcpy(rp + cj, cython.address(jc[0]), 14 * cython.sizeof(cython.float))
-            memcpy(rp + co, op + o * 6, 6 * cython.sizeof(cython.float))
+        if head:
+            memcpy(rp, cython.address(hd[0]), 18 * cython.sizeof(cython.float))
+            if straddle:
+                place = 1.0 if i <= n_place else 0.0
+                rp[1] = place
+                rp[2] = 1.0 - place
+            if g == own:
+                rp[17] = 1.0
+            rp[29] = 1.0
+            memcpy(rp + 30, op + o * 6, 6 * cython.sizeof(cython.float))
+            rp[36] = sp[tp[g]]
         else:
+            # (both kind cells: a kept table's row may hold the other kind from a past build)
+            place = 1.0 if i <= n_place else 0.0
+            rp[cp] = place
+            rp[cm] = 1.0 - place
             memcpy(rp + cj, cython.address(jc[0]), nj * cython.sizeof(cython.float))
             if nop:
                 memcpy(rp + co, op + o * nop, nop * cython.sizeof(cython.float))
-        rp[con] = 1.0 if g == own else 0.0
-        rp[cone] = 1.0
-        rp[cs] = sp[tp[g]]
+            rp[con] = 1.0 if g == own else 0.0
+            rp[cone] = 1.0
+            rp[cs] = sp[tp[g]]
         if marks:
             mark[g] = 1
         i += 1

@@ -553,13 +553,13 @@ def _bisect_left(times: list[float], x: float) -> int:
 def _stats_hit(
     g: dict[str, list[float]],
     subs: dict[str, list[float]],
-    stats: dict[str, tuple[float, int, GroupStats]],
+    stats: dict[str, tuple[float, int, Any]],
     group: str,
     now: float,
-) -> GroupStats | None:
+) -> Any:
     """:meth:`OnlinePredictor.group_stats`' kept answer for ``group`` at ``now`` while it holds
     (the group's finished runs ``g`` and its submissions before ``now`` in ``subs`` counted as
-    when it was made), else None. Compiled (``predictor.pxd``), the dictionaries' look-ups and
+    when it was made), else None (``stats``: ``_stats``, or ``group_numbers``' ``_nums``). Compiled (``predictor.pxd``), the dictionaries' look-ups and
     the submissions' bisection are C calls."""
     e = g.get(group) if group else None
     times = subs.get(group) if group else None
@@ -954,13 +954,13 @@ class OnlinePredictor:
         (``envs/candidates.py``, ``_group_cols``)."""
         if self._subs is None:
             self._subs = self._build_subs()
-        out = _stats_hit(self._g, self._subs, self._nums, group, now)
-        if out is not None:
-            return out  # type: ignore[no-any-return]
+        kept = _stats_hit(self._g, self._subs, self._nums, group, now)
+        if kept is not None:
+            return kept  # type: ignore[no-any-return]
         runs, k, n, mean, std, _, period = self._group_parts(group, now)
         out = (n, mean, std, period)
         self._nums[group] = (runs, k, out)
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _group_parts(
         self, group: str, now: float
