@@ -2395,13 +2395,15 @@ def _block_rows(
 ) -> int:
     """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
-    the targets read from the memory of ``flat`` (contiguous int64: Python's buffer protocol,
-    not a typed view, whose acquisition costs ~4x more); the next row. With ``mark`` (not
-    None), the targets' GPUs are marked there (1). A row is written through its own pointer
-    (no 2-D index a cell), the block's job cells clipped once into a C array and copied into
-    each row, the runs of cells (job, option) copied with sizes known to the C compiler
-    (:data:`_NJ`, :data:`_NOP`: a few moves, not a ``memcpy`` call) where the block's widths
-    are those."""
+    the targets read from the memory of ``flat`` (a C-order int64 numpy array through numpy's
+    C API, anything else contiguous int64 through Python's buffer protocol; not a typed view,
+    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), the targets'
+    GPUs are marked there (1). A row is written through its own pointer (no 2-D index a
+    cell), the block's job cells clipped once into a C array; where the block's widths are
+    :data:`_NJ`, :data:`_NOP` and the columns lie as :data:`_RUNS` says, a row's first 18
+    cells (hold 0, the kind, the job's, ``job_on_target`` 0) are built once a block and copied
+    into each row with sizes known to the C compiler (a few moves, not a ``memcpy`` call),
+    else each run by its column."""
     view = cython.declare(cython.Py_buffer)
     # (a C-order int64 numpy array, as the legality's passes answer: its memory read in
     # place, numpy's C API, no buffer request (~270 instructions a block); else the buffer)
@@ -2466,7 +2468,10 @@ def _block_rows(
         i2[i] = o
         rp = r0 + i * rw
         if head:
-            memcpy(rp, cython.address(hd[0]), 18 * cython.sizeof(cython.float))
+            # (16 cells, a size the C compiler copies by moves; 18 would call ``memcpy``)
+            memcpy(rp, cython.address(hd[0]), 16 * cython.sizeof(cython.float))
+            rp[16] = hd[16]
+            rp[17] = hd[17]
             if straddle:
                 place = 1.0 if i <= n_place else 0.0
                 rp[1] = place
