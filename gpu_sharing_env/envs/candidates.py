@@ -2468,10 +2468,7 @@ def _block_rows(
         i2[i] = o
         rp = r0 + i * rw
         if head:
-            # (16 cells, a size the C compiler copies by moves; 18 would call ``memcpy``)
-            memcpy(rp, cython.address(hd[0]), 16 * cython.sizeof(cython.float))
-            rp[16] = hd[16]
-            rp[17] = hd[17]
+            memcpy(rp, cython.address(hd[0]), 18 * cython.sizeof(cython.float))
             if straddle:
                 place = 1.0 if i <= n_place else 0.0
                 rp[1] = place
