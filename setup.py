@@ -86,7 +86,7 @@ def npyrandom_args() -> dict:
 #: ``PyArray_DATA``, where ``np.empty`` was a Python call and its memory a buffer request):
 #: built with numpy's headers only (none without numpy: the module's compile then fails and it
 #: runs as Python).
-NUMPY_HEADERS = ("gpu_sharing_env.sim.legality",)
+NUMPY_HEADERS = ("gpu_sharing_env.sim.legality", "gpu_sharing_env.envs.candidates")
 
 
 def numpy_args() -> dict:

@@ -27,6 +27,15 @@ def _bits(g: GroupStats) -> tuple[object, ...]:
     )
 
 
+def _number_bits(g: GroupStats) -> tuple[object, ...]:
+    """``GroupStats``' fields as ``OnlinePredictor.group_numbers`` gives them, bit for bit."""
+    return (g.runs_seen, *(struct.pack("<d", x) for x in (g.mean_log_s, g.std_log_s, g.period_s)))
+
+
+def _tuple_bits(t: tuple[int, float, float, float]) -> tuple[object, ...]:
+    return (t[0], *(struct.pack("<d", x) for x in t[1:]))
+
+
 _FirstFit = type(make_policy("first_fit"))
 
 
@@ -35,7 +44,7 @@ class _Checked(_FirstFit):  # type: ignore[misc,valid-type]
 
     def __init__(self) -> None:
         super().__init__()
-        self.compared = self.same = 0
+        self.compared = self.same = self.numbers_same = 0
 
     def decide(self, view: ClusterView) -> Decision | None:
         sim = view._sim
@@ -47,6 +56,13 @@ class _Checked(_FirstFit):  # type: ignore[misc,valid-type]
             again = pred.group_stats(st.spec, sim.now)
             self.same += again is got
             assert _bits(got) == _bits(fresh.group_stats(st.spec, sim.now))
+            # ``group_numbers`` (what the candidate builder's group columns read): the same
+            # numbers, kept (the same tuple while they hold), and a fresh predictor's
+            nums = pred.group_numbers(st.spec.group, sim.now)
+            assert type(nums[0]) is int
+            assert _tuple_bits(nums) == _number_bits(got)
+            assert _tuple_bits(fresh.group_numbers(st.spec.group, sim.now)) == _number_bits(got)
+            self.numbers_same += pred.group_numbers(st.spec.group, sim.now) is nums
             self.compared += 1
         return super().decide(view)  # type: ignore[no-any-return]
 
@@ -56,3 +72,4 @@ def test_group_stats_kept_equal_fresh(seed: int) -> None:
     policy = _Checked()
     run_episode(policy, make_simulator(load_scenario("default")), seed)
     assert policy.compared > 100 and policy.same == policy.compared
+    assert policy.numbers_same == policy.compared

@@ -75,10 +75,14 @@ from gpu_sharing_env.sim.lifecycle import mask_signature
 from gpu_sharing_env.sim.state import Status
 from gpu_sharing_env.sim.view import ClusterView, decidable_ids, episode_token
 from gpu_sharing_env.workload.job import JobSpec
-from gpu_sharing_env.workload.predictor import GroupStats
 
 if cython.compiled:  # the extension types (.pxd): C reads of their fields; C calls (legality)
-    from cython.cimports.cpython.buffer import PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+    from cython.cimports.cpython.buffer import (
+        PyBUF_ND,
+        PyBUF_SIMPLE,
+        PyBuffer_Release,
+        PyObject_GetBuffer,
+    )
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
     from cython.cimports.gpu_sharing_env.sim.legality import Legality
     from cython.cimports.gpu_sharing_env.sim.state import JobState
@@ -86,6 +90,23 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
     from cython.cimports.libc.math import log1p
     from cython.cimports.libc.string import memcpy, memset
+
+    # numpy's C API (``setup.py``'s ``NUMPY_HEADERS``): a block's targets read from their
+    # array's memory without a buffer request (``_block_rows``)
+    from cython.cimports.numpy import (
+        NPY_INT64,
+        PyArray_DATA,
+        PyArray_DIM,
+        PyArray_EMPTY,
+        PyArray_IS_C_CONTIGUOUS,
+        PyArray_NDIM,
+        PyArray_TYPE,
+        import_array,
+        ndarray,
+        npy_intp,
+    )
+
+    import_array()
 else:
     from math import log1p
 
@@ -95,7 +116,9 @@ else:
 
     # (only the compiled passes copy or clear runs of cells and read arrays' memory through
     # Python's buffer protocol: a block's targets, a gang's single-GPU legality)
-    memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = _views_of = None
+    memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
+    _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
+    PyArray_EMPTY = PyArray_NDIM = PyArray_TYPE = ndarray = npy_intp = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -341,30 +364,51 @@ def _block_added(
     return total + n
 
 
+@cython.cfunc
+@cython.locals(total=cython.Py_ssize_t)
+def _ids_array(total: int) -> np.ndarray:
+    """``np.empty((3, total), dtype=np.int64)``: a build's job, GPU and option of each
+    candidate (compiled, numpy's ``PyArray_EMPTY``: no Python call parsing its arguments;
+    the same array, C order, its own data)."""
+    if cython.compiled:
+        dims = cython.declare(npy_intp[2])  # type: ignore[index]
+        dims[0] = 3
+        dims[1] = total
+        out = PyArray_EMPTY(2, cython.address(dims[0]), NPY_INT64, 0)
+    else:
+        out = _EMPTY((3, total), _INT64)
+    return out  # type: ignore[no-any-return]
+
+
 #: Where ``_spec_cols`` holds the job's mask signature (and as a C constant of the compiled
 #: module: an index, not a module look-up).
 _SIG = 11
 _C_SIG = cython.declare(cython.Py_ssize_t, _SIG)
 
 
-@cython.locals(groups=dict, known=dict)
+@cython.locals(groups=dict, known=dict, hit=tuple)
 def _group_cols(
     sim: Simulator,
     spec: JobSpec,
     groups: dict[str, _GroupCols],
-    known: dict[str, tuple[GroupStats, _GroupCols]],
+    known: dict[str, tuple[tuple[int, float, float, float], _GroupCols]],
+    now: float | None = None,
 ) -> _GroupCols:
     """The job's group columns (the last four of :data:`_JOB_COLS`: what
     ``ClusterView.group_stats`` says of its group); ``groups``: the columns per group, as far
     as known (the predictor is asked for the others and they are added); ``known``: per group
-    the predictor's last answer and its columns (the predictor gives the same object while its
-    answer holds: ``OnlinePredictor.group_stats``, so the columns are not computed again).
-    (Compiled, the two dictionaries typed: their look-ups are C calls.)"""
+    the predictor's last answer and its columns (the predictor gives the same tuple while its
+    answer holds: ``OnlinePredictor.group_numbers``, ``group_stats``' numbers without the
+    object, so the columns are not computed again); ``now``: the simulator's time, as the
+    caller read it (None: read here). (Compiled, the two dictionaries typed: their look-ups
+    are C calls.)"""
     group = spec.group
     cols = groups.get(group)
     if cols is None:
         pred = sim.predictor
-        g = pred.group_stats(spec, sim.now) if pred is not None else None
+        if now is None:
+            now = sim.now
+        g = pred.group_numbers(group, now) if pred is not None else None
         if g is None:
             cols = (0.0, 0.0, 0.0, 0.0)
         else:
@@ -372,10 +416,11 @@ def _group_cols(
             if hit is not None and hit[0] is g:
                 cols = hit[1]
             else:
-                runs = math.log1p(g.runs_seen) / 5.0
-                mean = g.mean_log_s / math.log(1e6) if math.isfinite(g.mean_log_s) else 0.0
-                std = g.std_log_s / 5.0 if math.isfinite(g.std_log_s) else 0.0
-                cols = (runs, mean, std, _log_s(g.period_s))
+                runs_seen, mean_log_s, std_log_s, period_s = g
+                runs = math.log1p(runs_seen) / 5.0
+                mean = mean_log_s / math.log(1e6) if math.isfinite(mean_log_s) else 0.0
+                std = std_log_s / 5.0 if math.isfinite(std_log_s) else 0.0
+                cols = (runs, mean, std, _log_s(period_s))
                 known[group] = (g, cols)
         groups[group] = cols
     return cols
@@ -1606,6 +1651,7 @@ class _Writer:
         self.cap = 0
         self.room(8)
 
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     def room(self, n_blocks: int) -> None:
         """Room for ``n_blocks`` job rows."""
         if n_blocks > self.cap:
@@ -1613,6 +1659,7 @@ class _Writer:
             self.jr = np.zeros((self.cap, len(_JOB_COLS)))
             self.jri = np.zeros((self.cap, 3), dtype=np.int64)
 
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     def same(self, arrays: tuple[np.ndarray, ...], opt32: np.ndarray) -> bool:
         """Whether these were made of ``arrays`` (:meth:`_GpuViews.same`) and ``opt32``."""
         return self.opt is opt32 and self.gpu.same(arrays)
@@ -1620,10 +1667,12 @@ class _Writer:
     @cython.locals(
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
-        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t,
+        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t, fixed=dict,
+        hit=tuple,
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
+    @cython.ccall  # (a C call from ``_assemble``: no argument parsing)
     @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the blocks' rows)
     @cython.wraparound(False)
     def fill(
@@ -1641,6 +1690,7 @@ class _Writer:
         max_res: int,
         owners: list[tuple[int, list[int]]],
         gangs: list[tuple[int, np.ndarray, int, bool]],
+        fixed: dict[int, tuple[Any, ...]] | None = None,
     ) -> None:
         """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
         block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
@@ -1651,7 +1701,8 @@ class _Writer:
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
         single-GPU legality per (option, GPU) or its legal single-GPU cells as rising flat
         indices, its GPUs, whether flat cells: ``CandidateBuilder._gang_rows``)
-        (``gang_one_node``: :func:`_gang_one_node`)."""
+        (``gang_one_node``: :func:`_gang_one_node`). ``fixed``: the builder's per-job spec
+        cells (``_spec_cols``), whose estimate a resident's work left reads where kept."""
         # (the table's typed view kept while the same table is passed: ``GpuSharing-v3``'s
         # kept table, where a view acquired a build cost ~2.4 k instructions)
         if table is not self.table:
@@ -1698,7 +1749,13 @@ class _Writer:
                     # in order from 0
                     for j in res:
                         st = jobs[j]
-                        x = st.spec.est_work_s - st.work_done
+                        # (the estimate kept with the job's cells, ``_spec_cols``, where kept
+                        # for its spec: a dictionary look-up, not a read of the spec's field)
+                        hit = fixed.get(j) if fixed is not None else None
+                        if hit is not None and hit[0] is st.spec:
+                            x = hit[5] - st.work_done
+                        else:
+                            x = st.spec.est_work_s - st.work_done
                         total += x if x > 0.0 else 0.0
                     busy = True
             self.leftv[g] = total
@@ -1788,7 +1845,7 @@ class CandidateBuilder:
         self._groups: tuple[object, int, float, dict[str, _GroupCols]] | None = None
         #: Per group, the predictor's last answer and its columns (``_group_cols``), for the
         #: episode (the token of ``_groups``).
-        self._known: dict[str, tuple[GroupStats, _GroupCols]] = {}
+        self._known: dict[str, tuple[tuple[int, float, float, float], _GroupCols]] = {}
         #: Per job id, its spec and the row cells that depend on the spec alone
         #: (``_spec_cols``), for the episode (the token of ``_groups``).
         self._fixed: dict[int, tuple[Any, ...]] = {}
@@ -1976,7 +2033,7 @@ class CandidateBuilder:
             cands = self._assemble(blocks, n_place, total, out, used, groups, jobs, now)
             self._suspensions(cands, moved)
         if out is not None and used > total:
-            out[total:used] = 0.0  # (the rows the last build used beyond these)
+            _zero_rows(out, total, used)  # (the rows the last build used beyond these)
         if self.pair_features and len(cands) > 1:
             at = self.n_features - len(PAIR_FEATURES)
             cands.features[1:, at:] = pair_columns(
@@ -2197,7 +2254,7 @@ class CandidateBuilder:
                 # :data:`CANDIDATE_FEATURES` is written, both kind cells included:
                 # ``_write_rows``, ``_Writer.fill``)
                 table[1:used, N_FEATURES] = 0.0
-        ids = _EMPTY((3, total), _INT64)  # job, GPU, option of each candidate
+        ids = _ids_array(total)  # job, GPU, option of each candidate
         n = len(blocks)
         if not n:
             table[0, :N_FEATURES] = _HOLD_ROW
@@ -2272,7 +2329,7 @@ class CandidateBuilder:
             jr[b, 9] = c9
             cols = groups.get(group)  # (``_group_cols``' own first look, without a call)
             if cols is None:
-                cols = _group_cols(sim, spec, groups, known)
+                cols = _group_cols(sim, spec, groups, known, now)
             jr[b, 10], jr[b, 11], jr[b, 12], jr[b, 13] = cols
             mine = st.gpus
             if len(mine) == 1:
@@ -2297,7 +2354,7 @@ class CandidateBuilder:
         w.fill(
             table, ids, blocks, n_place, self._n_opts, speeds[2], jobs, c.residents,
             fx[4], fx[5], fx[6], owners,
-            self._gang_rows(gangs, specs, blocks, sim.legality, c),
+            self._gang_rows(gangs, specs, blocks, sim.legality, c), fixed,
         )  # fmt: skip
         return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
 
@@ -2401,6 +2458,11 @@ _GPU_COLS = CANDIDATE_FEATURES[_COL["type"] : _COL["gang_one_node"]]
 #: compiler, not a constant.)
 _NJ, _NG, _NOP, _ROW_CAP = 14, 11, 6, 16
 assert (len(_JOB_COLS), len(_GPU_COLS), len(SharingMode) + 2) == (_NJ, _NG, _NOP), "row widths"
+#: Whether a row's columns lie as ``_block_rows``' literals say (hold, place, migrate, the job's
+#: 14, ``job_on_target`` at 0 .. 17; ``gang_one_node``, the option's 6, ``solo_speed`` at
+#: 29 .. 36): its head of cells (0 .. 17) copied in one run; else each cell by its column.
+_RUNS = (_HOLD, _PLACE, _MIGRATE, _JOB0, _ON, _ONE, _OPT0, _SOLO) == (0, 1, 2, 3, 17, 29, 30, 36)
+_C_RUNS = cython.declare(cython.bint, _RUNS)
 
 
 def _fleet_facts(c: Any) -> tuple[Any, ...]:
@@ -2493,6 +2555,35 @@ def _target_gpus(flats: list[np.ndarray], n_opts: int, n_gpus: int) -> np.ndarra
 
 
 @cython.cfunc
+@cython.locals(
+    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, row=cython.Py_ssize_t, r=cython.Py_ssize_t
+)
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+def _zero_rows(out: np.ndarray, lo: int, hi: int) -> int:
+    """``out[lo:hi] = 0.0`` of a 2-D table in C order (``GpuSharing-v3``'s kept table: the
+    rows the last build used beyond this one's). Compiled, one ``memset`` of those rows'
+    memory, read through Python's buffer protocol (its shape: ``PyBUF_ND``, which a table
+    not in C order refuses), where the slice and its scalar assignment cost ~6 k
+    instructions; a float's 0.0 is all zero bits."""
+    if not cython.compiled:
+        out[lo:hi] = 0.0
+        return 0
+    view = cython.declare(cython.Py_buffer)
+    PyObject_GetBuffer(out, cython.address(view), PyBUF_ND)
+    if view.ndim != 2 or hi > view.shape[0] or lo < 0 or lo > hi:
+        PyBuffer_Release(cython.address(view))
+        raise ValueError("candidate table: rows out of range")
+    row = view.shape[1] * view.itemsize
+    # (a row at a time: a few vector stores each, where one call over every row takes the
+    # C library's string-store path, which callgrind counts a byte at a time)
+    for r in range(lo, hi):
+        memset(cython.cast(cython.p_uchar, view.buf) + r * row, 0, row)
+    PyBuffer_Release(cython.address(view))
+    return 0
+
+
+@cython.cfunc
 @cython.locals(rv=cython.float[:, ::1], iv=cython.longlong[:, ::1])
 @cython.returns(cython.int)
 @cython.exceptval(check=False)  # (raises nothing)
@@ -2513,7 +2604,11 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     f=cython.longlong, g=cython.longlong, o=cython.longlong, jid=cython.longlong,
     own=cython.longlong, m=cython.longlong, nj=cython.Py_ssize_t, nop=cython.Py_ssize_t,
     marks=cython.bint, rp=cython.p_float, i0=cython.p_longlong, i1=cython.p_longlong,
-    i2=cython.p_longlong, fixed=cython.bint, place=cython.float,
+    i2=cython.p_longlong, fixed=cython.bint, place=cython.float, held=cython.bint,
+    cp=cython.Py_ssize_t, cm=cython.Py_ssize_t, cj=cython.Py_ssize_t, co=cython.Py_ssize_t,
+    con=cython.Py_ssize_t, cone=cython.Py_ssize_t, cs=cython.Py_ssize_t, r0=cython.p_float,
+    rw=cython.Py_ssize_t, op=cython.p_float, sp=cython.p_float, tp=cython.p_longlong,
+    head=cython.bint, straddle=cython.bint,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -2537,24 +2632,39 @@ def _block_rows(
 ) -> int:
     """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
-    the targets read from the memory of ``flat`` (contiguous int64: Python's buffer protocol,
-    not a typed view, whose acquisition costs ~4x more); the next row. With ``mark`` (not
-    None), the targets' GPUs are marked there (1). A row is written through its own pointer
-    (no 2-D index a cell), the block's job cells clipped once into a C array and copied into
-    each row, the runs of cells (job, option) copied with sizes known to the C compiler
-    (:data:`_NJ`, :data:`_NOP`: a few moves, not a ``memcpy`` call) where the block's widths
-    are those."""
+    the targets read from the memory of ``flat`` (a C-order int64 numpy array through numpy's
+    C API, anything else contiguous int64 through Python's buffer protocol; not a typed view,
+    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), the targets'
+    GPUs are marked there (1). A row is written through its own pointer (no 2-D index a
+    cell), the block's job cells clipped once into a C array; where the block's widths are
+    :data:`_NJ`, :data:`_NOP` and the columns lie as :data:`_RUNS` says, a row's first 18
+    cells (hold 0, the kind, the job's, ``job_on_target`` 0) are built once a block and copied
+    into each row with sizes known to the C compiler (a few moves, not a ``memcpy`` call),
+    else each run by its column."""
     view = cython.declare(cython.Py_buffer)
-    PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
-    if view.itemsize != 8:
-        PyBuffer_Release(cython.address(view))
-        raise TypeError("candidate targets: int64 flat indices expected")
-    fp = cython.cast(cython.p_longlong, view.buf)
-    n = view.len // 8
+    # (a C-order int64 numpy array, as the legality's passes answer: its memory read in
+    # place, numpy's C API, no buffer request (~270 instructions a block); else the buffer)
+    held = not (
+        isinstance(flat, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, flat)) == 1
+        and PyArray_TYPE(cython.cast(ndarray, flat)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, flat))
+    )
+    if held:
+        PyObject_GetBuffer(flat, cython.address(view), PyBUF_SIMPLE)
+        if view.itemsize != 8:
+            PyBuffer_Release(cython.address(view))
+            raise TypeError("candidate targets: int64 flat indices expected")
+        fp = cython.cast(cython.p_longlong, view.buf)
+        n = view.len // 8
+    else:
+        fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
+        n = PyArray_DIM(cython.cast(ndarray, flat), 0)
     marks = mark is not None
     nj, nop = jv.shape[1], ov.shape[1]
     if nj > 16:  # (never: ``_JOB_COLS`` has ``_NJ`` columns; 16: ``_ROW_CAP``)
-        PyBuffer_Release(cython.address(view))
+        if held:
+            PyBuffer_Release(cython.address(view))
         raise ValueError("candidate rows: more job columns than _ROW_CAP")
     fixed = nj == 14 and nop == 6  # (``_NJ``, ``_NOP``)
     jc = cython.declare(cython.float[16])  # (the block's job cells; 16: ``_ROW_CAP``)
@@ -2564,6 +2674,28 @@ def _block_rows(
     i0 = cython.address(iv[0, 0])
     i1 = cython.address(iv[1, 0])
     i2 = cython.address(iv[2, 0])
+    # (the cells' columns, the rows' width and the tables' first cells as C locals: a store
+    # through a row's pointer may alias a module's C variable, which is then read again)
+    cp, cm, cj, co, con, cone, cs = _C_PLACE, _C_MIGRATE, _C_JOB0, _C_OPT0, _C_ON, _C_ONE, _C_SOLO
+    r0 = cython.address(rv[0, 0])
+    rw = rv.shape[1]
+    op = cython.address(ov[0, 0])  # (read only where the options have cells: ``nop``)
+    sp = cython.address(sv[m, 0])  # (the job's model's speed row; ``m`` >= 0 here)
+    tp = cython.address(tv[0])
+    # (the fixed widths and the columns' usual layout: a row's first cells, hold to
+    # ``job_on_target``, from one head the block shares, copied in one run: ``_C_RUNS``)
+    head = fixed and _C_RUNS
+    straddle = False
+    if head and n:
+        hd = cython.declare(cython.float[18])  # (``_ON`` + 1 cells)
+        place = 1.0 if i <= n_place else 0.0
+        # (a block's rows are all placements or all migrations; else each row's kind below)
+        straddle = (i <= n_place) != (i + n - 1 <= n_place)
+        hd[0] = 0.0  # (``hold``: 0 in every row but hold's, a kept table's too)
+        hd[1] = place
+        hd[2] = 1.0 - place
+        memcpy(cython.address(hd[3]), cython.address(jc[0]), 14 * cython.sizeof(cython.float))
+        hd[17] = 0.0
     for k in range(n):
         f = fp[k]
         g = f // n_opts
@@ -2571,25 +2703,34 @@ def _block_rows(
         i0[i] = jid
         i1[i] = g
         i2[i] = o
-        rp = cython.address(rv[i, 0])
-        # (both kind cells: a kept table's row may hold the other kind from a past build)
-        place = 1.0 if i <= n_place else 0.0
-        rp[_C_PLACE] = place
-        rp[_C_MIGRATE] = 1.0 - place
-        if fixed:
-            memcpy(rp + _C_JOB0, cython.address(jc[0]), 14 * cython.sizeof(cython.float))
-            memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), 6 * cython.sizeof(cython.float))
+        rp = r0 + i * rw
+        if head:
+            memcpy(rp, cython.address(hd[0]), 18 * cython.sizeof(cython.float))
+            if straddle:
+                place = 1.0 if i <= n_place else 0.0
+                rp[1] = place
+                rp[2] = 1.0 - place
+            if g == own:
+                rp[17] = 1.0
+            rp[29] = 1.0
+            memcpy(rp + 30, op + o * 6, 6 * cython.sizeof(cython.float))
+            rp[36] = sp[tp[g]]
         else:
-            memcpy(rp + _C_JOB0, cython.address(jc[0]), nj * cython.sizeof(cython.float))
+            # (both kind cells: a kept table's row may hold the other kind from a past build)
+            place = 1.0 if i <= n_place else 0.0
+            rp[cp] = place
+            rp[cm] = 1.0 - place
+            memcpy(rp + cj, cython.address(jc[0]), nj * cython.sizeof(cython.float))
             if nop:
-                memcpy(rp + _C_OPT0, cython.address(ov[o, 0]), nop * cython.sizeof(cython.float))
-        rp[_C_ON] = 1.0 if g == own else 0.0
-        rp[_C_ONE] = 1.0
-        rp[_C_SOLO] = sv[m, tv[g]]
+                memcpy(rp + co, op + o * nop, nop * cython.sizeof(cython.float))
+            rp[con] = 1.0 if g == own else 0.0
+            rp[cone] = 1.0
+            rp[cs] = sp[tp[g]]
         if marks:
             mark[g] = 1
         i += 1
-    PyBuffer_Release(cython.address(view))
+    if held:
+        PyBuffer_Release(cython.address(view))
     return i
 
 

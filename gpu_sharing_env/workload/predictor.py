@@ -553,13 +553,13 @@ def _bisect_left(times: list[float], x: float) -> int:
 def _stats_hit(
     g: dict[str, list[float]],
     subs: dict[str, list[float]],
-    stats: dict[str, tuple[float, int, GroupStats]],
+    stats: dict[str, tuple[float, int, Any]],
     group: str,
     now: float,
-) -> GroupStats | None:
+) -> Any:
     """:meth:`OnlinePredictor.group_stats`' kept answer for ``group`` at ``now`` while it holds
     (the group's finished runs ``g`` and its submissions before ``now`` in ``subs`` counted as
-    when it was made), else None. Compiled (``predictor.pxd``), the dictionaries' look-ups and
+    when it was made), else None (``stats``: ``_stats``, or ``group_numbers``' ``_nums``). Compiled (``predictor.pxd``), the dictionaries' look-ups and
     the submissions' bisection are C calls."""
     e = g.get(group) if group else None
     times = subs.get(group) if group else None
@@ -639,6 +639,8 @@ class OnlinePredictor:
         #: group -> (its finished runs counted, its submissions before the time asked, the
         #: answer): :meth:`group_stats` changes only when one of the two counts does.
         self._stats: dict[str, tuple[float, int, GroupStats]] = {}
+        #: The same for :meth:`group_numbers`' answers.
+        self._nums: dict[str, tuple[float, int, tuple[int, float, float, float]]] = {}
         #: The warm start's rows as arrays (features, log work), before the episode's rows.
         self._hist_x = np.zeros((0, self._n_features()))
         self._hist_y = np.zeros(0)
@@ -717,7 +719,7 @@ class OnlinePredictor:
             new._subs = {k: list(v) for k, v in self._subs.items()}
         new._subs_todo = list(self._subs_todo)
         new._periods, new._gaps = {}, {}  # (the copy's lists grow apart from these)
-        new._stats = {}
+        new._stats, new._nums = {}, {}
         memo[id(self)] = new
         return new
 
@@ -939,15 +941,39 @@ class OnlinePredictor:
         out = _stats_hit(self._g, self._subs, self._stats, group, now)
         if out is not None:  # (the kept answer holds: a typed read, compiled)
             return out
+        runs, k, n, mean, std, last, period = self._group_parts(group, now)
+        out = GroupStats(n, mean, std, last, period)
+        self._stats[group] = (runs, k, out)
+        return out
+
+    def group_numbers(self, group: str, now: float) -> tuple[int, float, float, float]:
+        """:meth:`group_stats` of a job of ``group`` as the tuple (``runs_seen``,
+        ``mean_log_s``, ``std_log_s``, ``period_s``): the same numbers, no ``GroupStats``
+        made (a frozen dataclass: ~5 k instructions), the same tuple while they hold (kept
+        apart from ``group_stats``' answers). What a candidate builder's group columns read
+        (``envs/candidates.py``, ``_group_cols``)."""
+        if self._subs is None:
+            self._subs = self._build_subs()
+        kept = _stats_hit(self._g, self._subs, self._nums, group, now)
+        if kept is not None:
+            return kept  # type: ignore[no-any-return]
+        runs, k, n, mean, std, _, period = self._group_parts(group, now)
+        out = (n, mean, std, period)
+        self._nums[group] = (runs, k, out)
+        return out
+
+    def _group_parts(
+        self, group: str, now: float
+    ) -> tuple[float, int, int, float, float, float, float]:
+        """Of ``group`` now (``_subs`` built): its finished runs counted, its submissions
+        before ``now`` counted, and ``group_stats``' five numbers."""
+        assert self._subs is not None
         e = self._g.get(group) if group else None
         # a group's times are in time order (the history's sorted, then the episode's as they
         # come), so the submissions before now are a prefix
         times = self._subs.get(group, []) if group else []
-        k = bisect.bisect_left(times, now)
+        k = _bisect_left(times, now)  # (``bisect.bisect_left``'s index: ``_stats_hit``'s)
         runs = e[0] if e is not None else 0.0
-        hit = self._stats.get(group)
-        if hit is not None and hit[0] == runs and hit[1] == k:
-            return hit[2]
         nan = math.nan
         if e is None:
             n, mean, std = 0, nan, nan
@@ -963,9 +989,7 @@ class OnlinePredictor:
             if p is None:
                 p = self._periods[key] = self._median_gap(group, times, k)
             period = p
-        out = GroupStats(n, mean, std, last, period)
-        self._stats[group] = (runs, k, out)
-        return out
+        return runs, k, n, mean, std, last, period
 
     def _median_gap(self, group: str, times: list[float], k: int) -> float:
         """``float(np.median(np.diff(times[:k])))``, the same double, from the group's gaps
