@@ -22,6 +22,13 @@ one JSON line::
 ``PAST=per_episode`` (or ``shared``) sets every synthetic scenario's
 ``workload.offline.params.past``: ``PAST=per_episode`` gives workload version 2's episodes
 (the digests recorded before version 3).
+
+``SCALED=1024`` (v2, v3) adds one case: ``default`` scaled to that many GPUs
+(``gpu_sharing_gym.bench.suite.scaled_scenario``) with ``pruning="classes"``,
+``decision_scope="window"`` and ``max_candidates=65536``, the fleet of the bench's ``v3:1024w``
+(key ``default@1024w``)::
+
+    SCALED=1024 ENV=v3 CUT=150 python scripts/rollout_digest.py
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import numpy as np
 
 import gpu_sharing_env
 from gpu_sharing_env.config import load_scenario
+from gpu_sharing_gym.bench.suite import scaled_scenario
 
 CUT = int(os.environ.get("CUT", "300"))
 CASES: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -54,6 +62,7 @@ CASES_V1: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 VERSION = os.environ.get("ENV", "v2")
 PAST = os.environ.get("PAST")
+SCALED = int(os.environ.get("SCALED", "0"))
 
 
 def scenario(name: str) -> Any:
@@ -74,9 +83,12 @@ def _hash(h: Any, obs: dict[str, np.ndarray]) -> None:
         h.update(a.tobytes())
 
 
-def digest(name: str, kw: dict[str, Any]) -> str:
+def digest(name: str, kw: dict[str, Any], gpus: int = 0) -> str:
+    """The digest of three episodes of scenario ``name`` (scaled to ``gpus`` GPUs where
+    non-zero) made with ``kw``."""
     h = hashlib.sha256()
-    env = gym.make("GpuSharing-" + VERSION, scenario=scenario(name), **kw).unwrapped
+    cfg = scenario(name) if not gpus else scaled_scenario(scenario(name), gpus)
+    env = gym.make("GpuSharing-" + VERSION, scenario=cfg, **kw).unwrapped
     for ep in range(3):
         rng = np.random.default_rng(100 + ep)
         obs, info = env.reset(seed=ep)
@@ -106,6 +118,9 @@ def main() -> None:
         named = kw if VERSION == "v1" else {k: v for k, v in kw.items() if k == "suspend"}
         key = name + "".join(f",{k}={v}" for k, v in named.items())
         out[key] = digest(name, kw)
+    if SCALED and VERSION != "v1":
+        kw = {"pruning": "classes", "decision_scope": "window", "max_candidates": 65536}
+        out[f"default@{SCALED}w"] = digest("default", kw, SCALED)
     print(json.dumps(out))
 
 
