@@ -1309,9 +1309,10 @@ _O_SM_PCT = PlacementOption.__dict__["sm_pct"]
 @cython.locals(fracs=list, t=cython.double)
 @cython.returns(cython.double)
 def _frac_sum(fracs: list[float]) -> float:
-    """``sum(fracs)`` as the double it is (compiled, a C loop where ``sum`` was a builtin
-    call): the same IEEE additions in the same order, from ``0.0`` as ``sum``'s float path
-    starts (``0 + x`` is ``0.0 + x``)."""
+    """The fractions' sum, added left to right from ``0.0`` (compiled, a C loop where ``sum``
+    was a builtin call): Python 3.11's ``sum`` of floats, the same IEEE additions in the same
+    order. Both modes call it: from 3.12 ``sum`` of floats compensates its rounding, so
+    ``sum`` in one mode and this loop in the other would part in the last bit."""
     t = 0.0
     for x in fracs:
         t += x
@@ -1398,7 +1399,7 @@ def _cluster_add(
     if cython.compiled:  # (the view's store: the double numpy's ``setitem`` makes of it)
         sv.frac_decl[gpu] = _frac_sum(fracs)
     else:
-        self.frac_decl[gpu] = sum(fracs)
+        self.frac_decl[gpu] = _frac_sum(fracs)
     _touched_in(masks, watchers, gpu)  # (:meth:`_touch`; compiled, a C call)
     self.version += 1
     return delay, inst
@@ -1433,7 +1434,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
             _take(job, _S_KIND) is _ONLINE, _take(job, _S_CPU_CORES),
         )  # fmt: skip
     else:
-        self.frac_decl[gpu] = sum(fracs)
+        self.frac_decl[gpu] = _frac_sum(fracs)
         n = self.n_res[gpu] = self.n_res.item(gpu) - 1
         self.mem_decl[gpu] = self.mem_decl.item(gpu) - job.mem_gb
         self.mem_true[gpu] = self.mem_true.item(gpu) - job.true_mem_gb
