@@ -131,3 +131,69 @@ def test_gpu_codes_rank_many_classes_as_numpy() -> None:
         cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
         assert np.array_equal(got, candidates._class_ids(cols)), distinct
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "scenario", "size", "window", "steps"),
+    [
+        ("v3", "default", 256, True, 150),
+        ("v2", "mig-a100", None, False, 120),
+        ("v2", "pai-busy", None, False, 40),
+        ("v3", "default", None, True, 200),
+    ],
+)
+def test_kept_classes_equal_classes_made_afresh_at_every_build(
+    version: str, scenario: str, size: int | None, window: bool, steps: int
+) -> None:
+    """After every step (a build), the classes the builder keeps across builds
+    (``_Runs.classes``, ``_Kept``: the GPUs' free and busy flags, the runs' first GPUs, the
+    GPUs ``_class_reps`` visits, the nodes' counts and classes, whether each GPU's residents'
+    key is the GPU before's) equal those made afresh from the cluster's state, the classes
+    equal the interpreted columns' (``_class_ids``), and the representatives and peers found
+    from them (``_Kept.reps``) equal ``_class_reps``' from scratch for the CPU requests of
+    the jobs and for some that oversubscribe some nodes (the classes with nodes apart);
+    across episodes (a reset: new arrays)."""
+    src = interpreted(candidates)
+    env = _env(version, scenario, size, window)
+    rng = np.random.default_rng(5)
+    _, info = env.reset(seed=2)
+    builder = env.interface.builder
+    checked = apart = moved = 0
+    was: tuple[np.ndarray, ...] = ()
+    for _ in range(steps):
+        sim = env.sim
+        c = sim.cluster
+        runs = builder._runs
+        tc = candidates.TargetClasses(sim, runs=runs)  # (brought up to date: the watch)
+        kept = runs.kept
+        assert kept is not None and tc._kept is kept
+        fresh = candidates._Kept(c, candidates._pcie(c.nodes), runs.flags)
+        gid = fresh.refresh(c, None, sim.jobs, {})
+        assert np.array_equal(tc.gid, gid)
+        assert np.array_equal(tc.gid, src.TargetClasses(sim).gid)
+        got, want = kept.snapshot(), fresh.snapshot()
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert np.array_equal(a, b), (checked, k)
+        if was and len(was[2]) == len(got[2]):
+            moved += not np.array_equal(was[2], got[2])
+        was = got
+        v = c.state_views()
+        left = np.sort(c.node_vcpus - c.node_cpu_used)
+        cpus = {float(st.spec.cpu_cores) for st in sim.jobs.values()}
+        cpus |= {float(left[len(left) // 2]), float(left[-1]) + 1.0}
+        for cpu in sorted(cpus):
+            cls, n = tc._gpu_class(cpu)
+            ref = candidates._class_reps(v, cls, c.node_of, n)
+            out = kept.reps(v, cls, n, cls is not tc.gid)
+            assert (out is None) == (ref is None), (checked, cpu)
+            if out is not None and ref is not None:
+                assert np.array_equal(out[0], ref[0]), (checked, cpu)
+                assert np.array_equal(out[1], ref[1]), (checked, cpu)
+            apart += cls is not tc.gid
+        checked += 1
+        legal = np.flatnonzero(info["action_mask"].view(bool))
+        _, _, te, tr, info = env.step(int(legal[rng.integers(legal.size)]))
+        if te or tr:
+            _, info = env.reset(seed=int(rng.integers(100)))
+    env.close()
+    assert checked == steps and apart > 0 and moved > 3

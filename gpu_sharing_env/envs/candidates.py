@@ -56,6 +56,7 @@ co-location profile ``ClusterView.profile`` gives the rules, memoised per episod
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -426,17 +427,397 @@ def _group_cols(
     return cols
 
 
+@cython.cclass
+class _Kept:
+    """What :class:`_Runs` keeps of the GPUs' classes from one build to the next (compiled,
+    pruned, the GPUs' nodes rising): per GPU whether it is free (empty and ready) and busy
+    (residents or MIG mode), its residents' and MIG layout's key's number (``kid``: equal iff
+    the keys ``TargetClasses`` held are; 0: none) and the residents' signatures it was made
+    of; per node its GPUs, free GPUs and class (``nd``); and per GPU whether it starts a run
+    of like columns (``head``: :func:`_gpu_codes`' runs) and whether it starts a run
+    :func:`_class_reps` must look at (``brk``: a head, or a GPU whose fields are not the GPU
+    before's). A build looks again only at the GPUs the cluster changed (``Cluster.watch``),
+    the GPUs whose residents' key changed (a resident's work left past a power of two), and
+    the first GPUs of the nodes whose class changed, each with the GPU after it; then finds
+    the runs' first GPUs in one pass over the flags and the codes from those few
+    (:func:`_head_codes`). The same classes, numbered alike, as from scratch."""
+
+    n = cython.declare(cython.Py_ssize_t)
+    nn = cython.declare(cython.Py_ssize_t)
+    nv = cython.declare(cython.longlong[::1])  # (the GPUs' nodes, rising)
+    pv = cython.declare(cython.longlong[::1])  # (the nodes' interconnects: ``_pcie``)
+    ec = cython.declare(cython.uchar[::1])  # (``_Runs``' flags)
+    er = cython.declare(cython.uchar[::1])
+    #: Per node: its GPUs, its free GPUs, its class (``_gpu_codes``' ``nd``), the first GPU
+    #: past it.
+    nd = cython.declare(cython.longlong[::1])
+    #: Per GPU, five rows: free, busy, watched now, head, brk.
+    bits = cython.declare(cython.uchar[:, ::1])
+    kid = cython.declare(cython.longlong[::1])
+    #: Per key number, its number this build in order of sight (-1: none yet; key 0: 0).
+    num = cython.declare(cython.longlong[::1])
+    #: Work rows: the GPUs to look at again (``todo``, 6 x n + 8), the heads (n + 1), their
+    #: residents' classes (n), the GPUs ``_class_reps`` visits (n) and work room (11 x n + 16).
+    todo = cython.declare(cython.longlong[::1])
+    hd = cython.declare(cython.longlong[::1])
+    hh = cython.declare(cython.longlong[::1])
+    cand = cython.declare(cython.longlong[::1])
+    work = cython.declare(cython.longlong[::1])
+    nh = cython.declare(cython.Py_ssize_t)
+    nc = cython.declare(cython.Py_ssize_t)
+    #: How many classes the last :meth:`refresh` found (its answer's maximum + 1).
+    nk = cython.declare(cython.Py_ssize_t, visibility="readonly")
+    #: Per GPU and resident slot (``rmax`` a GPU): the resident's estimated work and the
+    #: least work left its signature holds for (``rng``), and the bound above (``rng_hi``).
+    rng = cython.declare(cython.double[::1])
+    rng_hi = cython.declare(cython.double[::1])
+    rmax = cython.declare(cython.Py_ssize_t)
+    keys = cython.declare(dict)  # (per key, its number)
+    sigs = cython.declare(list)  # (per GPU, its residents' states as last seen; None: none)
+    busy_l = cython.declare(list)  # (the busy GPUs, rising)
+
+    @cython.locals(g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    def __init__(self, c: Any, pcie: np.ndarray, flags: tuple[np.ndarray, np.ndarray]) -> None:
+        n = self.n = c.n_gpus
+        self.nn = c.n_nodes
+        self.nv = c.node_of
+        self.pv = pcie
+        self.ec, self.er = flags
+        self.nd = np.zeros(4 * self.nn, dtype=np.int64)
+        for g in range(n):
+            self.nd[self.nv[g]] += 1
+        for k in range(self.nn):
+            self.nd[2 * self.nn + k] = -1
+            self.nd[3 * self.nn + k] = (self.nd[3 * self.nn + k - 1] if k else 0) + self.nd[k]
+        self.bits = np.zeros((5, n), dtype=np.uint8)
+        self.kid = np.zeros(n, dtype=np.int64)
+        self.num = np.full(64, -1, dtype=np.int64)
+        self.num[0] = 0
+        self.todo = np.empty(6 * n + 8, dtype=np.int64)
+        self.hd = np.empty(n + 1, dtype=np.int64)
+        self.hh = np.empty(n + 1, dtype=np.int64)
+        self.cand = np.empty(n + 1, dtype=np.int64)
+        self.work = np.empty(11 * n + 16, dtype=np.int64)
+        self.nh = self.nc = self.nk = 0
+        self.rmax = max(1, int(c.sharing.max_residents))
+        self.rng = np.zeros(2 * n * self.rmax)
+        self.rng_hi = np.zeros(n * self.rmax)
+        self.keys = {((), ()): 0}
+        self.sigs = [None] * n
+        self.busy_l = []
+
+    @cython.locals(
+        v=_StateViews, n=cython.Py_ssize_t, nn=cython.Py_ssize_t, i=cython.Py_ssize_t,
+        top=cython.Py_ssize_t, g=cython.Py_ssize_t, k=cython.Py_ssize_t, d=cython.Py_ssize_t,
+        f=cython.longlong, q=cython.longlong, b=cython.longlong, kd=cython.longlong,
+        q0=cython.Py_ssize_t, e0=cython.Py_ssize_t, full=cython.bint, same=cython.bint,
+        nres=cython.longlong[:], mode=cython.longlong[:], ready=cython.uchar[:],
+        fr=cython.uchar[::1], bz=cython.uchar[::1], mk=cython.uchar[::1], hd_=cython.uchar[::1],
+        br=cython.uchar[::1], mig=cython.longlong, nb=cython.Py_ssize_t, nh=cython.Py_ssize_t,
+        nx=cython.longlong, mask=cython.Py_ssize_t, h=cython.bint,
+        residents=list, instances=list, busy_l=list, sigs=list, keys=dict, here=list,
+        old=tuple, jobs=dict, known=dict, st=JobState, x=cython.double, rmax=cython.Py_ssize_t,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and nodes)
+    @cython.wraparound(False)
+    def refresh(
+        self, c: Any, changed: list[int] | None, jobs: dict[int, Any], known: dict[int, Any]
+    ) -> np.ndarray | None:
+        """The GPUs' classes (``TargetClasses.gid``) of cluster ``c`` now, from the kept
+        state brought up to date for the GPUs ``changed`` since the last call (their flags
+        already: ``_Runs``; None: every GPU, the first call); ``jobs``, ``known``: the
+        simulator's jobs and the residents' signatures' memo (:func:`_resident_sig`). None
+        where the codes' digits would pass 2**62: the caller takes the columns' path."""
+        v = c.state_views()
+        n, nn = self.n, self.nn
+        q0, e0 = 2 * nn, 3 * nn
+        nres, mode, ready = v.n_res, v.mode, v.ready
+        fr, bz, mk, hd_, br = self.bits[0], self.bits[1], self.bits[2], self.bits[3], self.bits[4]
+        residents, instances = c.residents, c.mig_instances
+        busy_l, sigs, keys = self.busy_l, self.sigs, self.keys
+        mig = _MIG
+        rmax = self.rmax
+        full = changed is None
+        top = n if full else len(changed)  # type: ignore[arg-type]
+        d = 0
+        # the GPUs changed: free and busy again, their nodes' free counts and classes; each
+        # and the GPU after it looked at again, and a node's first GPU and the next node's
+        # where its class changed
+        for i in range(top):
+            g = i if full else changed[i]  # type: ignore[index]
+            if not full:  # (its flags and the GPU after it's: ``_same_as_before``'s)
+                _same_at(v, self.ec, self.er, g)
+                if g + 1 < n:
+                    _same_at(v, self.ec, self.er, g + 1)
+            k = self.nv[g]
+            f = 1 if nres[g] == 0 and ready[g] else 0
+            if f != fr[g]:
+                fr[g] = f
+                self.nd[nn + k] += 1 if f else -1
+            b = 1 if nres[g] != 0 or mode[g] == mig else 0
+            if b != bz[g]:
+                bz[g] = b
+                if b:
+                    busy_l.insert(bisect_left(busy_l, g), g)
+                else:
+                    busy_l.remove(g)
+            if not b:
+                self.kid[g] = 0
+                sigs[g] = None
+            mk[g] = 1
+            self.todo[d] = g
+            self.todo[d + 1] = g + 1
+            d += 2
+            f = self.nd[nn + k]
+            q = (self.nd[k] * 2 + self.pv[k]) * 3 + (0 if f <= 1 else (2 if f == self.nd[k] else 1))
+            if q != self.nd[q0 + k]:
+                self.nd[q0 + k] = q
+                self.todo[d] = self.nd[e0 + k - 1] if k else 0
+                self.todo[d + 1] = self.nd[e0 + k]
+                d += 2
+        # the busy GPUs' keys: made again where the GPU changed or a resident's work left
+        # passed a power of two (its signature's exponent: kept per resident with the range
+        # of work left it holds for, read from the job's state in C; ``rmax`` residents a GPU
+        # at most, else made again at every build)
+        for g in busy_l:
+            old = sigs[g]
+            if not mk[g] and old is not None:
+                same = True
+                for i in range(len(old)):
+                    st = old[i]
+                    x = self.rng[2 * (g * rmax + i)] - st.work_done
+                    if not (self.rng[2 * (g * rmax + i) + 1] <= x < self.rng_hi[g * rmax + i]):
+                        same = False
+                        break
+                if same:
+                    continue
+            res = residents[g]
+            mig_ = instances[g]
+            kd = 0
+            sigs[g] = ()
+            if res or mig_:
+                here = []
+                sts = []
+                for j in res:
+                    st = jobs[j]
+                    sig = _resident_sig(st, known)
+                    if len(res) <= rmax:
+                        _keep_range(self, g * rmax + len(here), st, sig, known)
+                        sts.append(st)
+                    here.append(sig)
+                sigs[g] = tuple(sts) if len(res) <= rmax else None
+                if len(here) > 1:
+                    here.sort()
+                key = (
+                    tuple((x_.profile, x_.start, x_.job_id is None) for x_ in mig_) if mig_ else (),
+                    tuple(here),
+                )
+                hit = keys.get(key)
+                if hit is None:
+                    hit = keys[key] = len(keys)
+                kd = hit
+            if kd != self.kid[g]:
+                self.kid[g] = kd
+                self.todo[d] = g
+                self.todo[d + 1] = g + 1
+                d += 2
+        if full:
+            memset(cython.address(mk[0]), 0, n)
+        else:
+            for i in range(top):
+                g = changed[i]  # type: ignore[index]
+                mk[g] = 0
+        # heads and the GPUs ``_class_reps`` visits, looked at again
+        for i in range(d):
+            g = self.todo[i]
+            if g >= n:
+                continue
+            h = (
+                g == 0
+                or not self.ec[g]
+                or self.kid[g] != self.kid[g - 1]
+                or self.nd[q0 + self.nv[g]] != self.nd[q0 + self.nv[g - 1]]
+            )
+            hd_[g] = h
+            br[g] = h or not self.er[g]
+        # the keys' numbers in order of sight (``TargetClasses``' ``held``)
+        if len(keys) > self.num.shape[0]:
+            self.num = np.full(2 * len(keys), -1, dtype=np.int64)
+            self.num[0] = 0
+        nx = 1
+        for g in busy_l:
+            kd = self.kid[g]
+            if self.num[kd] < 0:
+                self.num[kd] = nx
+                nx += 1
+        nb = nh = 0
+        for g in range(n):
+            if br[g]:
+                self.cand[nb] = g
+                nb += 1
+                if hd_[g]:
+                    self.hd[nh] = g
+                    self.hh[nh] = self.num[self.kid[g]]
+                    nh += 1
+        self.hd[nh] = n
+        self.nh, self.nc = nh, nb
+        for g in busy_l:
+            self.num[self.kid[g]] = -1
+        self.num[0] = 0
+        gid = _head_codes(v, self.nv, self.nd, q0, self.hd, self.hh, nh, self.work)
+        self.nk = self.work[0]  # (``_head_codes``' count of codes)
+        return gid
+
+    @cython.locals(
+        v=_StateViews, cv=cython.longlong[::1], wv=cython.longlong[::1], ev=cython.uchar[::1],
+        n=cython.Py_ssize_t, m=cython.Py_ssize_t, g=cython.Py_ssize_t, r=cython.longlong,
+        last=cython.longlong, b=cython.longlong, c=cython.Py_ssize_t, cmp=cython.Py_ssize_t,
+        limit=cython.Py_ssize_t, same=cython.bint, nres=cython.longlong[:],
+        mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
+        typ=cython.longlong[:], mem=cython.double[:], cap=cython.double[:],
+        sm=cython.longlong[:], lim=cython.uchar[:], cap_mig=cython.uchar[:],
+        occ=cython.longlong[:], used=cython.longlong[:], pr=cython.longlong,
+        i=cython.Py_ssize_t, s=cython.Py_ssize_t, k=cython.longlong, x=cython.longlong,
+        lo=cython.Py_ssize_t, pos=cython.Py_ssize_t, nc=cython.Py_ssize_t,
+        nn=cython.Py_ssize_t, e0=cython.Py_ssize_t, xv=cython.Py_ssize_t, av=cython.Py_ssize_t,
+        rv=cython.Py_ssize_t, op=cython.p_longlong, pp=cython.p_longlong, starts=cython.bint,
+    )  # fmt: skip
+    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their classes)
+    @cython.wraparound(False)
+    def reps(
+        self, v: Any, cls: np.ndarray, n_cls: int, starts: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:func:`_class_reps` of the classes ``cls`` (0 .. ``n_cls`` - 1) with the kept
+        flags, visiting only the GPUs that may start a group's run (``brk``, and where
+        ``starts``, every node's first GPU: ``cls`` is ``TargetClasses.gid`` with the nodes
+        a job's CPUs oversubscribe apart): a GPU between two of them is alike in class and
+        every field to the one before it, in that one's group, and a run of them in one group
+        gives it its peer (its first GPU off the group's first GPU's node: the GPUs' nodes
+        rise) at once. The same groups, peers and comparisons as :func:`_class_reps`."""
+        n, nn = self.n, self.nn
+        e0 = 3 * nn
+        m = max(n_cls, 1)
+        # (``_class_reps``' work array, in the kept work room: per class its list's first
+        # group, and per group the next of its class's list, its peer and its first GPU)
+        wv = self.work
+        xv, av, rv = m, m + n, m + 2 * n
+        for g in range(m):
+            wv[g] = -1
+        cv, ev = cls, self.er
+        nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
+        mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
+        occ, used = v.mig_occ, v.mig_used
+        c = cmp = 0
+        limit = 16 * n
+        pr = -1  # (the group of the GPU before)
+        lo = pos = 0  # (GPUs lo .. pos - 1: in group pr, their peer not yet looked for)
+        i, s, nc = 0, 1, self.nc
+        while True:
+            g = self.cand[i] if i < nc else n
+            if starts:
+                while s < nn and self.nd[e0 + s - 1] < pos:
+                    s += 1
+                if s < nn and self.nd[e0 + s - 1] < g:
+                    g = self.nd[e0 + s - 1]
+            if g >= n:
+                break
+            while i < nc and self.cand[i] <= g:
+                i += 1
+            pos = g + 1
+            b = cv[g]
+            if pr >= 0 and ev[g] and b == cv[g - 1]:
+                continue  # (the group of the GPU before: the run goes on)
+            if lo < g and wv[av + pr] < 0:  # (the run's peer: its first GPU off the node)
+                x = self.nv[wv[rv + pr]]
+                if self.nv[lo] != x:
+                    wv[av + pr] = lo
+                elif self.nv[g - 1] != x:
+                    wv[av + pr] = self.nd[e0 + x]
+            k = wv[b]
+            last = -1
+            same = False
+            while k >= 0:
+                cmp += 1
+                r = wv[rv + k]
+                same = (
+                    nres[r] == nres[g]
+                    and mode[r] == mode[g]
+                    and ready[r] == ready[g]
+                    and healthy[r] == healthy[g]
+                    and typ[r] == typ[g]
+                    and mem[r] == mem[g]
+                    and cap[r] == cap[g]
+                    and sm[r] == sm[g]
+                    and lim[r] == lim[g]
+                    and cap_mig[r] == cap_mig[g]
+                    and occ[r] == occ[g]
+                    and used[r] == used[g]
+                )
+                if same:
+                    break
+                last = k
+                k = wv[xv + k]
+            if same:
+                if wv[av + k] < 0 and self.nv[g] != self.nv[r]:
+                    wv[av + k] = g
+                pr = k
+            else:
+                if cmp > limit:
+                    return None
+                wv[rv + c] = g
+                wv[xv + c] = -1
+                wv[av + c] = -1
+                if last < 0:
+                    wv[b] = c
+                else:
+                    wv[xv + last] = c
+                pr = c
+                c += 1
+            lo = g + 1
+        if lo < n and pr >= 0 and wv[av + pr] < 0:  # (the last run's peer)
+            x = self.nv[wv[rv + pr]]
+            if self.nv[lo] != x:
+                wv[av + pr] = lo
+            elif self.nv[n - 1] != x:
+                wv[av + pr] = self.nd[e0 + x]
+        reps_a = _int64_array(c)
+        alts_a = _int64_array(c)
+        op, pp = _data_of(reps_a), _data_of(alts_a)
+        for i in range(c):
+            op[i] = wv[rv + i]
+            pp[i] = wv[av + i]
+        return reps_a, alts_a
+
+    def snapshot(self) -> tuple[np.ndarray, ...]:
+        """Copies of what a build reads (for the tests): the per-GPU free, busy, head and
+        ``brk`` rows, the nodes' GPUs, free GPUs and classes, the heads, the GPUs
+        :meth:`reps` visits, and per GPU whether its key equals the GPU before's."""
+        bits = np.asarray(self.bits)
+        kid = np.asarray(self.kid)
+        return (
+            bits[[0, 1, 3, 4]].copy(),
+            np.asarray(self.nd)[: 3 * self.nn].copy(),
+            np.asarray(self.hd)[: self.nh].copy(),
+            np.asarray(self.cand)[: self.nc].copy(),
+            np.concatenate([[0], kid[1:] == kid[:-1]]).astype(np.uint8),
+        )
+
+    def __reduce__(self) -> tuple[object, tuple[()]]:
+        return (_no_views, ())
+
+
 class _Runs:
-    """What a builder's builds keep of the GPUs from one build to the next (compiled, pruned):
-    per GPU whether its fields equal the GPU before's, two ways (:func:`_same_as_before`: what
+    """What a builder's builds keep of the GPUs from one build to the next (compiled,
+    pruned): per GPU whether its fields equal the GPU before's, two ways (:func:`_same_as_before`: what
     :func:`_gpu_codes` and :func:`_class_reps` read to pass a run of like GPUs), brought up to
     date at each build for the GPUs the cluster changed since the last one only
     (``Cluster.watch``: every change of a GPU's residents, declared memory, mode, SM in use,
     MIG layout, health or readiness notes the GPU), not compared afresh at every build. Where
     the cluster's arrays are new (a reset; a copy's cluster), every GPU is compared again and
-    a new watch set kept; also where over an eighth of the GPUs changed."""
+    a new watch set kept; also where over an eighth of the GPUs changed. With the GPUs' nodes
+    rising, the classes themselves are kept too (:class:`_Kept`, :meth:`classes`)."""
 
-    __slots__ = ("cluster", "flags", "views", "watched")
+    __slots__ = ("cluster", "flags", "kept", "views", "watched")
 
     def __init__(self) -> None:
         self.cluster: Any = None
@@ -446,6 +827,8 @@ class _Runs:
         #: The GPUs changed since the last build (``Cluster.watch``), emptied at each.
         self.watched: set[int] | None = None
         self.flags: tuple[np.ndarray, np.ndarray] | None = None
+        #: The classes kept (:meth:`classes`; None: made afresh at the next call).
+        self.kept: _Kept | None = None
 
     def update(self, c: Any) -> tuple[np.ndarray, np.ndarray]:
         """The flags of cluster ``c`` now (callers must not write to them)."""
@@ -457,13 +840,37 @@ class _Runs:
             self.cluster, self.views = c, v
             self.watched = c.watch()
             self.flags = _same_as_before(v)
+            self.kept = None
         elif w:
             if 8 * len(w) > c.n_gpus:
                 _same_as_before(v, self.flags)
             else:
                 _same_as_before(v, self.flags, np.fromiter(w, dtype=np.int64, count=len(w)))
             w.clear()
+            self.kept = None  # (what changed is gone: :meth:`classes` starts afresh)
         return self.flags
+
+    def classes(
+        self, c: Any, pcie: np.ndarray, jobs: dict[int, Any], known: dict[int, Any]
+    ) -> np.ndarray | None:
+        """``TargetClasses.gid`` of cluster ``c`` now (its GPUs' nodes rising), from the kept
+        classes brought up to date (:meth:`_Kept.refresh`); None where the columns' path must
+        answer."""
+        kept = self.kept
+        w = self.watched
+        if (
+            kept is None
+            or w is None
+            or self.flags is None
+            or c.state_views() is not self.views
+            or 8 * len(w) > c.n_gpus
+        ):
+            flags = self.update(c)
+            kept = self.kept = _Kept(c, pcie, flags)
+            return kept.refresh(c, None, jobs, known)
+        changed = list(w) if w else []
+        w.clear()  # (the flags of these and the GPUs after them: :meth:`_Kept.refresh`)
+        return kept.refresh(c, changed, jobs, known)
 
 
 class TargetClasses:
@@ -491,59 +898,78 @@ class TargetClasses:
         self.n_nodes = c.n_nodes
         if pcie is None:
             pcie = _pcie(c.nodes)
-        # what only a loop reads, for the GPUs with residents or MIG instances: the instances'
-        # layout and the residents' signatures (0: none of either). A GPU with MIG instances
-        # is in MIG mode (``Cluster.add`` drops the layout of a GPU that leaves it), so the
-        # loop visits only the GPUs with residents or in MIG mode.
         jobs = sim.jobs
-        ids: dict[tuple[object, ...], int] = {((), ()): 0}
-        held = np.zeros(c.n_gpus, dtype=np.int64)
         known = {} if specs is None else specs
-        sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
-        residents, instances = c.residents, c.mig_instances
-        if cython.compiled:
-            v = c.state_views()
-            busy = _busy_gpus(v)
-        else:
-            busy = np.flatnonzero((c.n_res != 0) | (c.mode == _MIG)).tolist()
-        for g in busy:
-            res = residents[g]
-            mig = instances[g]
-            if res or mig:
-                here: list[tuple[object, ...]] = []
-                for j in res:
-                    sig = sigs.get(j)
-                    if sig is None:
-                        sig = sigs[j] = _resident_sig(jobs[j], known)
-                    here.append(sig)
-                if len(here) > 1:
-                    here.sort()
-                key = (
-                    tuple((i.profile, i.start, i.job_id is None) for i in mig) if mig else (),
-                    tuple(here),
-                )
-                held[g] = ids.setdefault(key, len(ids))
-        # A GPU's class: equal for equal (type, mode, MIG layout, health, readiness, SM in use,
-        # node class, residents' signatures). Only which GPUs share a class matters (keys
-        # are compared for equality), not its number. The node's class: its size and
-        # interconnect, and its free (empty, ready) GPUs: one, some or all. An empty GPU
-        # switches mode (:meth:`keys` tells the cost apart); MIG's layout stays.
-        gid = None
+        #: Whether the GPUs' nodes rise with the GPU (a node's GPUs are contiguous, as
+        #: ``Fleet`` numbers them): what :func:`_near_firsts` reads.
+        self.rising = _rising(c.node_of) if rising is None else rising
         #: Per GPU whether its fields equal the GPU before's (``_Runs``; compiled only).
         self._same: tuple[np.ndarray, np.ndarray] | None = None
-        if cython.compiled:
-            same = self._same = runs.update(c) if runs is not None else _same_as_before(v)
-            gid = _gpu_codes(v, c.node_of, pcie, held, c.n_nodes, same[0])
-        if gid is None:
-            free = (c.n_res == 0) & c.ready
-            n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
-            size = np.bincount(c.node_of, minlength=c.n_nodes)
-            node = np.stack([size, pcie, np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1))])
-            mode = np.where((c.n_res == 0) & (c.mode != _MIG), _FREE, c.mode)
-            cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
-            self.gid = _class_ids(cols)
-        else:  # (the same classes, numbered alike, from typed passes: :func:`_gpu_codes`)
-            self.gid = gid
+        #: The classes kept across builds that :meth:`reps` reads (``_Runs.classes``; None:
+        #: the groups found afresh).
+        self._kept: _Kept | None = None
+        #: How many classes ``gid`` holds (-1: not known; ``_gpu_class`` finds it).
+        self._n_gid = -1
+        gid = None
+        if cython.compiled and runs is not None and self.rising:
+            # (kept across builds, brought up to date for what changed: :class:`_Kept`)
+            gid = runs.classes(c, pcie, jobs, known)
+            self._same = runs.flags
+            if gid is not None:
+                self._kept = runs.kept
+                self._n_gid = runs.kept.nk
+                self.gid = gid
+        if gid is None:  # (the residents' classes and the columns afresh)
+            # what only a loop reads, for the GPUs with residents or MIG instances: the instances'
+            # layout and the residents' signatures (0: none of either). A GPU with MIG instances
+            # is in MIG mode (``Cluster.add`` drops the layout of a GPU that leaves it), so the
+            # loop visits only the GPUs with residents or in MIG mode.
+            ids: dict[tuple[object, ...], int] = {((), ()): 0}
+            held = np.zeros(c.n_gpus, dtype=np.int64)
+            sigs: dict[int, tuple[object, ...]] = {}  # per resident (a gang's GPUs share it)
+            residents, instances = c.residents, c.mig_instances
+            if cython.compiled:
+                v = c.state_views()
+                busy = _busy_gpus(v)
+            else:
+                busy = np.flatnonzero((c.n_res != 0) | (c.mode == _MIG)).tolist()
+            for g in busy:
+                res = residents[g]
+                mig = instances[g]
+                if res or mig:
+                    here: list[tuple[object, ...]] = []
+                    for j in res:
+                        sig = sigs.get(j)
+                        if sig is None:
+                            sig = sigs[j] = _resident_sig(jobs[j], known)
+                        here.append(sig)
+                    if len(here) > 1:
+                        here.sort()
+                    key = (
+                        tuple((i.profile, i.start, i.job_id is None) for i in mig) if mig else (),
+                        tuple(here),
+                    )
+                    held[g] = ids.setdefault(key, len(ids))
+            # A GPU's class: equal for equal (type, mode, MIG layout, health, readiness, SM in use,
+            # node class, residents' signatures). Only which GPUs share a class matters (keys
+            # are compared for equality), not its number. The node's class: its size and
+            # interconnect, and its free (empty, ready) GPUs: one, some or all. An empty GPU
+            # switches mode (:meth:`keys` tells the cost apart); MIG's layout stays.
+            if cython.compiled:
+                same = self._same = runs.update(c) if runs is not None else _same_as_before(v)
+                gid = _gpu_codes(v, c.node_of, pcie, held, c.n_nodes, same[0])
+            if gid is None:
+                free = (c.n_res == 0) & c.ready
+                n_free = np.bincount(c.node_of[free], minlength=c.n_nodes)
+                size = np.bincount(c.node_of, minlength=c.n_nodes)
+                node = np.stack(
+                    [size, pcie, np.where(n_free <= 1, 0, np.where(n_free == size, 2, 1))]
+                )
+                mode = np.where((c.n_res == 0) & (c.mode != _MIG), _FREE, c.mode)
+                cols = (c.type_idx, mode, c.healthy, c.ready, c.sm_used, *node[:, c.node_of], held)
+                self.gid = _class_ids(cols)
+            else:  # (the same classes, numbered alike, from typed passes: :func:`_gpu_codes`)
+                self.gid = gid
         self.mode = c.mode
         self.opt_mode = _opt_modes(sim.options) if opt_mode is None else opt_mode
         self._cpu_left = c.node_vcpus - c.node_cpu_used
@@ -561,21 +987,25 @@ class TargetClasses:
         #: Per flat targets and CPU classes (:meth:`flat_first_index`): the targets, their
         #: keys but the node, their GPUs' nodes, the firsts with no node apart, the keys' range.
         self._flat: dict[tuple[object, ...], tuple[Any, ...]] = {}
-        #: Whether the GPUs' nodes rise with the GPU (a node's GPUs are contiguous, as
-        #: ``Fleet`` numbers them): what :func:`_near_firsts` reads.
-        self.rising = _rising(c.node_of) if rising is None else rising
         #: Per CPU classes (:meth:`reps`): the classes and the GPUs that stand for the fleet
         #: (a :class:`_Reps`, or None: too many to find).
         self._reps: dict[int, tuple[np.ndarray, Any]] = {}
 
-    def reps(self, cls: np.ndarray) -> _Reps | None:
+    def reps(self, cls: np.ndarray, n_cls: int | None = None) -> _Reps | None:
         """:func:`_class_reps` of the GPU classes ``cls`` (``_gpu_class``) and what a job's
         picks among their targets read (:class:`_Reps`), kept per classes (compiled only)."""
         hit = self._reps.get(id(cls))
         if hit is None or hit[0] is not cls:
-            n = int(cls.max()) + 1 if len(cls) else 0
-            same = None if self._same is None else self._same[1]
-            found = _class_reps(self._cluster.state_views(), cls, self.node_of, n, same)
+            if n_cls is None:
+                n = int(cls.max()) + 1 if len(cls) else 0
+            else:
+                n = n_cls
+            kept = self._kept
+            if kept is not None:  # (the kept flags' runs: :meth:`_Kept.reps`)
+                found = kept.reps(self._cluster.state_views(), cls, n, cls is not self.gid)
+            else:
+                same = None if self._same is None else self._same[1]
+                found = _class_reps(self._cluster.state_views(), cls, self.node_of, n, same)
             reps = None
             if found is not None:
                 n_opts = len(self.opt_mode)
@@ -596,11 +1026,14 @@ class TargetClasses:
             fits = None if self._least >= x else self._cpu_left >= x
             if fits is None or fits.all():
                 cls = self.gid
+                n = self._n_gid if self._n_gid >= 0 else (int(cls.max()) + 1 if len(cls) else 0)
             else:
                 node = self.node_of
                 cls = self.gid * (self.n_nodes + 1) + np.where(fits[node], 0, node + 1)
-                cls = np.unique(cls, return_inverse=True)[1].reshape(-1)
-            hit = self._with_cpu[cpu_cores] = (cls, int(cls.max()) + 1 if len(cls) else 0)
+                u, cls = np.unique(cls, return_inverse=True)
+                cls = cls.reshape(-1)
+                n = len(u)
+            hit = self._with_cpu[cpu_cores] = (cls, n)
         return hit
 
     def firsts(self, spec: JobSpec, gs: np.ndarray, options: np.ndarray, here: int) -> np.ndarray:
@@ -717,21 +1150,10 @@ def _class_ids(cols: Sequence[np.ndarray]) -> np.ndarray:
 
 @cython.locals(
     v=_StateViews, nv=cython.longlong[::1], pv=cython.longlong[::1], hv=cython.longlong[::1],
-    g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
-    f=cython.longlong, t=cython.longlong, m=cython.longlong, s=cython.longlong,
-    q=cython.longlong, h=cython.longlong, t_lo=cython.longlong, t_hi=cython.longlong,
-    m_lo=cython.longlong, m_hi=cython.longlong, s_lo=cython.longlong, s_hi=cython.longlong,
-    q_lo=cython.longlong, q_hi=cython.longlong, h_lo=cython.longlong, h_hi=cython.longlong,
-    wm=cython.longlong, ws=cython.longlong, wq=cython.longlong, wh=cython.longlong,
-    x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
-    ordv=cython.longlong[::1], gv=cython.longlong[::1], i=cython.Py_ssize_t,
-    size=cython.Py_ssize_t, mask=cython.longlong, nres=cython.longlong[:],
-    mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
-    sm=cython.longlong[:], typ=cython.longlong[:], hdv=cython.longlong[::1],
-    nh=cython.Py_ssize_t, r=cython.longlong, hi=cython.Py_ssize_t, ec=cython.uchar[::1],
-    nd=cython.longlong[::1], wv=cython.longlong[::1], q0=cython.Py_ssize_t, nn=cython.Py_ssize_t,
-    o_si=cython.Py_ssize_t, o_at=cython.Py_ssize_t, o_seen=cython.Py_ssize_t,
-    o_rank=cython.Py_ssize_t, j=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t, f=cython.longlong,
+    mask=cython.longlong, nres=cython.longlong[:], ready=cython.uchar[:], hdv=cython.longlong[::1],
+    nh=cython.Py_ssize_t, ec=cython.uchar[::1], nd=cython.longlong[::1], q0=cython.Py_ssize_t,
+    nn=cython.Py_ssize_t, hh=cython.longlong[::1],
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and their nodes)
 @cython.wraparound(False)
@@ -747,29 +1169,24 @@ def _gpu_codes(
     GPU outside MIG as :data:`_FREE`, health, readiness, SM in use, the node's size,
     interconnect ``pcie`` and free GPUs: one, some or all, and ``held``, the residents' and
     MIG layout's class): what :func:`_class_ids` renumbers, from the cluster's typed views
-    (``v``; compiled only: four arrays made, the answer included). Two passes over the GPUs:
-    the nodes' counts, then the runs of GPUs whose columns are the previous GPU's (a fleet's
-    idle GPUs are long runs); the columns' ranges, the codes, their table (open addressing)
-    and ranks come from the runs' first GPUs only, and each run is filled with its number. None where the digits
-    would pass 2**62 (or no GPU): the caller takes the columns' path. Returned renumbered 0 ..
-    n - 1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
-    :func:`_class_ids` gives the columns: both codes are the columns as digits, and a run's
-    GPUs have its first GPU's).
+    (``v``; compiled only). Two passes over the GPUs: the nodes' counts, then the runs of
+    GPUs whose columns are the previous GPU's (a fleet's idle GPUs are long runs); the codes
+    come from the runs' first GPUs only (:func:`_head_codes`). None where the digits would
+    pass 2**62 (or no GPU): the caller takes the columns' path. Returned renumbered 0 .. n -
+    1 in the codes' order, as ``np.unique``'s inverse (the same numbers as
+    :func:`_class_ids` gives the columns).
 
     ``same`` (uint8, per GPU; None: found here): :func:`_same_as_before`'s first answer, kept
     by :class:`_Runs` across builds for the GPUs the cluster did not change: then a GPU of a
-    run costs that flag, its residents' class and its node's class, no field of its own."""
+    run costs that flag, its residents' class and its node's class, no field of its own.
+    (:class:`_Kept` keeps the runs' first GPUs themselves across builds.)"""
     n = v.n_res.shape[0]
     if n == 0:
         return None
     if same is None:
         same = _same_as_before(v)[0]
-    # (the typed views' fields as local slices: their data and strides read once, not at
-    # every GPU through ``v``)
-    nres, mode, ready, healthy = v.n_res, v.mode, v.ready, v.healthy
-    sm, typ = v.sm_used, v.type_idx
+    nres, ready = v.n_res, v.ready
     nv, pv, hv = node_of, pcie, held
-    mig, free = _MIG, _FREE
     # per node (one array: three rows): its GPUs, its free ones, its class
     nn = n_nodes
     nd_a = np.zeros(3 * nn, dtype=np.int64)
@@ -783,22 +1200,71 @@ def _gpu_codes(
     for k in range(nn):  # (pcie is 0 or 1; the free GPUs' class 0, 1 or 2)
         f = nd[nn + k]
         nd[q0 + k] = (nd[k] * 2 + pv[k]) * 3 + (0 if f <= 1 else (2 if f == nd[k] else 1))
-    # the runs' first GPUs (``hdv``, and n after the last) and the columns' ranges over them
-    hd_a = np.empty(n + 1, dtype=np.int64)
+    # the runs' first GPUs (``hdv``, and n after the last) and their residents' classes
+    hd_a = np.empty(2 * n + 1, dtype=np.int64)
     hdv = hd_a
+    hh = hdv[n + 1 :]
     nh = 0
-    t_lo = t_hi = m_lo = m_hi = s_lo = s_hi = q_lo = q_hi = h_lo = h_hi = 0
     for g in range(n):
         if g and ec[g] and hv[g] == hv[g - 1] and nd[q0 + nv[g]] == nd[q0 + nv[g - 1]]:
             continue  # (its columns are the GPU before's)
+        hdv[nh] = g
+        hh[nh] = hv[g]
+        nh += 1
+    hdv[nh] = n
+    mask = 0
+    while mask < 2 * nh:
+        mask = 2 * mask + 1 if mask else 1
+    w_a = np.empty(2 * (mask + 1) + 3 * nh + 1, dtype=np.int64)
+    return _head_codes(v, nv, nd, q0, hdv, hh, nh, w_a)
+
+
+@cython.cfunc
+@cython.locals(
+    v=_StateViews, nv=cython.longlong[::1], nd=cython.longlong[::1], q0=cython.Py_ssize_t,
+    hdv=cython.longlong[::1], hh=cython.longlong[::1], nh=cython.Py_ssize_t,
+    g=cython.Py_ssize_t, k=cython.Py_ssize_t, n=cython.Py_ssize_t,
+    t=cython.longlong, m=cython.longlong, s=cython.longlong,
+    q=cython.longlong, h=cython.longlong, t_lo=cython.longlong, t_hi=cython.longlong,
+    m_lo=cython.longlong, m_hi=cython.longlong, s_lo=cython.longlong, s_hi=cython.longlong,
+    q_lo=cython.longlong, q_hi=cython.longlong, h_lo=cython.longlong, h_hi=cython.longlong,
+    wm=cython.longlong, ws=cython.longlong, wq=cython.longlong, wh=cython.longlong,
+    x=cython.longlong, mig=cython.longlong, free=cython.longlong, span=cython.double,
+    ordv=cython.longlong[::1], gv=cython.p_longlong, i=cython.Py_ssize_t,
+    size=cython.Py_ssize_t, mask=cython.longlong, nres=cython.longlong[:],
+    mode=cython.longlong[:], ready=cython.uchar[:], healthy=cython.uchar[:],
+    sm=cython.longlong[:], typ=cython.longlong[:], r=cython.longlong, hi=cython.Py_ssize_t,
+    wv=cython.longlong[::1], o_si=cython.Py_ssize_t, o_at=cython.Py_ssize_t,
+    o_seen=cython.Py_ssize_t, o_rank=cython.Py_ssize_t, j=cython.Py_ssize_t,
+)  # fmt: skip
+@cython.boundscheck(False)  # (every index is in range: the fleet's GPUs, the runs, ``wv``)
+@cython.wraparound(False)
+def _head_codes(
+    v: Any, nv: Any, nd: Any, q0: int, hdv: Any, hh: Any, nh: int, wv: Any
+) -> np.ndarray | None:
+    """:func:`_gpu_codes`' answer from the runs of GPUs whose columns are the GPU before's:
+    their first GPUs ``hdv`` (rising, ``hdv[nh]``: the GPUs' count), their residents' classes
+    ``hh``, the nodes' classes ``nd[q0 + node]`` (``nv``: the GPUs' nodes) and the cluster's
+    typed views ``v``: the columns' ranges, the codes, their table (open addressing) and ranks
+    from the runs' first GPUs only, and each run filled with its number. ``wv``: work room,
+    at least 2 x the table's size (the least power of two >= 2 x ``nh``) + 3 x ``nh`` + 1.
+    None where the digits would pass 2**62. (Compiled only: typed views passed as C
+    structs, the answer made by numpy's C API and written through its data pointer.)"""
+    n = hdv[nh]
+    nres, mode, ready, healthy = v.n_res, v.mode, v.ready, v.healthy
+    sm, typ = v.sm_used, v.type_idx
+    mig, free = _MIG, _FREE
+    t_lo = t_hi = m_lo = m_hi = s_lo = s_hi = q_lo = q_hi = h_lo = h_hi = 0
+    for i in range(nh):
+        g = hdv[i]
         t = typ[g]
         m = mode[g]
         if nres[g] == 0 and m != mig:
             m = free
         s = sm[g]
         q = nd[q0 + nv[g]]
-        h = hv[g]
-        if nh:
+        h = hh[i]
+        if i:
             t_lo, t_hi = min(t_lo, t), max(t_hi, t)
             m_lo, m_hi = min(m_lo, m), max(m_hi, m)
             s_lo, s_hi = min(s_lo, s), max(s_hi, s)
@@ -810,9 +1276,6 @@ def _gpu_codes(
             s_lo = s_hi = s
             q_lo = q_hi = q
             h_lo = h_hi = h
-        hdv[nh] = g
-        nh += 1
-    hdv[nh] = n
     wm, ws, wq, wh = m_hi - m_lo + 1, s_hi - s_lo + 1, q_hi - q_lo + 1, h_hi - h_lo + 1
     span = 1.0 * (t_hi - t_lo + 1) * wm * 4.0 * ws * wq * wh  # (a double: no overflow)
     if span >= 2.0**62:
@@ -826,8 +1289,6 @@ def _gpu_codes(
     while size < 2 * nh:
         size *= 2
     mask = size - 1
-    w_a = np.empty(2 * size + 3 * nh, dtype=np.int64)
-    wv = w_a
     o_si, o_at, o_seen, o_rank = size, 2 * size, 2 * size + nh, 2 * size + 2 * nh
     for i in range(size):
         wv[o_si + i] = -1
@@ -840,7 +1301,7 @@ def _gpu_codes(
         x = (typ[g] - t_lo) * wm + (m - m_lo)
         x = (x * 2 + healthy[g]) * 2 + ready[g]
         x = (x * ws + (sm[g] - s_lo)) * wq + (nd[q0 + nv[g]] - q_lo)
-        x = x * wh + (hv[g] - h_lo)
+        x = x * wh + (hh[i] - h_lo)
         h = (x ^ (x >> 11) ^ (x >> 23) ^ (x >> 37)) & mask  # (x >= 0: no overflow)
         while wv[o_si + h] >= 0 and wv[h] != x:
             h = (h + 1) & mask
@@ -859,18 +1320,41 @@ def _gpu_codes(
                     r += 1
             wv[o_rank + i] = r
     else:
-        order = np.argsort(w_a[o_seen : o_seen + k])
+        order = np.argsort(np.asarray(wv[o_seen : o_seen + k]))
         ordv = order
         for i in range(k):
             wv[o_rank + ordv[i]] = i
-    gid = np.empty(n, dtype=np.int64)
-    gv = gid
+    gid = _int64_array(n)
+    gv = _data_of(gid)
     for i in range(nh):
         r = wv[o_rank + wv[o_si + wv[o_at + i]]]
         hi = hdv[i + 1]
         for g in range(hdv[i], hi):
             gv[g] = r
+    wv[0] = k  # (the codes' count, for the caller)
     return gid
+
+
+@cython.cfunc
+@cython.locals(n=cython.Py_ssize_t)
+def _int64_array(n: int) -> np.ndarray:
+    """``np.empty(n, dtype=np.int64)`` (compiled, numpy's ``PyArray_EMPTY``: no Python call
+    parsing its arguments; C order, its own data)."""
+    if cython.compiled:
+        dims = cython.declare(npy_intp[1])  # type: ignore[index]
+        dims[0] = n
+        out = PyArray_EMPTY(1, cython.address(dims[0]), NPY_INT64, 0)
+    else:
+        out = np.empty(n, dtype=np.int64)
+    return out  # type: ignore[no-any-return]
+
+
+@cython.cfunc
+@cython.returns(cython.p_longlong)
+def _data_of(a: np.ndarray) -> Any:
+    """The data pointer of ``_int64_array``'s fresh array ``a`` (compiled only: written
+    through it without a buffer request)."""
+    return cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, a)))
 
 
 @cython.locals(
@@ -1181,6 +1665,55 @@ def _same_as_before(
     return out
 
 
+@cython.cfunc
+@cython.locals(
+    v=_StateViews, ec=cython.uchar[::1], er=cython.uchar[::1], g=cython.Py_ssize_t,
+    p=cython.Py_ssize_t, m=cython.longlong, mp=cython.longlong, mig=cython.longlong,
+    free=cython.longlong,
+)  # fmt: skip
+@cython.returns(cython.int)
+@cython.exceptval(check=False)  # (raises nothing)
+@cython.boundscheck(False)  # (every index is in range: GPU g > 0 and the one before it)
+@cython.wraparound(False)
+def _same_at(v: Any, ec: Any, er: Any, g: int) -> int:
+    """:func:`_same_as_before`'s two flags of GPU ``g`` (> 0) written into ``ec`` and ``er``
+    (the same comparisons: ``tests/test_window_runs.py`` compares the kept flags with a
+    fresh pass and numpy's; compiled only)."""
+    if g == 0:
+        ec[0] = er[0] = 0
+        return 0
+    p = g - 1
+    mig, free = _MIG, _FREE
+    m = v.mode[g]
+    if v.n_res[g] == 0 and m != mig:
+        m = free
+    mp = v.mode[p]
+    if v.n_res[p] == 0 and mp != mig:
+        mp = free
+    ec[g] = (
+        v.type_idx[p] == v.type_idx[g]
+        and m == mp
+        and v.healthy[p] == v.healthy[g]
+        and v.ready[p] == v.ready[g]
+        and v.sm_used[p] == v.sm_used[g]
+    )
+    er[g] = (
+        v.n_res[p] == v.n_res[g]
+        and v.mode[p] == v.mode[g]
+        and v.ready[p] == v.ready[g]
+        and v.healthy[p] == v.healthy[g]
+        and v.type_idx[p] == v.type_idx[g]
+        and v.mem_decl[p] == v.mem_decl[g]
+        and v.cap_eps[p] == v.cap_eps[g]
+        and v.sm_used[p] == v.sm_used[g]
+        and v.mps_limit[p] == v.mps_limit[g]
+        and v.mig_capable[p] == v.mig_capable[g]
+        and v.mig_occ[p] == v.mig_occ[g]
+        and v.mig_used[p] == v.mig_used[g]
+    )
+    return 0
+
+
 @cython.locals(
     v=_StateViews, cv=cython.longlong[::1], nv=cython.longlong[::1], hv=cython.longlong[::1],
     xv=cython.longlong[::1], av=cython.longlong[::1], rv=cython.longlong[::1],
@@ -1444,6 +1977,32 @@ def _resident_sig(st: JobState, specs: dict[int, list[Any]]) -> tuple[object, ..
         hit[4] = math.ldexp(1.0, e)
         hit[5] = sig
     return sig
+
+
+@cython.cfunc
+@cython.locals(kept=_Kept, at=cython.Py_ssize_t, st=JobState, hit=list, left=cython.double)
+@cython.returns(cython.int)
+@cython.exceptval(-1)
+def _keep_range(
+    kept: Any, at: int, st: JobState, sig: tuple[object, ...], known: dict[int, Any]
+) -> int:
+    """Keeps in ``kept``'s slot ``at`` the range of work left over which resident ``st``'s
+    signature ``sig`` (just made by :func:`_resident_sig` with the memo ``known``) holds: its
+    exponent's ``[2**(e-1), 2**e)`` where its work left was positive and finite, every
+    value <= 0 but 0 itself where it was <= 0, none else (made again at every build)."""
+    hit = known[id(st.spec)]
+    left = hit[2] - st.work_done
+    kept.rng[2 * at] = hit[2]
+    if 0.0 < left < 1e300:
+        kept.rng[2 * at + 1] = math.ldexp(0.5, sig[-1])
+        kept.rng_hi[at] = math.ldexp(1.0, sig[-1])
+    elif left <= 0.0:
+        kept.rng[2 * at + 1] = -math.inf
+        kept.rng_hi[at] = 0.0
+    else:
+        kept.rng[2 * at + 1] = 1.0
+        kept.rng_hi[at] = 0.0
+    return 0
 
 
 @cython.locals(
@@ -2946,7 +3505,8 @@ class _Memo:
         classes = self.classes
         assert classes is not None
         spec = builder.sim.jobs[jid].spec
-        reps = classes.reps(classes._gpu_class(spec.cpu_cores)[0])
+        cls, n = classes._gpu_class(spec.cpu_cores)
+        reps = classes.reps(cls, n)
         if reps is None:
             return None
         key = (mask_signature(spec), spec.cpu_cores, here)
