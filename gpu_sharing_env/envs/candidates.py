@@ -596,7 +596,7 @@ class _Kept:
             kd = 0
             sigs[g] = ()
             if res or mig_:
-                here = []
+                here = []  # type: ignore[var-annotated]
                 sts = []
                 for j in res:
                     st = jobs[j]
@@ -704,9 +704,6 @@ class _Kept:
         for g in range(m):
             wv[g] = -1
         cv, ev = cls, self.er
-        nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
-        mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
-        occ, used = v.mig_occ, v.mig_used
         c = cmp = 0
         limit = 16 * n
         pr = -1  # (the group of the GPU before)
@@ -739,20 +736,7 @@ class _Kept:
             while k >= 0:
                 cmp += 1
                 r = wv[rv + k]
-                same = (
-                    nres[r] == nres[g]
-                    and mode[r] == mode[g]
-                    and ready[r] == ready[g]
-                    and healthy[r] == healthy[g]
-                    and typ[r] == typ[g]
-                    and mem[r] == mem[g]
-                    and cap[r] == cap[g]
-                    and sm[r] == sm[g]
-                    and lim[r] == lim[g]
-                    and cap_mig[r] == cap_mig[g]
-                    and occ[r] == occ[g]
-                    and used[r] == used[g]
-                )
+                same = _alike(v, r, g)
                 if same:
                     break
                 last = k
@@ -915,9 +899,10 @@ class TargetClasses:
             # (kept across builds, brought up to date for what changed: :class:`_Kept`)
             gid = runs.classes(c, pcie, jobs, known)
             self._same = runs.flags
-            if gid is not None:
-                self._kept = runs.kept
-                self._n_gid = runs.kept.nk
+            kept = runs.kept
+            if gid is not None and kept is not None:
+                self._kept = kept
+                self._n_gid = kept.nk
                 self.gid = gid
         if gid is None:  # (the residents' classes and the columns afresh)
             # what only a loop reads, for the GPUs with residents or MIG instances: the instances'
@@ -1697,21 +1682,36 @@ def _same_at(v: Any, ec: Any, er: Any, g: int) -> int:
         and v.ready[p] == v.ready[g]
         and v.sm_used[p] == v.sm_used[g]
     )
-    er[g] = (
-        v.n_res[p] == v.n_res[g]
-        and v.mode[p] == v.mode[g]
-        and v.ready[p] == v.ready[g]
-        and v.healthy[p] == v.healthy[g]
-        and v.type_idx[p] == v.type_idx[g]
-        and v.mem_decl[p] == v.mem_decl[g]
-        and v.cap_eps[p] == v.cap_eps[g]
-        and v.sm_used[p] == v.sm_used[g]
-        and v.mps_limit[p] == v.mps_limit[g]
-        and v.mig_capable[p] == v.mig_capable[g]
-        and v.mig_occ[p] == v.mig_occ[g]
-        and v.mig_used[p] == v.mig_used[g]
-    )
+    er[g] = _alike(v, p, g)
     return 0
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(v=_StateViews, r=cython.Py_ssize_t, g=cython.Py_ssize_t)
+@cython.returns(cython.bint)
+@cython.exceptval(check=False)  # (raises nothing)
+@cython.boundscheck(False)  # (every index is in range: two of the fleet's GPUs)
+@cython.wraparound(False)
+def _alike(v: Any, r: int, g: int) -> bool:
+    """Whether GPUs ``r`` and ``g`` are equal in every field a single-GPU legality reads
+    (:func:`_class_reps`' groups: residents, mode, readiness, health, type, declared memory
+    and capacity, SM in use, the MPS limit, MIG capability and layout bits; a NaN equals
+    nothing), from the cluster's typed views ``v`` (compiled only)."""
+    return (
+        v.n_res[r] == v.n_res[g]
+        and v.mode[r] == v.mode[g]
+        and v.ready[r] == v.ready[g]
+        and v.healthy[r] == v.healthy[g]
+        and v.type_idx[r] == v.type_idx[g]
+        and v.mem_decl[r] == v.mem_decl[g]
+        and v.cap_eps[r] == v.cap_eps[g]
+        and v.sm_used[r] == v.sm_used[g]
+        and v.mps_limit[r] == v.mps_limit[g]
+        and v.mig_capable[r] == v.mig_capable[g]
+        and v.mig_occ[r] == v.mig_occ[g]
+        and v.mig_used[r] == v.mig_used[g]
+    )
 
 
 @cython.locals(
@@ -1769,10 +1769,6 @@ def _class_reps(
         wv[g] = -1
     hv, xv, av, rv = wv[:m], wv[m : m + n], wv[m + n : m + 2 * n], wv[m + 2 * n :]
     cv, nv, ev = cls, node_of, like
-    # (the typed views' fields as local slices, as in ``_gpu_codes``)
-    nres, mode, ready, healthy, typ = v.n_res, v.mode, v.ready, v.healthy, v.type_idx
-    mem, cap, sm, lim, cap_mig = v.mem_decl, v.cap_eps, v.sm_used, v.mps_limit, v.mig_capable
-    occ, used = v.mig_occ, v.mig_used
     c = 0
     cmp = 0
     limit = 16 * n
@@ -1789,20 +1785,7 @@ def _class_reps(
         while k >= 0:
             cmp += 1
             r = rv[k]
-            same = (
-                nres[r] == nres[g]
-                and mode[r] == mode[g]
-                and ready[r] == ready[g]
-                and healthy[r] == healthy[g]
-                and typ[r] == typ[g]
-                and mem[r] == mem[g]
-                and cap[r] == cap[g]
-                and sm[r] == sm[g]
-                and lim[r] == lim[g]
-                and cap_mig[r] == cap_mig[g]
-                and occ[r] == occ[g]
-                and used[r] == used[g]
-            )
+            same = _alike(v, r, g)
             if same:
                 break
             last = k
@@ -1994,8 +1977,8 @@ def _keep_range(
     left = hit[2] - st.work_done
     kept.rng[2 * at] = hit[2]
     if 0.0 < left < 1e300:
-        kept.rng[2 * at + 1] = math.ldexp(0.5, sig[-1])
-        kept.rng_hi[at] = math.ldexp(1.0, sig[-1])
+        kept.rng[2 * at + 1] = math.ldexp(0.5, int(sig[-1]))  # type: ignore[call-overload]
+        kept.rng_hi[at] = math.ldexp(1.0, int(sig[-1]))  # type: ignore[call-overload]
     elif left <= 0.0:
         kept.rng[2 * at + 1] = -math.inf
         kept.rng_hi[at] = 0.0
