@@ -95,12 +95,14 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
     # array's memory without a buffer request (``_block_rows``)
     from cython.cimports.numpy import (
         NPY_INT64,
+        NPY_UINT8,
         PyArray_DATA,
         PyArray_DIM,
         PyArray_EMPTY,
         PyArray_IS_C_CONTIGUOUS,
         PyArray_NDIM,
         PyArray_TYPE,
+        PyArray_ZEROS,
         import_array,
         ndarray,
         npy_intp,
@@ -119,6 +121,7 @@ else:
     memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
     _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
     PyArray_EMPTY = PyArray_NDIM = PyArray_TYPE = ndarray = npy_intp = None
+    NPY_UINT8 = PyArray_ZEROS = None
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -1299,25 +1302,62 @@ def _class_reps(
     return reps_a, alts_a
 
 
+@cython.cfunc
+def _i64(x: Any) -> Any:
+    """``x`` where it is a 1-D C-order int64 numpy array (what the typed passes answer and the
+    cluster keeps), else such a copy of it: an array whose memory ``_Reps`` reads through a
+    pointer (compiled only)."""
+    if (
+        isinstance(x, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, x)) == 1
+        and PyArray_TYPE(cython.cast(ndarray, x)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, x))
+    ):
+        return x
+    return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
+
+
+@cython.cfunc
+@cython.locals(p=cython.p_longlong, c=cython.Py_ssize_t, n=npy_intp)
+def _ints_of(p: Any, c: int) -> Any:
+    """The first ``c`` int64 at ``p`` as a fresh int64 array (numpy's ``PyArray_EMPTY`` and one
+    ``memcpy``: no Python call; compiled only)."""
+    n = c
+    out = PyArray_EMPTY(1, cython.address(n), NPY_INT64, 0)
+    if c:
+        memcpy(PyArray_DATA(cython.cast(ndarray, out)), p, c * 8)
+    return out
+
+
 @cython.cclass
 class _Reps:
     """The GPUs that stand for the fleet for one set of GPU classes (``TargetClasses.reps``:
-    :func:`_class_reps`' GPUs and each one's peer) and typed views of what a single-GPU job's
-    picks among its targets on them read (the classes, the GPUs' modes and nodes, the options'
-    modes), acquired once a build for every job of it; and a kept table of the keys met,
-    zeroed again after each use. Compiled only (``_class_reps`` answers None interpreted)."""
+    :func:`_class_reps`' GPUs and each one's peer) and what a single-GPU job's picks among
+    its targets on them read (the classes, the GPUs' modes and nodes, the options' modes),
+    read through pointers into those arrays (kept here) for every job of a build, where typed
+    views cost ~1.4 k instructions each to acquire; a kept table of the keys met, zeroed again
+    after each use, and a kept buffer the answers are written to before they are copied out.
+    Compiled only (``_class_reps`` answers None interpreted)."""
 
     reps = cython.declare(object)  # (the GPUs, rising: int64)
     alts = cython.declare(object)  # (each one's peer: its group's first GPU off its node; -1)
-    rv = cython.declare(cython.longlong[::1])
-    av = cython.declare(cython.longlong[::1])
-    cv = cython.declare(cython.longlong[::1])
-    mv = cython.declare(cython.longlong[::1])
-    omv = cython.declare(cython.longlong[::1])
-    nv = cython.declare(cython.longlong[::1])
-    sv = cython.declare(cython.uchar[::1])
+    arrays = cython.declare(tuple)  # (what the pointers read, kept alive: int64, C order)
+    rp = cython.declare(cython.p_longlong)
+    ap = cython.declare(cython.p_longlong)
+    cp = cython.declare(cython.p_longlong)
+    mp = cython.declare(cython.p_longlong)
+    omp = cython.declare(cython.p_longlong)
+    np_ = cython.declare(cython.p_longlong)
+    seen = cython.declare(object)  # (the keys' table: uint8, 2 x 2 x keys)
+    sp = cython.declare(cython.p_uchar)
+    buf = cython.declare(object)  # (the answers' buffer: int64, grown as needed)
+    bp = cython.declare(cython.p_longlong)
+    cap = cython.declare(cython.Py_ssize_t)
+    n = cython.declare(cython.Py_ssize_t)
+    n_gpus = cython.declare(cython.Py_ssize_t)
     n_opts = cython.declare(cython.longlong)
 
+    @cython.locals(d=npy_intp)
     def __init__(
         self,
         found: tuple[np.ndarray, np.ndarray],
@@ -1329,82 +1369,136 @@ class _Reps:
     ) -> None:
         """``found``: :func:`_class_reps` of the classes ``cls``; ``n_keys``: the range of
         :func:`_target_keys`' keys of those classes."""
-        self.reps, self.alts = found
-        self.rv, self.av = found
-        self.cv, self.mv, self.omv, self.nv = cls, mode, opt_mode, node_of
-        self.sv = np.zeros(2 * n_keys, dtype=np.uint8)
-        self.n_opts = len(opt_mode)
+        reps, alts = found
+        self.reps, self.alts = reps, alts
+        arrays = (_i64(reps), _i64(alts), _i64(cls), _i64(mode), _i64(opt_mode), _i64(node_of))
+        self.arrays = arrays
+        self.rp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[0]))
+        self.ap = cython.cast(cython.p_longlong, PyArray_DATA(arrays[1]))
+        self.cp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[2]))
+        self.mp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[3]))
+        self.omp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[4]))
+        self.np_ = cython.cast(cython.p_longlong, PyArray_DATA(arrays[5]))
+        self.n = PyArray_DIM(arrays[0], 0)
+        self.n_gpus = PyArray_DIM(arrays[5], 0)
+        self.n_opts = PyArray_DIM(arrays[4], 0)
+        d = 2 * n_keys + 1  # (one more: never empty)
+        self.seen = PyArray_ZEROS(1, cython.address(d), NPY_UINT8, 0)
+        self.sp = cython.cast(cython.p_uchar, PyArray_DATA(cython.cast(ndarray, self.seen)))
+        self.buf = None
+        self.cap = 0
+        self._room(64)
+
+    @cython.cfunc
+    @cython.locals(d=npy_intp)
+    @cython.returns(cython.int)
+    @cython.exceptval(-1)
+    def _room(self, k: cython.Py_ssize_t) -> int:
+        """Room for ``k`` answers in the kept buffer (its contents not kept)."""
+        if k > self.cap:
+            d = max(k, 2 * self.cap)
+            self.buf = PyArray_EMPTY(1, cython.address(d), NPY_INT64, 0)
+            self.bp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, self.buf)))
+            self.cap = d
+        return 0
 
     @cython.locals(
-        ov=cython.longlong[::1], n=cython.Py_ssize_t, i=cython.Py_ssize_t,
-        c=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong,
-        g=cython.longlong,
+        n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, c=cython.Py_ssize_t,
+        lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, top=cython.Py_ssize_t,
+        mid=cython.Py_ssize_t, h=cython.longlong, g=cython.longlong, x=cython.longlong,
+        bp=cython.p_longlong, nv=cython.p_longlong,
     )  # fmt: skip
-    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
-    @cython.wraparound(False)
     def gpus(self, here: int) -> np.ndarray:
         """The GPUs that stand for the fleet for a job on node ``here`` (-1: queued, the GPUs
         themselves; callers must not write to them): each of them off ``here``, the peer of
         each on it (where it has one) and every GPU of ``here`` (the GPUs' nodes rise),
-        rising."""
+        rising (no GPU twice: a peer lies off ``here`` and is no group's first), a fresh
+        array."""
         if here < 0:
             return self.reps  # type: ignore[no-any-return]
-        n, h = self.rv.shape[0], here
-        lo, hi = _node_run(self.nv, h)
-        out = np.empty(n + hi - lo, dtype=np.int64)
-        ov = out
+        n, h, nv = self.n, here, self.np_
+        # where node ``h``'s run lies (binary searches, as ``_node_run``)
+        lo, top = 0, self.n_gpus
+        while lo < top:
+            mid = (lo + top) // 2
+            if nv[mid] < h:
+                lo = mid + 1
+            else:
+                top = mid
+        hi, top = lo, self.n_gpus
+        while hi < top:
+            mid = (hi + top) // 2
+            if nv[mid] <= h:
+                hi = mid + 1
+            else:
+                top = mid
+        self._room(n + hi - lo)
+        bp = self.bp
         c = 0
         for i in range(n):
-            g = self.rv[i]
-            if self.nv[g] != h:
-                ov[c] = g
-                c += 1
-            elif self.av[i] >= 0:
-                ov[c] = self.av[i]
-                c += 1
-        for i in range(lo, hi):
-            ov[c] = i
+            g = self.rp[i]
+            if nv[g] != h:
+                x = g
+            elif self.ap[i] >= 0:
+                x = self.ap[i]
+            else:
+                continue
+            j = c  # (in place, rising: a peer may lie before GPUs already listed)
+            while j > 0 and bp[j - 1] > x:
+                bp[j] = bp[j - 1]
+                j -= 1
+            bp[j] = x
             c += 1
-        out = out[:c]
-        out.sort()
-        return out
+        # the node's run: after the listed GPUs below ``lo`` (those above it moved up)
+        j = c
+        while j > 0 and bp[j - 1] >= lo:
+            j -= 1
+        for i in range(c - 1, j - 1, -1):
+            bp[i + hi - lo] = bp[i]
+        for i in range(lo, hi):
+            bp[j + i - lo] = i
+        return _ints_of(bp, c + hi - lo)  # type: ignore[no-any-return]
 
     @cython.locals(
-        fv=cython.longlong[::1], ov=cython.longlong[::1], i=cython.Py_ssize_t,
-        c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong, f=cython.longlong,
-        no=cython.longlong, k=cython.longlong, h=cython.longlong,
+        fp=cython.p_longlong, n=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t,
+        g=cython.longlong, o=cython.longlong, f=cython.longlong, no=cython.longlong,
+        k=cython.longlong, h=cython.longlong, bp=cython.p_longlong, sp=cython.p_uchar,
+        cp=cython.p_longlong, mp=cython.p_longlong, omp=cython.p_longlong,
+        nv=cython.p_longlong,
     )  # fmt: skip
-    @cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
-    @cython.wraparound(False)
     @cython.cdivision(True)  # (``f // no`` of a target f >= 0, no > 0: C's division is floor's)
     def firsts(self, flat: np.ndarray, here: int) -> np.ndarray:
         """The first of each key among rising flat targets ``flat`` (``gpu * n_options +
-        option``) with the node ``here`` apart (-1: none), as flat targets: what
-        :func:`_flat_keys`' firsts index, from one typed pass that keeps no keys (each
-        target's GPU by one division: the targets lie on a few GPUs spread over the fleet,
-        where a walk GPU by GPU passed every GPU up to the last target's)."""
-        out = np.empty(len(flat), dtype=np.int64)
-        fv, ov = flat, out
+        option``) with the node ``here`` apart (-1: none), as flat targets (a fresh array):
+        what :func:`_flat_keys`' firsts index, from one pass that keeps no keys (each target's
+        GPU by one division: the targets lie on a few GPUs spread over the fleet, where a walk
+        GPU by GPU passed every GPU up to the last target's). ``flat``'s memory is read in
+        place (int64, C order: what the legality's passes answer; else such a copy)."""
+        flat = _i64(flat)
+        fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
+        n = PyArray_DIM(cython.cast(ndarray, flat), 0)
+        self._room(n)
+        bp, sp, cp, mp, omp, nv = self.bp, self.sp, self.cp, self.mp, self.omp, self.np_
         no = self.n_opts
         h = here
         c = 0
-        for i in range(fv.shape[0]):
-            f = fv[i]
+        for i in range(n):
+            f = fp[i]
             g = f // no
             o = f - g * no
-            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
-            k = k * 2 + (1 if self.nv[g] == h else 0)
-            if not self.sv[k]:
-                self.sv[k] = 1
-                ov[c] = f
+            k = (cp[g] * no + o) * 2 + (1 if mp[g] == omp[o] else 0)
+            k = k * 2 + (1 if nv[g] == h else 0)
+            if not sp[k]:
+                sp[k] = 1
+                bp[c] = f
                 c += 1
         for i in range(c):  # (the table zeroed again: the keys of the firsts only)
-            f = ov[i]
+            f = bp[i]
             g = f // no
             o = f - g * no
-            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
-            self.sv[k * 2 + (1 if self.nv[g] == h else 0)] = 0
-        return out[:c]
+            k = (cp[g] * no + o) * 2 + (1 if mp[g] == omp[o] else 0)
+            sp[k * 2 + (1 if nv[g] == h else 0)] = 0
+        return _ints_of(bp, c)  # type: ignore[no-any-return]
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -1604,8 +1698,9 @@ class _GpuViews:
 class _Writer:
     """What a build's rows are written from besides the state's Python objects, kept by the
     builder while the cluster's arrays are the same (:class:`_GpuViews`, ``gpu``): each GPU's
-    row of cells (``cells``, float32), its residents' estimated work left (``left``) and its
-    log1p (``ll``), the marks of the targets' GPUs and their list, the options' cells, the
+    row of cells (``cells``, float32), the busy targets' GPUs (``busy``), their residents'
+    estimated work left (``left``) and its log1p (``ll``), side by side, and that log1p per
+    GPU (``lg``), the marks of the targets' GPUs and their list, the options' cells, the
     last speed cells seen, the last table written and its view (``GpuSharing-v3``'s kept
     table is the same every build) and the job rows (``jr``, float64, and ``jri``: id, own
     GPU, speed row), grown as needed: typed views acquired once, where a build acquired ~20 (each ~4 k
@@ -1617,6 +1712,8 @@ class _Writer:
     ll = cython.declare(object)
     leftv = cython.declare(cython.double[::1])
     llv = cython.declare(cython.double[::1])
+    lg = cython.declare(cython.double[::1])
+    busy = cython.declare(cython.longlong[::1])
     cells = cython.declare(cython.float[:, ::1])
     mark = cython.declare(cython.uchar[::1])
     gpus = cython.declare(cython.longlong[::1])
@@ -1640,6 +1737,8 @@ class _Writer:
         self.leftv = self.left
         self.ll = np.zeros(n)
         self.llv = self.ll
+        self.lg = np.zeros(n)
+        self.busy = np.zeros(n, dtype=np.int64)
         self.cells = np.zeros((n, len(_GPU_COLS)), dtype=np.float32)
         self.mark = np.zeros(n, dtype=np.uint8)
         self.gpus = np.zeros(n, dtype=np.int64)
@@ -1667,8 +1766,9 @@ class _Writer:
     @cython.locals(
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
-        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t, fixed=dict,
-        hit=tuple,
+        total=cython.double, st=JobState, nb=cython.Py_ssize_t, k=cython.Py_ssize_t, fixed=dict,
+        hit=tuple, x0=cython.Py_ssize_t, last=cython.longlong, i1=cython.p_longlong,
+        mp=cython.p_uchar, gp=cython.p_longlong, bp=cython.p_longlong,
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
@@ -1693,9 +1793,11 @@ class _Writer:
         fixed: dict[int, tuple[Any, ...]] | None = None,
     ) -> None:
         """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
-        block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
-        residents' work left summed in order from 0 (as ``CandidateBuilder._gpu_rows``), its
-        log1p numpy's (the same ufunc over the whole ``left``, the other GPUs' 0), their cells
+        block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only (listed
+        from the rows' GPUs, not found among the fleet's): their residents' work left summed
+        in order from 0 (as ``CandidateBuilder._gpu_rows``), its log1p numpy's (the same ufunc
+        over the busy ones' side by side, contiguous float64 as the fleet's whole array was:
+        the same loop, each value's own; an idle GPU's 0, its log1p), their cells
         :meth:`_GpuViews.write`'s. Then what only some blocks have (``_assemble``'s
         interpreted passes): ``owners``, (block, its job's GPUs) of a job on several GPUs
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
@@ -1712,7 +1814,6 @@ class _Writer:
         if speed is not self.spd:
             self.spd = speed
             self.spdv = speed
-        memset(cython.address(self.mark[0]), 0, self.n)
         _hold_cells(rv, iv)
         i = 1
         starts = []
@@ -1727,8 +1828,25 @@ class _Writer:
         )
         for b in range(len(blocks)):
             starts.append(i)
-            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk)
+            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, None)
         starts.append(i)
+        # the targets' GPUs, each once, from the rows' GPUs (a block's rows lie GPU by GPU:
+        # the one before is the same mostly), marked and unmarked again here: a few dozen
+        # GPUs of the fleet's 1,024, where a pass over every GPU's mark found them
+        i1 = cython.address(iv[1, 0])
+        mp = cython.address(mk[0])
+        gp = cython.address(self.gpus[0])
+        m = 0
+        last = -1
+        for k in range(1, i):
+            if i1[k] != last:
+                last = i1[k]
+                if not mp[last]:
+                    mp[last] = 1
+                    gp[m] = last
+                    m += 1
+        for k in range(m):
+            mp[gp[k]] = 0
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
                 rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
@@ -1736,34 +1854,35 @@ class _Writer:
             if flat:  # (flat cells: marked into the kept option-major rows first)
                 legal = self._marks_of(legal, n_opts)
             _gang_cells(rv, iv, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
-        m = 0
-        busy = False
-        for g in range(self.n):
-            total = 0.0
-            if self.mark[g]:
-                self.gpus[m] = g
-                m += 1
-                res = residents[g]
-                if res:
-                    # each resident's estimated work left (``JobView.est_remaining_s``), summed
-                    # in order from 0
-                    for j in res:
-                        st = jobs[j]
-                        # (the estimate kept with the job's cells, ``_spec_cols``, where kept
-                        # for its spec: a dictionary look-up, not a read of the spec's field)
-                        hit = fixed.get(j) if fixed is not None else None
-                        if hit is not None and hit[0] is st.spec:
-                            x = hit[5] - st.work_done
-                        else:
-                            x = st.spec.est_work_s - st.work_done
-                        total += x if x > 0.0 else 0.0
-                    busy = True
-            self.leftv[g] = total
-        if busy:
-            np.log1p(self.left, self.ll)  # (``out`` positional: no keyword call)
-        else:
-            memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
-        self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
+        bp = cython.address(self.busy[0])
+        nb = 0
+        for x0 in range(m):
+            g = gp[x0]
+            self.lg[g] = 0.0  # (an idle GPU's: ``log1p(0.0)``)
+            res = residents[g]
+            if res:
+                # each resident's estimated work left (``JobView.est_remaining_s``), summed
+                # in order from 0
+                total = 0.0
+                for j in res:
+                    st = jobs[j]
+                    # (the estimate kept with the job's cells, ``_spec_cols``, where kept
+                    # for its spec: a dictionary look-up, not a read of the spec's field)
+                    hit = fixed.get(j) if fixed is not None else None
+                    if hit is not None and hit[0] is st.spec:
+                        x = hit[5] - st.work_done
+                    else:
+                        x = st.spec.est_work_s - st.work_done
+                    total += x if x > 0.0 else 0.0
+                bp[nb] = g
+                self.leftv[nb] = total
+                nb += 1
+        if nb:
+            # (numpy's log1p of the busy ones' side by side: ``out`` positional, no keyword)
+            np.log1p(self.left[:nb], self.ll[:nb])
+            for x0 in range(nb):
+                self.lg[bp[x0]] = self.llv[x0]
+        self.gpu._cells(self.cells, self.lg, n_types, n_nodes, max_res, self.gpus, m, True)
         _copy_gpu_cells(rv, iv, self.cells, 1, i)
 
     @cython.locals(
