@@ -62,7 +62,11 @@ if cython.compiled:
     from cython.cimports.numpy import (
         NPY_INT64,
         PyArray_DATA,
+        PyArray_DIM,
         PyArray_EMPTY,
+        PyArray_IS_C_CONTIGUOUS,
+        PyArray_NDIM,
+        PyArray_TYPE,
         import_array,
         ndarray,
         npy_intp,
@@ -77,6 +81,7 @@ else:
     # Python's buffer protocol or numpy's C API)
     PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = memcpy = None
     NPY_INT64 = PyArray_DATA = PyArray_EMPTY = ndarray = npy_intp = None
+    PyArray_DIM = PyArray_IS_C_CONTIGUOUS = PyArray_NDIM = PyArray_TYPE = None
 
 #: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
 _BIG = 1 << 62
@@ -161,11 +166,16 @@ def _single_targets(
     ``Legality.sig_placeable`` call it."""
     buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
+    n = v.n_res.shape[0]
+    gp = cython.cast(cython.p_longlong, 0)  # (NULL: unread where not ``some``)
+    if some:  # (the GPUs' memory read in place: a pointer, no typed view acquired; ``_i64``)
+        gpus = _i64(gpus)
+        gp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, gpus)))
+        n = PyArray_DIM(cython.cast(ndarray, gpus), 0)
     skip = empty and gang == 1
     c = 0
     for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
-        g = gpus[i] if some else i
+        g = gp[i] if some else i
         n_r = v.n_res[g]
         if skip and (n_r != 0 or not v.ready[g]):
             continue
@@ -213,6 +223,20 @@ def _single_targets(
             left[k] -= 1
         c = kept
     return _copy_out(s, c)  # (none: the shared empty answer)
+
+
+def _i64(x: Any) -> np.ndarray:
+    """``x`` where it is a 1-D C-order int64 numpy array (what the builder passes: its
+    representatives, ``_one_gpu``), else such a copy of it (compiled only: the typed passes
+    read its memory through a pointer). Declared in ``legality.pxd``."""
+    if (
+        isinstance(x, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, x)) == 1
+        and PyArray_TYPE(cython.cast(ndarray, x)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, x))
+    ):
+        return x
+    return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
 
 
 @cython.boundscheck(False)  # (index 0 of a buffer with room for every cell)
