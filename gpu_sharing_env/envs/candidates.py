@@ -1352,6 +1352,8 @@ class _Reps:
     sp = cython.declare(cython.p_uchar)
     buf = cython.declare(object)  # (the answers' buffer: int64, grown as needed)
     bp = cython.declare(cython.p_longlong)
+    keys = cython.declare(object)  # (the firsts' keys, beside them: int64, as long)
+    kp = cython.declare(cython.p_longlong)
     cap = cython.declare(cython.Py_ssize_t)
     n = cython.declare(cython.Py_ssize_t)
     n_gpus = cython.declare(cython.Py_ssize_t)
@@ -1399,6 +1401,8 @@ class _Reps:
             d = max(k, 2 * self.cap)
             self.buf = PyArray_EMPTY(1, cython.address(d), NPY_INT64, 0)
             self.bp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, self.buf)))
+            self.keys = PyArray_EMPTY(1, cython.address(d), NPY_INT64, 0)
+            self.kp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, self.keys)))
             self.cap = d
         return 0
 
@@ -1464,7 +1468,7 @@ class _Reps:
         g=cython.longlong, o=cython.longlong, f=cython.longlong, no=cython.longlong,
         k=cython.longlong, h=cython.longlong, bp=cython.p_longlong, sp=cython.p_uchar,
         cp=cython.p_longlong, mp=cython.p_longlong, omp=cython.p_longlong,
-        nv=cython.p_longlong,
+        nv=cython.p_longlong, kp=cython.p_longlong,
     )  # fmt: skip
     @cython.cdivision(True)  # (``f // no`` of a target f >= 0, no > 0: C's division is floor's)
     def firsts(self, flat: np.ndarray, here: int) -> np.ndarray:
@@ -1479,6 +1483,7 @@ class _Reps:
         n = PyArray_DIM(cython.cast(ndarray, flat), 0)
         self._room(n)
         bp, sp, cp, mp, omp, nv = self.bp, self.sp, self.cp, self.mp, self.omp, self.np_
+        kp = self.kp
         no = self.n_opts
         h = here
         c = 0
@@ -1491,13 +1496,10 @@ class _Reps:
             if not sp[k]:
                 sp[k] = 1
                 bp[c] = f
+                kp[c] = k
                 c += 1
-        for i in range(c):  # (the table zeroed again: the keys of the firsts only)
-            f = bp[i]
-            g = f // no
-            o = f - g * no
-            k = (cp[g] * no + o) * 2 + (1 if mp[g] == omp[o] else 0)
-            sp[k * 2 + (1 if nv[g] == h else 0)] = 0
+        for i in range(c):  # (the table zeroed again: the firsts' keys, kept beside them)
+            sp[kp[i]] = 0
         return _ints_of(bp, c)  # type: ignore[no-any-return]
 
 
@@ -1542,37 +1544,57 @@ def _resident_sig(st: JobState, specs: dict[int, list[Any]]) -> tuple[object, ..
 
 @cython.locals(
     v=_StateViews, g=cython.Py_ssize_t, mig=cython.longlong, nres=cython.longlong[:],
-    mode=cython.longlong[:],
+    mode=cython.longlong[:], rp=cython.p_longlong, mp=cython.p_longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _busy_gpus(v: Any) -> list[int]:
     """``np.flatnonzero((n_res != 0) | (mode == MIG)).tolist()`` of the cluster's typed views
-    ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only)."""
+    ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only; through
+    pointers where the views are contiguous, as the cluster keeps them)."""
     out = []
     mig = _MIG
     nres, mode = v.n_res, v.mode
-    for g in range(nres.shape[0]):
-        if nres[g] != 0 or mode[g] == mig:
-            out.append(g)
+    if nres.shape[0] and nres.strides[0] == 8 and mode.strides[0] == 8:
+        rp = cython.address(nres[0])
+        mp = cython.address(mode[0])
+        for g in range(nres.shape[0]):
+            if (rp[g] != 0) | (mp[g] == mig):
+                out.append(g)
+    else:
+        for g in range(nres.shape[0]):
+            if nres[g] != 0 or mode[g] == mig:
+                out.append(g)
     return out
 
 
-@cython.locals(v=_StateViews, g=cython.Py_ssize_t, nres=cython.longlong[:])
+@cython.locals(
+    v=_StateViews, g=cython.Py_ssize_t, nres=cython.longlong[:], rp=cython.p_longlong,
+    n=cython.Py_ssize_t,
+)  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _running_ids(c: Any) -> list[int]:
     """The jobs on cluster ``c``'s GPUs, ascending (each once): compiled, one typed pass over
-    its residents' counts (``n_res``: the GPUs with residents); interpreted, numpy's."""
+    its residents' counts (``n_res``: the GPUs with residents; through a pointer where the
+    view is contiguous, as the cluster keeps it); interpreted, numpy's."""
     residents = c.residents
     if cython.compiled:
         v = _views_of(c)
         nres = v.n_res
+        n = nres.shape[0]
         seen = set()
-        for g in range(nres.shape[0]):
-            if nres[g]:
-                for j in residents[g]:
-                    seen.add(j)
+        if n and nres.strides[0] == 8:
+            rp = cython.address(nres[0])
+            for g in range(n):
+                if rp[g]:
+                    for j in residents[g]:
+                        seen.add(j)
+        else:
+            for g in range(n):
+                if nres[g]:
+                    for j in residents[g]:
+                        seen.add(j)
         out = sorted(seen)
     else:
         out = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})

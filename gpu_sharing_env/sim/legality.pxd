@@ -82,12 +82,16 @@ cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
 # whose memory the typed passes read through a pointer.
 cdef object _i64(object x)
 
+# A GPU as a one-element int64 array (``check``, ``listed_migration``).
+cdef object _one_gpu(object gpu)
+
 # The first ``c`` indices of a kept buffer as a fresh int64 array (the typed passes' answers).
 cdef object _copy_out(_Scratch s, Py_ssize_t c)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, nres=cython.longlong[:],
-               ready=cython.uchar[:], buf=cython.longlong[:])
+               ready=cython.uchar[:], buf=cython.longlong[:], rp=cython.p_longlong,
+               yp=cython.p_uchar, bp=cython.p_longlong)
 cdef object _empty_ready(_Scratch s, _SV v)
 
 # A mask's legal cells as rising flat indices, one typed walk (``Legality.targets``, where the
