@@ -1736,6 +1736,7 @@ class _Writer:
     llv = cython.declare(cython.double[::1])
     lg = cython.declare(cython.double[::1])
     busy = cython.declare(cython.longlong[::1])
+    nm = cython.declare(cython.longlong)  # (how many GPUs ``gpus`` lists, marked in ``mark``)
     cells = cython.declare(cython.float[:, ::1])
     mark = cython.declare(cython.uchar[::1])
     gpus = cython.declare(cython.longlong[::1])
@@ -1761,6 +1762,7 @@ class _Writer:
         self.llv = self.ll
         self.lg = np.zeros(n)
         self.busy = np.zeros(n, dtype=np.int64)
+        self.nm = 0
         self.cells = np.zeros((n, len(_GPU_COLS)), dtype=np.float32)
         self.mark = np.zeros(n, dtype=np.uint8)
         self.gpus = np.zeros(n, dtype=np.int64)
@@ -1789,8 +1791,8 @@ class _Writer:
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
         total=cython.double, st=JobState, nb=cython.Py_ssize_t, k=cython.Py_ssize_t, fixed=dict,
-        hit=tuple, x0=cython.Py_ssize_t, last=cython.longlong, i1=cython.p_longlong,
-        mp=cython.p_uchar, gp=cython.p_longlong, bp=cython.p_longlong,
+        hit=tuple, x0=cython.Py_ssize_t, mp=cython.p_uchar, gp=cython.p_longlong,
+        bp=cython.p_longlong,
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
@@ -1848,27 +1850,23 @@ class _Writer:
             self.gpu.type_idx,
             self.mark,
         )
-        for b in range(len(blocks)):
-            starts.append(i)
-            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, None)
-        starts.append(i)
-        # the targets' GPUs, each once, from the rows' GPUs (a block's rows lie GPU by GPU:
-        # the one before is the same mostly), marked and unmarked again here: a few dozen
-        # GPUs of the fleet's 1,024, where a pass over every GPU's mark found them
-        i1 = cython.address(iv[1, 0])
+        # the targets' GPUs, each once, listed by the row pass as it meets them (``gpus``,
+        # marked in ``mark``; a block's rows lie GPU by GPU): a few dozen GPUs of the fleet's
+        # 1,024, where a pass over every GPU's mark found them. The last build's marks are
+        # cleared first (from its list: kept exact where a pass raised)
         mp = cython.address(mk[0])
         gp = cython.address(self.gpus[0])
-        m = 0
-        last = -1
-        for k in range(1, i):
-            if i1[k] != last:
-                last = i1[k]
-                if not mp[last]:
-                    mp[last] = 1
-                    gp[m] = last
-                    m += 1
-        for k in range(m):
+        for k in range(self.nm):
             mp[gp[k]] = 0
+        self.nm = 0
+        for b in range(len(blocks)):
+            starts.append(i)
+            i = _block_rows(
+                rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk, gp,
+                cython.address(self.nm),
+            )  # fmt: skip
+        starts.append(i)
+        m = self.nm
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
                 rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
@@ -1900,8 +1898,13 @@ class _Writer:
                 self.leftv[nb] = total
                 nb += 1
         if nb:
-            # (numpy's log1p of the busy ones' side by side: ``out`` positional, no keyword)
-            np.log1p(self.left[:nb], self.ll[:nb])
+            # (numpy's log1p of the busy ones' side by side: ``out`` positional, no keyword;
+            # on a small fleet over the whole kept arrays, no slices made: the values past
+            # ``nb`` are a past build's, finite and unread)
+            if self.n <= 64:
+                np.log1p(self.left, self.ll)
+            else:
+                np.log1p(self.left[:nb], self.ll[:nb])
             for x0 in range(nb):
                 self.lg[bp[x0]] = self.llv[x0]
         self.gpu._cells(self.cells, self.lg, n_types, n_nodes, max_res, self.gpus, m, True)
@@ -2749,7 +2752,8 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     cp=cython.Py_ssize_t, cm=cython.Py_ssize_t, cj=cython.Py_ssize_t, co=cython.Py_ssize_t,
     con=cython.Py_ssize_t, cone=cython.Py_ssize_t, cs=cython.Py_ssize_t, r0=cython.p_float,
     rw=cython.Py_ssize_t, op=cython.p_float, sp=cython.p_float, tp=cython.p_longlong,
-    head=cython.bint, straddle=cython.bint,
+    head=cython.bint, straddle=cython.bint, gl=cython.p_longlong, pm=cython.p_longlong,
+    last=cython.longlong,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -2770,13 +2774,16 @@ def _block_rows(
     sv: Any,
     tv: Any,
     mark: Any,
+    gl: Any,
+    pm: Any,
 ) -> int:
     """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
     the targets read from the memory of ``flat`` (a C-order int64 numpy array through numpy's
     C API, anything else contiguous int64 through Python's buffer protocol; not a typed view,
-    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), the targets'
-    GPUs are marked there (1). A row is written through its own pointer (no 2-D index a
+    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), each target's
+    GPU not marked there yet is marked (1) and listed at ``gl[pm[0]]``, ``pm[0]`` counting
+    them (the block's rows lie GPU by GPU: one comparison a row). A row is written through its own pointer (no 2-D index a
     cell), the block's job cells clipped once into a C array; where the block's widths are
     :data:`_NJ`, :data:`_NOP` and the columns lie as :data:`_RUNS` says, a row's first 18
     cells (hold 0, the kind, the job's, ``job_on_target`` 0) are built once a block and copied
@@ -2802,6 +2809,7 @@ def _block_rows(
         fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
         n = PyArray_DIM(cython.cast(ndarray, flat), 0)
     marks = mark is not None
+    last = -1
     nj, nop = jv.shape[1], ov.shape[1]
     if nj > 16:  # (never: ``_JOB_COLS`` has ``_NJ`` columns; 16: ``_ROW_CAP``)
         if held:
@@ -2867,8 +2875,12 @@ def _block_rows(
             rp[con] = 1.0 if g == own else 0.0
             rp[cone] = 1.0
             rp[cs] = sp[tp[g]]
-        if marks:
-            mark[g] = 1
+        if marks and g != last:
+            last = g
+            if not mark[g]:
+                mark[g] = 1
+                gl[pm[0]] = g
+                pm[0] += 1
         i += 1
     if held:
         PyBuffer_Release(cython.address(view))
@@ -2996,7 +3008,10 @@ def _write_rows(
         _hold_cells(rv, iv)
         i = 1
         for b in range(len(flats)):
-            i = _block_rows(rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None)
+            i = _block_rows(
+                rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None,
+                cython.cast(cython.p_longlong, 0), cython.cast(cython.p_longlong, 0),
+            )  # fmt: skip
         _copy_gpu_cells(rv, iv, gv, 1, i)
     else:
         flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
