@@ -71,7 +71,9 @@ def test_reps_gpus_and_firsts_are_numpys() -> None:
             cells = np.array(
                 [g * n_opts + o for g in want.tolist() for o in range(n_opts)], dtype=np.int64
             )
-            flat = np.sort(rng.choice(cells, size=int(rng.integers(0, len(cells) + 1)), replace=False))
+            flat = np.sort(
+                rng.choice(cells, size=int(rng.integers(0, len(cells) + 1)), replace=False)
+            )
             seen: set[tuple[int, ...]] = set()
             first = []
             for f in flat.tolist():

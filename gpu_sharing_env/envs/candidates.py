@@ -84,7 +84,7 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
         PyObject_GetBuffer,
     )
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
-    from cython.cimports.gpu_sharing_env.sim.legality import Legality
+    from cython.cimports.gpu_sharing_env.sim.legality import Legality, _i64
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
@@ -113,7 +113,7 @@ else:
     from math import log1p
 
     from gpu_sharing_env.fleet.cluster import _StateViews
-    from gpu_sharing_env.sim.legality import Legality
+    from gpu_sharing_env.sim.legality import Legality, _i64
     from gpu_sharing_env.sim.state import JobState
 
     # (only the compiled passes copy or clear runs of cells and read arrays' memory through
@@ -1303,21 +1303,6 @@ def _class_reps(
 
 
 @cython.cfunc
-def _i64(x: Any) -> Any:
-    """``x`` where it is a 1-D C-order int64 numpy array (what the typed passes answer and the
-    cluster keeps), else such a copy of it: an array whose memory ``_Reps`` reads through a
-    pointer (compiled only)."""
-    if (
-        isinstance(x, ndarray)
-        and PyArray_NDIM(cython.cast(ndarray, x)) == 1
-        and PyArray_TYPE(cython.cast(ndarray, x)) == NPY_INT64
-        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, x))
-    ):
-        return x
-    return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
-
-
-@cython.cfunc
 @cython.locals(p=cython.p_longlong, c=cython.Py_ssize_t, n=npy_intp)
 def _ints_of(p: Any, c: int) -> Any:
     """The first ``c`` int64 at ``p`` as a fresh int64 array (numpy's ``PyArray_EMPTY`` and one
@@ -1348,6 +1333,7 @@ class _Reps:
     mp = cython.declare(cython.p_longlong)
     omp = cython.declare(cython.p_longlong)
     np_ = cython.declare(cython.p_longlong)
+    nv = cython.declare(cython.longlong[::1])  # (the nodes as a view: ``_node_run``'s)
     seen = cython.declare(object)  # (the keys' table: uint8, 2 x 2 x keys)
     sp = cython.declare(cython.p_uchar)
     buf = cython.declare(object)  # (the answers' buffer: int64, grown as needed)
@@ -1356,7 +1342,6 @@ class _Reps:
     kp = cython.declare(cython.p_longlong)
     cap = cython.declare(cython.Py_ssize_t)
     n = cython.declare(cython.Py_ssize_t)
-    n_gpus = cython.declare(cython.Py_ssize_t)
     n_opts = cython.declare(cython.longlong)
 
     @cython.locals(d=npy_intp)
@@ -1381,8 +1366,8 @@ class _Reps:
         self.mp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[3]))
         self.omp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[4]))
         self.np_ = cython.cast(cython.p_longlong, PyArray_DATA(arrays[5]))
+        self.nv = arrays[5]
         self.n = PyArray_DIM(arrays[0], 0)
-        self.n_gpus = PyArray_DIM(arrays[5], 0)
         self.n_opts = PyArray_DIM(arrays[4], 0)
         d = 2 * n_keys + 1  # (one more: never empty)
         self.seen = PyArray_ZEROS(1, cython.address(d), NPY_UINT8, 0)
@@ -1408,8 +1393,8 @@ class _Reps:
 
     @cython.locals(
         n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, c=cython.Py_ssize_t,
-        lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, top=cython.Py_ssize_t,
-        mid=cython.Py_ssize_t, h=cython.longlong, g=cython.longlong, x=cython.longlong,
+        lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong, g=cython.longlong,
+        x=cython.longlong,
         bp=cython.p_longlong, nv=cython.p_longlong,
     )  # fmt: skip
     def gpus(self, here: int) -> np.ndarray:
@@ -1421,21 +1406,7 @@ class _Reps:
         if here < 0:
             return self.reps  # type: ignore[no-any-return]
         n, h, nv = self.n, here, self.np_
-        # where node ``h``'s run lies (binary searches, as ``_node_run``)
-        lo, top = 0, self.n_gpus
-        while lo < top:
-            mid = (lo + top) // 2
-            if nv[mid] < h:
-                lo = mid + 1
-            else:
-                top = mid
-        hi, top = lo, self.n_gpus
-        while hi < top:
-            mid = (hi + top) // 2
-            if nv[mid] <= h:
-                hi = mid + 1
-            else:
-                top = mid
+        lo, hi = _node_run(self.nv, h)  # (where node ``h``'s run lies)
         self._room(n + hi - lo)
         bp = self.bp
         c = 0

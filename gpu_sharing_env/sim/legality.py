@@ -228,7 +228,8 @@ def _single_targets(
 def _i64(x: Any) -> np.ndarray:
     """``x`` where it is a 1-D C-order int64 numpy array (what the builder passes: its
     representatives, ``_one_gpu``), else such a copy of it (compiled only: the typed passes
-    read its memory through a pointer). Declared in ``legality.pxd``."""
+    and the builder's ``_Reps`` read its memory through a pointer). Declared in
+    ``legality.pxd``."""
     if (
         isinstance(x, ndarray)
         and PyArray_NDIM(cython.cast(ndarray, x)) == 1
