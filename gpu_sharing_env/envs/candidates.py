@@ -113,7 +113,7 @@ else:
     from math import log1p
 
     from gpu_sharing_env.fleet.cluster import _StateViews
-    from gpu_sharing_env.sim.legality import Legality, _i64
+    from gpu_sharing_env.sim.legality import Legality
     from gpu_sharing_env.sim.state import JobState
 
     # (only the compiled passes copy or clear runs of cells and read arrays' memory through
@@ -121,7 +121,7 @@ else:
     memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
     _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
     PyArray_EMPTY = PyArray_NDIM = PyArray_TYPE = ndarray = npy_intp = None
-    NPY_UINT8 = PyArray_ZEROS = None
+    NPY_UINT8 = PyArray_ZEROS = _i64 = None  # (``_i64``: legality's C function, compiled only)
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
