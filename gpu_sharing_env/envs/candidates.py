@@ -85,7 +85,7 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
         PyObject_GetBuffer,
     )
     from cython.cimports.gpu_sharing_env.fleet.cluster import _StateViews, _views_of
-    from cython.cimports.gpu_sharing_env.sim.legality import Legality
+    from cython.cimports.gpu_sharing_env.sim.legality import Legality, _i64
     from cython.cimports.gpu_sharing_env.sim.state import JobState
 
     # C's log1p: the libm function ``math.log1p`` calls; memcpy: a row's runs of cells
@@ -96,12 +96,14 @@ if cython.compiled:  # the extension types (.pxd): C reads of their fields; C ca
     # array's memory without a buffer request (``_block_rows``)
     from cython.cimports.numpy import (
         NPY_INT64,
+        NPY_UINT8,
         PyArray_DATA,
         PyArray_DIM,
         PyArray_EMPTY,
         PyArray_IS_C_CONTIGUOUS,
         PyArray_NDIM,
         PyArray_TYPE,
+        PyArray_ZEROS,
         import_array,
         ndarray,
         npy_intp,
@@ -120,6 +122,7 @@ else:
     memcpy = memset = PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = PyBUF_ND = None
     _views_of = NPY_INT64 = PyArray_DATA = PyArray_DIM = PyArray_IS_C_CONTIGUOUS = None
     PyArray_EMPTY = PyArray_NDIM = PyArray_TYPE = ndarray = npy_intp = None
+    NPY_UINT8 = PyArray_ZEROS = _i64 = None  # (``_i64``: legality's C function, compiled only)
 
 #: Two statuses as module globals: an enum class's attribute read (``Status.RUNNING``) goes
 #: through ``EnumType.__getattr__``'s hook in Python 3.11, a fresh method-wrapper each
@@ -1815,25 +1818,49 @@ def _class_reps(
     return reps_a, alts_a
 
 
+@cython.cfunc
+@cython.locals(p=cython.p_longlong, c=cython.Py_ssize_t, n=npy_intp)
+def _ints_of(p: Any, c: int) -> Any:
+    """The first ``c`` int64 at ``p`` as a fresh int64 array (numpy's ``PyArray_EMPTY`` and one
+    ``memcpy``: no Python call; compiled only)."""
+    n = c
+    out = PyArray_EMPTY(1, cython.address(n), NPY_INT64, 0)
+    if c:
+        memcpy(PyArray_DATA(cython.cast(ndarray, out)), p, c * 8)
+    return out
+
+
 @cython.cclass
 class _Reps:
     """The GPUs that stand for the fleet for one set of GPU classes (``TargetClasses.reps``:
-    :func:`_class_reps`' GPUs and each one's peer) and typed views of what a single-GPU job's
-    picks among its targets on them read (the classes, the GPUs' modes and nodes, the options'
-    modes), acquired once a build for every job of it; and a kept table of the keys met,
-    zeroed again after each use. Compiled only (``_class_reps`` answers None interpreted)."""
+    :func:`_class_reps`' GPUs and each one's peer) and what a single-GPU job's picks among
+    its targets on them read (the classes, the GPUs' modes and nodes, the options' modes),
+    read through pointers into those arrays (kept here) for every job of a build, where typed
+    views cost ~1.4 k instructions each to acquire; a kept table of the keys met, zeroed again
+    after each use, and a kept buffer the answers are written to before they are copied out.
+    Compiled only (``_class_reps`` answers None interpreted)."""
 
     reps = cython.declare(object)  # (the GPUs, rising: int64)
     alts = cython.declare(object)  # (each one's peer: its group's first GPU off its node; -1)
-    rv = cython.declare(cython.longlong[::1])
-    av = cython.declare(cython.longlong[::1])
-    cv = cython.declare(cython.longlong[::1])
-    mv = cython.declare(cython.longlong[::1])
-    omv = cython.declare(cython.longlong[::1])
-    nv = cython.declare(cython.longlong[::1])
-    sv = cython.declare(cython.uchar[::1])
+    arrays = cython.declare(tuple)  # (what the pointers read, kept alive: int64, C order)
+    rp = cython.declare(cython.p_longlong)
+    ap = cython.declare(cython.p_longlong)
+    cp = cython.declare(cython.p_longlong)
+    mp = cython.declare(cython.p_longlong)
+    omp = cython.declare(cython.p_longlong)
+    np_ = cython.declare(cython.p_longlong)
+    nv = cython.declare(cython.longlong[::1])  # (the nodes as a view: ``_node_run``'s)
+    seen = cython.declare(object)  # (the keys' table: uint8, 2 x 2 x keys)
+    sp = cython.declare(cython.p_uchar)
+    buf = cython.declare(object)  # (the answers' buffer: int64, grown as needed)
+    bp = cython.declare(cython.p_longlong)
+    keys = cython.declare(object)  # (the firsts' keys, beside them: int64, as long)
+    kp = cython.declare(cython.p_longlong)
+    cap = cython.declare(cython.Py_ssize_t)
+    n = cython.declare(cython.Py_ssize_t)
     n_opts = cython.declare(cython.longlong)
 
+    @cython.locals(d=npy_intp)
     def __init__(
         self,
         found: tuple[np.ndarray, np.ndarray],
@@ -1845,82 +1872,122 @@ class _Reps:
     ) -> None:
         """``found``: :func:`_class_reps` of the classes ``cls``; ``n_keys``: the range of
         :func:`_target_keys`' keys of those classes."""
-        self.reps, self.alts = found
-        self.rv, self.av = found
-        self.cv, self.mv, self.omv, self.nv = cls, mode, opt_mode, node_of
-        self.sv = np.zeros(2 * n_keys, dtype=np.uint8)
-        self.n_opts = len(opt_mode)
+        reps, alts = found
+        self.reps, self.alts = reps, alts
+        arrays = (_i64(reps), _i64(alts), _i64(cls), _i64(mode), _i64(opt_mode), _i64(node_of))
+        self.arrays = arrays
+        self.rp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[0]))
+        self.ap = cython.cast(cython.p_longlong, PyArray_DATA(arrays[1]))
+        self.cp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[2]))
+        self.mp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[3]))
+        self.omp = cython.cast(cython.p_longlong, PyArray_DATA(arrays[4]))
+        self.np_ = cython.cast(cython.p_longlong, PyArray_DATA(arrays[5]))
+        self.nv = arrays[5]
+        self.n = PyArray_DIM(arrays[0], 0)
+        self.n_opts = PyArray_DIM(arrays[4], 0)
+        d = 2 * n_keys + 1  # (one more: never empty)
+        self.seen = PyArray_ZEROS(1, cython.address(d), NPY_UINT8, 0)
+        self.sp = cython.cast(cython.p_uchar, PyArray_DATA(cython.cast(ndarray, self.seen)))
+        self.buf = None
+        self.cap = 0
+        self._room(64)
+
+    @cython.cfunc
+    @cython.locals(d=npy_intp)
+    @cython.returns(cython.int)
+    @cython.exceptval(-1)
+    def _room(self, k: cython.Py_ssize_t) -> int:
+        """Room for ``k`` answers in the kept buffer (its contents not kept)."""
+        if k > self.cap:
+            d = max(k, 2 * self.cap)
+            self.buf = PyArray_EMPTY(1, cython.address(d), NPY_INT64, 0)
+            self.bp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, self.buf)))
+            self.keys = PyArray_EMPTY(1, cython.address(d), NPY_INT64, 0)
+            self.kp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, self.keys)))
+            self.cap = d
+        return 0
 
     @cython.locals(
-        ov=cython.longlong[::1], n=cython.Py_ssize_t, i=cython.Py_ssize_t,
-        c=cython.Py_ssize_t, lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong,
-        g=cython.longlong,
+        n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, c=cython.Py_ssize_t,
+        lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, h=cython.longlong, g=cython.longlong,
+        x=cython.longlong,
+        bp=cython.p_longlong, nv=cython.p_longlong,
     )  # fmt: skip
-    @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
-    @cython.wraparound(False)
     def gpus(self, here: int) -> np.ndarray:
         """The GPUs that stand for the fleet for a job on node ``here`` (-1: queued, the GPUs
         themselves; callers must not write to them): each of them off ``here``, the peer of
         each on it (where it has one) and every GPU of ``here`` (the GPUs' nodes rise),
-        rising."""
+        rising (no GPU twice: a peer lies off ``here`` and is no group's first), a fresh
+        array."""
         if here < 0:
             return self.reps  # type: ignore[no-any-return]
-        n, h = self.rv.shape[0], here
-        lo, hi = _node_run(self.nv, h)
-        out = np.empty(n + hi - lo, dtype=np.int64)
-        ov = out
+        n, h, nv = self.n, here, self.np_
+        lo, hi = _node_run(self.nv, h)  # (where node ``h``'s run lies)
+        self._room(n + hi - lo)
+        bp = self.bp
         c = 0
         for i in range(n):
-            g = self.rv[i]
-            if self.nv[g] != h:
-                ov[c] = g
-                c += 1
-            elif self.av[i] >= 0:
-                ov[c] = self.av[i]
-                c += 1
-        for i in range(lo, hi):
-            ov[c] = i
+            g = self.rp[i]
+            if nv[g] != h:
+                x = g
+            elif self.ap[i] >= 0:
+                x = self.ap[i]
+            else:
+                continue
+            j = c  # (in place, rising: a peer may lie before GPUs already listed)
+            while j > 0 and bp[j - 1] > x:
+                bp[j] = bp[j - 1]
+                j -= 1
+            bp[j] = x
             c += 1
-        out = out[:c]
-        out.sort()
-        return out
+        # the node's run: after the listed GPUs below ``lo`` (those above it moved up)
+        j = c
+        while j > 0 and bp[j - 1] >= lo:
+            j -= 1
+        for i in range(c - 1, j - 1, -1):
+            bp[i + hi - lo] = bp[i]
+        for i in range(lo, hi):
+            bp[j + i - lo] = i
+        return _ints_of(bp, c + hi - lo)  # type: ignore[no-any-return]
 
     @cython.locals(
-        fv=cython.longlong[::1], ov=cython.longlong[::1], i=cython.Py_ssize_t,
-        c=cython.Py_ssize_t, g=cython.Py_ssize_t, o=cython.longlong, f=cython.longlong,
-        no=cython.longlong, k=cython.longlong, h=cython.longlong,
+        fp=cython.p_longlong, n=cython.Py_ssize_t, i=cython.Py_ssize_t, c=cython.Py_ssize_t,
+        g=cython.longlong, o=cython.longlong, f=cython.longlong, no=cython.longlong,
+        k=cython.longlong, h=cython.longlong, bp=cython.p_longlong, sp=cython.p_uchar,
+        cp=cython.p_longlong, mp=cython.p_longlong, omp=cython.p_longlong,
+        nv=cython.p_longlong, kp=cython.p_longlong,
     )  # fmt: skip
-    @cython.boundscheck(False)  # (every index is in range: the flat targets' GPUs and options)
-    @cython.wraparound(False)
     @cython.cdivision(True)  # (``f // no`` of a target f >= 0, no > 0: C's division is floor's)
     def firsts(self, flat: np.ndarray, here: int) -> np.ndarray:
         """The first of each key among rising flat targets ``flat`` (``gpu * n_options +
-        option``) with the node ``here`` apart (-1: none), as flat targets: what
-        :func:`_flat_keys`' firsts index, from one typed pass that keeps no keys (each
-        target's GPU by one division: the targets lie on a few GPUs spread over the fleet,
-        where a walk GPU by GPU passed every GPU up to the last target's)."""
-        out = np.empty(len(flat), dtype=np.int64)
-        fv, ov = flat, out
+        option``) with the node ``here`` apart (-1: none), as flat targets (a fresh array):
+        what :func:`_flat_keys`' firsts index, from one pass that keeps no keys (each target's
+        GPU by one division: the targets lie on a few GPUs spread over the fleet, where a walk
+        GPU by GPU passed every GPU up to the last target's). ``flat``'s memory is read in
+        place (int64, C order: what the legality's passes answer; else such a copy)."""
+        flat = _i64(flat)
+        fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
+        n = PyArray_DIM(cython.cast(ndarray, flat), 0)
+        self._room(n)
+        bp, sp, cp, mp, omp, nv = self.bp, self.sp, self.cp, self.mp, self.omp, self.np_
+        kp = self.kp
         no = self.n_opts
         h = here
         c = 0
-        for i in range(fv.shape[0]):
-            f = fv[i]
+        for i in range(n):
+            f = fp[i]
             g = f // no
             o = f - g * no
-            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
-            k = k * 2 + (1 if self.nv[g] == h else 0)
-            if not self.sv[k]:
-                self.sv[k] = 1
-                ov[c] = f
+            k = (cp[g] * no + o) * 2 + (1 if mp[g] == omp[o] else 0)
+            k = k * 2 + (1 if nv[g] == h else 0)
+            if not sp[k]:
+                sp[k] = 1
+                bp[c] = f
+                kp[c] = k
                 c += 1
-        for i in range(c):  # (the table zeroed again: the keys of the firsts only)
-            f = ov[i]
-            g = f // no
-            o = f - g * no
-            k = (self.cv[g] * no + o) * 2 + (1 if self.mv[g] == self.omv[o] else 0)
-            self.sv[k * 2 + (1 if self.nv[g] == h else 0)] = 0
-        return out[:c]
+        for i in range(c):  # (the table zeroed again: the firsts' keys, kept beside them)
+            sp[kp[i]] = 0
+        return _ints_of(bp, c)  # type: ignore[no-any-return]
 
 
 #: ``TargetClasses``' mode of an empty GPU outside MIG (``Cluster.mode`` is -1 unconfigured).
@@ -1990,37 +2057,57 @@ def _keep_range(
 
 @cython.locals(
     v=_StateViews, g=cython.Py_ssize_t, mig=cython.longlong, nres=cython.longlong[:],
-    mode=cython.longlong[:],
+    mode=cython.longlong[:], rp=cython.p_longlong, mp=cython.p_longlong,
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _busy_gpus(v: Any) -> list[int]:
     """``np.flatnonzero((n_res != 0) | (mode == MIG)).tolist()`` of the cluster's typed views
-    ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only)."""
+    ``v`` (the GPUs ``TargetClasses`` visits), in one typed pass (compiled only; through
+    pointers where the views are contiguous, as the cluster keeps them)."""
     out = []
     mig = _MIG
     nres, mode = v.n_res, v.mode
-    for g in range(nres.shape[0]):
-        if nres[g] != 0 or mode[g] == mig:
-            out.append(g)
+    if nres.shape[0] and nres.strides[0] == 8 and mode.strides[0] == 8:
+        rp = cython.address(nres[0])
+        mp = cython.address(mode[0])
+        for g in range(nres.shape[0]):
+            if (rp[g] != 0) | (mp[g] == mig):
+                out.append(g)
+    else:
+        for g in range(nres.shape[0]):
+            if nres[g] != 0 or mode[g] == mig:
+                out.append(g)
     return out
 
 
-@cython.locals(v=_StateViews, g=cython.Py_ssize_t, nres=cython.longlong[:])
+@cython.locals(
+    v=_StateViews, g=cython.Py_ssize_t, nres=cython.longlong[:], rp=cython.p_longlong,
+    n=cython.Py_ssize_t,
+)  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
 def _running_ids(c: Any) -> list[int]:
     """The jobs on cluster ``c``'s GPUs, ascending (each once): compiled, one typed pass over
-    its residents' counts (``n_res``: the GPUs with residents); interpreted, numpy's."""
+    its residents' counts (``n_res``: the GPUs with residents; through a pointer where the
+    view is contiguous, as the cluster keeps it); interpreted, numpy's."""
     residents = c.residents
     if cython.compiled:
         v = _views_of(c)
         nres = v.n_res
+        n = nres.shape[0]
         seen = set()
-        for g in range(nres.shape[0]):
-            if nres[g]:
-                for j in residents[g]:
-                    seen.add(j)
+        if n and nres.strides[0] == 8:
+            rp = cython.address(nres[0])
+            for g in range(n):
+                if rp[g]:
+                    for j in residents[g]:
+                        seen.add(j)
+        else:
+            for g in range(n):
+                if nres[g]:
+                    for j in residents[g]:
+                        seen.add(j)
         out = sorted(seen)
     else:
         out = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})
@@ -2146,8 +2233,9 @@ class _GpuViews:
 class _Writer:
     """What a build's rows are written from besides the state's Python objects, kept by the
     builder while the cluster's arrays are the same (:class:`_GpuViews`, ``gpu``): each GPU's
-    row of cells (``cells``, float32), its residents' estimated work left (``left``) and its
-    log1p (``ll``), the marks of the targets' GPUs and their list, the options' cells, the
+    row of cells (``cells``, float32), the busy targets' GPUs (``busy``), their residents'
+    estimated work left (``left``) and its log1p (``ll``), side by side, and that log1p per
+    GPU (``lg``), the marks of the targets' GPUs and their list, the options' cells, the
     last speed cells seen, the last table written and its view (``GpuSharing-v3``'s kept
     table is the same every build) and the job rows (``jr``, float64, and ``jri``: id, own
     GPU, speed row), grown as needed: typed views acquired once, where a build acquired ~20 (each ~4 k
@@ -2159,6 +2247,9 @@ class _Writer:
     ll = cython.declare(object)
     leftv = cython.declare(cython.double[::1])
     llv = cython.declare(cython.double[::1])
+    lg = cython.declare(cython.double[::1])
+    busy = cython.declare(cython.longlong[::1])
+    nm = cython.declare(cython.longlong)  # (how many GPUs ``gpus`` lists, marked in ``mark``)
     cells = cython.declare(cython.float[:, ::1])
     mark = cython.declare(cython.uchar[::1])
     gpus = cython.declare(cython.longlong[::1])
@@ -2182,6 +2273,9 @@ class _Writer:
         self.leftv = self.left
         self.ll = np.zeros(n)
         self.llv = self.ll
+        self.lg = np.zeros(n)
+        self.busy = np.zeros(n, dtype=np.int64)
+        self.nm = 0
         self.cells = np.zeros((n, len(_GPU_COLS)), dtype=np.float32)
         self.mark = np.zeros(n, dtype=np.uint8)
         self.gpus = np.zeros(n, dtype=np.int64)
@@ -2209,8 +2303,9 @@ class _Writer:
     @cython.locals(
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
-        total=cython.double, st=JobState, busy=cython.bint, k=cython.Py_ssize_t, fixed=dict,
-        hit=tuple,
+        total=cython.double, st=JobState, nb=cython.Py_ssize_t, k=cython.Py_ssize_t, fixed=dict,
+        hit=tuple, x0=cython.Py_ssize_t, mp=cython.p_uchar, gp=cython.p_longlong,
+        bp=cython.p_longlong,
         jrv=cython.double[:, ::1], jiv=cython.longlong[:, ::1], ov=cython.float[:, ::1],
         sv=cython.float[:, ::1], tv=cython.longlong[::1], mk=cython.uchar[::1],
     )  # fmt: skip
@@ -2235,9 +2330,11 @@ class _Writer:
         fixed: dict[int, tuple[Any, ...]] | None = None,
     ) -> None:
         """:func:`_write_rows` of ``blocks`` with the job rows ``jr`` and ``jri`` (one per
-        block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only: their
-        residents' work left summed in order from 0 (as ``CandidateBuilder._gpu_rows``), its
-        log1p numpy's (the same ufunc over the whole ``left``, the other GPUs' 0), their cells
+        block) into ``table`` and ``ids``, the GPU cells those of the targets' GPUs only (listed
+        from the rows' GPUs, not found among the fleet's): their residents' work left summed
+        in order from 0 (as ``CandidateBuilder._gpu_rows``), its log1p numpy's (the same ufunc
+        over the busy ones' side by side, contiguous float64 as the fleet's whole array was:
+        the same loop, each value's own; an idle GPU's 0, its log1p), their cells
         :meth:`_GpuViews.write`'s. Then what only some blocks have (``_assemble``'s
         interpreted passes): ``owners``, (block, its job's GPUs) of a job on several GPUs
         (``job_on_target``: the target is one of them); ``gangs``, (block, the job's
@@ -2254,7 +2351,6 @@ class _Writer:
         if speed is not self.spd:
             self.spd = speed
             self.spdv = speed
-        memset(cython.address(self.mark[0]), 0, self.n)
         _hold_cells(rv, iv)
         i = 1
         starts = []
@@ -2267,10 +2363,23 @@ class _Writer:
             self.gpu.type_idx,
             self.mark,
         )
+        # the targets' GPUs, each once, listed by the row pass as it meets them (``gpus``,
+        # marked in ``mark``; a block's rows lie GPU by GPU): a few dozen GPUs of the fleet's
+        # 1,024, where a pass over every GPU's mark found them. The last build's marks are
+        # cleared first (from its list: kept exact where a pass raised)
+        mp = cython.address(mk[0])
+        gp = cython.address(self.gpus[0])
+        for k in range(self.nm):
+            mp[gp[k]] = 0
+        self.nm = 0
         for b in range(len(blocks)):
             starts.append(i)
-            i = _block_rows(rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk)
+            i = _block_rows(
+                rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk, gp,
+                cython.address(self.nm),
+            )  # fmt: skip
         starts.append(i)
+        m = self.nm
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
                 rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
@@ -2278,34 +2387,40 @@ class _Writer:
             if flat:  # (flat cells: marked into the kept option-major rows first)
                 legal = self._marks_of(legal, n_opts)
             _gang_cells(rv, iv, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
-        m = 0
-        busy = False
-        for g in range(self.n):
-            total = 0.0
-            if self.mark[g]:
-                self.gpus[m] = g
-                m += 1
-                res = residents[g]
-                if res:
-                    # each resident's estimated work left (``JobView.est_remaining_s``), summed
-                    # in order from 0
-                    for j in res:
-                        st = jobs[j]
-                        # (the estimate kept with the job's cells, ``_spec_cols``, where kept
-                        # for its spec: a dictionary look-up, not a read of the spec's field)
-                        hit = fixed.get(j) if fixed is not None else None
-                        if hit is not None and hit[0] is st.spec:
-                            x = hit[5] - st.work_done
-                        else:
-                            x = st.spec.est_work_s - st.work_done
-                        total += x if x > 0.0 else 0.0
-                    busy = True
-            self.leftv[g] = total
-        if busy:
-            np.log1p(self.left, self.ll)  # (``out`` positional: no keyword call)
-        else:
-            memset(cython.address(self.llv[0]), 0, self.n * cython.sizeof(cython.double))
-        self.gpu._cells(self.cells, self.llv, n_types, n_nodes, max_res, self.gpus, m, True)
+        bp = cython.address(self.busy[0])
+        nb = 0
+        for x0 in range(m):
+            g = gp[x0]
+            self.lg[g] = 0.0  # (an idle GPU's: ``log1p(0.0)``)
+            res = residents[g]
+            if res:
+                # each resident's estimated work left (``JobView.est_remaining_s``), summed
+                # in order from 0
+                total = 0.0
+                for j in res:
+                    st = jobs[j]
+                    # (the estimate kept with the job's cells, ``_spec_cols``, where kept
+                    # for its spec: a dictionary look-up, not a read of the spec's field)
+                    hit = fixed.get(j) if fixed is not None else None
+                    if hit is not None and hit[0] is st.spec:
+                        x = hit[5] - st.work_done
+                    else:
+                        x = st.spec.est_work_s - st.work_done
+                    total += x if x > 0.0 else 0.0
+                bp[nb] = g
+                self.leftv[nb] = total
+                nb += 1
+        if nb:
+            # (numpy's log1p of the busy ones' side by side: ``out`` positional, no keyword;
+            # on a small fleet over the whole kept arrays, no slices made: the values past
+            # ``nb`` are a past build's, finite and unread)
+            if self.n <= 64:
+                np.log1p(self.left, self.ll)
+            else:
+                np.log1p(self.left[:nb], self.ll[:nb])
+            for x0 in range(nb):
+                self.lg[bp[x0]] = self.llv[x0]
+        self.gpu._cells(self.cells, self.lg, n_types, n_nodes, max_res, self.gpus, m, True)
         _copy_gpu_cells(rv, iv, self.cells, 1, i)
 
     @cython.locals(
@@ -3150,7 +3265,8 @@ def _hold_cells(rv: Any, iv: Any) -> int:
     cp=cython.Py_ssize_t, cm=cython.Py_ssize_t, cj=cython.Py_ssize_t, co=cython.Py_ssize_t,
     con=cython.Py_ssize_t, cone=cython.Py_ssize_t, cs=cython.Py_ssize_t, r0=cython.p_float,
     rw=cython.Py_ssize_t, op=cython.p_float, sp=cython.p_float, tp=cython.p_longlong,
-    head=cython.bint, straddle=cython.bint,
+    head=cython.bint, straddle=cython.bint, gl=cython.p_longlong, pm=cython.p_longlong,
+    last=cython.longlong,
 )  # fmt: skip
 @cython.returns(cython.Py_ssize_t)
 @cython.exceptval(-1)
@@ -3171,13 +3287,16 @@ def _block_rows(
     sv: Any,
     tv: Any,
     mark: Any,
+    gl: Any,
+    pm: Any,
 ) -> int:
     """:func:`_write_rows`' typed pass over block ``b`` (compiled only): its candidates from
     row ``i`` on, all their cells but the target GPU's (:func:`_copy_gpu_cells` copies those),
     the targets read from the memory of ``flat`` (a C-order int64 numpy array through numpy's
     C API, anything else contiguous int64 through Python's buffer protocol; not a typed view,
-    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), the targets'
-    GPUs are marked there (1). A row is written through its own pointer (no 2-D index a
+    whose acquisition costs ~4x more); the next row. With ``mark`` (not None), each target's
+    GPU not marked there yet is marked (1) and listed at ``gl[pm[0]]``, ``pm[0]`` counting
+    them (the block's rows lie GPU by GPU: one comparison a row). A row is written through its own pointer (no 2-D index a
     cell), the block's job cells clipped once into a C array; where the block's widths are
     :data:`_NJ`, :data:`_NOP` and the columns lie as :data:`_RUNS` says, a row's first 18
     cells (hold 0, the kind, the job's, ``job_on_target`` 0) are built once a block and copied
@@ -3203,6 +3322,7 @@ def _block_rows(
         fp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, flat)))
         n = PyArray_DIM(cython.cast(ndarray, flat), 0)
     marks = mark is not None
+    last = -1
     nj, nop = jv.shape[1], ov.shape[1]
     if nj > 16:  # (never: ``_JOB_COLS`` has ``_NJ`` columns; 16: ``_ROW_CAP``)
         if held:
@@ -3268,8 +3388,12 @@ def _block_rows(
             rp[con] = 1.0 if g == own else 0.0
             rp[cone] = 1.0
             rp[cs] = sp[tp[g]]
-        if marks:
-            mark[g] = 1
+        if marks and g != last:
+            last = g
+            if not mark[g]:
+                mark[g] = 1
+                gl[pm[0]] = g
+                pm[0] += 1
         i += 1
     if held:
         PyBuffer_Release(cython.address(view))
@@ -3397,7 +3521,10 @@ def _write_rows(
         _hold_cells(rv, iv)
         i = 1
         for b in range(len(flats)):
-            i = _block_rows(rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None)
+            i = _block_rows(
+                rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None,
+                cython.cast(cython.p_longlong, 0), cython.cast(cython.p_longlong, 0),
+            )  # fmt: skip
         _copy_gpu_cells(rv, iv, gv, 1, i)
     else:
         flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)

@@ -60,7 +60,8 @@ cdef class _Scratch:
     cdef long long[:] buf
     cdef long long[:] left
 
-# A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``)
+# A single-GPU job's legal placements on every GPU (or on the GPUs ``gpus``, with ``some``:
+# a 1-D int64 array, read through a pointer to its memory, not a typed view acquired a call)
 # or on the empty, ready ones of them, from the
 # cluster's typed views (its own extension types: fleet/cluster.pxd), as flat indices; with
 # ``gang`` > 1, a gang's starts of those cells.
@@ -69,19 +70,28 @@ cdef class _Scratch:
                b=cython.uchar, sh_room=cython.uchar, no_limit=cython.uchar, sm=cython.longlong,
                mbits=cython.longlong, m_ts=cython.longlong, m_mps=cython.longlong,
                m_mig=cython.longlong, buf=cython.longlong[:], skip=cython.bint,
-               left=cython.longlong[:], kept=Py_ssize_t, e=cython.longlong)
+               left=cython.longlong[:], kept=Py_ssize_t, e=cython.longlong,
+               gp=cython.p_longlong)
 cdef object _single_targets(_Scratch s, _SV v, _JV jv, bint online, double mem,
                             long long max_res, Py_ssize_t n_excl, Py_ssize_t n_ts,
                             Py_ssize_t mps0, Py_ssize_t join0, Py_ssize_t mig0,
                             Py_ssize_t n_mig, Py_ssize_t n_opts, bint empty, bint some,
-                            const long long[:] gpus, Py_ssize_t gang)
+                            object gpus, Py_ssize_t gang)
+
+# ``x`` as a 1-D C-order int64 numpy array (itself where it is one; else a copy): an array
+# whose memory the typed passes read through a pointer.
+cdef object _i64(object x)
+
+# A GPU as a one-element int64 array (``check``, ``listed_migration``).
+cdef object _one_gpu(object gpu)
 
 # The first ``c`` indices of a kept buffer as a fresh int64 array (the typed passes' answers).
 cdef object _copy_out(_Scratch s, Py_ssize_t c)
 
 # The empty, ready GPUs from the cluster's typed views (``Legality.empty_ready``).
 @cython.locals(n=Py_ssize_t, g=Py_ssize_t, k=Py_ssize_t, nres=cython.longlong[:],
-               ready=cython.uchar[:], buf=cython.longlong[:])
+               ready=cython.uchar[:], buf=cython.longlong[:], rp=cython.p_longlong,
+               yp=cython.p_uchar, bp=cython.p_longlong)
 cdef object _empty_ready(_Scratch s, _SV v)
 
 # A mask's legal cells as rising flat indices, one typed walk (``Legality.targets``, where the

@@ -62,7 +62,11 @@ if cython.compiled:
     from cython.cimports.numpy import (
         NPY_INT64,
         PyArray_DATA,
+        PyArray_DIM,
         PyArray_EMPTY,
+        PyArray_IS_C_CONTIGUOUS,
+        PyArray_NDIM,
+        PyArray_TYPE,
         import_array,
         ndarray,
         npy_intp,
@@ -77,6 +81,7 @@ else:
     # Python's buffer protocol or numpy's C API)
     PyObject_GetBuffer = PyBuffer_Release = PyBUF_SIMPLE = memcpy = None
     NPY_INT64 = PyArray_DATA = PyArray_EMPTY = ndarray = npy_intp = None
+    PyArray_DIM = PyArray_IS_C_CONTIGUOUS = PyArray_NDIM = PyArray_TYPE = None
 
 #: ``_holds`` walks the targets' memory for an index of this magnitude or less (a C integer).
 _BIG = 1 << 62
@@ -161,11 +166,16 @@ def _single_targets(
     ``Legality.sig_placeable`` call it."""
     buf = s.buf
     m_ts, m_mps, m_mig = _TS, _MPS, _MIG
-    n = gpus.shape[0] if some else v.n_res.shape[0]  # (``gpus`` None where not ``some``)
+    n = v.n_res.shape[0]
+    gp = cython.cast(cython.p_longlong, 0)  # (NULL: unread where not ``some``)
+    if some:  # (the GPUs' memory read in place: a pointer, no typed view acquired; ``_i64``)
+        gpus = _i64(gpus)
+        gp = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, gpus)))
+        n = PyArray_DIM(cython.cast(ndarray, gpus), 0)
     skip = empty and gang == 1
     c = 0
     for i in range(n):  # (the views' fields indexed in place: no view taken out of them)
-        g = gpus[i] if some else i
+        g = gp[i] if some else i
         n_r = v.n_res[g]
         if skip and (n_r != 0 or not v.ready[g]):
             continue
@@ -215,6 +225,21 @@ def _single_targets(
     return _copy_out(s, c)  # (none: the shared empty answer)
 
 
+def _i64(x: Any) -> np.ndarray:
+    """``x`` where it is a 1-D C-order int64 numpy array (what the builder passes: its
+    representatives, ``_one_gpu``), else such a copy of it (compiled only: the typed passes
+    and the builder's ``_Reps`` read its memory through a pointer). Declared in
+    ``legality.pxd``."""
+    if (
+        isinstance(x, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, x)) == 1
+        and PyArray_TYPE(cython.cast(ndarray, x)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, x))
+    ):
+        return x
+    return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
+
+
 @cython.boundscheck(False)  # (index 0 of a buffer with room for every cell)
 @cython.wraparound(False)
 def _copy_out(s: Any, c: int) -> np.ndarray:
@@ -245,10 +270,21 @@ def _empty_ready(s: Any, v: Any) -> np.ndarray:
     ready = v.ready
     buf = s.buf
     k = 0
-    for g in range(n):
-        if nres[g] == 0 and ready[g]:
-            buf[k] = g
-            k += 1
+    if n and nres.strides[0] == 8 and ready.strides[0] == 1 and buf.strides[0] == 8:
+        # (contiguous, as the cluster keeps them: pointers, each GPU written and the count
+        # moved on where it is empty and ready, no branch a GPU; ~5 instructions a GPU where
+        # the views' strided reads took ~15)
+        rp = cython.address(nres[0])
+        yp = cython.address(ready[0])
+        bp = cython.address(buf[0])
+        for g in range(n):
+            bp[k] = g
+            k += (rp[g] == 0) & (yp[g] != 0)
+    else:
+        for g in range(n):
+            if nres[g] == 0 and ready[g]:
+                buf[k] = g
+                k += 1
     return _copy_out(s, k)
 
 
@@ -299,8 +335,16 @@ def _rank(sorted_vals: list[float], x: float) -> int:
 
 
 def _one_gpu(gpu: int) -> np.ndarray:
-    """``gpu`` as the rising GPUs (int64) of ``targets_on``' typed pass."""
-    return np.array([gpu], dtype=np.int64)
+    """``gpu`` as the rising GPUs (int64) of ``targets_on``' typed pass (compiled: numpy's
+    ``PyArray_EMPTY`` and one store, where ``np.array`` of a list was ~3.7 k instructions a
+    1,024-GPU step). Declared in ``legality.pxd``."""
+    if cython.compiled:
+        n = cython.declare(npy_intp, 1)
+        out = PyArray_EMPTY(1, cython.address(n), NPY_INT64, 0)
+        cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, out)))[0] = gpu
+    else:
+        out = np.array([gpu], dtype=np.int64)
+    return out
 
 
 def _holds(flat: np.ndarray, x: int) -> bool:
