@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+try:  # compiled (gpu_sharing_env._compile): the field loops' directives; else no-ops
+    import cython
+except ModuleNotFoundError:
+    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
+
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
 MODEL_CLASSES: tuple[str, ...] = (
@@ -304,11 +309,21 @@ def _copy(dst: object, src: object, slot: Any) -> None:
         slot.__set__(dst, slot.__get__(src, JobSpec))
 
 
+def _alloc() -> JobSpec:
+    """``object.__new__(JobSpec)``, no field set: compiled, ``_slots.pxd``'s ``plain_new`` (the
+    type's ``tp_alloc``, as ``object_new`` calls it) without the method call."""
+    if COMPILED:
+        return plain_new(JobSpec)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+    return object.__new__(JobSpec)
+
+
+@cython.boundscheck(False)  # (the field tuples' indices: 0 .. their length)
+@cython.wraparound(False)
 def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     """:func:`_make_copy_with`'s copy, compiled: every slot read from ``spec`` and written
     into a new object in field order, ``est_work_s`` the new one (``spec`` must be a
     :class:`JobSpec` with every field set, as every spec is)."""
-    new = object.__new__(JobSpec)
+    new = _alloc()
     # (the globals read once: compiled, a typed tuple and a C index, no int boxed a field)
     slots = _SLOTS
     est = _EST
@@ -320,6 +335,8 @@ def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     return new  # type: ignore[no-any-return]
 
 
+@cython.boundscheck(False)  # (the field tuples' indices: 0 .. their length)
+@cython.wraparound(False)
 def _new_spec_slots(
     job_id: int,
     kind: JobKind,
@@ -340,7 +357,29 @@ def _new_spec_slots(
     service: ServiceSpec | None,
 ) -> JobSpec:
     """:func:`_make_new_spec`'s ``new_spec``, compiled: each field written through its slot
-    (:func:`_put`), then ``__post_init__``."""
+    (:func:`_put`), then ``__post_init__``'s rules (:func:`_rules_hold`; where one breaks, its
+    own check). Interpreted, the generated function (:data:`new_spec`), the fastest there;
+    compiled, ``synthetic.py`` calls this one in C (``cimport``, ``synthetic.pxd``)."""
+    if not COMPILED:
+        return _NEW_SPEC_PY(  # type: ignore[no-any-return]
+            job_id,
+            kind,
+            model,
+            submit_s,
+            num_gpus,
+            gpu_frac,
+            mem_gb,
+            cpu_cores,
+            work_s,
+            est_work_s,
+            true_mem_gb,
+            gpu_types,
+            checkpoint_interval_s,
+            group,
+            user,
+            priority,
+            service,
+        )
     values = (
         job_id,
         kind,
@@ -360,9 +399,10 @@ def _new_spec_slots(
         priority,
         service,
     )
-    new = object.__new__(JobSpec)
-    for i in range(len(_SLOTS)):
-        _put(new, _SLOTS[i], values[i])
+    new = _alloc()
+    slots = _SLOTS
+    for i in range(len(slots)):
+        _put(new, slots[i], values[i])
     if not _rules_hold(values):
         new.__post_init__()  # (a rule broken, or a value not a plain float: its own check)
     elif true_mem_gb < 0:  # (what ``__post_init__`` does after its rules)
@@ -438,7 +478,9 @@ _copy_with: Callable[[JobSpec, float], JobSpec] = (
 #: descriptors instead of a frozen dataclass's ``object.__setattr__`` (0.9 us a spec against
 #: 1.7 us: the generator builds one per episode job); compiled, through CPython's C API
 #: (:func:`_new_spec_slots`).
-new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _make_new_spec()
+#: (interpreted: the generated function, which :func:`_new_spec_slots` calls there)
+_NEW_SPEC_PY: Callable[..., JobSpec] | None = None if COMPILED else _make_new_spec()
+new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _NEW_SPEC_PY  # type: ignore[assignment]
 
 
 def offline_specs(
