@@ -61,6 +61,8 @@ class Status(enum.IntEnum):
 _FUTURE = Status.FUTURE
 #: ``spec.online`` is ``spec.kind is _ONLINE`` (no property call per record made).
 _ONLINE = JobKind.ONLINE
+#: A ledger's unset times (compiled, the three above are C globals: ``state.pxd``).
+_NAN = math.nan
 
 
 # ``no_gc`` (compiled; above ``cclass``, as Cython takes it in pure-Python mode: in the .pxd it
@@ -161,8 +163,8 @@ def _fresh_serving(s: ServingState) -> None:
 @cython.locals(led=JobLedger)
 def _fresh_ledger(led: JobLedger) -> None:
     """``JobLedger()``'s fields."""
-    led.first_start_t = math.nan
-    led.finish_t = math.nan
+    led.first_start_t = _NAN
+    led.finish_t = _NAN
     led.enqueue_t = 0.0
     led.attempts = 0
     led.evictions = 0

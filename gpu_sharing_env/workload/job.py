@@ -19,11 +19,6 @@ from typing import Any
 
 import numpy as np
 
-try:  # compiled (gpu_sharing_env._compile): the field loops' directives; else no-ops
-    import cython
-except ModuleNotFoundError:
-    from gpu_sharing_env import _cython as cython  # type: ignore[no-redef]
-
 #: Model classes the speed model knows; the zoo (``gpu_sharing_env.physics.zoo``) has one profile each.
 #: Loaders map unknown trace models onto these; generators draw from them.
 MODEL_CLASSES: tuple[str, ...] = (
@@ -317,8 +312,6 @@ def _alloc() -> JobSpec:
     return object.__new__(JobSpec)
 
 
-@cython.boundscheck(False)  # (the field tuples' indices: 0 .. their length)
-@cython.wraparound(False)
 def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     """:func:`_make_copy_with`'s copy, compiled: every slot read from ``spec`` and written
     into a new object in field order, ``est_work_s`` the new one (``spec`` must be a
@@ -335,8 +328,6 @@ def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     return new  # type: ignore[no-any-return]
 
 
-@cython.boundscheck(False)  # (the field tuples' indices: 0 .. their length)
-@cython.wraparound(False)
 def _new_spec_slots(
     job_id: int,
     kind: JobKind,
