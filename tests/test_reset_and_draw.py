@@ -137,30 +137,6 @@ def test_fixed_is_the_f_string() -> None:
 
 
 # --------------------------------------------------------------------------- the sweeps
-def _sweeps_numpy(cfg_d, rng, dc, n_per, n_burst, t0_s, t1_s):  # type: ignore[no-untyped-def]
-    """``synthetic._sweeps`` as it was: the same draws, then numpy's padded rows."""
-    starts = synthetic._arrivals(
-        cfg_d, rng, t0_s, t1_s, n_burst / cfg_d.burst_gap_h / cfg_d.arrivals_per_h
-    )
-    owner = n_per + synthetic._integers(rng, dc, n_burst, starts.size)
-    p = 1.0 / (cfg_d.group_size_mean - cfg_d.group_size_min + 1.0)
-    sizes = cfg_d.group_size_min + synthetic._geometrics(rng, dc, p, starts.size) - 1
-    n_gaps = int(sizes.sum())
-    spacing = cfg_d.burst_spacing_s
-    gaps = synthetic._exponentials(rng, dc, spacing, n_gaps) if spacing else np.zeros(n_gaps)
-    n_sw = int(sizes.size)
-    width = int(sizes.max()) if n_sw else 0
-    first = np.cumsum(sizes) - sizes
-    row = np.repeat(np.arange(n_sw), sizes)
-    pad = np.zeros((n_sw, width))
-    pad[row, np.arange(n_gaps) - first[row]] = gaps
-    if width:
-        pad[:, 0] = 0.0
-    t_sw = starts[:, None] + np.cumsum(pad, axis=1)
-    keep = (np.arange(width) < sizes[:, None]) & (t_sw < t1_s)
-    return t_sw[keep], np.broadcast_to(owner[:, None], t_sw.shape)[keep].astype(np.int64)
-
-
 @pytest.mark.parametrize(
     "params",
     [
@@ -172,16 +148,32 @@ def _sweeps_numpy(cfg_d, rng, dc, n_per, n_burst, t0_s, t1_s):  # type: ignore[n
     ],
 )
 def test_sweeps_are_numpys_rows(params: dict[str, object]) -> None:
+    """The sweeps' typed pass (``_sweep_times``, compiled) gives numpy's padded rows'
+    (``_sweep_rows``, interpreted) times and groups, on the sweeps ``_sweeps`` draws; and
+    ``_sweeps`` itself returns them."""
     cfg = SyntheticWorkloadConfig(**params)  # type: ignore[arg-type]
     for seed in range(4):
         for t0, t1 in ((0.0, 86_400.0), (-7 * 86_400.0, 3_600.0), (0.0, 600.0)):
-            got_rng, want_rng = np.random.default_rng(seed), np.random.default_rng(seed)
-            dc_g, dc_w = synthetic.draw_capsule(got_rng), synthetic.draw_capsule(want_rng)
-            t, g = synthetic._sweeps(cfg, got_rng, dc_g, 5, 9, t0, t1)
-            t_w, g_w = _sweeps_numpy(cfg, want_rng, dc_w, 5, 9, t0, t1)
+            rng = np.random.default_rng(seed)
+            dc = synthetic.draw_capsule(rng)
+            starts = synthetic._arrivals(cfg, rng, t0, t1, 9 / cfg.burst_gap_h / cfg.arrivals_per_h)
+            owner = 5 + synthetic._integers(rng, dc, 9, starts.size)
+            p = 1.0 / (cfg.group_size_mean - cfg.group_size_min + 1.0)
+            sizes = cfg.group_size_min + synthetic._geometrics(rng, dc, p, starts.size) - 1
+            n = int(sizes.sum())
+            spacing = cfg.burst_spacing_s
+            gaps = synthetic._exponentials(rng, dc, spacing, n) if spacing else np.zeros(n)
+            t_w, g_w = synthetic._sweep_rows(starts, sizes, gaps, owner, t1)
+            t_out, g_out = np.empty(n), np.empty(n, dtype=np.intp)
+            m = synthetic._sweep_times(starts, sizes, gaps, owner, t1, t_out, g_out)
+            assert t_out[:m].tobytes() == t_w.tobytes()
+            assert g_out[:m].astype(np.int64).tobytes() == g_w.tobytes()
+            # ``_sweeps`` draws the same and returns those (int64 groups)
+            again = np.random.default_rng(seed)
+            t, g = synthetic._sweeps(cfg, again, synthetic.draw_capsule(again), 5, 9, t0, t1)
             assert t.dtype == np.float64 and g.dtype == np.int64
             assert t.tobytes() == t_w.tobytes() and g.tobytes() == g_w.tobytes()
-            assert got_rng.random() == want_rng.random()  # (the stream after: the same)
+            assert again.random() == rng.random()  # (the stream after: the same)
 
 
 def test_sweep_times_by_hand() -> None:

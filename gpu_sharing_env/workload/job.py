@@ -351,26 +351,6 @@ def _new_spec_slots(
     (:func:`_put`), then ``__post_init__``'s rules (:func:`_rules_hold`; where one breaks, its
     own check). Interpreted, the generated function (:data:`new_spec`), the fastest there;
     compiled, ``synthetic.py`` calls this one in C (``cimport``, ``synthetic.pxd``)."""
-    if not COMPILED:
-        return _NEW_SPEC_PY(  # type: ignore[no-any-return]
-            job_id,
-            kind,
-            model,
-            submit_s,
-            num_gpus,
-            gpu_frac,
-            mem_gb,
-            cpu_cores,
-            work_s,
-            est_work_s,
-            true_mem_gb,
-            gpu_types,
-            checkpoint_interval_s,
-            group,
-            user,
-            priority,
-            service,
-        )
     values = (
         job_id,
         kind,
@@ -390,6 +370,8 @@ def _new_spec_slots(
         priority,
         service,
     )
+    if not COMPILED:
+        return _NEW_SPEC_PY(*values)  # type: ignore[misc,no-any-return]
     new = _alloc()
     slots = _SLOTS
     for i in range(len(slots)):

@@ -1156,6 +1156,15 @@ def _sweeps(
         g_out = np.empty(n_gaps, dtype=np.intp)
         m = _sweep_times(starts, sizes, gaps, owner, t1_s, t_out, g_out)
         return t_out[:m], g_out[:m].astype(np.int64, copy=False)
+    return _sweep_rows(starts, sizes, gaps, owner, t1_s)
+
+
+def _sweep_rows(
+    starts: np.ndarray, sizes: np.ndarray, gaps: np.ndarray, owner: np.ndarray, t1_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sweeps`' times and groups by numpy (interpreted; :func:`_sweep_times` compiled,
+    the same doubles)."""
+    n_gaps = int(sizes.sum())
     n_sw = int(sizes.size)
     width = int(sizes.max()) if n_sw else 0
     first = np.cumsum(sizes) - sizes
