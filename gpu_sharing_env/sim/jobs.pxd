@@ -3,7 +3,7 @@
 # lifecycle) on a typed job record. Keep the two in step (tests/test_typed_components.py
 # checks it).
 
-from gpu_sharing_env.sim.state cimport JobState
+from gpu_sharing_env.sim.state cimport JobState, new_record
 
 cdef class JobTable:
     cdef public object _cluster

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_sharing_env.fleet.cluster import Cluster
 from gpu_sharing_env.sim.constants import _DONE, _FAILED, _K_ARRIVAL, _ONLINE, _QUEUED, _RUNNING
-from gpu_sharing_env.sim.state import Status
+from gpu_sharing_env.sim.state import Status, new_record
 from gpu_sharing_env.workload.job import JobSpec
 
 try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
@@ -86,7 +86,7 @@ class JobTable:
 
     def reset(self, specs: list[JobSpec]) -> None:
         """A new episode's jobs (``specs`` sorted by submission)."""
-        self.jobs = {s.job_id: JobState(s) for s in specs}
+        self.jobs = {s.job_id: new_record(s) for s in specs}  # (``JobState(s)``)
         self.arrivals = specs
         self.next_arrival = 0
         self.offline_total = sum(s.kind is not _ONLINE for s in specs)
@@ -161,7 +161,7 @@ class JobTable:
         first = max(jobs) + 1
         fresh = [replace(sp, job_id=first + i) for i, sp in enumerate(specs)]
         for sp in fresh:
-            jobs[sp.job_id] = JobState(sp)
+            jobs[sp.job_id] = new_record(sp)
         self.arrivals = arrived + sorted(kept + fresh, key=lambda sp: (sp.submit_s, sp.job_id))
         self.next_arrival = len(arrived)
         offline = [st for st in jobs.values() if not st.online]

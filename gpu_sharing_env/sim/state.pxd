@@ -47,3 +47,12 @@ cdef class JobState:
     cdef public object online
     cdef public ServingState serving
     cdef public JobLedger ledger
+
+# (the fields of a new record, and ``JobState(spec)`` without the constructors' calls: state.py)
+cdef object _FUTURE
+cdef object _ONLINE
+cdef double _NAN
+cdef object _fresh_serving(ServingState s)
+cdef object _fresh_ledger(JobLedger led)
+cdef object _fresh_record(JobState st, object spec)
+cpdef JobState new_record(object spec)

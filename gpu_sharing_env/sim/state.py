@@ -61,6 +61,8 @@ class Status(enum.IntEnum):
 _FUTURE = Status.FUTURE
 #: ``spec.online`` is ``spec.kind is _ONLINE`` (no property call per record made).
 _ONLINE = JobKind.ONLINE
+#: A ledger's unset times (compiled, the three above are C globals: ``state.pxd``).
+_NAN = math.nan
 
 
 # ``no_gc`` (compiled; above ``cclass``, as Cython takes it in pure-Python mode: in the .pxd it
@@ -102,17 +104,7 @@ class ServingState:
     batch_size: int  # the placement's batch size (``Decision.batch_size``; 0: the service's)
 
     def __init__(self) -> None:
-        self.duty = 0.0
-        self.rps = 0.0
-        self.noise_z = 0.0
-        self.outage_until = 0.0
-        self.latency_ms = 0.0
-        self.p99_ms = 0.0
-        self.solo_batch_ms = 0.0
-        self.wait_ms = 0.0
-        self.tail_ms = 0.0
-        self.alone_frac = 1.0
-        self.batch_size = 0
+        _fresh_serving(self)
 
     def __copy__(self) -> ServingState:
         return _copy_serving(self)
@@ -144,16 +136,40 @@ class JobLedger:
     run_time_s: float
 
     def __init__(self) -> None:
-        self.first_start_t = math.nan
-        self.finish_t = math.nan
-        self.enqueue_t = 0.0
-        self.attempts = 0
-        self.evictions = 0
-        self.norm_integral = 0.0
-        self.run_time_s = 0.0
+        _fresh_ledger(self)
 
     def __copy__(self) -> JobLedger:
         return _copy_ledger(self)
+
+
+# A new record's fields, in one place for the constructors and :func:`new_record` (compiled: C
+# functions on the typed records).
+@cython.locals(s=ServingState)
+def _fresh_serving(s: ServingState) -> None:
+    """``ServingState()``'s fields."""
+    s.duty = 0.0
+    s.rps = 0.0
+    s.noise_z = 0.0
+    s.outage_until = 0.0
+    s.latency_ms = 0.0
+    s.p99_ms = 0.0
+    s.solo_batch_ms = 0.0
+    s.wait_ms = 0.0
+    s.tail_ms = 0.0
+    s.alone_frac = 1.0
+    s.batch_size = 0
+
+
+@cython.locals(led=JobLedger)
+def _fresh_ledger(led: JobLedger) -> None:
+    """``JobLedger()``'s fields."""
+    led.first_start_t = _NAN
+    led.finish_t = _NAN
+    led.enqueue_t = 0.0
+    led.attempts = 0
+    led.evictions = 0
+    led.norm_integral = 0.0
+    led.run_time_s = 0.0
 
 
 @cython.locals(old=ServingState, new=ServingState)
@@ -245,26 +261,7 @@ class JobState:
     ledger: JobLedger  # times, attempts, evictions, running-time integrals
 
     def __init__(self, spec: JobSpec) -> None:
-        self.spec = spec
-        self.status = _FUTURE
-        self.gpus = []
-        self.option = -1
-        self.mig = []
-        self.work_done = 0.0
-        self.rate = 0.0
-        self.solo_rate = 0.0
-        self.frac = {}
-        self.sm_eff = 1.0
-        self.throttle = 1.0
-        self.last_t = 0.0
-        self.setup_until = 0.0
-        self.epoch = 0
-        self.run_id = 0
-        self.run_start_t = 0.0
-        self.run_work_start = 0.0
-        self.online = spec.kind is _ONLINE
-        self.serving = ServingState()
-        self.ledger = JobLedger()
+        _fresh_record(self, spec)
 
     def __repr__(self) -> str:
         return f"JobState(job_id={self.spec.job_id}, status={self.status.name})"
@@ -292,6 +289,45 @@ class JobState:
     @property
     def remaining(self) -> float:
         return max(0.0, self.spec.work_s - self.work_done)
+
+
+@cython.locals(st=JobState, sv=ServingState, led=JobLedger)
+def _fresh_record(st: JobState, spec: JobSpec) -> None:
+    """``JobState(spec)``'s fields (its two sub-records made as :func:`new_record` makes it:
+    without their constructors' calls)."""
+    st.spec = spec
+    st.status = _FUTURE
+    st.gpus = []
+    st.option = -1
+    st.mig = []
+    st.work_done = 0.0
+    st.rate = 0.0
+    st.solo_rate = 0.0
+    st.frac = {}
+    st.sm_eff = 1.0
+    st.throttle = 1.0
+    st.last_t = 0.0
+    st.setup_until = 0.0
+    st.epoch = 0
+    st.run_id = 0
+    st.run_start_t = 0.0
+    st.run_work_start = 0.0
+    st.online = spec.kind is _ONLINE
+    sv = ServingState.__new__(ServingState)
+    _fresh_serving(sv)
+    st.serving = sv
+    led = JobLedger.__new__(JobLedger)
+    _fresh_ledger(led)
+    st.ledger = led
+
+
+@cython.locals(st=JobState)
+def new_record(spec: JobSpec) -> JobState:
+    """``JobState(spec)``: compiled, the types' ``__new__`` and C assignments, without the three
+    constructors' calls (``JobTable.reset`` makes a record per episode job)."""
+    st = JobState.__new__(JobState)
+    _fresh_record(st, spec)
+    return st
 
 
 @cython.locals(old=JobState, new=JobState)

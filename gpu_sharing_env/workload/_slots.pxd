@@ -41,9 +41,39 @@ cdef inline object slot_get(object obj, object slot):
 
 
 cdef inline int slot_set(object obj, object slot, object value) except -1:
-    """``slot.__set__(obj, value)`` for a slot descriptor of ``obj``'s type."""
-    return PyMember_SetOne(<char *><void *>obj, (<PyMemberDescrObject *><void *>slot).d_member,
-                           value)
+    """``slot.__set__(obj, value)`` for a slot descriptor of ``obj``'s type: an object field
+    (``T_OBJECT_EX``, writable: every ``__slots__`` field) is the pointer itself, its reference
+    counted, as ``PyMember_SetOne`` writes it (``slot_copy``); any other member through it."""
+    cdef PyMemberDef *m = (<PyMemberDescrObject *><void *>slot).d_member
+    cdef PyObject *old
+    cdef PyObject **at
+    if m.type == T_OBJECT_EX and not (m.flags & READONLY):
+        at = <PyObject **>(<char *><void *>obj + m.offset)
+        old = at[0]
+        Py_INCREF(<PyObject *>value)  # (before the release: ``value`` may be the one it replaces)
+        at[0] = <PyObject *>value
+        Py_XDECREF(old)
+        return 0
+    return PyMember_SetOne(<char *><void *>obj, m, value)
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        pass
+    # (CPython's own typedef: ``tp_alloc``'s type; the result a new reference)
+    ctypedef object (*allocfunc)(PyTypeObject *t, Py_ssize_t n)
+
+cdef extern from *:
+    """
+    #define __gsg_tp_alloc_of(t) (((PyTypeObject *)(t))->tp_alloc)
+    """
+    allocfunc _tp_alloc_of "__gsg_tp_alloc_of"(object t)
+
+
+cdef inline object plain_new(object cls):
+    """``object.__new__(cls)`` for a class with no ``__new__`` of its own (a slotted dataclass):
+    ``object_new``'s allocation (``cls``'s ``tp_alloc``, no items) without the method call."""
+    return _tp_alloc_of(cls)(<PyTypeObject *><void *>cls, 0)
 
 
 cdef inline int slot_copy(object dst, object src, object slot) except -1:

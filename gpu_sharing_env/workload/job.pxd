@@ -1,6 +1,8 @@
 # Cython declarations for job.py (pure-Python mode: the .py runs as it is where not compiled).
 cimport cython
-from gpu_sharing_env.workload._slots cimport slot_copy, slot_get, slot_get_checked, slot_set
+from gpu_sharing_env.workload._slots cimport (
+    plain_new, slot_copy, slot_get, slot_get_checked, slot_set,
+)
 
 cdef bint COMPILED
 cdef object _ONLINE
@@ -8,11 +10,14 @@ cdef object _ONLINE
 cdef object _put(object obj, object slot, object value)
 cdef object _take(object obj, object slot)
 cdef object _copy(object dst, object src, object slot)
+cdef object _alloc()
+cdef tuple _SLOTS
+cdef object _NEW_SPEC_PY
 
 @cython.locals(i=Py_ssize_t, slots=tuple, est=Py_ssize_t)
 cpdef object _copy_with_slots(object spec, object est_work_s)
 
-@cython.locals(i=Py_ssize_t, values=tuple)
+@cython.locals(i=Py_ssize_t, values=tuple, slots=tuple)
 cpdef object _new_spec_slots(object job_id, object kind, object model, object submit_s,
                              object num_gpus, object gpu_frac, object mem_gb, object cpu_cores,
                              object work_s, object est_work_s, object true_mem_gb,

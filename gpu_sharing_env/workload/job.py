@@ -304,11 +304,19 @@ def _copy(dst: object, src: object, slot: Any) -> None:
         slot.__set__(dst, slot.__get__(src, JobSpec))
 
 
+def _alloc() -> JobSpec:
+    """``object.__new__(JobSpec)``, no field set: compiled, ``_slots.pxd``'s ``plain_new`` (the
+    type's ``tp_alloc``, as ``object_new`` calls it) without the method call."""
+    if COMPILED:
+        return plain_new(JobSpec)  # type: ignore[name-defined,no-any-return]  # noqa: F821
+    return object.__new__(JobSpec)
+
+
 def _copy_with_slots(spec: JobSpec, est_work_s: float) -> JobSpec:
     """:func:`_make_copy_with`'s copy, compiled: every slot read from ``spec`` and written
     into a new object in field order, ``est_work_s`` the new one (``spec`` must be a
     :class:`JobSpec` with every field set, as every spec is)."""
-    new = object.__new__(JobSpec)
+    new = _alloc()
     # (the globals read once: compiled, a typed tuple and a C index, no int boxed a field)
     slots = _SLOTS
     est = _EST
@@ -340,7 +348,9 @@ def _new_spec_slots(
     service: ServiceSpec | None,
 ) -> JobSpec:
     """:func:`_make_new_spec`'s ``new_spec``, compiled: each field written through its slot
-    (:func:`_put`), then ``__post_init__``."""
+    (:func:`_put`), then ``__post_init__``'s rules (:func:`_rules_hold`; where one breaks, its
+    own check). Interpreted, the generated function (:data:`new_spec`), the fastest there;
+    compiled, ``synthetic.py`` calls this one in C (``cimport``, ``synthetic.pxd``)."""
     values = (
         job_id,
         kind,
@@ -360,9 +370,12 @@ def _new_spec_slots(
         priority,
         service,
     )
-    new = object.__new__(JobSpec)
-    for i in range(len(_SLOTS)):
-        _put(new, _SLOTS[i], values[i])
+    if not COMPILED:
+        return _NEW_SPEC_PY(*values)  # type: ignore[misc,no-any-return]
+    new = _alloc()
+    slots = _SLOTS
+    for i in range(len(slots)):
+        _put(new, slots[i], values[i])
     if not _rules_hold(values):
         new.__post_init__()  # (a rule broken, or a value not a plain float: its own check)
     elif true_mem_gb < 0:  # (what ``__post_init__`` does after its rules)
@@ -438,7 +451,9 @@ _copy_with: Callable[[JobSpec, float], JobSpec] = (
 #: descriptors instead of a frozen dataclass's ``object.__setattr__`` (0.9 us a spec against
 #: 1.7 us: the generator builds one per episode job); compiled, through CPython's C API
 #: (:func:`_new_spec_slots`).
-new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _make_new_spec()
+#: (interpreted: the generated function, which :func:`_new_spec_slots` calls there)
+_NEW_SPEC_PY: Callable[..., JobSpec] | None = None if COMPILED else _make_new_spec()
+new_spec: Callable[..., JobSpec] = _new_spec_slots if COMPILED else _NEW_SPEC_PY  # type: ignore[assignment]
 
 
 def offline_specs(

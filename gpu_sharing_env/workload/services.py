@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from gpu_sharing_env.physics.zoo import ZOO
-from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, ServiceSpec
+from gpu_sharing_env.workload.job import MODEL_CLASSES, JobKind, JobSpec, ServiceSpec, new_spec
 from gpu_sharing_env.workload.synthetic import _choice_p, _uniforms, draw_capsule
 
 #: Inference model mix (ASSUMPTION): vision (resnet50, mobilenet, yolov3), language (bert,
@@ -137,6 +137,15 @@ def solo_latency_ms(model: str, batch: int) -> float:
     return p.batch_a_ms + p.batch_c_ms * batch
 
 
+#: ``JobSpec``'s defaults of the fields a service leaves at them (``true_mem_gb``,
+#: ``gpu_types``, ``checkpoint_interval_s``, ``group``), for :data:`new_spec`'s positional call.
+_SVC_DEFAULTS: tuple[object, ...] = tuple(
+    f.default
+    for f in fields(JobSpec)
+    if f.name in ("true_mem_gb", "gpu_types", "checkpoint_interval_s", "group")
+)
+
+
 def generate_services(
     cfg: ServiceWorkloadConfig, rng: np.random.Generator, horizon_s: float, first_job_id: int
 ) -> list[JobSpec]:
@@ -172,6 +181,8 @@ def generate_services(
     peak_h = (cfg.peak_hour + _uniforms(rng, dc, -jit, jit, n)).tolist()
     slo_f = _uniforms(rng, dc, cfg.slo_factor_min, cfg.slo_factor_max, n).tolist()
     out: list[JobSpec] = []
+    online = JobKind.ONLINE
+    true_mem, types, ckpt, group = _SVC_DEFAULTS
     for i, model in enumerate(models):
         batch = int(SERVING_BATCH.get(model, 8))
         lat_ms = solo_latency_ms(model, batch)
@@ -190,20 +201,24 @@ def generate_services(
         )
         mem = float(SERVING_MEM_GB.get(model, ZOO[model].mem_gb / 4.0))
         out.append(
-            JobSpec(
-                job_id=first_job_id + i,
-                kind=JobKind.ONLINE,
-                model=model,
-                submit_s=cfg.submit_s,
-                num_gpus=1,
-                gpu_frac=1.0,
-                mem_gb=mem,
-                cpu_cores=cfg.cpu_cores,
-                work_s=life,
-                est_work_s=life,
-                user=f"svc{i}",
-                priority=cfg.priority,
-                service=svc,
+            new_spec(  # (``JobSpec(...)``'s spec and checks, its fields in their order)
+                first_job_id + i,  # job_id
+                online,  # kind
+                model,
+                cfg.submit_s,
+                1,  # num_gpus
+                1.0,  # gpu_frac
+                mem,  # mem_gb
+                cfg.cpu_cores,
+                life,  # work_s
+                life,  # est_work_s
+                true_mem,  # (-1.0: mem_gb)
+                types,
+                ckpt,
+                group,
+                f"svc{i}",  # user
+                cfg.priority,
+                svc,  # service
             )
         )
     return out

@@ -12,6 +12,10 @@ from gpu_sharing_env.workload._npyrandom cimport (
 
 cdef bint COMPILED
 
+# (``new_spec`` compiled: job.py's ``_new_spec_slots``, a C call; interpreted, the module's
+# import, the same spec)
+from gpu_sharing_env.workload.job cimport _new_spec_slots as new_spec
+
 cpdef object draw_capsule(object rng)
 cpdef double _std_normal(object rng, object dc) except? -1.0
 cpdef object _std_normals(object rng, object dc, Py_ssize_t n)
@@ -67,3 +71,9 @@ cpdef void _clipped_at(const double[::1] a, const Py_ssize_t[::1] lab, const dou
 @cython.locals(i=Py_ssize_t, v=double)
 cpdef void _mem_use(const double[::1] e, double med, const double[::1] r, double p,
                     const double[::1] over, double[::1] out)
+
+@cython.locals(m=Py_ssize_t, at=Py_ssize_t, s=Py_ssize_t, j=Py_ssize_t, size=Py_ssize_t,
+               acc=double, t=double)
+cpdef Py_ssize_t _sweep_times(const double[::1] starts, const Py_ssize_t[::1] sizes,
+                              const double[::1] gaps, const Py_ssize_t[::1] owner,
+                              double t1_s, double[::1] t_out, Py_ssize_t[::1] g_out) except -1

@@ -1151,6 +1151,20 @@ def _sweeps(
     n_gaps = int(sizes.sum())
     spacing = cfg_d.burst_spacing_s
     gaps = _exponentials(rng, dc, spacing, n_gaps) if spacing else np.zeros(n_gaps)
+    if COMPILED:  # the same sums in one typed pass (~12 numpy calls fewer)
+        t_out = np.empty(n_gaps)
+        g_out = np.empty(n_gaps, dtype=np.intp)
+        m = _sweep_times(starts, sizes, gaps, owner, t1_s, t_out, g_out)
+        return t_out[:m], g_out[:m].astype(np.int64, copy=False)
+    return _sweep_rows(starts, sizes, gaps, owner, t1_s)
+
+
+def _sweep_rows(
+    starts: np.ndarray, sizes: np.ndarray, gaps: np.ndarray, owner: np.ndarray, t1_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sweeps`' times and groups by numpy (interpreted; :func:`_sweep_times` compiled,
+    the same doubles)."""
+    n_gaps = int(sizes.sum())
     n_sw = int(sizes.size)
     width = int(sizes.max()) if n_sw else 0
     first = np.cumsum(sizes) - sizes
@@ -1162,6 +1176,39 @@ def _sweeps(
     t_sw = starts[:, None] + np.cumsum(pad, axis=1)
     keep = (np.arange(width) < sizes[:, None]) & (t_sw < t1_s)
     return t_sw[keep], np.broadcast_to(owner[:, None], t_sw.shape)[keep].astype(np.int64)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def _sweep_times(
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    gaps: np.ndarray,
+    owner: np.ndarray,
+    t1_s: float,
+    t_out: np.ndarray,
+    g_out: np.ndarray,
+) -> int:
+    """:func:`_sweeps`' times, sweep by sweep (sweep ``s``: ``sizes[s]`` members from
+    ``starts[s]``, its gaps the next ``sizes[s]`` of ``gaps``, the first not used): member
+    ``j``'s time is the start plus ``((0.0 + gap 1) + gap 2) ... + gap j``, the running sum
+    ``np.cumsum`` makes of the sweep's padded row; those before ``t1_s`` are written, with
+    their group ``owner[s]``, in order. Returns how many."""
+    m = 0
+    at = 0
+    for s in range(starts.shape[0]):
+        size = sizes[s]
+        acc = 0.0
+        for j in range(size):
+            if j:
+                acc += gaps[at + j]
+            t = starts[s] + acc
+            if t < t1_s:
+                t_out[m] = t
+                g_out[m] = owner[s]
+                m += 1
+        at += size
+    return m
 
 
 def _other_runs(
