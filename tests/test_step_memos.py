@@ -71,7 +71,7 @@ def test_spec_columns_follow_the_job_and_the_episode() -> None:
             _same(i1["action_mask"], i2["action_mask"])
             for jid, hit in builder._fixed.items():
                 spec = kept.sim.jobs[jid].spec
-                assert hit[0] is spec and hit == _spec_cols(spec)
+                assert hit[0] is spec and hit == _spec_cols(spec, kept.sim.legality)
             ok = np.flatnonzero(i1["action_mask"].view(bool))
             a = int(ok[rng.integers(ok.size)])
             o1, _, te, tr, i1 = kept.step(a)

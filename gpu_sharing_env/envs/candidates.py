@@ -315,14 +315,19 @@ _INT64, _FLOAT32 = np.dtype(np.int64), np.dtype(np.float32)
 _GroupCols = tuple[float, float, float, float]
 
 
-def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
+def _spec_cols(spec: JobSpec, legality: Legality | None = None) -> tuple[Any, ...]:
     """What a job's row reads from its spec alone (frozen: the same for every build of the
     episode): the spec, the ``num_gpus``, ``gpu_frac``, ``mem_gb`` and ``cpu_cores`` cells, the
     estimate ``est_work_s`` and its cell, the ``priority`` cell, the group, the model and
-    whether it is a gang (``CandidateBuilder._assemble`` writes them), and its mask signature
+    whether it is a gang (``CandidateBuilder._assemble`` writes them), its mask signature
     (``mask_signature``: what ``CandidateBuilder.build`` asks the legality its targets by,
-    :data:`_SIG`)."""
+    :data:`_SIG`) and, with ``legality`` where its typed passes answer the signature
+    (``Legality._pass``: compiled, a small fleet, no gpulets), the typed static parts those
+    passes read (``Legality._jv_of``, a function of the signature and the fleet: handed back
+    with each question, :data:`_JV`, where the legality looked them up by the signature's
+    hash a pass), else None."""
     x = spec.est_work_s
+    sig = mask_signature(spec)
     return (
         spec,
         math.log2(max(1, spec.num_gpus)) / 6.0,
@@ -335,18 +340,21 @@ def _spec_cols(spec: JobSpec) -> tuple[Any, ...]:
         spec.group,
         spec.model,
         spec.num_gpus > 1,
-        mask_signature(spec),
+        sig,
+        legality._jv_of(sig, spec) if legality is not None and legality._pass(spec) else None,
     )
 
 
 @cython.cfunc
 @cython.locals(fixed=dict, hit=tuple)
-def _cells_of(fixed: dict[int, tuple[Any, ...]], jid: int, spec: JobSpec) -> tuple[Any, ...]:
-    """Job ``jid``'s ``_spec_cols`` kept in ``fixed`` (made and kept where missing or of
-    another spec)."""
+def _cells_of(
+    fixed: dict[int, tuple[Any, ...]], jid: int, spec: JobSpec, legality: Legality
+) -> tuple[Any, ...]:
+    """Job ``jid``'s ``_spec_cols`` (with ``legality``'s static parts) kept in ``fixed``
+    (made and kept where missing or of another spec)."""
     hit = fixed.get(jid)
     if hit is None or hit[0] is not spec:
-        hit = fixed[jid] = _spec_cols(spec)
+        hit = fixed[jid] = _spec_cols(spec, legality)
     return hit
 
 
@@ -388,6 +396,9 @@ def _ids_array(total: int) -> np.ndarray:
 #: module: an index, not a module look-up).
 _SIG = 11
 _C_SIG = cython.declare(cython.Py_ssize_t, _SIG)
+#: Where ``_spec_cols`` holds the legality's typed static parts of the job (or None).
+_JV = 12
+_C_JV = cython.declare(cython.Py_ssize_t, _JV)
 
 
 @cython.locals(groups=dict, known=dict, hit=tuple)
@@ -2087,28 +2098,29 @@ def _busy_gpus(v: Any) -> list[int]:
 )  # fmt: skip
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs)
 @cython.wraparound(False)
+@cython.locals(residents=list, out=list)
 def _running_ids(c: Any) -> list[int]:
-    """The jobs on cluster ``c``'s GPUs, ascending (each once): compiled, one typed pass over
-    its residents' counts (``n_res``: the GPUs with residents; through a pointer where the
-    view is contiguous, as the cluster keeps it); interpreted, numpy's."""
+    """The jobs on cluster ``c``'s GPUs, ascending: compiled, each job once per GPU it holds
+    (a gang's id repeats: the caller skips a repeat), from one typed pass over its residents'
+    counts (``n_res``: the GPUs with residents; through a pointer where the view is
+    contiguous, as the cluster keeps it) into a list sorted in place, where a set, its list
+    and ``sorted`` cost ~3.8 k instructions a build; interpreted, numpy's, each once."""
     residents = c.residents
     if cython.compiled:
         v = _views_of(c)
         nres = v.n_res
         n = nres.shape[0]
-        seen = set()
+        out = []
         if n and nres.strides[0] == 8:
             rp = cython.address(nres[0])
             for g in range(n):
                 if rp[g]:
-                    for j in residents[g]:
-                        seen.add(j)
+                    out.extend(residents[g])
         else:
             for g in range(n):
                 if nres[g]:
-                    for j in residents[g]:
-                        seen.add(j)
-        out = sorted(seen)
+                    out.extend(residents[g])
+        out.sort()
     else:
         out = sorted({j for g in np.flatnonzero(c.n_res).tolist() for j in residents[g]})
     return out
@@ -2264,6 +2276,10 @@ class _Writer:
     tablev = cython.declare(cython.float[:, ::1])
     marks = cython.declare(object)
     marksv = cython.declare(cython.uchar[:, ::1])
+    #: The cluster's typed state views and the usage's utilisation array the writer's views
+    #: were last checked against (``CandidateBuilder._assemble``: identity tests a build).
+    sv = cython.declare(object)
+    util = cython.declare(object)
 
     @cython.locals(views=_GpuViews)
     def __init__(self, views: _GpuViews, opt32: np.ndarray) -> None:
@@ -2284,6 +2300,8 @@ class _Writer:
         self.spd = None
         self.table = None
         self.marks = None
+        self.sv = None
+        self.util = None
         self.cap = 0
         self.room(8)
 
@@ -2520,7 +2538,8 @@ class CandidateBuilder:
         self._opt_mode: tuple[object, np.ndarray] | None = None
         #: Each model's profiled solo speed per GPU type, as rows in order of first sight,
         #: those over 4 clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of
-        #: each model: (the episode, rows, cells, models), kept for the episode.
+        #: each model: (the simulator's speed memo, rows, cells, models), kept while that memo
+        #: is the same (a solo speed is a pure function of the model and the GPU type).
         self._speeds: tuple[object, np.ndarray, np.ndarray, dict[str, int]] | None = None
         #: The residents' request signatures by ``id`` of their spec (``TargetClasses``,
         #: ``_resident_sig``), for the episode: (the episode, the signatures).
@@ -2641,8 +2660,9 @@ class CandidateBuilder:
             if flat is None:
                 st = jobs[jid]
                 spec = st.spec
-                hit = _cells_of(fixed, jid, spec)
-                flat = legality.sig_targets(hit[_C_SIG], spec)  # (``Legality.targets``)
+                hit = _cells_of(fixed, jid, spec, legality)
+                # (``Legality.targets``; the static parts kept with the job's cells)
+                flat = legality.sig_targets(hit[_C_SIG], spec, hit[_C_JV])
                 if not len(flat):  # (nothing fits: ``placeable`` is false)
                     continue
                 if memo is not None:
@@ -2657,7 +2677,11 @@ class CandidateBuilder:
         idx = legality.empty_ready()
         running = _running_ids(c) if len(idx) > 0 else []
         now = sim.now
+        prev = -1
         for jid in running:
+            if jid == prev:  # (a gang's id, once per GPU it holds: ``_running_ids``)
+                continue
+            prev = jid
             st = jobs[jid]
             # (a job still setting up cannot move: its migration mask is empty)
             if st.status is not _RUNNING or st.setup_until > now:
@@ -2666,8 +2690,8 @@ class CandidateBuilder:
             # ``Legality.migration_targets``, of the signature kept with the job's cells)
             if memo is None:
                 spec = st.spec
-                hit = _cells_of(fixed, jid, spec)
-                flat = legality.sig_migration_targets(hit[_C_SIG], spec, idx)
+                hit = _cells_of(fixed, jid, spec, legality)
+                flat = legality.sig_migration_targets(hit[_C_SIG], spec, idx, hit[_C_JV])
             else:  # (pruned: the job's node apart)
                 here = int(c.node_of[st.gpus[0]])
                 flat = self._rep_picks(memo, jid, here)
@@ -2856,16 +2880,18 @@ class CandidateBuilder:
     def _speed_rows(
         self, models: Iterable[str]
     ) -> tuple[object, np.ndarray, np.ndarray, dict[str, int]]:
-        """The episode, each model's profiled solo speed per GPU type
-        (``ClusterView.solo_speed``: the simulator's memoised ``solo_speed``), those over 4
-        clipped to [-1, 1] as float32 (the ``solo_speed`` cell), and the row of each model,
-        ``models`` included; kept for the episode, grown as new models appear."""
+        """The simulator's speed memo, each model's profiled solo speed per GPU type
+        (``ClusterView.solo_speed``: the simulator's memoised ``solo_speed``, a pure function
+        of the model and the type), those over 4 clipped to [-1, 1] as float32 (the
+        ``solo_speed`` cell), and the row of each model, ``models`` included; kept while the
+        simulator's memo is the same (its cluster's and its model's life: across episodes,
+        where each episode's first sight of a model cost a row), grown as new models appear."""
         sim = self.sim
-        episode = episode_token(sim)
+        memo = sim.memo
         last = self._speeds
-        if last is None or last[0] is not episode:
+        if last is None or last[0] is not memo:
             none = np.zeros((0, len(sim.cluster.types)))
-            last = self._speeds = (episode, none, none.astype(np.float32), {})
+            last = self._speeds = (memo, none, none.astype(np.float32), {})
         row = last[3]
         new = [m for m in dict.fromkeys(models) if m not in row]
         if new:
@@ -2875,7 +2901,7 @@ class CandidateBuilder:
             add = np.array([[sim.solo_speed(m, tn) for tn in names] for m in new])
             speed = np.concatenate([last[1], add])
             cells = np.clip(speed / 4.0, -1.0, 1.0).astype(np.float32)
-            last = self._speeds = (episode, speed, cells, row)
+            last = self._speeds = (memo, speed, cells, row)
         return last
 
     @cython.locals(
@@ -2933,13 +2959,23 @@ class CandidateBuilder:
             fx = self._fleet_facts
             if fx is None or fx[0] is not c:
                 fx = self._fleet_facts = _fleet_facts(c)
-            arrays = (
-                fx[1], fx[2], c.n_res, c.mem_decl, fx[3], c.frac_decl, c.sm_used,
-                c.online_count, c.healthy, c.ready, sim.usage.g_util,
-            )  # fmt: skip
+            # (the writer's arrays are the same while the cluster's typed state views are the
+            # same object, a new one wherever its state arrays are replaced (a reset replaces
+            # them together: ``_views_of``, which the cluster's own typed passes read by),
+            # and the usage's utilisation the same array: two identity tests, where the
+            # eleven arrays' reads and ``_Writer.same`` cost ~3 k instructions a build)
+            sv = _views_of(c)
+            util = sim.usage.g_util
             w = self._writer
-            if w is None or not w.same(arrays, self._opt32):
-                w = self._writer = _Writer(_GpuViews(arrays), self._opt32)
+            if w is None or w.sv is not sv or w.util is not util:
+                arrays = (
+                    fx[1], fx[2], c.n_res, c.mem_decl, fx[3], c.frac_decl, c.sm_used,
+                    c.online_count, c.healthy, c.ready, util,
+                )  # fmt: skip
+                if w is None or not w.same(arrays, self._opt32):
+                    w = self._writer = _Writer(_GpuViews(arrays), self._opt32)
+                w.sv = sv
+                w.util = util
             w.room(n)
             jr, ji = w.jr, w.jri
         else:
@@ -2947,10 +2983,8 @@ class CandidateBuilder:
             job_ints = np.empty((n, 3), dtype=np.int64)
             jr, ji = job_rows, job_ints
         speeds = self._speeds
-        # (the episode's token: the groups' memo's, just renewed by ``_group_stats``)
-        last = self._groups
-        assert last is not None
-        if speeds is None or speeds[0] is not last[0]:
+        # (kept while the simulator's speed memo is the same: ``_speed_rows``)
+        if speeds is None or speeds[0] is not sim.memo:
             speeds = self._speed_rows(())
         row_of = speeds[3]  # (each model's speed row, as far as known: -1 below if not yet)
         unseen = False
@@ -2967,8 +3001,8 @@ class CandidateBuilder:
             # build of the episode (``_spec_cols``)
             hit = fixed.get(jid)
             if hit is None or hit[0] is not spec:
-                hit = fixed[jid] = _spec_cols(spec)
-            _, c1, c2, c3, c4, x, c5, c9, group, model, gang, _ = hit
+                hit = fixed[jid] = _spec_cols(spec, sim.legality)
+            _, c1, c2, c3, c4, x, c5, c9, group, model, gang, _, _ = hit
             ji[b, 0] = jid
             ji[b, 1] = -1
             ji[b, 2] = row_of.get(model, -1)
@@ -3033,8 +3067,9 @@ class CandidateBuilder:
         fixed = self._fixed  # (each block's job's cells: ``_assemble`` has just kept them)
         for b in gangs:
             spec = specs[b]
-            sig = fixed[blocks[b][0]][_C_SIG]
-            cells = legality.single_cells(sig, spec)
+            hit = fixed[blocks[b][0]]
+            sig = hit[_C_SIG]
+            cells = legality.single_cells(sig, spec, hit[_C_JV])
             if cells is None:
                 out.append((b, c.single_rows(spec), sig[3], False))
             else:

@@ -534,19 +534,20 @@ class Legality:
         spec = self._jobs[job_id].spec
         return self.sig_targets(mask_signature(spec), spec)
 
-    def sig_targets(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray:
+    def sig_targets(self, sig: tuple[Any, ...], spec: JobSpec, jv: Any = None) -> np.ndarray:
         """``targets`` of the jobs of mask signature ``sig`` (``spec`` one of them), memoised
         for the cluster's version. Compiled on a small fleet without gpulets, one typed pass
         over the GPUs (``_typed_targets``: a single-GPU job's or a gang's, no mask; it answers
         ``sig_placeable`` too); else a ``placeable`` question and, where the signature fits,
-        its mask's nonzero cells (compiled, one typed walk of the mask: ``_mask_targets``)."""
+        its mask's nonzero cells (compiled, one typed walk of the mask: ``_mask_targets``).
+        ``jv``: ``_jv_of(sig, spec)`` where the caller keeps it (None: looked up)."""
         if self._sig_version != self._cluster.version:
             self._renew(self._cluster.version)
         flat = self._sig_targets.get(sig)
         if flat is None:
             if self._pass(spec):
                 if self._sig_ok.get(sig, True):
-                    flat = self._typed_targets(sig, spec, False)
+                    flat = self._typed_targets(sig, spec, False, None, jv)
                     self._sig_ok[sig] = len(flat) > 0
                 else:
                     flat = _NO_TARGETS
@@ -631,13 +632,14 @@ class Legality:
         return self._sig_migration_targets(mask_signature(spec), spec, idx)
 
     def sig_migration_targets(
-        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
+        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray, jv: Any = None
     ) -> np.ndarray:
         """``migration_targets`` of a running job past its setup, of mask signature ``sig``
         (``spec`` its spec), ``idx`` this version's ``empty_ready()`` (asked first: it
         starts the memo of a new version afresh): what a candidate builder that holds the
-        job's signature, its time and the empty GPUs asks (no per-job look-up; the same memo)."""
-        return self._sig_migration_targets(sig, spec, idx)
+        job's signature, its time and the empty GPUs asks (no per-job look-up; the same memo).
+        ``jv``: ``_jv_of(sig, spec)`` where the caller keeps it (None: looked up)."""
+        return self._sig_migration_targets(sig, spec, idx, jv)
 
     def _typed(self, spec: JobSpec) -> bool:
         """Whether the targets of ``spec`` come from the typed pass (``_single_targets``):
@@ -671,15 +673,20 @@ class Legality:
         return jv
 
     def _typed_targets(
-        self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None
+        self, sig: tuple[Any, ...], spec: JobSpec, empty: bool, gpus: Any = None, jv: Any = None
     ) -> np.ndarray:
         """``_single_targets`` of ``spec`` (signature ``sig``): on every GPU or on the rising
         GPUs ``gpus`` (int64; a single-GPU job), and of those on the empty, ready ones only
-        (``empty``); a gang's (no MIG) on every GPU (``_pass``)."""
+        (``empty``); a gang's (no MIG) on every GPU (``_pass``). ``jv``: ``_jv_of(sig,
+        spec)`` where the caller keeps it (a candidate builder, per job: no look-up by the
+        signature, whose hash and dictionary look-up cost ~0.9 k instructions a pass); None:
+        looked up here."""
         max_res, n_excl, n_ts, mps0, join0, mig0, n_mig, _, _, _ = self._lay
         gang = sig[3]  # (``spec.num_gpus``; the signature's items are the spec's own objects)
+        if jv is None:
+            jv = self._jv_of(sig, spec)
         return _single_targets(
-            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
+            self._kept_buffer(), _views_of(self._cluster), jv, sig[2],
             float(sig[0]), max_res, n_excl, n_ts, mps0, join0, mig0,
             n_mig if gang == 1 else 0, self._n_options, empty, gpus is not None, gpus, gang,
         )  # fmt: skip
@@ -695,7 +702,9 @@ class Legality:
             return _NO_TARGETS  # (still setting up: cannot move, as ``migration_targets``)
         return self._typed_targets(mask_signature(spec), spec, empty, gpus)
 
-    def single_cells(self, sig: tuple[Any, ...], spec: JobSpec) -> np.ndarray | None:
+    def single_cells(
+        self, sig: tuple[Any, ...], spec: JobSpec, jv: Any = None
+    ) -> np.ndarray | None:
         """A gang's single-GPU legality (``spec``, of mask signature ``sig``) as the rising
         flat indices ``gpu * n_options + option`` of the cells ``Cluster.single_rows(spec)``
         holds (a gang's MIG cells none): compiled without gpulets, one typed pass over the
@@ -710,8 +719,10 @@ class Legality:
         lay = self._lay
         if not (cython.compiled and lay[8]) or lay[7]:
             return None
+        if jv is None:  # (``jv``: ``_jv_of(sig, spec)`` where the caller keeps it)
+            jv = self._jv_of(sig, spec)
         return _single_targets(
-            self._kept_buffer(), _views_of(self._cluster), self._jv_of(sig, spec), sig[2],
+            self._kept_buffer(), _views_of(self._cluster), jv, sig[2],
             float(sig[0]), lay[0], lay[1], lay[2], lay[3], lay[4], lay[5], 0,
             self._n_options, False, False, None, 1,
         )  # fmt: skip
@@ -730,10 +741,11 @@ class Legality:
         return self._scratch
 
     def _sig_migration_targets(
-        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray
+        self, sig: tuple[Any, ...], spec: JobSpec, idx: np.ndarray, jv: Any = None
     ) -> np.ndarray:
         """``migration_targets`` of the jobs of signature ``sig`` (``spec`` one of them), past
-        setup; ``idx``: ``empty_ready()`` (called first)."""
+        setup; ``idx``: ``empty_ready()`` (called first); ``jv``: ``_jv_of(sig, spec)``
+        where the caller keeps it (None: looked up)."""
         flat = self._mig_targets.get(sig)
         if flat is None:
             n = len(idx)
@@ -742,7 +754,7 @@ class Legality:
             elif (  # (``_typed(spec)`` of its signature's gang size; a gang: on a small fleet)
                 cython.compiled and sig[3] == 1 and not self._lay[7]
             ) or self._pass(spec):
-                flat = self._typed_targets(sig, spec, True)
+                flat = self._typed_targets(sig, spec, True, None, jv)
             else:  # the placement mask's rows of the empty, ready GPUs (rising: ``idx`` is)
                 rows, opts = self.sig_entry(sig, spec)[1][idx].nonzero()
                 flat = idx[rows] * self._n_options + opts
