@@ -219,24 +219,63 @@ class Candidates:
     fresh zero-padded table of ``max_candidates`` rows, and ``features`` is its first
     ``len(moves)`` rows (a view): the env hands ``table`` out as the observation's
     ``candidates`` once (``CandidateMoves.observe``), so a caller that writes into that
-    observation writes into ``features`` too. ``table`` is None where none was built."""
+    observation writes into ``features`` too. ``table`` is None where none was built.
 
-    __slots__ = ("_moves", "features", "gpu", "job", "n_place", "option", "table")
+    A build hands its integers over as one ``(3, n)`` int64 array (``ids``; the three
+    arguments before it None, ``features`` None: ``table``'s first ``n`` rows): ``job``,
+    ``gpu``, ``option`` are then its rows and ``features`` that slice, each made on first read
+    (an env step reads none of them: :meth:`move` reads ``ids`` itself), where the four views
+    made a build cost ~4 k instructions."""
+
+    __slots__ = (
+        "_features", "_gpu", "_ids", "_job", "_moves", "_n", "_option", "n_place", "table",
+    )  # fmt: skip
 
     def __init__(
         self,
-        job: np.ndarray,
-        gpu: np.ndarray,
-        option: np.ndarray,
-        features: np.ndarray,
+        job: np.ndarray | None,
+        gpu: np.ndarray | None,
+        option: np.ndarray | None,
+        features: np.ndarray | None,
         n_place: int,
         table: np.ndarray | None = None,
+        ids: np.ndarray | None = None,
     ) -> None:
-        self.job, self.gpu, self.option = job, gpu, option
-        self.features = features
+        self._job, self._gpu, self._option = job, gpu, option
+        self._features = features
+        self._ids = ids
+        self._n = len(job) if job is not None else ids.shape[1]  # type: ignore[union-attr]
         self.n_place = n_place
         self.table = table
         self._moves: list[Decision | None] | None = None
+
+    @property
+    def job(self) -> np.ndarray:
+        """Each candidate's job id (-1 at hold)."""
+        if self._job is None:
+            self._job = self._ids[0]  # type: ignore[index]
+        return self._job  # type: ignore[return-value]
+
+    @property
+    def gpu(self) -> np.ndarray:
+        """Each candidate's (first) GPU (-1 at hold)."""
+        if self._gpu is None:
+            self._gpu = self._ids[1]  # type: ignore[index]
+        return self._gpu  # type: ignore[return-value]
+
+    @property
+    def option(self) -> np.ndarray:
+        """Each candidate's placement option (-1 at hold)."""
+        if self._option is None:
+            self._option = self._ids[2]  # type: ignore[index]
+        return self._option  # type: ignore[return-value]
+
+    @property
+    def features(self) -> np.ndarray:
+        """The candidates' feature rows (``table``'s first ``len(self)`` rows where built)."""
+        if self._features is None:
+            self._features = self.table[: self._n]  # type: ignore[index]
+        return self._features  # type: ignore[return-value]
 
     @classmethod
     def hold_only(cls, n_features: int = N_FEATURES) -> Candidates:
@@ -248,7 +287,7 @@ class Candidates:
         return cls(none, none, none, row, 0)
 
     def __len__(self) -> int:
-        return len(self.job)
+        return self._n  # type: ignore[no-any-return]
 
     @property
     def moves(self) -> list[Decision | None]:
@@ -269,6 +308,8 @@ class Candidates:
             return self._moves[i]
         if i == 0:
             return None
+        if cython.compiled and self._ids is not None and 0 < i < self._n:
+            return _move_of(self._ids, i, self._n)  # type: ignore[no-any-return]
         return Decision(int(self.job[i]), int(self.gpu[i]), int(self.option[i]))
 
     def index_of(self, d: Decision | None) -> int | None:
@@ -280,6 +321,17 @@ class Candidates:
         job, gpu, option = self.job[1:], self.gpu[1:], self.option[1:]
         hit = np.flatnonzero((job == d.job_id) & (gpu == d.gpu) & (option == d.option))
         return int(hit[0]) + 1 if len(hit) else None
+
+
+@cython.cfunc
+@cython.locals(k=cython.Py_ssize_t, n=cython.Py_ssize_t, p=cython.p_longlong)
+def _move_of(ids: np.ndarray, k: int, n: int) -> Decision:
+    """``Candidates.move(k)`` of a build's integers ``ids`` (a ``(3, n)`` C-order int64 array,
+    ``PyArray_EMPTY``'s: ``_ids_array``; 0 < ``k`` < ``n``, the caller checks) read from its
+    memory (compiled only), where three numpy scalars and their ``int`` cost ~3 k
+    instructions."""
+    p = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, ids)))
+    return Decision(p[k], p[n + k], p[2 * n + k])
 
 
 @cython.ccall  # (C calls from the table's rows; the tests call it from Python)
@@ -401,6 +453,7 @@ _JV = 12
 _C_JV = cython.declare(cython.Py_ssize_t, _JV)
 
 
+@cython.cfunc  # (a C call from ``_assemble``, where a Python call of five arguments cost ~0.4 k)
 @cython.locals(groups=dict, known=dict, hit=tuple)
 def _group_cols(
     sim: Simulator,
@@ -2278,8 +2331,8 @@ class _Writer:
     marksv = cython.declare(cython.uchar[:, ::1])
     #: The cluster's typed state views and the usage's utilisation array the writer's views
     #: were last checked against (``CandidateBuilder._assemble``: identity tests a build).
-    sv = cython.declare(object)
-    util = cython.declare(object)
+    sv = cython.declare(object, visibility="readonly")
+    util = cython.declare(object, visibility="readonly")
 
     @cython.locals(views=_GpuViews)
     def __init__(self, views: _GpuViews, opt32: np.ndarray) -> None:
@@ -2942,7 +2995,7 @@ class CandidateBuilder:
         if not n:
             table[0, :N_FEATURES] = _HOLD_ROW
             ids[:, 0] = -1
-            return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
+            return Candidates(None, None, None, None, n_place, table, ids)
         if jobs is None:
             jobs = sim.jobs
         now = sim.now if at is None else at
@@ -3047,7 +3100,9 @@ class CandidateBuilder:
             fx[4], fx[5], fx[6], owners,
             self._gang_rows(gangs, specs, blocks, sim.legality, c), fixed,
         )  # fmt: skip
-        return Candidates(ids[0], ids[1], ids[2], table[:total], n_place, table)
+        # (the integers as one array, ``ids``: their rows and the table's slice made on first
+        # read, where none is read in an env step)
+        return Candidates(None, None, None, None, n_place, table, ids)
 
     def _gang_rows(
         self,

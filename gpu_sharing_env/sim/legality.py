@@ -746,7 +746,8 @@ class Legality:
         """``migration_targets`` of the jobs of signature ``sig`` (``spec`` one of them), past
         setup; ``idx``: ``empty_ready()`` (called first); ``jv``: ``_jv_of(sig, spec)``
         where the caller keeps it (None: looked up)."""
-        flat = self._mig_targets.get(sig)
+        # (a version's memo starts empty: its first question hashes no signature to miss)
+        flat = self._mig_targets.get(sig) if self._mig_targets else None
         if flat is None:
             n = len(idx)
             if not n:
