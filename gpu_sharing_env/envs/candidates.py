@@ -2373,6 +2373,7 @@ class _Writer:
 
     @cython.locals(
         rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
+        ip=cython.p_longlong, nt=cython.Py_ssize_t,
         b=cython.Py_ssize_t, g=cython.Py_ssize_t, m=cython.Py_ssize_t, x=cython.double,
         total=cython.double, st=JobState, nb=cython.Py_ssize_t, k=cython.Py_ssize_t, fixed=dict,
         hit=tuple, x0=cython.Py_ssize_t, mp=cython.p_uchar, gp=cython.p_longlong,
@@ -2418,11 +2419,20 @@ class _Writer:
         if table is not self.table:
             self.tablev = table
             self.table = table
-        rv, iv = self.tablev, ids
+        rv = self.tablev
+        # (the integers through a pointer: ``_ids_array``'s array read in place, numpy's C
+        # API; anything else through a typed view, as before)
+        if _ids_ok(ids):
+            ip = cython.cast(cython.p_longlong, PyArray_DATA(cython.cast(ndarray, ids)))
+            nt = PyArray_DIM(cython.cast(ndarray, ids), 1)
+        else:
+            iv = ids
+            ip = cython.address(iv[0, 0])
+            nt = iv.strides[0] // 8
         if speed is not self.spd:
             self.spd = speed
             self.spdv = speed
-        _hold_cells(rv, iv)
+        _hold_cells(rv, ip, nt)
         i = 1
         starts = []
         # (the kept views as locals: one reference each a build, not one a block)
@@ -2446,18 +2456,18 @@ class _Writer:
         for b in range(len(blocks)):
             starts.append(i)
             i = _block_rows(
-                rv, iv, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk, gp,
+                rv, ip, nt, i, blocks[b][1], n_opts, n_place, jrv, jiv, b, ov, sv, tv, mk, gp,
                 cython.address(self.nm),
             )  # fmt: skip
         starts.append(i)
         m = self.nm
         for b, mine in owners:
             for k in range(starts[b], starts[b + 1]):
-                rv[k, _C_ON] = 1.0 if iv[1, k] in mine else 0.0
+                rv[k, _C_ON] = 1.0 if ip[nt + k] in mine else 0.0
         for b, legal, k, flat in gangs:
             if flat:  # (flat cells: marked into the kept option-major rows first)
                 legal = self._marks_of(legal, n_opts)
-            _gang_cells(rv, iv, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
+            _gang_cells(rv, ip, nt, starts[b], starts[b + 1], legal, self.gpu.node_of, k)
         bp = cython.address(self.busy[0])
         nb = 0
         for x0 in range(m):
@@ -2492,7 +2502,7 @@ class _Writer:
             for x0 in range(nb):
                 self.lg[bp[x0]] = self.llv[x0]
         self.gpu._cells(self.cells, self.lg, n_types, n_nodes, max_res, self.gpus, m, True)
-        _copy_gpu_cells(rv, iv, self.cells, 1, i)
+        _copy_gpu_cells(rv, ip, nt, self.cells, 1, i)
 
     @cython.locals(
         mv=cython.uchar[:, ::1], fp=cython.p_longlong, n=cython.Py_ssize_t,
@@ -3331,19 +3341,37 @@ def _zero_rows(out: np.ndarray, lo: int, hi: int) -> int:
 
 
 @cython.cfunc
-@cython.locals(rv=cython.float[:, ::1], iv=cython.longlong[:, ::1])
+@cython.locals(rv=cython.float[:, ::1], ip=cython.p_longlong, nt=cython.Py_ssize_t)
 @cython.returns(cython.int)
 @cython.exceptval(check=False)  # (raises nothing)
-def _hold_cells(rv: Any, iv: Any) -> int:
-    """Hold's integers (-1) and its row's one cell (compiled only)."""
-    iv[0, 0] = iv[1, 0] = iv[2, 0] = -1
+def _hold_cells(rv: Any, ip: Any, nt: int) -> int:
+    """Hold's integers (-1) and its row's one cell (compiled only); the integers' rows (job,
+    GPU, option) at ``ip``, ``ip + nt`` and ``ip + 2 * nt``."""
+    ip[0] = ip[nt] = ip[2 * nt] = -1
     rv[0, _C_HOLD] = 1.0
     return 0
 
 
 @cython.cfunc
+@cython.returns(cython.bint)
+@cython.exceptval(check=False)  # (raises nothing)
+def _ids_ok(ids: Any) -> bool:
+    """Whether ``ids`` is a build's integers as ``_ids_array`` makes them, a ``(3, n)``
+    C-order int64 numpy array: ``_Writer.fill`` then reads its memory through numpy's C API
+    (its rows ``n`` elements apart), where a typed view acquired a build cost ~2 k
+    instructions (compiled only)."""
+    return (
+        isinstance(ids, ndarray)
+        and PyArray_NDIM(cython.cast(ndarray, ids)) == 2
+        and PyArray_TYPE(cython.cast(ndarray, ids)) == NPY_INT64
+        and PyArray_IS_C_CONTIGUOUS(cython.cast(ndarray, ids))
+        and PyArray_DIM(cython.cast(ndarray, ids), 0) == 3
+    )
+
+
+@cython.cfunc
 @cython.locals(
-    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], i=cython.Py_ssize_t,
+    rv=cython.float[:, ::1], ip=cython.p_longlong, nt=cython.Py_ssize_t, i=cython.Py_ssize_t,
     n_opts=cython.longlong, n_place=cython.Py_ssize_t, jv=cython.double[:, ::1],
     jiv=cython.longlong[:, ::1], b=cython.Py_ssize_t, ov=cython.float[:, ::1],
     sv=cython.float[:, ::1], tv=cython.longlong[::1], mark=cython.uchar[::1],
@@ -3365,7 +3393,8 @@ def _hold_cells(rv: Any, iv: Any) -> int:
 @cython.cdivision(True)  # (``f // n_opts`` of a target f >= 0, n_opts > 0: C's division is floor's)
 def _block_rows(
     rv: Any,
-    iv: Any,
+    ip: Any,
+    nt: int,
     i: int,
     flat: np.ndarray,
     n_opts: int,
@@ -3423,9 +3452,9 @@ def _block_rows(
     jid, own, m = jiv[b, 0], jiv[b, 1], jiv[b, 2]
     for c in range(nj):
         jc[c] = _clip1(jv[b, c])
-    i0 = cython.address(iv[0, 0])
-    i1 = cython.address(iv[1, 0])
-    i2 = cython.address(iv[2, 0])
+    i0 = ip  # (the integers' three rows, ``nt`` apart)
+    i1 = ip + nt
+    i2 = ip + 2 * nt
     # (the cells' columns, the rows' width and the tables' first cells as C locals: a store
     # through a row's pointer may alias a module's C variable, which is then read again)
     cp, cm, cj, co, con, cone, cs = _C_PLACE, _C_MIGRATE, _C_JOB0, _C_OPT0, _C_ON, _C_ONE, _C_SOLO
@@ -3492,7 +3521,7 @@ def _block_rows(
 
 @cython.cfunc
 @cython.locals(
-    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], lo=cython.Py_ssize_t,
+    rv=cython.float[:, ::1], ip=cython.p_longlong, nt=cython.Py_ssize_t, lo=cython.Py_ssize_t,
     hi=cython.Py_ssize_t, node_v=cython.longlong[::1], k=cython.Py_ssize_t,
     lp=cython.p_uchar, i=cython.Py_ssize_t, x=cython.Py_ssize_t, n_gpus=cython.Py_ssize_t,
     found=cython.Py_ssize_t, first=cython.longlong, same=cython.bint, o=cython.Py_ssize_t,
@@ -3501,20 +3530,22 @@ def _block_rows(
 @cython.exceptval(-1)
 @cython.boundscheck(False)  # (every index is in range: the fleet's GPUs and the options)
 @cython.wraparound(False)
-def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: Any, k: int) -> int:
+def _gang_cells(
+    rv: Any, ip: Any, nt: int, lo: int, hi: int, legal: np.ndarray, node_v: Any, k: int
+) -> int:
     """:func:`_gang_one_node` of the candidates in rows ``lo`` .. ``hi`` - 1 (compiled only),
-    their first GPU and option read from ``iv``, ``legal`` (bool, option-major, C order:
+    their first GPU and option read from the integers at ``ip`` (rows ``nt`` apart), ``legal`` (bool, option-major, C order:
     ``Cluster.single_rows``) read from its memory (Python's buffer protocol)."""
     view = cython.declare(cython.Py_buffer)
     PyObject_GetBuffer(legal, cython.address(view), PyBUF_SIMPLE)
     lp = cython.cast(cython.p_uchar, view.buf)
     n_gpus = node_v.shape[0]
     for i in range(lo, hi):
-        o = iv[2, i]
+        o = ip[2 * nt + i]
         found = 0
         first = -1
         same = True
-        x = iv[1, i]
+        x = ip[nt + i]
         while x < n_gpus and found < k:
             if lp[o * n_gpus + x]:
                 if found == 0:
@@ -3530,20 +3561,21 @@ def _gang_cells(rv: Any, iv: Any, lo: int, hi: int, legal: np.ndarray, node_v: A
 
 @cython.cfunc
 @cython.locals(
-    rv=cython.float[:, ::1], iv=cython.longlong[:, ::1], gv=cython.float[:, ::1],
-    lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, i=cython.Py_ssize_t, ng=cython.Py_ssize_t,
-    i1=cython.p_longlong,
+    rv=cython.float[:, ::1], ip=cython.p_longlong, nt=cython.Py_ssize_t,
+    gv=cython.float[:, ::1], lo=cython.Py_ssize_t, hi=cython.Py_ssize_t, i=cython.Py_ssize_t,
+    ng=cython.Py_ssize_t, i1=cython.p_longlong,
 )  # fmt: skip
 @cython.returns(cython.int)
 @cython.exceptval(check=False)  # (raises nothing)
 @cython.boundscheck(False)  # (every index is in range: the candidates' GPUs are the fleet's)
 @cython.wraparound(False)
-def _copy_gpu_cells(rv: Any, iv: Any, gv: Any, lo: int, hi: int) -> int:
+def _copy_gpu_cells(rv: Any, ip: Any, nt: int, gv: Any, lo: int, hi: int) -> int:
     """The target GPU's cells (its row of ``gv``) into the rows ``lo`` .. ``hi`` - 1 of
-    ``rv`` (compiled only), that GPU read from the candidates' integers ``iv`` (the run's size
-    known to the C compiler where it is :data:`_NG`: a few moves, not a ``memcpy`` call)."""
+    ``rv`` (compiled only), that GPU read from the candidates' integers at ``ip`` (rows
+    ``nt`` apart; the run's size known to the C compiler where it is :data:`_NG`: a few
+    moves, not a ``memcpy`` call)."""
     ng = gv.shape[1]
-    i1 = cython.address(iv[1, 0])
+    i1 = ip + nt
     if ng == 11:  # (``_NG``)
         for i in range(lo, hi):
             memcpy(
@@ -3566,6 +3598,7 @@ def _copy_gpu_cells(rv: Any, iv: Any, gv: Any, lo: int, hi: int) -> int:
     jiv=cython.longlong[:, ::1], gv=cython.float[:, ::1], ov=cython.float[:, ::1],
     sv=cython.float[:, ::1], tv=cython.longlong[::1], i=cython.Py_ssize_t,
     b=cython.Py_ssize_t, nj=cython.Py_ssize_t, ng=cython.Py_ssize_t, nop=cython.Py_ssize_t,
+    ip=cython.p_longlong, nt=cython.Py_ssize_t,
 )  # fmt: skip
 def _write_rows(
     out: np.ndarray,
@@ -3608,14 +3641,16 @@ def _write_rows(
     if cython.compiled:
         rv, iv, jv, jiv, gv = out, ids, job_rows, job_ints, gpu_rows
         ov, sv, tv = opt_rows, speed, type_idx
-        _hold_cells(rv, iv)
+        ip = cython.address(iv[0, 0])
+        nt = iv.strides[0] // 8  # (the rows' distance in elements: C order within a row)
+        _hold_cells(rv, ip, nt)
         i = 1
         for b in range(len(flats)):
             i = _block_rows(
-                rv, iv, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None,
+                rv, ip, nt, i, flats[b], n_opts, n_place, jv, jiv, b, ov, sv, tv, None,
                 cython.cast(cython.p_longlong, 0), cython.cast(cython.p_longlong, 0),
             )  # fmt: skip
-        _copy_gpu_cells(rv, iv, gv, 1, i)
+        _copy_gpu_cells(rv, ip, nt, gv, 1, i)
     else:
         flat = np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64)
         at = np.repeat(np.arange(len(flats)), [len(f) for f in flats])
