@@ -69,6 +69,7 @@ cdef object _S_KIND
 cdef object _S_MEM_GB
 cdef object _S_NUM_GPUS
 cdef object _S_TRUE_MEM_GB
+cdef object _O_MIG_SLICES
 cdef object _O_MODE
 cdef object _O_SM_PCT
 

@@ -57,6 +57,7 @@ def _slot_read(obj: object, slot: Any) -> object:
 
 if cython.compiled:  # ``JobSpec``'s slots read in C (``job.pxd``'s ``_take``)
     from cython.cimports.gpu_sharing_env.workload.job import _take
+    from cython.cimports.libc.string import memcpy  # (a double's bits: ``_order_c``)
 else:
     _take = _slot_read
 
@@ -146,6 +147,23 @@ class MigInstance:
     job_id: int | None = None
 
 
+def _new_mig_instance(
+    profile: str, start: int, mask: int, compute: int, job_id: int | None
+) -> MigInstance:
+    """``MigInstance(profile, start, mask, compute, job_id)``: compiled, its slots written by C
+    calls (the dataclass's generated ``__init__`` runs as bytecode, ~3.5 k instructions);
+    interpreted, the constructor."""
+    if not cython.compiled:
+        return MigInstance(profile, start, mask, compute, job_id)
+    inst = object.__new__(MigInstance)
+    inst.profile = profile
+    inst.start = start
+    inst.mask = mask
+    inst.compute = compute
+    inst.job_id = job_id
+    return inst
+
+
 class _MigTables:
     """Per GPU type: which profile can be created given the busy slices (O(1) lookups).
 
@@ -174,6 +192,17 @@ class _MigTables:
         #: ``creatable`` packed over profiles: bit ``p`` of ``creatable_bits[t, occ, used]``.
         weights = np.left_shift(np.int64(1), np.arange(n_p, dtype=np.int64))
         self.creatable_bits = (self.creatable.astype(np.int64) * weights).sum(axis=-1)
+        #: Per type, per profile (its index order): ``(name, compute slices, memory GB, memory
+        #: slices, the index of the first profile equal to it)`` (what :meth:`MigLayouts.take`
+        #: reads of a profile: plain values, where each was a read of the frozen dataclass; the
+        #: last as the dataclass's ``==`` matched it to a candidate).
+        self.profile_facts: tuple[tuple[tuple[str, int, float, int, int], ...], ...] = tuple(
+            tuple(
+                (p.name, p.compute_slices, p.mem_gb, p.mem_slices, gt.mig_profiles.index(p))
+                for p in gt.mig_profiles
+            )
+            for gt in types
+        )
 
     def profile_bits(self, mem_gb: float, slices: Sequence[int]) -> np.ndarray:
         """``[type, k]``: the profiles with ``slices[k]`` compute slices and ``mem_gb`` of memory
@@ -551,34 +580,46 @@ class MigLayouts:
         """An instance of ``slices`` compute slices for ``job`` on ``gpu``: an empty one that
         fits, else a new one (True: created)."""
         f = self.fleet
-        t = int(f.type_idx[gpu])
-        gt = f.types[t]
-        occ = int(self.occ[gpu])
+        tables = f.mig
+        t = f.type_idx.item(gpu)
+        facts = tables.profile_facts[t]
+        occ = self.occ.item(gpu)
+        mem = _take(job, _S_MEM_GB)
+        job_id = _take(job, _S_JOB_ID)
+        # The candidates: the profiles of ``slices`` compute slices with the job's memory
+        # (their names, and which profiles are among them: the classes of equal ones)
+        names = []
+        fit = []
+        for fact in facts:
+            if fact[1] == slices and fact[2] >= mem:
+                names.append(fact[0])
+                fit.append(fact[4])
         # Reuse an empty instance of a fitting profile first (no reconfiguration needed).
-        cands = sorted(
-            (p for p in gt.mig_profiles if p.compute_slices == slices and p.mem_gb >= job.mem_gb),
-            key=lambda p: p.mem_gb,
-        )
-        for inst in self.instances[gpu]:
-            if inst.job_id is None and any(inst.profile == p.name for p in cands):
-                inst.job_id = job.job_id
+        instances = self.instances[gpu]
+        for inst in instances:
+            if inst.job_id is None and inst.profile in names:
+                inst.job_id = job_id
                 self._mark(gpu, inst, busy=True)
                 return inst, False
-        for p_idx, prof in enumerate(gt.mig_profiles):
-            if prof not in cands:
-                continue
-            start = int(f.mig.first_start[t, occ, p_idx])
-            if start < 0 or not f.mig.creatable[t, occ, self.used[gpu], p_idx]:
-                continue
-            mask = prof.slice_mask(start)
-            # Destroy the empty instances the new one overlaps (legal: they are empty).
-            self.instances[gpu] = [
-                i for i in self.instances[gpu] if i.job_id is not None or not (i.mask & mask)
-            ]
-            inst = MigInstance(prof.name, start, mask, prof.compute_slices, job.job_id)
-            self.instances[gpu].append(inst)
-            self._mark(gpu, inst, busy=True)
-            return inst, True
+        if fit:
+            bits = tables.creatable_bits.item(t, occ, self.used.item(gpu))
+            first_start = tables.first_start
+            for p_idx in range(len(facts)):
+                fact = facts[p_idx]
+                if fact[4] not in fit:
+                    continue
+                start = first_start.item(t, occ, p_idx)
+                if start < 0 or not (bits >> p_idx) & 1:
+                    continue
+                mask = ((1 << fact[3]) - 1) << start  # ``MigProfile.slice_mask(start)``
+                # Destroy the empty instances the new one overlaps (legal: they are empty).
+                self.instances[gpu] = instances = [
+                    i for i in instances if i.job_id is not None or not (i.mask & mask)
+                ]
+                inst = _new_mig_instance(fact[0], start, mask, fact[1], job_id)
+                instances.append(inst)
+                self._mark(gpu, inst, busy=True)
+                return inst, True
         raise RuntimeError(f"no MIG {slices}g instance on gpu {gpu}: legality was not checked")
 
     def release(self, job_id: int, gpu: int) -> None:
@@ -590,9 +631,9 @@ class MigLayouts:
                 break
 
     def _mark(self, gpu: int, inst: MigInstance, busy: bool) -> None:
-        sign = 1 if busy else -1
-        self.occ[gpu] = int(self.occ[gpu]) ^ inst.mask
-        self.used[gpu] += sign * inst.compute
+        # (``.item``: the int64 elements as Python ints; stored back, the same int64 values)
+        self.occ[gpu] = self.occ.item(gpu) ^ inst.mask
+        self.used[gpu] = self.used.item(gpu) + (inst.compute if busy else -inst.compute)
 
 
 class GpuletParts:
@@ -1300,7 +1341,8 @@ _S_KIND = JobSpec.__dict__["kind"]
 _S_MEM_GB = JobSpec.__dict__["mem_gb"]
 _S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 _S_TRUE_MEM_GB = JobSpec.__dict__["true_mem_gb"]
-# ``PlacementOption``'s, the same way (``opt.mode``, ``opt.sm_pct``).
+# ``PlacementOption``'s, the same way (``opt.mode``, ``opt.sm_pct``, ``opt.mig_slices``).
+_O_MIG_SLICES = PlacementOption.__dict__["mig_slices"]
 _O_MODE = PlacementOption.__dict__["mode"]
 _O_SM_PCT = PlacementOption.__dict__["sm_pct"]
 
@@ -1363,7 +1405,7 @@ def _cluster_add(
         else:
             self.mode[gpu] = int(omode)
     if omode is _M_MIG:
-        inst, created = self.mig_layouts.take(job, gpu, opt.mig_slices)
+        inst, created = self.mig_layouts.take(job, gpu, _take(opt, _O_MIG_SLICES))
         if created:
             delay += self.layout.sharing.mig_reconfig_s
     if omode is _M_MPS:
@@ -1453,7 +1495,7 @@ def _cluster_remove(self: Cluster, job: JobSpec, gpu: int, opt: PlacementOption)
             else:
                 self.sm_used[gpu] = self.sm_used.item(gpu) - opt.sm_pct
     if omode is _M_MIG:
-        self.mig_layouts.release(job.job_id, gpu)
+        self.mig_layouts.release(_take(job, _S_JOB_ID), gpu)
     if n == 0:  # drop float drift
         if cython.compiled:
             sv.mem_decl[gpu] = 0.0
@@ -1489,7 +1531,16 @@ def _from_order(i: int) -> float:
 @lru_cache(maxsize=4096)  # a pure function; the fit indexes are rebuilt every reset
 def _last_fitting(mem: float, cap: float) -> float:
     """The greatest float ``x`` with ``x + mem <= cap`` (IEEE addition, as the masks do):
-    ``x + mem`` is monotone in ``x``, so the floats that fit are exactly those ``<= x``."""
+    ``x + mem`` is monotone in ``x``, so the floats that fit are exactly those ``<= x``.
+    Compiled, :func:`_last_fitting_c` (the same bisection over the floats' bits in C); else
+    :func:`_last_fitting_py`."""
+    if cython.compiled:
+        return _last_fitting_c(mem, cap)  # type: ignore[no-any-return]
+    return _last_fitting_py(mem, cap)
+
+
+def _last_fitting_py(mem: float, cap: float) -> float:
+    """:func:`_last_fitting`'s bisection over :func:`_float_order` (Python integers)."""
     # (``cap >= 0`` and ``mem > 0``, finite: ``-2 mem - 1`` fits, ``2 cap + 1`` does not)
     lo, hi = _float_order(-2.0 * mem - 1.0), _float_order(2.0 * cap + 1.0)
     assert _from_order(lo) + mem <= cap < _from_order(hi) + mem
@@ -1500,6 +1551,56 @@ def _last_fitting(mem: float, cap: float) -> float:
         else:
             hi = mid
     return _from_order(lo)
+
+
+#: ``2**63 - 1``: a double's bits but its sign (compiled, a C constant: ``_order_c``).
+_LOW63 = cython.declare(cython.longlong, 0x7FFF_FFFF_FFFF_FFFF)
+
+
+@cython.cfunc
+@cython.locals(x=cython.double, i=cython.longlong)
+@cython.returns(cython.longlong)
+def _order_c(x: float) -> int:
+    """:func:`_float_order` in C (compiled only): the double's bits as a C integer."""
+    i = 0
+    memcpy(cython.address(i), cython.address(x), 8)
+    return i if i >= 0 else -(i & _LOW63)
+
+
+@cython.cfunc
+@cython.locals(i=cython.longlong, bits=cython.longlong, x=cython.double)
+@cython.returns(cython.double)
+def _from_order_c(i: int) -> float:
+    """:func:`_from_order` in C (compiled only): ``(-i) | -2**63`` is ``-i - 2**63`` where
+    ``-i > 0``, written without a constant outside the C integer's range."""
+    bits = i if i >= 0 else (-i) - _LOW63 - 1
+    x = 0.0
+    memcpy(cython.address(x), cython.address(bits), 8)
+    return x
+
+
+@cython.cfunc
+@cython.locals(
+    mem=cython.double, cap=cython.double, lo=cython.longlong, hi=cython.longlong,
+    mid=cython.longlong,
+)  # fmt: skip
+@cython.returns(cython.double)
+def _last_fitting_c(mem: float, cap: float) -> float:
+    """:func:`_last_fitting_py` in C (compiled only): the same bisection, the same floats
+    tested with the same IEEE addition (~1 k instructions where the Python integers and
+    ``struct`` calls took ~60 k). The midpoint is ``(lo + hi) // 2`` without forming
+    ``lo + hi`` or ``hi - lo`` (either may pass 2**63 in C): halves floored (``>>``, as
+    Python's) plus the carry of the two low bits."""
+    lo = _order_c(-2.0 * mem - 1.0)
+    hi = _order_c(2.0 * cap + 1.0)
+    assert _from_order_c(lo) + mem <= cap < _from_order_c(hi) + mem
+    while lo < hi - 1:  # invariant: lo fits, hi does not (``hi - 1``: hi > lo >= -2**63+1)
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)
+        if _from_order_c(mid) + mem <= cap:
+            lo = mid
+        else:
+            hi = mid
+    return _from_order_c(lo)
 
 
 def _tree_build(vals: list[float]) -> list[float]:

@@ -642,21 +642,20 @@ class Simulator:
         than those it left also pauses ``sharing.migration_s`` (``Lifecycle.suspend``,
         ``Lifecycle.restore``; legal for :meth:`suspendable` jobs).
         """
-        legality = self.legality  # (compiled, typed: ``check``, ``start``, ``restore`` C calls)
-        why = legality.check(d)
+        legality = self.legality  # (compiled, typed: ``check_fields`` a C call)
+        if type(d) is Decision:  # its slots (``suspends`` as its property has it)
+            job_id, gpu, option = _take(d, _D_JOB_ID), _take(d, _D_GPU), _take(d, _D_OPTION)
+            batch_size = _take(d, _D_BATCH_SIZE)
+            suspends = gpu == SUSPEND and option == SUSPEND
+        else:  # (a subclass: its own attributes)
+            job_id, gpu, option, batch_size = d.job_id, d.gpu, d.option, d.batch_size
+            suspends = d.suspends
+        why = legality.check_fields(job_id, gpu, option, batch_size, suspends)  # ``check(d)``
         if why is not None:
             raise IllegalDecision(why)
         life = self.lifecycle
         table = self.table  # (compiled, typed: ``jobs`` a C read)
-        if type(d) is Decision:  # its slots (``suspends`` as its property has it)
-            gpu, option = _take(d, _D_GPU), _take(d, _D_OPTION)
-            st = table.jobs[_take(d, _D_JOB_ID)]
-            batch_size = _take(d, _D_BATCH_SIZE)
-            suspends = gpu == SUSPEND and option == SUSPEND
-        else:  # (a subclass: its own attributes)
-            gpu, option, batch_size = d.gpu, d.option, d.batch_size
-            st = table.jobs[d.job_id]
-            suspends = d.suspends
+        st = table.jobs[job_id]
         if suspends:
             life.suspend(st)
         elif st.status is _RUNNING:

@@ -9,6 +9,8 @@ from gpu_sharing_env.sim.state cimport JobState
 # JobSpec's slot descriptors ``schedule`` reads through job.pxd's ``_take`` (C globals).
 cdef object _S_JOB_ID
 cdef object _S_NUM_GPUS
+# Infinity (``schedule``'s test of the scale: a C double).
+cdef double _INF
 
 cdef class Faults:
     cdef public object _cfg

@@ -41,6 +41,9 @@ else:
 _S_JOB_ID = JobSpec.__dict__["job_id"]
 _S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 
+#: Infinity (compiled, a C double constant: ``schedule``'s test, no float object made).
+_INF = float("inf")
+
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
     from gpu_sharing_env.sim.lifecycle import Lifecycle
@@ -107,8 +110,11 @@ class Faults:
     def set_mechanisms(self, mechanisms: MechanismConfig) -> None:
         self.mechanisms = mechanisms
 
+    @cython.locals(scale=cython.double, dt=cython.double)
     def schedule(self, st: JobState) -> None:
-        """Draw the time of running ``st``'s next fault (none where faults are off)."""
+        """Draw the time of running ``st``'s next fault (none where faults are off).
+        Compiled, the scale and the draw are C doubles (the same IEEE quotient and sum: a
+        GPU count converts to the double it is)."""
         if self._rate_per_s <= 0:
             return
         sim = self._sim
@@ -117,7 +123,7 @@ class Faults:
         # ``self._rng.exponential(scale)``; compiled, the C function it runs (the same double,
         # the same stream: ``workload.synthetic.draw_capsule``), without its ~4 k instructions
         dc = draw_capsule(self._rng) if cython.compiled else None
-        if dc is not None and 0.0 < scale < float("inf"):
+        if dc is not None and 0.0 < scale < _INF:
             dt = exponential1(dc, scale)
         else:
             dt = self._rng.exponential(scale)

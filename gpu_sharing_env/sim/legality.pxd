@@ -52,6 +52,7 @@ cdef class Legality:
     cpdef bint listed_migration(self, spec, gpu, option)
     cpdef single_cells(self, sig, spec, jv=*)
     cpdef check(self, d)
+    cpdef check_fields(self, job_id, gpu, option, batch_size, bint suspends)
 
 # A kept buffer and its typed view (``_single_targets`` writes there), and a gang's pass's
 # counts per option.

@@ -829,15 +829,22 @@ class Legality:
 
     def check(self, d: Decision) -> str | None:
         """Why ``d`` is illegal now, or None."""
+        return self.check_fields(d.job_id, d.gpu, d.option, d.batch_size, d.suspends)
+
+    def check_fields(
+        self, job_id: int, gpu: int, option: int, batch_size: int, suspends: bool
+    ) -> str | None:
+        """:meth:`check` of a decision given by its fields (``job_id``, ``gpu``, ``option``,
+        ``batch_size`` and whether it ``suspends``): ``Simulator.apply`` reads them as slots
+        (compiled, a C call with no attribute read of the decision)."""
         if self._sim.done:
             return "the episode is over"
-        job_id, gpu, option = d.job_id, d.gpu, d.option  # (each read once)
         st = self._jobs.get(job_id)
-        if d.batch_size and st is not None:
-            why = check_batch(st, d.batch_size)
+        if batch_size and st is not None:
+            why = check_batch(st, batch_size)
             if why is not None:
                 return why
-        if d.suspends:
+        if suspends:
             assert self._lifecycle is not None
             return self._lifecycle.check_suspend(job_id, st)
         if st is not None and st.status is _RUNNING:
