@@ -186,3 +186,55 @@ def test_quantile_is_numpy_s() -> None:
             with np.errstate(invalid="ignore"):
                 assert _close(_quantile(values, 0.5), _q(np.array(values), 0.5))
     assert n_cases == 21000
+
+
+def test_the_warm_start_s_tree_is_shared_by_its_copies() -> None:
+    """A copy's refit on the warm start's rows alone takes the tree fitted once for them
+    (``_fit_base``, shared by the copies); with episode rows it fits its own. Either way the
+    tree, the fit count and every estimate are those of a predictor made afresh."""
+    rng = random.Random(3)
+    history = _history(rng, 90)
+    cfg = PredictorConfig(refit_every=6, max_rows=70)
+    warm = OnlinePredictor(cfg, history)
+    specs = [_spec(rng, i) for i in range(40)]
+    first = copy.deepcopy(warm)
+    first.estimate(specs[0], 0.0)  # (its first refit: fitted, kept for the copies)
+    assert warm._fit_base[0] is first._fit is not None
+    second = copy.deepcopy(warm)
+    calls: list[int] = []
+    fit_tree = predictor_mod._fit_tree
+    predictor_mod._fit_tree = lambda *a: calls.append(1) or fit_tree(*a)  # type: ignore[assignment]
+    fresh = OnlinePredictor(cfg, history)  # (its own: the same calls, in lockstep)
+    try:
+        for i, spec in enumerate(specs):
+            got = second.estimate(spec, float(i))
+            assert got == fresh.estimate(spec, float(i))
+            assert second.n_fits == fresh.n_fits and second._fit == fresh._fit
+            second.observe(spec, spec.job_id)
+            fresh.observe(spec, spec.job_id)
+            assert second._fit == fresh._fit
+    finally:
+        predictor_mod._fit_tree = fit_tree
+    # the second copy's first refit took the kept tree, its later ones (with rows) fitted; the
+    # fresh predictor fitted every time
+    assert second.n_fits == fresh.n_fits == 1 + len(specs) // 6
+    assert len(calls) == 2 * second.n_fits - 1
+
+
+@pytest.mark.parametrize(
+    "top",
+    [1.0, 2.0, 3.0, 2, 3, float("nan"), np.float64(2.0), 2**70],
+)
+def test_peeks_compare_as_peek_time(top: object) -> None:
+    from gpu_sharing_env.sim.events import EventQueue
+
+    q = EventQueue()
+    for t in (None, top):
+        for asked in (1.0, 2.0, 3.0, 2, float("nan"), np.float64(2.0), float("inf")):
+            want = len(q) > 0 and q.peek_time() == asked
+            assert q.peek_is(asked) is bool(want)
+            want = len(q) > 0 and q.peek_time() <= asked
+            assert q.peek_le(asked) is bool(want)
+            want = len(q) > 0 and q.peek_time() > asked
+            assert q.peek_gt(asked) is bool(want)
+        q.push(t if t is not None else top, 1, 0)

@@ -73,6 +73,7 @@ cdef class OnlinePredictor:
     cdef public double _sum
     cdef public object _fit
     cdef public object _fit_src
+    cdef public list _fit_base
     cdef public list _fit_left
     cdef public list _fit_right
     cdef public list _fit_feat

@@ -628,6 +628,7 @@ class OnlinePredictor:
     # instructions of generic attribute reads and Python calls on a plain object.)
     __slots__ = (
         "_fit",
+        "_fit_base",
         "_fit_expv",
         "_fit_feat",
         "_fit_left",
@@ -679,6 +680,10 @@ class OnlinePredictor:
         self._sum = 0.0
         self._fit: _Fit | None = None
         self._set_fit(None)
+        #: The tree of the warm start's rows alone (fitted at the first refit without episode
+        #: rows), shared by this predictor's copies (a shared past's warm start is copied every
+        #: episode, and each copy's first estimate fits those same rows): ``[None]`` until then.
+        self._fit_base: list[_Fit | None] = [None]
         self._since_fit = 0
         #: Episode job ids observed, in completion order (the rows after the warm start).
         self.observed: list[int] = []
@@ -783,6 +788,7 @@ class OnlinePredictor:
         new._subs = self._subs
         new._subs_hist = self._subs_hist
         new._subs_base = self._subs_base  # (shared: its lists are never changed)
+        new._fit_base = self._fit_base  # (shared: the tree of the same rows)
         new._hist_x, new._hist_y = self._hist_x, self._hist_y  # (never changed)
         new._n_hist = self._n_hist
         new._stale = self._stale
@@ -897,11 +903,20 @@ class OnlinePredictor:
     def _refit(self) -> None:
         self._since_fit = 0
         self._stale = False
+        base = self._fit_base
+        warm = not self._rows_y  # (the training set is the warm start's rows alone)
+        if warm and base[0] is not None:  # (``_fit_tree``'s memo without its key: ~120 k)
+            self._set_fit(base[0])
+            self.n_fits += 1
+            return
         rows = self.training_set()
         if rows is None:
             self._set_fit(None)
             return
-        self._set_fit(_fit_tree(*rows, self.cfg.max_leaf_nodes))
+        fit = _fit_tree(*rows, self.cfg.max_leaf_nodes)
+        if warm:
+            base[0] = fit
+        self._set_fit(fit)
         self.n_fits += 1
 
     def _set_fit(self, fit: _Fit | None) -> None:
