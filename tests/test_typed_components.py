@@ -225,7 +225,8 @@ def test_a_module_running_from_source_takes_its_cimport_peers_with_it() -> None:
     assert f"{sim}accumulator" in deps  # (usage cimports it: the other way)
     life = set(_modes._with_dependents([f"{sim}lifecycle"]))
     assert {f"{sim}legality", "gpu_sharing_env.fleet.cluster"} <= life
-    assert "gpu_sharing_env.workload.predictor" not in life  # (no cimport joins them)
+    assert "gpu_sharing_env.workload.predictor" in life  # (lifecycle cimports the predictor)
+    assert "gpu_sharing_env.workload.cart" not in life  # (no cimport joins them)
     assert _modes._cimported(f"{sim}lifecycle") >= {f"{sim}legality", f"{sim}rates"}
 
 

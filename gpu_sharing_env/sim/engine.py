@@ -701,7 +701,7 @@ class Simulator:
         if self.done:
             return
         while True:  # (``done`` is set only below, each time before a return, and by reset)
-            if not len(events) or events.peek_time() > horizon:
+            if not len(events) or events.peek_gt(horizon):
                 _clock_to(self, usage, acc, table, horizon)
                 self.done = True
                 return
@@ -709,7 +709,7 @@ class Simulator:
             _clock_to(self, usage, acc, table, t)
             changed = False
             ticked = False
-            while len(events) and events.peek_time() == t:
+            while events.peek_is(t):  # (``len(events) and events.peek_time() == t``)
                 kind = events.pop_kind()  # (``pop_raw`` without the tuple; the time is ``t``)
                 subject = events._popped_subject
                 stamp = events._popped_stamp
@@ -734,7 +734,7 @@ class Simulator:
                     break
                 if (
                     changed
-                    or (len(events) and events.peek_time() <= nxt)
+                    or events.peek_le(nxt)  # (``len(events) and events.peek_time() <= nxt``)
                     or (table.offline_total and not table.offline_left)
                 ):
                     events.push(nxt, _K_TICK, 0)

@@ -32,3 +32,6 @@ cdef class EventQueue:
     cpdef tuple pop_raw(self)
     cpdef Py_ssize_t pop_kind(self) except? -1
     cpdef peek_time(self)
+    cpdef bint peek_is(self, t) except -1
+    cpdef bint peek_le(self, t) except -1
+    cpdef bint peek_gt(self, t) except -1

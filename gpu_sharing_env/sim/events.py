@@ -120,6 +120,7 @@ class EventQueue:
 
     # ------------------------------------------------------------------ slots
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     @cython.locals(
         i=cython.Py_ssize_t, seq=cython.longlong, k=cython.longlong, x=cython.double,
@@ -155,6 +156,7 @@ class EventQueue:
             self._flag[i] = 1
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     @cython.locals(i=cython.Py_ssize_t, ks=cython.longlong)
     def _item(self, i: int) -> tuple[Any, int, int, Any, Any]:
@@ -171,6 +173,7 @@ class EventQueue:
         )
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     @cython.locals(i=cython.Py_ssize_t, j=cython.Py_ssize_t)
     def _less(self, i: int, j: int) -> bool:
@@ -184,6 +187,7 @@ class EventQueue:
         return self._item(i) < self._item(j)
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     @cython.locals(dst=cython.Py_ssize_t, src=cython.Py_ssize_t)
     def _move(self, dst: int, src: int) -> None:
@@ -194,6 +198,7 @@ class EventQueue:
         self._stamp[dst] = self._stamp[src]
         self._flag[dst] = self._flag[src]
 
+    @cython.initializedcheck(False)
     @cython.locals(start=cython.Py_ssize_t, pos=cython.Py_ssize_t, up=cython.Py_ssize_t,
                    tmp=cython.Py_ssize_t)  # fmt: skip
     def _sift_down(self, start: int, pos: int) -> None:
@@ -209,6 +214,7 @@ class EventQueue:
             break
         self._move(pos, tmp)
 
+    @cython.initializedcheck(False)
     @cython.locals(
         pos=cython.Py_ssize_t, end=cython.Py_ssize_t, start=cython.Py_ssize_t,
         child=cython.Py_ssize_t, right=cython.Py_ssize_t, tmp=cython.Py_ssize_t,
@@ -240,6 +246,7 @@ class EventQueue:
         self._n = len(items)
 
     # ------------------------------------------------------------------ the queue
+    @cython.initializedcheck(False)
     @cython.locals(n=cython.Py_ssize_t, seq=cython.longlong)
     def push(self, time_s: Any, kind: Any, subject: Any, stamp: Any = 0) -> None:
         """Schedule ``kind`` (an :class:`EventKind` or its value) for ``subject`` (a job id or
@@ -269,6 +276,7 @@ class EventQueue:
         return (t, kind, self._popped_subject, self._popped_stamp)
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     @cython.locals(n=cython.Py_ssize_t, ks=cython.longlong, kind=cython.Py_ssize_t)
     def pop_kind(self) -> int:
@@ -301,6 +309,7 @@ class EventQueue:
         return t, EventKind(k), subject, stamp
 
     @cython.boundscheck(False)  # (slots below the arrays' length by construction)
+    @cython.initializedcheck(False)  # (the arrays exist from ``__init__`` on: ``_alloc``)
     @cython.wraparound(False)
     def peek_time(self) -> Any:
         """The next event's time (``inf`` when empty)."""
@@ -309,6 +318,48 @@ class EventQueue:
         if self._flag[0]:
             return self._odd[self._ks[0]][0]
         return float(self._t[0])
+
+    # (``Simulator.advance``'s tests of the next event's time: compiled, where the next event is
+    # plain and the time asked a float, two C doubles compared and no float made; else
+    # ``peek_time``'s object compared as before)
+    @cython.boundscheck(False)  # (slot 0 exists: ``_n`` checked first)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
+    @cython.locals(x=cython.double)
+    def peek_is(self, t: Any) -> bool:
+        """``len(self) > 0 and self.peek_time() == t``."""
+        if self._n == 0:
+            return False
+        if self._flag[0] == 0 and type(t) is float:
+            x = t
+            return self._t[0] == x
+        return bool(self.peek_time() == t)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
+    @cython.locals(x=cython.double)
+    def peek_le(self, t: Any) -> bool:
+        """``len(self) > 0 and self.peek_time() <= t``."""
+        if self._n == 0:
+            return False
+        if self._flag[0] == 0 and type(t) is float:
+            x = t
+            return self._t[0] <= x
+        return bool(self.peek_time() <= t)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    @cython.initializedcheck(False)
+    @cython.locals(x=cython.double)
+    def peek_gt(self, t: Any) -> bool:
+        """``len(self) > 0 and self.peek_time() > t``."""
+        if self._n == 0:
+            return False
+        if self._flag[0] == 0 and type(t) is float:
+            x = t
+            return self._t[0] > x
+        return bool(self.peek_time() > t)
 
     def items(self) -> list[tuple[Any, int, int, Any, Any]]:
         """The events as tuples, in heap order (``heapq``'s list)."""

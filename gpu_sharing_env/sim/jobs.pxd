@@ -20,3 +20,11 @@ cdef class JobTable:
 
     cpdef set_status(self, JobState st, status)
     cpdef schedule_next_arrival(self)
+    cpdef feasible(self, spec)
+
+# JobSpec's slot descriptors, read through job.pxd's ``_take`` (C globals).
+cdef object _S_JOB_ID
+cdef object _S_SUBMIT_S
+cdef object _S_GPU_TYPES
+cdef object _S_MEM_GB
+cdef object _S_NUM_GPUS

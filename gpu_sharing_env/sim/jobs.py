@@ -26,9 +26,18 @@ except ModuleNotFoundError:
 if cython.compiled:  # the typed job record and event queue (state.pxd, events.pxd)
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.state import JobState
+    from cython.cimports.gpu_sharing_env.workload.job import _take
 else:
+    from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.state import JobState
+
+#: ``JobSpec``'s slot descriptors an arrival reads (compiled, ``_take``: a C member read).
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_SUBMIT_S = JobSpec.__dict__["submit_s"]
+_S_GPU_TYPES = JobSpec.__dict__["gpu_types"]
+_S_MEM_GB = JobSpec.__dict__["mem_gb"]
+_S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
 
 if TYPE_CHECKING:
     from gpu_sharing_env.sim.engine import Simulator
@@ -134,11 +143,12 @@ class JobTable:
             s = self.arrivals[self.next_arrival]
             self.next_arrival += 1
             events = self._sim.events  # (compiled, typed: ``push`` is a C call)
-            events.push(s.submit_s, _K_ARRIVAL, s.job_id)
+            events.push(_take(s, _S_SUBMIT_S), _K_ARRIVAL, _take(s, _S_JOB_ID))
 
     def feasible(self, spec: JobSpec) -> bool:
-        """Could the job ever run on this fleet (an empty cluster)?"""
-        key = (spec.gpu_types, spec.mem_gb)
+        """Could the job ever run on this fleet (an empty cluster)? (Compiled, a C method the
+        lifecycle calls at each arrival, the spec's slots read in C.)"""
+        key = (_take(spec, _S_GPU_TYPES), _take(spec, _S_MEM_GB))
         n = self._fit_count.get(key)
         if n is None:
             c = self._cluster
@@ -146,7 +156,7 @@ class JobTable:
             if len(self._fit_count) >= 4096:
                 self._fit_count.clear()
             n = self._fit_count[key] = int(ok.sum())
-        return n >= spec.num_gpus
+        return n >= _take(spec, _S_NUM_GPUS)
 
     def replace_future_offline(self, specs: Sequence[JobSpec], now: float) -> None:
         """Replace the offline jobs that have not arrived yet by ``specs`` (fresh ids after every

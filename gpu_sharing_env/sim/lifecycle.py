@@ -27,7 +27,6 @@ from gpu_sharing_env.sim.rates import Rates
 from gpu_sharing_env.sim.state import JobState, Status
 from gpu_sharing_env.sim.ticks import OnlineLoad
 from gpu_sharing_env.sim.waiting import Queue, mask_signature
-from gpu_sharing_env.workload.predictor import OnlinePredictor
 
 try:  # compiled (gpu_sharing_env._compile): C types for the locals below; interpreted: no-ops
     import cython
@@ -47,6 +46,7 @@ if cython.compiled:
     from cython.cimports.gpu_sharing_env.sim.events import EventQueue
     from cython.cimports.gpu_sharing_env.sim.speed import SpeedMemo
     from cython.cimports.gpu_sharing_env.workload.job import _take
+    from cython.cimports.gpu_sharing_env.workload.predictor import OnlinePredictor
 else:
     from gpu_sharing_env.fleet.cluster import (
         _cluster_add,
@@ -58,6 +58,7 @@ else:
     from gpu_sharing_env.fleet.cluster import _slot_read as _take
     from gpu_sharing_env.sim.events import EventQueue
     from gpu_sharing_env.sim.speed import SpeedMemo
+    from gpu_sharing_env.workload.predictor import OnlinePredictor
 from gpu_sharing_env.workload.job import JobSpec
 
 if TYPE_CHECKING:
@@ -152,12 +153,14 @@ class Lifecycle:
         self._suspended = {}
 
     # ================================================================== arrivals
+    @cython.locals(pred=OnlinePredictor)  # (compiled: ``note_submit`` a C call)
     def arrive(self, st: JobState) -> None:
         """``st`` is submitted now: queued, or failed if it could never run on this fleet."""
         self._table.schedule_next_arrival()
         now = self._sim.now
-        if self.predictor is not None and not st.online:
-            self.predictor.note_submit(st.spec, now)
+        pred = self.predictor
+        if pred is not None and not st.online:
+            pred.note_submit(st.spec, now)
         if st.online:
             self._load.arrived(st)
         if not self._table.feasible(st.spec):
@@ -168,13 +171,15 @@ class Lifecycle:
             return
         self.enqueue(st)
 
+    @cython.locals(pred=OnlinePredictor)  # (compiled: ``estimate`` a C call)
     def enqueue(self, st: JobState) -> None:
         """Queue ``st`` (an offline job with the predictor's estimate, made now; without
         estimates, a NaN one: the spec's own may be a placeholder that is the truth)."""
         now = self._sim.now
-        if self.predictor is not None and not st.online:
+        pred = self.predictor
+        if pred is not None and not st.online:
             # the estimate in force while it waits: the predictor's, made now
-            st.spec = st.spec.with_estimate(self.predictor.estimate(st.spec, now))
+            st.spec = st.spec.with_estimate(pred.estimate(st.spec, now))
         elif not self.estimates and not st.online:
             st.spec = st.spec.without_estimate()
         self._table.set_status(st, _QUEUED)

@@ -295,10 +295,12 @@ class FleetUsage:
         """
         c = self._cluster
         q = self._queue
-        if c.version != self._frag_cv or q.version != self._frag_qv:
+        cv = c.version  # (each read once: a plain object's and an extension type's attribute)
+        qv = q.version
+        if cv != self._frag_cv or qv != self._frag_qv:
             need = q.least_offline_mem()
             val = None
-            if cython.compiled and c.n_gpus < _FRAG_LOOP_GPUS:
+            if cython.compiled and len(self._caps) < _FRAG_LOOP_GPUS:  # (the fleet's GPUs)
                 # a typed loop on a small fleet (numpy's fixed cost per pass was most of it);
                 # interpreted, the passes below (tests/test_typed_components.py compares them)
                 sv = _views_of(c)
@@ -308,6 +310,6 @@ class FleetUsage:
                 part = (c.n_res > 0) & (free > 1e-9) & (free < need)
                 val = float((free[part] / c.mem_cap[part]).sum())
             self._frag_val = val
-            self._frag_cv = c.version
-            self._frag_qv = q.version
+            self._frag_cv = cv
+            self._frag_qv = qv
         return self._frag_val

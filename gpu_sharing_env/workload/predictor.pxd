@@ -48,3 +48,61 @@ cpdef object _stats_hit(dict g, dict subs, dict stats, object group, double now)
 # OnlinePredictor._median_gap's new gaps: C doubles, the NaN check in C.
 @cython.locals(i=Py_ssize_t, g=double, t=double, prev=double, new=list)
 cpdef object _new_gaps(list times, Py_ssize_t done, Py_ssize_t k)
+
+# JobSpec's slot descriptors the estimates read through job.pxd's ``_take`` (C globals).
+cdef object _S_JOB_ID
+cdef object _S_GROUP
+cdef object _S_USER
+cdef object _S_NUM_GPUS
+cdef object _S_GPU_FRAC
+cdef object _S_WORK_S
+
+# The predictor itself: an extension type whose fields are predictor.py's __slots__ (public:
+# tests and tools read them), its per-job work (an estimate at each arrival, a row at each
+# finished run, a submission noted) C methods the lifecycle calls typed, and the tree it
+# walks kept as typed lists (``_set_fit``). Keep the two in step (tests check it).
+cdef class OnlinePredictor:
+    cdef public object cfg
+    cdef public bint exact
+    cdef public bint _use_g
+    cdef public bint _use_u
+    cdef public bint _use_r
+    cdef public list _rows_y
+    cdef public dict _g
+    cdef public dict _u
+    cdef public double _sum
+    cdef public object _fit
+    cdef public object _fit_src
+    cdef public list _fit_base
+    cdef public list _fit_left
+    cdef public list _fit_right
+    cdef public list _fit_feat
+    cdef public list _fit_thr
+    cdef public list _fit_expv
+    cdef public Py_ssize_t _since_fit
+    cdef public list observed
+    cdef public dict made
+    cdef public Py_ssize_t n_fits
+    cdef public dict _subs
+    cdef public object _subs_hist
+    cdef public list _subs_todo
+    cdef public list _subs_base
+    cdef public dict _periods
+    cdef public dict _gaps
+    cdef public dict _stats
+    cdef public dict _nums
+    cdef public object _hist_x
+    cdef public object _hist_y
+    cdef public Py_ssize_t _n_hist
+    cdef public object _x32
+    cdef public object _y64
+    cdef public list _pending
+    cdef public bint _stale
+
+    cpdef _add(self, group, user, gpus, work_s)
+    cpdef observe(self, spec, job_id)
+    cpdef note_submit(self, spec, now)
+    cpdef list _features(self, group, user, r)
+    cpdef _refit(self)
+    cpdef _set_fit(self, fit)
+    cpdef estimate(self, spec, now)

@@ -54,6 +54,29 @@ except ModuleNotFoundError:
 from gpu_sharing_env.workload import cart
 from gpu_sharing_env.workload.job import JobSpec
 
+if cython.compiled:  # C's log, log1p and log2: the functions math's call for a float > 0
+    from cython.cimports.gpu_sharing_env.workload.job import _take
+    from cython.cimports.libc.math import log as _ln
+    from cython.cimports.libc.math import log1p as _ln1p
+    from cython.cimports.libc.math import log2 as _lg2
+else:
+    from math import log as _ln
+    from math import log1p as _ln1p
+    from math import log2 as _lg2
+
+    # (``job.py``'s own, interpreted: run from source, this module takes ``job`` with it,
+    # ``gpu_sharing_env._modes``)
+    from gpu_sharing_env.workload.job import _take  # type: ignore[assignment]
+
+
+#: ``JobSpec``'s slot descriptors the estimates read (compiled, ``_take``: a C member read).
+_S_JOB_ID = JobSpec.__dict__["job_id"]
+_S_GROUP = JobSpec.__dict__["group"]
+_S_USER = JobSpec.__dict__["user"]
+_S_NUM_GPUS = JobSpec.__dict__["num_gpus"]
+_S_GPU_FRAC = JobSpec.__dict__["gpu_frac"]
+_S_WORK_S = JobSpec.__dict__["work_s"]
+
 INPUTS: tuple[str, ...] = ("group", "user", "request")
 
 
@@ -319,7 +342,7 @@ def _encode(e: list[float] | None, mean: float, x: list[float]) -> None:
         x.append(e[1] / n)  # type: ignore[index]
     else:
         x.append(mean)
-    x.append(math.log1p(n))
+    x.append(_ln1p(n))  # (``math.log1p``: compiled, C's, the function it calls)
 
 
 def _codes(keys: list[str]) -> tuple[list[str], np.ndarray]:
@@ -600,6 +623,48 @@ class OnlinePredictor:
         exact: An oracle: every estimate is the job's true ``work_s`` (``estimate_sigma: 0``).
     """
 
+    # (Compiled, ``predictor.pxd``: an extension type whose fields are these slots, typed, and
+    # whose estimate, observation and submission are C calls from the lifecycle: each was ~13 k
+    # instructions of generic attribute reads and Python calls on a plain object.)
+    __slots__ = (
+        "_fit",
+        "_fit_base",
+        "_fit_expv",
+        "_fit_feat",
+        "_fit_left",
+        "_fit_right",
+        "_fit_src",
+        "_fit_thr",
+        "_g",
+        "_gaps",
+        "_hist_x",
+        "_hist_y",
+        "_n_hist",
+        "_nums",
+        "_pending",
+        "_periods",
+        "_rows_y",
+        "_since_fit",
+        "_stale",
+        "_stats",
+        "_subs",
+        "_subs_base",
+        "_subs_hist",
+        "_subs_todo",
+        "_sum",
+        "_u",
+        "_use_g",
+        "_use_r",
+        "_use_u",
+        "_x32",
+        "_y64",
+        "cfg",
+        "exact",
+        "made",
+        "n_fits",
+        "observed",
+    )
+
     def __init__(
         self, cfg: PredictorConfig, history: RunLog | None = None, *, exact: bool = False
     ) -> None:
@@ -614,6 +679,11 @@ class OnlinePredictor:
         self._u: dict[str, list[float]] = {}
         self._sum = 0.0
         self._fit: _Fit | None = None
+        self._set_fit(None)
+        #: The tree of the warm start's rows alone (fitted at the first refit without episode
+        #: rows), shared by this predictor's copies (a shared past's warm start is copied every
+        #: episode, and each copy's first estimate fits those same rows): ``[None]`` until then.
+        self._fit_base: list[_Fit | None] = [None]
         self._since_fit = 0
         #: Episode job ids observed, in completion order (the rows after the warm start).
         self.observed: list[int] = []
@@ -705,8 +775,23 @@ class OnlinePredictor:
     def __deepcopy__(self, memo: dict[int, Any]) -> OnlinePredictor:
         # A planner copies the simulator per rollout: share the config and the fitted tree
         # (replaced on refit, never changed), copy the rest.
-        new = object.__new__(type(self))  # (copy.copy's result for a plain object)
-        new.__dict__.update(self.__dict__)
+        new = OnlinePredictor.__new__(OnlinePredictor)  # (no ``__init__``: every slot below)
+        new.cfg = self.cfg
+        new.exact = self.exact
+        new._use_g, new._use_u, new._use_r = self._use_g, self._use_u, self._use_r
+        new._sum = self._sum
+        new._fit, new._fit_src = self._fit, self._fit_src
+        new._fit_left, new._fit_right = self._fit_left, self._fit_right
+        new._fit_feat, new._fit_thr, new._fit_expv = self._fit_feat, self._fit_thr, self._fit_expv
+        new._since_fit = self._since_fit
+        new.n_fits = self.n_fits
+        new._subs = self._subs
+        new._subs_hist = self._subs_hist
+        new._subs_base = self._subs_base  # (shared: its lists are never changed)
+        new._fit_base = self._fit_base  # (shared: the tree of the same rows)
+        new._hist_x, new._hist_y = self._hist_x, self._hist_y  # (never changed)
+        new._n_hist = self._n_hist
+        new._stale = self._stale
         new._rows_y = list(self._rows_y)
         new._x32 = self._x32.copy()
         new._y64 = self._y64.copy()
@@ -724,13 +809,16 @@ class OnlinePredictor:
         return new
 
     # ------------------------------------------------------------------ rows
+    @cython.locals(y=cython.double, w=cython.double, g=cython.double)
     def _add(self, group: str, user: str, gpus: float, work_s: float) -> None:
-        y = math.log(max(work_s, 1e-9))
+        w = work_s
+        y = _ln(1e-9 if w < 1e-9 else w)  # ``math.log(max(work_s, 1e-9))``
         # Its features from the runs known before it (ordered target statistics): what an
         # estimate of it made just before it finished would have seen, so the tree learns the
         # mapping it is later asked for (a leave-one-out encoding instead leaks the row's own
         # target into a small user's mean, inverted).
-        self._pending.append(self._features(group, user, math.log2(max(gpus, 1e-3))))
+        g = gpus
+        self._pending.append(self._features(group, user, _lg2(1e-3 if g < 1e-3 else g)))
         self._rows_y.append(y)
         self._sum += y
         if group:
@@ -741,7 +829,12 @@ class OnlinePredictor:
     def observe(self, spec: JobSpec, job_id: int) -> bool:
         """A run of ``spec`` finished (now): it becomes a row. Returns whether the tree was
         refitted (every ``refit_every`` runs)."""
-        self._add(spec.group, spec.user, spec.num_gpus * spec.gpu_frac, spec.work_s)
+        self._add(
+            _take(spec, _S_GROUP),
+            _take(spec, _S_USER),
+            _take(spec, _S_NUM_GPUS) * _take(spec, _S_GPU_FRAC),
+            _take(spec, _S_WORK_S),
+        )
         self.observed.append(job_id)
         self._since_fit += 1
         if self._since_fit >= self.cfg.refit_every:
@@ -751,13 +844,15 @@ class OnlinePredictor:
 
     def note_submit(self, spec: JobSpec, now: float) -> None:
         """A job was submitted now (its group's submission pattern, for :meth:`group_stats`)."""
-        if spec.group:
+        group = _take(spec, _S_GROUP)
+        if group:
             if self._subs is None:
-                self._subs_todo.append((spec.group, now))
+                self._subs_todo.append((group, now))
             else:
-                self._subs.setdefault(spec.group, []).append(now)
+                self._subs.setdefault(group, []).append(now)
 
     # ------------------------------------------------------------------ model
+    @cython.locals(n_all=cython.Py_ssize_t, mean=cython.double)
     def _features(self, group: str, user: str, r: float) -> list[float]:
         """A row's inputs now: per tag used (group, then user), its finished runs' mean log
         work (the global mean where it has none) and ``log1p`` of their count; then ``r``."""
@@ -808,12 +903,36 @@ class OnlinePredictor:
     def _refit(self) -> None:
         self._since_fit = 0
         self._stale = False
+        base = self._fit_base
+        warm = not self._rows_y  # (the training set is the warm start's rows alone)
+        if warm and base[0] is not None:  # (``_fit_tree``'s memo without its key: ~120 k)
+            self._set_fit(base[0])
+            self.n_fits += 1
+            return
         rows = self.training_set()
         if rows is None:
-            self._fit = None
+            self._set_fit(None)
             return
-        self._fit = _fit_tree(*rows, self.cfg.max_leaf_nodes)
+        fit = _fit_tree(*rows, self.cfg.max_leaf_nodes)
+        if warm:
+            base[0] = fit
+        self._set_fit(fit)
         self.n_fits += 1
+
+    def _set_fit(self, fit: _Fit | None) -> None:
+        """``_fit`` := ``fit``, with its node lists and its leaves' exps kept beside it (the
+        estimates' walk reads them as typed fields, compiled; the exps are the ones
+        :func:`_fit_exp` makes on first use, made here)."""
+        self._fit = self._fit_src = fit
+        if fit is None:
+            self._fit_left = self._fit_right = self._fit_feat = self._fit_thr = None
+            self._fit_expv = None
+            return
+        e = fit.exp_value
+        if e is None:
+            e = fit.exp_value = [math.exp(v) for v in fit.value]
+        self._fit_left, self._fit_right = fit.left, fit.right
+        self._fit_feat, self._fit_thr, self._fit_expv = fit.feature, fit.threshold, e
 
     def predict_log(self, spec: JobSpec) -> float:
         """The model's log run time for ``spec`` now (records nothing)."""
@@ -826,17 +945,25 @@ class OnlinePredictor:
             return _median([*self._hist_y.tolist(), *self._rows_y])
         return math.log(self.cfg.prior_work_s)
 
+    @cython.locals(r=cython.double)
     def estimate(self, spec: JobSpec, now: float) -> float:
         """The estimate of ``spec``'s run time made now (recorded in :attr:`made`)."""
-        self.made[spec.job_id] = (now, len(self.observed))
+        self.made[_take(spec, _S_JOB_ID)] = (now, len(self.observed))
         if self.exact:
             return spec.work_s
         if self._stale:
             self._refit()
         fit = self._fit
-        if fit is not None:  # (predict_log's, with the leaf's exp memoised)
-            r = math.log2(spec.num_gpus * spec.gpu_frac)
-            return _fit_exp(fit, self._features(spec.group, spec.user, r))
+        if fit is not None:  # (predict_log's, with the leaf's exp memoised: ``_fit_exp``)
+            if fit is not self._fit_src:
+                self._set_fit(fit)  # (``_fit`` set from outside)
+            r = _take(spec, _S_NUM_GPUS) * _take(spec, _S_GPU_FRAC)
+            x = self._features(
+                _take(spec, _S_GROUP), _take(spec, _S_USER), _lg2(r) if r > 0.0 else math.log2(r)
+            )
+            return self._fit_expv[  # type: ignore[index]
+                _leaf(self._fit_left, self._fit_right, self._fit_feat, self._fit_thr, x)  # type: ignore[arg-type]
+            ]
         return math.exp(self.predict_log(spec))
 
     def estimate_many(self, specs: list[JobSpec], now: float) -> list[float]:
