@@ -9,7 +9,3 @@ from gpu_sharing_env.sim.state cimport JobLedger, JobState
                last_finish=double, submit=double)
 cpdef dict compute_metrics(jobs, acc, n_gpus, now_s)
 
-# The quantiles of the jobs' lists (numpy's ``linear`` quantile, the same doubles: C doubles).
-@cython.locals(n=Py_ssize_t, lo=Py_ssize_t, v=double, x=double, t=double, a=double, b=double,
-               d=double, s=list)
-cpdef double _quantile(list values, double q) except? -1.0
