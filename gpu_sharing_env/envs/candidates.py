@@ -375,7 +375,7 @@ def _spec_cols(spec: JobSpec, legality: Legality | None = None) -> tuple[Any, ..
     (``mask_signature``: what ``CandidateBuilder.build`` asks the legality its targets by,
     :data:`_SIG`) and, with ``legality`` where its typed passes answer the signature
     (``Legality._pass``: compiled, a small fleet, no gpulets), the typed static parts those
-    passes read (``Legality._jv_of``, a function of the signature and the fleet: handed back
+    passes read (``Legality.static_parts``, a function of the signature and the fleet: handed back
     with each question, :data:`_JV`, where the legality looked them up by the signature's
     hash a pass), else None."""
     x = spec.est_work_s
@@ -393,7 +393,7 @@ def _spec_cols(spec: JobSpec, legality: Legality | None = None) -> tuple[Any, ..
         spec.model,
         spec.num_gpus > 1,
         sig,
-        legality._jv_of(sig, spec) if legality is not None and legality._pass(spec) else None,
+        legality.static_parts(sig, spec) if legality is not None else None,
     )
 
 

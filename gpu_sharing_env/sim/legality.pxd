@@ -45,6 +45,7 @@ cdef class Legality:
     cpdef bint _typed(self, spec)
     cpdef bint _pass(self, spec)
     cpdef _jv_of(self, sig, spec)
+    cpdef static_parts(self, sig, spec)
     cpdef _typed_targets(self, sig, spec, bint empty, object gpus=*, object jv=*)
     cpdef _kept_buffer(self)
     cpdef _sig_migration_targets(self, sig, spec, idx, jv=*)

@@ -651,6 +651,12 @@ class Legality:
         (``_typed_targets``): compiled, no gpulets, a fleet under ``_MASK_LOOP_GPUS``."""
         return bool(cython.compiled and self._lay[8] and not self._lay[7])
 
+    def static_parts(self, sig: tuple[Any, ...], spec: JobSpec) -> Any:
+        """The typed static parts a builder keeps with a job's cells and hands back to the
+        passes as their ``jv`` (``_jv_of(sig, spec)``), or None where ``spec``'s targets take
+        no typed pass (``_pass``)."""
+        return self._jv_of(sig, spec) if self._pass(spec) else None
+
     def _jv_of(self, sig: tuple[Any, ...], spec: JobSpec) -> Any:
         """The typed static parts of ``spec`` (signature ``sig``; ``Masks.static_parts``),
         kept per what its memory decides of them (``_lay[9]``: the parts of every memory of
